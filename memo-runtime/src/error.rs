@@ -1,0 +1,129 @@
+//! The crate's one error type and its `Result` alias.
+
+/// A `Result` whose error defaults to memo's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in memo.
+///
+/// Every variant names *what* failed and *where* (a path, a key, a run id), so
+/// a log line alone is enough to find the object involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A string that is not a valid [`RunId`](crate::RunId).
+    #[error("invalid run id {input:?}: {reason}")]
+    InvalidRunId {
+        /// The rejected input, as given.
+        input: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+
+    /// The object store failed a request.
+    #[error("object store error at {path}: {source}")]
+    Store {
+        /// The object path (or prefix) the request was about.
+        path: String,
+        /// The store's own error.
+        #[source]
+        source: object_store::Error,
+    },
+
+    /// The backend cannot create an object only if it is absent, so memo's
+    /// write-once guarantee cannot hold on it.
+    #[error(
+        "the object store does not support conditional puts (PutMode::Create) at {path}; \
+         memo never overwrites a committed entry, so it needs a backend that does: \
+         use LocalFileSystem, InMemory, GCS, Azure, or S3 with conditional puts enabled \
+         (object_store's `S3ConditionalPut::ETagMatch`, the default)"
+    )]
+    ConditionalPutUnsupported {
+        /// The path whose create was refused.
+        path: String,
+    },
+
+    /// A value could not be serialized (for a content key or for storage).
+    #[error("cannot serialize {what}: {message}")]
+    Serialization {
+        /// What was being serialized.
+        what: String,
+        /// The serializer's message.
+        message: String,
+    },
+
+    /// A committed value does not decode as the type the caller asked for.
+    #[error("cannot decode {what} stored at {path}: {message}")]
+    Decode {
+        /// What was being decoded (a function name, a record kind).
+        what: String,
+        /// The object path of the committed value.
+        path: String,
+        /// The decoder's message.
+        message: String,
+    },
+
+    /// A stored object failed its envelope check (wrong magic, unknown
+    /// version, bad checksum, truncated). It is never treated as a miss.
+    #[error("corrupt object at {path}: {reason}")]
+    Corrupt {
+        /// The object path.
+        path: String,
+        /// What check failed.
+        reason: String,
+    },
+
+    /// A value is larger than the configured maximum; nothing was written.
+    #[error("value for {key} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// The key (or path) the value was for.
+        key: String,
+        /// The value's size in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+
+    /// A workflow replay found a recorded step that differs from the step the
+    /// code asks for at that position.
+    #[error(
+        "non-determinism in run {run_id} at step {sequence}: the history records \
+         step {recorded:?} but the workflow now calls step {called:?}"
+    )]
+    NonDeterminism {
+        /// The run being replayed.
+        run_id: String,
+        /// The step's position in call order (from 0).
+        sequence: u64,
+        /// The step name in the committed history.
+        recorded: String,
+        /// The step name the workflow called.
+        called: String,
+    },
+
+    /// A write collided with different committed content.
+    #[error("conflict at {what}: {reason}")]
+    Conflict {
+        /// What collided (a run, a step sequence, a path).
+        what: String,
+        /// Why the write was refused.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Wraps an object-store error with the path it concerns.
+    pub(crate) fn store(path: impl std::fmt::Display, source: object_store::Error) -> Self {
+        Error::Store {
+            path: path.to_string(),
+            source,
+        }
+    }
+
+    /// A corrupt-object error for `path`.
+    pub(crate) fn corrupt(path: impl std::fmt::Display, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            path: path.to_string(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! `RunId`: the checked identifier that keeps run namespaces apart.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// The longest run id accepted, in bytes.
+pub const MAX_RUN_ID_LEN: usize = 128;
+
+/// A checked run identifier: 1 to 128 bytes of `[A-Za-z0-9_-]`.
+///
+/// A run id becomes one path segment in object storage
+/// (`<prefix>/memos/<run>/...`). The alphabet leaves no way to write an
+/// empty segment, a `/`, `.`/`..` or a percent-encoded byte, so no run id can
+/// name a folder that overlaps another run's: clearing `run` can never reach
+/// `run-suffix` or `run/x`.
+///
+/// # Example
+///
+/// ```
+/// use memo_runtime::RunId;
+///
+/// let run: RunId = "order-1234".parse()?;
+/// assert_eq!(run.as_str(), "order-1234");
+/// assert!(RunId::new("a/b").is_err());
+/// # Ok::<(), memo_runtime::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(String);
+
+impl RunId {
+    /// Checks `id` and wraps it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRunId`] if `id` is empty, longer than
+    /// [`MAX_RUN_ID_LEN`] bytes, or has a byte outside `[A-Za-z0-9_-]`.
+    pub fn new(id: impl Into<String>) -> Result<RunId> {
+        let id = id.into();
+        match check(&id) {
+            Ok(()) => Ok(RunId(id)),
+            Err(reason) => Err(Error::InvalidRunId { input: id, reason }),
+        }
+    }
+
+    /// The run id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn check(id: &str) -> Result<(), &'static str> {
+    if id.is_empty() {
+        return Err("a run id cannot be empty");
+    }
+    if id.len() > MAX_RUN_ID_LEN {
+        return Err("a run id is at most 128 bytes");
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err("a run id may only contain ASCII letters, digits, '-' and '_'");
+    }
+    Ok(())
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RunId({:?})", self.0)
+    }
+}
+
+impl FromStr for RunId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<RunId> {
+        RunId::new(s)
+    }
+}
+
+impl TryFrom<&str> for RunId {
+    type Error = Error;
+
+    fn try_from(s: &str) -> Result<RunId> {
+        RunId::new(s)
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = Error;
+
+    fn try_from(s: String) -> Result<RunId> {
+        RunId::new(s)
+    }
+}
+
+impl AsRef<str> for RunId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl serde::Serialize for RunId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RunId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RunId, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        RunId::new(s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_whole_alphabet_and_the_length_bounds() {
+        for ok in ["a", "Z", "0", "-", "_", "run_01-Ab", &"x".repeat(MAX_RUN_ID_LEN)] {
+            assert_eq!(RunId::new(ok).unwrap().as_str(), ok);
+        }
+    }
+
+    #[test]
+    fn rejects_empty_long_and_path_like_ids_with_the_input_named() {
+        let long = "x".repeat(MAX_RUN_ID_LEN + 1);
+        for bad in ["", "a/b", "/", ".", "..", "a%2Fb", "a b", "é", "a\nb", "a.b", &long] {
+            match RunId::new(bad) {
+                Err(Error::InvalidRunId { input, .. }) => assert_eq!(input, bad),
+                other => panic!("{bad:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn conversions_agree() {
+        let a: RunId = "r-1".parse().unwrap();
+        let b = RunId::try_from("r-1").unwrap();
+        let c = RunId::try_from(String::from("r-1")).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(b, c);
+        assert_eq!(a.to_string(), "r-1");
+        assert_eq!(format!("{a:?}"), "RunId(\"r-1\")");
+    }
+
+    #[test]
+    fn serializes_as_its_string_and_refuses_invalid_strings() {
+        let run = RunId::new("r_9").unwrap();
+        let bytes = rmp_serde::to_vec(&run).unwrap();
+        assert_eq!(bytes, rmp_serde::to_vec("r_9").unwrap());
+        assert_eq!(rmp_serde::from_slice::<RunId>(&bytes).unwrap(), run);
+        let bad = rmp_serde::to_vec("a/b").unwrap();
+        let err = rmp_serde::from_slice::<RunId>(&bad).unwrap_err();
+        assert!(err.to_string().contains("invalid run id"), "{err}");
+    }
+}

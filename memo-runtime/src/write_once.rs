@@ -1,0 +1,116 @@
+//! The write-once mechanism every stored record goes through: create the
+//! object only if it is absent, and otherwise read back and return what is
+//! committed, so every writer of a path ends up with one value.
+
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::envelope;
+use crate::error::{Error, Result};
+
+/// How many times a create whose outcome is unknown is tried before the error
+/// is returned.
+const CREATE_ATTEMPTS: u32 = 3;
+
+/// The outcome of [`create_once`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Created {
+    /// Our create committed (or a retry found our own bytes committed).
+    Ours(Bytes),
+    /// Another writer committed first; its payload.
+    Theirs(Bytes),
+}
+
+impl Created {
+    /// The committed payload, whoever wrote it.
+    pub(crate) fn into_payload(self) -> Bytes {
+        match self {
+            Created::Ours(b) | Created::Theirs(b) => b,
+        }
+    }
+}
+
+/// Reads and unframes the object at `path`; `None` if it does not exist.
+///
+/// # Errors
+///
+/// [`Error::Store`] if the read fails, [`Error::Corrupt`] if the frame does
+/// not check.
+pub(crate) async fn read(store: &dyn ObjectStore, path: &Path) -> Result<Option<Bytes>> {
+    let got = match store.get(path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(Error::store(path, e)),
+    };
+    let framed = got.bytes().await.map_err(|e| match e {
+        // Deleted between the head of the response and its body.
+        object_store::Error::NotFound { .. } => None,
+        e => Some(Error::store(path, e)),
+    });
+    match framed {
+        Ok(framed) => envelope::open(path, framed).map(Some),
+        Err(None) => Ok(None),
+        Err(Some(e)) => Err(e),
+    }
+}
+
+/// Creates the object at `path` holding `payload` (framed) unless one exists,
+/// and returns the payload that is committed there.
+///
+/// A failure whose effect is unknown (a timeout, a lost acknowledgement) is
+/// settled by reading back: if the object exists, its content is the answer,
+/// whoever wrote it; if not, the create is tried again.
+///
+/// # Errors
+///
+/// [`Error::ConditionalPutUnsupported`] if the backend cannot create
+/// conditionally; [`Error::Store`] if the create keeps failing and nothing is
+/// committed; [`Error::Corrupt`] if the committed object does not check.
+pub(crate) async fn create_once(
+    store: &dyn ObjectStore,
+    path: &Path,
+    payload: &[u8],
+) -> Result<Created> {
+    let framed = envelope::seal(payload);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let opts = PutOptions::from(PutMode::Create);
+        let outcome = store
+            .put_opts(path, PutPayload::from(framed.clone()), opts)
+            .await;
+        let failure = match outcome {
+            Ok(_) => return Ok(Created::Ours(envelope::payload_of_sealed(&framed))),
+            Err(object_store::Error::NotImplemented { .. }) => {
+                return Err(Error::ConditionalPutUnsupported {
+                    path: path.to_string(),
+                });
+            }
+            Err(e @ object_store::Error::AlreadyExists { .. })
+            | Err(e @ object_store::Error::Precondition { .. }) => {
+                match read(store, path).await? {
+                    Some(committed) => return Ok(classify(payload, committed)),
+                    // Swept between our create and the read: try again.
+                    None => e,
+                }
+            }
+            Err(e) => match read(store, path).await {
+                Ok(Some(committed)) => return Ok(classify(payload, committed)),
+                Ok(None) | Err(_) => e,
+            },
+        };
+        if attempt >= CREATE_ATTEMPTS {
+            return Err(Error::store(path, failure));
+        }
+        tracing::debug!(%path, attempt, error = %failure, "create outcome unknown; retrying");
+    }
+}
+
+fn classify(ours: &[u8], committed: Bytes) -> Created {
+    if committed == ours {
+        Created::Ours(committed)
+    } else {
+        Created::Theirs(committed)
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests for memo live in `tests/tests/`.
