@@ -10,4 +10,6 @@ pub use error::{Error, Result};
 pub use object_store;
 pub use run_id::{MAX_RUN_ID_LEN, RunId};
 mod envelope;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod write_once;
