@@ -132,7 +132,9 @@ mod tests {
 
     #[test]
     fn foreign_unknown_version_and_flags_are_corrupt() {
-        assert!(corrupt_reason(Bytes::from_static(b"hello, world! this is json")).contains("magic"));
+        assert!(
+            corrupt_reason(Bytes::from_static(b"hello, world! this is json")).contains("magic")
+        );
         let mut v = seal(b"x").to_vec();
         v[4] = 9;
         assert!(corrupt_reason(v.into()).contains("version 9"));

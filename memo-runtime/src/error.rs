@@ -108,6 +108,23 @@ pub enum Error {
         /// Why the write was refused.
         reason: String,
     },
+
+    /// Clearing a run's entries left some behind; the run's terminal marker
+    /// must be kept so a later sweep tries again.
+    #[error(
+        "clearing run {run_id} deleted {deleted} entries but {failed} deletes failed; first: {source}"
+    )]
+    ClearIncomplete {
+        /// The run being cleared.
+        run_id: String,
+        /// Entries deleted by this call.
+        deleted: usize,
+        /// Deletes (or listings) that failed.
+        failed: usize,
+        /// The first failure.
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {

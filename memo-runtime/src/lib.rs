@@ -1,15 +1,33 @@
 //! memo: durable, retry-safe steps over object storage.
+//!
+//! Queues and workers deliver work at least once, so a step may run again
+//! after a crash or an expired lease. memo gives each step a durable,
+//! content-addressed, write-once memo in object storage: a retry finds the
+//! committed result of every side effect instead of doing it again.
+//!
+//! - [`MemoStore`] / [`Memo`]: write-once memo entries and step-output
+//!   replay entries over any [`object_store::ObjectStore`].
+//! - [`content_key`]: the canonical key of a serializable input.
+//! - [`TerminalMarker`]s: which runs ended when, for retention.
+//! - [`RunId`]: the checked run identifier that keeps runs apart.
 #![warn(missing_docs, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+mod envelope;
 mod error;
+mod key;
+mod memo;
 mod run_id;
+mod terminal;
+mod write_once;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use bytes::Bytes;
 pub use error::{Error, Result};
+pub use key::content_key;
+pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use object_store;
 pub use run_id::{MAX_RUN_ID_LEN, RunId};
-mod envelope;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
-mod write_once;
+pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};

@@ -127,7 +127,15 @@ mod tests {
 
     #[test]
     fn accepts_the_whole_alphabet_and_the_length_bounds() {
-        for ok in ["a", "Z", "0", "-", "_", "run_01-Ab", &"x".repeat(MAX_RUN_ID_LEN)] {
+        for ok in [
+            "a",
+            "Z",
+            "0",
+            "-",
+            "_",
+            "run_01-Ab",
+            &"x".repeat(MAX_RUN_ID_LEN),
+        ] {
             assert_eq!(RunId::new(ok).unwrap().as_str(), ok);
         }
     }
@@ -135,7 +143,9 @@ mod tests {
     #[test]
     fn rejects_empty_long_and_path_like_ids_with_the_input_named() {
         let long = "x".repeat(MAX_RUN_ID_LEN + 1);
-        for bad in ["", "a/b", "/", ".", "..", "a%2Fb", "a b", "é", "a\nb", "a.b", &long] {
+        for bad in [
+            "", "a/b", "/", ".", "..", "a%2Fb", "a b", "é", "a\nb", "a.b", &long,
+        ] {
             match RunId::new(bad) {
                 Err(Error::InvalidRunId { input, .. }) => assert_eq!(input, bad),
                 other => panic!("{bad:?} gave {other:?}"),

@@ -46,6 +46,7 @@
 
 mod counting;
 mod faults;
+pub mod memo_store;
 
 pub use counting::{CountingStore, RequestCounts};
 pub use faults::{Fault, FaultInjectingStore, FaultRule, InjectedFault, RequestKind};

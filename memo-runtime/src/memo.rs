@@ -1,0 +1,380 @@
+//! `MemoStore` and `Memo`: write-once memo entries and step-output replay
+//! entries over any [`ObjectStore`].
+//!
+//! # Layout
+//!
+//! Under the store's prefix:
+//!
+//! - `memos/<run>/<step>/<sha256(key)>`: memo entries ([`Memo::put`]).
+//! - `step-outputs/<run>/<step>/<sha256(payload)>`: step-output replay
+//!   entries ([`MemoStore::put_step_output`]).
+//! - `terminals/...`: terminal markers (see [`TerminalMarker`]).
+//!
+//! `<run>` is a checked [`RunId`], a single non-empty segment without `/`,
+//! `.` or `%`, so one run's folder never contains another's. Every object is
+//! framed with a checksum; a damaged one is [`Error::Corrupt`], never a miss.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
+use object_store::path::{Path, PathPart};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::key::{content_key, sha256_hex};
+use crate::run_id::RunId;
+use crate::write_once::{self, Created};
+
+#[cfg(doc)]
+use crate::TerminalMarker;
+
+/// The default largest value a memo or step-output entry may hold: 16 MiB.
+pub const DEFAULT_MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
+
+/// Durable, write-once memo entries for many runs, over one object store and
+/// a path prefix.
+///
+/// Cheap to clone: clones share the store.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+/// use std::sync::Arc;
+/// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
+///
+/// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+/// let memo = store.new_memo(&RunId::new("run-1")?, 0);
+/// assert_eq!(memo.get("greeting").await?, None);
+/// let committed = memo.put("greeting", b"hello").await?;
+/// assert_eq!(&committed[..], b"hello");
+/// // Write-once: a second put returns the committed value, not the new one.
+/// assert_eq!(&memo.put("greeting", b"bonjour").await?[..], b"hello");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MemoStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn ObjectStore>,
+    base: Path,
+    max_value_size: usize,
+}
+
+impl std::fmt::Debug for MemoStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoStore")
+            .field("prefix", &self.inner.base.as_ref())
+            .field("max_value_size", &self.inner.max_value_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoStore {
+    /// A memo store over `store`, keeping everything under `prefix`
+    /// (`""` for the store's root; `/`-separated segments, empty ones
+    /// dropped).
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> MemoStore {
+        MemoStore {
+            inner: Arc::new(Inner {
+                store,
+                base: Path::from(prefix.into()),
+                max_value_size: DEFAULT_MAX_VALUE_SIZE,
+            }),
+        }
+    }
+
+    /// The same store with another maximum value size in bytes (default
+    /// [`DEFAULT_MAX_VALUE_SIZE`]). A larger value is refused with
+    /// [`Error::TooLarge`] before anything is written.
+    pub fn with_max_value_size(self, bytes: usize) -> MemoStore {
+        MemoStore {
+            inner: Arc::new(Inner {
+                store: Arc::clone(&self.inner.store),
+                base: self.inner.base.clone(),
+                max_value_size: bytes,
+            }),
+        }
+    }
+
+    /// The largest value an entry may hold, in bytes.
+    pub fn max_value_size(&self) -> usize {
+        self.inner.max_value_size
+    }
+
+    /// The underlying object store.
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.inner.store
+    }
+
+    /// The path prefix everything is kept under.
+    pub fn prefix(&self) -> &Path {
+        &self.inner.base
+    }
+
+    /// A [`Memo`] for step `step_number` of run `run_id`.
+    pub fn new_memo(&self, run_id: &RunId, step_number: u32) -> Memo {
+        Memo {
+            store: self.clone(),
+            run_id: run_id.clone(),
+            step_number,
+        }
+    }
+
+    /// The committed output of step `step_number` for the step input
+    /// `step_payload`, if any.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if the read fails; [`Error::Corrupt`] if the entry is
+    /// damaged.
+    pub async fn get_step_output(
+        &self,
+        run_id: &RunId,
+        step_number: u32,
+        step_payload: &[u8],
+    ) -> Result<Option<Bytes>> {
+        let path = self.entry_path(STEP_OUTPUTS, run_id, step_number, &sha256_hex(step_payload));
+        write_once::read(self.store(), &path).await
+    }
+
+    /// Commits `value` as the output of step `step_number` for the step
+    /// input `step_payload`, unless an output is committed already; returns
+    /// the committed output.
+    ///
+    /// # Errors
+    ///
+    /// As [`Memo::put`].
+    pub async fn put_step_output(
+        &self,
+        run_id: &RunId,
+        step_number: u32,
+        step_payload: &[u8],
+        value: &[u8],
+    ) -> Result<Bytes> {
+        let path = self.entry_path(STEP_OUTPUTS, run_id, step_number, &sha256_hex(step_payload));
+        self.create(&path, value).await.map(Created::into_payload)
+    }
+
+    /// Deletes every memo entry and step-output entry of `run_id` and returns
+    /// how many were deleted.
+    ///
+    /// Deletes go through [`ObjectStore::delete_stream`] (batched on S3, with
+    /// the backend's bounded concurrency). A failed delete does not stop the
+    /// others; the call then returns an error, so a retention sweep keeps the
+    /// run's marker and tries again. Entries already gone count as deleted by
+    /// someone else and are not counted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ClearIncomplete`] if listing or any delete failed.
+    pub async fn clear_memos_for_run(&self, run_id: &RunId) -> Result<usize> {
+        let mut deleted = 0;
+        let mut failed = 0;
+        let mut first_error = None;
+        for folder in [MEMOS, STEP_OUTPUTS] {
+            let prefix = self.run_folder(folder, run_id);
+            let locations = self
+                .store()
+                .list(Some(&prefix))
+                .map_ok(|meta| meta.location)
+                .boxed();
+            let mut results = self.store().delete_stream(locations);
+            while let Some(result) = results.next().await {
+                match result {
+                    Ok(_) => deleted += 1,
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => {
+                        tracing::warn!(run_id = %run_id, prefix = %prefix, error = %e, "delete failed");
+                        failed += 1;
+                        first_error.get_or_insert(Error::store(&prefix, e));
+                    }
+                }
+            }
+        }
+        match first_error {
+            None => Ok(deleted),
+            Some(first) => Err(Error::ClearIncomplete {
+                run_id: run_id.to_string(),
+                deleted,
+                failed,
+                source: Box::new(first),
+            }),
+        }
+    }
+
+    pub(crate) fn store(&self) -> &dyn ObjectStore {
+        self.inner.store.as_ref()
+    }
+
+    /// `<prefix>/<folder>/<run>`.
+    pub(crate) fn run_folder(&self, folder: &str, run_id: &RunId) -> Path {
+        self.inner.base.clone().join(folder).join(run_id.as_str())
+    }
+
+    fn entry_path(&self, folder: &str, run_id: &RunId, step: u32, digest: &str) -> Path {
+        self.run_folder(folder, run_id)
+            .join(PathPart::from(step.to_string()))
+            .join(digest)
+    }
+
+    /// Creates `path` with `value` unless it exists, after the size check.
+    async fn create(&self, path: &Path, value: &[u8]) -> Result<Created> {
+        if value.len() > self.inner.max_value_size {
+            return Err(Error::TooLarge {
+                key: path.to_string(),
+                size: value.len(),
+                limit: self.inner.max_value_size,
+            });
+        }
+        write_once::create_once(self.store(), path, value).await
+    }
+}
+
+const MEMOS: &str = "memos";
+const STEP_OUTPUTS: &str = "step-outputs";
+
+/// The memo of one step of one run: a write-once key-value map whose entries
+/// survive crashes, retries and other processes.
+///
+/// Every caller of a key sees one value: [`put`](Memo::put) creates the
+/// entry only if it is absent and otherwise returns what is committed.
+#[derive(Clone)]
+pub struct Memo {
+    store: MemoStore,
+    run_id: RunId,
+    step_number: u32,
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memo")
+            .field("run_id", &self.run_id)
+            .field("step_number", &self.step_number)
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
+impl Memo {
+    /// The run this memo belongs to.
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// The step this memo belongs to.
+    pub fn step_number(&self) -> u32 {
+        self.step_number
+    }
+
+    /// The store this memo writes to.
+    pub fn memo_store(&self) -> &MemoStore {
+        &self.store
+    }
+
+    /// The committed value of `key`, if any. The returned bytes share the
+    /// buffer read from the store (no copy).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if the read fails; [`Error::Corrupt`] naming the path
+    /// if the entry is damaged (never reported as a miss).
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        write_once::read(self.store.store(), &self.key_path(key)).await
+    }
+
+    /// Commits `value` under `key` unless a value is committed already, and
+    /// returns the committed value: `value` if this call (or an earlier
+    /// attempt of it) won, another writer's value if it won first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] naming the key, before anything is written;
+    /// [`Error::ConditionalPutUnsupported`] if the backend cannot create
+    /// conditionally (memo never overwrites); [`Error::Store`] if the store
+    /// keeps failing; [`Error::Corrupt`] if the committed entry is damaged.
+    pub async fn put(&self, key: &str, value: impl AsRef<[u8]>) -> Result<Bytes> {
+        let value = value.as_ref();
+        if value.len() > self.store.max_value_size() {
+            return Err(Error::TooLarge {
+                key: format!("{key:?} (run {}, step {})", self.run_id, self.step_number),
+                size: value.len(),
+                limit: self.store.max_value_size(),
+            });
+        }
+        let created = self.store.create(&self.key_path(key), value).await?;
+        if let Created::Theirs(_) = created {
+            tracing::debug!(run_id = %self.run_id, step = self.step_number, key, "another writer committed first");
+        }
+        Ok(created.into_payload())
+    }
+
+    /// [`get`](Memo::get) under the [`content_key`] of `input`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Serialization`] if `input` cannot be encoded, else as
+    /// [`get`](Memo::get).
+    pub async fn content_get<T: Serialize + ?Sized>(&self, input: &T) -> Result<Option<Bytes>> {
+        self.get(&content_key(input)?).await
+    }
+
+    /// [`put`](Memo::put) under the [`content_key`] of `input`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Serialization`] if `input` cannot be encoded, else as
+    /// [`put`](Memo::put).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
+    ///
+    /// let memo = MemoStore::new(Arc::new(InMemory::new()), "").new_memo(&RunId::new("r")?, 3);
+    /// let input = ("summarize", "ticket-42");
+    /// if memo.content_get(&input).await?.is_none() {
+    ///     let summary = b"customer wants a refund"; // the expensive call
+    ///     memo.content_put(&input, summary).await?;
+    /// }
+    /// assert!(memo.content_get(&input).await?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn content_put<T: Serialize + ?Sized>(
+        &self,
+        input: &T,
+        value: impl AsRef<[u8]>,
+    ) -> Result<Bytes> {
+        self.put(&content_key(input)?, value).await
+    }
+
+    /// The object path of `key`'s entry.
+    pub(crate) fn key_path(&self, key: &str) -> Path {
+        self.store.entry_path(
+            MEMOS,
+            &self.run_id,
+            self.step_number,
+            &sha256_hex(key.as_bytes()),
+        )
+    }
+
+    /// The object path of `key`'s entry, for error messages.
+    #[allow(dead_code)] // used by the macro's runtime support
+    pub(crate) fn entry_path(&self, key: &str) -> String {
+        self.key_path(key).to_string()
+    }
+
+    /// A string naming (store instance, entry path) for `key`, unique in the
+    /// process, so concurrent identical calls can be coalesced.
+    #[allow(dead_code)] // used by the macro's runtime support
+    pub(crate) fn flight_key(&self, key: &str) -> String {
+        let instance = Arc::as_ptr(&self.store.inner.store) as *const () as usize;
+        format!("{instance:x}:{}", self.key_path(key))
+    }
+}

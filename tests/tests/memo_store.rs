@@ -1,0 +1,140 @@
+//! The MemoStore conformance suite on every embedded backend, plus the
+//! regressions for the faults of the design's seed.
+
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::local::LocalFileSystem;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::prefix::PrefixStore;
+use memo_runtime::testing::memo_store as suite;
+use memo_runtime::{MemoStore, RunId};
+use sha2::Digest;
+
+fn local(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
+    Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_on_in_memory() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    suite::run_all(|| MemoStore::new(objects.clone(), "memo")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_on_local_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    suite::run_all(|| MemoStore::new(local(&dir), "memo")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_on_local_file_system_at_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    suite::run_all(|| MemoStore::new(local(&dir), "")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_on_a_prefix_store() {
+    let objects = Arc::new(InMemory::new());
+    suite::run_all(|| {
+        MemoStore::new(
+            Arc::new(PrefixStore::new(objects.clone(), "tenant/a")),
+            "memo",
+        )
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn twenty_four_separate_instances_on_one_folder_converge() {
+    let dir = tempfile::tempdir().unwrap();
+    suite::racing_writers_converge_on_one_value(&|| MemoStore::new(local(&dir), "race"), 24).await;
+}
+
+/// Seed fault: an empty run id vanished from the path, so a clear of "" would
+/// have listed every run's entries.
+#[test]
+fn regression_empty_run_id_is_refused() {
+    assert!(RunId::new("").is_err());
+}
+
+/// Seed fault: `/` and `%` in run ids nested or aliased other runs' folders.
+#[test]
+fn regression_slash_and_percent_run_ids_are_refused() {
+    for bad in ["a/b", "a%2Fb", "%", "../a", "a/", "/a"] {
+        assert!(RunId::new(bad).is_err(), "{bad:?}");
+    }
+}
+
+/// Seed fault: clearing `run` also cleared `run-suffix` when listing by a
+/// string prefix.
+#[tokio::test]
+async fn regression_clearing_run_never_touches_run_suffix() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MemoStore::new(local(&dir), "p");
+    let (run, suffix) = (
+        RunId::new("run").unwrap(),
+        RunId::new("run-suffix").unwrap(),
+    );
+    store.new_memo(&run, 0).put("k", b"v").await.unwrap();
+    store.new_memo(&suffix, 0).put("k", b"keep").await.unwrap();
+    assert_eq!(store.clear_memos_for_run(&run).await.unwrap(), 1);
+    assert_eq!(
+        &store.new_memo(&suffix, 0).get("k").await.unwrap().unwrap()[..],
+        b"keep"
+    );
+}
+
+/// Seed fault: last writer won, so a retry overwrote the committed result of
+/// the first attempt.
+#[tokio::test]
+async fn regression_a_retry_never_overwrites_the_first_commit() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "p");
+    let memo = store.new_memo(&RunId::new("r").unwrap(), 0);
+    memo.put("k", b"attempt 1").await.unwrap();
+    assert_eq!(
+        &memo.put("k", b"attempt 2").await.unwrap()[..],
+        b"attempt 1"
+    );
+    assert_eq!(&memo.get("k").await.unwrap().unwrap()[..], b"attempt 1");
+}
+
+fn hex_sha256(s: &str) -> String {
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The layout is part of the stored format: pin it.
+#[tokio::test]
+async fn the_object_layout_is_pinned() {
+    let objects = Arc::new(InMemory::new());
+    let store = MemoStore::new(objects.clone(), "pre/fix");
+    let run = RunId::new("r1").unwrap();
+    store.new_memo(&run, 7).put("k", b"v").await.unwrap();
+    store
+        .put_step_output(&run, 2, b"payload", b"out")
+        .await
+        .unwrap();
+    store.write_terminal_marker(&run, 3_600_001).await.unwrap();
+    let mut paths: Vec<String> = objects
+        .list(None)
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    paths.sort();
+    assert_eq!(
+        paths,
+        vec![
+            format!("pre/fix/memos/r1/7/{}", hex_sha256("k")),
+            format!("pre/fix/step-outputs/r1/2/{}", hex_sha256("payload")),
+            format!(
+                "pre/fix/terminals/00000000000003600000/{}_r1",
+                u64::MAX - 3_600_001
+            ),
+        ]
+    );
+}
