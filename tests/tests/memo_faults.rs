@@ -1,0 +1,269 @@
+//! MemoStore under injected faults, on a backend without conditional puts,
+//! and the request cost of its listings.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use memo_runtime::object_store::local::LocalFileSystem;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{
+    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::{Error, MemoStore, RunId};
+
+fn run(id: &str) -> RunId {
+    RunId::new(id).unwrap()
+}
+
+fn faulty_backends() -> Vec<(
+    &'static str,
+    Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
+    Option<tempfile::TempDir>,
+)> {
+    let dir = tempfile::tempdir().unwrap();
+    let local: Arc<dyn ObjectStore> =
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    vec![
+        (
+            "in-memory",
+            Arc::new(FaultInjectingStore::new(memory)),
+            None,
+        ),
+        (
+            "local",
+            Arc::new(FaultInjectingStore::new(local)),
+            Some(dir),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn a_lost_create_acknowledgement_returns_the_committed_value() {
+    for (name, faults, _dir) in faulty_backends() {
+        let store = MemoStore::new(faults.clone(), "memo");
+        let memo = store.new_memo(&run("lost-ack"), 0);
+        faults.inject(FaultRule::fail_after(RequestKind::Create).times(1));
+        assert_eq!(&memo.put("k", b"v1").await.unwrap()[..], b"v1", "{name}");
+        assert_eq!(faults.faults_injected(), 1, "{name}: the fault fired");
+        assert_eq!(&memo.get("k").await.unwrap().unwrap()[..], b"v1", "{name}");
+        // A later writer still sees the first commit.
+        assert_eq!(&memo.put("k", b"v2").await.unwrap()[..], b"v1", "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_create_refused_before_it_applied_is_retried() {
+    for (name, faults, _dir) in faulty_backends() {
+        let memo = MemoStore::new(faults.clone(), "memo").new_memo(&run("retry"), 0);
+        faults.inject(FaultRule::fail_before(RequestKind::Create).times(2));
+        assert_eq!(&memo.put("k", b"v").await.unwrap()[..], b"v", "{name}");
+        assert_eq!(faults.faults_injected(), 2, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_create_that_keeps_failing_is_an_error_naming_the_path_and_commits_nothing() {
+    for (name, faults, _dir) in faulty_backends() {
+        let memo = MemoStore::new(faults.clone(), "memo").new_memo(&run("down"), 4);
+        faults.inject(FaultRule::fail_before(RequestKind::Create));
+        match memo.put("k", b"v").await {
+            Err(Error::Store { path, .. }) => {
+                assert!(path.starts_with("memo/memos/down/4/"), "{name}: {path}")
+            }
+            other => panic!("{name}: expected a store error, got {other:?}"),
+        }
+        faults.clear_faults();
+        assert_eq!(memo.get("k").await.unwrap(), None, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_delete_makes_clear_report_an_error_and_a_retry_finishes() {
+    for (name, faults, _dir) in faulty_backends() {
+        let store = MemoStore::new(faults.clone(), "memo");
+        let target = run("sweep-me");
+        for step in 0..5 {
+            store.new_memo(&target, step).put("k", b"v").await.unwrap();
+        }
+        faults.inject(FaultRule::fail_before(RequestKind::Delete).times(1));
+        match store.clear_memos_for_run(&target).await {
+            Err(Error::ClearIncomplete {
+                deleted: 4,
+                failed: 1,
+                run_id,
+                ..
+            }) => assert_eq!(run_id, "sweep-me"),
+            other => panic!("{name}: expected ClearIncomplete, got {other:?}"),
+        }
+        assert_eq!(
+            store.clear_memos_for_run(&target).await.unwrap(),
+            1,
+            "{name}"
+        );
+        assert_eq!(
+            store.clear_memos_for_run(&target).await.unwrap(),
+            0,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn expired_marker_listing_lists_only_the_expired_markers() {
+    let hour = memo_runtime::MARKER_BUCKET_MS;
+    let dir = tempfile::tempdir().unwrap();
+    let local: Arc<dyn ObjectStore> =
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    for (name, inner) in [("in-memory", memory), ("local", local)] {
+        let counting = Arc::new(CountingStore::new(inner));
+        let store = MemoStore::new(counting.clone(), "memo");
+        let cutoff = 100 * hour + hour / 2;
+        // 20 expired: 15 in whole expired buckets, 5 in the cutoff's bucket.
+        let expired: Vec<u64> = (0..15)
+            .map(|i| (90 + i % 3) * hour + i)
+            .chain((0..5).map(|i| 100 * hour + i))
+            .collect();
+        // 400 retained: at or after the cutoff, in its bucket and later ones.
+        let retained: Vec<u64> = (0..400).map(|i| cutoff + i * (hour / 40)).collect();
+        for (i, t) in expired.iter().chain(&retained).enumerate() {
+            store
+                .write_terminal_marker(&run(&format!("m{i}")), *t)
+                .await
+                .unwrap();
+        }
+        counting.reset();
+        let found = store.list_expired_terminal_markers(cutoff).await.unwrap();
+        assert_eq!(found.len(), expired.len(), "{name}");
+        let counts = counting.counts();
+        assert_eq!(
+            counts.objects_listed,
+            expired.len() as u64,
+            "{name}: {counts:?}"
+        );
+        assert_eq!(counts.lists_with_delimiter, 1, "{name}");
+        assert_eq!(
+            counts.lists + counts.lists_with_offset,
+            4,
+            "{name}: three expired buckets and the cutoff's"
+        );
+    }
+}
+
+#[tokio::test]
+async fn clearing_a_run_deletes_through_one_delete_stream_per_folder() {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = MemoStore::new(counting.clone(), "memo");
+    let target = run("many");
+    for i in 0..200 {
+        store
+            .new_memo(&target, i % 4)
+            .put(&format!("k{i}"), b"v")
+            .await
+            .unwrap();
+    }
+    counting.reset();
+    assert_eq!(store.clear_memos_for_run(&target).await.unwrap(), 200);
+    let counts = counting.counts();
+    assert_eq!(
+        (counts.delete_streams, counts.delete_paths),
+        (2, 200),
+        "{counts:?}"
+    );
+}
+
+/// A backend that cannot create conditionally, like S3 with conditional puts
+/// disabled.
+#[derive(Debug)]
+struct NoConditionalPuts(InMemory);
+
+impl fmt::Display for NoConditionalPuts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NoConditionalPuts")
+    }
+}
+
+#[async_trait]
+impl ObjectStore for NoConditionalPuts {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        if matches!(opts.mode, PutMode::Create) {
+            return Err(object_store::Error::NotImplemented {
+                operation: "put_opts with PutMode::Create".into(),
+                implementer: self.to_string(),
+            });
+        }
+        self.0.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.0.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.0.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.0.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.0.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.0.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.0.copy_opts(from, to, options).await
+    }
+}
+
+#[tokio::test]
+async fn a_backend_without_conditional_puts_is_a_clear_error_and_nothing_is_overwritten() {
+    let store = MemoStore::new(Arc::new(NoConditionalPuts(InMemory::new())), "memo");
+    let memo = store.new_memo(&run("no-cas"), 0);
+    let err = memo.put("k", b"v").await.unwrap_err();
+    assert!(
+        matches!(err, Error::ConditionalPutUnsupported { .. }),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("PutMode::Create") && message.contains("S3ConditionalPut"),
+        "{message}"
+    );
+    assert_eq!(memo.get("k").await.unwrap(), None);
+    assert!(matches!(
+        store.put_step_output(&run("no-cas"), 0, b"p", b"o").await,
+        Err(Error::ConditionalPutUnsupported { .. })
+    ));
+}
