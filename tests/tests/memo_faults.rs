@@ -20,11 +20,14 @@ fn run(id: &str) -> RunId {
     RunId::new(id).unwrap()
 }
 
-fn faulty_backends() -> Vec<(
+/// A fault-injecting store over a backend, and the folder that backs it.
+type Faulty = (
     &'static str,
     Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
     Option<tempfile::TempDir>,
-)> {
+);
+
+fn faulty_backends() -> Vec<Faulty> {
     let dir = tempfile::tempdir().unwrap();
     let local: Arc<dyn ObjectStore> =
         Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
