@@ -125,6 +125,24 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+
+    /// A write to a run that does not exist.
+    #[error("run {run_id} does not exist")]
+    RunNotFound {
+        /// The run written to.
+        run_id: String,
+    },
+
+    /// A write to a run that can never be valid, whatever is committed (a
+    /// gap in the receipt sequence, a receipt of another run, an unknown
+    /// input); nothing was written.
+    #[error("invalid write to run {run_id}: {reason}")]
+    InvalidWrite {
+        /// The run written to.
+        run_id: String,
+        /// What is wrong with the write.
+        reason: String,
+    },
 }
 
 impl Error {

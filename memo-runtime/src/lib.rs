@@ -10,6 +10,8 @@
 //! - [`content_key`]: the canonical key of a serializable input.
 //! - [`TerminalMarker`]s: which runs ended when, for retention.
 //! - [`RunId`]: the checked run identifier that keeps runs apart.
+//! - [`RuntimeStore`]: the durable record of workflow runs and their step
+//!   receipts, in memory or in object storage ([`runtime_store`]).
 #![warn(missing_docs, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -18,6 +20,7 @@ mod error;
 mod key;
 mod memo;
 mod run_id;
+pub mod runtime_store;
 mod terminal;
 mod write_once;
 
@@ -30,4 +33,5 @@ pub use key::content_key;
 pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use object_store;
 pub use run_id::{MAX_RUN_ID_LEN, RunId};
+pub use runtime_store::{InMemoryRuntimeStore, RuntimeStore};
 pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};

@@ -6,6 +6,8 @@
 //!   lost acknowledgement), by deterministic script or by seeded chance.
 //! - [`CountingStore`] counts requests by kind, so a test can pin what an
 //!   operation costs (how many lists, how many objects listed).
+//! - [`runtime_store`] is the conformance suite every
+//!   [`RuntimeStore`](crate::RuntimeStore) backend passes.
 //!
 //! Both forward every [`ObjectStore`] method to the wrapped store, the
 //! defaulted ones included, so they keep its behaviour (a pushed-down
@@ -47,6 +49,7 @@
 mod counting;
 mod faults;
 pub mod memo_store;
+pub mod runtime_store;
 
 pub use counting::{CountingStore, RequestCounts};
 pub use faults::{Fault, FaultInjectingStore, FaultRule, InjectedFault, RequestKind};

@@ -1,0 +1,197 @@
+//! `InMemoryRuntimeStore`: the runtime store in process memory, for tests and
+//! ephemeral runs.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::state::{Change, RunState, Verdict};
+use super::{
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
+};
+use crate::error::{Error, Result};
+use crate::run_id::RunId;
+
+/// The runtime store in process memory: nothing survives the process.
+///
+/// Every call takes the lock once and checks a change completely before
+/// touching anything, so a rejected change leaves no trace and no reader
+/// sees half a commit. Clones share the same runs.
+///
+/// # Example
+///
+/// ```
+/// use memo_runtime::runtime_store::{InMemoryRuntimeStore, NewRun, RunStatus, RuntimeStore};
+/// use memo_runtime::{Bytes, RunId};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> memo_runtime::Result<()> {
+/// let store = InMemoryRuntimeStore::new();
+/// let run_id = RunId::new("nightly-report")?;
+/// let run = NewRun {
+///     run_id: run_id.clone(),
+///     workflow: "report".into(),
+///     input: Bytes::new(),
+///     created_at_ms: 0,
+/// };
+/// store.create_run(run).await?;
+/// assert_eq!(store.list_runs(RunStatus::Pending).await?.len(), 1);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct InMemoryRuntimeStore {
+    runs: Arc<Mutex<BTreeMap<RunId, RunState>>>,
+}
+
+impl InMemoryRuntimeStore {
+    /// An empty store.
+    pub fn new() -> InMemoryRuntimeStore {
+        InMemoryRuntimeStore::default()
+    }
+
+    /// Locks the runs. A panic while the lock was held cannot have left a
+    /// run half-changed (changes are checked, then applied infallibly), so
+    /// poisoning is ignored.
+    fn runs(&self) -> MutexGuard<'_, BTreeMap<RunId, RunState>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Checks `change` against the run and applies it, under one lock.
+    fn change<T>(
+        &self,
+        run_id: &RunId,
+        change: Change,
+        answer: impl FnOnce(&RunState) -> T,
+    ) -> Result<T> {
+        let mut runs = self.runs();
+        let run = runs.get_mut(run_id).ok_or_else(|| Error::RunNotFound {
+            run_id: run_id.to_string(),
+        })?;
+        if let Verdict::Apply(plan) = run.check(&change)? {
+            run.apply(change, plan);
+        }
+        Ok(answer(run))
+    }
+}
+
+#[async_trait]
+impl RuntimeStore for InMemoryRuntimeStore {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        let mut runs = self.runs();
+        if let Some(existing) = runs.get(&run.run_id) {
+            existing.check_same_run(&run)?;
+            return Ok(existing.record().clone());
+        }
+        let state = RunState::new(run);
+        let record = state.record().clone();
+        runs.insert(record.run_id.clone(), state);
+        Ok(record)
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
+        Ok(self.runs().get(run_id).map(|run| run.record().clone()))
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
+        self.change(run_id, Change::Commit(commit), |run| run.record().clone())
+    }
+
+    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .map(|run| run.receipts_after(after))
+            .unwrap_or_default())
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
+        Ok(self.runs().get(run_id).and_then(RunState::snapshot))
+    }
+
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
+        let input_id = input.input_id.clone();
+        self.change(run_id, Change::Input(input), |run| {
+            run.input(&input_id)
+                .cloned()
+                .expect("an accepted input is recorded")
+        })
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .map(RunState::inputs)
+            .unwrap_or_default())
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+        Ok(self
+            .runs()
+            .values()
+            .filter(|run| run.record().status == status)
+            .map(|run| run.record().clone())
+            .collect())
+    }
+
+    async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
+        let mut runs = self.runs();
+        let Some(run) = runs.get(run_id) else {
+            return Ok(false);
+        };
+        let status = run.record().status;
+        if !status.is_terminal() {
+            return Err(Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: format!("the run is {status}; only terminal runs can be deleted"),
+            });
+        }
+        runs.remove(run_id);
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InMemoryRuntimeStore;
+    use crate::testing::runtime_store as suite;
+
+    #[tokio::test]
+    async fn runs_round_trip() {
+        suite::runs_round_trip(&InMemoryRuntimeStore::new()).await;
+    }
+
+    #[tokio::test]
+    async fn step_commits_round_trip() {
+        suite::step_commits_round_trip(&InMemoryRuntimeStore::new()).await;
+    }
+
+    #[tokio::test]
+    async fn repeated_writes_are_idempotent() {
+        suite::repeated_writes_are_idempotent(&InMemoryRuntimeStore::new()).await;
+    }
+
+    #[tokio::test]
+    async fn conflicting_commits_apply_nothing() {
+        suite::conflicting_commits_apply_nothing(&InMemoryRuntimeStore::new()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn racing_committers_of_one_sequence_have_one_winner() {
+        suite::racing_committers_of_one_sequence_have_one_winner(&InMemoryRuntimeStore::new())
+            .await;
+    }
+
+    #[tokio::test]
+    async fn runs_are_listed_by_status() {
+        suite::runs_are_listed_by_status(&InMemoryRuntimeStore::new()).await;
+    }
+
+    #[tokio::test]
+    async fn deleting_a_run_removes_only_that_run() {
+        suite::deleting_a_run_removes_only_that_run(&InMemoryRuntimeStore::new()).await;
+    }
+}

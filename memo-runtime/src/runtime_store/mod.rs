@@ -1,0 +1,544 @@
+//! The durable record of workflow runs: each run's status, input and
+//! attempts, the receipts of its committed steps, an optional opaque
+//! snapshot, and the inputs (signals) delivered to it.
+//!
+//! [`RuntimeStore`] is the contract; [`InMemoryRuntimeStore`] keeps it in
+//! memory (tests, ephemeral use) and `ObjectStoreRuntimeStore` in object
+//! storage (durable use, many processes and machines).
+//!
+//! # Model
+//!
+//! A run is created once ([`RuntimeStore::create_run`]); after that, every
+//! change is a [`Commit`] applied all-or-nothing by
+//! [`RuntimeStore::atomic_apply`], or an input appended by
+//! [`RuntimeStore::append_input`]. A commit may carry a [`StepReceipt`] (a
+//! step boundary), a snapshot, [`InputUpdate`]s and a [`StatusChange`].
+//!
+//! The changes of one run are totally ordered, and each is checked against
+//! the run as it stands just before it, so every store agrees on the rules:
+//!
+//! - Step receipts are numbered densely from 0. The receipt for sequence `n`
+//!   is accepted only when receipts `0..n` exist; once committed it never
+//!   changes. Committing the *same* [`Commit`] again is an idempotent success
+//!   (a retry after a lost acknowledgement); a different commit for a
+//!   committed sequence is [`Error::Conflict`](crate::Error::Conflict).
+//! - Status moves forward only: `Pending → Running → Running … → Completed |
+//!   Failed | Cancelled`. `StatusChange::Running { attempt }` starts attempt
+//!   `attempt`, which must be the next one, so two workers recovering a run
+//!   cannot both start the same attempt. A terminal status is final: it
+//!   records the terminal time and the run's output or error, and any later
+//!   different change is a conflict.
+//! - Input phases move forward only: `Accepted → Queued → Consumed |
+//!   Abandoned`; a consumed input names the step sequence that consumed it.
+//!
+//! A rejected commit changes nothing. Timestamps are supplied by the caller
+//! (milliseconds since the Unix epoch) so that a store never reads a clock
+//! and a retried commit is byte-for-byte the same commit.
+
+mod memory;
+mod state;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::run_id::RunId;
+
+pub use memory::InMemoryRuntimeStore;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum RunStatus {
+    /// Created, no attempt started yet.
+    Pending,
+    /// An attempt has started and the run has not finished.
+    Running,
+    /// Finished with an output (terminal).
+    Completed,
+    /// Finished with an error (terminal).
+    Failed,
+    /// Stopped before finishing (terminal).
+    Cancelled,
+}
+
+impl RunStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ];
+
+    /// Whether the status is final (`Completed`, `Failed` or `Cancelled`).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What [`RuntimeStore::create_run`] records for a new run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewRun {
+    /// The run's id.
+    pub run_id: RunId,
+    /// The name of the workflow the run executes.
+    pub workflow: String,
+    /// The workflow's input, as encoded by the caller.
+    pub input: Bytes,
+    /// When the run was created (ms since the Unix epoch).
+    pub created_at_ms: u64,
+}
+
+/// A run as the store holds it.
+///
+/// `terminal_at_ms` is set exactly when `status` is terminal; `output` only
+/// for `Completed`, `error` for `Failed` (and for `Cancelled` when a reason
+/// was given).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunRecord {
+    /// The run's id.
+    pub run_id: RunId,
+    /// The name of the workflow the run executes.
+    pub workflow: String,
+    /// The workflow's input, as given at creation.
+    pub input: Bytes,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// How many attempts have started (0 while `Pending`).
+    pub attempts: u32,
+    /// When the run was created (ms since the Unix epoch).
+    pub created_at_ms: u64,
+    /// When the run last changed: the latest of its creation and its
+    /// commits' `at_ms` (ms since the Unix epoch).
+    pub updated_at_ms: u64,
+    /// When the run reached its terminal status, if it has.
+    pub terminal_at_ms: Option<u64>,
+    /// The output of a `Completed` run.
+    pub output: Option<Bytes>,
+    /// The error of a `Failed` run, or the reason a run was `Cancelled`.
+    pub error: Option<String>,
+}
+
+/// The durable record that a step of a run completed, and with what output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepReceipt {
+    /// The run the step belongs to.
+    pub run_id: RunId,
+    /// The step's position in the run's call order, dense from 0.
+    pub sequence: u64,
+    /// The step's name, checked on replay against the step the code calls.
+    pub step: String,
+    /// A digest of the step's input (for example its content key), so a
+    /// replay can tell that the step is called with different input.
+    pub input_digest: String,
+    /// The step's committed output, as encoded by the caller.
+    pub output: Bytes,
+    /// When the step completed (ms since the Unix epoch).
+    pub recorded_at_ms: u64,
+}
+
+/// Where an input delivered to a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum InputPhase {
+    /// Recorded by [`RuntimeStore::append_input`].
+    Accepted,
+    /// Seen by the run and waiting to be consumed.
+    Queued,
+    /// Consumed by a step (terminal); the record names its sequence.
+    Consumed,
+    /// Dropped without being consumed (terminal).
+    Abandoned,
+}
+
+impl InputPhase {
+    /// The phase's place in the forward-only order; equal ranks are
+    /// alternatives (`Consumed` or `Abandoned`).
+    pub(crate) fn rank(self) -> u8 {
+        match self {
+            InputPhase::Accepted => 0,
+            InputPhase::Queued => 1,
+            InputPhase::Consumed | InputPhase::Abandoned => 2,
+        }
+    }
+}
+
+/// What [`RuntimeStore::append_input`] records: something delivered to a run
+/// after it started, such as a signal or an approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewInput {
+    /// The caller's id for the input, unique within the run (an idempotency
+    /// key: appending the same id again with the same name and payload is a
+    /// no-op).
+    pub input_id: String,
+    /// What kind of input it is (the signal's name).
+    pub name: String,
+    /// The input's payload, as encoded by the caller.
+    pub payload: Bytes,
+    /// When the input was accepted (ms since the Unix epoch).
+    pub accepted_at_ms: u64,
+}
+
+/// An input delivered to a run, with where it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InputRecord {
+    /// The caller's id for the input, unique within the run.
+    pub input_id: String,
+    /// What kind of input it is (the signal's name).
+    pub name: String,
+    /// The input's payload.
+    pub payload: Bytes,
+    /// Where the input stands.
+    pub phase: InputPhase,
+    /// The sequence of the step that consumed it, once `Consumed`.
+    pub consumed_by: Option<u64>,
+    /// When the input was accepted (ms since the Unix epoch).
+    pub accepted_at_ms: u64,
+}
+
+/// A phase change of one input, part of a [`Commit`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputUpdate {
+    /// The input to move.
+    pub input_id: String,
+    /// Its new phase. `Consumed` needs a commit with a receipt: the receipt's
+    /// sequence is recorded as the consumer.
+    pub phase: InputPhase,
+}
+
+/// A change of a run's status, part of a [`Commit`]. The commit's `at_ms` is
+/// the time of the change (the terminal time, for a terminal status).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StatusChange {
+    /// Starts attempt number `attempt` (from 1), which must be one more than
+    /// the attempts started so far; the status becomes `Running`.
+    Running {
+        /// The attempt being started.
+        attempt: u32,
+    },
+    /// Finishes the run with its output.
+    Completed {
+        /// The run's output, as encoded by the caller.
+        output: Bytes,
+    },
+    /// Finishes the run with an error.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+    /// Stops the run.
+    Cancelled {
+        /// Why, if known.
+        reason: Option<String>,
+    },
+}
+
+impl StatusChange {
+    /// The status the change leads to.
+    pub fn status(&self) -> RunStatus {
+        match self {
+            StatusChange::Running { .. } => RunStatus::Running,
+            StatusChange::Completed { .. } => RunStatus::Completed,
+            StatusChange::Failed { .. } => RunStatus::Failed,
+            StatusChange::Cancelled { .. } => RunStatus::Cancelled,
+        }
+    }
+}
+
+/// One all-or-nothing change to a run: a step boundary (with a receipt) or a
+/// change of status or inputs between steps.
+///
+/// A commit with a receipt may also carry a snapshot, input updates and a
+/// status change; a commit without one must carry a status change or input
+/// updates, and no snapshot.
+///
+/// # Example
+///
+/// ```
+/// use memo_runtime::runtime_store::{Commit, InputPhase, StatusChange, StepReceipt};
+/// use memo_runtime::{Bytes, RunId};
+///
+/// let run_id = RunId::new("order-7")?;
+/// let receipt = StepReceipt {
+///     run_id: run_id.clone(),
+///     sequence: 0,
+///     step: "charge".into(),
+///     input_digest: "k1".into(),
+///     output: Bytes::from_static(b"ok"),
+///     recorded_at_ms: 1_000,
+/// };
+/// let step = Commit::step(receipt, 1_000)
+///     .with_snapshot(Bytes::from_static(b"state after charge"))
+///     .with_input_update("approval-1", InputPhase::Consumed);
+/// let done = Commit::status(StatusChange::Completed { output: Bytes::from_static(b"42") }, 1_500);
+/// assert!(step.receipt.is_some() && done.receipt.is_none());
+/// # Ok::<(), memo_runtime::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Commit {
+    /// When the commit was made (ms since the Unix epoch): the run's new
+    /// `updated_at_ms`, and its terminal time if `status` is terminal.
+    pub at_ms: u64,
+    /// The receipt of the step this commit completes, if any.
+    pub receipt: Option<StepReceipt>,
+    /// A new opaque snapshot of the run (only with a receipt).
+    pub snapshot: Option<Bytes>,
+    /// Input phase changes, applied in order.
+    pub input_updates: Vec<InputUpdate>,
+    /// A status change, applied after the receipt.
+    pub status: Option<StatusChange>,
+}
+
+impl Commit {
+    /// A step boundary: `receipt` committed at `at_ms`.
+    pub fn step(receipt: StepReceipt, at_ms: u64) -> Commit {
+        Commit {
+            at_ms,
+            receipt: Some(receipt),
+            snapshot: None,
+            input_updates: Vec::new(),
+            status: None,
+        }
+    }
+
+    /// A status change between steps, at `at_ms`.
+    pub fn status(change: StatusChange, at_ms: u64) -> Commit {
+        Commit {
+            at_ms,
+            receipt: None,
+            snapshot: None,
+            input_updates: Vec::new(),
+            status: Some(change),
+        }
+    }
+
+    /// Input phase changes between steps, at `at_ms`.
+    pub fn inputs(updates: Vec<InputUpdate>, at_ms: u64) -> Commit {
+        Commit {
+            at_ms,
+            receipt: None,
+            snapshot: None,
+            input_updates: updates,
+            status: None,
+        }
+    }
+
+    /// Adds a snapshot.
+    pub fn with_snapshot(mut self, snapshot: Bytes) -> Commit {
+        self.snapshot = Some(snapshot);
+        self
+    }
+
+    /// Adds a phase change of input `input_id`.
+    pub fn with_input_update(mut self, input_id: impl Into<String>, phase: InputPhase) -> Commit {
+        self.input_updates.push(InputUpdate {
+            input_id: input_id.into(),
+            phase,
+        });
+        self
+    }
+
+    /// Adds a status change.
+    pub fn with_status(mut self, change: StatusChange) -> Commit {
+        self.status = Some(change);
+        self
+    }
+}
+
+/// The durable record of workflow runs.
+///
+/// # Contract
+///
+/// Every implementation keeps these promises, and the conformance suite in
+/// `memo_runtime::testing::runtime_store` checks them:
+///
+/// - **All or nothing.** A commit is applied whole or not at all. A call that
+///   returns an error other than an unknown outcome ([`Error::Store`]) has
+///   changed nothing; a call whose outcome is unknown (a timeout, a lost
+///   acknowledgement) has either applied the whole commit or nothing, and
+///   readers never see a part of it.
+/// - **Idempotent retries.** Sending the same run, input or commit again
+///   after any outcome is safe: if it was applied, the retry succeeds
+///   without applying it twice.
+/// - **One winner.** Of concurrent commits of one step sequence (or one
+///   attempt, or one terminal status), at most one is applied; every other
+///   caller gets [`Error::Conflict`], or success if its commit is identical
+///   to the one applied.
+/// - **Durability.** Once a call returns `Ok`, every later call, on this
+///   instance or on a fresh one over the same storage, sees its effect.
+/// - **No silent loss.** Stored records that fail their checks are
+///   [`Error::Corrupt`] naming the run and the record; they are never
+///   skipped or read as absent.
+///
+/// # Errors
+///
+/// Besides each method's own: [`Error::Store`] when the backend fails
+/// (outcome unknown for writes), [`Error::Corrupt`] for damaged records,
+/// [`Error::RunNotFound`] when writing to a run that does not exist,
+/// [`Error::InvalidWrite`] for a write that can never be valid (a gap in
+/// the receipt sequence, a receipt of another run, a snapshot without a
+/// receipt, an unknown input), and [`Error::Conflict`] for a write that
+/// contradicts what is committed.
+///
+/// [`Error::Store`]: crate::Error::Store
+/// [`Error::Corrupt`]: crate::Error::Corrupt
+/// [`Error::Conflict`]: crate::Error::Conflict
+/// [`Error::RunNotFound`]: crate::Error::RunNotFound
+/// [`Error::InvalidWrite`]: crate::Error::InvalidWrite
+///
+/// # Example
+///
+/// ```
+/// use memo_runtime::runtime_store::{
+///     Commit, InMemoryRuntimeStore, NewRun, RunStatus, RuntimeStore, StatusChange, StepReceipt,
+/// };
+/// use memo_runtime::{Bytes, Error, RunId};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> memo_runtime::Result<()> {
+/// let store = InMemoryRuntimeStore::new();
+/// let run_id = RunId::new("order-7")?;
+/// store
+///     .create_run(NewRun {
+///         run_id: run_id.clone(),
+///         workflow: "checkout".into(),
+///         input: Bytes::from_static(b"{}"),
+///         created_at_ms: 1_000,
+///     })
+///     .await?;
+/// store.atomic_apply(&run_id, Commit::status(StatusChange::Running { attempt: 1 }, 1_001)).await?;
+///
+/// let receipt = StepReceipt {
+///     run_id: run_id.clone(),
+///     sequence: 0,
+///     step: "charge".into(),
+///     input_digest: "k1".into(),
+///     output: Bytes::from_static(b"paid"),
+///     recorded_at_ms: 1_002,
+/// };
+/// let commit = Commit::step(receipt.clone(), 1_002);
+/// store.atomic_apply(&run_id, commit.clone()).await?;
+/// // A retry after a lost acknowledgement is an idempotent success...
+/// store.atomic_apply(&run_id, commit).await?;
+/// // ...but a different receipt for the same sequence is refused.
+/// let other = StepReceipt { output: Bytes::from_static(b"refunded"), ..receipt };
+/// let refused = store.atomic_apply(&run_id, Commit::step(other, 1_003)).await;
+/// assert!(matches!(refused, Err(Error::Conflict { .. })));
+///
+/// let done = Commit::status(StatusChange::Completed { output: Bytes::from_static(b"42") }, 1_004);
+/// let run = store.atomic_apply(&run_id, done).await?;
+/// assert_eq!(run.status, RunStatus::Completed);
+/// assert_eq!(run.output.as_deref(), Some(&b"42"[..]));
+/// assert_eq!(store.load_receipts(&run_id, None).await?.len(), 1);
+/// # Ok(())
+/// # }
+/// ```
+#[async_trait]
+pub trait RuntimeStore: Send + Sync + fmt::Debug {
+    /// Creates a run in status `Pending`, and returns it.
+    ///
+    /// Creating a run that exists with the same workflow and input is an
+    /// idempotent success that returns the run as it stands (the first
+    /// `created_at_ms` wins).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Conflict`](crate::Error::Conflict) if the run exists with a
+    /// different workflow or input.
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord>;
+
+    /// Loads a run; `None` if it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>>;
+
+    /// Applies `commit` to the run all-or-nothing, and returns the run as it
+    /// stands after it.
+    ///
+    /// A commit that is already applied (the same receipt commit, or a
+    /// receipt-less commit whose every change is already in effect) is an
+    /// idempotent success and is not applied again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Conflict`](crate::Error::Conflict) if the commit contradicts
+    /// the run (a different commit for a committed sequence, an attempt that
+    /// already started, a change to a terminal run, an input moving
+    /// backwards); [`Error::InvalidWrite`](crate::Error::InvalidWrite) if it
+    /// can never apply; [`Error::RunNotFound`](crate::Error::RunNotFound).
+    /// Nothing is applied in any of these cases.
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord>;
+
+    /// Loads the run's receipts in sequence order: all of them, or those
+    /// with a sequence greater than `after`. Empty for an unknown run.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>>;
+
+    /// Loads the run's latest snapshot; `None` if no commit carried one.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>>;
+
+    /// Records an input delivered to the run in phase `Accepted`, and
+    /// returns it as it stands.
+    ///
+    /// Appending an input id that exists with the same name and payload is
+    /// an idempotent success that returns the input as it stands.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Conflict`](crate::Error::Conflict) if the id exists with a
+    /// different name or payload, or the run is terminal;
+    /// [`Error::InvalidWrite`](crate::Error::InvalidWrite) for an empty id;
+    /// [`Error::RunNotFound`](crate::Error::RunNotFound).
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord>;
+
+    /// Loads the run's inputs in the order they were appended. Empty for an
+    /// unknown run.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>>;
+
+    /// Lists the runs whose status is `status`, in run-id order: for
+    /// recovery at start-up (`Pending`, `Running`) and retention (terminal
+    /// statuses). Each backend documents what a listing costs.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>>;
+
+    /// Deletes every record of a terminal run; `false` if there was no run.
+    ///
+    /// Only terminal runs can be deleted, so no worker can be writing to a
+    /// run while it disappears. Deleting is idempotent, and a deletion that
+    /// failed part-way is finished by calling it again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Conflict`](crate::Error::Conflict) if the run is not terminal.
+    async fn delete_run(&self, run_id: &RunId) -> Result<bool>;
+}

@@ -1,0 +1,403 @@
+//! The rules of the runtime store, shared by every backend: a run's state and
+//! how each change is checked against it and then applied. Keeping one copy
+//! of the rules is what lets the in-memory and object-store backends agree
+//! on every verdict.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{
+    Commit, InputPhase, InputRecord, NewInput, NewRun, RunRecord, RunStatus, StatusChange,
+    StepReceipt,
+};
+use crate::error::{Error, Result};
+
+/// One change to a run after its creation, in the order the run saw them.
+/// This is also the stored form of the object-store backend's log entries,
+/// so its encoding is a data format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Change {
+    /// An [`atomic_apply`](super::RuntimeStore::atomic_apply).
+    Commit(Commit),
+    /// An [`append_input`](super::RuntimeStore::append_input).
+    Input(NewInput),
+}
+
+/// What checking a change against a run decided.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Every part of the change is already in effect: nothing to apply.
+    AlreadyApplied,
+    /// The change applies; pass the plan to [`RunState::apply`].
+    Apply(Plan),
+}
+
+/// What [`RunState::apply`] needs from the check (so applying cannot fail).
+#[derive(Debug)]
+pub(crate) struct Plan {
+    commit_digest: Option<[u8; 32]>,
+}
+
+/// A run and everything committed to it.
+#[derive(Debug, Clone)]
+pub(crate) struct RunState {
+    record: RunRecord,
+    receipts: Vec<StepReceipt>,
+    /// Digest of the whole commit that carried each receipt, so a retried
+    /// commit can be told from a different one without keeping every commit.
+    commit_digests: Vec<[u8; 32]>,
+    snapshot: Option<Bytes>,
+    inputs: Vec<InputRecord>,
+    input_index: HashMap<String, usize>,
+    /// The `at_ms` of the commit that started the current attempt, which
+    /// tells a retried start from a competing one.
+    attempt_started_at_ms: Option<u64>,
+}
+
+impl RunState {
+    /// A new run in status `Pending`.
+    pub(crate) fn new(run: NewRun) -> RunState {
+        RunState {
+            record: RunRecord {
+                run_id: run.run_id,
+                workflow: run.workflow,
+                input: run.input,
+                status: RunStatus::Pending,
+                attempts: 0,
+                created_at_ms: run.created_at_ms,
+                updated_at_ms: run.created_at_ms,
+                terminal_at_ms: None,
+                output: None,
+                error: None,
+            },
+            receipts: Vec::new(),
+            commit_digests: Vec::new(),
+            snapshot: None,
+            inputs: Vec::new(),
+            input_index: HashMap::new(),
+            attempt_started_at_ms: None,
+        }
+    }
+
+    /// Checks that `run` is the run this state was created from (the same
+    /// workflow and input; the creation time is not content), for an
+    /// idempotent create.
+    pub(crate) fn check_same_run(&self, run: &NewRun) -> Result<()> {
+        if self.record.workflow == run.workflow && self.record.input == run.input {
+            return Ok(());
+        }
+        Err(Error::Conflict {
+            what: format!("run {}", self.record.run_id),
+            reason: "the run exists with a different workflow or input".into(),
+        })
+    }
+
+    pub(crate) fn record(&self) -> &RunRecord {
+        &self.record
+    }
+
+    pub(crate) fn receipts_after(&self, after: Option<u64>) -> Vec<StepReceipt> {
+        let from = after.map_or(0, |a| {
+            usize::try_from(a).unwrap_or(usize::MAX).saturating_add(1)
+        });
+        self.receipts.get(from..).unwrap_or_default().to_vec()
+    }
+
+    pub(crate) fn snapshot(&self) -> Option<Bytes> {
+        self.snapshot.clone()
+    }
+
+    pub(crate) fn inputs(&self) -> Vec<InputRecord> {
+        self.inputs.clone()
+    }
+
+    pub(crate) fn input(&self, input_id: &str) -> Option<&InputRecord> {
+        self.input_index.get(input_id).map(|&i| &self.inputs[i])
+    }
+
+    /// Checks `change` against the run as it stands.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Conflict`] or [`Error::InvalidWrite`] if it must not apply;
+    /// [`Error::Serialization`] if the commit cannot be digested.
+    pub(crate) fn check(&self, change: &Change) -> Result<Verdict> {
+        match change {
+            Change::Commit(commit) => self.check_commit(commit),
+            Change::Input(input) => self.check_input(input),
+        }
+    }
+
+    /// Applies a change that [`check`](Self::check) accepted with `plan`.
+    pub(crate) fn apply(&mut self, change: Change, plan: Plan) {
+        match change {
+            Change::Commit(commit) => self.apply_commit(commit, plan),
+            Change::Input(input) => self.apply_input(input),
+        }
+    }
+
+    fn invalid(&self, reason: String) -> Error {
+        Error::InvalidWrite {
+            run_id: self.record.run_id.to_string(),
+            reason,
+        }
+    }
+
+    /// A conflict at `part` of the run (`""` for the run itself).
+    fn conflict(&self, part: &str, reason: String) -> Error {
+        let run_id = &self.record.run_id;
+        Error::Conflict {
+            what: if part.is_empty() {
+                format!("run {run_id}")
+            } else {
+                format!("run {run_id} {part}")
+            },
+            reason,
+        }
+    }
+
+    fn check_commit(&self, commit: &Commit) -> Result<Verdict> {
+        let digest = commit_digest(commit)?;
+        let mut changes = false;
+        match &commit.receipt {
+            Some(receipt) => {
+                if receipt.run_id != self.record.run_id {
+                    return Err(
+                        self.invalid(format!("the receipt belongs to run {}", receipt.run_id))
+                    );
+                }
+                let n = receipt.sequence;
+                let next = self.receipts.len() as u64;
+                if n < next {
+                    let committed = self.commit_digests[n as usize];
+                    if committed == digest {
+                        return Ok(Verdict::AlreadyApplied);
+                    }
+                    return Err(self.conflict(
+                        &format!("step {n}"),
+                        "a different commit is committed for this sequence".into(),
+                    ));
+                }
+                if n > next {
+                    return Err(self.invalid(format!(
+                        "receipt sequence {n} skips sequence {next}: receipts are dense from 0"
+                    )));
+                }
+                if self.record.status.is_terminal() {
+                    return Err(self.conflict(
+                        &format!("step {n}"),
+                        format!("the run is already {}", self.record.status),
+                    ));
+                }
+                changes = true;
+            }
+            None => {
+                if commit.snapshot.is_some() {
+                    return Err(self.invalid("a snapshot needs a commit with a receipt".into()));
+                }
+                if commit.status.is_none() && commit.input_updates.is_empty() {
+                    return Err(self.invalid(
+                        "a commit needs a receipt, a status change or input updates".into(),
+                    ));
+                }
+            }
+        }
+        changes |= self.check_input_updates(commit)?;
+        if let Some(change) = &commit.status {
+            changes |= self.check_status(change, commit.at_ms)?;
+        }
+        Ok(if changes {
+            Verdict::Apply(Plan {
+                commit_digest: commit.receipt.as_ref().map(|_| digest),
+            })
+        } else {
+            Verdict::AlreadyApplied
+        })
+    }
+
+    /// `Ok(true)` if some update changes an input.
+    fn check_input_updates(&self, commit: &Commit) -> Result<bool> {
+        let mut changes = false;
+        for (i, update) in commit.input_updates.iter().enumerate() {
+            let id = &update.input_id;
+            if commit.input_updates[..i].iter().any(|u| &u.input_id == id) {
+                return Err(self.invalid(format!("input {id:?} is updated twice in one commit")));
+            }
+            let Some(current) = self.input(id) else {
+                return Err(self.invalid(format!("no input {id:?} was appended to the run")));
+            };
+            let consumed_by = match (update.phase, &commit.receipt) {
+                (InputPhase::Consumed, Some(receipt)) => Some(receipt.sequence),
+                (InputPhase::Consumed, None) => {
+                    return Err(self.invalid(format!(
+                        "input {id:?} can only be consumed by a commit with a receipt"
+                    )));
+                }
+                _ => None,
+            };
+            if current.phase == update.phase && current.consumed_by == consumed_by {
+                continue;
+            }
+            if update.phase.rank() <= current.phase.rank() {
+                return Err(self.conflict(
+                    &format!("input {id:?}"),
+                    format!(
+                        "the input is {:?}{}; it cannot move to {:?}",
+                        current.phase,
+                        current
+                            .consumed_by
+                            .map(|s| format!(" by step {s}"))
+                            .unwrap_or_default(),
+                        update.phase
+                    ),
+                ));
+            }
+            changes = true;
+        }
+        Ok(changes)
+    }
+
+    /// `Ok(true)` if the change moves the run, `Ok(false)` if it is in effect.
+    fn check_status(&self, change: &StatusChange, at_ms: u64) -> Result<bool> {
+        let record = &self.record;
+        if record.status.is_terminal() {
+            if self.is_terminal_outcome(change, at_ms) {
+                return Ok(false);
+            }
+            return Err(self.conflict(
+                "",
+                format!(
+                    "the run is already {}; it cannot become {}",
+                    record.status,
+                    change.status()
+                ),
+            ));
+        }
+        let StatusChange::Running { attempt } = *change else {
+            return Ok(true);
+        };
+        let next = record.attempts + 1;
+        if attempt == next {
+            return Ok(true);
+        }
+        if attempt == 0 || attempt > next {
+            return Err(self.invalid(format!(
+                "attempt {attempt} cannot start: the next attempt is {next}"
+            )));
+        }
+        if attempt == record.attempts && self.attempt_started_at_ms == Some(at_ms) {
+            return Ok(false);
+        }
+        Err(self.conflict(
+            &format!("attempt {attempt}"),
+            format!("attempt {attempt} already started"),
+        ))
+    }
+
+    fn is_terminal_outcome(&self, change: &StatusChange, at_ms: u64) -> bool {
+        let record = &self.record;
+        if record.terminal_at_ms != Some(at_ms) || record.status != change.status() {
+            return false;
+        }
+        match change {
+            StatusChange::Running { .. } => false,
+            StatusChange::Completed { output } => record.output.as_ref() == Some(output),
+            StatusChange::Failed { error } => record.error.as_ref() == Some(error),
+            StatusChange::Cancelled { reason } => &record.error == reason,
+        }
+    }
+
+    fn apply_commit(&mut self, commit: Commit, plan: Plan) {
+        let record = &mut self.record;
+        record.updated_at_ms = record.updated_at_ms.max(commit.at_ms);
+        let consumer = commit.receipt.as_ref().map(|r| r.sequence);
+        if let (Some(receipt), Some(digest)) = (commit.receipt, plan.commit_digest) {
+            self.receipts.push(receipt);
+            self.commit_digests.push(digest);
+        }
+        if commit.snapshot.is_some() {
+            self.snapshot = commit.snapshot;
+        }
+        for update in commit.input_updates {
+            if let Some(&i) = self.input_index.get(&update.input_id) {
+                let input = &mut self.inputs[i];
+                input.phase = update.phase;
+                input.consumed_by = consumer.filter(|_| update.phase == InputPhase::Consumed);
+            }
+        }
+        let record = &mut self.record;
+        match commit.status {
+            None => {}
+            Some(_) if record.status.is_terminal() => {}
+            // A start that is already in effect changes nothing.
+            Some(StatusChange::Running { attempt }) if attempt != record.attempts + 1 => {}
+            Some(StatusChange::Running { attempt }) => {
+                record.attempts = attempt;
+                record.status = RunStatus::Running;
+                self.attempt_started_at_ms = Some(commit.at_ms);
+            }
+            Some(terminal) => {
+                record.status = terminal.status();
+                record.terminal_at_ms = Some(commit.at_ms);
+                match terminal {
+                    StatusChange::Completed { output } => record.output = Some(output),
+                    StatusChange::Failed { error } => record.error = Some(error),
+                    StatusChange::Cancelled { reason } => record.error = reason,
+                    StatusChange::Running { .. } => {}
+                }
+            }
+        }
+    }
+
+    fn check_input(&self, input: &NewInput) -> Result<Verdict> {
+        if input.input_id.is_empty() {
+            return Err(self.invalid("an input id cannot be empty".into()));
+        }
+        if let Some(existing) = self.input(&input.input_id) {
+            if existing.name == input.name && existing.payload == input.payload {
+                return Ok(Verdict::AlreadyApplied);
+            }
+            return Err(self.conflict(
+                &format!("input {:?}", input.input_id),
+                "the input exists with a different name or payload".into(),
+            ));
+        }
+        if self.record.status.is_terminal() {
+            return Err(self.conflict(
+                &format!("input {:?}", input.input_id),
+                format!("the run is already {}", self.record.status),
+            ));
+        }
+        Ok(Verdict::Apply(Plan {
+            commit_digest: None,
+        }))
+    }
+
+    fn apply_input(&mut self, input: NewInput) {
+        let record = &mut self.record;
+        record.updated_at_ms = record.updated_at_ms.max(input.accepted_at_ms);
+        self.input_index
+            .insert(input.input_id.clone(), self.inputs.len());
+        self.inputs.push(InputRecord {
+            input_id: input.input_id,
+            name: input.name,
+            payload: input.payload,
+            phase: InputPhase::Accepted,
+            consumed_by: None,
+            accepted_at_ms: input.accepted_at_ms,
+        });
+    }
+}
+
+/// SHA-256 of the commit's MessagePack encoding. `Commit` holds no maps, so
+/// the encoding, and so the digest, is deterministic.
+fn commit_digest(commit: &Commit) -> Result<[u8; 32]> {
+    let encoded = rmp_serde::to_vec_named(commit).map_err(|e| Error::Serialization {
+        what: "a runtime-store commit".into(),
+        message: e.to_string(),
+    })?;
+    Ok(Sha256::digest(&encoded).into())
+}

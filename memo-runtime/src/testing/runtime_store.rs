@@ -1,0 +1,683 @@
+//! The conformance suite of [`RuntimeStore`]: one set of promises, checked
+//! against every backend.
+//!
+//! Each check is a `pub async fn` over a `&dyn RuntimeStore` (plus, for the
+//! checks that need them, a way to open a fresh instance over the same
+//! storage, the fault-injecting wrapper under it, or the raw objects). Every
+//! check works in runs of its own, named with [`unique_run_id`], so the
+//! checks can share one store, run in parallel, and run against a shared
+//! bucket that earlier test runs left data in.
+//!
+//! A backend's tests call every check:
+//!
+//! ```
+//! use memo_runtime::runtime_store::InMemoryRuntimeStore;
+//! use memo_runtime::testing::runtime_store as suite;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let store = InMemoryRuntimeStore::new();
+//! suite::runs_round_trip(&store).await;
+//! suite::step_commits_round_trip(&store).await;
+//! suite::racing_committers_of_one_sequence_have_one_winner(&store).await;
+//! # }
+//! ```
+//!
+//! The checks panic (with a message saying which promise broke) rather than
+//! return errors, like `assert!`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::future::join_all;
+
+use crate::error::Error;
+use crate::run_id::RunId;
+use crate::runtime_store::{
+    Commit, InputPhase, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
+    StepReceipt,
+};
+
+/// A run id no other call (in this process or, by its time stamp, in an
+/// earlier one) returns: `<label>-<nanoseconds since the epoch>-<counter>`.
+///
+/// # Panics
+///
+/// If `label` is not a valid run-id prefix (`[A-Za-z0-9_-]`, at most 80 bytes).
+pub fn unique_run_id(label: &str) -> RunId {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    assert!(label.len() <= 80, "run-id label {label:?} is over 80 bytes");
+    RunId::new(format!("{label}-{nanos}-{n}")).expect("a valid run-id label")
+}
+
+fn new_run(run_id: &RunId, input: &'static [u8]) -> NewRun {
+    NewRun {
+        run_id: run_id.clone(),
+        workflow: "conformance".into(),
+        input: Bytes::from_static(input),
+        created_at_ms: 1_000,
+    }
+}
+
+fn receipt(run_id: &RunId, sequence: u64, output: impl Into<Bytes>) -> StepReceipt {
+    StepReceipt {
+        run_id: run_id.clone(),
+        sequence,
+        step: format!("step-{sequence}"),
+        input_digest: format!("digest-{sequence}"),
+        output: output.into(),
+        recorded_at_ms: 2_000 + sequence,
+    }
+}
+
+fn input(id: &str, payload: &'static [u8]) -> NewInput {
+    NewInput {
+        input_id: id.into(),
+        name: "signal".into(),
+        payload: Bytes::from_static(payload),
+        accepted_at_ms: 1_500,
+    }
+}
+
+/// Creates a run and starts its first attempt.
+async fn running_run(store: &dyn RuntimeStore, label: &str) -> RunId {
+    let run_id = unique_run_id(label);
+    store
+        .create_run(new_run(&run_id, b"input"))
+        .await
+        .expect("create a run");
+    store
+        .atomic_apply(
+            &run_id,
+            Commit::status(StatusChange::Running { attempt: 1 }, 1_100),
+        )
+        .await
+        .expect("start attempt 1");
+    run_id
+}
+
+async fn load(store: &dyn RuntimeStore, run_id: &RunId) -> RunRecord {
+    store
+        .load_run(run_id)
+        .await
+        .expect("load the run")
+        .unwrap_or_else(|| panic!("run {run_id} is missing"))
+}
+
+#[track_caller]
+fn assert_conflict<T: std::fmt::Debug>(result: crate::Result<T>, doing: &str) {
+    match result {
+        Err(Error::Conflict { .. }) => {}
+        other => panic!("{doing}: expected Error::Conflict, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_invalid<T: std::fmt::Debug>(result: crate::Result<T>, doing: &str) {
+    match result {
+        Err(Error::InvalidWrite { .. }) => {}
+        other => panic!("{doing}: expected Error::InvalidWrite, got {other:?}"),
+    }
+}
+
+/// Creating, loading and re-creating runs: a new run is `Pending`; creating
+/// it again with the same input returns it unchanged, with another input is
+/// a conflict; unknown runs load as absent and cannot be written.
+pub async fn runs_round_trip(store: &dyn RuntimeStore) {
+    let run_id = unique_run_id("create");
+    let created = store
+        .create_run(new_run(&run_id, b"in"))
+        .await
+        .expect("create");
+    assert_eq!(created.run_id, run_id);
+    assert_eq!(created.workflow, "conformance");
+    assert_eq!(&created.input[..], b"in");
+    assert_eq!(created.status, RunStatus::Pending);
+    assert_eq!(created.attempts, 0);
+    assert_eq!(
+        (created.created_at_ms, created.updated_at_ms),
+        (1_000, 1_000)
+    );
+    assert_eq!(created.terminal_at_ms, None);
+    assert_eq!(load(store, &run_id).await, created);
+
+    let retry = NewRun {
+        created_at_ms: 9_999,
+        ..new_run(&run_id, b"in")
+    };
+    let again = store.create_run(retry).await.expect("idempotent create");
+    assert_eq!(again, created, "a repeated create keeps the first record");
+    assert_conflict(
+        store.create_run(new_run(&run_id, b"other")).await,
+        "creating a run again with another input",
+    );
+    assert_eq!(load(store, &run_id).await, created);
+
+    let unknown = unique_run_id("unknown");
+    assert_eq!(store.load_run(&unknown).await.expect("load unknown"), None);
+    assert!(
+        store
+            .load_receipts(&unknown, None)
+            .await
+            .expect("receipts")
+            .is_empty()
+    );
+    assert!(
+        store
+            .load_inputs(&unknown)
+            .await
+            .expect("inputs")
+            .is_empty()
+    );
+    assert_eq!(store.load_snapshot(&unknown).await.expect("snapshot"), None);
+    let write = store
+        .atomic_apply(
+            &unknown,
+            Commit::status(StatusChange::Running { attempt: 1 }, 1),
+        )
+        .await;
+    assert!(
+        matches!(write, Err(Error::RunNotFound { .. })),
+        "writing to an unknown run: {write:?}"
+    );
+    assert!(matches!(
+        store.append_input(&unknown, input("i", b"x")).await,
+        Err(Error::RunNotFound { .. })
+    ));
+    assert_eq!(store.load_run(&unknown).await.expect("load unknown"), None);
+}
+
+/// A run through its whole life: attempts, step commits with snapshots and
+/// consumed inputs, receipts loaded whole and after a sequence, and a
+/// completion whose output is kept in the run.
+pub async fn step_commits_round_trip(store: &dyn RuntimeStore) {
+    let run_id = running_run(store, "steps").await;
+    let started = load(store, &run_id).await;
+    assert_eq!((started.status, started.attempts), (RunStatus::Running, 1));
+    assert_eq!(started.updated_at_ms, 1_100);
+
+    let approval = store
+        .append_input(&run_id, input("approval", b"yes"))
+        .await
+        .expect("append an input");
+    assert_eq!(
+        (approval.phase, approval.consumed_by),
+        (InputPhase::Accepted, None)
+    );
+
+    for seq in 0..3u64 {
+        let mut commit = Commit::step(receipt(&run_id, seq, format!("out-{seq}")), 2_000 + seq)
+            .with_snapshot(Bytes::from(format!("snap-{seq}")));
+        if seq == 0 {
+            commit = commit.with_input_update("approval", InputPhase::Queued);
+        }
+        if seq == 2 {
+            commit = commit.with_input_update("approval", InputPhase::Consumed);
+        }
+        store
+            .atomic_apply(&run_id, commit)
+            .await
+            .expect("commit a step");
+    }
+
+    let receipts = store.load_receipts(&run_id, None).await.expect("receipts");
+    let expected: Vec<_> = (0..3)
+        .map(|s| receipt(&run_id, s, format!("out-{s}")))
+        .collect();
+    assert_eq!(receipts, expected);
+    let after = store
+        .load_receipts(&run_id, Some(0))
+        .await
+        .expect("receipts after 0");
+    assert_eq!(after, expected[1..]);
+    assert!(
+        store
+            .load_receipts(&run_id, Some(2))
+            .await
+            .expect("after 2")
+            .is_empty()
+    );
+    assert_eq!(
+        store.load_snapshot(&run_id).await.expect("snapshot"),
+        Some(Bytes::from_static(b"snap-2"))
+    );
+    let inputs = store.load_inputs(&run_id).await.expect("inputs");
+    assert_eq!(inputs.len(), 1);
+    assert_eq!(
+        (inputs[0].phase, inputs[0].consumed_by),
+        (InputPhase::Consumed, Some(2))
+    );
+    assert_eq!(&inputs[0].payload[..], b"yes");
+
+    let done = Commit::status(
+        StatusChange::Completed {
+            output: Bytes::from_static(b"result"),
+        },
+        3_000,
+    );
+    let finished = store.atomic_apply(&run_id, done).await.expect("complete");
+    assert_eq!(finished, load(store, &run_id).await);
+    assert_eq!(finished.status, RunStatus::Completed);
+    assert_eq!(finished.terminal_at_ms, Some(3_000));
+    assert_eq!(finished.updated_at_ms, 3_000);
+    assert_eq!(finished.output, Some(Bytes::from_static(b"result")));
+    assert_eq!(finished.attempts, 1);
+    assert_eq!(finished.error, None);
+
+    // Failed and cancelled runs keep their error or reason.
+    let failed = running_run(store, "failed").await;
+    let record = store
+        .atomic_apply(
+            &failed,
+            Commit::status(
+                StatusChange::Failed {
+                    error: "boom".into(),
+                },
+                5,
+            ),
+        )
+        .await
+        .expect("fail");
+    assert_eq!(
+        (record.status, record.error.as_deref()),
+        (RunStatus::Failed, Some("boom"))
+    );
+    let cancelled = unique_run_id("cancelled");
+    store
+        .create_run(new_run(&cancelled, b"i"))
+        .await
+        .expect("create");
+    let cancel = StatusChange::Cancelled {
+        reason: Some("user".into()),
+    };
+    let record = store
+        .atomic_apply(&cancelled, Commit::status(cancel, 7))
+        .await
+        .expect("cancel a pending run");
+    assert_eq!(record.status, RunStatus::Cancelled);
+    assert_eq!(
+        (record.error.as_deref(), record.terminal_at_ms),
+        (Some("user"), Some(7))
+    );
+}
+
+/// Sending any write again after it was applied (a retry after a lost
+/// acknowledgement) succeeds without applying it twice.
+pub async fn repeated_writes_are_idempotent(store: &dyn RuntimeStore) {
+    let run_id = running_run(store, "idempotent").await;
+    let start = Commit::status(StatusChange::Running { attempt: 1 }, 1_100);
+    let record = store
+        .atomic_apply(&run_id, start)
+        .await
+        .expect("restart attempt 1");
+    assert_eq!(record.attempts, 1, "a repeated start is not a new attempt");
+
+    let first = store
+        .append_input(&run_id, input("sig", b"p"))
+        .await
+        .expect("append");
+    let retried = NewInput {
+        accepted_at_ms: 9_999,
+        ..input("sig", b"p")
+    };
+    assert_eq!(
+        store
+            .append_input(&run_id, retried)
+            .await
+            .expect("append again"),
+        first
+    );
+
+    let commit = Commit::step(receipt(&run_id, 0, "out"), 2_000)
+        .with_snapshot(Bytes::from_static(b"s0"))
+        .with_input_update("sig", InputPhase::Consumed);
+    let applied = store
+        .atomic_apply(&run_id, commit.clone())
+        .await
+        .expect("commit");
+    for _ in 0..3 {
+        let again = store
+            .atomic_apply(&run_id, commit.clone())
+            .await
+            .expect("recommit");
+        assert_eq!(again, applied);
+    }
+    assert_eq!(
+        store
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .len(),
+        1
+    );
+    assert_eq!(store.load_inputs(&run_id).await.expect("inputs").len(), 1);
+
+    let done = Commit::status(StatusChange::Completed { output: "r".into() }, 3_000);
+    let completed = store
+        .atomic_apply(&run_id, done.clone())
+        .await
+        .expect("complete");
+    assert_eq!(
+        store
+            .atomic_apply(&run_id, done)
+            .await
+            .expect("complete again"),
+        completed
+    );
+    // The step commit is still recognised after the run finished.
+    assert_eq!(
+        store
+            .atomic_apply(&run_id, commit)
+            .await
+            .expect("late retry"),
+        completed
+    );
+}
+
+/// A write that contradicts what is committed is refused, and none of its
+/// parts is applied.
+pub async fn conflicting_commits_apply_nothing(store: &dyn RuntimeStore) {
+    let run_id = running_run(store, "conflict").await;
+    store
+        .append_input(&run_id, input("a", b"1"))
+        .await
+        .expect("append a");
+    store
+        .append_input(&run_id, input("b", b"2"))
+        .await
+        .expect("append b");
+    let commit = Commit::step(receipt(&run_id, 0, "first"), 2_000)
+        .with_snapshot(Bytes::from_static(b"s0"))
+        .with_input_update("a", InputPhase::Consumed);
+    store
+        .atomic_apply(&run_id, commit)
+        .await
+        .expect("commit step 0");
+    let before = snapshot_of(store, &run_id).await;
+
+    let rival = Commit::step(receipt(&run_id, 0, "second"), 2_001)
+        .with_snapshot(Bytes::from_static(b"rival"))
+        .with_input_update("b", InputPhase::Queued)
+        .with_status(StatusChange::Completed { output: "x".into() });
+    assert_conflict(
+        store.atomic_apply(&run_id, rival).await,
+        "a rival commit of step 0",
+    );
+    // A new step whose input update contradicts the committed phase.
+    let backwards = Commit::step(receipt(&run_id, 1, "one"), 2_002)
+        .with_snapshot(Bytes::from_static(b"s1"))
+        .with_input_update("a", InputPhase::Queued);
+    assert_conflict(
+        store.atomic_apply(&run_id, backwards).await,
+        "moving an input back",
+    );
+    let gap = Commit::step(receipt(&run_id, 2, "two"), 2_003);
+    assert_invalid(
+        store.atomic_apply(&run_id, gap).await,
+        "skipping sequence 1",
+    );
+    let foreign = Commit::step(receipt(&unique_run_id("other"), 1, "x"), 2_004);
+    assert_invalid(
+        store.atomic_apply(&run_id, foreign).await,
+        "another run's receipt",
+    );
+    let unknown = Commit::inputs(
+        vec![crate::runtime_store::InputUpdate {
+            input_id: "nope".into(),
+            phase: InputPhase::Queued,
+        }],
+        2_005,
+    );
+    assert_invalid(
+        store.atomic_apply(&run_id, unknown).await,
+        "an unknown input",
+    );
+    let snapshot_alone = Commit::inputs(Vec::new(), 2_006).with_snapshot("s".into());
+    assert_invalid(
+        store.atomic_apply(&run_id, snapshot_alone).await,
+        "a lone snapshot",
+    );
+    assert_conflict(
+        store.append_input(&run_id, input("a", b"changed")).await,
+        "re-appending an input with another payload",
+    );
+    assert_eq!(
+        snapshot_of(store, &run_id).await,
+        before,
+        "a refused write changed the run"
+    );
+
+    // Attempts are fenced, terminal states are final.
+    let restart = Commit::status(StatusChange::Running { attempt: 1 }, 1_234);
+    assert_conflict(
+        store.atomic_apply(&run_id, restart).await,
+        "restarting attempt 1",
+    );
+    let skip = Commit::status(StatusChange::Running { attempt: 3 }, 1_235);
+    assert_invalid(
+        store.atomic_apply(&run_id, skip).await,
+        "skipping attempt 2",
+    );
+    let fail = Commit::status(StatusChange::Failed { error: "e".into() }, 4_000);
+    store
+        .atomic_apply(&run_id, fail)
+        .await
+        .expect("fail the run");
+    let terminal = snapshot_of(store, &run_id).await;
+    let late_step = Commit::step(receipt(&run_id, 1, "late"), 4_001);
+    assert_conflict(
+        store.atomic_apply(&run_id, late_step).await,
+        "a step after failing",
+    );
+    let complete = Commit::status(StatusChange::Completed { output: "o".into() }, 4_002);
+    assert_conflict(
+        store.atomic_apply(&run_id, complete).await,
+        "completing a failed run",
+    );
+    let refail = Commit::status(StatusChange::Failed { error: "e".into() }, 4_003);
+    assert_conflict(
+        store.atomic_apply(&run_id, refail).await,
+        "failing again, later",
+    );
+    assert_conflict(
+        store.append_input(&run_id, input("late", b"x")).await,
+        "an input to a finished run",
+    );
+    assert_eq!(
+        snapshot_of(store, &run_id).await,
+        terminal,
+        "a refused write changed the run"
+    );
+}
+
+/// Everything a reader can see of a run, for before/after comparisons.
+async fn snapshot_of(
+    store: &dyn RuntimeStore,
+    run_id: &RunId,
+) -> (
+    RunRecord,
+    Vec<StepReceipt>,
+    Option<Bytes>,
+    Vec<crate::runtime_store::InputRecord>,
+) {
+    (
+        load(store, run_id).await,
+        store.load_receipts(run_id, None).await.expect("receipts"),
+        store.load_snapshot(run_id).await.expect("snapshot"),
+        store.load_inputs(run_id).await.expect("inputs"),
+    )
+}
+
+/// Sixteen concurrent committers of one sequence: exactly one distinct
+/// commit wins, every other gets a conflict, and identical commits all
+/// succeed. Concurrent attempt starts and input appends behave the same way.
+pub async fn racing_committers_of_one_sequence_have_one_winner(store: &dyn RuntimeStore) {
+    let run_id = running_run(store, "race").await;
+
+    let rivals = (0..16).map(|i| {
+        let commit = Commit::step(receipt(&run_id, 0, format!("rival-{i}")), 2_000)
+            .with_snapshot(Bytes::from(format!("snap-{i}")));
+        store.atomic_apply(&run_id, commit)
+    });
+    let outcomes = join_all(rivals).await;
+    let winners: Vec<usize> = (0..16).filter(|&i| outcomes[i].is_ok()).collect();
+    assert_eq!(
+        winners.len(),
+        1,
+        "one winner among distinct commits: {outcomes:?}"
+    );
+    for (i, outcome) in outcomes.iter().enumerate() {
+        if i != winners[0] {
+            assert!(
+                matches!(outcome, Err(Error::Conflict { .. })),
+                "loser {i}: {outcome:?}"
+            );
+        }
+    }
+    let w = winners[0];
+    let receipts = store.load_receipts(&run_id, None).await.expect("receipts");
+    assert_eq!(receipts, vec![receipt(&run_id, 0, format!("rival-{w}"))]);
+    let snapshot = store.load_snapshot(&run_id).await.expect("snapshot");
+    assert_eq!(
+        snapshot,
+        Some(Bytes::from(format!("snap-{w}"))),
+        "the winner's snapshot"
+    );
+
+    let same = Commit::step(receipt(&run_id, 1, "same"), 2_001);
+    let outcomes = join_all((0..16).map(|_| store.atomic_apply(&run_id, same.clone()))).await;
+    for outcome in &outcomes {
+        assert!(
+            outcome.is_ok(),
+            "identical commits all succeed: {outcome:?}"
+        );
+    }
+    assert_eq!(
+        store
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .len(),
+        2
+    );
+
+    let starts = (0..16).map(|i| {
+        store.atomic_apply(
+            &run_id,
+            Commit::status(StatusChange::Running { attempt: 2 }, 5_000 + i),
+        )
+    });
+    let outcomes = join_all(starts).await;
+    assert_eq!(
+        outcomes.iter().filter(|o| o.is_ok()).count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(load(store, &run_id).await.attempts, 2);
+
+    let appends = (0..16).map(|i| store.append_input(&run_id, input(&format!("in-{i}"), b"x")));
+    for outcome in join_all(appends).await {
+        outcome.expect("distinct inputs all land");
+    }
+    assert_eq!(store.load_inputs(&run_id).await.expect("inputs").len(), 16);
+}
+
+/// Listing by status finds exactly the runs in that status.
+pub async fn runs_are_listed_by_status(store: &dyn RuntimeStore) {
+    let pending = unique_run_id("list-pending");
+    store
+        .create_run(new_run(&pending, b"i"))
+        .await
+        .expect("create");
+    let running = running_run(store, "list-running").await;
+    let completed = running_run(store, "list-completed").await;
+    let done = Commit::status(StatusChange::Completed { output: "o".into() }, 9);
+    store
+        .atomic_apply(&completed, done)
+        .await
+        .expect("complete");
+    let ours = [
+        (&pending, RunStatus::Pending),
+        (&running, RunStatus::Running),
+        (&completed, RunStatus::Completed),
+    ];
+    for status in RunStatus::ALL {
+        let listed = store.list_runs(status).await.expect("list runs");
+        assert!(
+            listed.iter().all(|r| r.status == status),
+            "{status}: {listed:?}"
+        );
+        assert!(
+            listed.windows(2).all(|w| w[0].run_id < w[1].run_id),
+            "{status}: not in run-id order"
+        );
+        for (run_id, run_status) in ours {
+            let found = listed.iter().any(|r| &r.run_id == run_id);
+            assert_eq!(found, run_status == status, "{run_id} listed as {status}");
+        }
+    }
+}
+
+/// Deleting a run removes all of it and nothing else, only once it is
+/// terminal; the id can then be used again.
+pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
+    let run_id = running_run(store, "delete").await;
+    let neighbour = running_run(store, "delete").await;
+    for id in [&run_id, &neighbour] {
+        store
+            .append_input(id, input("i", b"x"))
+            .await
+            .expect("append");
+        let step = Commit::step(receipt(id, 0, "o"), 2_000).with_snapshot("s".into());
+        store.atomic_apply(id, step).await.expect("commit");
+    }
+    let kept = snapshot_of(store, &neighbour).await;
+    assert_conflict(store.delete_run(&run_id).await, "deleting a running run");
+    let fail = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
+    store.atomic_apply(&run_id, fail).await.expect("fail");
+    assert!(store.delete_run(&run_id).await.expect("delete"));
+    assert_eq!(store.load_run(&run_id).await.expect("load"), None);
+    assert!(
+        store
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .is_empty()
+    );
+    assert!(store.load_inputs(&run_id).await.expect("inputs").is_empty());
+    assert_eq!(store.load_snapshot(&run_id).await.expect("snapshot"), None);
+    assert!(!store.delete_run(&run_id).await.expect("delete again"));
+    for status in RunStatus::ALL {
+        let listed = store.list_runs(status).await.expect("list");
+        assert!(
+            listed.iter().all(|r| r.run_id != run_id),
+            "deleted run listed"
+        );
+    }
+    assert_eq!(
+        snapshot_of(store, &neighbour).await,
+        kept,
+        "the neighbour changed"
+    );
+
+    let reborn = store
+        .create_run(new_run(&run_id, b"new"))
+        .await
+        .expect("re-create");
+    assert_eq!(
+        (reborn.status, &reborn.input[..]),
+        (RunStatus::Pending, &b"new"[..])
+    );
+    assert!(
+        store
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .is_empty()
+    );
+}
