@@ -15,6 +15,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+mod clock;
 mod envelope;
 mod error;
 mod key;
@@ -28,6 +29,7 @@ mod write_once;
 pub mod testing;
 
 pub use bytes::Bytes;
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
 pub use key::content_key;
 pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
