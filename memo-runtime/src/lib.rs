@@ -35,5 +35,5 @@ pub use key::content_key;
 pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use object_store;
 pub use run_id::{MAX_RUN_ID_LEN, RunId};
-pub use runtime_store::{InMemoryRuntimeStore, RuntimeStore};
+pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};

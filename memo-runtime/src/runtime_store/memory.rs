@@ -181,8 +181,14 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn racing_committers_of_one_sequence_have_one_winner() {
-        suite::racing_committers_of_one_sequence_have_one_winner(&InMemoryRuntimeStore::new())
-            .await;
+        let store = InMemoryRuntimeStore::new();
+        suite::racing_committers_of_one_sequence_have_one_winner(&|| store.clone()).await;
+    }
+
+    #[tokio::test]
+    async fn clones_see_every_acknowledged_commit() {
+        let store = InMemoryRuntimeStore::new();
+        suite::reopened_store_sees_every_acknowledged_commit(&|| store.clone()).await;
     }
 
     #[tokio::test]

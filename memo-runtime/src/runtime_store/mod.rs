@@ -3,7 +3,7 @@
 //! snapshot, and the inputs (signals) delivered to it.
 //!
 //! [`RuntimeStore`] is the contract; [`InMemoryRuntimeStore`] keeps it in
-//! memory (tests, ephemeral use) and `ObjectStoreRuntimeStore` in object
+//! memory (tests, ephemeral use) and [`ObjectStoreRuntimeStore`] in object
 //! storage (durable use, many processes and machines).
 //!
 //! # Model
@@ -27,7 +27,7 @@
 //!   `attempt`, which must be the next one, so two workers recovering a run
 //!   cannot both start the same attempt. A terminal status is final: it
 //!   records the terminal time and the run's output or error, and any later
-//!   different change is a conflict.
+//!   different change (inputs included) is a conflict.
 //! - Input phases move forward only: `Accepted → Queued → Consumed |
 //!   Abandoned`; a consumed input names the step sequence that consumed it.
 //!
@@ -36,6 +36,7 @@
 //! and a retried commit is byte-for-byte the same commit.
 
 mod memory;
+mod object;
 mod state;
 
 use std::fmt;
@@ -48,6 +49,7 @@ use crate::error::Result;
 use crate::run_id::RunId;
 
 pub use memory::InMemoryRuntimeStore;
+pub use object::ObjectStoreRuntimeStore;
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -209,6 +209,11 @@ impl RunState {
         if let Some(change) = &commit.status {
             changes |= self.check_status(change, commit.at_ms)?;
         }
+        // A terminal run is final, its inputs included: the terminal change
+        // is the last entry of its history.
+        if changes && self.record.status.is_terminal() {
+            return Err(self.conflict("", format!("the run is already {}", self.record.status)));
+        }
         Ok(if changes {
             Verdict::Apply(Plan {
                 commit_digest: commit.receipt.as_ref().map(|_| digest),

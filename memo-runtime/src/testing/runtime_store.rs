@@ -1,14 +1,18 @@
 //! The conformance suite of [`RuntimeStore`]: one set of promises, checked
 //! against every backend.
 //!
-//! Each check is a `pub async fn` over a `&dyn RuntimeStore` (plus, for the
-//! checks that need them, a way to open a fresh instance over the same
-//! storage, the fault-injecting wrapper under it, or the raw objects). Every
-//! check works in runs of its own, named with [`unique_run_id`], so the
-//! checks can share one store, run in parallel, and run against a shared
-//! bucket that earlier test runs left data in.
+//! Each check is a `pub async fn` that panics (like `assert!`, saying which
+//! promise broke) if the store breaks a promise. Most take a
+//! `&dyn RuntimeStore`; those about several instances over the same storage
+//! (races, reopening) take a factory that returns a new instance over the
+//! same records each time it is called, as another process would build it.
+//! The object-storage checks ([`corrupt_records_are_errors`],
+//! [`faults_never_leave_a_partial_commit`]) take the concrete
+//! [`ObjectStoreRuntimeStore`] factory and the fault-injecting wrapper.
 //!
-//! A backend's tests call every check:
+//! Every check works in runs of its own, named with [`unique_run_id`], so
+//! checks can share one store, run in parallel, and run against a shared
+//! bucket that earlier test runs left records in.
 //!
 //! ```
 //! use memo_runtime::runtime_store::InMemoryRuntimeStore;
@@ -17,15 +21,14 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let store = InMemoryRuntimeStore::new();
-//! suite::runs_round_trip(&store).await;
-//! suite::step_commits_round_trip(&store).await;
-//! suite::racing_committers_of_one_sequence_have_one_winner(&store).await;
+//! // Clones share the runs: "another instance over the same storage".
+//! suite::run_all(|| store.clone()).await;
 //! # }
 //! ```
 //!
-//! The checks panic (with a message saying which promise broke) rather than
-//! return errors, like `assert!`.
+//! [`ObjectStoreRuntimeStore`]: crate::ObjectStoreRuntimeStore
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -82,6 +85,19 @@ fn input(id: &str, payload: &'static [u8]) -> NewInput {
         payload: Bytes::from_static(payload),
         accepted_at_ms: 1_500,
     }
+}
+
+/// Runs every check that holds for any backend. `make` returns a new
+/// instance over the same records each time it is called.
+pub async fn run_all<S: RuntimeStore + 'static>(make: impl Fn() -> S) {
+    runs_round_trip(&make()).await;
+    step_commits_round_trip(&make()).await;
+    repeated_writes_are_idempotent(&make()).await;
+    conflicting_commits_apply_nothing(&make()).await;
+    runs_are_listed_by_status(&make()).await;
+    deleting_a_run_removes_only_that_run(&make()).await;
+    racing_committers_of_one_sequence_have_one_winner(&make).await;
+    reopened_store_sees_every_acknowledged_commit(&make).await;
 }
 
 /// Creates a run and starts its first attempt.
@@ -513,18 +529,29 @@ async fn snapshot_of(
     )
 }
 
-/// Sixteen concurrent committers of one sequence: exactly one distinct
-/// commit wins, every other gets a conflict, and identical commits all
-/// succeed. Concurrent attempt starts and input appends behave the same way.
-pub async fn racing_committers_of_one_sequence_have_one_winner(store: &dyn RuntimeStore) {
-    let run_id = running_run(store, "race").await;
-
-    let rivals = (0..16).map(|i| {
-        let commit = Commit::step(receipt(&run_id, 0, format!("rival-{i}")), 2_000)
-            .with_snapshot(Bytes::from(format!("snap-{i}")));
-        store.atomic_apply(&run_id, commit)
-    });
-    let outcomes = join_all(rivals).await;
+/// Sixteen concurrent committers of one sequence, spread over four
+/// instances: exactly one distinct commit wins, every other gets a
+/// conflict, and identical commits all succeed. Concurrent attempt starts
+/// and input appends behave the same way.
+pub async fn racing_committers_of_one_sequence_have_one_winner<S: RuntimeStore + 'static>(
+    make: &impl Fn() -> S,
+) {
+    let instances: Vec<Arc<S>> = (0..4).map(|_| Arc::new(make())).collect();
+    let run_id = running_run(instances[0].as_ref(), "race").await;
+    let racers = |commit: &dyn Fn(usize) -> Commit| {
+        (0..16)
+            .map(|i| {
+                let store = Arc::clone(&instances[i % 4]);
+                let (run_id, commit) = (run_id.clone(), commit(i));
+                tokio::spawn(async move { store.atomic_apply(&run_id, commit).await })
+            })
+            .collect::<Vec<_>>()
+    };
+    let outcomes = join(racers(&|i| {
+        Commit::step(receipt(&run_id, 0, format!("rival-{i}")), 2_000)
+            .with_snapshot(Bytes::from(format!("snap-{i}")))
+    }))
+    .await;
     let winners: Vec<usize> = (0..16).filter(|&i| outcomes[i].is_ok()).collect();
     assert_eq!(
         winners.len(),
@@ -540,9 +567,10 @@ pub async fn racing_committers_of_one_sequence_have_one_winner(store: &dyn Runti
         }
     }
     let w = winners[0];
-    let receipts = store.load_receipts(&run_id, None).await.expect("receipts");
+    let fresh = make();
+    let receipts = fresh.load_receipts(&run_id, None).await.expect("receipts");
     assert_eq!(receipts, vec![receipt(&run_id, 0, format!("rival-{w}"))]);
-    let snapshot = store.load_snapshot(&run_id).await.expect("snapshot");
+    let snapshot = fresh.load_snapshot(&run_id).await.expect("snapshot");
     assert_eq!(
         snapshot,
         Some(Bytes::from(format!("snap-{w}"))),
@@ -550,15 +578,14 @@ pub async fn racing_committers_of_one_sequence_have_one_winner(store: &dyn Runti
     );
 
     let same = Commit::step(receipt(&run_id, 1, "same"), 2_001);
-    let outcomes = join_all((0..16).map(|_| store.atomic_apply(&run_id, same.clone()))).await;
-    for outcome in &outcomes {
+    for outcome in join(racers(&|_| same.clone())).await {
         assert!(
             outcome.is_ok(),
             "identical commits all succeed: {outcome:?}"
         );
     }
     assert_eq!(
-        store
+        make()
             .load_receipts(&run_id, None)
             .await
             .expect("receipts")
@@ -566,25 +593,108 @@ pub async fn racing_committers_of_one_sequence_have_one_winner(store: &dyn Runti
         2
     );
 
-    let starts = (0..16).map(|i| {
-        store.atomic_apply(
-            &run_id,
-            Commit::status(StatusChange::Running { attempt: 2 }, 5_000 + i),
-        )
-    });
-    let outcomes = join_all(starts).await;
+    let outcomes = join(racers(&|i| {
+        Commit::status(StatusChange::Running { attempt: 2 }, 5_000 + i as u64)
+    }))
+    .await;
     assert_eq!(
         outcomes.iter().filter(|o| o.is_ok()).count(),
         1,
         "{outcomes:?}"
     );
-    assert_eq!(load(store, &run_id).await.attempts, 2);
+    assert_eq!(load(&make(), &run_id).await.attempts, 2);
 
-    let appends = (0..16).map(|i| store.append_input(&run_id, input(&format!("in-{i}"), b"x")));
-    for outcome in join_all(appends).await {
+    let appends: Vec<_> = (0..16)
+        .map(|i| {
+            let store = Arc::clone(&instances[i % 4]);
+            let run_id = run_id.clone();
+            tokio::spawn(async move {
+                store
+                    .append_input(&run_id, input(&format!("in-{i}"), b"x"))
+                    .await
+            })
+        })
+        .collect();
+    for outcome in join(appends).await {
         outcome.expect("distinct inputs all land");
     }
-    assert_eq!(store.load_inputs(&run_id).await.expect("inputs").len(), 16);
+    assert_eq!(make().load_inputs(&run_id).await.expect("inputs").len(), 16);
+}
+
+async fn join<T: std::fmt::Debug>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+    join_all(tasks)
+        .await
+        .into_iter()
+        .map(|t| t.expect("a racer panicked"))
+        .collect()
+}
+
+/// Every acknowledged change is seen by a fresh instance (a crash and a
+/// restart), and by an instance that read the run before another instance
+/// changed it; such a stale instance also commits correctly after them.
+pub async fn reopened_store_sees_every_acknowledged_commit<S: RuntimeStore>(make: &impl Fn() -> S) {
+    let first = make();
+    let run_id = running_run(&first, "reopen").await;
+    first
+        .append_input(&run_id, input("sig", b"p"))
+        .await
+        .expect("append");
+    let commits = [
+        Commit::step(receipt(&run_id, 0, "a"), 2_000).with_snapshot("s0".into()),
+        Commit::step(receipt(&run_id, 1, "b"), 2_001)
+            .with_input_update("sig", InputPhase::Consumed),
+    ];
+    for commit in commits {
+        first.atomic_apply(&run_id, commit).await.expect("commit");
+    }
+    let written = snapshot_of(&first, &run_id).await;
+    drop(first);
+
+    let reopened = make();
+    assert_eq!(
+        snapshot_of(&reopened, &run_id).await,
+        written,
+        "a fresh instance"
+    );
+
+    // `stale` reads the run now; `other` then moves it on.
+    let stale = make();
+    assert_eq!(snapshot_of(&stale, &run_id).await, written);
+    let other = make();
+    other
+        .atomic_apply(&run_id, Commit::step(receipt(&run_id, 2, "c"), 2_002))
+        .await
+        .expect("commit elsewhere");
+    other
+        .append_input(&run_id, input("late", b"q"))
+        .await
+        .expect("append elsewhere");
+    let moved = snapshot_of(&other, &run_id).await;
+    assert_eq!(
+        snapshot_of(&stale, &run_id).await,
+        moved,
+        "an instance that read before"
+    );
+
+    let behind = make();
+    assert_eq!(load(&behind, &run_id).await.run_id, run_id);
+    other
+        .atomic_apply(&run_id, Commit::step(receipt(&run_id, 3, "d"), 2_003))
+        .await
+        .expect("commit elsewhere");
+    // `behind` last saw three receipts; its commit of sequence 4 must land after 3.
+    let done = Commit::step(receipt(&run_id, 4, "e"), 2_004).with_status(StatusChange::Completed {
+        output: "out".into(),
+    });
+    let record = behind
+        .atomic_apply(&run_id, done)
+        .await
+        .expect("commit from behind");
+    assert_eq!(record.status, RunStatus::Completed);
+    let finished = snapshot_of(&make(), &run_id).await;
+    assert_eq!(finished.1.len(), 5);
+    assert_eq!(finished.0, record);
+    assert_eq!(snapshot_of(&other, &run_id).await, finished);
 }
 
 /// Listing by status finds exactly the runs in that status.
@@ -680,4 +790,277 @@ pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
             .expect("receipts")
             .is_empty()
     );
+}
+
+/// Damaged records of an [`ObjectStoreRuntimeStore`] (flipped bits,
+/// truncation, foreign bytes, a valid frame around an undecodable record, a
+/// missing or foreign log entry) are [`Error::Corrupt`] naming the object,
+/// the run and the log position, on every read and write of the run; they
+/// are never skipped, and the failed calls change nothing.
+///
+/// `make` returns a new instance over the same objects each time.
+///
+/// [`ObjectStoreRuntimeStore`]: crate::ObjectStoreRuntimeStore
+pub async fn corrupt_records_are_errors(make: &impl Fn() -> crate::ObjectStoreRuntimeStore) {
+    use object_store::{ObjectStoreExt, PutPayload};
+
+    let writer = make();
+    let run_id = running_run(&writer, "corrupt").await;
+    for seq in 0..3 {
+        let commit = Commit::step(receipt(&run_id, seq, "o"), 2_000 + seq);
+        writer.atomic_apply(&run_id, commit).await.expect("commit");
+    }
+    let intact = snapshot_of(&make(), &run_id).await;
+    let objects = Arc::clone(writer.object_store());
+    let folder = writer.run_folder(&run_id);
+    let log_entry = folder.clone().join("log").join("00000000000000000002");
+    let original = objects
+        .get(&log_entry)
+        .await
+        .expect("log entry 2 exists where the layout says")
+        .bytes()
+        .await
+        .expect("read log entry 2");
+
+    let flipped = {
+        let mut v = original.to_vec();
+        let mid = v.len() / 2;
+        v[mid] ^= 0x10;
+        Bytes::from(v)
+    };
+    let damages: [(&str, Bytes); 4] = [
+        ("flipped", flipped),
+        ("truncated", original.slice(..original.len() - 3)),
+        ("foreign", Bytes::from_static(b"{\"not\": \"memo\"}")),
+        ("undecodable", crate::envelope::seal(b"\xc1 not msgpack")),
+    ];
+    for (damage, bytes) in damages {
+        objects
+            .put(&log_entry, PutPayload::from(bytes))
+            .await
+            .expect("damage");
+        expect_corrupt(&make(), &run_id, log_entry.as_ref(), damage).await;
+        objects
+            .put(&log_entry, PutPayload::from(original.clone()))
+            .await
+            .expect("repair");
+        assert_eq!(
+            snapshot_of(&make(), &run_id).await,
+            intact,
+            "{damage}: changed the run"
+        );
+    }
+
+    // A hole in the log, and a foreign object in it.
+    let middle = folder.clone().join("log").join("00000000000000000001");
+    let kept = objects
+        .get(&middle)
+        .await
+        .expect("entry 1")
+        .bytes()
+        .await
+        .expect("read");
+    objects.delete(&middle).await.expect("delete entry 1");
+    expect_corrupt(&make(), &run_id, middle.as_ref(), "missing").await;
+    objects
+        .put(&middle, PutPayload::from(kept))
+        .await
+        .expect("repair");
+    let stray = folder.clone().join("log").join("notes.txt");
+    objects
+        .put(&stray, PutPayload::from_static(b"hi"))
+        .await
+        .expect("stray");
+    expect_corrupt(&make(), &run_id, stray.as_ref(), "stray").await;
+    objects.delete(&stray).await.expect("remove stray");
+
+    // The run's creation record.
+    let created = folder.clone().join("run");
+    let kept = objects
+        .get(&created)
+        .await
+        .expect("run")
+        .bytes()
+        .await
+        .expect("read");
+    objects
+        .put(&created, PutPayload::from_static(b"garbage"))
+        .await
+        .expect("damage");
+    match make().load_run(&run_id).await {
+        Err(Error::Corrupt { path, .. }) => assert_eq!(path, created.to_string()),
+        other => panic!("a damaged creation record: expected Corrupt, got {other:?}"),
+    }
+    objects
+        .put(&created, PutPayload::from(kept))
+        .await
+        .expect("repair");
+    assert_eq!(
+        snapshot_of(&make(), &run_id).await,
+        intact,
+        "the run changed"
+    );
+}
+
+/// Every call on the run through a fresh instance fails with a `Corrupt`
+/// error at `path` that names the run.
+async fn expect_corrupt(store: &dyn RuntimeStore, run_id: &RunId, path: &str, damage: &str) {
+    let check = |what: &str, result: crate::Result<()>| match result {
+        Err(Error::Corrupt { path: p, reason }) => {
+            assert_eq!(p, path, "{damage}/{what}: wrong path");
+            assert!(
+                reason.contains(run_id.as_str()),
+                "{damage}/{what}: the reason does not name the run: {reason}"
+            );
+        }
+        other => panic!("{damage}/{what}: expected Corrupt at {path}, got {other:?}"),
+    };
+    check("load_run", store.load_run(run_id).await.map(drop));
+    check(
+        "load_receipts",
+        store.load_receipts(run_id, None).await.map(drop),
+    );
+    check("load_inputs", store.load_inputs(run_id).await.map(drop));
+    let commit = Commit::step(receipt(run_id, 3, "x"), 9_000);
+    check(
+        "atomic_apply",
+        store.atomic_apply(run_id, commit).await.map(drop),
+    );
+}
+
+/// Requests that fail before they reach storage, acknowledgements lost
+/// after a write, and seeded random faults of every kind never leave part
+/// of a commit visible, and a retry of a commit whose outcome was unknown
+/// applies it exactly once.
+///
+/// `make` returns a new instance over `faults` (and so over the same
+/// objects) each time. Faults are injected only on paths of this check's
+/// runs; `faults` is left with no rules and enabled.
+pub async fn faults_never_leave_a_partial_commit<S: RuntimeStore, T: object_store::ObjectStore>(
+    make: &impl Fn() -> S,
+    faults: &crate::testing::FaultInjectingStore<T>,
+) {
+    use crate::testing::{FaultRule, RequestKind};
+
+    let store = make();
+    let run_id = running_run(&store, "faults").await;
+    let rid = run_id.to_string();
+    let ours = move |p: &object_store::path::Path| p.as_ref().contains(rid.as_str());
+    let step = |seq: u64| {
+        Commit::step(receipt(&run_id, seq, format!("o{seq}")), 2_000 + seq)
+            .with_snapshot(Bytes::from(format!("s{seq}")))
+            .with_input_update(format!("in-{seq}"), InputPhase::Consumed)
+    };
+    for seq in 0..4 {
+        store
+            .append_input(&run_id, input(&format!("in-{seq}"), b"x"))
+            .await
+            .expect("append");
+    }
+
+    // Writes that never reach storage: nothing is applied.
+    faults.inject(FaultRule::fail_before(RequestKind::Create).matching(ours.clone()));
+    let refused = store.atomic_apply(&run_id, step(0)).await;
+    assert!(matches!(refused, Err(Error::Store { .. })), "{refused:?}");
+    faults.clear_faults();
+    assert_commits(&make(), &run_id, 0, &step).await;
+    store.atomic_apply(&run_id, step(0)).await.expect("retry");
+    assert_commits(&make(), &run_id, 1, &step).await;
+
+    // A lost acknowledgement that a read-back settles: success, applied once.
+    faults.inject(
+        FaultRule::fail_after(RequestKind::Create)
+            .matching(ours.clone())
+            .times(1),
+    );
+    store
+        .atomic_apply(&run_id, step(1))
+        .await
+        .expect("lost ack settled");
+    assert_commits(&make(), &run_id, 2, &step).await;
+
+    // A lost acknowledgement that cannot be settled: an error, then the
+    // commit is whole or absent, and a retry applies it once.
+    faults.inject(FaultRule::fail_after(RequestKind::Create).matching(ours.clone()));
+    faults.inject(FaultRule::fail_before(RequestKind::Get).matching(ours.clone()));
+    faults.inject(FaultRule::fail_before(RequestKind::Head).matching(ours.clone()));
+    let unknown = store.atomic_apply(&run_id, step(2)).await;
+    faults.clear_faults();
+    assert!(unknown.is_err(), "every read-back failed, yet: {unknown:?}");
+    let seen = receipts_len(&make(), &run_id).await;
+    assert!(
+        seen == 2 || seen == 3,
+        "{seen} receipts after an unknown outcome"
+    );
+    assert_commits(&make(), &run_id, seen, &step).await;
+    store
+        .atomic_apply(&run_id, step(2))
+        .await
+        .expect("retry after unknown outcome");
+    assert_commits(&make(), &run_id, 3, &step).await;
+
+    // Seeded random faults on every request of the run.
+    let before = faults.faults_injected();
+    for kind in [
+        RequestKind::Create,
+        RequestKind::Get,
+        RequestKind::Head,
+        RequestKind::List,
+    ] {
+        for rule in [FaultRule::fail_before(kind), FaultRule::fail_after(kind)] {
+            faults.inject(rule.matching(ours.clone()).with_probability(0.2));
+        }
+    }
+    let chaotic = make();
+    let mut applied = false;
+    for _ in 0..200 {
+        let outcome = chaotic.atomic_apply(&run_id, step(3)).await;
+        faults.set_enabled(false);
+        let seen = receipts_len(&make(), &run_id).await;
+        assert!(seen == 3 || seen == 4, "{seen} receipts under faults");
+        assert_commits(&make(), &run_id, seen, &step).await;
+        faults.set_enabled(true);
+        if outcome.is_ok() {
+            applied = true;
+            break;
+        }
+    }
+    faults.clear_faults();
+    assert!(applied, "no attempt of 200 got through the faults");
+    assert!(faults.faults_injected() > before, "no fault fired");
+    assert_commits(&make(), &run_id, 4, &step).await;
+}
+
+async fn receipts_len(store: &dyn RuntimeStore, run_id: &RunId) -> u64 {
+    store
+        .load_receipts(run_id, None)
+        .await
+        .expect("receipts")
+        .len() as u64
+}
+
+/// The run holds exactly the first `n` commits made by `step`, each whole:
+/// its receipt, its snapshot (the latest) and its consumed input.
+async fn assert_commits(
+    store: &dyn RuntimeStore,
+    run_id: &RunId,
+    n: u64,
+    step: &dyn Fn(u64) -> Commit,
+) {
+    let receipts = store.load_receipts(run_id, None).await.expect("receipts");
+    let expected: Vec<_> = (0..n).filter_map(|s| step(s).receipt).collect();
+    assert_eq!(receipts, expected, "receipts");
+    let snapshot = store.load_snapshot(run_id).await.expect("snapshot");
+    let expected = n.checked_sub(1).and_then(|last| step(last).snapshot);
+    assert_eq!(snapshot, expected, "the snapshot of the last commit");
+    for record in store.load_inputs(run_id).await.expect("inputs") {
+        let seq: u64 = record.input_id["in-".len()..].parse().expect("in-<seq>");
+        let consumed = seq < n;
+        assert_eq!(
+            (record.phase == InputPhase::Consumed, record.consumed_by),
+            (consumed, consumed.then_some(seq)),
+            "input {} after {n} commits",
+            record.input_id
+        );
+    }
 }

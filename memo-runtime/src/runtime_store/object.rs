@@ -1,0 +1,647 @@
+//! `ObjectStoreRuntimeStore`: the runtime store in object storage, atomic
+//! without transactions because every change is one write-once object.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::{Path, PathPart};
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::state::{Change, RunState, Verdict};
+use super::{
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
+};
+use crate::error::{Error, Result};
+use crate::run_id::RunId;
+use crate::write_once::{self, Created};
+
+/// How many runs an instance keeps folded in memory.
+const DEFAULT_CACHED_RUNS: usize = 256;
+
+/// How many objects are read or deleted at once.
+const CONCURRENCY: usize = 8;
+
+/// The runtime store in object storage, for durable use by many processes
+/// and machines sharing one bucket or folder.
+///
+/// Instances are independent: two instances (or processes) over the same
+/// objects see each other's acknowledged changes, and a fresh instance sees
+/// every one.
+///
+/// # Layout
+///
+/// Under the store's prefix:
+///
+/// - `runs/<run>/run`: the run as created ([`NewRun`]).
+/// - `runs/<run>/log/<position>`: the run's changes after creation, one
+///   object per change (a [`Commit`] or an appended input), at dense
+///   positions from 0 written as 20 zero-padded digits so they list in order.
+/// - `runs-by-status/<status>/<run>`: a hint that the run is, or was about to
+///   be, in `<status>`, so listing by status reads only those runs.
+///
+/// # How a change commits
+///
+/// A change is checked against the run folded from its log up to position
+/// `p`, then created at `log/<p>` with `PutMode::Create`. The create *is* the
+/// commit: if it succeeds, the change was checked against exactly the state
+/// before it; if another writer created `p` first, its change is folded in
+/// and ours is checked again for `p + 1`. A receipt for step `n`, the start of
+/// attempt `k`, and the terminal status can each be committed only once, so
+/// of concurrent writers exactly one wins and the others see its change and
+/// get a conflict (or success, for an identical change). An unknown outcome
+/// is settled by reading back (see `write_once`); a retried change that
+/// finds itself committed is an idempotent success. No backend feature
+/// beyond `PutMode::Create` is used, so LocalFileSystem (which lacks
+/// `PutMode::Update`) works.
+///
+/// Objects are named by log position rather than by step sequence because
+/// changes made between steps, often by other processes (a cancellation, a
+/// signal, a failed attempt), must be ordered with the steps: with one log,
+/// "no step after a terminal status" and "one start per attempt" are
+/// decided by the same create that commits the change.
+///
+/// # Costs
+///
+/// Each instance caches the folded state of the runs it recently used, so a
+/// commit to a cached run is one create (plus a read per change another
+/// writer made first), and a read is one `GET` of the next log position to
+/// catch up. A run not in the cache costs a `GET` of its creation, one
+/// listing of its log and a `GET` per log entry. Listing by status lists the
+/// status hints and loads each hinted run; hints that can no longer be true
+/// (a `Pending` hint of a run that has started) are deleted on the way, so
+/// the cost follows the runs in that status, not every run ever stored.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use memo_runtime::object_store::memory::InMemory;
+/// use memo_runtime::runtime_store::{NewRun, ObjectStoreRuntimeStore, RuntimeStore};
+/// use memo_runtime::{Bytes, RunId};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> memo_runtime::Result<()> {
+/// let objects = Arc::new(InMemory::new());
+/// let store = ObjectStoreRuntimeStore::new(objects.clone(), "memo");
+/// let run_id = RunId::new("order-7")?;
+/// let run = NewRun {
+///     run_id: run_id.clone(),
+///     workflow: "checkout".into(),
+///     input: Bytes::from_static(b"{}"),
+///     created_at_ms: 0,
+/// };
+/// store.create_run(run).await?;
+///
+/// // Another process, over the same objects, sees the run.
+/// let elsewhere = ObjectStoreRuntimeStore::new(objects, "memo");
+/// assert!(elsewhere.load_run(&run_id).await?.is_some());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct ObjectStoreRuntimeStore {
+    store: Arc<dyn ObjectStore>,
+    base: Path,
+    cache: Mutex<Cache>,
+}
+
+/// A run folded up to (not including) log position `next`.
+#[derive(Debug)]
+struct Folded {
+    state: RunState,
+    next: u64,
+}
+
+/// One run's place in the cache. The async lock serializes this instance's
+/// calls on one run, so they do not race each other for log positions.
+type Slot = Arc<tokio::sync::Mutex<Option<Folded>>>;
+
+#[derive(Debug)]
+struct Cache {
+    slots: HashMap<RunId, Slot>,
+    /// Insertion order, oldest first, for eviction.
+    order: VecDeque<RunId>,
+    capacity: usize,
+}
+
+impl ObjectStoreRuntimeStore {
+    /// A runtime store over `store`, keeping everything under `prefix`.
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
+        ObjectStoreRuntimeStore {
+            store,
+            base: Path::from(prefix.into()),
+            cache: Mutex::new(Cache {
+                slots: HashMap::new(),
+                order: VecDeque::new(),
+                capacity: DEFAULT_CACHED_RUNS,
+            }),
+        }
+    }
+
+    /// Keeps at most `runs` runs folded in memory (default 256; at least 1).
+    #[must_use]
+    pub fn with_cached_runs(self, runs: usize) -> ObjectStoreRuntimeStore {
+        self.lock_cache().capacity = runs.max(1);
+        self
+    }
+
+    /// The object store the records live in.
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The path prefix everything is kept under.
+    pub fn prefix(&self) -> &Path {
+        &self.base
+    }
+
+    /// `<prefix>/runs/<run>`: everything of one run.
+    pub fn run_folder(&self, run_id: &RunId) -> Path {
+        self.base.clone().join("runs").join(run_id.as_str())
+    }
+
+    fn run_path(&self, run_id: &RunId) -> Path {
+        self.run_folder(run_id).join("run")
+    }
+
+    fn log_folder(&self, run_id: &RunId) -> Path {
+        self.run_folder(run_id).join("log")
+    }
+
+    fn log_path(&self, run_id: &RunId, position: u64) -> Path {
+        self.log_folder(run_id)
+            .join(PathPart::from(format!("{position:020}")))
+    }
+
+    fn status_folder(&self, status: RunStatus) -> Path {
+        self.base
+            .clone()
+            .join("runs-by-status")
+            .join(PathPart::from(status.to_string()))
+    }
+
+    fn status_hint(&self, status: RunStatus, run_id: &RunId) -> Path {
+        self.status_folder(status).join(run_id.as_str())
+    }
+
+    fn lock_cache(&self) -> MutexGuard<'_, Cache> {
+        // The cache only maps run ids to slots; it is consistent after any panic.
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot(&self, run_id: &RunId) -> Slot {
+        let mut cache = self.lock_cache();
+        if let Some(slot) = cache.slots.get(run_id) {
+            return Arc::clone(slot);
+        }
+        while cache.slots.len() >= cache.capacity {
+            let Some(oldest) = cache.order.pop_front() else {
+                break;
+            };
+            cache.slots.remove(&oldest);
+        }
+        let slot = Slot::default();
+        cache.slots.insert(run_id.clone(), Arc::clone(&slot));
+        cache.order.push_back(run_id.clone());
+        slot
+    }
+
+    fn forget(&self, run_id: &RunId) {
+        let mut cache = self.lock_cache();
+        if cache.slots.remove(run_id).is_some() {
+            cache.order.retain(|id| id != run_id);
+        }
+    }
+
+    /// Makes `slot` hold the run folded from storage; `false` if the run
+    /// does not exist. A cached run is caught up with the changes made since.
+    async fn refresh(&self, run_id: &RunId, slot: &mut Option<Folded>) -> Result<bool> {
+        match slot {
+            None => {
+                *slot = self.fold_from_storage(run_id).await?;
+                Ok(slot.is_some())
+            }
+            Some(folded) => {
+                let grew = self.catch_up(run_id, folded).await?;
+                // Only terminal runs can be deleted: check that this one still exists.
+                if !grew && folded.state.record().status.is_terminal() {
+                    let exists = match self.store.head(&self.run_path(run_id)).await {
+                        Ok(_) => true,
+                        Err(object_store::Error::NotFound { .. }) => false,
+                        Err(e) => return Err(Error::store(self.run_path(run_id), e)),
+                    };
+                    if !exists {
+                        *slot = None;
+                    }
+                }
+                Ok(slot.is_some())
+            }
+        }
+    }
+
+    /// Reads the run's creation and its whole log, and folds them.
+    async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
+        let run_path = self.run_path(run_id);
+        let Some(created) = write_once::read(self.store.as_ref(), &run_path).await? else {
+            return Ok(None);
+        };
+        let run: NewRun = decode(&run_path, &created, "the run's creation")?;
+        if run.run_id != *run_id {
+            return Err(Error::corrupt(
+                &run_path,
+                format!("the creation record names run {}", run.run_id),
+            ));
+        }
+        let positions = self.log_positions(run_id).await?;
+        let mut folded = Folded {
+            state: RunState::new(run),
+            next: 0,
+        };
+        let mut entries = futures::stream::iter(positions)
+            .map(|position| async move {
+                let bytes = self.read_entry(run_id, position).await?;
+                Ok::<_, Error>((position, bytes))
+            })
+            .buffered(CONCURRENCY);
+        while let Some((position, bytes)) = entries.try_next().await? {
+            let Some(bytes) = bytes else {
+                return Err(self.missing_entry(run_id, position));
+            };
+            self.fold_entry(run_id, &mut folded, &bytes)?;
+        }
+        Ok(Some(folded))
+    }
+
+    /// The positions in the run's log folder, checked to be dense from 0.
+    async fn log_positions(&self, run_id: &RunId) -> Result<Vec<u64>> {
+        let folder = self.log_folder(run_id);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let mut positions = Vec::with_capacity(metas.len());
+        for meta in metas {
+            let name = meta.location.filename().unwrap_or_default();
+            let position = (name.len() == 20)
+                .then(|| name.parse::<u64>().ok())
+                .flatten()
+                .ok_or_else(|| {
+                    Error::corrupt(
+                        &meta.location,
+                        format!("run {run_id}: not a log entry name (20 digits expected)"),
+                    )
+                })?;
+            positions.push(position);
+        }
+        // LocalFileSystem lists in no particular order.
+        positions.sort_unstable();
+        if let Some((expected, _)) = positions.iter().enumerate().find(|&(i, &p)| i as u64 != p) {
+            return Err(self.missing_entry(run_id, expected as u64));
+        }
+        Ok(positions)
+    }
+
+    /// Reads the log entry at `position`, naming the run and the position
+    /// if it is corrupt.
+    async fn read_entry(&self, run_id: &RunId, position: u64) -> Result<Option<Bytes>> {
+        let path = self.log_path(run_id, position);
+        write_once::read(self.store.as_ref(), &path)
+            .await
+            .map_err(|e| match e {
+                Error::Corrupt { path, reason } => Error::Corrupt {
+                    path,
+                    reason: format!("run {run_id} log entry {position}: {reason}"),
+                },
+                e => e,
+            })
+    }
+
+    fn missing_entry(&self, run_id: &RunId, position: u64) -> Error {
+        Error::corrupt(
+            self.log_path(run_id, position),
+            format!("run {run_id} log entry {position} is missing but later entries exist"),
+        )
+    }
+
+    /// Folds the changes written after `folded.next`; `true` if there were any.
+    async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
+        let mut grew = false;
+        loop {
+            match self.read_entry(run_id, folded.next).await? {
+                Some(bytes) => {
+                    self.fold_entry(run_id, folded, &bytes)?;
+                    grew = true;
+                }
+                None => return Ok(grew),
+            }
+        }
+    }
+
+    /// Folds the log entry at `folded.next`, which every writer checked
+    /// against the entries before it: one that does not apply is corrupt.
+    fn fold_entry(&self, run_id: &RunId, folded: &mut Folded, bytes: &[u8]) -> Result<()> {
+        let position = folded.next;
+        let path = self.log_path(run_id, position);
+        let what = format!("run {run_id} log entry {position}");
+        let change: Change = decode(&path, bytes, &what)?;
+        match folded.state.check(&change) {
+            Ok(Verdict::Apply(plan)) => folded.state.apply(change, plan),
+            Ok(Verdict::AlreadyApplied) => {
+                return Err(Error::corrupt(
+                    &path,
+                    format!("{what} repeats an earlier change"),
+                ));
+            }
+            Err(e) => {
+                return Err(Error::corrupt(
+                    &path,
+                    format!("{what} does not follow from the entries before it: {e}"),
+                ));
+            }
+        }
+        folded.next += 1;
+        Ok(())
+    }
+
+    /// Commits `change` to the run, and returns what `answer` reads from the
+    /// run after it.
+    async fn change<T>(
+        &self,
+        run_id: &RunId,
+        change: Change,
+        answer: impl Fn(&RunState) -> T,
+    ) -> Result<T> {
+        let slot = self.slot(run_id);
+        let mut guard = slot.lock().await;
+        if guard.is_none() && !self.refresh(run_id, &mut guard).await? {
+            return Err(Error::RunNotFound {
+                run_id: run_id.to_string(),
+            });
+        }
+        let folded = guard.as_mut().expect("refreshed above");
+        let encoded = encode(&change, "a runtime-store change")?;
+        loop {
+            let plan = match folded.state.check(&change) {
+                Ok(Verdict::AlreadyApplied) => return Ok(answer(&folded.state)),
+                Ok(Verdict::Apply(plan)) => plan,
+                // The cache may be behind: judge only against the latest log.
+                Err(e) => {
+                    if self.catch_up(run_id, folded).await? {
+                        continue;
+                    }
+                    return Err(e);
+                }
+            };
+            self.write_status_hint(run_id, &folded.state, &change)
+                .await?;
+            let path = self.log_path(run_id, folded.next);
+            match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
+                Created::Ours(_) => {
+                    folded.state.apply(change, plan);
+                    folded.next += 1;
+                    return Ok(answer(&folded.state));
+                }
+                Created::Theirs(bytes) => self.fold_entry(run_id, folded, &bytes)?,
+            }
+        }
+    }
+
+    /// Before a change moves the run into a status, records the hint that
+    /// lets [`RuntimeStore::list_runs`] find it there. A hint without the
+    /// change (a crash or a conflict in between) is only a wasted read later.
+    async fn write_status_hint(
+        &self,
+        run_id: &RunId,
+        state: &RunState,
+        change: &Change,
+    ) -> Result<()> {
+        let Change::Commit(Commit {
+            status: Some(status),
+            ..
+        }) = change
+        else {
+            return Ok(());
+        };
+        let status = status.status();
+        if state.record().status == status {
+            return Ok(());
+        }
+        self.write_hint(status, run_id).await
+    }
+
+    async fn write_hint(&self, status: RunStatus, run_id: &RunId) -> Result<()> {
+        let path = self.status_hint(status, run_id);
+        write_once::create_once(self.store.as_ref(), &path, run_id.as_str().as_bytes()).await?;
+        Ok(())
+    }
+
+    /// Loads the run (caught up) and returns what `answer` reads from it;
+    /// `None` if it does not exist.
+    async fn read<T>(&self, run_id: &RunId, answer: impl Fn(&RunState) -> T) -> Result<Option<T>> {
+        let slot = self.slot(run_id);
+        let mut guard = slot.lock().await;
+        if !self.refresh(run_id, &mut guard).await? {
+            drop(guard);
+            self.forget(run_id);
+            return Ok(None);
+        }
+        Ok(guard.as_ref().map(|folded| answer(&folded.state)))
+    }
+
+    /// Whether a hint of `hinted` can never again be true of a run in `actual`
+    /// (statuses only move forward).
+    fn hint_is_stale(hinted: RunStatus, actual: RunStatus) -> bool {
+        hinted != actual && (actual.is_terminal() || hinted == RunStatus::Pending)
+    }
+
+    async fn delete_all(&self, paths: Vec<Path>) -> Result<()> {
+        futures::stream::iter(paths)
+            .map(|path| async move {
+                match self.store.delete(&path).await {
+                    // LocalFileSystem reports deleting a missing object.
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(Error::store(&path, e)),
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .try_collect()
+            .await
+    }
+}
+
+fn encode<T: Serialize>(value: &T, what: &str) -> Result<Vec<u8>> {
+    rmp_serde::to_vec_named(value).map_err(|e| Error::Serialization {
+        what: what.into(),
+        message: e.to_string(),
+    })
+}
+
+/// Decodes a record we wrote: one that does not decode is corrupt (or from
+/// an incompatible version), never skipped.
+fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8], what: &str) -> Result<T> {
+    rmp_serde::from_slice(bytes)
+        .map_err(|e| Error::corrupt(path, format!("{what} does not decode: {e}")))
+}
+
+#[async_trait]
+impl RuntimeStore for ObjectStoreRuntimeStore {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        let run_id = run.run_id.clone();
+        let run_path = self.run_path(&run_id);
+        // A deletion that stopped part-way leaves log entries without the
+        // run; a new run must not inherit them.
+        if !self.log_positions(&run_id).await?.is_empty()
+            && write_once::read(self.store.as_ref(), &run_path)
+                .await?
+                .is_none()
+        {
+            return Err(Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: "records of a deleted run are left over; call delete_run to finish \
+                         deleting them"
+                    .into(),
+            });
+        }
+        self.write_hint(RunStatus::Pending, &run_id).await?;
+        let encoded = encode(&run, "a run")?;
+        match write_once::create_once(self.store.as_ref(), &run_path, &encoded).await? {
+            Created::Ours(_) => {
+                let state = RunState::new(run);
+                let record = state.record().clone();
+                let slot = self.slot(&run_id);
+                let mut guard = slot.lock().await;
+                if guard.is_none() {
+                    *guard = Some(Folded { state, next: 0 });
+                }
+                Ok(record)
+            }
+            Created::Theirs(bytes) => {
+                let existing: NewRun = decode(&run_path, &bytes, "the run's creation")?;
+                RunState::new(existing).check_same_run(&run)?;
+                self.read(&run_id, |state| state.record().clone())
+                    .await?
+                    .ok_or_else(|| Error::Conflict {
+                        what: format!("run {run_id}"),
+                        reason: "the run was deleted while it was being created".into(),
+                    })
+            }
+        }
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
+        self.read(run_id, |state| state.record().clone()).await
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
+        self.change(run_id, Change::Commit(commit), |state| {
+            state.record().clone()
+        })
+        .await
+    }
+
+    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
+        Ok(self
+            .read(run_id, |state| state.receipts_after(after))
+            .await?
+            .unwrap_or_default())
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
+        Ok(self.read(run_id, RunState::snapshot).await?.flatten())
+    }
+
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
+        let input_id = input.input_id.clone();
+        self.change(run_id, Change::Input(input), |state| {
+            state
+                .input(&input_id)
+                .cloned()
+                .expect("an accepted input is recorded")
+        })
+        .await
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
+        Ok(self
+            .read(run_id, RunState::inputs)
+            .await?
+            .unwrap_or_default())
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+        let folder = self.status_folder(status);
+        let hints: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let mut run_ids = Vec::with_capacity(hints.len());
+        for hint in &hints {
+            let name = hint.location.filename().unwrap_or_default();
+            // A foreign object among the hints names no run: skip it.
+            match RunId::new(name) {
+                Ok(run_id) => run_ids.push(run_id),
+                Err(_) => tracing::warn!(path = %hint.location, "not a run status hint; skipped"),
+            }
+        }
+        let records: Vec<Option<RunRecord>> = futures::stream::iter(run_ids)
+            .map(|run_id| async move {
+                let record = self.load_run(&run_id).await?;
+                if let Some(record) = &record
+                    && Self::hint_is_stale(status, record.status)
+                {
+                    self.delete_all(vec![self.status_hint(status, &run_id)])
+                        .await?;
+                }
+                Ok::<_, Error>(record.filter(|r| r.status == status))
+            })
+            .buffered(CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut records: Vec<RunRecord> = records.into_iter().flatten().collect();
+        records.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        Ok(records)
+    }
+
+    async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
+        let existed = match self.load_run(run_id).await? {
+            Some(record) if !record.status.is_terminal() => {
+                return Err(Error::Conflict {
+                    what: format!("run {run_id}"),
+                    reason: format!(
+                        "the run is {}; only terminal runs can be deleted",
+                        record.status
+                    ),
+                });
+            }
+            Some(_) => true,
+            None => false,
+        };
+        // The creation goes first: from then on the run does not exist for
+        // any reader, whatever is left of its log if this call stops early.
+        self.delete_all(vec![self.run_path(run_id)]).await?;
+        self.forget(run_id);
+        let folder = self.run_folder(run_id);
+        let leftovers: Vec<Path> = self
+            .store
+            .list(Some(&folder))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let hints = RunStatus::ALL
+            .iter()
+            .map(|&status| self.status_hint(status, run_id));
+        self.delete_all(leftovers.into_iter().chain(hints).collect())
+            .await?;
+        Ok(existed)
+    }
+}
