@@ -29,6 +29,7 @@ async fn conformance_on_object_store_in_memory() {
     let make = || ObjectStoreRuntimeStore::new(objects.clone(), "memo");
     suite::run_all(make).await;
     suite::corrupt_records_are_errors(&make).await;
+    suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -37,6 +38,7 @@ async fn conformance_on_object_store_on_a_local_folder() {
     let make = || ObjectStoreRuntimeStore::new(local(&dir), "memo");
     suite::run_all(make).await;
     suite::corrupt_records_are_errors(&make).await;
+    suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -45,6 +47,7 @@ async fn conformance_on_object_store_at_the_root_of_a_local_folder() {
     let make = || ObjectStoreRuntimeStore::new(local(&dir), "");
     suite::run_all(make).await;
     suite::corrupt_records_are_errors(&make).await;
+    suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -56,6 +59,7 @@ async fn conformance_on_object_store_behind_a_prefix_store() {
     };
     suite::run_all(make).await;
     suite::corrupt_records_are_errors(&make).await;
+    suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -72,4 +76,117 @@ async fn faults_never_leave_a_partial_commit_on_a_local_folder() {
     let faults = Arc::new(FaultInjectingStore::new(folder).with_seed(11));
     let make = || ObjectStoreRuntimeStore::new(faults.clone(), "memo");
     suite::faults_never_leave_a_partial_commit(&make, &faults).await;
+}
+
+/// What the object-store runtime store's calls cost in requests, as its
+/// documentation states.
+mod costs {
+    use std::sync::Arc;
+
+    use memo_runtime::object_store::memory::InMemory;
+    use memo_runtime::runtime_store::{Commit, NewRun, RunStatus, StatusChange, StepReceipt};
+    use memo_runtime::testing::CountingStore;
+    use memo_runtime::{Bytes, ObjectStoreRuntimeStore, RunId, RuntimeStore};
+
+    fn counted() -> (Arc<CountingStore<InMemory>>, ObjectStoreRuntimeStore) {
+        let counting = Arc::new(CountingStore::new(InMemory::new()));
+        let store = ObjectStoreRuntimeStore::new(counting.clone(), "memo");
+        (counting, store)
+    }
+
+    async fn started(store: &ObjectStoreRuntimeStore, id: &str) -> RunId {
+        let run_id = RunId::new(id).unwrap();
+        let run = NewRun {
+            run_id: run_id.clone(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+        };
+        store.create_run(run).await.unwrap();
+        let start = Commit::status(StatusChange::Running { attempt: 1 }, 1);
+        store.atomic_apply(&run_id, start).await.unwrap();
+        run_id
+    }
+
+    fn step(run_id: &RunId, sequence: u64) -> Commit {
+        let receipt = StepReceipt {
+            run_id: run_id.clone(),
+            sequence,
+            step: "s".into(),
+            input_digest: "d".into(),
+            output: Bytes::from_static(b"o"),
+            recorded_at_ms: 2,
+        };
+        Commit::step(receipt, 2)
+    }
+
+    #[tokio::test]
+    async fn a_commit_to_a_cached_run_is_one_create_and_a_read_one_get() {
+        let (counting, store) = counted();
+        let run_id = started(&store, "cached").await;
+        counting.reset();
+        store.atomic_apply(&run_id, step(&run_id, 0)).await.unwrap();
+        let c = counting.counts();
+        assert_eq!((c.creates, c.gets, c.heads, c.lists), (1, 0, 0, 0), "{c:?}");
+
+        counting.reset();
+        assert_eq!(store.load_receipts(&run_id, None).await.unwrap().len(), 1);
+        let c = counting.counts();
+        assert_eq!((c.creates, c.gets, c.heads, c.lists), (0, 1, 0, 0), "{c:?}");
+    }
+
+    #[tokio::test]
+    async fn a_fresh_instance_folds_a_run_with_one_listing_and_a_get_per_entry() {
+        let (counting, store) = counted();
+        let run_id = started(&store, "fresh").await;
+        for seq in 0..5 {
+            store
+                .atomic_apply(&run_id, step(&run_id, seq))
+                .await
+                .unwrap();
+        }
+        let fresh = ObjectStoreRuntimeStore::new(counting.clone(), "memo");
+        counting.reset();
+        assert_eq!(fresh.load_receipts(&run_id, None).await.unwrap().len(), 5);
+        let c = counting.counts();
+        // The creation record, then the attempt start and five steps.
+        assert_eq!((c.lists, c.gets, c.objects_listed), (1, 1 + 6, 6), "{c:?}");
+    }
+
+    #[tokio::test]
+    async fn listing_by_status_reads_only_the_runs_in_that_status() {
+        let (counting, store) = counted();
+        for i in 0..10 {
+            let run_id = started(&store, &format!("done-{i}")).await;
+            let done = Commit::status(
+                StatusChange::Completed {
+                    output: Bytes::new(),
+                },
+                3,
+            );
+            store.atomic_apply(&run_id, done).await.unwrap();
+        }
+        let pending = RunId::new("waiting").unwrap();
+        let run = NewRun {
+            run_id: pending.clone(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+        };
+        store.create_run(run).await.unwrap();
+
+        let fresh = ObjectStoreRuntimeStore::new(counting.clone(), "memo");
+        counting.reset();
+        let listed = fresh.list_runs(RunStatus::Pending).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].run_id, pending);
+        let c = counting.counts();
+        // One hint listed; one run loaded (its creation, and its empty log).
+        assert_eq!((c.objects_listed, c.gets, c.lists), (1, 1, 2), "{c:?}");
+        assert_eq!(fresh.list_runs(RunStatus::Running).await.unwrap().len(), 0);
+        assert_eq!(
+            fresh.list_runs(RunStatus::Completed).await.unwrap().len(),
+            10
+        );
+    }
 }

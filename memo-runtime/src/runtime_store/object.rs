@@ -67,14 +67,25 @@ const CONCURRENCY: usize = 8;
 ///
 /// # Costs
 ///
-/// Each instance caches the folded state of the runs it recently used, so a
-/// commit to a cached run is one create (plus a read per change another
-/// writer made first), and a read is one `GET` of the next log position to
-/// catch up. A run not in the cache costs a `GET` of its creation, one
-/// listing of its log and a `GET` per log entry. Listing by status lists the
-/// status hints and loads each hinted run; hints that can no longer be true
-/// (a `Pending` hint of a run that has started) are deleted on the way, so
-/// the cost follows the runs in that status, not every run ever stored.
+/// Each instance keeps the folded state of up to 256 runs in memory
+/// ([`with_cached_runs`](Self::with_cached_runs)), oldest first out. In
+/// requests:
+///
+/// - a commit or input to a cached run: one create, plus a `GET` per change
+///   another writer made first; a change of status adds the new status's
+///   hint (one create) and deletes the old one;
+/// - a read of a cached run: one `GET` (the next log position, to catch up),
+///   plus a `HEAD` of the creation record if the run is terminal, since only
+///   terminal runs can have been deleted by someone else;
+/// - any call on a run not in the cache first reads its creation record,
+///   lists its log once and reads each log entry;
+/// - creating a run: a `GET` of its creation record, a listing of its (empty)
+///   log and two creates (the hint and the record);
+/// - listing by status: one listing of that status's hints, then a read per
+///   hinted run. A run's hint is deleted when it leaves the status, and a
+///   listing deletes the hints it finds out of date, so the cost follows the
+///   runs in that status, not every run ever stored;
+/// - deleting a run: its reads, one listing, and a delete per object.
 ///
 /// # Example
 ///
@@ -404,8 +415,12 @@ impl ObjectStoreRuntimeStore {
             let path = self.log_path(run_id, folded.next);
             match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
                 Created::Ours(_) => {
+                    let before = folded.state.record().status;
                     folded.state.apply(change, plan);
                     folded.next += 1;
+                    if folded.state.record().status != before {
+                        self.drop_stale_hint(before, run_id).await;
+                    }
                     return Ok(answer(&folded.state));
                 }
                 Created::Theirs(bytes) => self.fold_entry(run_id, folded, &bytes)?,
@@ -440,6 +455,31 @@ impl ObjectStoreRuntimeStore {
         let path = self.status_hint(status, run_id);
         write_once::create_once(self.store.as_ref(), &path, run_id.as_str().as_bytes()).await?;
         Ok(())
+    }
+
+    /// An idempotent [`create_run`](RuntimeStore::create_run) of a run whose
+    /// creation record `committed` exists.
+    async fn recreate(&self, run: &NewRun, run_path: &Path, committed: &[u8]) -> Result<RunRecord> {
+        let existing: NewRun = decode(run_path, committed, "the run's creation")?;
+        RunState::new(existing).check_same_run(run)?;
+        let run_id = &run.run_id;
+        self.read(run_id, |state| state.record().clone())
+            .await?
+            .ok_or_else(|| Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: "the run was deleted while it was being created".into(),
+            })
+    }
+
+    /// Deletes the hint of a status the run has left for good (statuses
+    /// only move forward). Best effort: the change is committed whatever
+    /// happens here, and a hint left behind only costs a later listing a
+    /// read, after which that listing deletes it.
+    async fn drop_stale_hint(&self, left: RunStatus, run_id: &RunId) {
+        let hint = self.status_hint(left, run_id);
+        if let Err(e) = self.delete_all(vec![hint]).await {
+            tracing::debug!(run_id = %run_id, status = %left, error = %e, "stale status hint kept");
+        }
     }
 
     /// Loads the run (caught up) and returns what `answer` reads from it;
@@ -495,13 +535,14 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
         let run_id = run.run_id.clone();
         let run_path = self.run_path(&run_id);
+        if let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? {
+            return self.recreate(&run, &run_path, &bytes).await;
+        }
         // A deletion that stopped part-way leaves log entries without the
         // run; a new run must not inherit them.
-        if !self.log_positions(&run_id).await?.is_empty()
-            && write_once::read(self.store.as_ref(), &run_path)
-                .await?
-                .is_none()
-        {
+        let log = self.log_folder(&run_id);
+        if let Some(entry) = self.store.list(Some(&log)).next().await {
+            entry.map_err(|e| Error::store(&log, e))?;
             return Err(Error::Conflict {
                 what: format!("run {run_id}"),
                 reason: "records of a deleted run are left over; call delete_run to finish \
@@ -522,16 +563,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                 }
                 Ok(record)
             }
-            Created::Theirs(bytes) => {
-                let existing: NewRun = decode(&run_path, &bytes, "the run's creation")?;
-                RunState::new(existing).check_same_run(&run)?;
-                self.read(&run_id, |state| state.record().clone())
-                    .await?
-                    .ok_or_else(|| Error::Conflict {
-                        what: format!("run {run_id}"),
-                        reason: "the run was deleted while it was being created".into(),
-                    })
-            }
+            Created::Theirs(bytes) => self.recreate(&run, &run_path, &bytes).await,
         }
     }
 

@@ -1064,3 +1064,63 @@ async fn assert_commits(
         );
     }
 }
+
+/// A deletion of an [`ObjectStoreRuntimeStore`] run that stopped after its
+/// creation record went (a crash) leaves a run that does not exist; a new
+/// run of that id is refused until `delete_run` finishes the deletion, so
+/// it never inherits the old run's log.
+///
+/// [`ObjectStoreRuntimeStore`]: crate::ObjectStoreRuntimeStore
+pub async fn an_unfinished_deletion_is_finished_not_inherited(
+    make: &impl Fn() -> crate::ObjectStoreRuntimeStore,
+) {
+    use object_store::ObjectStoreExt;
+
+    let store = make();
+    let run_id = running_run(&store, "half-deleted").await;
+    store
+        .atomic_apply(&run_id, Commit::step(receipt(&run_id, 0, "o"), 2_000))
+        .await
+        .expect("commit");
+    let fail = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
+    store.atomic_apply(&run_id, fail).await.expect("fail");
+    // The first thing delete_run removes, then the "crash".
+    let created = store.run_folder(&run_id).join("run");
+    store
+        .object_store()
+        .delete(&created)
+        .await
+        .expect("delete the creation");
+
+    let fresh = make();
+    assert_eq!(fresh.load_run(&run_id).await.expect("load"), None);
+    assert!(
+        fresh
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .is_empty()
+    );
+    assert_conflict(
+        fresh.create_run(new_run(&run_id, b"new")).await,
+        "creating over the leftovers of a deletion",
+    );
+    assert!(
+        !fresh
+            .delete_run(&run_id)
+            .await
+            .expect("finish the deletion")
+    );
+    let reborn = fresh
+        .create_run(new_run(&run_id, b"new"))
+        .await
+        .expect("create");
+    assert_eq!((reborn.status, reborn.attempts), (RunStatus::Pending, 0));
+    assert!(
+        make()
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .is_empty()
+    );
+}
