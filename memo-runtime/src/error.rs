@@ -143,6 +143,54 @@ pub enum Error {
         /// What is wrong with the write.
         reason: String,
     },
+
+    /// A builder was given an invalid or incomplete configuration.
+    #[error("invalid {what} configuration: {reason}")]
+    InvalidConfig {
+        /// What was being configured.
+        what: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A run is waiting for a signal that has not arrived; it stays open.
+    #[error(
+        "run {run_id} is waiting for signal {signal:?}; send it with Runtime::signal and run the run again"
+    )]
+    Suspended {
+        /// The waiting run.
+        run_id: String,
+        /// The signal it waits for.
+        signal: String,
+    },
+
+    /// An attempt was stopped by a runtime error the workflow did not pass
+    /// on; the run stays open.
+    #[error("attempt of run {run_id} stopped: {reason}")]
+    Aborted {
+        /// The run.
+        run_id: String,
+        /// The runtime error that stopped the attempt.
+        reason: String,
+    },
+
+    /// The run ended as `Failed` in an earlier attempt.
+    #[error("run {run_id} failed: {message}")]
+    RunFailed {
+        /// The run.
+        run_id: String,
+        /// The stored error message.
+        message: String,
+    },
+
+    /// The run was cancelled.
+    #[error("run {run_id} was cancelled{}", reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    RunCancelled {
+        /// The run.
+        run_id: String,
+        /// Why, if known.
+        reason: Option<String>,
+    },
 }
 
 impl Error {

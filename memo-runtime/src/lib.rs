@@ -23,6 +23,7 @@ mod memo;
 mod run_id;
 pub mod runtime_store;
 mod terminal;
+pub mod workflow;
 mod write_once;
 
 #[cfg(any(test, feature = "testing"))]

@@ -1,0 +1,368 @@
+//! The run context a workflow receives: durable steps and signals.
+
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use backon::Retryable;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::Instrument;
+
+use super::{Shared, decode, encode};
+use crate::error::Error;
+use crate::memo::{Memo, MemoStore};
+use crate::run_id::RunId;
+use crate::runtime_store::{Commit, InputPhase, StepReceipt};
+use crate::workflow::RetryPolicy;
+
+/// What a workflow function receives: its run's identity and the means to
+/// take durable steps.
+///
+/// Steps are numbered in the order they are called, from 0. A step that
+/// committed in an earlier attempt is not run again: its recorded output is
+/// returned. Steps of one run execute one at a time; concurrent calls wait for
+/// their turn, in the order they were first polled.
+///
+/// Cheap to clone; clones share the run's step cursor.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    run_id: RunId,
+    attempt: u32,
+    history: Vec<StepReceipt>,
+    cursor: tokio::sync::Mutex<u64>,
+    fault: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("run_id", &self.inner.run_id)
+            .field("attempt", &self.inner.attempt)
+            .field("recorded_steps", &self.inner.history.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        run_id: RunId,
+        attempt: u32,
+        history: Vec<StepReceipt>,
+    ) -> Context {
+        Context {
+            inner: Arc::new(Inner {
+                shared,
+                run_id,
+                attempt,
+                history,
+                cursor: tokio::sync::Mutex::new(0),
+                fault: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The run this context belongs to.
+    pub fn run_id(&self) -> &RunId {
+        &self.inner.run_id
+    }
+
+    /// Which attempt of the run this is, from 1.
+    pub fn attempt(&self) -> u32 {
+        self.inner.attempt
+    }
+
+    /// The memo store the steps' memos live in.
+    pub fn memo_store(&self) -> &MemoStore {
+        &self.inner.shared.memo
+    }
+
+    /// A durable step named `name`; `body` receives the step's [`Memo`]
+    /// (for `#[memoized]` calls) and runs only if the step has not committed.
+    ///
+    /// Await the returned [`Step`] to run it; before that, [`Step::retry`]
+    /// and [`Step::when`] say how to retry the body. The step's output is
+    /// committed with the run's receipt for this position and is what a
+    /// replay returns.
+    ///
+    /// # Errors
+    ///
+    /// The body's own error, after any retries. Also, converted into `E`:
+    /// [`Error::NonDeterminism`] if the history records another step at this
+    /// position; [`Error::Conflict`] if another worker committed this step
+    /// first; [`Error::Decode`] if a recorded output does not decode as `T`;
+    /// [`Error::Store`] if the commit fails. These stop the run without
+    /// failing it, so it can be resumed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use memo_runtime::{Memo, workflow::{Context, RetryPolicy}};
+    /// # async fn charge(memo: &Memo, cents: u64) -> Result<String, memo_runtime::Error> { Ok(format!("ch_{cents}")) }
+    /// async fn checkout(ctx: Context, cents: u64) -> Result<String, memo_runtime::Error> {
+    ///     let charge_id = ctx
+    ///         .step("charge", |memo| async move { charge(&memo, cents).await })
+    ///         .retry(RetryPolicy::attempts(3))
+    ///         .await?;
+    ///     Ok(charge_id)
+    /// }
+    /// ```
+    pub fn step<F, Fut, T, E>(&self, name: impl Into<String>, body: F) -> Step<'_, F, T, E>
+    where
+        F: FnMut(Memo) -> Fut + Send,
+        Fut: Future<Output = Result<T, E>> + Send,
+        T: Serialize + DeserializeOwned + Send,
+        E: From<Error> + Send,
+    {
+        Step {
+            ctx: self,
+            name: name.into(),
+            body,
+            retry: RetryPolicy::never(),
+            transient: None,
+            _output: PhantomData,
+        }
+    }
+
+    /// Waits for the signal `name` sent to this run with
+    /// [`Runtime::signal`](super::Runtime::signal), consumes it and returns
+    /// its payload. Durable: the consumption is a step, so a replay returns
+    /// the same payload without waiting.
+    ///
+    /// If no such signal arrives within the runtime's signal wait (see
+    /// [`RuntimeBuilder::signal_wait`](super::RuntimeBuilder::signal_wait)),
+    /// the run suspends: this returns [`Error::Suspended`] (converted into
+    /// `E`), the run stays `Running`, and running it again once the signal is
+    /// sent, from any process, resumes it here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Suspended`] as above; [`Error::Decode`] if the payload does
+    /// not decode as `T`; and the step errors of [`Context::step`].
+    pub async fn wait_for_signal<T, E>(&self, name: &str) -> Result<T, E>
+    where
+        T: DeserializeOwned,
+        E: From<Error>,
+    {
+        let step_name = format!("signal:{name}");
+        let mut cursor = self.inner.cursor.lock().await;
+        let sequence = *cursor;
+        if let Some(payload) = self.replay(sequence, &step_name)? {
+            *cursor += 1;
+            return self.decode_output(sequence, &step_name, &payload);
+        }
+        let deadline = tokio::time::Instant::now() + self.inner.shared.signal_wait;
+        let input = loop {
+            let inputs = self
+                .inner
+                .shared
+                .store
+                .load_inputs(&self.inner.run_id)
+                .await
+                .map_err(|e| self.fault(e))?;
+            let pending = inputs.into_iter().find(|input| {
+                input.name == name
+                    && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
+            });
+            if let Some(input) = pending {
+                break input;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(self.fault(Error::Suspended {
+                    run_id: self.inner.run_id.to_string(),
+                    signal: name.to_string(),
+                }));
+            }
+            tokio::time::sleep(self.inner.shared.signal_poll_interval).await;
+        };
+        let receipt = self.receipt(
+            sequence,
+            step_name.clone(),
+            input.input_id.clone(),
+            input.payload.clone(),
+        );
+        let commit = Commit::step(receipt, self.inner.shared.clock.now_ms())
+            .with_input_update(input.input_id, InputPhase::Consumed);
+        self.commit(commit).await?;
+        *cursor += 1;
+        self.decode_output(sequence, &step_name, &input.payload)
+    }
+
+    /// The runtime error that stopped this attempt, if any.
+    pub(super) fn take_fault(&self) -> Option<String> {
+        lock(&self.inner.fault).take()
+    }
+
+    /// Records a runtime-side failure (the run must not be failed for it)
+    /// and converts it for the workflow.
+    fn fault<E: From<Error>>(&self, error: Error) -> E {
+        let mut fault = lock(&self.inner.fault);
+        fault.get_or_insert_with(|| error.to_string());
+        E::from(error)
+    }
+
+    /// The recorded output at `sequence`, if the history has that step.
+    fn replay<E: From<Error>>(&self, sequence: u64, step: &str) -> Result<Option<Bytes>, E> {
+        let Some(receipt) = usize::try_from(sequence)
+            .ok()
+            .and_then(|i| self.inner.history.get(i))
+        else {
+            return Ok(None);
+        };
+        if receipt.step != step {
+            return Err(self.fault(Error::NonDeterminism {
+                run_id: self.inner.run_id.to_string(),
+                sequence,
+                recorded: receipt.step.clone(),
+                called: step.to_string(),
+            }));
+        }
+        Ok(Some(receipt.output.clone()))
+    }
+
+    fn decode_output<T: DeserializeOwned, E: From<Error>>(
+        &self,
+        sequence: u64,
+        step: &str,
+        bytes: &[u8],
+    ) -> Result<T, E> {
+        let what = format!("the output of step {step:?}");
+        let location = format!("run {} receipt {sequence}", self.inner.run_id);
+        decode(&what, &location, bytes).map_err(|e| self.fault(e))
+    }
+
+    fn receipt(
+        &self,
+        sequence: u64,
+        step: String,
+        input_digest: String,
+        output: Bytes,
+    ) -> StepReceipt {
+        StepReceipt {
+            run_id: self.inner.run_id.clone(),
+            sequence,
+            step,
+            input_digest,
+            output,
+            recorded_at_ms: self.inner.shared.clock.now_ms(),
+        }
+    }
+
+    async fn commit<E: From<Error>>(&self, commit: Commit) -> Result<(), E> {
+        self.inner
+            .shared
+            .store
+            .atomic_apply(&self.inner.run_id, commit)
+            .await
+            .map(drop)
+            .map_err(|e| self.fault(e))
+    }
+
+    async fn run_step<F, Fut, T, E>(&self, step: Step<'_, F, T, E>) -> Result<T, E>
+    where
+        F: FnMut(Memo) -> Fut + Send,
+        Fut: Future<Output = Result<T, E>> + Send,
+        T: Serialize + DeserializeOwned + Send,
+        E: From<Error> + Send,
+    {
+        let Step {
+            name,
+            mut body,
+            retry,
+            transient,
+            ..
+        } = step;
+        let mut cursor = self.inner.cursor.lock().await;
+        let sequence = *cursor;
+        if let Some(output) = self.replay(sequence, &name)? {
+            tracing::debug!(run_id = %self.inner.run_id, sequence, step = %name, "replayed from receipt");
+            *cursor += 1;
+            return self.decode_output(sequence, &name, &output);
+        }
+        let step_number = u32::try_from(sequence).map_err(|_| {
+            self.fault(Error::InvalidWrite {
+                run_id: self.inner.run_id.to_string(),
+                reason: "a run has at most 2^32 steps".into(),
+            })
+        })?;
+        let memo = self
+            .inner
+            .shared
+            .memo
+            .new_memo(&self.inner.run_id, step_number);
+        let attempt = || body(memo.clone());
+        let value = attempt
+            .retry(retry.backoff())
+            .sleep(tokio::time::sleep)
+            .when(|e| transient.as_ref().is_none_or(|is_transient| is_transient(e)))
+            .notify(|_, wait| tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying"))
+            .await?;
+        let output =
+            encode(&format!("the output of step {name:?}"), &value).map_err(|e| self.fault(e))?;
+        let digest = crate::content_key(&name).map_err(|e| self.fault(e))?;
+        let receipt = self.receipt(sequence, name, digest, output);
+        self.commit(Commit::step(receipt, self.inner.shared.clock.now_ms()))
+            .await?;
+        *cursor += 1;
+        Ok(value)
+    }
+}
+
+/// Decides whether a step body's error is worth a retry.
+type IsTransient<'c, E> = Box<dyn Fn(&E) -> bool + Send + Sync + 'c>;
+
+/// A durable step, ready to run: await it (see [`Context::step`]).
+#[must_use = "a step does nothing until it is awaited"]
+pub struct Step<'c, F, T, E> {
+    ctx: &'c Context,
+    name: String,
+    body: F,
+    retry: RetryPolicy,
+    transient: Option<IsTransient<'c, E>>,
+    _output: PhantomData<fn() -> T>,
+}
+
+impl<'c, F, T, E> Step<'c, F, T, E> {
+    /// Retries the body under `policy` (default: one try). Every error is
+    /// retried unless [`when`](Step::when) narrows it.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Retries only the errors for which `is_transient` is true; any other
+    /// error is permanent and returned at once.
+    pub fn when(mut self, is_transient: impl Fn(&E) -> bool + Send + Sync + 'c) -> Self {
+        self.transient = Some(Box::new(is_transient));
+        self
+    }
+}
+
+impl<'c, F, Fut, T, E> IntoFuture for Step<'c, F, T, E>
+where
+    F: FnMut(Memo) -> Fut + Send + 'c,
+    Fut: Future<Output = Result<T, E>> + Send + 'c,
+    T: Serialize + DeserializeOwned + Send + 'c,
+    E: From<Error> + Send + 'c,
+{
+    type Output = Result<T, E>;
+    type IntoFuture = BoxFuture<'c, Result<T, E>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let ctx = self.ctx;
+        let span = tracing::info_span!("memo.step", run_id = %ctx.inner.run_id, step = %self.name);
+        Box::pin(ctx.run_step(self).instrument(span))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

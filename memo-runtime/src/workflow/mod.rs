@@ -1,0 +1,533 @@
+//! The workflow runtime: durable steps, replay, signals and terminal marking.
+//!
+//! A workflow is an async function of a [`Context`] and an input. Each
+//! [`Context::step`] it calls is durable: its output is committed to the
+//! [`RuntimeStore`] as the run's receipt for that position, and an attempt
+//! that finds the receipt replays it instead of running the step again. The
+//! step in flight when a process died runs again; the `#[memoized]` calls
+//! inside it hit the step's memo, so no committed side effect repeats.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+//! use std::sync::Arc;
+//! use memo_runtime::{InMemoryRuntimeStore, Memo, MemoStore, RunId};
+//! use memo_runtime::object_store::memory::InMemory;
+//! use memo_runtime::workflow::{Context, Runtime, Workflow};
+//!
+//! async fn send_email(memo: &Memo, to: &str) -> memo_runtime::Result<String> {
+//!     if let Some(sent) = memo.content_get(&("send_email", to)).await? {
+//!         return Ok(String::from_utf8_lossy(&sent).into_owned());
+//!     }
+//!     let sent = format!("sent to {to}"); // the side effect, once per (run, step, to)
+//!     let committed = memo.content_put(&("send_email", to), &sent).await?;
+//!     Ok(String::from_utf8_lossy(&committed).into_owned())
+//! }
+//!
+//! let runtime = Runtime::builder()
+//!     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+//!     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+//!     .build()?;
+//! let onboarding = Workflow::new("onboarding", |ctx: Context, user: String| async move {
+//!     let receipt = ctx
+//!         .step("welcome", |memo| {
+//!             let user = user.clone();
+//!             async move { send_email(&memo, &user).await }
+//!         })
+//!         .await?;
+//!     Ok::<_, memo_runtime::Error>(receipt)
+//! });
+//!
+//! let run = RunId::new("user-42")?;
+//! let out = runtime.run(&run, &"ada@example.com".to_string(), &onboarding).await?;
+//! assert_eq!(out, "sent to ada@example.com");
+//! // Running a completed run again returns its result without running anything.
+//! assert_eq!(runtime.run(&run, &"ada@example.com".to_string(), &onboarding).await?, out);
+//! # Ok(()) }
+//! ```
+
+mod context;
+mod retry;
+
+use std::borrow::Cow;
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::Retryable;
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::Instrument;
+
+pub use context::{Context, Step};
+pub use retry::RetryPolicy;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::memo::MemoStore;
+use crate::run_id::RunId;
+use crate::runtime_store::{
+    Commit, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
+};
+
+/// A named workflow function: `name` is recorded with each run, so
+/// [`Runtime::recover`] resumes only this workflow's runs.
+#[derive(Debug, Clone)]
+pub struct Workflow<F> {
+    name: Cow<'static, str>,
+    run: F,
+}
+
+impl<F> Workflow<F> {
+    /// The workflow `name`, running `run(ctx, input)`.
+    pub fn new(name: impl Into<Cow<'static, str>>, run: F) -> Workflow<F> {
+        Workflow {
+            name: name.into(),
+            run,
+        }
+    }
+
+    /// The workflow's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What the runtime's parts share with every [`Context`].
+struct Shared {
+    memo: MemoStore,
+    store: Arc<dyn RuntimeStore>,
+    clock: Arc<dyn Clock>,
+    signal_wait: Duration,
+    signal_poll_interval: Duration,
+    marker_retry: RetryPolicy,
+}
+
+/// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
+///
+/// Cheap to clone. Several runtimes, in one process or many, may share the
+/// same stores: two of them racing on one run cannot both commit a step (the
+/// loser gets [`Error::Conflict`]).
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("memo", &self.shared.memo)
+            .field("store", &self.shared.store)
+            .field("clock", &self.shared.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Runtime`]; see [`Runtime::builder`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct RuntimeBuilder {
+    memo: Option<MemoStore>,
+    store: Option<Arc<dyn RuntimeStore>>,
+    clock: Option<Arc<dyn Clock>>,
+    signal_wait: Duration,
+    signal_poll_interval: Option<Duration>,
+    marker_retry: Option<RetryPolicy>,
+}
+
+impl RuntimeBuilder {
+    /// Where the steps' memos (and terminal markers) live. Required.
+    pub fn memo_store(mut self, memo: MemoStore) -> Self {
+        self.memo = Some(memo);
+        self
+    }
+
+    /// Where runs and their receipts live. Required.
+    pub fn runtime_store(mut self, store: Arc<dyn RuntimeStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The clock for timestamps (default: [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// How long [`Context::wait_for_signal`] waits in-process for a signal
+    /// before the run suspends (default: zero, suspend at once).
+    pub fn signal_wait(mut self, wait: Duration) -> Self {
+        self.signal_wait = wait;
+        self
+    }
+
+    /// How often a waiting run checks for its signal (default 200 ms).
+    pub fn signal_poll_interval(mut self, interval: Duration) -> Self {
+        self.signal_poll_interval = Some(interval);
+        self
+    }
+
+    /// How the terminal-marker write is retried (default: 5 tries from
+    /// 50 ms).
+    pub fn marker_retry(mut self, policy: RetryPolicy) -> Self {
+        self.marker_retry = Some(policy);
+        self
+    }
+
+    /// The runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if the memo store or the runtime store is
+    /// missing.
+    pub fn build(self) -> Result<Runtime> {
+        let missing = |what: &str| Error::InvalidConfig {
+            what: "Runtime".into(),
+            reason: format!("{what} is required"),
+        };
+        Ok(Runtime {
+            shared: Arc::new(Shared {
+                memo: self.memo.ok_or_else(|| missing("a memo store"))?,
+                store: self.store.ok_or_else(|| missing("a runtime store"))?,
+                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                signal_wait: self.signal_wait,
+                signal_poll_interval: self
+                    .signal_poll_interval
+                    .unwrap_or(Duration::from_millis(200)),
+                marker_retry: self.marker_retry.unwrap_or_else(|| {
+                    RetryPolicy::attempts(5).with_min_delay(Duration::from_millis(50))
+                }),
+            }),
+        })
+    }
+}
+
+/// What [`Runtime::recover`] did.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Recovery<O, E> {
+    /// Each resumed run and how its attempt ended.
+    pub resumed: Vec<(RunId, Result<O, E>)>,
+    /// Terminal runs whose terminal marker was written (again).
+    pub remarked: usize,
+}
+
+impl Runtime {
+    /// A builder; a memo store and a runtime store are required.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// The memo store.
+    pub fn memo_store(&self) -> &MemoStore {
+        &self.shared.memo
+    }
+
+    /// The runtime store.
+    pub fn runtime_store(&self) -> &Arc<dyn RuntimeStore> {
+        &self.shared.store
+    }
+
+    /// Starts run `run_id` of `workflow` with `input`, or resumes it, and
+    /// returns its output.
+    ///
+    /// A new run is created; an existing run is resumed from its receipts
+    /// (its recorded input is used, and must equal `input`). A run that has
+    /// completed returns its stored output without running anything. When
+    /// the workflow returns, its result is committed as the run's terminal
+    /// status, and then the run's terminal marker is written for retention.
+    ///
+    /// # Errors
+    ///
+    /// The workflow's own error (the run is then `Failed`, with the error's
+    /// message stored). Converted into `E`: [`Error::RunFailed`] /
+    /// [`Error::RunCancelled`] for a run that ended so before;
+    /// [`Error::Conflict`] if the run exists with another workflow or input,
+    /// or another worker started this attempt or committed a step first;
+    /// [`Error::Suspended`] if the run waits for a signal; the step errors of
+    /// [`Context::step`]. None of these fail the run.
+    pub async fn run<I, O, E, F, Fut>(
+        &self,
+        run_id: &RunId,
+        input: &I,
+        workflow: &Workflow<F>,
+    ) -> Result<O, E>
+    where
+        I: Serialize + DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        E: From<Error> + Display,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+    {
+        let new_run = NewRun {
+            run_id: run_id.clone(),
+            workflow: workflow.name.to_string(),
+            input: encode("the workflow input", input)?,
+            created_at_ms: self.shared.clock.now_ms(),
+        };
+        let record = self.shared.store.create_run(new_run).await?;
+        let span = tracing::info_span!("memo.run", %run_id, workflow = %workflow.name);
+        self.drive(record, workflow).instrument(span).await
+    }
+
+    /// Records the signal `name` with `payload` for run `run_id`, for
+    /// [`Context::wait_for_signal`]. Sending the same signal (name and
+    /// payload) twice records it once; use [`Runtime::signal_with_id`] to
+    /// send equal signals that must count separately.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunNotFound`]; [`Error::Conflict`] if the run is terminal.
+    pub async fn signal<T: Serialize + ?Sized>(
+        &self,
+        run_id: &RunId,
+        name: &str,
+        payload: &T,
+    ) -> Result<()> {
+        let payload = encode("the signal payload", payload)?;
+        let id = crate::content_key(&(name, payload.as_ref()))?;
+        self.append_signal(run_id, id, name, payload).await
+    }
+
+    /// Records the signal `name` under the caller's idempotency key `id`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::signal`]; also [`Error::Conflict`] if `id` was used
+    /// with another name or payload.
+    pub async fn signal_with_id<T: Serialize + ?Sized>(
+        &self,
+        run_id: &RunId,
+        id: &str,
+        name: &str,
+        payload: &T,
+    ) -> Result<()> {
+        let payload = encode("the signal payload", payload)?;
+        self.append_signal(run_id, id.to_string(), name, payload)
+            .await
+    }
+
+    async fn append_signal(
+        &self,
+        run_id: &RunId,
+        input_id: String,
+        name: &str,
+        payload: Bytes,
+    ) -> Result<()> {
+        let input = NewInput {
+            input_id,
+            name: name.to_string(),
+            payload,
+            accepted_at_ms: self.shared.clock.now_ms(),
+        };
+        self.shared
+            .store
+            .append_input(run_id, input)
+            .await
+            .map(drop)
+    }
+
+    /// The run's record, if it exists.
+    ///
+    /// # Errors
+    ///
+    /// As [`RuntimeStore::load_run`].
+    pub async fn status(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
+        self.shared.store.load_run(run_id).await
+    }
+
+    /// Resumes every run of `workflow` that is not terminal (one attempt
+    /// each, concurrently), and writes the terminal marker of every terminal
+    /// run again, so that a marker write lost in a crash cannot leave a run
+    /// unsweepable.
+    ///
+    /// Listing runs costs what [`RuntimeStore::list_runs`] costs; call it at
+    /// start-up, not in a loop.
+    ///
+    /// # Errors
+    ///
+    /// A failed listing or marker write; each run's own outcome is in
+    /// [`Recovery::resumed`].
+    pub async fn recover<I, O, E, F, Fut>(&self, workflow: &Workflow<F>) -> Result<Recovery<O, E>>
+    where
+        I: Serialize + DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        E: From<Error> + Display,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+    {
+        let mut remarked = 0;
+        for status in [
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::Cancelled,
+        ] {
+            for record in self.shared.store.list_runs(status).await? {
+                if let Some(at_ms) = record.terminal_at_ms {
+                    self.shared
+                        .memo
+                        .write_terminal_marker(&record.run_id, at_ms)
+                        .await?;
+                    remarked += 1;
+                }
+            }
+        }
+        let mut pending = Vec::new();
+        for status in [RunStatus::Pending, RunStatus::Running] {
+            pending.extend(
+                self.shared
+                    .store
+                    .list_runs(status)
+                    .await?
+                    .into_iter()
+                    .filter(|record| record.workflow == workflow.name),
+            );
+        }
+        let resumed = futures::future::join_all(pending.into_iter().map(|record| async move {
+            let run_id = record.run_id.clone();
+            let span = tracing::info_span!("memo.recover", %run_id, workflow = %workflow.name);
+            (run_id, self.drive(record, workflow).instrument(span).await)
+        }))
+        .await;
+        Ok(Recovery { resumed, remarked })
+    }
+
+    /// One attempt of a run that exists.
+    async fn drive<I, O, E, F, Fut>(
+        &self,
+        record: RunRecord,
+        workflow: &Workflow<F>,
+    ) -> Result<O, E>
+    where
+        I: Serialize + DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        E: From<Error> + Display,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+    {
+        let run_id = record.run_id.clone();
+        if record.workflow != workflow.name {
+            return Err(Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: format!(
+                    "it runs workflow {:?}, not {:?}",
+                    record.workflow, workflow.name
+                ),
+            }
+            .into());
+        }
+        if let Some(done) = finished(&record) {
+            return done.map_err(E::from);
+        }
+        let input: I = decode(
+            "the workflow input",
+            &format!("run {run_id}"),
+            &record.input,
+        )?;
+        let attempt = record.attempts + 1;
+        let store = &self.shared.store;
+        store
+            .atomic_apply(
+                &run_id,
+                Commit::status(
+                    StatusChange::Running { attempt },
+                    self.shared.clock.now_ms(),
+                ),
+            )
+            .await?;
+        let history = store.load_receipts(&run_id, None).await?;
+        tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
+        let ctx = Context::new(Arc::clone(&self.shared), run_id.clone(), attempt, history);
+        let result = (workflow.run)(ctx.clone(), input).await;
+        if let Some(fault) = ctx.take_fault() {
+            // The runtime, not the workflow, stopped this attempt: leave the run
+            // open so that it can be resumed.
+            tracing::warn!(%fault, "attempt stopped; the run stays open");
+            return match result {
+                Err(e) => Err(e),
+                Ok(_) => Err(Error::Aborted {
+                    run_id: run_id.to_string(),
+                    reason: fault,
+                }
+                .into()),
+            };
+        }
+        let change = match &result {
+            Ok(output) => StatusChange::Completed {
+                output: encode("the workflow output", output)?,
+            },
+            Err(e) => StatusChange::Failed {
+                error: e.to_string(),
+            },
+        };
+        let terminal_at_ms = self.shared.clock.now_ms();
+        store
+            .atomic_apply(&run_id, Commit::status(change, terminal_at_ms))
+            .await?;
+        self.mark_terminal(&run_id, terminal_at_ms).await;
+        result
+    }
+
+    /// Writes the terminal marker, retrying; a marker that still fails is
+    /// written again by [`Runtime::recover`].
+    async fn mark_terminal(&self, run_id: &RunId, terminal_at_ms: u64) {
+        let write = || {
+            self.shared
+                .memo
+                .write_terminal_marker(run_id, terminal_at_ms)
+        };
+        let written = write
+            .retry(self.shared.marker_retry.backoff())
+            .sleep(tokio::time::sleep)
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(%run_id, error = %e, "terminal marker not written; recover() will write it");
+        }
+    }
+}
+
+/// The stored result of a terminal run; `None` for a run still open.
+fn finished<O: DeserializeOwned>(record: &RunRecord) -> Option<Result<O>> {
+    let run_id = record.run_id.to_string();
+    match record.status {
+        RunStatus::Pending | RunStatus::Running => None,
+        RunStatus::Completed => {
+            let output = record.output.clone().unwrap_or_default();
+            Some(decode(
+                "the workflow output",
+                &format!("run {run_id}"),
+                &output,
+            ))
+        }
+        RunStatus::Failed => Some(Err(Error::RunFailed {
+            run_id,
+            message: record.error.clone().unwrap_or_default(),
+        })),
+        RunStatus::Cancelled => Some(Err(Error::RunCancelled {
+            run_id,
+            reason: record.error.clone(),
+        })),
+    }
+}
+
+/// MessagePack (named fields) of `value`.
+pub(crate) fn encode<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<Bytes> {
+    rmp_serde::to_vec_named(value)
+        .map(Bytes::from)
+        .map_err(|e| Error::Serialization {
+            what: what.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Decodes MessagePack `bytes` as `T`; `location` says where they were stored.
+pub(crate) fn decode<T: DeserializeOwned>(what: &str, location: &str, bytes: &[u8]) -> Result<T> {
+    rmp_serde::from_slice(bytes).map_err(|e| Error::Decode {
+        what: what.to_string(),
+        path: location.to_string(),
+        message: e.to_string(),
+    })
+}
