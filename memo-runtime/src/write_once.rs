@@ -16,9 +16,12 @@ const CREATE_ATTEMPTS: u32 = 3;
 /// The outcome of [`create_once`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Created {
-    /// Our create committed (or a retry found our own bytes committed).
+    /// This call's create committed.
     Ours(Bytes),
-    /// Another writer committed first; its payload.
+    /// The same bytes are committed, but whether this call wrote them (an
+    /// acknowledgement lost) or an earlier writer did is unknown.
+    Same(Bytes),
+    /// Another writer committed other bytes first; its payload.
     Theirs(Bytes),
 }
 
@@ -26,7 +29,7 @@ impl Created {
     /// The committed payload, whoever wrote it.
     pub(crate) fn into_payload(self) -> Bytes {
         match self {
-            Created::Ours(b) | Created::Theirs(b) => b,
+            Created::Ours(b) | Created::Same(b) | Created::Theirs(b) => b,
         }
     }
 }
@@ -109,7 +112,7 @@ pub(crate) async fn create_once(
 
 fn classify(ours: &[u8], committed: Bytes) -> Created {
     if committed == ours {
-        Created::Ours(committed)
+        Created::Same(committed)
     } else {
         Created::Theirs(committed)
     }

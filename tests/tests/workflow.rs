@@ -13,34 +13,63 @@ use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
-    Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, RunId, RuntimeStore,
+    Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId,
+    RuntimeStore,
 };
 use tokio::sync::mpsc;
 
-/// The object stores a test runs on; the folder lives as long as the value.
+/// The stores a test runs on; the folder lives as long as the value.
 struct Backend {
     name: &'static str,
     objects: Arc<dyn ObjectStore>,
+    /// A runtime store over the backend's records, as a new process would
+    /// open it (the in-memory store can only be shared).
+    runtime_store: Box<dyn Fn() -> Arc<dyn RuntimeStore>>,
     _dir: Option<tempfile::TempDir>,
+}
+
+impl Backend {
+    /// A new runtime over the backend: what another process would build.
+    fn runtime(&self, clock: &Arc<ManualClock>) -> Runtime {
+        runtime(&self.objects, &(self.runtime_store)(), clock)
+    }
 }
 
 fn backends() -> Vec<Backend> {
     let dir = tempfile::tempdir().unwrap();
+    let local: Arc<dyn ObjectStore> =
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let shared: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
+    let object_store_records = |objects: &Arc<dyn ObjectStore>| {
+        let objects = objects.clone();
+        Box::new(move || {
+            Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs")) as Arc<dyn RuntimeStore>
+        })
+    };
     vec![
         Backend {
-            name: "in-memory",
+            name: "in-memory records",
             objects: Arc::new(InMemory::new()),
+            runtime_store: Box::new(move || shared.clone()),
             _dir: None,
         },
         Backend {
-            name: "local",
-            objects: Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap()),
+            name: "object-store records in memory",
+            runtime_store: object_store_records(&memory),
+            objects: memory,
+            _dir: None,
+        },
+        Backend {
+            name: "object-store records in a local folder",
+            runtime_store: object_store_records(&local),
+            objects: local,
             _dir: Some(dir),
         },
     ]
 }
 
-/// A new runtime over existing stores: what another process would build.
+/// A new runtime over existing stores.
 fn runtime(
     objects: &Arc<dyn ObjectStore>,
     store: &Arc<dyn RuntimeStore>,
@@ -137,14 +166,13 @@ fn order_workflow(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_step_resumes_without_repeating_committed_side_effects() {
     for backend in backends() {
-        let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
         let clock = Arc::new(ManualClock::new(1_000));
         let effects = Arc::new(Effects::default());
         let id = run("order-1");
 
         // Process 1 dies inside the e-mail step, after its side effect committed.
         let (crashed, mut reached) = mpsc::unbounded_channel();
-        let first = runtime(&backend.objects, &store, &clock);
+        let first = backend.runtime(&clock);
         let doomed = order_workflow(effects.clone(), Some(crashed));
         let attempt = tokio::spawn({
             let id = id.clone();
@@ -158,7 +186,7 @@ async fn a_crash_mid_step_resumes_without_repeating_committed_side_effects() {
 
         // Process 2 finishes the run: charge is replayed from its receipt, the
         // e-mail step runs again but its memoized side effect hits.
-        let second = runtime(&backend.objects, &store, &clock);
+        let second = backend.runtime(&clock);
         let total = second
             .run(&id, &7u64, &order_workflow(effects.clone(), None))
             .await
@@ -185,7 +213,7 @@ async fn a_crash_mid_step_resumes_without_repeating_committed_side_effects() {
 
         let record = second.status(&id).await.unwrap().unwrap();
         assert_eq!(record.status, RunStatus::Completed);
-        assert_eq!(record.attempts, 2);
+        assert_eq!(record.attempts, 2, "{}", backend.name);
     }
 }
 
@@ -421,13 +449,14 @@ fn approval_workflow(
 #[tokio::test]
 async fn a_run_waiting_for_a_signal_is_resumed_by_another_runtime() {
     for backend in backends() {
-        let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
+        let store = (backend.runtime_store)();
         let clock = Arc::new(ManualClock::new(0));
         let steps = Arc::new(AtomicUsize::new(0));
         let id = run("needs-approval");
         let reply = "reply".to_string();
 
-        let err = runtime(&backend.objects, &store, &clock)
+        let err = backend
+            .runtime(&clock)
             .run(&id, &reply, &approval_workflow(steps.clone()))
             .await
             .unwrap_err();

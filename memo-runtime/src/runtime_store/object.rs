@@ -414,7 +414,9 @@ impl ObjectStoreRuntimeStore {
                 .await?;
             let path = self.log_path(run_id, folded.next);
             match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
-                Created::Ours(_) => {
+                // At position `next` either way: an identical change there
+                // is this change, applied once.
+                Created::Ours(_) | Created::Same(_) => {
                     let before = folded.state.record().status;
                     folded.state.apply(change, plan);
                     folded.next += 1;
@@ -563,7 +565,11 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                 }
                 Ok(record)
             }
-            Created::Theirs(bytes) => self.recreate(&run, &run_path, &bytes).await,
+            // Created meanwhile, or our acknowledgement was lost: the run may
+            // have moved on since its creation, so answer with its state now.
+            Created::Same(bytes) | Created::Theirs(bytes) => {
+                self.recreate(&run, &run_path, &bytes).await
+            }
         }
     }
 
