@@ -11,7 +11,7 @@ use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::prefix::PrefixStore;
 use memo_runtime::testing::FaultInjectingStore;
 use memo_runtime::testing::runtime_store as suite;
-use memo_runtime::{InMemoryRuntimeStore, ObjectStoreRuntimeStore};
+use memo_runtime::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 
 fn local(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
     Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
@@ -60,6 +60,15 @@ async fn conformance_on_object_store_behind_a_prefix_store() {
     suite::run_all(make).await;
     suite::corrupt_records_are_errors(&make).await;
     suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_through_a_shared_trait_object() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    suite::run_all(|| -> Arc<dyn RuntimeStore> {
+        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "memo"))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

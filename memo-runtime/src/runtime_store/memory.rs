@@ -192,6 +192,12 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_reused_run_id_is_a_new_run_everywhere() {
+        let store = InMemoryRuntimeStore::new();
+        suite::a_reused_run_id_is_a_new_run_everywhere(&|| store.clone()).await;
+    }
+
+    #[tokio::test]
     async fn runs_are_listed_by_status() {
         suite::runs_are_listed_by_status(&InMemoryRuntimeStore::new()).await;
     }

@@ -544,3 +544,45 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// [`Error::Conflict`](crate::Error::Conflict) if the run is not terminal.
     async fn delete_run(&self, run_id: &RunId) -> Result<bool>;
 }
+
+/// A shared store is a store: `Arc<dyn RuntimeStore>` can go wherever a
+/// `RuntimeStore` is expected.
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        (**self).create_run(run).await
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
+        (**self).load_run(run_id).await
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
+        (**self).atomic_apply(run_id, commit).await
+    }
+
+    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
+        (**self).load_receipts(run_id, after).await
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
+        (**self).load_snapshot(run_id).await
+    }
+
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
+        (**self).append_input(run_id, input).await
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
+        (**self).load_inputs(run_id).await
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+        (**self).list_runs(status).await
+    }
+
+    async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
+        (**self).delete_run(run_id).await
+    }
+}

@@ -1,16 +1,20 @@
 //! `ObjectStoreRuntimeStore`: the runtime store in object storage, atomic
 //! without transactions because every change is one write-once object.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState, Verdict};
 use super::{
@@ -37,10 +41,13 @@ const CONCURRENCY: usize = 8;
 ///
 /// Under the store's prefix:
 ///
-/// - `runs/<run>/run`: the run as created ([`NewRun`]).
+/// - `runs/<run>/run`: the run as created ([`NewRun`]), with a random
+///   incarnation number that tells it from an earlier, deleted run of the
+///   same id.
 /// - `runs/<run>/log/<position>`: the run's changes after creation, one
-///   object per change (a [`Commit`] or an appended input), at dense
-///   positions from 0 written as 20 zero-padded digits so they list in order.
+///   object per change (a [`Commit`] or an appended input, with the run's
+///   incarnation), at dense positions from 0 written as 20 zero-padded
+///   digits so they list in order.
 /// - `runs-by-status/<status>/<run>`: a hint that the run is, or was about to
 ///   be, in `<status>`, so listing by status reads only those runs.
 ///
@@ -126,6 +133,34 @@ pub struct ObjectStoreRuntimeStore {
 struct Folded {
     state: RunState,
     next: u64,
+    incarnation: u64,
+}
+
+/// The stored creation record. `incarnation` is drawn at random for each
+/// creation, so that an instance that cached a run which was then deleted
+/// and created again under the same id can tell the new run from the old.
+#[derive(Debug, Serialize, Deserialize)]
+struct Creation {
+    run: NewRun,
+    incarnation: u64,
+}
+
+/// A stored log entry: a change and the incarnation of the run it is for.
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry<C> {
+    incarnation: u64,
+    change: C,
+}
+
+/// What [`ObjectStoreRuntimeStore::refresh`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Refreshed {
+    /// The run does not exist.
+    Missing,
+    /// Nothing changed since the run was cached.
+    Unchanged,
+    /// The run was loaded, or changed since it was cached.
+    Changed,
 }
 
 /// One run's place in the cache. The async lock serializes this instance's
@@ -229,49 +264,62 @@ impl ObjectStoreRuntimeStore {
         }
     }
 
-    /// Makes `slot` hold the run folded from storage; `false` if the run
-    /// does not exist. A cached run is caught up with the changes made since.
-    async fn refresh(&self, run_id: &RunId, slot: &mut Option<Folded>) -> Result<bool> {
-        match slot {
-            None => {
-                *slot = self.fold_from_storage(run_id).await?;
-                Ok(slot.is_some())
-            }
-            Some(folded) => {
-                let grew = self.catch_up(run_id, folded).await?;
-                // Only terminal runs can be deleted: check that this one still exists.
-                if !grew && folded.state.record().status.is_terminal() {
-                    let exists = match self.store.head(&self.run_path(run_id)).await {
-                        Ok(_) => true,
-                        Err(object_store::Error::NotFound { .. }) => false,
-                        Err(e) => return Err(Error::store(self.run_path(run_id), e)),
-                    };
-                    if !exists {
-                        *slot = None;
-                    }
+    /// Makes `slot` hold the run as storage has it: folded from storage if
+    /// it is not cached, caught up if it is.
+    async fn refresh(&self, run_id: &RunId, slot: &mut Option<Folded>) -> Result<Refreshed> {
+        if let Some(folded) = slot.as_mut() {
+            if folded.state.record().status.is_terminal() {
+                // Nothing follows a terminal change, but only a terminal run
+                // can have been deleted, and its id reused.
+                let current = self.read_creation(run_id).await?;
+                if current.is_some_and(|c| c.incarnation == folded.incarnation) {
+                    return Ok(Refreshed::Unchanged);
                 }
-                Ok(slot.is_some())
+            } else if let Some(grew) = self.catch_up(run_id, folded).await? {
+                return Ok(if grew {
+                    Refreshed::Changed
+                } else {
+                    Refreshed::Unchanged
+                });
             }
         }
+        *slot = self.fold_from_storage(run_id).await?;
+        Ok(if slot.is_some() {
+            Refreshed::Changed
+        } else {
+            Refreshed::Missing
+        })
+    }
+
+    /// Reads the run's creation record; `None` if the run does not exist.
+    async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
+        let run_path = self.run_path(run_id);
+        let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? else {
+            return Ok(None);
+        };
+        let creation: Creation = decode(&run_path, &bytes, "the run's creation")?;
+        if creation.run.run_id != *run_id {
+            return Err(Error::corrupt(
+                &run_path,
+                format!(
+                    "the creation record of run {run_id} names run {}",
+                    creation.run.run_id
+                ),
+            ));
+        }
+        Ok(Some(creation))
     }
 
     /// Reads the run's creation and its whole log, and folds them.
     async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
-        let run_path = self.run_path(run_id);
-        let Some(created) = write_once::read(self.store.as_ref(), &run_path).await? else {
+        let Some(creation) = self.read_creation(run_id).await? else {
             return Ok(None);
         };
-        let run: NewRun = decode(&run_path, &created, "the run's creation")?;
-        if run.run_id != *run_id {
-            return Err(Error::corrupt(
-                &run_path,
-                format!("the creation record names run {}", run.run_id),
-            ));
-        }
         let positions = self.log_positions(run_id).await?;
         let mut folded = Folded {
-            state: RunState::new(run),
+            state: RunState::new(creation.run),
             next: 0,
+            incarnation: creation.incarnation,
         };
         let mut entries = futures::stream::iter(positions)
             .map(|position| async move {
@@ -283,7 +331,14 @@ impl ObjectStoreRuntimeStore {
             let Some(bytes) = bytes else {
                 return Err(self.missing_entry(run_id, position));
             };
-            self.fold_entry(run_id, &mut folded, &bytes)?;
+            if !self.fold_entry(run_id, &mut folded, &bytes)? {
+                return Err(Error::corrupt(
+                    self.log_path(run_id, position),
+                    format!(
+                        "run {run_id} log entry {position} belongs to an earlier run of that id"
+                    ),
+                ));
+            }
         }
         Ok(Some(folded))
     }
@@ -341,29 +396,32 @@ impl ObjectStoreRuntimeStore {
         )
     }
 
-    /// Folds the changes written after `folded.next`; `true` if there were any.
-    async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
+    /// Folds the changes written after `folded.next`: `Some(true)` if there
+    /// were any, `None` if the log now belongs to a new run of the same id.
+    async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<Option<bool>> {
         let mut grew = false;
-        loop {
-            match self.read_entry(run_id, folded.next).await? {
-                Some(bytes) => {
-                    self.fold_entry(run_id, folded, &bytes)?;
-                    grew = true;
-                }
-                None => return Ok(grew),
+        while let Some(bytes) = self.read_entry(run_id, folded.next).await? {
+            if !self.fold_entry(run_id, folded, &bytes)? {
+                return Ok(None);
             }
+            grew = true;
         }
+        Ok(Some(grew))
     }
 
     /// Folds the log entry at `folded.next`, which every writer checked
     /// against the entries before it: one that does not apply is corrupt.
-    fn fold_entry(&self, run_id: &RunId, folded: &mut Folded, bytes: &[u8]) -> Result<()> {
+    /// `false` (and nothing folded) if the entry is for another incarnation.
+    fn fold_entry(&self, run_id: &RunId, folded: &mut Folded, bytes: &[u8]) -> Result<bool> {
         let position = folded.next;
         let path = self.log_path(run_id, position);
         let what = format!("run {run_id} log entry {position}");
-        let change: Change = decode(&path, bytes, &what)?;
-        match folded.state.check(&change) {
-            Ok(Verdict::Apply(plan)) => folded.state.apply(change, plan),
+        let entry: Entry<Change> = decode(&path, bytes, &what)?;
+        if entry.incarnation != folded.incarnation {
+            return Ok(false);
+        }
+        match folded.state.check(&entry.change) {
+            Ok(Verdict::Apply(plan)) => folded.state.apply(entry.change, plan),
             Ok(Verdict::AlreadyApplied) => {
                 return Err(Error::corrupt(
                     &path,
@@ -378,7 +436,7 @@ impl ObjectStoreRuntimeStore {
             }
         }
         folded.next += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// Commits `change` to the run, and returns what `answer` reads from the
@@ -391,27 +449,31 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<T> {
         let slot = self.slot(run_id);
         let mut guard = slot.lock().await;
-        if guard.is_none() && !self.refresh(run_id, &mut guard).await? {
-            return Err(Error::RunNotFound {
-                run_id: run_id.to_string(),
-            });
+        if guard.is_none() {
+            self.refresh(run_id, &mut guard).await?;
         }
-        let folded = guard.as_mut().expect("refreshed above");
-        let encoded = encode(&change, "a runtime-store change")?;
         loop {
+            let Some(folded) = guard.as_mut() else {
+                return Err(Error::RunNotFound {
+                    run_id: run_id.to_string(),
+                });
+            };
             let plan = match folded.state.check(&change) {
                 Ok(Verdict::AlreadyApplied) => return Ok(answer(&folded.state)),
                 Ok(Verdict::Apply(plan)) => plan,
                 // The cache may be behind: judge only against the latest log.
-                Err(e) => {
-                    if self.catch_up(run_id, folded).await? {
-                        continue;
-                    }
-                    return Err(e);
-                }
+                Err(e) => match self.refresh(run_id, &mut guard).await? {
+                    Refreshed::Unchanged => return Err(e),
+                    Refreshed::Changed | Refreshed::Missing => continue,
+                },
             };
             self.write_status_hint(run_id, &folded.state, &change)
                 .await?;
+            let entry = Entry {
+                incarnation: folded.incarnation,
+                change: &change,
+            };
+            let encoded = encode(&entry, "a runtime-store change")?;
             let path = self.log_path(run_id, folded.next);
             match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
                 // At position `next` either way: an identical change there
@@ -425,7 +487,12 @@ impl ObjectStoreRuntimeStore {
                     }
                     return Ok(answer(&folded.state));
                 }
-                Created::Theirs(bytes) => self.fold_entry(run_id, folded, &bytes)?,
+                Created::Theirs(bytes) => {
+                    if !self.fold_entry(run_id, folded, &bytes)? {
+                        // The run was deleted and created again: start over.
+                        *guard = self.fold_from_storage(run_id).await?;
+                    }
+                }
             }
         }
     }
@@ -462,8 +529,8 @@ impl ObjectStoreRuntimeStore {
     /// An idempotent [`create_run`](RuntimeStore::create_run) of a run whose
     /// creation record `committed` exists.
     async fn recreate(&self, run: &NewRun, run_path: &Path, committed: &[u8]) -> Result<RunRecord> {
-        let existing: NewRun = decode(run_path, committed, "the run's creation")?;
-        RunState::new(existing).check_same_run(run)?;
+        let existing: Creation = decode(run_path, committed, "the run's creation")?;
+        RunState::new(existing.run).check_same_run(run)?;
         let run_id = &run.run_id;
         self.read(run_id, |state| state.record().clone())
             .await?
@@ -489,7 +556,7 @@ impl ObjectStoreRuntimeStore {
     async fn read<T>(&self, run_id: &RunId, answer: impl Fn(&RunState) -> T) -> Result<Option<T>> {
         let slot = self.slot(run_id);
         let mut guard = slot.lock().await;
-        if !self.refresh(run_id, &mut guard).await? {
+        if self.refresh(run_id, &mut guard).await? == Refreshed::Missing {
             drop(guard);
             self.forget(run_id);
             return Ok(None);
@@ -516,6 +583,21 @@ impl ObjectStoreRuntimeStore {
             .try_collect()
             .await
     }
+}
+
+/// A fresh incarnation number: std's randomly keyed hasher (seeded from the
+/// operating system once per thread, and stepped for every instance) over the
+/// time, the process id and a counter, so no two creations share one.
+fn new_incarnation() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
 }
 
 fn encode<T: Serialize>(value: &T, what: &str) -> Result<Vec<u8>> {
@@ -553,22 +635,28 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             });
         }
         self.write_hint(RunStatus::Pending, &run_id).await?;
-        let encoded = encode(&run, "a run")?;
+        let creation = Creation {
+            run,
+            incarnation: new_incarnation(),
+        };
+        let encoded = encode(&creation, "a run")?;
         match write_once::create_once(self.store.as_ref(), &run_path, &encoded).await? {
             Created::Ours(_) => {
-                let state = RunState::new(run);
+                let state = RunState::new(creation.run);
                 let record = state.record().clone();
                 let slot = self.slot(&run_id);
-                let mut guard = slot.lock().await;
-                if guard.is_none() {
-                    *guard = Some(Folded { state, next: 0 });
-                }
+                // Whatever was cached is of an earlier run of this id.
+                *slot.lock().await = Some(Folded {
+                    state,
+                    next: 0,
+                    incarnation: creation.incarnation,
+                });
                 Ok(record)
             }
             // Created meanwhile, or our acknowledgement was lost: the run may
             // have moved on since its creation, so answer with its state now.
             Created::Same(bytes) | Created::Theirs(bytes) => {
-                self.recreate(&run, &run_path, &bytes).await
+                self.recreate(&creation.run, &run_path, &bytes).await
             }
         }
     }

@@ -98,6 +98,7 @@ pub async fn run_all<S: RuntimeStore + 'static>(make: impl Fn() -> S) {
     deleting_a_run_removes_only_that_run(&make()).await;
     racing_committers_of_one_sequence_have_one_winner(&make).await;
     reopened_store_sees_every_acknowledged_commit(&make).await;
+    a_reused_run_id_is_a_new_run_everywhere(&make).await;
 }
 
 /// Creates a run and starts its first attempt.
@@ -644,7 +645,7 @@ pub async fn reopened_store_sees_every_acknowledged_commit<S: RuntimeStore>(make
         Commit::step(receipt(&run_id, 1, "b"), 2_001)
             .with_input_update("sig", InputPhase::Consumed),
     ];
-    for commit in commits {
+    for commit in commits.clone() {
         first.atomic_apply(&run_id, commit).await.expect("commit");
     }
     let written = snapshot_of(&first, &run_id).await;
@@ -655,6 +656,18 @@ pub async fn reopened_store_sees_every_acknowledged_commit<S: RuntimeStore>(make
         snapshot_of(&reopened, &run_id).await,
         written,
         "a fresh instance"
+    );
+    // A retry after the restart is still recognised as the same commit.
+    for commit in commits {
+        reopened
+            .atomic_apply(&run_id, commit)
+            .await
+            .expect("retry after reopening");
+    }
+    assert_eq!(
+        snapshot_of(&make(), &run_id).await,
+        written,
+        "a retry changed the run"
     );
 
     // `stale` reads the run now; `other` then moves it on.
@@ -695,6 +708,67 @@ pub async fn reopened_store_sees_every_acknowledged_commit<S: RuntimeStore>(make
     assert_eq!(finished.1.len(), 5);
     assert_eq!(finished.0, record);
     assert_eq!(snapshot_of(&other, &run_id).await, finished);
+}
+
+/// Once a finished run is deleted and a new run created under its id, every
+/// instance sees only the new run, including one that read the old run
+/// before; old commits do not apply to the new run.
+pub async fn a_reused_run_id_is_a_new_run_everywhere<S: RuntimeStore>(make: &impl Fn() -> S) {
+    let old = make();
+    let run_id = running_run(&old, "reused").await;
+    let old_step = Commit::step(receipt(&run_id, 0, "old"), 2_000).with_snapshot("old".into());
+    old.atomic_apply(&run_id, old_step.clone())
+        .await
+        .expect("commit");
+    let done = Commit::status(
+        StatusChange::Completed {
+            output: "old".into(),
+        },
+        3_000,
+    );
+    old.atomic_apply(&run_id, done).await.expect("complete");
+    assert_eq!(load(&old, &run_id).await.status, RunStatus::Completed);
+
+    let other = make();
+    assert!(other.delete_run(&run_id).await.expect("delete"));
+    let new = NewRun {
+        workflow: "second".into(),
+        ..new_run(&run_id, b"new")
+    };
+    other.create_run(new).await.expect("create again");
+    let start = Commit::status(StatusChange::Running { attempt: 1 }, 5_000);
+    other.atomic_apply(&run_id, start).await.expect("start");
+    let new_step = Commit::step(receipt(&run_id, 0, "new"), 5_001);
+    other.atomic_apply(&run_id, new_step).await.expect("commit");
+
+    let seen = snapshot_of(&old, &run_id).await;
+    assert_eq!(
+        seen,
+        snapshot_of(&make(), &run_id).await,
+        "the instance that read the old run"
+    );
+    assert_eq!(
+        (seen.0.workflow.as_str(), seen.0.status),
+        ("second", RunStatus::Running)
+    );
+    assert_eq!(seen.1, vec![receipt(&run_id, 0, "new")]);
+    assert_eq!(seen.2, None, "the old run's snapshot");
+    assert_conflict(
+        old.atomic_apply(&run_id, old_step).await,
+        "an old commit on the new run",
+    );
+    let next = Commit::step(receipt(&run_id, 1, "next"), 5_002);
+    old.atomic_apply(&run_id, next)
+        .await
+        .expect("commit to the new run");
+    assert_eq!(
+        make()
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .len(),
+        2
+    );
 }
 
 /// Listing by status finds exactly the runs in that status.
