@@ -42,6 +42,27 @@ pub enum Error {
         path: String,
     },
 
+    /// A store URL (or one of its options) names no store memo can open.
+    #[error("cannot open a store from {url:?}: {reason}")]
+    InvalidStoreUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it, or with its options.
+        reason: String,
+    },
+
+    /// A store URL needs a cloud backend whose cargo feature is off.
+    #[error(
+        "{url:?} needs memo-runtime's `{feature}` cargo feature; enable it with \
+         memo-runtime = {{ version = \"...\", features = [\"{feature}\"] }}"
+    )]
+    StoreFeatureDisabled {
+        /// The URL as given.
+        url: String,
+        /// The memo-runtime feature to enable: `aws`, `gcp` or `azure`.
+        feature: &'static str,
+    },
+
     /// A value could not be serialized (for a content key or for storage).
     #[error("cannot serialize {what}: {message}")]
     Serialization {

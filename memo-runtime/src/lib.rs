@@ -22,6 +22,7 @@ mod key;
 mod memo;
 mod run_id;
 pub mod runtime_store;
+mod store_url;
 mod terminal;
 pub mod workflow;
 mod write_once;
@@ -37,4 +38,7 @@ pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use object_store;
 pub use run_id::{MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
+pub use store_url::{
+    MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore, probe_conditional_create, store_from_url,
+};
 pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};

@@ -1,0 +1,655 @@
+//! Stores selected by URL (`file://`, `memory://`, `s3://`, `gs://`, `az://`)
+//! and the start-up probe that checks a store can keep memo's write-once
+//! promise.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutMode, PutOptions, PutPayload,
+};
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// A store built by [`store_from_url`], and where in it the URL points.
+#[derive(Debug, Clone)]
+pub struct UrlStore {
+    /// The store, shared by everything that uses it.
+    pub store: Arc<dyn ObjectStore>,
+    /// The path within `store` that the URL names (empty for a bucket root or
+    /// a `file://` folder); pass it as the prefix of a `MemoStore`.
+    pub prefix: Path,
+}
+
+/// Memo's own option key: how many times a failed cloud request is retried.
+pub const MAX_RETRIES_OPTION: &str = "max_retries";
+/// Memo's own option key: how long a cloud request is retried in total, in
+/// [`humantime`] syntax (`"10s"`, `"2m"`).
+pub const RETRY_TIMEOUT_OPTION: &str = "retry_timeout";
+
+/// Builds the object store a URL names, and the path prefix within it.
+///
+/// The URL is read by `object_store`'s own parser
+/// ([`ObjectStoreScheme::parse`]) and the cloud stores by its own builders, so
+/// every form those accept works here:
+///
+/// | URL | store | cargo feature |
+/// |---|---|---|
+/// | `file:///var/lib/memo` | [`LocalFileSystem`] rooted at the folder, which is created if missing | always |
+/// | `memory://` | a fresh [`InMemory`] | always |
+/// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` (default) |
+/// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
+/// | `az://container/prefix` (also `abfs[s]://`, `adl://`, `azure://`) | `MicrosoftAzure` | `azure` |
+///
+/// Cloud stores read the standard environment variables first (`AWS_*`,
+/// `GOOGLE_*`, `AZURE_*`: credentials, region, endpoint), then `options`,
+/// whose keys are the builders' config keys with or without their prefix
+/// (`"endpoint"` or `"aws_endpoint"`, `"region"`, `"access_key_id"`, …), plus
+/// memo's own [`MAX_RETRIES_OPTION`] and [`RETRY_TIMEOUT_OPTION`]. `file://`
+/// and `memory://` take no options.
+///
+/// For S3, conditional puts are always set to `S3ConditionalPut::ETagMatch`
+/// (`If-None-Match: *` on create), which memo's write-once entries need, and
+/// an `http://` endpoint (a local S3 server) is allowed. Whether the server
+/// really honours conditional creates is checked by
+/// [`probe_conditional_create`]; run it at start-up.
+///
+/// # Errors
+///
+/// [`Error::InvalidStoreUrl`] for a URL that does not parse, names no
+/// supported store (plain `http(s)://` is not a bucket), has an unknown option
+/// key or a bad option value, or a `file://` folder that cannot be created;
+/// [`Error::StoreFeatureDisabled`] for a cloud URL whose cargo feature is
+/// off; [`Error::Store`] if the store's builder rejects its configuration
+/// (such as a missing bucket).
+///
+/// # Example
+///
+/// ```
+/// use memo_runtime::object_store::ObjectStoreExt;
+/// use memo_runtime::store_from_url;
+///
+/// # tokio_test_block_on(async {
+/// let folder = std::env::temp_dir().join(format!("memo-doc-{}", std::process::id()));
+/// let url = format!("file://{}", folder.display());
+/// let opened = store_from_url(&url, [] as [(&str, &str); 0])?;
+/// assert!(folder.is_dir());
+/// assert_eq!(opened.prefix.as_ref(), "");
+///
+/// let opened = store_from_url("memory:///memo/prod", [] as [(&str, &str); 0])?;
+/// assert_eq!(opened.prefix.as_ref(), "memo/prod");
+/// opened.store.put(&"memo/prod/x".into(), "1".into()).await?;
+/// # std::fs::remove_dir_all(&folder).ok();
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// # })?;
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # }
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub fn store_from_url<I, K, V>(url: &str, options: I) -> Result<UrlStore>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: Into<String>,
+{
+    let parsed = Url::parse(url).map_err(|e| invalid(url, e))?;
+    let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(url, e))?;
+    let options = StoreOptions::collect(url, options)?;
+    let store: Arc<dyn ObjectStore> = match scheme {
+        ObjectStoreScheme::Local => {
+            options.expect_none(url)?;
+            let folder = parsed
+                .to_file_path()
+                .map_err(|()| invalid(url, "not a local folder path"))?;
+            std::fs::create_dir_all(&folder).map_err(|e| {
+                invalid(
+                    url,
+                    format!("cannot create folder {}: {e}", folder.display()),
+                )
+            })?;
+            let store = LocalFileSystem::new_with_prefix(&folder).map_err(|e| store_err(url, e))?;
+            // The whole URL path is the folder, so nothing is left as prefix.
+            return Ok(UrlStore {
+                store: Arc::new(store),
+                prefix: Path::default(),
+            });
+        }
+        ObjectStoreScheme::Memory => {
+            options.expect_none(url)?;
+            Arc::new(InMemory::new())
+        }
+        ObjectStoreScheme::AmazonS3 => cloud::s3(url, options)?,
+        ObjectStoreScheme::GoogleCloudStorage => cloud::gcs(url, options)?,
+        ObjectStoreScheme::MicrosoftAzure => cloud::azure(url, options)?,
+        ObjectStoreScheme::Http => {
+            return Err(invalid(
+                url,
+                "plain http(s) URLs name no bucket; use s3://, gs:// or az:// \
+                 (set the S3 endpoint with the \"endpoint\" option)",
+            ));
+        }
+        other => return Err(invalid(url, format!("unsupported store {other:?}"))),
+    };
+    Ok(UrlStore { store, prefix })
+}
+
+/// The options given to [`store_from_url`], with memo's own keys taken out.
+#[derive(Debug, Default)]
+struct StoreOptions {
+    /// The builder config keys and values, in the order given.
+    builder: Vec<(String, String)>,
+    /// `None` keeps the builder's default.
+    max_retries: Option<usize>,
+    /// `None` keeps the builder's default.
+    retry_timeout: Option<Duration>,
+}
+
+impl StoreOptions {
+    fn collect<I, K, V>(url: &str, options: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: Into<String>,
+    {
+        let mut collected = StoreOptions::default();
+        for (key, value) in options {
+            let key = key.as_ref().to_ascii_lowercase();
+            let value: String = value.into();
+            match key.as_str() {
+                MAX_RETRIES_OPTION => {
+                    let max = value.trim().parse().map_err(|e| {
+                        invalid(url, format!("option {key}={value:?} is not a count: {e}"))
+                    })?;
+                    collected.max_retries = Some(max);
+                }
+                RETRY_TIMEOUT_OPTION => {
+                    let timeout = humantime::parse_duration(value.trim()).map_err(|e| {
+                        invalid(
+                            url,
+                            format!("option {key}={value:?} is not a duration: {e}"),
+                        )
+                    })?;
+                    collected.retry_timeout = Some(timeout);
+                }
+                _ => collected.builder.push((key, value)),
+            }
+        }
+        Ok(collected)
+    }
+
+    /// Local and in-memory stores have nothing to configure: an option there
+    /// is a mistake the caller should hear about.
+    fn expect_none(&self, url: &str) -> Result<()> {
+        let retry_set = self.max_retries.is_some() || self.retry_timeout.is_some();
+        match self.builder.first() {
+            Some((key, _)) => Err(invalid(
+                url,
+                format!("option {key:?} applies to no store here: this URL takes no options"),
+            )),
+            None if retry_set => Err(invalid(
+                url,
+                "retry options apply to cloud stores only; this URL takes no options",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The retry policy the options ask for, if they touch it.
+    #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
+    fn retry(&self) -> Option<object_store::RetryConfig> {
+        if self.max_retries.is_none() && self.retry_timeout.is_none() {
+            return None;
+        }
+        let mut retry = object_store::RetryConfig::default();
+        retry.max_retries = self.max_retries.unwrap_or(retry.max_retries);
+        retry.retry_timeout = self.retry_timeout.unwrap_or(retry.retry_timeout);
+        Some(retry)
+    }
+
+    /// Applies the builder options through `with_config`, parsing each key
+    /// as the backend's config key type so a misspelt key is an error rather
+    /// than silently ignored.
+    #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
+    fn apply<B, K>(
+        &self,
+        url: &str,
+        builder: B,
+        with_config: impl Fn(B, K, String) -> B,
+    ) -> Result<B>
+    where
+        K: std::str::FromStr,
+    {
+        self.builder
+            .iter()
+            .try_fold(builder, |builder, (key, value)| {
+                let key: K = key
+                    .parse()
+                    .map_err(|_| invalid(url, format!("unknown option {key:?} for this store")))?;
+                Ok(with_config(builder, key, value.clone()))
+            })
+    }
+}
+
+/// The cloud backends, each compiled only with its cargo feature.
+mod cloud {
+    use super::*;
+
+    #[cfg(feature = "aws")]
+    pub(super) fn s3(url: &str, options: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
+
+        let builder = AmazonS3Builder::from_env().with_url(url);
+        let mut builder = options.apply(url, builder, |b, k, v| b.with_config(k, v))?;
+        let plain_http = builder
+            .get_config_value(&AmazonS3ConfigKey::Endpoint)
+            .is_some_and(|endpoint| endpoint.starts_with("http://"));
+        if plain_http {
+            builder = builder.with_allow_http(true);
+        }
+        if let Some(retry) = options.retry() {
+            builder = builder.with_retry(retry);
+        }
+        // Set last so no environment variable or option can switch off the
+        // If-None-Match create that write-once entries stand on.
+        let store = builder
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .build()
+            .map_err(|e| store_err(url, e))?;
+        Ok(Arc::new(store))
+    }
+
+    #[cfg(feature = "gcp")]
+    pub(super) fn gcs(url: &str, options: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        use object_store::gcp::GoogleCloudStorageBuilder;
+
+        let builder = GoogleCloudStorageBuilder::from_env().with_url(url);
+        let mut builder = options.apply(url, builder, |b, k, v| b.with_config(k, v))?;
+        if let Some(retry) = options.retry() {
+            builder = builder.with_retry(retry);
+        }
+        Ok(Arc::new(builder.build().map_err(|e| store_err(url, e))?))
+    }
+
+    #[cfg(feature = "azure")]
+    pub(super) fn azure(url: &str, options: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+
+        let builder = MicrosoftAzureBuilder::from_env().with_url(url);
+        let mut builder = options.apply(url, builder, |b, k, v| b.with_config(k, v))?;
+        let plain_http = builder
+            .get_config_value(&AzureConfigKey::Endpoint)
+            .is_some_and(|endpoint| endpoint.starts_with("http://"));
+        if plain_http {
+            builder = builder.with_allow_http(true);
+        }
+        if let Some(retry) = options.retry() {
+            builder = builder.with_retry(retry);
+        }
+        Ok(Arc::new(builder.build().map_err(|e| store_err(url, e))?))
+    }
+
+    #[cfg(not(feature = "aws"))]
+    pub(super) fn s3(url: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        Err(disabled(url, "aws"))
+    }
+
+    #[cfg(not(feature = "gcp"))]
+    pub(super) fn gcs(url: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        Err(disabled(url, "gcp"))
+    }
+
+    #[cfg(not(feature = "azure"))]
+    pub(super) fn azure(url: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        Err(disabled(url, "azure"))
+    }
+
+    #[cfg_attr(
+        all(feature = "aws", feature = "gcp", feature = "azure"),
+        allow(dead_code)
+    )]
+    fn disabled(url: &str, feature: &'static str) -> Error {
+        Error::StoreFeatureDisabled {
+            url: url.to_owned(),
+            feature,
+        }
+    }
+}
+
+/// Checks that `store` refuses to create an object that already exists, the
+/// promise every write-once memo entry stands on.
+///
+/// Creates one probe object under `<prefix>/probes/` twice with
+/// `PutMode::Create`: the first must succeed and the second must fail with
+/// `AlreadyExists`. The probe object is deleted afterwards, whatever the
+/// outcome. Run it once at start-up, before trusting a store from a URL: an
+/// S3-compatible server that ignores `If-None-Match` would otherwise let
+/// racing writers overwrite each other's committed entries unnoticed.
+///
+/// # Errors
+///
+/// [`Error::ConditionalPutUnsupported`] if the store rejects conditional
+/// creates or lets the second create overwrite the first; [`Error::Store`] if
+/// a request fails for another reason.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use memo_runtime::object_store::memory::InMemory;
+/// use memo_runtime::probe_conditional_create;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = Arc::new(InMemory::new());
+/// probe_conditional_create(store.as_ref(), &"memo".into()).await?;
+/// # Ok::<_, memo_runtime::Error>(())
+/// # })?;
+/// # Ok::<_, memo_runtime::Error>(())
+/// ```
+pub async fn probe_conditional_create(store: &dyn ObjectStore, prefix: &Path) -> Result<()> {
+    let path = probe_path(prefix);
+    let outcome = create_twice(store, &path).await;
+    let cleanup = match store.delete(&path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(Error::store(&path, e)),
+    };
+    outcome.and(cleanup)
+}
+
+async fn create_twice(store: &dyn ObjectStore, path: &Path) -> Result<()> {
+    let create = || {
+        store.put_opts(
+            path,
+            PutPayload::from_static(b"memo conditional-create probe"),
+            PutOptions::from(PutMode::Create),
+        )
+    };
+    let unsupported = || Error::ConditionalPutUnsupported {
+        path: path.to_string(),
+    };
+    match create().await {
+        Ok(_) => {}
+        Err(object_store::Error::NotImplemented { .. }) => return Err(unsupported()),
+        Err(e) => return Err(Error::store(path, e)),
+    }
+    match create().await {
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+        Ok(_) | Err(object_store::Error::NotImplemented { .. }) => Err(unsupported()),
+        Err(e) => Err(Error::store(path, e)),
+    }
+}
+
+/// A probe path no other process picks: concurrent start-ups must not see
+/// each other's probe as their own first create.
+fn probe_path(prefix: &Path) -> Path {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    // The counter separates probes of one process started in one clock tick.
+    static PROBES: AtomicU64 = AtomicU64::new(0);
+    let seq = PROBES.fetch_add(1, Ordering::Relaxed);
+    let name = format!("{}-{nanos}-{seq}", std::process::id());
+    prefix.clone().join("probes").join(name)
+}
+
+fn invalid(url: &str, reason: impl std::fmt::Display) -> Error {
+    Error::InvalidStoreUrl {
+        url: url.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+fn store_err(url: &str, source: object_store::Error) -> Error {
+    Error::store(url, source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use futures::stream::BoxStream;
+    use object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+        PutMultipartOptions, PutResult,
+    };
+
+    const NO_OPTIONS: [(&str, &str); 0] = [];
+
+    #[test]
+    fn file_url_creates_its_folder_and_roots_the_store_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("a").join("b");
+        let opened = store_from_url(&format!("file://{}", folder.display()), NO_OPTIONS).unwrap();
+        assert!(folder.is_dir());
+        assert_eq!(opened.prefix, Path::default());
+    }
+
+    #[tokio::test]
+    async fn file_url_store_writes_inside_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let opened =
+            store_from_url(&format!("file://{}", dir.path().display()), NO_OPTIONS).unwrap();
+        opened.store.put(&"x/y".into(), "v".into()).await.unwrap();
+        assert!(dir.path().join("x").join("y").is_file());
+    }
+
+    #[test]
+    fn memory_url_keeps_its_path_as_the_prefix() {
+        assert_eq!(
+            store_from_url("memory://", NO_OPTIONS).unwrap().prefix,
+            Path::default()
+        );
+        let opened = store_from_url("memory:///memo/prod", NO_OPTIONS).unwrap();
+        assert_eq!(opened.prefix.as_ref(), "memo/prod");
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn s3_url_splits_bucket_from_prefix() {
+        let opened = store_from_url(
+            "s3://bucket/memo/prod",
+            [
+                ("endpoint", "http://127.0.0.1:1"),
+                ("region", "us-east-1"),
+                ("access_key_id", "k"),
+                ("secret_access_key", "s"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(opened.prefix.as_ref(), "memo/prod");
+        assert!(
+            opened.store.to_string().contains("bucket"),
+            "{}",
+            opened.store
+        );
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn misspelt_option_is_an_error_naming_the_key() {
+        let err = store_from_url("s3://bucket", [("endpiont", "http://127.0.0.1:1")]).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidStoreUrl { reason, .. } if reason.contains("endpiont")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_retry_values_are_errors_naming_the_option() {
+        for (key, value) in [(MAX_RETRIES_OPTION, "many"), (RETRY_TIMEOUT_OPTION, "soon")] {
+            let err = store_from_url("s3://bucket", [(key, value)]).unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidStoreUrl { reason, .. } if reason.contains(key)),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn options_on_a_local_url_are_refused() {
+        let err = store_from_url("memory://", [("region", "us-east-1")]).unwrap_err();
+        assert!(matches!(err, Error::InvalidStoreUrl { .. }), "{err}");
+    }
+
+    #[test]
+    fn http_and_unknown_schemes_are_invalid_store_urls() {
+        for url in [
+            "https://example.com/memo",
+            "ftp://host/x",
+            "not a url",
+            "file://relative/x",
+        ] {
+            let err = store_from_url(url, NO_OPTIONS).unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidStoreUrl { url: u, .. } if u == url),
+                "{url}: {err}"
+            );
+        }
+    }
+
+    #[cfg(not(feature = "aws"))]
+    #[test]
+    fn s3_url_without_the_aws_feature_names_the_feature() {
+        let err = store_from_url("s3://bucket/memo", NO_OPTIONS).unwrap_err();
+        assert!(
+            matches!(err, Error::StoreFeatureDisabled { feature: "aws", .. }),
+            "{err}"
+        );
+    }
+
+    #[cfg(not(feature = "gcp"))]
+    #[test]
+    fn gs_url_without_the_gcp_feature_names_the_feature() {
+        let err = store_from_url("gs://bucket/memo", NO_OPTIONS).unwrap_err();
+        assert!(
+            matches!(err, Error::StoreFeatureDisabled { feature: "gcp", .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("features = [\"gcp\"]"), "{err}");
+    }
+
+    #[cfg(not(feature = "azure"))]
+    #[test]
+    fn az_url_without_the_azure_feature_names_the_feature() {
+        let err = store_from_url("az://container/memo", NO_OPTIONS).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::StoreFeatureDisabled {
+                    feature: "azure",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn probe_passes_on_stores_with_conditional_create_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let local: Arc<dyn ObjectStore> =
+            Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+        let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        for store in [local, memory] {
+            probe_conditional_create(store.as_ref(), &"memo".into())
+                .await
+                .unwrap();
+            let left: Vec<_> = store.list(Some(&"memo".into())).collect().await;
+            assert!(left.is_empty(), "{store}: {left:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn probe_reports_a_store_that_overwrites_on_create() {
+        let store = OverwritesOnCreate {
+            inner: InMemory::new(),
+        };
+        let err = probe_conditional_create(&store, &"memo".into())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::ConditionalPutUnsupported { path } if path.starts_with("memo/probes/")),
+            "{err}"
+        );
+        let left: Vec<_> = store.list(None).collect().await;
+        assert!(left.is_empty(), "probe object left behind: {left:?}");
+    }
+
+    /// A store like an S3-compatible server that ignores `If-None-Match`:
+    /// every create overwrites.
+    #[derive(Debug)]
+    struct OverwritesOnCreate {
+        inner: InMemory,
+    }
+
+    impl std::fmt::Display for OverwritesOnCreate {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "OverwritesOnCreate({})", self.inner)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for OverwritesOnCreate {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            mut opts: PutOptions,
+        ) -> object_store::Result<PutResult> {
+            opts.mode = PutMode::Overwrite;
+            self.inner.put_opts(location, payload, opts).await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+
+        async fn get_opts(
+            &self,
+            location: &Path,
+            options: GetOptions,
+        ) -> object_store::Result<GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, object_store::Result<Path>>,
+        ) -> BoxStream<'static, object_store::Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(
+            &self,
+            prefix: Option<&Path>,
+        ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&Path>,
+        ) -> object_store::Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(
+            &self,
+            from: &Path,
+            to: &Path,
+            options: CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+}
