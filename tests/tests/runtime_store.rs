@@ -112,7 +112,7 @@ mod costs {
             created_at_ms: 0,
         };
         store.create_run(run).await.unwrap();
-        let start = Commit::status(StatusChange::Running { attempt: 1 }, 1);
+        let start = Commit::status(StatusChange::start_attempt(1), 1);
         store.atomic_apply(&run_id, start).await.unwrap();
         run_id
     }

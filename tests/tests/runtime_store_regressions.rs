@@ -36,7 +36,7 @@ async fn regression_recreating_an_advanced_run_returns_its_current_state() {
         first
             .atomic_apply(
                 &run_id,
-                Commit::status(StatusChange::Running { attempt: 1 }, 1_000),
+                Commit::status(StatusChange::start_attempt(1), 1_000),
             )
             .await
             .unwrap();

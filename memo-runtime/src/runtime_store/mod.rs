@@ -23,9 +23,10 @@
 //!   (a retry after a lost acknowledgement); a different commit for a
 //!   committed sequence is [`Error::Conflict`](crate::Error::Conflict).
 //! - Status moves forward only: `Pending → Running → Running … → Completed |
-//!   Failed | Cancelled`. `StatusChange::Running { attempt }` starts attempt
-//!   `attempt`, which must be the next one, so two workers recovering a run
-//!   cannot both start the same attempt. A terminal status is final: it
+//!   Failed | Cancelled`. [`StatusChange::start_attempt`] starts the next
+//!   attempt under a fresh token, so two workers recovering a run cannot both
+//!   start the same attempt, even in the same millisecond, while a retry of
+//!   the same start (same token) is recognised. A terminal status is final: it
 //!   records the terminal time and the run's output or error, and any later
 //!   different change (inputs included) is a conflict.
 //! - Input phases move forward only: `Accepted → Queued → Consumed |
@@ -39,7 +40,11 @@ mod memory;
 mod object;
 mod state;
 
+use std::collections::hash_map::RandomState;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -227,10 +232,15 @@ pub struct InputUpdate {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StatusChange {
     /// Starts attempt number `attempt` (from 1), which must be one more than
-    /// the attempts started so far; the status becomes `Running`.
+    /// the attempts started so far; the status becomes `Running`. Build it
+    /// with [`StatusChange::start_attempt`].
     Running {
         /// The attempt being started.
         attempt: u32,
+        /// Tells this start from any other start of the same attempt: a
+        /// retry of this commit (same token) is an idempotent success, a
+        /// start by another worker (another token) a conflict.
+        token: u64,
     },
     /// Finishes the run with its output.
     Completed {
@@ -250,6 +260,26 @@ pub enum StatusChange {
 }
 
 impl StatusChange {
+    /// Starts attempt `attempt` under a fresh, unique token. Keep the value
+    /// (or the [`Commit`] holding it) to retry the start after an unknown
+    /// outcome.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use memo_runtime::runtime_store::StatusChange;
+    ///
+    /// let first = StatusChange::start_attempt(1);
+    /// let rival = StatusChange::start_attempt(1);
+    /// assert_ne!(first, rival, "each start has its own token");
+    /// ```
+    pub fn start_attempt(attempt: u32) -> StatusChange {
+        StatusChange::Running {
+            attempt,
+            token: unique_token(),
+        }
+    }
+
     /// The status the change leads to.
     pub fn status(&self) -> RunStatus {
         match self {
@@ -422,7 +452,7 @@ impl Commit {
 ///         created_at_ms: 1_000,
 ///     })
 ///     .await?;
-/// store.atomic_apply(&run_id, Commit::status(StatusChange::Running { attempt: 1 }, 1_001)).await?;
+/// store.atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 1_001)).await?;
 ///
 /// let receipt = StepReceipt {
 ///     run_id: run_id.clone(),
@@ -543,6 +573,20 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     ///
     /// [`Error::Conflict`](crate::Error::Conflict) if the run is not terminal.
     async fn delete_run(&self, run_id: &RunId) -> Result<bool>;
+}
+
+/// A number no other call returns: std's randomly keyed hasher (seeded from
+/// the operating system) over the time, the process id and a counter.
+pub(crate) fn unique_token() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
 }
 
 /// A shared store is a store: `Arc<dyn RuntimeStore>` can go wherever a

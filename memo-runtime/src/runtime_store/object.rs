@@ -1,12 +1,8 @@
 //! `ObjectStoreRuntimeStore`: the runtime store in object storage, atomic
 //! without transactions because every change is one write-once object.
 
-use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -585,21 +581,6 @@ impl ObjectStoreRuntimeStore {
     }
 }
 
-/// A fresh incarnation number: std's randomly keyed hasher (seeded from the
-/// operating system once per thread, and stepped for every instance) over the
-/// time, the process id and a counter, so no two creations share one.
-fn new_incarnation() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = RandomState::new().build_hasher();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    hasher.write_u128(nanos);
-    hasher.write_u32(std::process::id());
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.finish()
-}
-
 fn encode<T: Serialize>(value: &T, what: &str) -> Result<Vec<u8>> {
     rmp_serde::to_vec_named(value).map_err(|e| Error::Serialization {
         what: what.into(),
@@ -637,7 +618,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.write_hint(RunStatus::Pending, &run_id).await?;
         let creation = Creation {
             run,
-            incarnation: new_incarnation(),
+            incarnation: super::unique_token(),
         };
         let encoded = encode(&creation, "a run")?;
         match write_once::create_once(self.store.as_ref(), &run_path, &encoded).await? {

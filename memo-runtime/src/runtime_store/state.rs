@@ -52,9 +52,9 @@ pub(crate) struct RunState {
     snapshot: Option<Bytes>,
     inputs: Vec<InputRecord>,
     input_index: HashMap<String, usize>,
-    /// The `at_ms` of the commit that started the current attempt, which
-    /// tells a retried start from a competing one.
-    attempt_started_at_ms: Option<u64>,
+    /// The token of the start of the current attempt, which tells a
+    /// retried start from a competing one.
+    attempt_token: Option<u64>,
 }
 
 impl RunState {
@@ -78,7 +78,7 @@ impl RunState {
             snapshot: None,
             inputs: Vec::new(),
             input_index: HashMap::new(),
-            attempt_started_at_ms: None,
+            attempt_token: None,
         }
     }
 
@@ -281,7 +281,7 @@ impl RunState {
                 ),
             ));
         }
-        let StatusChange::Running { attempt } = *change else {
+        let StatusChange::Running { attempt, token } = *change else {
             return Ok(true);
         };
         let next = record.attempts + 1;
@@ -293,7 +293,7 @@ impl RunState {
                 "attempt {attempt} cannot start: the next attempt is {next}"
             )));
         }
-        if attempt == record.attempts && self.attempt_started_at_ms == Some(at_ms) {
+        if attempt == record.attempts && self.attempt_token == Some(token) {
             return Ok(false);
         }
         Err(self.conflict(
@@ -338,11 +338,11 @@ impl RunState {
             None => {}
             Some(_) if record.status.is_terminal() => {}
             // A start that is already in effect changes nothing.
-            Some(StatusChange::Running { attempt }) if attempt != record.attempts + 1 => {}
-            Some(StatusChange::Running { attempt }) => {
+            Some(StatusChange::Running { attempt, .. }) if attempt != record.attempts + 1 => {}
+            Some(StatusChange::Running { attempt, token }) => {
                 record.attempts = attempt;
                 record.status = RunStatus::Running;
-                self.attempt_started_at_ms = Some(commit.at_ms);
+                self.attempt_token = Some(token);
             }
             Some(terminal) => {
                 record.status = terminal.status();

@@ -111,7 +111,7 @@ async fn running_run(store: &dyn RuntimeStore, label: &str) -> RunId {
     store
         .atomic_apply(
             &run_id,
-            Commit::status(StatusChange::Running { attempt: 1 }, 1_100),
+            Commit::status(StatusChange::start_attempt(1), 1_100),
         )
         .await
         .expect("start attempt 1");
@@ -193,10 +193,7 @@ pub async fn runs_round_trip(store: &dyn RuntimeStore) {
     );
     assert_eq!(store.load_snapshot(&unknown).await.expect("snapshot"), None);
     let write = store
-        .atomic_apply(
-            &unknown,
-            Commit::status(StatusChange::Running { attempt: 1 }, 1),
-        )
+        .atomic_apply(&unknown, Commit::status(StatusChange::start_attempt(1), 1))
         .await;
     assert!(
         matches!(write, Err(Error::RunNotFound { .. })),
@@ -326,13 +323,26 @@ pub async fn step_commits_round_trip(store: &dyn RuntimeStore) {
 /// Sending any write again after it was applied (a retry after a lost
 /// acknowledgement) succeeds without applying it twice.
 pub async fn repeated_writes_are_idempotent(store: &dyn RuntimeStore) {
-    let run_id = running_run(store, "idempotent").await;
-    let start = Commit::status(StatusChange::Running { attempt: 1 }, 1_100);
-    let record = store
-        .atomic_apply(&run_id, start)
+    let run_id = unique_run_id("idempotent");
+    let created = store
+        .create_run(new_run(&run_id, b"in"))
         .await
-        .expect("restart attempt 1");
-    assert_eq!(record.attempts, 1, "a repeated start is not a new attempt");
+        .expect("create");
+    assert_eq!(
+        store
+            .create_run(new_run(&run_id, b"in"))
+            .await
+            .expect("again"),
+        created
+    );
+    let start = Commit::status(StatusChange::start_attempt(1), 1_100);
+    for _ in 0..3 {
+        let record = store
+            .atomic_apply(&run_id, start.clone())
+            .await
+            .expect("retry the start of attempt 1");
+        assert_eq!(record.attempts, 1, "a repeated start is not a new attempt");
+    }
 
     let first = store
         .append_input(&run_id, input("sig", b"p"))
@@ -470,12 +480,12 @@ pub async fn conflicting_commits_apply_nothing(store: &dyn RuntimeStore) {
     );
 
     // Attempts are fenced, terminal states are final.
-    let restart = Commit::status(StatusChange::Running { attempt: 1 }, 1_234);
+    let restart = Commit::status(StatusChange::start_attempt(1), 1_234);
     assert_conflict(
         store.atomic_apply(&run_id, restart).await,
         "restarting attempt 1",
     );
-    let skip = Commit::status(StatusChange::Running { attempt: 3 }, 1_235);
+    let skip = Commit::status(StatusChange::start_attempt(3), 1_235);
     assert_invalid(
         store.atomic_apply(&run_id, skip).await,
         "skipping attempt 2",
@@ -594,15 +604,19 @@ pub async fn racing_committers_of_one_sequence_have_one_winner<S: RuntimeStore +
         2
     );
 
-    let outcomes = join(racers(&|i| {
-        Commit::status(StatusChange::Running { attempt: 2 }, 5_000 + i as u64)
+    // Workers recovering the run at once, all in the same millisecond.
+    let outcomes = join(racers(&|_| {
+        Commit::status(StatusChange::start_attempt(2), 5_000)
     }))
     .await;
-    assert_eq!(
-        outcomes.iter().filter(|o| o.is_ok()).count(),
-        1,
-        "{outcomes:?}"
-    );
+    let started = outcomes.iter().filter(|o| o.is_ok()).count();
+    assert_eq!(started, 1, "one start of attempt 2: {outcomes:?}");
+    for outcome in &outcomes {
+        assert!(
+            matches!(outcome, Ok(_) | Err(Error::Conflict { .. })),
+            "{outcome:?}"
+        );
+    }
     assert_eq!(load(&make(), &run_id).await.attempts, 2);
 
     let appends: Vec<_> = (0..16)
@@ -736,7 +750,7 @@ pub async fn a_reused_run_id_is_a_new_run_everywhere<S: RuntimeStore>(make: &imp
         ..new_run(&run_id, b"new")
     };
     other.create_run(new).await.expect("create again");
-    let start = Commit::status(StatusChange::Running { attempt: 1 }, 5_000);
+    let start = Commit::status(StatusChange::start_attempt(1), 5_000);
     other.atomic_apply(&run_id, start).await.expect("start");
     let new_step = Commit::step(receipt(&run_id, 0, "new"), 5_001);
     other.atomic_apply(&run_id, new_step).await.expect("commit");

@@ -433,7 +433,7 @@ impl Runtime {
             .atomic_apply(
                 &run_id,
                 Commit::status(
-                    StatusChange::Running { attempt },
+                    StatusChange::start_attempt(attempt),
                     self.shared.clock.now_ms(),
                 ),
             )
