@@ -145,6 +145,21 @@ mod costs {
     }
 
     #[tokio::test]
+    async fn a_read_of_a_cached_finished_run_reads_only_its_creation_record() {
+        let (counting, store) = counted();
+        let run_id = started(&store, "finished").await;
+        let done = Commit::status(StatusChange::Failed { error: "e".into() }, 3);
+        store.atomic_apply(&run_id, done).await.unwrap();
+        counting.reset();
+        assert_eq!(
+            store.load_run(&run_id).await.unwrap().unwrap().status,
+            RunStatus::Failed
+        );
+        let c = counting.counts();
+        assert_eq!((c.gets, c.heads, c.lists), (1, 0, 0), "{c:?}");
+    }
+
+    #[tokio::test]
     async fn a_fresh_instance_folds_a_run_with_one_listing_and_a_get_per_entry() {
         let (counting, store) = counted();
         let run_id = started(&store, "fresh").await;

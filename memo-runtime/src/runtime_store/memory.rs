@@ -18,7 +18,8 @@ use crate::run_id::RunId;
 ///
 /// Every call takes the lock once and checks a change completely before
 /// touching anything, so a rejected change leaves no trace and no reader
-/// sees half a commit. Clones share the same runs.
+/// sees half a commit. Clones share the same runs. Listing by status scans
+/// every run held.
 ///
 /// # Example
 ///

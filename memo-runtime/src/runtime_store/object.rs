@@ -77,9 +77,9 @@ const CONCURRENCY: usize = 8;
 /// - a commit or input to a cached run: one create, plus a `GET` per change
 ///   another writer made first; a change of status adds the new status's
 ///   hint (one create) and deletes the old one;
-/// - a read of a cached run: one `GET` (the next log position, to catch up),
-///   plus a `HEAD` of the creation record if the run is terminal, since only
-///   terminal runs can have been deleted by someone else;
+/// - a read of a cached run: one `GET` (of the next log position, to catch
+///   up; of the creation record instead if the run is terminal, since only a
+///   terminal run can have been deleted, and its id reused, by someone else);
 /// - any call on a run not in the cache first reads its creation record,
 ///   lists its log once and reads each log entry;
 /// - creating a run: a `GET` of its creation record, a listing of its (empty)
