@@ -63,6 +63,14 @@ async fn conformance_on_object_store_behind_a_prefix_store() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_with_a_cache_of_one_run() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let make = || ObjectStoreRuntimeStore::new(objects.clone(), "memo").with_cached_runs(1);
+    suite::run_all(make).await;
+    suite::corrupt_records_are_errors(&make).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_through_a_shared_trait_object() {
     let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     suite::run_all(|| -> Arc<dyn RuntimeStore> {
