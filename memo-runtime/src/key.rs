@@ -2,6 +2,7 @@
 //! SHA-256 (the derivation is documented on [`content_key`]).
 
 use std::io::Write;
+use std::ops::Range;
 
 use serde::ser::{self, Serialize};
 use sha2::{Digest, Sha256};
@@ -166,13 +167,6 @@ impl<W: Write> Canonical<'_, W> {
     }
 }
 
-/// Encodes `value` canonically into a fresh buffer.
-fn encode_to_vec<T: Serialize + ?Sized>(value: &T) -> KResult<Vec<u8>> {
-    let mut buf = Vec::new();
-    value.serialize(&mut Canonical { out: &mut buf })?;
-    Ok(buf)
-}
-
 impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
     type Ok = ();
     type Error = KeyError;
@@ -308,6 +302,7 @@ impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
     fn serialize_map(self, _len: Option<usize>) -> KResult<Self::SerializeMap> {
         Ok(Map {
             parent: self,
+            buf: Vec::new(),
             entries: Vec::new(),
             key: None,
         })
@@ -361,11 +356,22 @@ impl<W: Write> ser::SerializeSeq for Seq<'_, '_, W> {
     }
 }
 
-/// A map: entries are encoded one by one, then sorted and written.
+/// A map: entries are encoded one after another into one scratch buffer,
+/// then written in the order of their encoded keys.
 struct Map<'a, 'w, W: Write> {
     parent: &'a mut Canonical<'w, W>,
-    entries: Vec<(Vec<u8>, Vec<u8>)>,
-    key: Option<Vec<u8>>,
+    buf: Vec<u8>,
+    /// Each entry's key and value, as ranges of `buf`.
+    entries: Vec<(Range<usize>, Range<usize>)>,
+    key: Option<Range<usize>>,
+}
+
+impl<W: Write> Map<'_, '_, W> {
+    fn encode<T: Serialize + ?Sized>(&mut self, value: &T) -> KResult<Range<usize>> {
+        let start = self.buf.len();
+        value.serialize(&mut Canonical { out: &mut self.buf })?;
+        Ok(start..self.buf.len())
+    }
 }
 
 impl<W: Write> ser::SerializeMap for Map<'_, '_, W> {
@@ -373,7 +379,7 @@ impl<W: Write> ser::SerializeMap for Map<'_, '_, W> {
     type Error = KeyError;
 
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> KResult {
-        self.key = Some(encode_to_vec(key)?);
+        self.key = Some(self.encode(key)?);
         Ok(())
     }
 
@@ -382,16 +388,20 @@ impl<W: Write> ser::SerializeMap for Map<'_, '_, W> {
             .key
             .take()
             .ok_or_else(|| KeyError("map value serialized before its key".into()))?;
-        self.entries.push((key, encode_to_vec(value)?));
+        let value = self.encode(value)?;
+        self.entries.push((key, value));
         Ok(())
     }
 
     fn end(mut self) -> KResult {
-        self.entries.sort_unstable();
+        let buf = &self.buf;
+        self.entries.sort_unstable_by(|(k1, v1), (k2, v2)| {
+            (&buf[k1.clone()], &buf[v1.clone()]).cmp(&(&buf[k2.clone()], &buf[v2.clone()]))
+        });
         rmp::encode::write_map_len(self.parent.out, len32(self.entries.len())?)?;
         for (k, v) in &self.entries {
-            self.parent.out.write_all(k)?;
-            self.parent.out.write_all(v)?;
+            self.parent.out.write_all(&buf[k.clone()])?;
+            self.parent.out.write_all(&buf[v.clone()])?;
         }
         Ok(())
     }
