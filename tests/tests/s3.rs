@@ -15,9 +15,11 @@ use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::aws::{AmazonS3Builder, S3ConditionalPut};
 use memo_runtime::object_store::{ObjectStore, RetryConfig};
 use memo_runtime::testing::memo_store as suite;
+use memo_runtime::testing::runtime_store as runtime_suite;
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{
-    Error, MARKER_BUCKET_MS, MemoStore, RunId, UrlStore, probe_conditional_create, store_from_url,
+    Error, MARKER_BUCKET_MS, MemoStore, ObjectStoreRuntimeStore, RunId, UrlStore,
+    probe_conditional_create, store_from_url,
 };
 
 /// The S3 server and bucket the tests run against.
@@ -149,6 +151,32 @@ async fn memo_conformance_suite_on_s3() {
     };
     let opened = s3.open();
     suite::run_all(|| MemoStore::new(opened.store.clone(), opened.prefix.clone())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runtime_store_conformance_suite_on_s3() {
+    let Some(s3) = S3::from_env("runtime_store_conformance_suite_on_s3") else {
+        return;
+    };
+    // A new client per instance, as separate workers would have.
+    let make = || {
+        let opened = s3.open();
+        ObjectStoreRuntimeStore::new(opened.store, opened.prefix)
+    };
+    runtime_suite::run_all(make).await;
+    runtime_suite::corrupt_records_are_errors(&make).await;
+    runtime_suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runtime_store_faults_on_s3_never_leave_a_partial_commit() {
+    let Some(s3) = S3::from_env("runtime_store_faults_on_s3_never_leave_a_partial_commit") else {
+        return;
+    };
+    let opened = s3.open();
+    let faults = Arc::new(FaultInjectingStore::new(opened.store).with_seed(13));
+    let make = || ObjectStoreRuntimeStore::new(faults.clone(), opened.prefix.clone());
+    runtime_suite::faults_never_leave_a_partial_commit(&make, &faults).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
