@@ -231,3 +231,16 @@ impl Error {
         }
     }
 }
+
+/// Lets `#[memoized]` functions return `std::io::Result<T>`: memo's failures
+/// become I/O errors of the matching kind, with the memo error as source.
+impl From<Error> for std::io::Error {
+    fn from(error: Error) -> Self {
+        let kind = match &error {
+            Error::Decode { .. } | Error::Corrupt { .. } => std::io::ErrorKind::InvalidData,
+            Error::InvalidRunId { .. } => std::io::ErrorKind::InvalidInput,
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, error)
+    }
+}

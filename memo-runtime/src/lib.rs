@@ -35,6 +35,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
 pub use key::content_key;
 pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
+pub use memo_macros::memoized;
 pub use object_store;
 pub use run_id::{MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
@@ -42,3 +43,11 @@ pub use store_url::{
     MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore, probe_conditional_create, store_from_url,
 };
 pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};
+
+mod private;
+/// The runtime half of `#[memoized]`: what its expansion calls. Not public
+/// API; it may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::private::*;
+}

@@ -365,14 +365,12 @@ impl Memo {
     }
 
     /// The object path of `key`'s entry, for error messages.
-    #[allow(dead_code)] // used by the macro's runtime support
     pub(crate) fn entry_path(&self, key: &str) -> String {
         self.key_path(key).to_string()
     }
 
     /// A string naming (store instance, entry path) for `key`, unique in the
     /// process, so concurrent identical calls can be coalesced.
-    #[allow(dead_code)] // used by the macro's runtime support
     pub(crate) fn flight_key(&self, key: &str) -> String {
         let instance = Arc::as_ptr(&self.store.inner.store) as *const () as usize;
         format!("{instance:x}:{}", self.key_path(key))

@@ -1,0 +1,196 @@
+//! Generates the memoized function: the original signature, and a body that
+//! derives the key, asks the memo, and runs the original body only on a miss.
+
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::ItemFn;
+use syn::spanned::Spanned;
+
+use crate::attr::Attr;
+use crate::valid::{self, Plan};
+
+/// The whole pipeline: parse the options, check them, generate.
+///
+/// The function is always emitted, even when a check fails, so one mistake
+/// gives one error and code that calls the function keeps type-checking.
+pub(crate) fn memoized(args: TokenStream, item: TokenStream) -> TokenStream {
+    let func: ItemFn = match syn::parse2(item.clone()) {
+        Ok(func) => func,
+        Err(_) => {
+            let error = syn::Error::new(
+                Span::call_site(),
+                "`#[memoized]` applies to an `async fn` with a body",
+            );
+            let error = error.into_compile_error();
+            return quote!(#item #error);
+        }
+    };
+    match plan(args, &func) {
+        Ok(plan) => expand(&plan, &func),
+        Err(error) => {
+            let error = error.into_compile_error();
+            let func = unexpanded(func);
+            quote!(#func #error)
+        }
+    }
+}
+
+/// The function as written, for when it cannot be expanded: it still
+/// exists for its callers, without warnings or errors that only follow from
+/// the reported one.
+fn unexpanded(mut func: ItemFn) -> ItemFn {
+    // Parameters the expansion would have used (the memo, the key) would
+    // otherwise be reported as unused.
+    func.attrs
+        .push(syn::parse_quote!(#[allow(unused_variables)]));
+    // `const async fn` is an error of its own; ours already says `const` must go.
+    func.sig.constness = None;
+    func
+}
+
+fn plan(args: TokenStream, func: &ItemFn) -> syn::Result<Plan> {
+    let mut attr = Attr::parse_args(args)?;
+    let mut errors = std::mem::take(&mut attr.errors).into_iter();
+    if let Some(mut first) = errors.next() {
+        // A misspelt option (say `memmo`) would also look like a missing
+        // memo to the signature checks, so those wait until the options read
+        // cleanly: one mistake, one error.
+        errors.for_each(|e| first.combine(e));
+        return Err(first);
+    }
+    valid::check(attr, &func.sig)
+}
+
+fn expand(plan: &Plan, func: &ItemFn) -> TokenStream {
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+    } = func;
+    let Plan {
+        krate,
+        name,
+        version,
+        memo,
+        key_args,
+        output,
+    } = plan;
+    let private = |span| private_path(krate, span);
+
+    let key_parts = key_args.iter().map(|arg| {
+        let value = &arg.value;
+        let private = private(arg.span);
+        let check = if arg.receiver {
+            quote_spanned!(arg.span=> receiver_key_part)
+        } else {
+            quote_spanned!(arg.span=> key_part)
+        };
+        quote_spanned!(arg.span=> #private::#check(#value))
+    });
+    let memo_of = {
+        let private = private(memo.span());
+        quote_spanned!(memo.span()=> #private::memo_of(__memo_handle))
+    };
+    // Every bound on the return type is checked in this one call, so its
+    // errors land on the return type.
+    let codec = {
+        let private = private(output.span());
+        quote_spanned!(output.span()=> #private::codec::<#output>())
+    };
+    let key = private(Span::call_site());
+
+    // Tracing's trick: an unreachable `return` of the declared type fixes
+    // the body's type, so `?` converts into the declared error and a wrong
+    // tail expression is reported at the user's expression, not here.
+    let fake_return = quote_spanned! {output.span()=>
+        #[allow(
+            unreachable_code,
+            clippy::diverging_sub_expression,
+            clippy::empty_loop,
+            clippy::let_unit_value,
+            clippy::unreachable,
+            clippy::needless_return
+        )]
+        if false {
+            let __memo_fake_return: #output = loop {};
+            return __memo_fake_return;
+        }
+    };
+
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            let __memo_handle = &(#memo);
+            let __memo_key = #key::key(#name, #version, &[#(#key_parts),*]);
+            let __memo_body = async {
+                #fake_return
+                #block
+            };
+            let __memo_codec = #codec;
+            #key::memoize(#memo_of, #name, __memo_key, __memo_codec, __memo_body).await
+        }
+    }
+}
+
+/// `<crate>::__private`, every token located at `span`, so that a type
+/// error in a call through it is reported at `span` (an argument's type, the
+/// return type), not at the attribute.
+fn private_path(krate: &syn::Path, span: Span) -> TokenStream {
+    let krate = located_at(krate.to_token_stream(), span);
+    quote_spanned!(span=> #krate::__private)
+}
+
+/// `tokens` moved to `span` for error reporting; name resolution is kept.
+fn located_at(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut moved = Group::new(group.delimiter(), located_at(group.stream(), span));
+                moved.set_span(group.span().located_at(span));
+                token = TokenTree::Group(moved);
+            } else {
+                token.set_span(token.span().located_at(span));
+            }
+            token
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::memoized;
+
+    #[test]
+    fn with_a_crate_path_the_expansion_names_only_that_path() {
+        let expanded = memoized(
+            quote!(crate = "my_sdk::memo"),
+            quote! {
+                async fn f(memo: &Memo, n: u8) -> Result<u8, E> { Ok(n) }
+            },
+        )
+        .to_string();
+        assert!(
+            expanded.contains("my_sdk :: memo :: __private"),
+            "{expanded}"
+        );
+        assert!(!expanded.contains("memo_runtime"), "{expanded}");
+        assert!(!expanded.contains("compile_error"), "{expanded}");
+    }
+
+    #[test]
+    fn a_failed_check_still_emits_the_function_once() {
+        let expanded = memoized(
+            quote!(),
+            quote! {
+                fn f(memo: &Memo) -> Result<u8, E> { Ok(1) }
+            },
+        )
+        .to_string();
+        assert_eq!(expanded.matches("fn f").count(), 1, "{expanded}");
+        assert_eq!(expanded.matches("compile_error").count(), 1, "{expanded}");
+    }
+}

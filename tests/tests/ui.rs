@@ -1,0 +1,23 @@
+//! Compile-time tests of `#[memoized]`: every supported shape compiles
+//! (`tests/ui/pass/`), every misuse fails with the error in its `.stderr`
+//! (`tests/ui/fail/`).
+//!
+//! The `.stderr` files are rustc's exact output, which changes between
+//! compiler releases, so the test runs only on the release they were made
+//! with (1.95) and is ignored elsewhere. After an intended change to a
+//! message, or on moving to a new rustc, regenerate them and review the diff:
+//!
+//! ```text
+//! TRYBUILD=overwrite cargo test -p memo-tests --test ui
+//! ```
+
+#[rustversion::attr(
+    not(stable(1.95)),
+    ignore = "the .stderr files were made with rustc 1.95; see this file's docs"
+)]
+#[test]
+fn memoized_compiles_every_supported_shape_and_rejects_every_misuse() {
+    let cases = trybuild::TestCases::new();
+    cases.pass("ui/pass/*.rs");
+    cases.compile_fail("ui/fail/*.rs");
+}

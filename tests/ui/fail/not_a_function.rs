@@ -1,0 +1,6 @@
+use memo_runtime::memoized;
+
+#[memoized]
+struct Draft;
+
+fn main() {}

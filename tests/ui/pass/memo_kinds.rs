@@ -1,0 +1,36 @@
+//! The memo may be `&Memo`, `&mut Memo`, an owned `Memo`, under any path,
+//! or any expression that yields one of those (or an `Arc<Memo>`).
+use std::sync::Arc;
+
+use memo_runtime::memoized;
+
+#[memoized]
+async fn by_ref(memo: &memo_runtime::Memo, n: u8) -> memo_runtime::Result<u8> {
+    Ok(n)
+}
+
+#[memoized]
+async fn by_mut_ref(memo: &mut memo_runtime::Memo, n: u8) -> memo_runtime::Result<u8> {
+    Ok(n)
+}
+
+#[memoized]
+async fn owned(memo: memo_runtime::Memo, n: u8) -> memo_runtime::Result<u8> {
+    let _still_usable = memo.step_number();
+    Ok(n)
+}
+
+#[memoized(memo = shared)]
+async fn shared(shared: Arc<memo_runtime::Memo>, n: u8) -> memo_runtime::Result<u8> {
+    Ok(n)
+}
+
+#[memoized(memo = memo)]
+async fn chosen(memo: &memo_runtime::Memo, audit: &memo_runtime::Memo, n: u8) -> memo_runtime::Result<u8> {
+    let _ = audit;
+    Ok(n)
+}
+
+fn main() {
+    let _ = (by_ref, by_mut_ref, owned, shared, chosen);
+}
