@@ -1,0 +1,78 @@
+//! Generated code is warning-free under the strictest common settings: a
+//! user's `#![deny(warnings, clippy::all)]` must not trip on the expansion.
+//! `cargo clippy --workspace --all-targets -- -D warnings` checks this file.
+#![deny(warnings, clippy::all)]
+
+use std::collections::BTreeSet;
+
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::{Memo, MemoStore, RunId, memoized};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Reply {
+    text: String,
+}
+
+/// A free function with a borrowed and an owned argument.
+#[memoized]
+async fn reply(memo: &Memo, to: &str, tags: BTreeSet<String>) -> memo_runtime::Result<Reply> {
+    Ok(Reply {
+        text: format!("{to}: {}", tags.len()),
+    })
+}
+
+/// No key arguments and a unit result.
+#[memoized]
+async fn ping(memo: &Memo) -> anyhow::Result<()> {
+    Ok(())
+}
+
+struct Client {
+    base: String,
+}
+
+impl Client {
+    /// A method with a skipped receiver, a `mut` binding and an early return.
+    #[memoized(skip(self), name = "client.fetch", version = 3)]
+    async fn fetch(&self, memo: &Memo, mut attempts: u8) -> memo_runtime::Result<String> {
+        if attempts == 0 {
+            return Ok(String::new());
+        }
+        attempts -= 1;
+        Ok(format!("{}#{attempts}", self.base))
+    }
+}
+
+/// A generic function with a where-clause and `?` on a foreign error.
+#[memoized]
+async fn parse_all<T>(memo: &Memo, inputs: Vec<String>) -> anyhow::Result<Vec<T>>
+where
+    T: std::str::FromStr + Serialize + for<'de> Deserialize<'de> + Send,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in &inputs {
+        out.push(input.parse()?);
+    }
+    Ok(out)
+}
+
+#[tokio::test]
+async fn strictly_linted_memoized_functions_run_and_hit() -> anyhow::Result<()> {
+    let store = MemoStore::new(std::sync::Arc::new(InMemory::new()), "lint");
+    let memo = store.new_memo(&RunId::new("lint")?, 0);
+    let tags: BTreeSet<String> = ["a".to_owned()].into();
+    assert_eq!(
+        reply(&memo, "ann", tags.clone()).await?,
+        reply(&memo, "ann", tags).await?
+    );
+    ping(&memo).await?;
+    let client = Client {
+        base: "https://example.invalid".into(),
+    };
+    assert_eq!(client.fetch(&memo, 2).await?, "https://example.invalid#1");
+    let parsed: Vec<u16> = parse_all(&memo, vec!["1".into(), "2".into()]).await?;
+    assert_eq!(parsed, [1, 2]);
+    Ok(())
+}
