@@ -12,6 +12,7 @@
 //! - [`RunId`]: the checked run identifier that keeps runs apart.
 //! - [`RuntimeStore`]: the durable record of workflow runs and their step
 //!   receipts, in memory or in object storage ([`runtime_store`]).
+//! - [`RetentionSweeper`]: deletes what expired runs left behind.
 #![warn(missing_docs, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -23,6 +24,7 @@ mod memo;
 mod run_id;
 pub mod runtime_store;
 mod store_url;
+mod sweeper;
 mod terminal;
 pub mod workflow;
 mod write_once;
@@ -41,6 +43,10 @@ pub use run_id::{MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 pub use store_url::{
     MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore, probe_conditional_create, store_from_url,
+};
+pub use sweeper::{
+    DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper, RetentionSweeperBuilder,
+    SweepFailure, SweepReport, SweeperHandle, SweeperSummary,
 };
 pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};
 

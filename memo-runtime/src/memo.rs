@@ -207,6 +207,22 @@ impl MemoStore {
         }
     }
 
+    /// How many memo and step-output entries `run_id` has: what
+    /// [`clear_memos_for_run`](Self::clear_memos_for_run) would delete now.
+    pub(crate) async fn count_memos_for_run(&self, run_id: &RunId) -> Result<usize> {
+        let mut count = 0;
+        for folder in [MEMOS, STEP_OUTPUTS] {
+            let prefix = self.run_folder(folder, run_id);
+            count += self
+                .store()
+                .list(Some(&prefix))
+                .try_fold(0, |n, _| futures::future::ready(Ok(n + 1)))
+                .await
+                .map_err(|e| Error::store(&prefix, e))?;
+        }
+        Ok(count)
+    }
+
     pub(crate) fn store(&self) -> &dyn ObjectStore {
         self.inner.store.as_ref()
     }

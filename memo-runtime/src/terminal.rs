@@ -1,7 +1,8 @@
 //! Terminal markers: one small object per run that reached a terminal state
 //! (the layout is documented on [`TerminalMarker`]).
 
-use futures::TryStreamExt;
+use futures::future;
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
@@ -85,7 +86,9 @@ impl MemoStore {
     /// `cutoff_ms`, oldest first. A marker at exactly `cutoff_ms` is kept.
     ///
     /// The cost is one delimiter listing of the bucket folders plus listings
-    /// of the expired markers (see [`TerminalMarker`]).
+    /// of the expired markers (see [`TerminalMarker`]). The whole answer is
+    /// held in memory; [`expired_terminal_markers`](Self::expired_terminal_markers)
+    /// streams the same markers instead.
     ///
     /// # Errors
     ///
@@ -94,6 +97,66 @@ impl MemoStore {
         &self,
         cutoff_ms: u64,
     ) -> Result<Vec<TerminalMarker>> {
+        let mut markers: Vec<_> = self
+            .expired_terminal_markers(cutoff_ms)
+            .try_collect()
+            .await?;
+        markers.sort_by_key(|m| m.terminal_at_ms);
+        Ok(markers)
+    }
+
+    /// Streams the markers of runs that reached a terminal state strictly
+    /// before `cutoff_ms`: hour bucket by hour bucket, oldest bucket first,
+    /// and within a bucket in the backend's listing order. A marker at
+    /// exactly `cutoff_ms` is not yielded.
+    ///
+    /// The cost is that of
+    /// [`list_expired_terminal_markers`](Self::list_expired_terminal_markers),
+    /// but memory holds one bucket folder name per stored hour plus the
+    /// backend's listing page, not every expired marker, and a bucket is
+    /// listed only when the stream reaches it. Deleting markers already
+    /// yielded while the stream runs is safe.
+    ///
+    /// # Errors
+    ///
+    /// The stream yields [`Error::Store`] if a listing fails.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use futures::TryStreamExt;
+    /// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
+    ///
+    /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    /// store.write_terminal_marker(&RunId::new("old")?, 1_000).await?;
+    /// store.write_terminal_marker(&RunId::new("new")?, 9_000).await?;
+    /// let mut expired = store.expired_terminal_markers(5_000);
+    /// while let Some(marker) = expired.try_next().await? {
+    ///     assert_eq!(marker.run_id.as_str(), "old");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn expired_terminal_markers(
+        &self,
+        cutoff_ms: u64,
+    ) -> BoxStream<'static, Result<TerminalMarker>> {
+        let this = self.clone();
+        stream::once(async move {
+            let buckets = this.expired_buckets(cutoff_ms).await?;
+            let markers = stream::iter(buckets)
+                .map(move |(bucket, path)| this.expired_in_bucket(bucket, path, cutoff_ms))
+                .flatten();
+            Ok::<_, Error>(markers)
+        })
+        .try_flatten()
+        .boxed()
+    }
+
+    /// The bucket folders that hold markers before `cutoff_ms`, oldest first:
+    /// one delimiter listing.
+    async fn expired_buckets(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
         let folder = self.terminals_folder();
         let listing = self
             .store()
@@ -103,38 +166,49 @@ impl MemoStore {
         for foreign in &listing.objects {
             tracing::warn!(path = %foreign.location, "skipping a foreign object in the terminal markers folder");
         }
-        let mut markers = Vec::new();
-        for bucket_path in listing.common_prefixes {
-            let Some(bucket) = parse_bucket(&bucket_path) else {
-                tracing::warn!(path = %bucket_path, "skipping a foreign folder in the terminal markers folder");
-                continue;
-            };
-            if bucket >= cutoff_ms {
-                continue;
-            }
-            let stream = if bucket.saturating_add(MARKER_BUCKET_MS) <= cutoff_ms {
-                self.store().list(Some(&bucket_path))
-            } else {
-                // Markers at or after the cutoff sort before this offset (`z` sorts
-                // after the `_` that follows the digits; `~` would be escaped).
-                let offset = bucket_path
-                    .clone()
-                    .join(format!("{:020}z", u64::MAX - cutoff_ms));
-                self.store().list_with_offset(Some(&bucket_path), &offset)
-            };
-            let metas: Vec<_> = stream
-                .try_collect()
-                .await
-                .map_err(|e| Error::store(&bucket_path, e))?;
-            markers.extend(
-                metas
-                    .iter()
-                    .filter_map(|meta| self.parse_marker(&meta.location, Some(bucket)))
-                    .filter(|m| m.terminal_at_ms < cutoff_ms),
-            );
-        }
-        markers.sort_by_key(|m| m.terminal_at_ms);
-        Ok(markers)
+        let mut buckets: Vec<_> = listing
+            .common_prefixes
+            .into_iter()
+            .filter_map(|path| match parse_bucket(&path) {
+                Some(bucket) => Some((bucket, path)),
+                None => {
+                    tracing::warn!(%path, "skipping a foreign folder in the terminal markers folder");
+                    None
+                }
+            })
+            .filter(|(bucket, _)| *bucket < cutoff_ms)
+            .collect();
+        buckets.sort_unstable_by_key(|(bucket, _)| *bucket);
+        Ok(buckets)
+    }
+
+    /// The markers before `cutoff_ms` in the bucket starting at `bucket`.
+    fn expired_in_bucket(
+        &self,
+        bucket: u64,
+        bucket_path: Path,
+        cutoff_ms: u64,
+    ) -> BoxStream<'static, Result<TerminalMarker>> {
+        let listing = if bucket.saturating_add(MARKER_BUCKET_MS) <= cutoff_ms {
+            self.store().list(Some(&bucket_path))
+        } else {
+            // Markers at or after the cutoff sort before this offset (`z` sorts
+            // after the `_` that follows the digits; `~` would be escaped).
+            let offset = bucket_path
+                .clone()
+                .join(format!("{:020}z", u64::MAX - cutoff_ms));
+            self.store().list_with_offset(Some(&bucket_path), &offset)
+        };
+        let this = self.clone();
+        listing
+            .map_err(move |e| Error::store(&bucket_path, e))
+            .try_filter_map(move |meta| {
+                let marker = this
+                    .parse_marker(&meta.location, Some(bucket))
+                    .filter(|m| m.terminal_at_ms < cutoff_ms);
+                future::ready(Ok(marker))
+            })
+            .boxed()
     }
 
     /// Deletes `marker`. Deleting a marker that is already gone succeeds.

@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 
 use crate::{Error, MemoStore, RunId, TerminalMarker};
@@ -302,7 +303,7 @@ pub async fn terminal_markers_round_trip(store: &MemoStore) {
 }
 
 /// Expiry is strict (a marker at exactly the cutoff is kept) and correct at
-/// every bucket boundary.
+/// every bucket boundary, whether the expired markers are listed or streamed.
 pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
     let hour = crate::MARKER_BUCKET_MS;
     let base = 1_000 * hour;
@@ -344,6 +345,14 @@ pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
             .collect();
         let want: Vec<u64> = times.iter().copied().filter(|t| *t < cutoff).collect();
         assert_eq!(expired, want, "cutoff {cutoff}");
+        let mut streamed: Vec<u64> = store
+            .expired_terminal_markers(cutoff)
+            .map_ok(|m| m.terminal_at_ms)
+            .try_collect()
+            .await
+            .unwrap();
+        streamed.sort_unstable();
+        assert_eq!(streamed, want, "streamed, cutoff {cutoff}");
     }
     for marker in store.list_expired_terminal_markers(u64::MAX).await.unwrap() {
         store.delete_terminal_marker(&marker).await.unwrap();

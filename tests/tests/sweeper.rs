@@ -1,0 +1,848 @@
+//! The retention sweeper on InMemory and LocalFileSystem: what a pass
+//! deletes and keeps, under injected faults, in dry-run mode, what its
+//! listing costs, and the background task's life cycle.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::local::LocalFileSystem;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::{
+    Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, RunRecord, RunStatus,
+    StatusChange, StepReceipt,
+};
+use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::{
+    Error, MARKER_BUCKET_MS, ManualClock, MemoStore, RetentionSweeper, RunId, RuntimeStore,
+    TerminalMarker,
+};
+use tokio::sync::{Notify, Semaphore};
+
+const HOUR: u64 = MARKER_BUCKET_MS;
+const DAY: u64 = 24 * HOUR;
+const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// "Now" in every test: day 100, in the middle of an hour.
+const NOW: u64 = 100 * DAY + HOUR / 2;
+/// The cutoff at `NOW` with `RETENTION`.
+const CUTOFF: u64 = NOW - 7 * DAY;
+
+fn run(id: &str) -> RunId {
+    RunId::new(id).unwrap()
+}
+
+/// Every embedded backend, fresh, with the folder that backs the local one.
+fn backends() -> Vec<(
+    &'static str,
+    Arc<dyn ObjectStore>,
+    Option<tempfile::TempDir>,
+)> {
+    let dir = tempfile::tempdir().unwrap();
+    let local = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    vec![
+        ("in-memory", Arc::new(InMemory::new()), None),
+        ("local", local, Some(dir)),
+    ]
+}
+
+/// Gives `run` `steps` memo entries and `steps` step-output entries.
+async fn seed_entries(store: &MemoStore, run: &RunId, steps: u32) {
+    for step in 0..steps {
+        store
+            .new_memo(run, step)
+            .put("key", b"value")
+            .await
+            .unwrap();
+        store
+            .put_step_output(run, step, b"payload", b"output")
+            .await
+            .unwrap();
+    }
+}
+
+/// A run with entries and a terminal marker.
+async fn seed_terminal_run(store: &MemoStore, run: &RunId, steps: u32, terminal_at_ms: u64) {
+    seed_entries(store, run, steps).await;
+    store
+        .write_terminal_marker(run, terminal_at_ms)
+        .await
+        .unwrap();
+}
+
+/// The run's entries as the object store lists them, independently of
+/// MemoStore.
+async fn stored_entries(store: &MemoStore, run: &RunId) -> usize {
+    let mut count = 0;
+    for folder in ["memos", "step-outputs"] {
+        let prefix = store.prefix().clone().join(folder).join(run.as_str());
+        let listed: Vec<_> = store
+            .object_store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .unwrap();
+        count += listed.len();
+    }
+    count
+}
+
+fn marker_runs(markers: &[TerminalMarker]) -> Vec<&str> {
+    let mut runs: Vec<_> = markers.iter().map(|m| m.run_id.as_str()).collect();
+    runs.sort_unstable();
+    runs
+}
+
+fn sweeper(store: &MemoStore) -> RetentionSweeper {
+    RetentionSweeper::builder(store.clone(), RETENTION).build()
+}
+
+/// Records a run in `store` and finishes it at `terminal_at_ms`.
+async fn finished_run(store: &dyn RuntimeStore, run: &RunId, terminal_at_ms: u64) {
+    started_run(store, run, terminal_at_ms - 2).await;
+    let done = StatusChange::Completed {
+        output: Bytes::from_static(b"done"),
+    };
+    store
+        .atomic_apply(run, Commit::status(done, terminal_at_ms))
+        .await
+        .unwrap();
+}
+
+/// Records a run in `store` and starts its first attempt.
+async fn started_run(store: &dyn RuntimeStore, run: &RunId, created_at_ms: u64) {
+    let new = NewRun {
+        run_id: run.clone(),
+        workflow: "wf".into(),
+        input: Bytes::new(),
+        created_at_ms,
+    };
+    store.create_run(new).await.unwrap();
+    let start = StatusChange::Running { attempt: 1 };
+    store
+        .atomic_apply(run, Commit::status(start, created_at_ms + 1))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn expired_runs_are_cleared_and_their_markers_removed() {
+    for (name, objects, _dir) in backends() {
+        let store = MemoStore::new(objects, "memo");
+        seed_terminal_run(&store, &run("old-a"), 3, CUTOFF - DAY).await;
+        seed_terminal_run(&store, &run("old-b"), 2, CUTOFF - 5 * HOUR - 7).await;
+        seed_terminal_run(&store, &run("recent"), 2, CUTOFF + HOUR).await;
+
+        let report = sweeper(&store).sweep_once(NOW).await.unwrap();
+
+        assert_eq!(report.cutoff_ms, CUTOFF, "{name}");
+        assert_eq!(
+            (report.markers_expired, report.runs_cleared),
+            (2, 2),
+            "{name}"
+        );
+        assert_eq!(report.entries_deleted, 2 * (3 + 2), "{name}");
+        assert!(
+            report.is_complete() && !report.dry_run,
+            "{name}: {report:?}"
+        );
+        assert_eq!(stored_entries(&store, &run("old-a")).await, 0, "{name}");
+        assert_eq!(stored_entries(&store, &run("old-b")).await, 0, "{name}");
+        assert_eq!(stored_entries(&store, &run("recent")).await, 4, "{name}");
+        let markers = store.list_terminal_markers().await.unwrap();
+        assert_eq!(marker_runs(&markers), ["recent"], "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_terminal_at_exactly_the_cutoff_is_kept() {
+    for (name, objects, _dir) in backends() {
+        let store = MemoStore::new(objects, "memo");
+        seed_terminal_run(&store, &run("at-cutoff"), 1, CUTOFF).await;
+        seed_terminal_run(&store, &run("just-before"), 1, CUTOFF - 1).await;
+        let sweeper = sweeper(&store);
+
+        let report = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(report.runs_cleared, 1, "{name}");
+        assert_eq!(
+            stored_entries(&store, &run("just-before")).await,
+            0,
+            "{name}"
+        );
+        assert_eq!(stored_entries(&store, &run("at-cutoff")).await, 2, "{name}");
+
+        // One millisecond later it has expired.
+        let report = sweeper.sweep_once(NOW + 1).await.unwrap();
+        assert_eq!(report.runs_cleared, 1, "{name}");
+        assert_eq!(stored_entries(&store, &run("at-cutoff")).await, 0, "{name}");
+        assert!(store.list_terminal_markers().await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn runs_next_to_an_expired_run_are_untouched() {
+    for (name, objects, _dir) in backends() {
+        let store = MemoStore::new(objects, "memo");
+        seed_terminal_run(&store, &run("run"), 2, CUTOFF - DAY).await;
+        // Neighbours by name: a run id that extends it, and ones that sort
+        // right around it. One has a retained marker, the others none.
+        seed_terminal_run(&store, &run("run-suffix"), 2, CUTOFF + 1).await;
+        for neighbour in ["run_2", "ru", "runx"] {
+            seed_entries(&store, &run(neighbour), 2).await;
+        }
+
+        let report = sweeper(&store).sweep_once(NOW).await.unwrap();
+
+        assert_eq!(
+            (report.runs_cleared, report.entries_deleted),
+            (1, 4),
+            "{name}"
+        );
+        assert_eq!(stored_entries(&store, &run("run")).await, 0, "{name}");
+        for neighbour in ["run-suffix", "run_2", "ru", "runx"] {
+            assert_eq!(
+                stored_entries(&store, &run(neighbour)).await,
+                4,
+                "{name}: {neighbour}"
+            );
+        }
+    }
+}
+
+/// A fault-injecting store over each backend, with its memo store.
+fn faulty_backends() -> Vec<(
+    &'static str,
+    Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
+    MemoStore,
+    Option<tempfile::TempDir>,
+)> {
+    backends()
+        .into_iter()
+        .map(|(name, objects, dir)| {
+            let faults = Arc::new(FaultInjectingStore::new(objects));
+            let store = MemoStore::new(faults.clone(), "memo");
+            (name, faults, store, dir)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_failed_entry_delete_keeps_the_marker_and_a_later_pass_leaves_nothing() {
+    for (name, faults, store, _dir) in faulty_backends() {
+        seed_terminal_run(&store, &run("fails"), 4, CUTOFF - DAY).await;
+        seed_terminal_run(&store, &run("works"), 2, CUTOFF - DAY).await;
+        seed_terminal_run(&store, &run("fails-not"), 2, CUTOFF - HOUR).await;
+        seed_terminal_run(&store, &run("recent"), 2, CUTOFF + DAY).await;
+        faults.inject(
+            FaultRule::fail_before(RequestKind::Delete)
+                .at_prefix("memo/memos/fails")
+                .times(1),
+        );
+        let sweeper = sweeper(&store);
+
+        let first = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(faults.faults_injected(), 1, "{name}");
+        assert_eq!(first.markers_expired, 3, "{name}");
+        assert_eq!(first.runs_cleared, 2, "{name}");
+        assert_eq!(first.failures.len(), 1, "{name}: {first:?}");
+        let failure = &first.failures[0];
+        assert_eq!(failure.run_id.as_str(), "fails", "{name}");
+        assert_eq!(failure.terminal_at_ms, CUTOFF - DAY, "{name}");
+        assert!(
+            failure.message.contains("fails") && failure.message.contains("injected fault"),
+            "{name}: {}",
+            failure.message
+        );
+        // Every entry but the one whose delete failed is gone; the marker
+        // stays, so the run is not orphaned.
+        assert_eq!(stored_entries(&store, &run("fails")).await, 1, "{name}");
+        let markers = store.list_terminal_markers().await.unwrap();
+        assert_eq!(marker_runs(&markers), ["fails", "recent"], "{name}");
+
+        let second = sweeper.sweep_once(NOW).await.unwrap();
+        assert!(second.is_complete(), "{name}: {second:?}");
+        assert_eq!(
+            (second.runs_cleared, second.entries_deleted),
+            (1, 1),
+            "{name}"
+        );
+        assert_eq!(stored_entries(&store, &run("fails")).await, 0, "{name}");
+        assert_eq!(stored_entries(&store, &run("recent")).await, 4, "{name}");
+        let markers = store.list_terminal_markers().await.unwrap();
+        assert_eq!(marker_runs(&markers), ["recent"], "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_marker_delete_keeps_the_marker_until_a_later_pass() {
+    for (name, faults, store, _dir) in faulty_backends() {
+        seed_terminal_run(&store, &run("sticky"), 2, CUTOFF - DAY).await;
+        faults.inject(
+            FaultRule::fail_before(RequestKind::Delete)
+                .at_prefix("memo/terminals")
+                .times(1),
+        );
+        let sweeper = sweeper(&store);
+
+        let first = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(first.runs_cleared, 0, "{name}");
+        assert_eq!(first.entries_deleted, 4, "{name}");
+        assert_eq!(first.failures.len(), 1, "{name}: {first:?}");
+        assert_eq!(stored_entries(&store, &run("sticky")).await, 0, "{name}");
+        assert_eq!(
+            store.list_terminal_markers().await.unwrap().len(),
+            1,
+            "{name}"
+        );
+
+        let second = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(
+            (second.runs_cleared, second.entries_deleted),
+            (1, 0),
+            "{name}"
+        );
+        assert!(
+            store.list_terminal_markers().await.unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_marker_listing_is_an_error_and_deletes_nothing() {
+    for (name, faults, store, _dir) in faulty_backends() {
+        seed_terminal_run(&store, &run("listed"), 2, CUTOFF - DAY).await;
+        faults.inject(
+            FaultRule::fail_before(RequestKind::List)
+                .at_prefix("memo/terminals")
+                .times(1),
+        );
+        match sweeper(&store).sweep_once(NOW).await {
+            Err(Error::Store { path, .. }) => {
+                assert_eq!(path, "memo/terminals", "{name}")
+            }
+            other => panic!("{name}: expected a store error, got {other:?}"),
+        }
+        assert_eq!(stored_entries(&store, &run("listed")).await, 4, "{name}");
+        assert_eq!(
+            store.list_terminal_markers().await.unwrap().len(),
+            1,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_listing_failing_mid_pass_is_an_error_and_earlier_pages_stay_swept() {
+    for (name, faults, store, _dir) in faulty_backends() {
+        seed_terminal_run(&store, &run("older"), 1, CUTOFF - 2 * DAY).await;
+        seed_terminal_run(&store, &run("newer"), 1, CUTOFF - DAY).await;
+        // The bucket folders and the oldest bucket list; the next bucket fails.
+        faults.inject(
+            FaultRule::fail_before(RequestKind::List)
+                .at_prefix("memo/terminals")
+                .skip(2)
+                .times(1),
+        );
+        let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+            .page_size(1)
+            .build();
+        let error = sweeper.sweep_once(NOW).await.unwrap_err();
+        assert!(matches!(error, Error::Store { .. }), "{name}: {error:?}");
+        assert_eq!(stored_entries(&store, &run("older")).await, 0, "{name}");
+        assert_eq!(stored_entries(&store, &run("newer")).await, 2, "{name}");
+        let markers = store.list_terminal_markers().await.unwrap();
+        assert_eq!(marker_runs(&markers), ["newer"], "{name}");
+
+        let report = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(report.runs_cleared, 1, "{name}");
+        assert!(
+            store.list_terminal_markers().await.unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}
+
+/// A runtime store that can fail deletes, hold `load_run` at a gate, and
+/// records how many `load_run` calls overlap.
+#[derive(Debug, Default)]
+struct ObservedRuntimeStore {
+    inner: InMemoryRuntimeStore,
+    failing_deletes: AtomicU64,
+    loads_in_flight: AtomicUsize,
+    most_loads_in_flight: AtomicUsize,
+    /// When set, each `load_run` takes a permit first.
+    gate: Mutex<Option<Arc<Semaphore>>>,
+    load_started: Notify,
+}
+
+#[async_trait]
+impl RuntimeStore for ObservedRuntimeStore {
+    async fn create_run(&self, run: NewRun) -> memo_runtime::Result<RunRecord> {
+        self.inner.create_run(run).await
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> memo_runtime::Result<Option<RunRecord>> {
+        let now = self.loads_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_loads_in_flight.fetch_max(now, Ordering::SeqCst);
+        self.load_started.notify_one();
+        let gate = self.gate.lock().unwrap().clone();
+        if let Some(gate) = gate {
+            gate.acquire().await.unwrap().forget();
+        }
+        // Give the other loads the sweeper allows a chance to overlap.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        self.loads_in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.inner.load_run(run_id).await
+    }
+
+    async fn atomic_apply(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> memo_runtime::Result<RunRecord> {
+        self.inner.atomic_apply(run_id, commit).await
+    }
+
+    async fn load_receipts(
+        &self,
+        run_id: &RunId,
+        after: Option<u64>,
+    ) -> memo_runtime::Result<Vec<StepReceipt>> {
+        self.inner.load_receipts(run_id, after).await
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> memo_runtime::Result<Option<Bytes>> {
+        self.inner.load_snapshot(run_id).await
+    }
+
+    async fn append_input(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> memo_runtime::Result<InputRecord> {
+        self.inner.append_input(run_id, input).await
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> memo_runtime::Result<Vec<InputRecord>> {
+        self.inner.load_inputs(run_id).await
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> memo_runtime::Result<Vec<RunRecord>> {
+        self.inner.list_runs(status).await
+    }
+
+    async fn delete_run(&self, run_id: &RunId) -> memo_runtime::Result<bool> {
+        let fail = self
+            .failing_deletes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            return Err(Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: "injected delete failure".into(),
+            });
+        }
+        self.inner.delete_run(run_id).await
+    }
+}
+
+#[tokio::test]
+async fn runtime_store_records_are_deleted_when_configured() {
+    for (name, objects, _dir) in backends() {
+        let store = MemoStore::new(objects, "memo");
+        let runtime = Arc::new(InMemoryRuntimeStore::new());
+        for (id, at) in [("expired", CUTOFF - DAY), ("retained", CUTOFF + DAY)] {
+            finished_run(runtime.as_ref(), &run(id), at).await;
+            seed_terminal_run(&store, &run(id), 1, at).await;
+        }
+        let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(runtime.clone())
+            .build();
+
+        let report = sweeper.sweep_once(NOW).await.unwrap();
+
+        assert_eq!(
+            (report.runs_cleared, report.runtime_runs_deleted),
+            (1, 1),
+            "{name}"
+        );
+        assert_eq!(
+            runtime.load_run(&run("expired")).await.unwrap(),
+            None,
+            "{name}"
+        );
+        assert!(runtime.load_run(&run("retained")).await.unwrap().is_some());
+        assert_eq!(stored_entries(&store, &run("expired")).await, 0, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn runtime_store_records_are_kept_without_a_runtime_store() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let runtime = InMemoryRuntimeStore::new();
+    finished_run(&runtime, &run("expired"), CUTOFF - DAY).await;
+    seed_terminal_run(&store, &run("expired"), 1, CUTOFF - DAY).await;
+
+    let report = sweeper(&store).sweep_once(NOW).await.unwrap();
+
+    assert_eq!((report.runs_cleared, report.runtime_runs_deleted), (1, 0));
+    assert_eq!(stored_entries(&store, &run("expired")).await, 0);
+    let kept = runtime.load_run(&run("expired")).await.unwrap().unwrap();
+    assert_eq!(kept.status, RunStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_failed_runtime_store_delete_keeps_the_marker_until_a_later_pass() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let runtime = Arc::new(ObservedRuntimeStore::default());
+    runtime.failing_deletes.store(1, Ordering::SeqCst);
+    finished_run(runtime.as_ref(), &run("expired"), CUTOFF - DAY).await;
+    seed_terminal_run(&store, &run("expired"), 1, CUTOFF - DAY).await;
+    let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+        .runtime_store(runtime.clone())
+        .build();
+
+    let first = sweeper.sweep_once(NOW).await.unwrap();
+    assert_eq!(first.failures.len(), 1, "{first:?}");
+    assert!(
+        first.failures[0]
+            .message
+            .contains("injected delete failure")
+    );
+    assert_eq!(store.list_terminal_markers().await.unwrap().len(), 1);
+    assert!(runtime.load_run(&run("expired")).await.unwrap().is_some());
+
+    let second = sweeper.sweep_once(NOW).await.unwrap();
+    assert_eq!((second.runs_cleared, second.runtime_runs_deleted), (1, 1));
+    assert!(store.list_terminal_markers().await.unwrap().is_empty());
+    assert_eq!(runtime.load_run(&run("expired")).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_marker_of_a_run_that_is_not_terminal_deletes_nothing() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let runtime = Arc::new(InMemoryRuntimeStore::new());
+    started_run(runtime.as_ref(), &run("live"), CUTOFF - DAY).await;
+    seed_terminal_run(&store, &run("live"), 2, CUTOFF - DAY).await;
+    let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+        .runtime_store(runtime.clone())
+        .build();
+
+    let report = sweeper.sweep_once(NOW).await.unwrap();
+
+    assert_eq!(report.runs_cleared, 0);
+    assert_eq!(report.failures.len(), 1, "{report:?}");
+    assert!(
+        report.failures[0].message.contains("Running"),
+        "{}",
+        report.failures[0].message
+    );
+    assert_eq!(stored_entries(&store, &run("live")).await, 4);
+    assert_eq!(store.list_terminal_markers().await.unwrap().len(), 1);
+    let live = runtime.load_run(&run("live")).await.unwrap().unwrap();
+    assert_eq!(live.status, RunStatus::Running);
+}
+
+#[tokio::test]
+async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
+    for (name, objects, _dir) in backends() {
+        let store = MemoStore::new(objects, "memo");
+        let runtime = Arc::new(InMemoryRuntimeStore::new());
+        finished_run(runtime.as_ref(), &run("with-record"), CUTOFF - DAY).await;
+        seed_terminal_run(&store, &run("with-record"), 3, CUTOFF - DAY).await;
+        seed_terminal_run(&store, &run("memo-only"), 2, CUTOFF - HOUR).await;
+        seed_terminal_run(&store, &run("recent"), 2, CUTOFF + HOUR).await;
+        let dry = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(runtime.clone())
+            .dry_run(true)
+            .build();
+        assert!(dry.is_dry_run());
+
+        let report = dry.sweep_once(NOW).await.unwrap();
+
+        assert!(report.dry_run, "{name}");
+        assert_eq!(report.markers_expired, 2, "{name}");
+        assert_eq!(report.runs_cleared, 2, "{name}");
+        assert_eq!(report.entries_deleted, 2 * (3 + 2), "{name}");
+        assert_eq!(report.runtime_runs_deleted, 1, "{name}");
+        assert!(report.is_complete(), "{name}");
+        assert_eq!(
+            stored_entries(&store, &run("with-record")).await,
+            6,
+            "{name}"
+        );
+        assert_eq!(stored_entries(&store, &run("memo-only")).await, 4, "{name}");
+        assert_eq!(
+            store.list_terminal_markers().await.unwrap().len(),
+            3,
+            "{name}"
+        );
+        assert!(
+            runtime
+                .load_run(&run("with-record"))
+                .await
+                .unwrap()
+                .is_some()
+        );
+
+        // The same sweeper without dry-run does what was reported.
+        let real = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(runtime.clone())
+            .build();
+        let done = real.sweep_once(NOW).await.unwrap();
+        assert_eq!(
+            (
+                done.runs_cleared,
+                done.entries_deleted,
+                done.runtime_runs_deleted
+            ),
+            (2, 10, 1),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn markers_are_processed_in_pages_with_bounded_concurrency() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let runtime = Arc::new(ObservedRuntimeStore::default());
+    for i in 0..7 {
+        let id = run(&format!("r{i}"));
+        let at = CUTOFF - (i + 1) * HOUR;
+        finished_run(runtime.as_ref(), &id, at).await;
+        seed_terminal_run(&store, &id, 1, at).await;
+    }
+    let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+        .runtime_store(runtime.clone())
+        .page_size(3)
+        .concurrency(2)
+        .build();
+
+    let report = sweeper.sweep_once(NOW).await.unwrap();
+
+    assert_eq!((report.pages, report.runs_cleared), (3, 7), "{report:?}");
+    assert_eq!(runtime.most_loads_in_flight.load(Ordering::SeqCst), 2);
+    assert!(store.list_terminal_markers().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
+    for (name, objects, _dir) in backends() {
+        let counting = Arc::new(CountingStore::new(objects));
+        let store = MemoStore::new(counting.clone(), "memo");
+        // 12 expired runs over three hours, the last in the cutoff's hour.
+        for i in 0..12 {
+            let at = CUTOFF - (i % 3) * HOUR - i - 1;
+            seed_terminal_run(&store, &run(&format!("old-{i}")), 1, at).await;
+        }
+        // 300 retained markers from the cutoff on.
+        for i in 0..300 {
+            let at = CUTOFF + i * (HOUR / 20);
+            store
+                .write_terminal_marker(&run(&format!("kept-{i}")), at)
+                .await
+                .unwrap();
+        }
+        counting.reset();
+
+        let report = sweeper(&store).sweep_once(NOW).await.unwrap();
+
+        assert_eq!(report.runs_cleared, 12, "{name}");
+        let counts = counting.counts();
+        assert_eq!(counts.lists_with_delimiter, 1, "{name}: {counts:?}");
+        // Each expired marker once, and each cleared run's two entries.
+        assert_eq!(counts.objects_listed, 12 + 12 * 2, "{name}: {counts:?}");
+        assert_eq!(counts.delete_paths, 12 * 2 + 12, "{name}: {counts:?}");
+        assert_eq!(store.list_terminal_markers().await.unwrap().len(), 300);
+    }
+}
+
+#[tokio::test]
+async fn the_marker_stream_lists_a_bucket_only_when_it_reaches_it() {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = MemoStore::new(counting.clone(), "memo");
+    for hour in 0..5 {
+        store
+            .write_terminal_marker(&run(&format!("h{hour}")), hour * HOUR)
+            .await
+            .unwrap();
+    }
+    counting.reset();
+    let mut stream = store.expired_terminal_markers(10 * HOUR);
+    let first = stream.try_next().await.unwrap().unwrap();
+    assert_eq!(first.run_id.as_str(), "h0", "oldest bucket first");
+    let counts = counting.counts();
+    assert_eq!(
+        (
+            counts.lists_with_delimiter,
+            counts.lists,
+            counts.objects_listed
+        ),
+        (1, 1, 1)
+    );
+    let rest: Vec<_> = stream.try_collect().await.unwrap();
+    assert_eq!(
+        marker_runs(&rest),
+        ["h1", "h2", "h3", "h4"],
+        "the rest, once each"
+    );
+}
+
+#[tokio::test]
+async fn the_marker_stream_reports_a_failed_bucket_listing() {
+    let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+    let store = MemoStore::new(faults.clone(), "memo");
+    store.write_terminal_marker(&run("a"), 5).await.unwrap();
+    faults.inject(FaultRule::fail_before(RequestKind::List).skip(1));
+    let streamed: Result<Vec<_>, _> = store.expired_terminal_markers(10).try_collect().await;
+    match streamed {
+        Err(Error::Store { path, .. }) => {
+            assert_eq!(path, "memo/terminals/00000000000000000000")
+        }
+        other => panic!("expected a store error naming the bucket, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_background_sweeper_sweeps_at_each_interval_until_shut_down() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let clock = Arc::new(ManualClock::new(NOW));
+    seed_terminal_run(&store, &run("early"), 1, CUTOFF - 1).await;
+    seed_terminal_run(&store, &run("later"), 1, CUTOFF + HOUR / 2).await;
+    let handle = RetentionSweeper::builder(store.clone(), RETENTION)
+        .clock(clock.clone())
+        .build()
+        .spawn(Duration::from_secs(3600));
+    let mut progress = handle.subscribe();
+
+    progress.wait_for(|s| s.passes >= 1).await.unwrap();
+    assert_eq!(handle.summary().runs_cleared, 1);
+    assert_eq!(stored_entries(&store, &run("early")).await, 0);
+    assert_eq!(stored_entries(&store, &run("later")).await, 2);
+
+    // The next pass runs after the interval, at the clock's new time.
+    clock.advance_ms(HOUR);
+    progress.wait_for(|s| s.passes >= 2).await.unwrap();
+    assert_eq!(stored_entries(&store, &run("later")).await, 0);
+    progress.wait_for(|s| s.passes >= 3).await.unwrap();
+
+    let summary = handle.shutdown().await;
+    assert_eq!(summary.passes, 3);
+    assert_eq!((summary.runs_cleared, summary.entries_deleted), (2, 4));
+    assert_eq!(summary.failed_passes, 0);
+    let last = summary.last_report.unwrap();
+    assert_eq!(last.markers_expired, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_background_pass_is_recorded_and_the_next_one_retries() {
+    let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+    let store = MemoStore::new(faults.clone(), "memo");
+    seed_terminal_run(&store, &run("old"), 1, CUTOFF - DAY).await;
+    faults.inject(
+        FaultRule::fail_before(RequestKind::List)
+            .at_prefix("memo/terminals")
+            .times(1),
+    );
+    let handle = RetentionSweeper::builder(store.clone(), RETENTION)
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .build()
+        .spawn(Duration::from_secs(60));
+    let mut progress = handle.subscribe();
+
+    let after_first = progress.wait_for(|s| s.passes >= 1).await.unwrap().clone();
+    assert_eq!(after_first.failed_passes, 1);
+    assert!(
+        after_first
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("injected fault"),
+        "{after_first:?}"
+    );
+    progress.wait_for(|s| s.passes >= 2).await.unwrap();
+
+    let summary = handle.shutdown().await;
+    assert_eq!((summary.failed_passes, summary.runs_cleared), (1, 1));
+    assert_eq!(summary.last_error, None);
+    assert_eq!(stored_entries(&store, &run("old")).await, 0);
+}
+
+/// Awaits `future`, failing the test instead of hanging if a bug keeps it
+/// from finishing.
+async fn bounded<F: std::future::IntoFuture>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), future)
+        .await
+        .expect("did not finish within 30 s")
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_the_pass_in_progress_to_finish() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let runtime = Arc::new(ObservedRuntimeStore::default());
+    let gate = Arc::new(Semaphore::new(0));
+    *runtime.gate.lock().unwrap() = Some(gate.clone());
+    finished_run(runtime.as_ref(), &run("old"), CUTOFF - DAY).await;
+    seed_terminal_run(&store, &run("old"), 2, CUTOFF - DAY).await;
+    let handle = RetentionSweeper::builder(store.clone(), RETENTION)
+        .runtime_store(runtime.clone())
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .build()
+        .spawn(Duration::from_secs(3600));
+
+    // The pass is now held inside the run's clearing.
+    bounded(runtime.load_started.notified()).await;
+    let shutdown = tokio::spawn(handle.shutdown());
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!shutdown.is_finished(), "shutdown must wait for the pass");
+    gate.add_permits(1);
+
+    let summary = bounded(shutdown).await.unwrap();
+    assert_eq!((summary.passes, summary.runs_cleared), (1, 1));
+    assert_eq!(stored_entries(&store, &run("old")).await, 0);
+    assert!(store.list_terminal_markers().await.unwrap().is_empty());
+    assert_eq!(runtime.inner.load_run(&run("old")).await.unwrap(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_handle_stops_the_background_sweeper() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let handle = RetentionSweeper::builder(store, RETENTION)
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .build()
+        .spawn(Duration::from_secs(60));
+    let mut progress = handle.subscribe();
+    progress.wait_for(|s| s.passes >= 1).await.unwrap();
+    drop(handle);
+
+    // The task ends, dropping its sender, long before ten more intervals.
+    let ended = tokio::time::timeout(Duration::from_secs(600), async {
+        while progress.changed().await.is_ok() {}
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the sweeper kept running: {:?}",
+        *progress.borrow()
+    );
+    assert_eq!(progress.borrow().passes, 1);
+}
+
+#[test]
+fn the_cutoff_saturates_at_zero() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let sweeper = sweeper(&store);
+    assert_eq!(sweeper.cutoff_ms(1_000), 0);
+    assert_eq!(sweeper.cutoff_ms(NOW), CUTOFF);
+    assert_eq!(sweeper.retention(), RETENTION);
+    let forever = RetentionSweeper::builder(store, Duration::MAX).build();
+    assert_eq!(forever.cutoff_ms(u64::MAX), 0);
+}
