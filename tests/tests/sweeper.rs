@@ -121,7 +121,7 @@ async fn started_run(store: &dyn RuntimeStore, run: &RunId, created_at_ms: u64) 
         created_at_ms,
     };
     store.create_run(new).await.unwrap();
-    let start = StatusChange::Running { attempt: 1 };
+    let start = StatusChange::start_attempt(1);
     store
         .atomic_apply(run, Commit::status(start, created_at_ms + 1))
         .await
@@ -212,13 +212,17 @@ async fn runs_next_to_an_expired_run_are_untouched() {
     }
 }
 
-/// A fault-injecting store over each backend, with its memo store.
-fn faulty_backends() -> Vec<(
+/// A backend's name, a fault-injecting store over it, a memo store over
+/// that, and the folder that backs it.
+type Faulty = (
     &'static str,
     Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
     MemoStore,
     Option<tempfile::TempDir>,
-)> {
+);
+
+/// A fault-injecting store over each backend, with its memo store.
+fn faulty_backends() -> Vec<Faulty> {
     backends()
         .into_iter()
         .map(|(name, objects, dir)| {
