@@ -9,10 +9,11 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use clap::Parser;
 use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::{Memo, MemoStore, RunId};
+use memo_runtime::{Memo, MemoStore, RunId, memoized};
 use serde::{Deserialize, Serialize};
 
 /// Memoizes a few fake LLM calls in a local folder.
@@ -38,32 +39,23 @@ struct Draft {
     reply: String,
 }
 
+/// How many times this process called the "LLM".
+static LLM_CALLS: AtomicU32 = AtomicU32::new(0);
+
 /// Stands in for an expensive, non-idempotent call.
 async fn call_llm(ticket: &Ticket<'_>) -> Draft {
+    LLM_CALLS.fetch_add(1, Ordering::SeqCst);
     Draft {
         ticket: ticket.id,
         reply: format!("Thanks for writing about {:?}; we are on it.", ticket.body),
     }
 }
 
+/// Drafts a reply once per (run, step, ticket): on a retry, or a second run
+/// of this example, the committed draft comes back and the body never runs.
+#[memoized]
 async fn draft_reply(memo: &Memo, ticket: &Ticket<'_>) -> anyhow::Result<Draft> {
-    let input = ("draft_reply", ticket);
-    if let Some(committed) = memo.content_get(&input).await? {
-        println!("ticket {}: hit", ticket.id);
-        return decode(&committed);
-    }
-    println!("ticket {}: miss, calling the LLM", ticket.id);
-    let draft = call_llm(ticket).await;
-    let committed = memo.content_put(&input, encode(&draft)?).await?;
-    decode(&committed)
-}
-
-fn encode(draft: &Draft) -> anyhow::Result<Vec<u8>> {
-    Ok(serde_json::to_vec(draft)?)
-}
-
-fn decode(bytes: &[u8]) -> anyhow::Result<Draft> {
-    Ok(serde_json::from_slice(bytes)?)
+    Ok(call_llm(ticket).await)
 }
 
 #[tokio::main]
@@ -89,7 +81,13 @@ async fn main() -> anyhow::Result<()> {
         },
     ];
     for ticket in &tickets {
+        let calls_before = LLM_CALLS.load(Ordering::SeqCst);
         let draft = draft_reply(&memo, ticket).await?;
+        if LLM_CALLS.load(Ordering::SeqCst) == calls_before {
+            println!("ticket {}: hit", ticket.id);
+        } else {
+            println!("ticket {}: miss, called the LLM", ticket.id);
+        }
         println!("  -> {}", draft.reply);
     }
     Ok(())
