@@ -60,8 +60,11 @@ use proc_macro::TokenStream;
 ///   `version` to start afresh.
 ///
 /// Each call is one `tracing` span named `memoized` with the fields
-/// `function`, `run`, `step` and `outcome` (`hit`, `miss`,
-/// `committed-by-other` or `error`).
+/// `function`, `run`, `step` and `outcome`: `hit`, `miss` (the body ran and
+/// its value is the committed one), `committed-by-other` (the body ran but
+/// a different value was committed first, and is returned) or `error`
+/// (the body or the memo failed; nothing was committed). The body runs
+/// inside the span.
 ///
 /// # The key
 ///

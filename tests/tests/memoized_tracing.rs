@@ -1,0 +1,137 @@
+//! Each `#[memoized]` call is one `memoized` span that records the function,
+//! run, step and outcome.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::local::LocalFileSystem;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::{Memo, MemoStore, RunId, memoized};
+use tokio::sync::Notify;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+/// The fields of every `memoized` span, in creation order.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<BTreeMap<String, String>>>>);
+
+impl Spans {
+    fn outcomes(&self) -> Vec<String> {
+        let spans = self.0.lock().unwrap();
+        spans.iter().map(|s| s["outcome"].clone()).collect()
+    }
+}
+
+/// Remembers which recorded fields belong to which span.
+struct Index(usize);
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+impl<S> Layer<S> for Spans
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if attrs.metadata().name() != "memoized" {
+            return;
+        }
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let mut spans = self.0.lock().unwrap();
+        spans.push(fields);
+        let span = ctx.span(id).expect("a new span is registered");
+        span.extensions_mut().insert(Index(spans.len() - 1));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let Some(Index(i)) = span.extensions().get::<Index>().map(|i| Index(i.0)) else {
+            return;
+        };
+        values.record(&mut Fields(&mut self.0.lock().unwrap()[i]));
+    }
+}
+
+fn capture() -> (Spans, tracing::subscriber::DefaultGuard) {
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    (spans, tracing::subscriber::set_default(subscriber))
+}
+
+fn memo_on(objects: Arc<dyn ObjectStore>) -> Memo {
+    MemoStore::new(objects, "memo").new_memo(&RunId::new("traced-run").unwrap(), 4)
+}
+
+#[memoized(skip(fail))]
+async fn lookup(memo: &Memo, fail: bool, id: u32) -> anyhow::Result<u32> {
+    anyhow::ensure!(!fail, "lookup failed");
+    Ok(id + 1)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn each_call_is_one_span_with_function_run_step_and_outcome() {
+    let (spans, _guard) = capture();
+    let memo = memo_on(Arc::new(InMemory::new()));
+    lookup(&memo, true, 1).await.unwrap_err();
+    lookup(&memo, false, 1).await.unwrap();
+    lookup(&memo, false, 1).await.unwrap();
+    assert_eq!(spans.outcomes(), ["error", "miss", "hit"]);
+    let first = spans.0.lock().unwrap()[0].clone();
+    assert_eq!(first["function"], "lookup");
+    assert_eq!(first["run"], "traced-run");
+    assert_eq!(first["step"], "4");
+}
+
+/// `who` is left out of the key but not out of the value, so two racing
+/// calls commit different values.
+#[memoized(skip(who, entered, gate))]
+async fn gated(
+    memo: &Memo,
+    who: &str,
+    entered: &Notify,
+    gate: &Notify,
+    id: u32,
+) -> anyhow::Result<String> {
+    entered.notify_one();
+    gate.notified().await;
+    Ok(format!("{id} by {who}"))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_that_loses_the_race_records_committed_by_other() {
+    let (spans, _guard) = capture();
+    let dir = tempfile::tempdir().unwrap();
+    let local = || -> Arc<dyn ObjectStore> {
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
+    };
+    // Two store instances: two processes, as far as single-flight knows.
+    let (slow, fast) = (memo_on(local()), memo_on(local()));
+    let (slow_entered, slow_gate) = (Notify::new(), Notify::new());
+    let (fast_entered, open_gate) = (Notify::new(), Notify::new());
+    let slow_call = gated(&slow, "slow", &slow_entered, &slow_gate, 1);
+    let fast_then_release = async {
+        slow_entered.notified().await;
+        open_gate.notify_one();
+        let value = gated(&fast, "fast", &fast_entered, &open_gate, 1)
+            .await
+            .unwrap();
+        slow_gate.notify_one();
+        value
+    };
+    let (slow_value, fast_value) = tokio::join!(slow_call, fast_then_release);
+    assert_eq!(fast_value, "1 by fast");
+    assert_eq!(slow_value.unwrap(), fast_value);
+    assert_eq!(spans.outcomes(), ["committed-by-other", "miss"]);
+}
