@@ -234,7 +234,7 @@ where
     let result = async {
         match key {
             Ok(key) => call.run(&key, body).await,
-            Err(e) => Err(Failure::Memo(e)),
+            Err(e) => Err(Failure::Memo(call.key_error(e))),
         }
     }
     .instrument(span.clone())
@@ -335,6 +335,18 @@ impl<R, T, E> Call<'_, R, T, E> {
                 message: e.to_string(),
             })
         })
+    }
+
+    /// Names the call in an error deriving its key: `content_key` alone
+    /// cannot say whose arguments failed to serialize.
+    fn key_error(&self, error: Error) -> Error {
+        match error {
+            Error::Serialization { message, .. } => Error::Serialization {
+                what: format!("the arguments of {}", self.describe()),
+                message,
+            },
+            other => other,
+        }
     }
 
     fn describe(&self) -> String {

@@ -581,3 +581,40 @@ mod shadowed {
 mod sdk {
     pub(crate) use memo_runtime::*;
 }
+
+/// An argument whose `Serialize` fails, as a map with unsupported keys might.
+struct Unencodable;
+
+impl Serialize for Unencodable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("this value has no encoding"))
+    }
+}
+
+#[memoized(skip(runs))]
+async fn with_unencodable(memo: &Memo, runs: &Runs, arg: Unencodable) -> memo_runtime::Result<u8> {
+    let Unencodable = arg;
+    runs.ran();
+    Ok(1)
+}
+
+#[tokio::test]
+async fn an_argument_that_fails_to_serialize_is_an_error_naming_the_call_and_the_body_does_not_run()
+{
+    let memo = memo_on(Arc::new(InMemory::new()), "r5", 1);
+    let runs = Runs::default();
+    let err = with_unencodable(&memo, &runs, Unencodable)
+        .await
+        .unwrap_err();
+    assert_eq!(runs.count(), 0);
+    match err {
+        Error::Serialization { what, message } => {
+            assert_eq!(
+                what,
+                "the arguments of memoized fn `with_unencodable` (run r5, step 1)"
+            );
+            assert!(message.contains("no encoding"), "{message}");
+        }
+        other => panic!("expected Error::Serialization, got {other:?}"),
+    }
+}

@@ -1,7 +1,8 @@
 //! Generated code is warning-free under the strictest common settings: a
-//! user's `#![deny(warnings, clippy::all)]` must not trip on the expansion.
-//! `cargo clippy --workspace --all-targets -- -D warnings` checks this file.
-#![deny(warnings, clippy::all)]
+//! user's `#![deny(warnings, clippy::all)]` (and even `clippy::pedantic`)
+//! must not trip on the expansion. `cargo clippy --workspace --all-targets
+//! -- -D warnings` checks this file.
+#![deny(warnings, clippy::all, clippy::pedantic, unused_qualifications)]
 
 use std::collections::BTreeSet;
 
