@@ -282,13 +282,33 @@ fn key_arg(p: &Param<'_>) -> syn::Result<KeyArg> {
                     ),
                 ));
             }
-            let span = typed.ty.span();
+            // Both tokens at the type, so a missing `Serialize` is reported
+            // there; the name keeps resolving to the parameter.
+            let span = type_span(&typed.ty);
+            let mut name = name.clone();
+            name.set_span(name.span().located_at(span));
             Ok(KeyArg {
                 value: quote_spanned!(span=> &#name),
                 span,
                 receiver: false,
             })
         }
+    }
+}
+
+/// The token that names `ty`: `Ticket` in `&'a mut Ticket` or
+/// `crate::Ticket<T>`. (A span cannot cover several tokens on stable.)
+fn type_span(ty: &Type) -> Span {
+    match ty {
+        Type::Reference(r) => type_span(&r.elem),
+        Type::Group(g) => type_span(&g.elem),
+        Type::Paren(p) => type_span(&p.elem),
+        Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map_or_else(|| ty.span(), |last| last.ident.span()),
+        ty => ty.span(),
     }
 }
 
