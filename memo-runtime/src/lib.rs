@@ -5,6 +5,8 @@
 //! content-addressed, write-once memo in object storage: a retry finds the
 //! committed result of every side effect instead of doing it again.
 //!
+//! - [`#[memoized]`](memoized): makes an `async fn` retry-safe in one line;
+//!   its `Ok` value is committed once per (run, step, arguments).
 //! - [`MemoStore`] / [`Memo`]: write-once memo entries and step-output
 //!   replay entries over any [`object_store::ObjectStore`].
 //! - [`content_key`]: the canonical key of a serializable input.
