@@ -612,3 +612,113 @@ async fn recover_resumes_the_open_runs_of_its_workflow() {
     assert_eq!(effects.charged.load(Ordering::SeqCst), 2);
     assert_eq!(effects.emailed.load(Ordering::SeqCst), 2);
 }
+
+/// How many objects are stored under `folder`.
+async fn objects_under(objects: &Arc<dyn ObjectStore>, folder: &str) -> usize {
+    use futures::TryStreamExt;
+    let folder = memo_runtime::object_store::path::Path::from(folder);
+    objects
+        .list(Some(&folder))
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_clears_expired_runs_whole_and_keeps_the_rest() {
+    for backend in backends() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let retention = Duration::from_secs(10);
+        let runtime_with_retention = || {
+            Runtime::builder()
+                .memo_store(MemoStore::new(backend.objects.clone(), "memo"))
+                .runtime_store((backend.runtime_store)())
+                .clock(clock.clone())
+                .retention(retention)
+                .build()
+                .unwrap()
+        };
+        let runtime = runtime_with_retention();
+        let workflow = order_workflow(Arc::default(), None);
+        runtime.run(&run("old"), &1u64, &workflow).await.unwrap();
+        clock.advance_ms(5_000);
+        runtime
+            .run(&run("at-cutoff"), &2u64, &workflow)
+            .await
+            .unwrap();
+        // A run still open is never swept, however old.
+        let (crashed, mut reached) = mpsc::unbounded_channel();
+        let doomed = order_workflow(Arc::default(), Some(crashed));
+        let open = tokio::spawn({
+            let runtime = runtime_with_retention();
+            async move { runtime.run(&run("open"), &3u64, &doomed).await }
+        });
+        reached.recv().await.unwrap();
+        open.abort();
+        let _ = open.await;
+        assert_eq!(
+            objects_under(&backend.objects, "memo/memos/old").await,
+            2,
+            "{}",
+            backend.name
+        );
+
+        // Now "old" is 15 s past its end and "at-cutoff" exactly 10 s.
+        clock.advance_ms(10_000);
+        let sweeper = runtime.retention_sweeper();
+        let report = sweeper.sweep_now().await.unwrap();
+        assert!(report.failures.is_empty(), "{}: {report:?}", backend.name);
+        assert_eq!(
+            (
+                report.markers_expired,
+                report.runs_cleared,
+                report.entries_deleted
+            ),
+            (1, 1, 2),
+            "{}",
+            backend.name
+        );
+        assert_eq!(report.runtime_runs_deleted, 1);
+
+        assert_eq!(
+            objects_under(&backend.objects, "memo/memos/old").await,
+            0,
+            "{}",
+            backend.name
+        );
+        assert!(
+            runtime.status(&run("old")).await.unwrap().is_none(),
+            "{}",
+            backend.name
+        );
+        assert_eq!(
+            objects_under(&backend.objects, "memo/memos/at-cutoff").await,
+            2,
+            "{}",
+            backend.name
+        );
+        assert_eq!(
+            runtime
+                .status(&run("at-cutoff"))
+                .await
+                .unwrap()
+                .unwrap()
+                .status,
+            RunStatus::Completed
+        );
+        assert_eq!(
+            objects_under(&backend.objects, "memo/memos/open").await,
+            2,
+            "{}",
+            backend.name
+        );
+        let markers: Vec<_> = runtime.memo_store().list_terminal_markers().await.unwrap();
+        assert_eq!(markers.len(), 1);
+        assert_eq!(markers[0].run_id.as_str(), "at-cutoff");
+
+        // A second pass finds nothing more to do.
+        let again = sweeper.sweep_now().await.unwrap();
+        assert_eq!((again.markers_expired, again.runs_cleared), (0, 0));
+    }
+}

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures::StreamExt;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
-use memo_runtime::{Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, memoized};
 
 /// How a worker dies after its first `writes` acknowledged creates.
 #[derive(Debug, Clone, Copy)]
@@ -31,35 +33,31 @@ struct Effects {
     emailed: AtomicUsize,
 }
 
-async fn effect(
-    memo: &Memo,
-    name: &str,
-    input: u64,
-    counter: &AtomicUsize,
-) -> memo_runtime::Result<u64> {
-    if let Some(hit) = memo.content_get(&(name, input)).await? {
-        return Ok(u64::from_le_bytes(hit[..].try_into().expect("8 bytes")));
-    }
-    counter.fetch_add(1, Ordering::SeqCst);
-    let committed = memo
-        .content_put(&(name, input), (input * 10).to_le_bytes())
-        .await?;
-    Ok(u64::from_le_bytes(
-        committed[..].try_into().expect("8 bytes"),
-    ))
+/// Reserves stock: the first memoized side effect.
+#[memoized(skip(effects))]
+async fn charge(memo: &Memo, amount: u64, effects: &Effects) -> memo_runtime::Result<u64> {
+    effects.charged.fetch_add(1, Ordering::SeqCst);
+    Ok(amount * 10)
+}
+
+/// Sends the receipt: the second memoized side effect.
+#[memoized(skip(effects))]
+async fn email(memo: &Memo, charged: u64, effects: &Effects) -> memo_runtime::Result<u64> {
+    effects.emailed.fetch_add(1, Ordering::SeqCst);
+    Ok(charged * 10)
 }
 
 async fn order(ctx: Context, amount: u64, effects: Arc<Effects>) -> Result<u64, Error> {
     let charged = ctx
         .step("charge", |memo| {
             let effects = effects.clone();
-            async move { effect(&memo, "charge", amount, &effects.charged).await }
+            async move { charge(&memo, amount, &effects).await }
         })
         .await?;
     let emailed = ctx
         .step("email", |memo| {
             let effects = effects.clone();
-            async move { effect(&memo, "email", charged, &effects.emailed).await }
+            async move { email(&memo, charged, &effects).await }
         })
         .await?;
     ctx.step(
@@ -79,16 +77,10 @@ fn runtime(objects: Arc<dyn ObjectStore>) -> Runtime {
         .unwrap()
 }
 
-/// Whether the effect `name` of `input` has a committed memo entry at `step`.
-async fn committed(
-    objects: &Arc<dyn ObjectStore>,
-    run: &RunId,
-    step: u32,
-    name: &str,
-    input: u64,
-) -> bool {
-    let memo = MemoStore::new(objects.clone(), "memo").new_memo(run, step);
-    memo.content_get(&(name, input)).await.unwrap().is_some()
+/// Whether step `step` of `run` has a committed memo entry.
+async fn committed(objects: &Arc<dyn ObjectStore>, run: &RunId, step: u32) -> bool {
+    let folder = Path::from(format!("memo/memos/{run}/{step}"));
+    objects.list(Some(&folder)).next().await.is_some()
 }
 
 /// Kills a worker after `writes` creates, then finishes the run with a
@@ -145,8 +137,8 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
         );
         return true;
     }
-    let charge_committed = committed(&objects, &run, 0, "charge", 7).await;
-    let email_committed = committed(&objects, &run, 1, "email", 70).await;
+    let charge_committed = committed(&objects, &run, 0).await;
+    let email_committed = committed(&objects, &run, 1).await;
     let (charges, emails) = (
         effects.charged.load(Ordering::SeqCst),
         effects.emailed.load(Ordering::SeqCst),

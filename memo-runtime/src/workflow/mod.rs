@@ -12,17 +12,13 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
 //! use std::sync::Arc;
-//! use memo_runtime::{InMemoryRuntimeStore, Memo, MemoStore, RunId};
+//! use memo_runtime::{InMemoryRuntimeStore, Memo, MemoStore, RunId, memoized};
 //! use memo_runtime::object_store::memory::InMemory;
 //! use memo_runtime::workflow::{Context, Runtime, Workflow};
 //!
+//! #[memoized]
 //! async fn send_email(memo: &Memo, to: &str) -> memo_runtime::Result<String> {
-//!     if let Some(sent) = memo.content_get(&("send_email", to)).await? {
-//!         return Ok(String::from_utf8_lossy(&sent).into_owned());
-//!     }
-//!     let sent = format!("sent to {to}"); // the side effect, once per (run, step, to)
-//!     let committed = memo.content_put(&("send_email", to), &sent).await?;
-//!     Ok(String::from_utf8_lossy(&committed).into_owned())
+//!     Ok(format!("sent to {to}")) // the side effect: once per (run, step, to)
 //! }
 //!
 //! let runtime = Runtime::builder()
@@ -72,6 +68,10 @@ use crate::run_id::RunId;
 use crate::runtime_store::{
     Commit, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
 };
+use crate::sweeper::RetentionSweeper;
+
+/// How long terminal runs are kept by default: 7 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// A named workflow function: `name` is recorded with each run, so
 /// [`Runtime::recover`] resumes only this workflow's runs.
@@ -104,6 +104,7 @@ struct Shared {
     signal_wait: Duration,
     signal_poll_interval: Duration,
     marker_retry: RetryPolicy,
+    retention: Duration,
 }
 
 /// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
@@ -136,6 +137,7 @@ pub struct RuntimeBuilder {
     signal_wait: Duration,
     signal_poll_interval: Option<Duration>,
     marker_retry: Option<RetryPolicy>,
+    retention: Option<Duration>,
 }
 
 impl RuntimeBuilder {
@@ -177,6 +179,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How long a terminal run's memo entries and records are kept before
+    /// [`Runtime::retention_sweeper`] clears them (default: 7 days).
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
     /// The runtime.
     ///
     /// # Errors
@@ -200,6 +209,7 @@ impl RuntimeBuilder {
                 marker_retry: self.marker_retry.unwrap_or_else(|| {
                     RetryPolicy::attempts(5).with_min_delay(Duration::from_millis(50))
                 }),
+                retention: self.retention.unwrap_or(DEFAULT_RETENTION),
             }),
         })
     }
@@ -229,6 +239,18 @@ impl Runtime {
     /// The runtime store.
     pub fn runtime_store(&self) -> &Arc<dyn RuntimeStore> {
         &self.shared.store
+    }
+
+    /// A sweeper over this runtime's stores, clock and retention: it clears
+    /// the memo entries, step outputs and runtime-store records of runs whose
+    /// terminal marker is older than the retention. Configure it further
+    /// (page size, concurrency, dry run) through
+    /// [`RetentionSweeper::builder`] instead if needed.
+    pub fn retention_sweeper(&self) -> RetentionSweeper {
+        RetentionSweeper::builder(self.shared.memo.clone(), self.shared.retention)
+            .runtime_store(Arc::clone(&self.shared.store))
+            .clock(Arc::clone(&self.shared.clock))
+            .build()
     }
 
     /// Starts run `run_id` of `workflow` with `input`, or resumes it, and
