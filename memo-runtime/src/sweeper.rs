@@ -30,8 +30,9 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 ///
 /// A pass ([`sweep_once`](Self::sweep_once)) streams the expired
 /// [`TerminalMarker`]s in pages (its listing cost grows with the number of
-/// expired markers, not the number retained) and, for each run, with a
-/// bounded number of runs at once:
+/// expired markers, not the number retained; on LocalFileSystem, which keeps
+/// emptied folders, every later pass also lists each emptied hour folder,
+/// finding nothing) and, for each run, with a bounded number of runs at once:
 ///
 /// 1. if a runtime store is configured, checks that the run is terminal
 ///    there (a marker of a run that is not terminal deletes nothing);

@@ -664,6 +664,21 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
         assert_eq!(counts.objects_listed, 12 + 12 * 2, "{name}: {counts:?}");
         assert_eq!(counts.delete_paths, 12 * 2 + 12, "{name}: {counts:?}");
         assert_eq!(store.list_terminal_markers().await.unwrap().len(), 300);
+
+        // A second pass lists no marker, only the cutoff's hour (it holds
+        // retained markers too) and, on LocalFileSystem, which keeps empty
+        // folders, the two emptied hours before it.
+        counting.reset();
+        let again = sweeper(&store).sweep_once(NOW).await.unwrap();
+        assert_eq!(again.markers_expired, 0, "{name}");
+        let counts = counting.counts();
+        assert_eq!(counts.objects_listed, 0, "{name}: {counts:?}");
+        let hours_listed = if name == "local" { 3 } else { 1 };
+        assert_eq!(
+            counts.lists + counts.lists_with_offset,
+            hours_listed,
+            "{name}: {counts:?}"
+        );
     }
 }
 
