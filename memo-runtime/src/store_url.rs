@@ -71,26 +71,29 @@ pub const RETRY_TIMEOUT_OPTION: &str = "retry_timeout";
 /// # Example
 ///
 /// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use memo_runtime::object_store::ObjectStoreExt;
 /// use memo_runtime::store_from_url;
 ///
-/// # tokio_test_block_on(async {
+/// let no_options: [(&str, &str); 0] = [];
 /// let folder = std::env::temp_dir().join(format!("memo-doc-{}", std::process::id()));
-/// let url = format!("file://{}", folder.display());
-/// let opened = store_from_url(&url, [] as [(&str, &str); 0])?;
+/// let opened = store_from_url(&format!("file://{}", folder.display()), no_options)?;
 /// assert!(folder.is_dir());
 /// assert_eq!(opened.prefix.as_ref(), "");
 ///
-/// let opened = store_from_url("memory:///memo/prod", [] as [(&str, &str); 0])?;
+/// let opened = store_from_url("memory:///memo/prod", no_options)?;
 /// assert_eq!(opened.prefix.as_ref(), "memo/prod");
 /// opened.store.put(&"memo/prod/x".into(), "1".into()).await?;
+///
+/// let opened = store_from_url(
+///     "s3://my-bucket/memo",
+///     [("endpoint", "http://127.0.0.1:9000"), ("region", "us-east-1"), ("max_retries", "3")],
+/// )?;
+/// assert_eq!(opened.prefix.as_ref(), "memo");
 /// # std::fs::remove_dir_all(&folder).ok();
-/// # Ok::<_, Box<dyn std::error::Error>>(())
-/// # })?;
-/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # Ok(())
 /// # }
-/// # Ok::<_, Box<dyn std::error::Error>>(())
 /// ```
 pub fn store_from_url<I, K, V>(url: &str, options: I) -> Result<UrlStore>
 where
@@ -101,32 +104,19 @@ where
     let parsed = Url::parse(url).map_err(|e| invalid(url, e))?;
     let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(url, e))?;
     let options = StoreOptions::collect(url, options)?;
-    let store: Arc<dyn ObjectStore> = match scheme {
+    let (store, prefix) = match scheme {
         ObjectStoreScheme::Local => {
             options.expect_none(url)?;
-            let folder = parsed
-                .to_file_path()
-                .map_err(|()| invalid(url, "not a local folder path"))?;
-            std::fs::create_dir_all(&folder).map_err(|e| {
-                invalid(
-                    url,
-                    format!("cannot create folder {}: {e}", folder.display()),
-                )
-            })?;
-            let store = LocalFileSystem::new_with_prefix(&folder).map_err(|e| store_err(url, e))?;
             // The whole URL path is the folder, so nothing is left as prefix.
-            return Ok(UrlStore {
-                store: Arc::new(store),
-                prefix: Path::default(),
-            });
+            (local_folder(url, &parsed)?, Path::default())
         }
         ObjectStoreScheme::Memory => {
             options.expect_none(url)?;
-            Arc::new(InMemory::new())
+            (Arc::new(InMemory::new()) as Arc<dyn ObjectStore>, prefix)
         }
-        ObjectStoreScheme::AmazonS3 => cloud::s3(url, options)?,
-        ObjectStoreScheme::GoogleCloudStorage => cloud::gcs(url, options)?,
-        ObjectStoreScheme::MicrosoftAzure => cloud::azure(url, options)?,
+        ObjectStoreScheme::AmazonS3 => (cloud::s3(url, options)?, prefix),
+        ObjectStoreScheme::GoogleCloudStorage => (cloud::gcs(url, options)?, prefix),
+        ObjectStoreScheme::MicrosoftAzure => (cloud::azure(url, options)?, prefix),
         ObjectStoreScheme::Http => {
             return Err(invalid(
                 url,
@@ -137,6 +127,22 @@ where
         other => return Err(invalid(url, format!("unsupported store {other:?}"))),
     };
     Ok(UrlStore { store, prefix })
+}
+
+/// A [`LocalFileSystem`] rooted at the folder of a `file://` URL, created if
+/// missing.
+fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
+    let folder = parsed
+        .to_file_path()
+        .map_err(|()| invalid(url, "not a local folder path"))?;
+    std::fs::create_dir_all(&folder).map_err(|e| {
+        invalid(
+            url,
+            format!("cannot create folder {}: {e}", folder.display()),
+        )
+    })?;
+    let store = LocalFileSystem::new_with_prefix(&folder).map_err(|e| store_err(url, e))?;
+    Ok(Arc::new(store))
 }
 
 /// The options given to [`store_from_url`], with memo's own keys taken out.
