@@ -10,6 +10,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::aws::{AmazonS3Builder, S3ConditionalPut};
@@ -22,18 +24,58 @@ use memo_runtime::{
     probe_conditional_create, store_from_url,
 };
 
+/// Held shared by every test, and exclusively by the one that deletes
+/// thousands of objects: moto lists a bucket by walking all of its keys
+/// unlocked, so a listing that overlaps a delete in the same bucket can fail
+/// with a 500 (`KeyError`), and during a mass delete such failures can
+/// outlast the client's small retry budget.
+static BUCKET: RwLock<()> = RwLock::const_new(());
+
+/// This test's hold on [`BUCKET`].
+#[allow(dead_code)] // Held only to be dropped at the end of the test.
+enum BucketUse {
+    Shared(RwLockReadGuard<'static, ()>),
+    Exclusive(RwLockWriteGuard<'static, ()>),
+}
+
 /// The S3 server and bucket the tests run against.
 struct S3 {
     endpoint: String,
     bucket: String,
     /// This test's own key prefix within the bucket.
     prefix: String,
+    _use: BucketUse,
 }
 
 impl S3 {
-    /// Reads the server from the environment, or says plainly that `test`
-    /// is skipped and returns `None`.
-    fn from_env(test: &str) -> Option<S3> {
+    /// The server from the environment, shared with the other tests; or
+    /// `None`, after saying plainly that `test` is skipped.
+    async fn shared(test: &str) -> Option<S3> {
+        let settings = Self::settings(test)?;
+        Some(Self::new(settings, BucketUse::Shared(BUCKET.read().await)))
+    }
+
+    /// As [`S3::shared`], with the bucket to this test alone.
+    async fn exclusive(test: &str) -> Option<S3> {
+        let settings = Self::settings(test)?;
+        Some(Self::new(
+            settings,
+            BucketUse::Exclusive(BUCKET.write().await),
+        ))
+    }
+
+    fn new((endpoint, bucket, prefix): (String, String, String), bucket_use: BucketUse) -> S3 {
+        S3 {
+            endpoint,
+            bucket,
+            prefix,
+            _use: bucket_use,
+        }
+    }
+
+    /// The endpoint, bucket and a unique prefix for `test`, if the
+    /// environment names a server.
+    fn settings(test: &str) -> Option<(String, String, String)> {
         let Ok(endpoint) = std::env::var("MEMO_S3_ENDPOINT") else {
             // Straight to stderr: the test harness captures `eprintln!` of
             // passing tests, and whether a test ran must show in the log.
@@ -56,11 +98,7 @@ impl S3 {
             "running against {endpoint}, bucket {bucket}, prefix {prefix}"
         )
         .ok();
-        Some(S3 {
-            endpoint,
-            bucket,
-            prefix,
-        })
+        Some((endpoint, bucket, prefix))
     }
 
     /// A new client for this test's prefix, built from its URL the way an
@@ -100,7 +138,7 @@ fn run(id: &str) -> RunId {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s3_store_from_url_honours_conditional_creates() {
-    let Some(s3) = S3::from_env("s3_store_from_url_honours_conditional_creates") else {
+    let Some(s3) = S3::shared("s3_store_from_url_honours_conditional_creates").await else {
         return;
     };
     let opened = s3.open();
@@ -118,7 +156,7 @@ async fn s3_store_from_url_honours_conditional_creates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn probe_reports_an_s3_client_without_conditional_puts() {
-    let Some(s3) = S3::from_env("probe_reports_an_s3_client_without_conditional_puts") else {
+    let Some(s3) = S3::shared("probe_reports_an_s3_client_without_conditional_puts").await else {
         return;
     };
     let store = AmazonS3Builder::new()
@@ -146,7 +184,7 @@ async fn probe_reports_an_s3_client_without_conditional_puts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memo_conformance_suite_on_s3() {
-    let Some(s3) = S3::from_env("memo_conformance_suite_on_s3") else {
+    let Some(s3) = S3::shared("memo_conformance_suite_on_s3").await else {
         return;
     };
     let opened = s3.open();
@@ -155,7 +193,7 @@ async fn memo_conformance_suite_on_s3() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runtime_store_conformance_suite_on_s3() {
-    let Some(s3) = S3::from_env("runtime_store_conformance_suite_on_s3") else {
+    let Some(s3) = S3::shared("runtime_store_conformance_suite_on_s3").await else {
         return;
     };
     // A new client per instance, as separate workers would have.
@@ -170,7 +208,8 @@ async fn runtime_store_conformance_suite_on_s3() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runtime_store_faults_on_s3_never_leave_a_partial_commit() {
-    let Some(s3) = S3::from_env("runtime_store_faults_on_s3_never_leave_a_partial_commit") else {
+    let Some(s3) = S3::shared("runtime_store_faults_on_s3_never_leave_a_partial_commit").await
+    else {
         return;
     };
     let opened = s3.open();
@@ -181,7 +220,8 @@ async fn runtime_store_faults_on_s3_never_leave_a_partial_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn thirty_two_clients_racing_one_key_on_s3_converge_on_one_value() {
-    let Some(s3) = S3::from_env("thirty_two_clients_racing_one_key_on_s3_converge_on_one_value")
+    let Some(s3) =
+        S3::shared("thirty_two_clients_racing_one_key_on_s3_converge_on_one_value").await
     else {
         return;
     };
@@ -190,7 +230,7 @@ async fn thirty_two_clients_racing_one_key_on_s3_converge_on_one_value() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lost_ack_on_an_s3_create_returns_the_committed_value() {
-    let Some(s3) = S3::from_env("lost_ack_on_an_s3_create_returns_the_committed_value") else {
+    let Some(s3) = S3::shared("lost_ack_on_an_s3_create_returns_the_committed_value").await else {
         return;
     };
     let opened = s3.open();
@@ -216,7 +256,8 @@ async fn lost_ack_on_an_s3_create_returns_the_committed_value() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn listing_expired_markers_on_s3_lists_about_as_many_objects_as_are_expired() {
     let Some(s3) =
-        S3::from_env("listing_expired_markers_on_s3_lists_about_as_many_objects_as_are_expired")
+        S3::shared("listing_expired_markers_on_s3_lists_about_as_many_objects_as_are_expired")
+            .await
     else {
         return;
     };
@@ -265,7 +306,8 @@ async fn listing_expired_markers_on_s3_lists_about_as_many_objects_as_are_expire
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn clearing_five_thousand_entries_on_s3_uses_batched_deletes() {
-    let Some(s3) = S3::from_env("clearing_five_thousand_entries_on_s3_uses_batched_deletes") else {
+    let Some(s3) = S3::exclusive("clearing_five_thousand_entries_on_s3_uses_batched_deletes").await
+    else {
         return;
     };
     const ENTRIES: u32 = 5_000;
