@@ -8,7 +8,7 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -19,9 +19,10 @@ use memo_runtime::object_store::{ObjectStore, RetryConfig};
 use memo_runtime::testing::memo_store as suite;
 use memo_runtime::testing::runtime_store as runtime_suite;
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Error, MARKER_BUCKET_MS, MemoStore, ObjectStoreRuntimeStore, RunId, UrlStore,
-    probe_conditional_create, store_from_url,
+    Error, MARKER_BUCKET_MS, ManualClock, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
+    RunId, RuntimeStore, UrlStore, probe_conditional_create, store_from_url,
 };
 
 /// Held shared by every test, and exclusively by the one that deletes
@@ -352,4 +353,95 @@ async fn clearing_five_thousand_entries_on_s3_uses_batched_deletes() {
         store.new_memo(&kept, 0).get("key-0").await.unwrap(),
         Some(Bytes::from("kept"))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workflow_runs_on_s3_are_swept_once_their_retention_has_passed() {
+    let Some(s3) =
+        S3::shared("workflow_runs_on_s3_are_swept_once_their_retention_has_passed").await
+    else {
+        return;
+    };
+    const DAY: u64 = 24 * MARKER_BUCKET_MS;
+    const NOW: u64 = 100 * DAY;
+    let opened = s3.open();
+    let memo = MemoStore::new(opened.store.clone(), opened.prefix.clone().join("memo"));
+    let records: Arc<dyn RuntimeStore> = Arc::new(ObjectStoreRuntimeStore::new(
+        opened.store.clone(),
+        opened.prefix.clone().join("runtime"),
+    ));
+    let clock = Arc::new(ManualClock::new(0));
+    let runtime = Runtime::builder()
+        .memo_store(memo.clone())
+        .runtime_store(records.clone())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let greet = Workflow::new("greet", |ctx: Context, name: String| async move {
+        ctx.step("hello", |memo| {
+            let name = name.clone();
+            async move {
+                let said = memo
+                    .content_put(&("hello", &name), format!("hello {name}"))
+                    .await?;
+                Ok::<_, Error>(String::from_utf8_lossy(&said).into_owned())
+            }
+        })
+        .await
+    });
+    for (id, finished_at) in [
+        ("old-a", NOW - 10 * DAY),
+        ("old-b", NOW - 8 * DAY),
+        ("recent", NOW - DAY),
+    ] {
+        clock.set_ms(finished_at);
+        let said = runtime
+            .run(&run(id), &id.to_string(), &greet)
+            .await
+            .unwrap();
+        assert_eq!(said, format!("hello {id}"));
+    }
+
+    let sweeper = RetentionSweeper::builder(memo.clone(), Duration::from_secs(7 * 24 * 3600))
+        .runtime_store(records.clone())
+        .build();
+    let report = sweeper.sweep_once(NOW).await.unwrap();
+
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(
+        (report.runs_cleared, report.runtime_runs_deleted),
+        (2, 2),
+        "{report:?}"
+    );
+    for id in ["old-a", "old-b"] {
+        assert_eq!(records.load_run(&run(id)).await.unwrap(), None, "{id}");
+        assert_eq!(entries_of(&memo, id).await, 0, "{id}");
+    }
+    assert!(records.load_run(&run("recent")).await.unwrap().is_some());
+    assert!(entries_of(&memo, "recent").await > 0);
+    let markers = memo.list_terminal_markers().await.unwrap();
+    assert_eq!(
+        markers
+            .iter()
+            .map(|m| m.run_id.as_str())
+            .collect::<Vec<_>>(),
+        ["recent"]
+    );
+    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().markers_expired, 0);
+}
+
+/// The memo and step-output objects of run `id`, as S3 lists them.
+async fn entries_of(memo: &MemoStore, id: &str) -> usize {
+    let mut count = 0;
+    for folder in ["memos", "step-outputs"] {
+        let prefix = memo.prefix().clone().join(folder).join(id);
+        let listed: Vec<_> = memo
+            .object_store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .unwrap();
+        count += listed.len();
+    }
+    count
 }
