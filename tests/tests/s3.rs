@@ -25,11 +25,13 @@ use memo_runtime::{
     RunId, RuntimeStore, UrlStore, probe_conditional_create, store_from_url,
 };
 
-/// Held shared by every test, and exclusively by the one that deletes
-/// thousands of objects: moto lists a bucket by walking all of its keys
-/// unlocked, so a listing that overlaps a delete in the same bucket can fail
-/// with a 500 (`KeyError`), and during a mass delete such failures can
-/// outlast the client's small retry budget.
+/// Held shared by most tests, and exclusively by the one that deletes
+/// thousands of objects and by the runtime-store suites, whose racing
+/// committers list and retry the most: moto lists a bucket by walking all of
+/// its keys unlocked, so a listing that overlaps a delete in the same bucket
+/// can fail with a 500 (`KeyError`), and such failures can outlast the
+/// client's small retry budget. (The suite failed twice that way here on a
+/// loaded machine, while other tests deleted runs.)
 static BUCKET: RwLock<()> = RwLock::const_new(());
 
 /// This test's hold on [`BUCKET`].
@@ -194,7 +196,7 @@ async fn memo_conformance_suite_on_s3() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runtime_store_conformance_suite_on_s3() {
-    let Some(s3) = S3::shared("runtime_store_conformance_suite_on_s3").await else {
+    let Some(s3) = S3::exclusive("runtime_store_conformance_suite_on_s3").await else {
         return;
     };
     // A new client per instance, as separate workers would have.
@@ -209,7 +211,7 @@ async fn runtime_store_conformance_suite_on_s3() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runtime_store_faults_on_s3_never_leave_a_partial_commit() {
-    let Some(s3) = S3::shared("runtime_store_faults_on_s3_never_leave_a_partial_commit").await
+    let Some(s3) = S3::exclusive("runtime_store_faults_on_s3_never_leave_a_partial_commit").await
     else {
         return;
     };
