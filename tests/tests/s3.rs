@@ -10,8 +10,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::aws::{AmazonS3Builder, S3ConditionalPut};
@@ -24,14 +22,15 @@ use memo_runtime::{
     Error, MARKER_BUCKET_MS, ManualClock, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
     RunId, RuntimeStore, UrlStore, probe_conditional_create, store_from_url,
 };
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Held shared by most tests, and exclusively by the one that deletes
 /// thousands of objects and by the runtime-store suites, whose racing
 /// committers list and retry the most: moto lists a bucket by walking all of
 /// its keys unlocked, so a listing that overlaps a delete in the same bucket
 /// can fail with a 500 (`KeyError`), and such failures can outlast the
-/// client's small retry budget. (The suite failed twice that way here on a
-/// loaded machine, while other tests deleted runs.)
+/// client's small retry budget. (The runtime-store suite failed twice here,
+/// on a loaded machine, while other tests deleted objects; alone it passes.)
 static BUCKET: RwLock<()> = RwLock::const_new(());
 
 /// This test's hold on [`BUCKET`].
