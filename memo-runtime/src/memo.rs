@@ -157,7 +157,9 @@ impl MemoStore {
         value: &[u8],
     ) -> Result<Bytes> {
         let path = self.entry_path(STEP_OUTPUTS, run_id, step_number, &sha256_hex(step_payload));
-        self.create(&path, value).await.map(Created::into_payload)
+        self.create(&path, value, || path.to_string())
+            .await
+            .map(Created::into_payload)
     }
 
     /// Deletes every memo entry and step-output entry of `run_id` and returns
@@ -238,11 +240,17 @@ impl MemoStore {
             .join(digest)
     }
 
-    /// Creates `path` with `value` unless it exists, after the size check.
-    async fn create(&self, path: &Path, value: &[u8]) -> Result<Created> {
+    /// Creates `path` with `value` unless it exists, after the size check;
+    /// `key` names the entry in a `TooLarge` error.
+    async fn create(
+        &self,
+        path: &Path,
+        value: &[u8],
+        key: impl FnOnce() -> String,
+    ) -> Result<Created> {
         if value.len() > self.inner.max_value_size {
             return Err(Error::TooLarge {
-                key: path.to_string(),
+                key: key(),
                 size: value.len(),
                 limit: self.inner.max_value_size,
             });
@@ -314,15 +322,11 @@ impl Memo {
     /// conditionally (memo never overwrites); [`Error::Store`] if the store
     /// keeps failing; [`Error::Corrupt`] if the committed entry is damaged.
     pub async fn put(&self, key: &str, value: impl AsRef<[u8]>) -> Result<Bytes> {
-        let value = value.as_ref();
-        if value.len() > self.store.max_value_size() {
-            return Err(Error::TooLarge {
-                key: format!("{key:?} (run {}, step {})", self.run_id, self.step_number),
-                size: value.len(),
-                limit: self.store.max_value_size(),
-            });
-        }
-        let created = self.store.create(&self.key_path(key), value).await?;
+        let describe = || format!("{key:?} (run {}, step {})", self.run_id, self.step_number);
+        let created = self
+            .store
+            .create(&self.key_path(key), value.as_ref(), describe)
+            .await?;
         if let Created::Theirs(_) = created {
             tracing::debug!(run_id = %self.run_id, step = self.step_number, key, "another writer committed first");
         }
