@@ -50,6 +50,7 @@ mod counting;
 mod faults;
 pub mod memo_store;
 pub mod runtime_store;
+pub mod sim;
 
 pub use counting::{CountingStore, RequestCounts};
 pub use faults::{Fault, FaultInjectingStore, FaultRule, InjectedFault, RequestKind};

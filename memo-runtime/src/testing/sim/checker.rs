@@ -1,0 +1,400 @@
+//! The invariants' bookkeeping for one simulated history: who is running,
+//! which side effects ran for which memo entry, what every caller saw, and
+//! the violations found so far.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use object_store::path::Path;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use super::Violation;
+use super::compat::{self, fresh_inputs, fresh_receipts, fresh_run};
+use super::stores::Shared;
+use crate::clock::{Clock, ManualClock};
+use crate::memo::Memo;
+use crate::run_id::RunId;
+use crate::runtime_store::{Commit, RunRecord};
+
+thread_local! {
+    /// The task the simulator is polling right now.
+    static CURRENT: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Runs `poll` as task `id`: whatever the task does meanwhile is its doing.
+pub(super) fn as_task<R>(id: u64, poll: impl FnOnce() -> R) -> R {
+    CURRENT.with(|current| {
+        let before = current.replace(Some(id));
+        let result = poll();
+        current.set(before);
+        result
+    })
+}
+
+fn current_task() -> Option<u64> {
+    CURRENT.with(Cell::get)
+}
+
+/// What a simulated task does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TaskKind {
+    Run,
+    Recover,
+    Signal,
+    Sweep,
+    Delete,
+}
+
+/// A live task: its kind, worker, and the incarnation of every run when it
+/// started (what its attempts belong to).
+#[derive(Debug)]
+struct Task {
+    kind: TaskKind,
+    incarnations: HashMap<RunId, u32>,
+}
+
+/// One memo entry of one run incarnation: what a side effect belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Entry {
+    run_id: RunId,
+    incarnation: u32,
+    step: u32,
+    key: String,
+}
+
+/// A side effect being executed (between its start and its end).
+#[derive(Debug)]
+struct Running {
+    task: u64,
+    entry: Entry,
+    started_ms: u64,
+}
+
+#[derive(Debug)]
+struct State {
+    violations: Vec<Violation>,
+    tasks: HashMap<u64, Task>,
+    incarnations: HashMap<RunId, u32>,
+    executions: BTreeMap<Entry, u64>,
+    running: HashMap<u64, Running>,
+    observed: HashMap<Entry, Vec<u8>>,
+    next_execution: u64,
+    rng: StdRng,
+    trace: VecDeque<String>,
+    first_violation: Option<usize>,
+    events: u64,
+}
+
+/// Shared by the world, the workers' store wrappers and the [`Ledger`](super::Ledger).
+#[derive(Clone, Debug)]
+pub(super) struct Checker {
+    state: Arc<Mutex<State>>,
+    objects: Shared,
+    clock: Arc<ManualClock>,
+    retention_ms: u64,
+    lease_ms: u64,
+}
+
+/// How many events a failure report shows, up to the first violation.
+const TRACE_LEN: usize = 40;
+
+impl Checker {
+    pub(super) fn new(
+        objects: Shared,
+        clock: Arc<ManualClock>,
+        seed: u64,
+        retention_ms: u64,
+        lease_ms: u64,
+    ) -> Checker {
+        Checker {
+            state: Arc::new(Mutex::new(State {
+                violations: Vec::new(),
+                tasks: HashMap::new(),
+                incarnations: HashMap::new(),
+                executions: BTreeMap::new(),
+                running: HashMap::new(),
+                observed: HashMap::new(),
+                next_execution: 0,
+                rng: StdRng::seed_from_u64(seed ^ 0x5eed_1ed6),
+                trace: VecDeque::new(),
+                first_violation: None,
+                events: 0,
+            })),
+            objects,
+            clock,
+            retention_ms,
+            lease_ms,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn objects(&self) -> &Shared {
+        &self.objects
+    }
+
+    /// Records `invariant` broken, with what happened.
+    pub(super) fn violation(&self, invariant: &'static str, detail: String) {
+        let mut state = self.lock();
+        let at = state.events;
+        if state.violations.is_empty() {
+            state.first_violation = Some(state.trace.len());
+        }
+        state
+            .trace
+            .push_back(format!("VIOLATION {invariant}: {detail}"));
+        state.violations.push(Violation {
+            invariant,
+            detail,
+            event: at,
+        });
+    }
+
+    /// Adds a line to the history's trace (the last few are shown on failure).
+    pub(super) fn event(&self, line: String) {
+        let mut state = self.lock();
+        state.events += 1;
+        let numbered = format!("#{} t={}ms {line}", state.events, self.clock.now_ms());
+        state.trace.push_back(numbered);
+    }
+
+    pub(super) fn events(&self) -> u64 {
+        self.lock().events
+    }
+
+    pub(super) fn violations(&self) -> Vec<Violation> {
+        self.lock().violations.clone()
+    }
+
+    /// The events up to the first violation (the last [`TRACE_LEN`] of them),
+    /// or the last events if none.
+    pub(super) fn trace(&self) -> Vec<String> {
+        let state = self.lock();
+        let end = state
+            .first_violation
+            .map_or(state.trace.len(), |first| first + 1);
+        let start = end.saturating_sub(TRACE_LEN);
+        state.trace.range(start..end).cloned().collect()
+    }
+
+    /// The run was deleted: the next use of its id is a new run.
+    pub(super) fn new_incarnation(&self, run_id: &RunId) {
+        *self.lock().incarnations.entry(run_id.clone()).or_default() += 1;
+    }
+
+    pub(super) fn task_started(&self, id: u64, kind: TaskKind) {
+        let mut state = self.lock();
+        let incarnations = state.incarnations.clone();
+        state.tasks.insert(id, Task { kind, incarnations });
+    }
+
+    /// The task ended or was dropped (its worker crashed): every side effect
+    /// it was executing stopped with it.
+    pub(super) fn task_ended(&self, id: u64) {
+        let mut state = self.lock();
+        state.tasks.remove(&id);
+        state.running.retain(|_, running| running.task != id);
+    }
+
+    /// The entry `key` of `memo`, in the incarnation the current task works on.
+    fn entry(&self, state: &State, memo: &Memo, key: &str) -> Entry {
+        let run_id = memo.run_id().clone();
+        let incarnation = current_task()
+            .and_then(|task| state.tasks.get(&task))
+            .and_then(|task| task.incarnations.get(&run_id).copied())
+            .unwrap_or_else(|| state.incarnations.get(&run_id).copied().unwrap_or(0));
+        Entry {
+            run_id,
+            incarnation,
+            step: memo.step_number(),
+            key: key.to_string(),
+        }
+    }
+
+    /// A side effect for `key` of `memo` starts; returns its execution number.
+    pub(super) fn effect_started(&self, memo: &Memo, key: &str) -> u64 {
+        let committed = compat::committed_entry(&self.objects, memo, key);
+        let now_ms = self.clock.now_ms();
+        let mut state = self.lock();
+        let entry = self.entry(&state, memo, key);
+        let number = state.next_execution;
+        state.next_execution += 1;
+        let task = current_task().unwrap_or(u64::MAX);
+        let mut found = Vec::new();
+        if let Some(Ok(Some(_))) = committed {
+            found.push((
+                "a side effect whose memo entry committed never runs again",
+                format!(
+                    "execution #{number} of {entry:?} by task {task}: the entry was already committed"
+                ),
+            ));
+        }
+        for running in state.running.values() {
+            let same_step = running.entry.run_id == entry.run_id
+                && running.entry.incarnation == entry.incarnation
+                && running.entry.step == entry.step;
+            let lease_live = now_ms.saturating_sub(running.started_ms) < self.lease_ms;
+            if same_step && running.task != task && lease_live {
+                found.push((
+                    "no two live attempts of one run both run a step body",
+                    format!(
+                        "task {task} started execution #{number} of {entry:?} while task {} is still executing {:?}",
+                        running.task, running.entry
+                    ),
+                ));
+            }
+        }
+        *state.executions.entry(entry.clone()).or_default() += 1;
+        state.running.insert(
+            number,
+            Running {
+                task,
+                entry,
+                started_ms: now_ms,
+            },
+        );
+        drop(state);
+        for (invariant, detail) in found {
+            self.violation(invariant, detail);
+        }
+        number
+    }
+
+    pub(super) fn effect_ended(&self, number: u64) {
+        self.lock().running.remove(&number);
+    }
+
+    /// A caller of `key` in `memo` got `value` (encoded).
+    pub(super) fn observed(&self, memo: &Memo, key: &str, value: Vec<u8>) {
+        let mut state = self.lock();
+        let entry = self.entry(&state, memo, key);
+        let mut found = Vec::new();
+        if !state.executions.contains_key(&entry) {
+            found.push((
+                "a reused run id shares nothing with the earlier run",
+                format!(
+                    "a caller of {entry:?} got a value no execution of this run incarnation produced"
+                ),
+            ));
+        }
+        match state.observed.get(&entry) {
+            Some(first) if *first != value => found.push((
+                "every caller of a key sees one value",
+                format!("callers of {entry:?} saw different values"),
+            )),
+            Some(_) => {}
+            None => {
+                state.observed.insert(entry, value);
+            }
+        }
+        drop(state);
+        for (invariant, detail) in found {
+            self.violation(invariant, detail);
+        }
+    }
+
+    /// A seeded coin flip for the workflow's own randomness.
+    pub(super) fn chance(&self, p: f64) -> bool {
+        self.lock().rng.random_bool(p.clamp(0.0, 1.0))
+    }
+
+    /// A seeded number in `0..n` for the workflow's own randomness.
+    pub(super) fn below(&self, n: u32) -> u32 {
+        if n == 0 {
+            return 0;
+        }
+        self.lock().rng.random_range(0..n)
+    }
+
+    /// A worker's store is about to delete `path`: if a retention sweep does
+    /// it, the run it belongs to must be terminal and past its retention.
+    pub(super) fn deleting(&self, path: &Path) {
+        let sweeping = current_task().and_then(|task| self.lock().tasks.get(&task).map(|t| t.kind))
+            == Some(TaskKind::Sweep);
+        let Some(run_id) = compat::run_of(path).filter(|_| sweeping) else {
+            return;
+        };
+        let Some(Ok(Some(run))) = fresh_run(&self.objects, &run_id) else {
+            return;
+        };
+        let now_ms = self.clock.now_ms();
+        match run.terminal_at_ms {
+            None => self.violation(
+                "the sweeper never deletes anything of an open run",
+                format!("a sweep deleted {path} while run {run_id} is {}", run.status),
+            ),
+            Some(at_ms) if at_ms.saturating_add(self.retention_ms) > now_ms => self.violation(
+                "the sweeper never deletes anything of a run inside its retention",
+                format!(
+                    "a sweep at {now_ms} ms deleted {path}; run {run_id} ended at {at_ms} ms, retained for {} ms",
+                    self.retention_ms
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+
+    /// A worker's store acknowledged creating `run_id` (or appending input
+    /// `input_id` to it): a fresh instance must see it.
+    pub(super) fn acknowledged_run(&self, run_id: &RunId, input_id: Option<&str>) {
+        let visible = match input_id {
+            None => fresh_run(&self.objects, run_id).map(|run| run.map(|r| r.is_some())),
+            Some(id) => fresh_inputs(&self.objects, run_id)
+                .map(|inputs| inputs.map(|all| all.iter().any(|i| i.input_id == id))),
+        };
+        if let Some(Ok(false)) = visible {
+            self.violation(
+                "every acknowledged commit is visible to a fresh instance",
+                format!("run {run_id}: acknowledged {input_id:?} is not visible"),
+            );
+        }
+    }
+
+    /// A worker's store acknowledged `commit` to `run_id`, answering
+    /// `record`: a fresh instance must see the same run and receipt.
+    pub(super) fn acknowledged_commit(&self, run_id: &RunId, commit: &Commit, record: &RunRecord) {
+        let mut lost = Vec::new();
+        if let Some(receipt) = &commit.receipt
+            && let Some(Ok(receipts)) = fresh_receipts(&self.objects, run_id)
+        {
+            let stored = receipts.iter().find(|r| r.sequence == receipt.sequence);
+            if stored.is_none_or(|r| r.step != receipt.step || r.output != receipt.output) {
+                lost.push(format!(
+                    "receipt {} ({}) is {stored:?} to a fresh instance",
+                    receipt.sequence, receipt.step
+                ));
+            }
+        }
+        // Other workers may have moved the run on since (the writer can be
+        // stopped after its last write): the fresh view must be this state
+        // or a later one.
+        if let Some(Ok(fresh)) = fresh_run(&self.objects, run_id) {
+            let later = fresh.as_ref().is_some_and(|f| {
+                f.attempts >= record.attempts
+                    && f.status >= record.status
+                    && (!record.status.is_terminal()
+                        || (f.status == record.status && f.output == record.output))
+            });
+            // A terminal run may since have been deleted, legitimately.
+            let deleted = fresh.is_none() && record.status.is_terminal();
+            if !later && !deleted {
+                lost.push(format!(
+                    "the writer was told {} (attempt {}), a fresh instance sees {:?}",
+                    record.status,
+                    record.attempts,
+                    fresh.map(|f| (f.status, f.attempts))
+                ));
+            }
+        }
+        for detail in lost {
+            self.violation(
+                "every acknowledged commit is visible to a fresh instance",
+                format!("run {run_id}: {detail}"),
+            );
+        }
+    }
+}

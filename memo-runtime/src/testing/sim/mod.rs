@@ -1,0 +1,537 @@
+//! Deterministic simulation of the whole runtime: many workers, crashes at
+//! any await point, store faults, lost acknowledgements, clock jumps,
+//! run-id reuse, signals and retention sweeps, all drawn from one `u64`
+//! seed, with memo's guarantees checked on every history.
+//!
+//! A [`Simulation`] takes your [`Workflow`] (built by a factory that
+//! receives the history's [`Ledger`]) and the inputs to run it on. For each
+//! seed it builds a world of several workers, each a [`Runtime`] over its
+//! *own* store instances (as separate processes have), all over one shared
+//! `InMemory` object store reached through a seeded
+//! [`FaultInjectingStore`](super::FaultInjectingStore). One current-thread
+//! scheduler polls the workers' tasks in a seed-chosen order; every store
+//! request is an await point where another worker may run or this one may
+//! crash (its futures dropped, its store instances rebuilt, `recover()` run
+//! on restart). Then faults stop, time moves on, every open run is
+//! redelivered, and the final state is checked.
+//!
+//! # Invariants
+//!
+//! During and after each history:
+//!
+//! - a side effect whose memo entry committed never runs again for the same
+//!   (run incarnation, step, key), and every caller of a key sees one value,
+//!   produced by this use of the run id (not an earlier, deleted run);
+//! - every change a runtime store acknowledged is visible to a fresh
+//!   instance, and no read returns a corrupt value;
+//! - once faults stop and time moves on, every run reaches a terminal state;
+//!   only the workflow's own errors fail a run, and no replay meets
+//!   non-determinism; redelivering an equal input is never refused;
+//! - a retention sweep never deletes anything of a run that is open or
+//!   terminal inside its retention;
+//! - no two live attempts of one run execute a side effect of the same step
+//!   at once (an attempt whose lease has expired, by the simulated clock, no
+//!   longer counts as live).
+//!
+//! A history is a function of the seed alone: the scheduler, the faults,
+//! the clock and the workflow's [`Ledger::chance`] all draw from it. Keep
+//! your workflow deterministic too: no wall clock, no unseeded randomness,
+//! and retry policies [`without_jitter`](crate::workflow::RetryPolicy::without_jitter).
+//! A failing seed is reported with a one-line command that replays it.
+//!
+//! # Example
+//!
+//! ```
+//! use memo_runtime::testing::sim::{Ledger, Simulation, memoized_key};
+//! use memo_runtime::workflow::{Context, Workflow};
+//! use memo_runtime::{Error, Memo, memoized};
+//!
+//! #[memoized(skip(ledger))]
+//! async fn send_email(memo: &Memo, ledger: &Ledger, to: &str) -> Result<String, Error> {
+//!     let key = memoized_key("send_email", 0, &(to,))?;
+//!     let n = ledger.side_effect(memo, &key).await; // stands for the real e-mail
+//!     Ok(format!("mail #{n} to {to}"))
+//! }
+//!
+//! let simulation = Simulation::new(
+//!     |ledger: Ledger| {
+//!         Workflow::new("welcome", move |ctx: Context, to: String| {
+//!             let ledger = ledger.clone();
+//!             async move {
+//!                 ctx.step("email", |memo| {
+//!                     let (ledger, to) = (ledger.clone(), to.clone());
+//!                     async move {
+//!                         let sent = send_email(&memo, &ledger, &to).await?;
+//!                         ledger.observed(&memo, &memoized_key("send_email", 0, &(&to,))?, &sent);
+//!                         Ok::<_, Error>(sent)
+//!                     }
+//!                 })
+//!                 .await
+//!             }
+//!         })
+//!     },
+//!     vec!["ada@example.com".to_string(), "grace@example.com".to_string()],
+//! )
+//! .ticks(300);
+//! let summary = simulation.run_seeds(0..3).unwrap_or_else(|failure| panic!("{failure}"));
+//! assert_eq!(summary.seeds, 3);
+//! ```
+
+mod checker;
+mod compat;
+mod ledger;
+mod stores;
+mod world;
+
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use ledger::{Ledger, memoized_key};
+
+use crate::error::Error;
+use crate::run_id::RunId;
+use crate::workflow::{Context, Runtime, Workflow};
+
+/// A kind of random event a [`Simulation`] injects; all are on by default,
+/// and [`Simulation::without`] turns one off (to find which one a failure
+/// needs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Event {
+    /// Workers crash at an await point: their tasks are dropped, their store
+    /// instances rebuilt, and `recover()` runs when they restart.
+    Crash,
+    /// A run is delivered to a worker while another worker still works on it
+    /// (as an at-least-once queue redelivers after a timeout).
+    ConcurrentDelivery,
+    /// A terminal run is deleted with `RuntimeStore::delete_run` and its id
+    /// used again.
+    RunIdReuse,
+    /// A retention sweep runs.
+    Sweep,
+    /// The clock jumps, by minutes or past the retention.
+    ClockJump,
+    /// A signal is sent to a run from outside.
+    Signal,
+    /// Store requests fail (before or after they are applied).
+    StoreFault,
+}
+
+/// The settings of a [`Simulation`].
+#[derive(Debug, Clone)]
+struct Config {
+    workers: usize,
+    ticks: u64,
+    fault_rate: f64,
+    crash_rate: f64,
+    event_rate: f64,
+    retention: Duration,
+    lease: Duration,
+    liveness_rounds: usize,
+    without: Vec<Event>,
+}
+
+impl Config {
+    fn has(&self, event: Event) -> bool {
+        !self.without.contains(&event)
+    }
+}
+
+/// The outcome of a run, as the final check sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome<O> {
+    /// The run completed with this output.
+    Completed(O),
+    /// The run failed with this message.
+    Failed(String),
+    /// The run was cancelled.
+    Cancelled,
+}
+
+type OutcomeCheck<I, O> = Arc<dyn Fn(&I, &RunOutcome<O>) -> Result<(), String> + Send + Sync>;
+type Redeliver<I> = Arc<dyn Fn(&I, u64) -> I + Send + Sync>;
+/// Sends one signal: `(runtime, run, signal id)`.
+type SignalSender = Arc<
+    dyn Fn(Runtime, RunId, String) -> Pin<Box<dyn Future<Output = crate::Result<()>>>>
+        + Send
+        + Sync,
+>;
+
+/// A seeded simulation of a workflow under crashes, faults and concurrency;
+/// see the [module documentation](self).
+pub struct Simulation<I, O, Mk> {
+    make_workflow: Mk,
+    inputs: Vec<I>,
+    config: Config,
+    signals: Vec<(String, SignalSender)>,
+    check: Option<OutcomeCheck<I, O>>,
+    redeliver: Option<Redeliver<I>>,
+}
+
+impl<I, O, Mk> fmt::Debug for Simulation<I, O, Mk> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Simulation")
+            .field("inputs", &self.inputs.len())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One history that kept every invariant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct History {
+    /// The seed it ran from.
+    pub seed: u64,
+    /// Events simulated: deliveries, crashes, restarts, signals, sweeps,
+    /// clock jumps, deletions, and tasks ended.
+    pub events: u64,
+    /// Scheduler steps (task polls).
+    pub polls: u64,
+    /// Store faults injected.
+    pub faults: u64,
+    /// Worker crashes.
+    pub crashes: u64,
+}
+
+/// What [`Simulation::run_seeds`] ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Histories run.
+    pub seeds: u64,
+    /// Events simulated, over all histories.
+    pub events: u64,
+    /// Scheduler steps, over all histories.
+    pub polls: u64,
+    /// Store faults injected, over all histories.
+    pub faults: u64,
+    /// Worker crashes, over all histories.
+    pub crashes: u64,
+}
+
+impl Summary {
+    fn add(&mut self, history: &History) {
+        self.seeds += 1;
+        self.events += history.events;
+        self.polls += history.polls;
+        self.faults += history.faults;
+        self.crashes += history.crashes;
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} seeds, {} events, {} polls, {} faults injected, {} crashes",
+            self.seeds, self.events, self.polls, self.faults, self.crashes
+        )
+    }
+}
+
+/// An invariant a history broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Violation {
+    /// The invariant, in words.
+    pub invariant: &'static str,
+    /// What happened.
+    pub detail: String,
+    /// How many events had been simulated when it was found.
+    pub event: u64,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[event {}] {}: {}",
+            self.event, self.invariant, self.detail
+        )
+    }
+}
+
+/// A history that broke an invariant: its seed, what broke, the events
+/// leading to it, and how to replay it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Failure {
+    /// The seed that fails.
+    pub seed: u64,
+    /// Every violation found, in order.
+    pub violations: Vec<Violation>,
+    /// The last events of the history (with the violations among them).
+    pub trace: Vec<String>,
+    /// A shell command that replays this seed.
+    pub replay: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "simulation seed {} broke {} invariant check(s):",
+            self.seed,
+            self.violations.len()
+        )?;
+        let mut broken: Vec<&str> = self.violations.iter().map(|v| v.invariant).collect();
+        broken.sort_unstable();
+        broken.dedup();
+        writeln!(f, "invariants broken: {}", broken.join("; "))?;
+        for violation in self.violations.iter().take(10) {
+            writeln!(f, "  {violation}")?;
+        }
+        writeln!(f, "events up to the first violation:")?;
+        for line in &self.trace {
+            writeln!(f, "  {line}")?;
+        }
+        write!(f, "replay: {}", self.replay)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl<I, O, Mk> Simulation<I, O, Mk> {
+    /// A simulation of the workflow `make_workflow` builds (it is called once
+    /// per history, with that history's [`Ledger`]), run on `inputs`: run
+    /// `i` is `sim-<i>` with input `inputs[i]`, and a reused run id gets one
+    /// of the inputs at random.
+    ///
+    /// Defaults: 3 workers, 2,000 scheduler steps, 2% of store requests
+    /// failing, a crash every 500 steps on average, 7 days of retention, a
+    /// 30 s lease, every [`Event`] on.
+    pub fn new(make_workflow: Mk, inputs: Vec<I>) -> Simulation<I, O, Mk> {
+        Simulation {
+            make_workflow,
+            inputs,
+            config: Config {
+                workers: 3,
+                ticks: 2_000,
+                fault_rate: 0.02,
+                crash_rate: 0.002,
+                event_rate: 0.05,
+                retention: Duration::from_secs(7 * 24 * 60 * 60),
+                lease: Duration::from_secs(30),
+                liveness_rounds: 4,
+                without: Vec::new(),
+            },
+            signals: Vec::new(),
+            check: None,
+            redeliver: None,
+        }
+    }
+
+    /// How many workers (at least 1).
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.config.workers = workers.max(1);
+        self
+    }
+
+    /// How many scheduler steps the faulty part of a history lasts.
+    #[must_use]
+    pub fn ticks(mut self, ticks: u64) -> Self {
+        self.config.ticks = ticks;
+        self
+    }
+
+    /// The share of store requests that fail, half before and half after
+    /// being applied (lost acknowledgements).
+    #[must_use]
+    pub fn fault_rate(mut self, rate: f64) -> Self {
+        self.config.fault_rate = rate.clamp(0.0, 1.0);
+        self
+    }
+
+    /// The chance, per scheduler step, that a worker crashes.
+    #[must_use]
+    pub fn crash_rate(mut self, rate: f64) -> Self {
+        self.config.crash_rate = rate.clamp(0.0, 1.0);
+        self
+    }
+
+    /// The workers' retention of terminal runs.
+    #[must_use]
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.config.retention = retention;
+        self
+    }
+
+    /// The lease an attempt holds: another attempt of the same run that
+    /// executes a step's side effect while this much simulated time has not
+    /// passed breaks the one-live-attempt invariant.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// Turns off one kind of random event.
+    #[must_use]
+    pub fn without(mut self, event: Event) -> Self {
+        self.config.without.push(event);
+        self
+    }
+
+    /// A signal the simulator sends to runs from outside (each send counts
+    /// separately); at the end, every open run gets every signal once more.
+    #[must_use]
+    pub fn signal<T: Serialize + Clone + Send + Sync + 'static>(
+        mut self,
+        name: impl Into<String>,
+        payload: T,
+    ) -> Self {
+        let name = name.into();
+        let signal = name.clone();
+        let send = move |runtime: Runtime, run_id: RunId, id: String| {
+            let (signal, payload) = (signal.clone(), payload.clone());
+            Box::pin(async move {
+                runtime
+                    .signal_with_id(&run_id, &id, &signal, &payload)
+                    .await
+            }) as Pin<Box<dyn Future<Output = crate::Result<()>>>>
+        };
+        self.signals.push((name, Arc::new(send)));
+        self
+    }
+
+    /// Checks every run's final outcome against its input; an `Err` is a
+    /// violation. Without it, any outcome the workflow produced passes
+    /// (a run failed by a store fault does not).
+    #[must_use]
+    pub fn check_outcome(
+        mut self,
+        check: impl Fn(&I, &RunOutcome<O>) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.check = Some(Arc::new(check));
+        self
+    }
+
+    /// How a redelivered input is built from the original and a seeded
+    /// number: it must equal the original (say, the same map built in
+    /// another order), as a queue's redelivery does. Default: a clone.
+    #[must_use]
+    pub fn redeliver_as(
+        mut self,
+        redeliver: impl Fn(&I, u64) -> I + Send + Sync + 'static,
+    ) -> Self {
+        self.redeliver = Some(Arc::new(redeliver));
+        self
+    }
+}
+
+impl<I, O, Mk> Simulation<I, O, Mk>
+where
+    I: Serialize + DeserializeOwned + Clone,
+    O: Serialize + DeserializeOwned,
+{
+    /// Runs the history of `seed` and checks it.
+    ///
+    /// # Errors
+    ///
+    /// A [`Failure`] naming every invariant the history broke.
+    pub fn run_seed<F, Fut, E>(&self, seed: u64) -> Result<History, Failure>
+    where
+        Mk: Fn(Ledger) -> Workflow<F>,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+        E: From<Error> + fmt::Display,
+    {
+        world::run_history(self, seed).map_err(|(violations, trace)| Failure {
+            seed,
+            violations,
+            trace,
+            replay: replay_command(seed),
+        })
+    }
+
+    /// Runs the histories of `seeds` in order, stopping at the first that
+    /// fails.
+    ///
+    /// # Errors
+    ///
+    /// The first [`Failure`].
+    pub fn run_seeds<F, Fut, E>(&self, seeds: Range<u64>) -> Result<Summary, Failure>
+    where
+        Mk: Fn(Ledger) -> Workflow<F>,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+        E: From<Error> + fmt::Display,
+    {
+        let mut summary = Summary::default();
+        for seed in seeds {
+            summary.add(&self.run_seed(seed)?);
+        }
+        Ok(summary)
+    }
+
+    /// Runs the seeds the environment asks for, prints what ran, and panics
+    /// with the [`Failure`] (and its replay command) if a history broke an
+    /// invariant: `MEMO_SIM_SEED=S` runs seed `S` alone, `MEMO_SIM_SEEDS=N`
+    /// runs seeds `0..N`, and otherwise seeds `0..default_seeds` run.
+    ///
+    /// # Panics
+    ///
+    /// On the first failing seed, or if a variable is not a number.
+    pub fn check_seeds_from_env<F, Fut, E>(&self, default_seeds: u64) -> Summary
+    where
+        Mk: Fn(Ledger) -> Workflow<F>,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+        E: From<Error> + fmt::Display,
+    {
+        let number = |name: &str| {
+            std::env::var(name).ok().map(|v| {
+                v.parse::<u64>()
+                    .unwrap_or_else(|_| panic!("{name}={v:?} is not a number"))
+            })
+        };
+        let seeds = match (number("MEMO_SIM_SEED"), number("MEMO_SIM_SEEDS")) {
+            (Some(seed), _) => seed..seed.saturating_add(1),
+            (None, Some(n)) => 0..n,
+            (None, None) => 0..default_seeds,
+        };
+        let started = std::time::Instant::now();
+        match self.run_seeds(seeds) {
+            Ok(summary) => {
+                println!("simulation: {summary} in {:.1?}", started.elapsed());
+                summary
+            }
+            Err(failure) => panic!("{failure}"),
+        }
+    }
+}
+
+/// `MEMO_SIM_SEED=<seed> cargo test ...` naming the running test target and
+/// test, as well as they can be told from the process.
+fn replay_command(seed: u64) -> String {
+    let target = std::env::args()
+        .next()
+        .and_then(|exe| {
+            let name = std::path::Path::new(&exe)
+                .file_stem()?
+                .to_str()?
+                .to_string();
+            // Cargo names test binaries `<target>-<16 hex digits>`.
+            let target = match name.rsplit_once('-') {
+                Some((target, hash)) if hash.len() == 16 => target.to_string(),
+                _ => name,
+            };
+            Some(format!(" --test {target}"))
+        })
+        .unwrap_or_default();
+    let test = std::thread::current()
+        .name()
+        .filter(|name| *name != "main")
+        .map(|name| format!(" -- {name} --exact --nocapture"))
+        .unwrap_or_default();
+    format!("MEMO_SIM_SEED={seed} cargo test{target}{test}")
+}

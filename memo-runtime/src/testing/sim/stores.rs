@@ -1,0 +1,247 @@
+//! The store wrappers of a simulated worker: [`Preemptible`] turns every
+//! object-store request into await points the simulator can stop a worker
+//! at, and audits what a retention sweep deletes; [`Audited`] checks every
+//! acknowledged runtime-store change against a fresh instance.
+
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream, StreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result as StoreResult,
+};
+
+use super::checker::Checker;
+use crate::error::{Error, Result};
+use crate::run_id::RunId;
+use crate::runtime_store::{
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
+};
+
+/// A future that is pending once (waking itself), then ready: a point where
+/// the simulator's scheduler may run another worker, or crash this one.
+struct AwaitPoint {
+    passed: bool,
+}
+
+impl Future for AwaitPoint {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        if self.passed {
+            return Poll::Ready(());
+        }
+        self.passed = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+pub(super) fn await_point() -> impl Future<Output = ()> {
+    AwaitPoint { passed: false }
+}
+
+/// Forwards every request to `inner`, with an await point before each
+/// request and another after each write is applied (a worker stopped there
+/// has written but never saw the acknowledgement). Paths deleted by a
+/// retention sweep are reported to the [`Checker`] as they are deleted.
+pub(super) struct Preemptible<T> {
+    pub(super) inner: T,
+    pub(super) checker: Checker,
+}
+
+impl<T: fmt::Debug> fmt::Debug for Preemptible<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Preemptible")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Preemptible<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Preemptible({})", self.inner)
+    }
+}
+
+impl<T: ObjectStore> Preemptible<T> {
+    async fn write<R>(&self, request: impl Future<Output = StoreResult<R>>) -> StoreResult<R> {
+        await_point().await;
+        let result = request.await;
+        await_point().await;
+        result
+    }
+
+    async fn read<R>(&self, request: impl Future<Output = StoreResult<R>>) -> StoreResult<R> {
+        await_point().await;
+        request.await
+    }
+}
+
+/// `listing`, after an await point.
+fn preempted<I: Send + 'static>(listing: BoxStream<'static, I>) -> BoxStream<'static, I> {
+    stream::once(await_point())
+        .filter_map(|()| std::future::ready(None))
+        .chain(listing)
+        .boxed()
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<T: ObjectStore> ObjectStore for Preemptible<T> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> StoreResult<PutResult> {
+        self.write(self.inner.put_opts(location, payload, opts))
+            .await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> StoreResult<Box<dyn MultipartUpload>> {
+        self.write(self.inner.put_multipart_opts(location, opts))
+            .await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> StoreResult<GetResult> {
+        self.read(self.inner.get_opts(location, options)).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> StoreResult<Vec<Bytes>> {
+        self.read(self.inner.get_ranges(location, ranges)).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, StoreResult<Path>>,
+    ) -> BoxStream<'static, StoreResult<Path>> {
+        let checker = self.checker.clone();
+        let audited = locations
+            .inspect(move |location| {
+                if let Ok(path) = location {
+                    checker.deleting(path);
+                }
+            })
+            .boxed();
+        preempted(self.inner.delete_stream(audited))
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, StoreResult<ObjectMeta>> {
+        preempted(self.inner.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, StoreResult<ObjectMeta>> {
+        preempted(self.inner.list_with_offset(prefix, offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> StoreResult<ListResult> {
+        self.read(self.inner.list_with_delimiter(prefix)).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> StoreResult<()> {
+        self.write(self.inner.copy_opts(from, to, options)).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> StoreResult<()> {
+        self.write(self.inner.rename_opts(from, to, options)).await
+    }
+}
+
+/// A worker's runtime store: forwards to `inner`, reports every
+/// [`Error::Corrupt`] it returns, and checks that every change it
+/// acknowledges is visible to a fresh instance over the same objects.
+#[derive(Debug)]
+pub(super) struct Audited<S> {
+    pub(super) inner: S,
+    pub(super) checker: Checker,
+}
+
+impl<S> Audited<S> {
+    fn seen<T>(&self, what: &str, result: Result<T>) -> Result<T> {
+        if let Err(error @ Error::Corrupt { .. }) = &result {
+            self.checker.violation(
+                "no read returns a corrupt value",
+                format!("{what}: {error}"),
+            );
+        }
+        result
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<S: RuntimeStore> RuntimeStore for Audited<S> {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        let run_id = run.run_id.clone();
+        let created = self.inner.create_run(run).await;
+        if created.is_ok() {
+            self.checker.acknowledged_run(&run_id, None);
+        }
+        self.seen("create_run", created)
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
+        self.seen("load_run", self.inner.load_run(run_id).await)
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
+        let applied = self.inner.atomic_apply(run_id, commit.clone()).await;
+        if let Ok(record) = &applied {
+            self.checker.acknowledged_commit(run_id, &commit, record);
+        }
+        self.seen("atomic_apply", applied)
+    }
+
+    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
+        self.seen(
+            "load_receipts",
+            self.inner.load_receipts(run_id, after).await,
+        )
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
+        self.seen("load_snapshot", self.inner.load_snapshot(run_id).await)
+    }
+
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
+        let input_id = input.input_id.clone();
+        let appended = self.inner.append_input(run_id, input).await;
+        if appended.is_ok() {
+            self.checker.acknowledged_run(run_id, Some(&input_id));
+        }
+        self.seen("append_input", appended)
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
+        self.seen("load_inputs", self.inner.load_inputs(run_id).await)
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+        self.seen("list_runs", self.inner.list_runs(status).await)
+    }
+
+    async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
+        self.seen("delete_run", self.inner.delete_run(run_id).await)
+    }
+}
+
+/// The objects every worker shares, as the test sees them: no faults, no
+/// await points. Reads through it complete on their first poll.
+pub(super) type Shared = Arc<object_store::memory::InMemory>;

@@ -1,0 +1,750 @@
+//! One simulated history: the workers, the scheduler that polls their tasks
+//! in a seed-chosen order, the random events, and the final checks.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, Waker};
+use std::time::Duration;
+
+use object_store::ObjectStore;
+use object_store::memory::InMemory;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::checker::{Checker, TaskKind, as_task};
+use super::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
+use super::stores::{Audited, Preemptible};
+use super::{Config, Event, History, Ledger, RunOutcome, Simulation, Violation};
+use crate::clock::ManualClock;
+use crate::error::Error;
+use crate::memo::MemoStore;
+use crate::run_id::RunId;
+use crate::runtime_store::{ObjectStoreRuntimeStore, RunRecord, RunStatus};
+use crate::testing::{FaultInjectingStore, FaultRule, RequestKind};
+use crate::workflow::{Context, RetryPolicy, Runtime, Workflow};
+
+/// How far tokio's paused clock moves per scheduler step (for the
+/// runtime's own waits: retry backoffs, marker retries, signal polling).
+const TOKIO_STEP: Duration = Duration::from_millis(5);
+
+/// The simulated wall clock starts on 2026-01-01.
+const EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// How many scheduler steps the end of a history may take before the tasks
+/// still running count as hung.
+const DRAIN_STEPS: u64 = 50_000;
+
+type Violations = (Vec<Violation>, Vec<String>);
+
+/// Runs the history of `seed` on a fresh paused current-thread runtime.
+pub(super) fn run_history<I, O, Mk, F, Fut, E>(
+    sim: &Simulation<I, O, Mk>,
+    seed: u64,
+) -> Result<History, Violations>
+where
+    I: Serialize + DeserializeOwned + Clone,
+    O: Serialize + DeserializeOwned,
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: Fn(Context, I) -> Fut,
+    Fut: Future<Output = Result<O, E>>,
+    E: From<Error> + fmt::Display,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread tokio runtime");
+    let objects = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(EPOCH_MS));
+    let config = &sim.config;
+    let checker = Checker::new(
+        Arc::clone(&objects),
+        Arc::clone(&clock),
+        seed,
+        millis(config.retention),
+        millis(config.lease),
+    );
+    let workflow = (sim.make_workflow)(Ledger {
+        checker: checker.clone(),
+    });
+    let runs = sim
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| SimRun {
+            run_id: RunId::new(format!("sim-{i}")).expect("a valid run id"),
+            input: input.clone(),
+            delivered: false,
+            existed: false,
+            last_error: None,
+        })
+        .collect();
+    let mut world = World {
+        sim,
+        config,
+        rng: StdRng::seed_from_u64(seed),
+        checker,
+        clock,
+        workflow: &workflow,
+        workers: Vec::new(),
+        tasks: Vec::new(),
+        runs,
+        next_task: 0,
+        polls: 0,
+        faults: 0,
+        crashes: 0,
+        sends: 0,
+    };
+    runtime.block_on(world.run());
+    let violations = world.checker.violations();
+    if violations.is_empty() {
+        Ok(History {
+            seed,
+            events: world.checker.events(),
+            polls: world.polls,
+            faults: world.faults + world.live_faults(),
+            crashes: world.crashes,
+        })
+    } else {
+        Err((violations, world.checker.trace()))
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+struct SimRun<I> {
+    run_id: RunId,
+    input: I,
+    delivered: bool,
+    existed: bool,
+    last_error: Option<String>,
+}
+
+struct Worker {
+    runtime: Runtime,
+    faults: Arc<FaultInjectingStore<Arc<InMemory>>>,
+}
+
+/// A run `recover()` resumed, and how its attempt ended.
+type Resumed = (RunId, Result<(), String>);
+
+/// How a task ended; errors as their messages.
+enum Outcome {
+    Run(usize, Result<(), String>),
+    Recover(Result<Vec<Resumed>, String>),
+    Deleted(usize, Result<bool, String>),
+    Done(Result<(), String>),
+}
+
+struct Task<'w> {
+    id: u64,
+    worker: usize,
+    kind: TaskKind,
+    run: Option<usize>,
+    future: Pin<Box<dyn Future<Output = Outcome> + 'w>>,
+}
+
+struct World<'w, I, O, Mk, F> {
+    sim: &'w Simulation<I, O, Mk>,
+    config: &'w Config,
+    rng: StdRng,
+    checker: Checker,
+    clock: Arc<ManualClock>,
+    workflow: &'w Workflow<F>,
+    workers: Vec<Option<Worker>>,
+    tasks: Vec<Task<'w>>,
+    runs: Vec<SimRun<I>>,
+    next_task: u64,
+    polls: u64,
+    faults: u64,
+    crashes: u64,
+    sends: u64,
+}
+
+impl<'w, I, O, Mk, F, Fut, E> World<'w, I, O, Mk, F>
+where
+    I: Serialize + DeserializeOwned + Clone + 'w,
+    O: Serialize + DeserializeOwned + 'w,
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: Fn(Context, I) -> Fut + 'w,
+    Fut: Future<Output = Result<O, E>> + 'w,
+    E: From<Error> + fmt::Display + 'w,
+{
+    async fn run(&mut self) {
+        for w in 0..self.config.workers {
+            let worker = self.start_worker(self.config.has(Event::StoreFault));
+            self.workers.push(Some(worker));
+            self.checker.event(format!("worker {w} started"));
+        }
+        for _ in 0..self.config.ticks {
+            if self.rng.random_bool(self.config.event_rate) {
+                self.random_event();
+            }
+            if self.config.has(Event::Crash) && self.rng.random_bool(self.config.crash_rate) {
+                self.crash_random_worker();
+            }
+            self.step().await;
+        }
+        self.settle().await;
+        self.final_checks();
+    }
+
+    /// Polls one task, chosen at random, and moves tokio's clock on.
+    async fn step(&mut self) {
+        if !self.tasks.is_empty() {
+            let index = self.rng.random_range(0..self.tasks.len());
+            let task = &mut self.tasks[index];
+            let mut cx = TaskContext::from_waker(Waker::noop());
+            let polled = as_task(task.id, || task.future.as_mut().poll(&mut cx));
+            self.polls += 1;
+            if let Poll::Ready(outcome) = polled {
+                let task = self.tasks.swap_remove(index);
+                self.checker.task_ended(task.id);
+                self.finished(&task, outcome);
+            }
+        }
+        tokio::time::advance(TOKIO_STEP).await;
+    }
+
+    /// A worker process: its own store instances over the shared objects.
+    fn start_worker(&mut self, faulty: bool) -> Worker {
+        let shared = Arc::clone(self.checker.objects());
+        let faults = Arc::new(FaultInjectingStore::new(shared).with_seed(self.rng.random()));
+        if faulty && self.config.fault_rate > 0.0 {
+            let half = self.config.fault_rate / 2.0;
+            for kind in RequestKind::ALL {
+                faults.inject(FaultRule::fail_before(kind).with_probability(half));
+                faults.inject(FaultRule::fail_after(kind).with_probability(half));
+            }
+        }
+        let objects: Arc<dyn ObjectStore> = Arc::new(Preemptible {
+            inner: Arc::clone(&faults),
+            checker: self.checker.clone(),
+        });
+        let store = Audited {
+            inner: ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX),
+            checker: self.checker.clone(),
+        };
+        let builder = Runtime::builder()
+            .memo_store(MemoStore::new(objects, PREFIX))
+            .runtime_store(Arc::new(store))
+            .clock(Arc::clone(&self.clock) as _)
+            .retention(self.config.retention)
+            .marker_retry(
+                RetryPolicy::attempts(3)
+                    .with_min_delay(Duration::from_millis(20))
+                    .without_jitter(),
+            );
+        let runtime = compat::configure(builder, self.config.lease)
+            .build()
+            .expect("a memo store and a runtime store are set");
+        Worker { runtime, faults }
+    }
+
+    fn live_faults(&self) -> u64 {
+        self.workers
+            .iter()
+            .flatten()
+            .map(|w| w.faults.faults_injected())
+            .sum()
+    }
+
+    fn random_event(&mut self) {
+        let roll = self.rng.random_range(0..100u32);
+        let has = |event| self.config.has(event);
+        match roll {
+            0..50 => self.deliver_random(),
+            50..62 if has(Event::Signal) => self.signal_random(),
+            62..72 if has(Event::ClockJump) => self.jump_clock(false),
+            72..75 if has(Event::ClockJump) => self.jump_clock(true),
+            75..83 if has(Event::Sweep) => self.sweep_random(),
+            83..90 if has(Event::RunIdReuse) => self.reuse_random(),
+            90..100 => self.restart_random(),
+            _ => {}
+        }
+    }
+
+    fn random_live_worker(&mut self) -> Option<usize> {
+        let live: Vec<usize> = (0..self.workers.len())
+            .filter(|&w| self.workers[w].is_some())
+            .collect();
+        (!live.is_empty()).then(|| live[self.rng.random_range(0..live.len())])
+    }
+
+    fn busy(&self, run: usize) -> bool {
+        self.tasks
+            .iter()
+            .any(|t| t.run == Some(run) || t.kind == TaskKind::Recover)
+    }
+
+    fn deliver_random(&mut self) {
+        if self.runs.is_empty() || self.tasks.len() >= 4 * self.workers.len() {
+            return;
+        }
+        let run = self.rng.random_range(0..self.runs.len());
+        if !self.config.has(Event::ConcurrentDelivery) && self.busy(run) {
+            return;
+        }
+        if let Some(worker) = self.random_live_worker() {
+            self.deliver(worker, run);
+        }
+    }
+
+    fn deliver(&mut self, worker: usize, run: usize) {
+        let runtime = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .clone();
+        let slot = &mut self.runs[run];
+        slot.delivered = true;
+        let input = match &self.sim.redeliver {
+            Some(redeliver) => redeliver(&slot.input, self.rng.random()),
+            None => slot.input.clone(),
+        };
+        let run_id = slot.run_id.clone();
+        self.checker
+            .event(format!("deliver {run_id} to worker {worker}"));
+        let workflow = self.workflow;
+        let future = async move {
+            let result = runtime.run(&run_id, &input, workflow).await;
+            Outcome::Run(run, result.map(drop).map_err(|e| e.to_string()))
+        };
+        self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
+    }
+
+    fn spawn(
+        &mut self,
+        worker: usize,
+        kind: TaskKind,
+        run: Option<usize>,
+        future: Pin<Box<dyn Future<Output = Outcome> + 'w>>,
+    ) {
+        let id = self.next_task;
+        self.next_task += 1;
+        self.checker.task_started(id, kind);
+        self.tasks.push(Task {
+            id,
+            worker,
+            kind,
+            run,
+            future,
+        });
+    }
+
+    fn signal_random(&mut self) {
+        if self.sim.signals.is_empty() || self.runs.is_empty() {
+            return;
+        }
+        let run = self.rng.random_range(0..self.runs.len());
+        let signal = self.rng.random_range(0..self.sim.signals.len());
+        if let Some(worker) = self.random_live_worker() {
+            self.send_signal(worker, run, signal);
+        }
+    }
+
+    fn send_signal(&mut self, worker: usize, run: usize, signal: usize) {
+        let runtime = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .clone();
+        let run_id = self.runs[run].run_id.clone();
+        let (name, send) = &self.sim.signals[signal];
+        let send = Arc::clone(send);
+        self.sends += 1;
+        let id = format!("sim-signal-{}", self.sends);
+        self.checker.event(format!(
+            "signal {name} ({id}) to {run_id} via worker {worker}"
+        ));
+        let future = async move {
+            let sent = send(runtime, run_id, id).await;
+            Outcome::Done(sent.map_err(|e| e.to_string()))
+        };
+        self.spawn(worker, TaskKind::Signal, None, Box::pin(future));
+    }
+
+    fn jump_clock(&mut self, past_retention: bool) {
+        let ms = if past_retention {
+            millis(self.config.retention) + self.rng.random_range(1..3 * 24 * 3_600_000)
+        } else {
+            self.rng.random_range(1_000..20 * 60_000)
+        };
+        self.clock.advance_ms(ms);
+        self.checker.event(format!("clock jumps {ms} ms"));
+    }
+
+    fn sweep_random(&mut self) {
+        if self.tasks.iter().any(|t| t.kind == TaskKind::Sweep) {
+            return;
+        }
+        let Some(worker) = self.random_live_worker() else {
+            return;
+        };
+        let sweeper = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .retention_sweeper();
+        self.checker.event(format!("sweep on worker {worker}"));
+        let future = async move {
+            let swept = sweeper.sweep_now().await;
+            Outcome::Done(swept.map(drop).map_err(|e| e.to_string()))
+        };
+        self.spawn(worker, TaskKind::Sweep, None, Box::pin(future));
+    }
+
+    /// Deletes a terminal run, so that its id can be used again.
+    fn reuse_random(&mut self) {
+        if self.runs.is_empty() {
+            return;
+        }
+        let run = self.rng.random_range(0..self.runs.len());
+        let terminal = matches!(
+            fresh_run(self.checker.objects(), &self.runs[run].run_id),
+            Some(Ok(Some(RunRecord { status, .. }))) if status.is_terminal()
+        );
+        if !terminal || self.busy(run) && !self.config.has(Event::ConcurrentDelivery) {
+            return;
+        }
+        let Some(worker) = self.random_live_worker() else {
+            return;
+        };
+        let runtime = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .clone();
+        let run_id = self.runs[run].run_id.clone();
+        self.checker.event(format!(
+            "delete {run_id} on worker {worker}, to reuse its id"
+        ));
+        let future = async move {
+            let deleted = compat::delete_run(runtime.runtime_store().as_ref(), &run_id).await;
+            Outcome::Deleted(run, deleted.map_err(|e| e.to_string()))
+        };
+        self.spawn(worker, TaskKind::Delete, Some(run), Box::pin(future));
+    }
+
+    fn crash_random_worker(&mut self) {
+        let Some(worker) = self.random_live_worker() else {
+            return;
+        };
+        if let Some(dead) = self.workers[worker].take() {
+            self.faults += dead.faults.faults_injected();
+        }
+        self.crashes += 1;
+        let mut dropped = 0;
+        self.tasks.retain(|task| {
+            let dies = task.worker == worker;
+            if dies {
+                dropped += 1;
+                self.checker.task_ended(task.id);
+            }
+            !dies
+        });
+        self.checker.event(format!(
+            "worker {worker} crashes, dropping {dropped} task(s)"
+        ));
+    }
+
+    /// Restarts a crashed worker, which then recovers its workflow's runs.
+    fn restart_random(&mut self) {
+        let Some(worker) = self.workers.iter().position(Option::is_none) else {
+            return;
+        };
+        let started = self.start_worker(self.config.has(Event::StoreFault));
+        self.workers[worker] = Some(started);
+        self.checker.event(format!("worker {worker} restarts"));
+        let quiet = !self.tasks.iter().any(|t| t.kind == TaskKind::Run);
+        if self.config.has(Event::ConcurrentDelivery) || quiet {
+            self.recover(worker);
+        }
+    }
+
+    fn recover(&mut self, worker: usize) {
+        let runtime = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .clone();
+        let workflow = self.workflow;
+        self.checker.event(format!("recover on worker {worker}"));
+        let future = async move {
+            let recovered = runtime.recover(workflow).await;
+            Outcome::Recover(
+                recovered
+                    .map(|recovery| {
+                        recovery
+                            .resumed
+                            .into_iter()
+                            .map(|(run_id, result)| {
+                                (run_id, result.map(drop).map_err(|e| e.to_string()))
+                            })
+                            .collect()
+                    })
+                    .map_err(|e| e.to_string()),
+            )
+        };
+        self.spawn(worker, TaskKind::Recover, None, Box::pin(future));
+    }
+
+    fn finished(&mut self, task: &Task<'w>, outcome: Outcome) {
+        match outcome {
+            Outcome::Run(run, result) => {
+                let label = result
+                    .as_ref()
+                    .map_or_else(|e| format!("error: {e}"), |()| "ok".into());
+                self.checker.event(format!(
+                    "task {} (run {}) on worker {} ends: {label}",
+                    task.id, self.runs[run].run_id, task.worker
+                ));
+                self.attempt_ended(run, result);
+            }
+            Outcome::Recover(Ok(resumed)) => {
+                self.checker.event(format!(
+                    "recover on worker {} ends: {} run(s) resumed",
+                    task.worker,
+                    resumed.len()
+                ));
+                for (run_id, result) in resumed {
+                    if let Some(run) = self.runs.iter().position(|r| r.run_id == run_id) {
+                        self.attempt_ended(run, result);
+                    }
+                }
+            }
+            Outcome::Recover(Err(error)) => {
+                self.checker
+                    .event(format!("recover on worker {} fails: {error}", task.worker));
+                self.check_error(None, &error);
+            }
+            Outcome::Deleted(run, result) => {
+                self.checker.event(format!(
+                    "delete of {} ends: {result:?}",
+                    self.runs[run].run_id
+                ));
+                self.runs_vanished(Some(run));
+            }
+            Outcome::Done(result) => {
+                self.checker
+                    .event(format!("{:?} task {} ends: {result:?}", task.kind, task.id));
+                if let Err(error) = &result {
+                    self.check_error(None, error);
+                }
+                if task.kind == TaskKind::Sweep {
+                    self.runs_vanished(None);
+                }
+            }
+        }
+    }
+
+    /// Runs deleted (by a sweep, or by `delete_run` of `reused`) start a new
+    /// incarnation when their id is used again.
+    fn runs_vanished(&mut self, reused: Option<usize>) {
+        for run in 0..self.runs.len() {
+            let slot = &self.runs[run];
+            if !slot.existed {
+                continue;
+            }
+            if let Some(Ok(None)) = fresh_run(self.checker.objects(), &slot.run_id) {
+                self.checker.new_incarnation(&slot.run_id);
+                self.runs[run].existed = false;
+                if reused == Some(run) && !self.sim.inputs.is_empty() {
+                    let input = self.rng.random_range(0..self.sim.inputs.len());
+                    self.runs[run].input = self.sim.inputs[input].clone();
+                }
+            }
+        }
+    }
+
+    fn attempt_ended(&mut self, run: usize, result: Result<(), String>) {
+        if let Some(Ok(Some(_))) = fresh_run(self.checker.objects(), &self.runs[run].run_id) {
+            self.runs[run].existed = true;
+        }
+        if let Err(error) = result {
+            self.check_error(Some(run), &error);
+            self.runs[run].last_error = Some(error);
+        }
+    }
+
+    /// Errors that break an invariant wherever they come from.
+    fn check_error(&mut self, run: Option<usize>, error: &str) {
+        match classify(error) {
+            ErrorKind::Corrupt => self
+                .checker
+                .violation("no read returns a corrupt value", error.to_string()),
+            ErrorKind::NonDeterminism => self.checker.violation(
+                "a deterministic workflow replays its history",
+                error.to_string(),
+            ),
+            ErrorKind::InputConflict => {
+                if let Some(run) = run {
+                    self.check_input_conflict(run, error);
+                }
+            }
+            ErrorKind::InjectedFault | ErrorKind::Other => {}
+        }
+    }
+
+    /// A run refused its own input: a violation if the stored input equals
+    /// the delivered one.
+    fn check_input_conflict(&mut self, run: usize, error: &str) {
+        let slot = &self.runs[run];
+        let Some(Ok(Some(record))) = fresh_run(self.checker.objects(), &slot.run_id) else {
+            return;
+        };
+        let stored: Option<I> = rmp_serde::from_slice(&record.input).ok();
+        let equal = stored.is_some_and(|stored| {
+            matches!(
+                (crate::content_key(&stored), crate::content_key(&slot.input)),
+                (Ok(a), Ok(b)) if a == b
+            )
+        });
+        if equal && record.workflow == self.workflow.name() {
+            self.checker.violation(
+                "redelivering an equal input is never refused",
+                format!("run {}: {error}", slot.run_id),
+            );
+        }
+    }
+
+    /// Faults stop, crashed workers restart, time moves on, and every open
+    /// run is redelivered (with every signal) until it is terminal.
+    async fn settle(&mut self) {
+        self.checker.event("faults stop".into());
+        for worker in 0..self.workers.len() {
+            match &self.workers[worker] {
+                Some(live) => live.faults.set_enabled(false),
+                None => {
+                    let restarted = self.start_worker(false);
+                    self.workers[worker] = Some(restarted);
+                    self.checker.event(format!("worker {worker} restarts"));
+                }
+            }
+        }
+        self.drain().await;
+        for worker in 0..self.workers.len() {
+            self.recover(worker);
+            if !self.config.has(Event::ConcurrentDelivery) {
+                self.drain().await;
+            }
+        }
+        self.drain().await;
+        for _ in 0..self.config.liveness_rounds {
+            self.clock.advance_ms(millis(self.config.lease) + 1_000);
+            let open: Vec<usize> = (0..self.runs.len())
+                .filter(|&run| !self.is_terminal(run))
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            for run in open {
+                let worker = self.rng.random_range(0..self.workers.len());
+                for signal in 0..self.sim.signals.len() {
+                    self.send_signal(worker, run, signal);
+                }
+                self.drain().await;
+                self.deliver(worker, run);
+                self.drain().await;
+            }
+        }
+    }
+
+    /// Runs every task to its end.
+    async fn drain(&mut self) {
+        let mut steps = 0;
+        while !self.tasks.is_empty() && steps < DRAIN_STEPS {
+            self.step().await;
+            steps += 1;
+        }
+        if !self.tasks.is_empty() {
+            let hung: Vec<String> = self
+                .tasks
+                .iter()
+                .map(|t| format!("{:?} task {} on worker {}", t.kind, t.id, t.worker))
+                .collect();
+            self.checker.violation(
+                "every attempt ends once faults stop",
+                format!(
+                    "still running after {DRAIN_STEPS} steps: {}",
+                    hung.join(", ")
+                ),
+            );
+            for task in std::mem::take(&mut self.tasks) {
+                self.checker.task_ended(task.id);
+            }
+        }
+    }
+
+    fn is_terminal(&self, run: usize) -> bool {
+        matches!(
+            fresh_run(self.checker.objects(), &self.runs[run].run_id),
+            Some(Ok(Some(RunRecord { status, .. }))) if status.is_terminal()
+        )
+    }
+
+    fn final_checks(&mut self) {
+        for run in 0..self.runs.len() {
+            let slot = &self.runs[run];
+            let record = match fresh_run(self.checker.objects(), &slot.run_id) {
+                Some(Ok(Some(record))) => record,
+                Some(Ok(None)) if !slot.delivered => continue,
+                other => {
+                    self.checker.violation(
+                        "every run reaches a terminal state",
+                        format!("run {} reads as {other:?}", slot.run_id),
+                    );
+                    continue;
+                }
+            };
+            let outcome = match record.status {
+                RunStatus::Pending | RunStatus::Running => {
+                    self.checker.violation(
+                        "every run reaches a terminal state",
+                        format!(
+                            "run {} is still {} after faults stopped; its last error: {}",
+                            slot.run_id,
+                            record.status,
+                            slot.last_error.as_deref().unwrap_or("none")
+                        ),
+                    );
+                    continue;
+                }
+                RunStatus::Completed => match compat::decode_output::<O>(&record) {
+                    Ok(output) => RunOutcome::Completed(output),
+                    Err(error) => {
+                        self.checker.violation(
+                            "no read returns a corrupt value",
+                            format!("run {}: {error}", slot.run_id),
+                        );
+                        continue;
+                    }
+                },
+                RunStatus::Failed => RunOutcome::Failed(record.error.clone().unwrap_or_default()),
+                RunStatus::Cancelled => RunOutcome::Cancelled,
+            };
+            if let RunOutcome::Failed(message) = &outcome
+                && classify(message) != ErrorKind::Other
+            {
+                self.checker.violation(
+                    "only the workflow's own errors fail a run",
+                    format!("run {} failed: {message}", slot.run_id),
+                );
+            }
+            if let Some(check) = &self.sim.check
+                && let Err(reason) = check(&slot.input, &outcome)
+            {
+                self.checker.violation(
+                    "the run's outcome is right for its input",
+                    format!("run {}: {reason}", slot.run_id),
+                );
+            }
+        }
+    }
+}
