@@ -19,8 +19,10 @@ use memo_runtime::workflow::{Context, RetryPolicy, Workflow};
 use memo_runtime::{Error, Memo, memoized};
 use serde::{Deserialize, Serialize};
 
-/// How many seeds `cargo test` runs: the CI budget.
+/// How many seeds `cargo test` runs, and how long each history is: the CI
+/// budget (under 60 s in a debug build on 2 cores).
 const CI_SEEDS: u64 = 40;
+const CI_POLLS: u64 = 1_000;
 
 /// A map whose iteration order depends only on its contents and capacity,
 /// so that a history stays a function of its seed.
@@ -246,6 +248,33 @@ fn events_turned_off() -> Vec<Event> {
         .collect()
 }
 
+/// `MEMO_SIM_SURVEY=N`: runs seeds `0..N` without stopping at a failure,
+/// and prints, per invariant, the first seed that broke it and how many did.
+fn survey<Mk, F, Fut>(simulation: &Simulation<Order, Receipt, Mk>, seeds: u64)
+where
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: Fn(Context, Order) -> Fut,
+    Fut: std::future::Future<Output = Result<Receipt, OrderError>>,
+{
+    let mut broken: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    let mut failed = 0;
+    for seed in 0..seeds {
+        if let Err(failure) = simulation.run_seed(seed) {
+            failed += 1;
+            let mut invariants: Vec<_> = failure.violations.iter().map(|v| v.invariant).collect();
+            invariants.sort_unstable();
+            invariants.dedup();
+            for invariant in invariants {
+                broken.entry(invariant).or_insert((seed, 0)).1 += 1;
+            }
+        }
+    }
+    println!("survey: {failed} of {seeds} seeds broke an invariant");
+    for (invariant, (first, count)) in broken {
+        println!("survey: {invariant}: first seed {first}, {count} seeds");
+    }
+}
+
 #[test]
 fn simulated_histories_keep_every_invariant() {
     let mut simulation = Simulation::new(
@@ -256,6 +285,7 @@ fn simulated_histories_keep_every_invariant() {
         },
         orders(),
     )
+    .polls(CI_POLLS)
     .signal("approve", "approved".to_string())
     .check_outcome(check);
     if !turned_off().iter().any(|name| name == "reordered-input") {
@@ -263,6 +293,9 @@ fn simulated_histories_keep_every_invariant() {
     }
     for event in events_turned_off() {
         simulation = simulation.without(event);
+    }
+    if let Ok(seeds) = std::env::var("MEMO_SIM_SURVEY") {
+        survey(&simulation, seeds.parse().expect("MEMO_SIM_SURVEY=<seeds>"));
     }
     let summary = simulation.check_seeds_from_env(CI_SEEDS);
     assert!(summary.seeds > 0 && summary.events > 0);

@@ -97,7 +97,8 @@ pub(super) struct Checker {
     lease_ms: u64,
 }
 
-/// How many events a failure report shows, up to the first violation.
+/// How many events a failure report shows, up to the first violation
+/// (`MEMO_SIM_TRACE=N` shows `N`).
 const TRACE_LEN: usize = 40;
 
 impl Checker {
@@ -177,7 +178,11 @@ impl Checker {
         let end = state
             .first_violation
             .map_or(state.trace.len(), |first| first + 1);
-        let start = end.saturating_sub(TRACE_LEN);
+        let shown = std::env::var("MEMO_SIM_TRACE")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(TRACE_LEN);
+        let start = end.saturating_sub(shown);
         state.trace.range(start..end).cloned().collect()
     }
 

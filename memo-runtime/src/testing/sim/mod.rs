@@ -72,7 +72,7 @@
 //!     },
 //!     vec!["ada@example.com".to_string(), "grace@example.com".to_string()],
 //! )
-//! .ticks(300);
+//! .polls(300);
 //! let summary = simulation.run_seeds(0..3).unwrap_or_else(|failure| panic!("{failure}"));
 //! assert_eq!(summary.seeds, 3);
 //! ```
@@ -128,7 +128,7 @@ pub enum Event {
 #[derive(Debug, Clone)]
 struct Config {
     workers: usize,
-    ticks: u64,
+    polls: u64,
     fault_rate: f64,
     crash_rate: f64,
     event_rate: f64,
@@ -305,7 +305,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// `i` is `sim-<i>` with input `inputs[i]`, and a reused run id gets one
     /// of the inputs at random.
     ///
-    /// Defaults: 3 workers, 2,000 scheduler steps, 2% of store requests
+    /// Defaults: 3 workers, 2,000 task polls, 2% of store requests
     /// failing, a crash every 500 steps on average, 7 days of retention, a
     /// 30 s lease, every [`Event`] on.
     pub fn new(make_workflow: Mk, inputs: Vec<I>) -> Simulation<I, O, Mk> {
@@ -314,7 +314,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             inputs,
             config: Config {
                 workers: 3,
-                ticks: 2_000,
+                polls: 2_000,
                 fault_rate: 0.02,
                 crash_rate: 0.002,
                 event_rate: 0.05,
@@ -336,10 +336,11 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
-    /// How many scheduler steps the faulty part of a history lasts.
+    /// How many task polls the faulty part of a history lasts (default
+    /// 2,000).
     #[must_use]
-    pub fn ticks(mut self, ticks: u64) -> Self {
-        self.config.ticks = ticks;
+    pub fn polls(mut self, polls: u64) -> Self {
+        self.config.polls = polls;
         self
     }
 

@@ -182,8 +182,9 @@ where
             self.workers.push(Some(worker));
             self.checker.event(format!("worker {w} started"));
         }
-        for _ in 0..self.config.ticks {
-            if self.rng.random_bool(self.config.event_rate) {
+        // Idle workers make no history: events come until some task runs.
+        while self.polls < self.config.polls {
+            if self.tasks.is_empty() || self.rng.random_bool(self.config.event_rate) {
                 self.random_event();
             }
             if self.config.has(Event::Crash) && self.rng.random_bool(self.config.crash_rate) {
@@ -462,7 +463,10 @@ where
         let started = self.start_worker(self.config.has(Event::StoreFault));
         self.workers[worker] = Some(started);
         self.checker.event(format!("worker {worker} restarts"));
-        let quiet = !self.tasks.iter().any(|t| t.kind == TaskKind::Run);
+        let quiet = !self
+            .tasks
+            .iter()
+            .any(|t| matches!(t.kind, TaskKind::Run | TaskKind::Recover));
         if self.config.has(Event::ConcurrentDelivery) || quiet {
             self.recover(worker);
         }
