@@ -11,7 +11,9 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::hash::{BuildHasherDefault, DefaultHasher};
+use std::pin::Pin;
 use std::time::Duration;
 
 use memo_runtime::testing::sim::{Event, Ledger, RunOutcome, Simulation, memoized_key};
@@ -248,14 +250,36 @@ fn events_turned_off() -> Vec<Event> {
         .collect()
 }
 
+type OrderFuture = Pin<Box<dyn Future<Output = Result<Receipt, OrderError>>>>;
+type OrderWorkflow = Workflow<Box<dyn Fn(Context, Order) -> OrderFuture>>;
+type OrderSimulation = Simulation<Order, Receipt, fn(Ledger) -> OrderWorkflow>;
+
+fn order_workflow(ledger: Ledger) -> OrderWorkflow {
+    Workflow::new(
+        "place-order",
+        Box::new(move |ctx: Context, order: Order| {
+            Box::pin(place_order(ctx, order, ledger.clone())) as OrderFuture
+        }),
+    )
+}
+
+/// The order simulation; `reorder` redelivers inputs with their map built
+/// in another order.
+fn order_simulation(reorder: bool) -> OrderSimulation {
+    let simulation = Simulation::new(order_workflow as fn(Ledger) -> OrderWorkflow, orders())
+        .polls(CI_POLLS)
+        .signal("approve", "approved".to_string())
+        .check_outcome(check);
+    if reorder {
+        simulation.redeliver_as(reordered)
+    } else {
+        simulation
+    }
+}
+
 /// `MEMO_SIM_SURVEY=N`: runs seeds `0..N` without stopping at a failure,
 /// and prints, per invariant, the first seed that broke it and how many did.
-fn survey<Mk, F, Fut>(simulation: &Simulation<Order, Receipt, Mk>, seeds: u64)
-where
-    Mk: Fn(Ledger) -> Workflow<F>,
-    F: Fn(Context, Order) -> Fut,
-    Fut: std::future::Future<Output = Result<Receipt, OrderError>>,
-{
+fn survey(simulation: &OrderSimulation, seeds: u64) {
     let mut broken: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     let mut failed = 0;
     for seed in 0..seeds {
@@ -277,20 +301,8 @@ where
 
 #[test]
 fn simulated_histories_keep_every_invariant() {
-    let mut simulation = Simulation::new(
-        |ledger: Ledger| {
-            Workflow::new("place-order", move |ctx: Context, order: Order| {
-                place_order(ctx, order, ledger.clone())
-            })
-        },
-        orders(),
-    )
-    .polls(CI_POLLS)
-    .signal("approve", "approved".to_string())
-    .check_outcome(check);
-    if !turned_off().iter().any(|name| name == "reordered-input") {
-        simulation = simulation.redeliver_as(reordered);
-    }
+    let reorder = !turned_off().iter().any(|name| name == "reordered-input");
+    let mut simulation = order_simulation(reorder);
     for event in events_turned_off() {
         simulation = simulation.without(event);
     }
@@ -299,6 +311,22 @@ fn simulated_histories_keep_every_invariant() {
     }
     let summary = simulation.check_seeds_from_env(CI_SEEDS);
     assert!(summary.seeds > 0 && summary.events > 0);
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let simulation = order_simulation(true);
+    for seed in [1, 2, 3] {
+        let (first, again) = (simulation.run_seed(seed), simulation.run_seed(seed));
+        match (first, again) {
+            (Ok(first), Ok(again)) => assert_eq!(first, again, "seed {seed}"),
+            (Err(first), Err(again)) => {
+                assert_eq!(first.violations, again.violations, "seed {seed}");
+                assert_eq!(first.trace, again.trace, "seed {seed}");
+            }
+            (first, again) => panic!("seed {seed} gave {first:?}, then {again:?}"),
+        }
+    }
 }
 
 #[test]

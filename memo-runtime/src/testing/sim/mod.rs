@@ -278,16 +278,17 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "simulation seed {} broke {} invariant check(s):",
+            "simulation seed {} broke {} invariant check(s); the first of each:",
             self.seed,
             self.violations.len()
         )?;
-        let mut broken: Vec<&str> = self.violations.iter().map(|v| v.invariant).collect();
-        broken.sort_unstable();
-        broken.dedup();
-        writeln!(f, "invariants broken: {}", broken.join("; "))?;
-        for violation in self.violations.iter().take(10) {
-            writeln!(f, "  {violation}")?;
+        // The first violation of each invariant, in order.
+        let mut seen = Vec::new();
+        for violation in &self.violations {
+            if !seen.contains(&violation.invariant) {
+                seen.push(violation.invariant);
+                writeln!(f, "  {violation}")?;
+            }
         }
         writeln!(f, "events up to the first violation:")?;
         for line in &self.trace {
