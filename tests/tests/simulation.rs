@@ -82,7 +82,7 @@ async fn reserve(
     Ok(format!("reservation #{n}"))
 }
 
-/// A flaky payment API: it declines 30% of calls before doing anything.
+/// A flaky payment API: it declines half the calls before doing anything.
 #[memoized(skip(ledger))]
 async fn charge(
     memo: &Memo,
@@ -91,7 +91,7 @@ async fn charge(
     cents: u64,
     via: &str,
 ) -> Result<String, OrderError> {
-    if ledger.chance(0.3) {
+    if ledger.chance(0.5) {
         return Err(OrderError::Declined);
     }
     let key = memoized_key("charge", 0, &(order, cents, via))?;
@@ -131,11 +131,6 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
     if order.refused {
         return Err(OrderError::Refused);
     }
-    let approval = if order.needs_approval {
-        Some(ctx.wait_for_signal::<String, OrderError>("approve").await?)
-    } else {
-        None
-    };
     let charge_via = |via: &'static str| {
         let ledger = ledger.clone();
         move |memo: Memo| {
@@ -162,6 +157,11 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
                 .await?
         }
         Err(other) => return Err(other),
+    };
+    let approval = if order.needs_approval {
+        Some(ctx.wait_for_signal::<String, OrderError>("approve").await?)
+    } else {
+        None
     };
     let mailed = ctx
         .step("mail", |memo| {
