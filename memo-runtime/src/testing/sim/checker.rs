@@ -6,6 +6,8 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use futures::FutureExt;
+use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -85,6 +87,8 @@ struct State {
     trace: VecDeque<String>,
     first_violation: Option<usize>,
     events: u64,
+    /// Creation records being deleted: when one is gone, its run is over.
+    creations_deleting: Vec<(Path, RunId)>,
 }
 
 /// Shared by the world, the workers' store wrappers and the [`Ledger`](super::Ledger).
@@ -122,6 +126,7 @@ impl Checker {
                 trace: VecDeque::new(),
                 first_violation: None,
                 events: 0,
+                creations_deleting: Vec::new(),
             })),
             objects,
             clock,
@@ -186,9 +191,29 @@ impl Checker {
         state.trace.range(start..end).cloned().collect()
     }
 
-    /// The run was deleted: the next use of its id is a new run.
-    pub(super) fn new_incarnation(&self, run_id: &RunId) {
-        *self.lock().incarnations.entry(run_id.clone()).or_default() += 1;
+    /// The current task created `run_id`, or found it (creating or
+    /// listing): its attempts belong to the run's current incarnation.
+    pub(super) fn created(&self, run_id: &RunId) {
+        let mut state = self.lock();
+        let incarnation = state.incarnations.get(run_id).copied().unwrap_or(0);
+        if let Some(task) = current_task().and_then(|task| state.tasks.get_mut(&task)) {
+            task.incarnations.insert(run_id.clone(), incarnation);
+        }
+    }
+
+    /// A delete went through: a run whose creation record is gone is over,
+    /// and the next use of its id is a new run.
+    pub(super) fn deleted(&self) {
+        let pending = std::mem::take(&mut self.lock().creations_deleting);
+        for (path, run_id) in pending {
+            let head = self.objects.head(&path).now_or_never();
+            match head {
+                Some(Err(object_store::Error::NotFound { .. })) => {
+                    *self.lock().incarnations.entry(run_id).or_default() += 1;
+                }
+                _ => self.lock().creations_deleting.push((path, run_id)),
+            }
+        }
     }
 
     pub(super) fn task_started(&self, id: u64, kind: TaskKind) {
@@ -318,6 +343,9 @@ impl Checker {
     /// A worker's store is about to delete `path`: if a retention sweep does
     /// it, the run it belongs to must be terminal and past its retention.
     pub(super) fn deleting(&self, path: &Path) {
+        if let Some(run_id) = compat::creation_of(path) {
+            self.lock().creations_deleting.push((path.clone(), run_id));
+        }
         let sweeping = current_task().and_then(|task| self.lock().tasks.get(&task).map(|t| t.kind))
             == Some(TaskKind::Sweep);
         let Some(run_id) = compat::run_of(path).filter(|_| sweeping) else {

@@ -95,6 +95,19 @@ pub(super) fn run_of(path: &Path) -> Option<RunId> {
     }
 }
 
+/// The run whose creation record `path` is: deleting it ends the run.
+pub(super) fn creation_of(path: &Path) -> Option<RunId> {
+    let parts: Vec<_> = path.parts().collect();
+    match parts.as_slice() {
+        [prefix, runs, run, record]
+            if prefix.as_ref() == PREFIX && runs.as_ref() == "runs" && record.as_ref() == "run" =>
+        {
+            RunId::new(run.as_ref()).ok()
+        }
+        _ => None,
+    }
+}
+
 /// How an error message the workflow or the runtime returned reads, for the
 /// invariants that look at outcomes. The runtime's errors reach the
 /// simulator converted into the workflow's own error type, so only their

@@ -136,7 +136,13 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
                 }
             })
             .boxed();
-        preempted(self.inner.delete_stream(audited))
+        let checker = self.checker.clone();
+        let deleted = self
+            .inner
+            .delete_stream(audited)
+            .inspect(move |_| checker.deleted())
+            .boxed();
+        preempted(deleted)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, StoreResult<ObjectMeta>> {
@@ -192,6 +198,7 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         let run_id = run.run_id.clone();
         let created = self.inner.create_run(run).await;
         if created.is_ok() {
+            self.checker.created(&run_id);
             self.checker.acknowledged_run(&run_id, None);
         }
         self.seen("create_run", created)
@@ -234,7 +241,11 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
-        self.seen("list_runs", self.inner.list_runs(status).await)
+        let listed = self.inner.list_runs(status).await;
+        for record in listed.iter().flatten() {
+            self.checker.created(&record.run_id);
+        }
+        self.seen("list_runs", listed)
     }
 
     async fn delete_run(&self, run_id: &RunId) -> Result<bool> {

@@ -79,7 +79,6 @@ where
             run_id: RunId::new(format!("sim-{i}")).expect("a valid run id"),
             input: input.clone(),
             delivered: false,
-            existed: false,
             last_error: None,
         })
         .collect();
@@ -122,7 +121,6 @@ struct SimRun<I> {
     run_id: RunId,
     input: I,
     delivered: bool,
-    existed: bool,
     last_error: Option<String>,
 }
 
@@ -533,7 +531,7 @@ where
                     "delete of {} ends: {result:?}",
                     self.runs[run].run_id
                 ));
-                self.runs_vanished(Some(run));
+                self.reuse(run);
             }
             Outcome::Done(result) => {
                 self.checker
@@ -541,36 +539,23 @@ where
                 if let Err(error) = &result {
                     self.check_error(None, error);
                 }
-                if task.kind == TaskKind::Sweep {
-                    self.runs_vanished(None);
-                }
             }
         }
     }
 
-    /// Runs deleted (by a sweep, or by `delete_run` of `reused`) start a new
-    /// incarnation when their id is used again.
-    fn runs_vanished(&mut self, reused: Option<usize>) {
-        for run in 0..self.runs.len() {
-            let slot = &self.runs[run];
-            if !slot.existed {
-                continue;
-            }
-            if let Some(Ok(None)) = fresh_run(self.checker.objects(), &slot.run_id) {
-                self.checker.new_incarnation(&slot.run_id);
-                self.runs[run].existed = false;
-                if reused == Some(run) && !self.sim.inputs.is_empty() {
-                    let input = self.rng.random_range(0..self.sim.inputs.len());
-                    self.runs[run].input = self.sim.inputs[input].clone();
-                }
-            }
+    /// A deleted run's id gets one of the inputs at random for its next use.
+    fn reuse(&mut self, run: usize) {
+        let gone = matches!(
+            fresh_run(self.checker.objects(), &self.runs[run].run_id),
+            Some(Ok(None))
+        );
+        if gone && !self.sim.inputs.is_empty() {
+            let input = self.rng.random_range(0..self.sim.inputs.len());
+            self.runs[run].input = self.sim.inputs[input].clone();
         }
     }
 
     fn attempt_ended(&mut self, run: usize, result: Result<(), String>) {
-        if let Some(Ok(Some(_))) = fresh_run(self.checker.objects(), &self.runs[run].run_id) {
-            self.runs[run].existed = true;
-        }
         if let Err(error) = result {
             self.check_error(Some(run), &error);
             self.runs[run].last_error = Some(error);
@@ -741,8 +726,17 @@ where
                     format!("run {} failed: {message}", slot.run_id),
                 );
             }
+            // The run's own input: a delivery made before a deletion may
+            // have created the run again with the input of the earlier one.
+            let Ok(input) = rmp_serde::from_slice::<I>(&record.input) else {
+                self.checker.violation(
+                    "no read returns a corrupt value",
+                    format!("run {}: its input does not decode", slot.run_id),
+                );
+                continue;
+            };
             if let Some(check) = &self.sim.check
-                && let Err(reason) = check(&slot.input, &outcome)
+                && let Err(reason) = check(&input, &outcome)
             {
                 self.checker.violation(
                     "the run's outcome is right for its input",
