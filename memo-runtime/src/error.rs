@@ -212,6 +212,37 @@ pub enum Error {
         /// Why, if known.
         reason: Option<String>,
     },
+
+    /// Another attempt holds the run's lease: it is running the run now (or
+    /// crashed, and its lease has not expired yet). Nothing was started;
+    /// try again after `until_ms`.
+    #[error(
+        "run {run_id} is held by attempt {attempt} of {owner:?} until {until_ms} ms; \
+         nothing was started (try again once that lease has expired)"
+    )]
+    LeaseHeld {
+        /// The run.
+        run_id: String,
+        /// The attempt holding the lease.
+        attempt: u32,
+        /// Who holds it.
+        owner: String,
+        /// When the lease expires (ms since the Unix epoch).
+        until_ms: u64,
+    },
+
+    /// The attempt no longer holds the run: another attempt took it over
+    /// after its lease expired, or the run ended. The attempt's change was
+    /// refused; the attempt must stop.
+    #[error("attempt {attempt} of run {run_id} lost its lease: {reason}")]
+    LeaseLost {
+        /// The run.
+        run_id: String,
+        /// The attempt that lost the lease.
+        attempt: u32,
+        /// What happened to the run.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -22,6 +22,7 @@ mod clock;
 mod envelope;
 mod error;
 mod key;
+mod layout;
 mod memo;
 mod run_id;
 pub mod runtime_store;
@@ -41,7 +42,7 @@ pub use key::content_key;
 pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use memo_macros::memoized;
 pub use object_store;
-pub use run_id::{MAX_RUN_ID_LEN, RunId};
+pub use run_id::{Incarnation, MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 pub use store_url::{
     MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore, probe_conditional_create, store_from_url,

@@ -12,7 +12,7 @@ use tracing::Instrument;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RuntimeStore;
 use crate::terminal::TerminalMarker;
 
@@ -34,12 +34,14 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 /// emptied folders, every later pass also lists each emptied hour folder,
 /// finding nothing) and, for each run, with a bounded number of runs at once:
 ///
-/// 1. if a runtime store is configured, checks that the run is terminal
-///    there (a marker of a run that is not terminal deletes nothing);
-/// 2. clears the run's memo and step-output entries
-///    ([`MemoStore::clear_memos_for_run`]);
-/// 3. deletes the run's runtime-store records, if a runtime store is
-///    configured ([`RuntimeStore::delete_run`]);
+/// 1. if a runtime store is configured, checks that the marker's
+///    incarnation of the run is terminal there (a marker of a run that is
+///    not terminal deletes nothing);
+/// 2. clears the memo and step-output entries of the marker's incarnation
+///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
+///    again under the same id is another incarnation and is never touched;
+/// 3. deletes that incarnation's runtime-store records, if a runtime store
+///    is configured ([`RuntimeStore::delete_run`]);
 /// 4. deletes the marker, only if every delete before it succeeded.
 ///
 /// A failure at any step is recorded in the [`SweepReport`] and leaves the
@@ -265,20 +267,28 @@ impl RetentionSweeper {
     /// fails. The marker goes last, so any failure keeps it.
     async fn sweep_run(&self, marker: &TerminalMarker, swept: &mut RunSwept) -> Result<()> {
         let config = &*self.config;
-        let run_id = &marker.run_id;
+        let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
         let span = tracing::debug_span!(
             "memo.sweep.run",
             run_id = %run_id,
+            %incarnation,
             terminal_at_ms = marker.terminal_at_ms
         );
         async move {
-            let has_record = self.check_terminal(run_id).await?;
+            let has_record = self.check_terminal(run_id, incarnation).await?;
             if config.dry_run {
-                swept.entries = config.memo_store.count_memos_for_run(run_id).await?;
+                swept.entries = config
+                    .memo_store
+                    .count_incarnation_entries(run_id, incarnation)
+                    .await?;
                 swept.runtime_record = has_record;
                 return Ok(());
             }
-            swept.entries = match config.memo_store.clear_memos_for_run(run_id).await {
+            let cleared = config
+                .memo_store
+                .clear_incarnation(run_id, incarnation)
+                .await;
+            swept.entries = match cleared {
                 Ok(deleted) => deleted,
                 Err(error) => {
                     if let Error::ClearIncomplete { deleted, .. } = &error {
@@ -288,7 +298,7 @@ impl RetentionSweeper {
                 }
             };
             if let Some(store) = &config.runtime_store {
-                swept.runtime_record = store.delete_run(run_id).await?;
+                swept.runtime_record = store.delete_run(run_id, incarnation).await?;
             }
             config.memo_store.delete_terminal_marker(marker).await?;
             tracing::debug!(
@@ -302,15 +312,17 @@ impl RetentionSweeper {
         .await
     }
 
-    /// Whether the runtime store (if any) holds the run; an error if it holds
-    /// it in a status that is not terminal, so that a stray marker can never
-    /// clear a live run's entries.
-    async fn check_terminal(&self, run_id: &RunId) -> Result<bool> {
+    /// Whether the runtime store (if any) holds incarnation `incarnation`
+    /// of the run; an error if it holds it in a status that is not terminal,
+    /// so that a stray marker can never clear a live run's entries. A later
+    /// run of the same id (another incarnation) is not the marker's run.
+    async fn check_terminal(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let Some(store) = &self.config.runtime_store else {
             return Ok(false);
         };
         match store.load_run(run_id).await? {
             None => Ok(false),
+            Some(run) if run.incarnation != incarnation => Ok(false),
             Some(run) if run.status.is_terminal() => Ok(true),
             Some(run) => Err(Error::Conflict {
                 what: format!("run {run_id}"),

@@ -14,7 +14,7 @@ use tracing::Instrument;
 use super::{Shared, decode, encode};
 use crate::error::Error;
 use crate::memo::{Memo, MemoStore};
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{Commit, InputPhase, StepReceipt};
 use crate::workflow::RetryPolicy;
 
@@ -35,6 +35,7 @@ pub struct Context {
 struct Inner {
     shared: Arc<Shared>,
     run_id: RunId,
+    incarnation: Incarnation,
     attempt: u32,
     history: Vec<StepReceipt>,
     cursor: tokio::sync::Mutex<u64>,
@@ -55,6 +56,7 @@ impl Context {
     pub(super) fn new(
         shared: Arc<Shared>,
         run_id: RunId,
+        incarnation: Incarnation,
         attempt: u32,
         history: Vec<StepReceipt>,
     ) -> Context {
@@ -62,6 +64,7 @@ impl Context {
             inner: Arc::new(Inner {
                 shared,
                 run_id,
+                incarnation,
                 attempt,
                 history,
                 cursor: tokio::sync::Mutex::new(0),
@@ -73,6 +76,11 @@ impl Context {
     /// The run this context belongs to.
     pub fn run_id(&self) -> &RunId {
         &self.inner.run_id
+    }
+
+    /// Which use of the run id this run is (see [`Incarnation`]).
+    pub fn incarnation(&self) -> Incarnation {
+        self.inner.incarnation
     }
 
     /// Which attempt of the run this is, from 1.
@@ -293,11 +301,11 @@ impl Context {
                 reason: "a run has at most 2^32 steps".into(),
             })
         })?;
-        let memo = self
-            .inner
-            .shared
-            .memo
-            .new_memo(&self.inner.run_id, step_number);
+        let memo = self.inner.shared.memo.memo_for(
+            &self.inner.run_id,
+            self.inner.incarnation,
+            step_number,
+        );
         let attempt = || body(memo.clone());
         let value = attempt
             .retry(retry.backoff())

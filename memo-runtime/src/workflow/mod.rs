@@ -69,6 +69,7 @@ use crate::runtime_store::{
     Commit, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
 };
 use crate::sweeper::RetentionSweeper;
+use crate::terminal::TerminalMarker;
 
 /// How long terminal runs are kept by default: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -391,7 +392,11 @@ impl Runtime {
                 if let Some(at_ms) = record.terminal_at_ms {
                     self.shared
                         .memo
-                        .write_terminal_marker(&record.run_id, at_ms)
+                        .write_marker(&TerminalMarker {
+                            run_id: record.run_id.clone(),
+                            terminal_at_ms: at_ms,
+                            incarnation: record.incarnation,
+                        })
                         .await?;
                     remarked += 1;
                 }
@@ -462,7 +467,13 @@ impl Runtime {
             .await?;
         let history = store.load_receipts(&run_id, None).await?;
         tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
-        let ctx = Context::new(Arc::clone(&self.shared), run_id.clone(), attempt, history);
+        let ctx = Context::new(
+            Arc::clone(&self.shared),
+            run_id.clone(),
+            record.incarnation,
+            attempt,
+            history,
+        );
         let result = (workflow.run)(ctx.clone(), input).await;
         if let Some(fault) = ctx.take_fault() {
             // The runtime, not the workflow, stopped this attempt: leave the run
@@ -489,24 +500,25 @@ impl Runtime {
         store
             .atomic_apply(&run_id, Commit::status(change, terminal_at_ms))
             .await?;
-        self.mark_terminal(&run_id, terminal_at_ms).await;
+        let marker = TerminalMarker {
+            run_id: run_id.clone(),
+            terminal_at_ms,
+            incarnation: record.incarnation,
+        };
+        self.mark_terminal(&marker).await;
         result
     }
 
     /// Writes the terminal marker, retrying; a marker that still fails is
     /// written again by [`Runtime::recover`].
-    async fn mark_terminal(&self, run_id: &RunId, terminal_at_ms: u64) {
-        let write = || {
-            self.shared
-                .memo
-                .write_terminal_marker(run_id, terminal_at_ms)
-        };
+    async fn mark_terminal(&self, marker: &TerminalMarker) {
+        let write = || self.shared.memo.write_marker(marker);
         let written = write
             .retry(self.shared.marker_retry.backoff())
             .sleep(tokio::time::sleep)
             .await;
         if let Err(e) = written {
-            tracing::warn!(%run_id, error = %e, "terminal marker not written; recover() will write it");
+            tracing::warn!(run_id = %marker.run_id, error = %e, "terminal marker not written; recover() will write it");
         }
     }
 }
