@@ -84,7 +84,10 @@ const CONCURRENCY: usize = 8;
 ///   lists its log once and reads each log entry;
 /// - creating a run: a `GET` of its creation record, a listing of its (empty)
 ///   log and two creates (the hint and the record);
-/// - listing by status: one listing of that status's hints, then a read per
+/// - listing run ids by status: one listing of that status's hints (a run
+///   that left the status may still be listed until a `list_runs` tidies
+///   its hint);
+/// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
 ///   listing deletes the hints it finds out of date, so the cost follows the
 ///   runs in that status, not every run ever stored;
@@ -683,22 +686,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
-        let folder = self.status_folder(status);
-        let hints: Vec<_> = self
-            .store
-            .list(Some(&folder))
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
-        let mut run_ids = Vec::with_capacity(hints.len());
-        for hint in &hints {
-            let name = hint.location.filename().unwrap_or_default();
-            // A foreign object among the hints names no run: skip it.
-            match RunId::new(name) {
-                Ok(run_id) => run_ids.push(run_id),
-                Err(_) => tracing::warn!(path = %hint.location, "not a run status hint; skipped"),
-            }
-        }
+        let run_ids = self.list_run_ids(status).await?;
         let records: Vec<Option<RunRecord>> = futures::stream::iter(run_ids)
             .map(|run_id| async move {
                 let record = self.load_run(&run_id).await?;
@@ -716,6 +704,27 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         let mut records: Vec<RunRecord> = records.into_iter().flatten().collect();
         records.sort_by(|a, b| a.run_id.cmp(&b.run_id));
         Ok(records)
+    }
+
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        let folder = self.status_folder(status);
+        let hints: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let mut run_ids = Vec::with_capacity(hints.len());
+        for hint in &hints {
+            let name = hint.location.filename().unwrap_or_default();
+            // A foreign object among the hints names no run: skip it.
+            match RunId::new(name) {
+                Ok(run_id) => run_ids.push(run_id),
+                Err(_) => tracing::warn!(path = %hint.location, "not a run status hint; skipped"),
+            }
+        }
+        run_ids.sort();
+        Ok(run_ids)
     }
 
     async fn delete_run(&self, run_id: &RunId) -> Result<bool> {

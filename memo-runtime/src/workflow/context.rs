@@ -1,8 +1,9 @@
 //! The run context a workflow receives: durable steps and signals.
 
+use std::fmt::Display;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use backon::Retryable;
 use bytes::Bytes;
@@ -13,7 +14,7 @@ use tracing::Instrument;
 
 use super::{Shared, decode, encode};
 use crate::error::Error;
-use crate::memo::{Memo, MemoStore};
+use crate::memo::{FaultSink, Memo, MemoStore};
 use crate::run_id::RunId;
 use crate::runtime_store::{Commit, InputPhase, StepReceipt};
 use crate::workflow::RetryPolicy;
@@ -38,7 +39,9 @@ struct Inner {
     attempt: u32,
     history: Vec<StepReceipt>,
     cursor: tokio::sync::Mutex<u64>,
-    fault: Mutex<Option<String>>,
+    /// The first runtime fault of this attempt, shared with the memos of its
+    /// steps: once set, the attempt is over and the run stays open.
+    faults: FaultSink,
 }
 
 impl std::fmt::Debug for Context {
@@ -65,7 +68,7 @@ impl Context {
                 attempt,
                 history,
                 cursor: tokio::sync::Mutex::new(0),
-                fault: Mutex::new(None),
+                faults: FaultSink::default(),
             }),
         }
     }
@@ -93,14 +96,27 @@ impl Context {
     /// committed with the run's receipt for this position and is what a
     /// replay returns.
     ///
+    /// Every call takes the next position, whatever its outcome: a body that
+    /// fails for good (after its retries) records its failure at its
+    /// position, so that a workflow that handles the failure (say, by calling
+    /// a fallback step) replays the same way in every later attempt.
+    ///
     /// # Errors
     ///
-    /// The body's own error, after any retries. Also, converted into `E`:
-    /// [`Error::NonDeterminism`] if the history records another step at this
-    /// position; [`Error::Conflict`] if another worker committed this step
-    /// first; [`Error::Decode`] if a recorded output does not decode as `T`;
-    /// [`Error::Store`] if the commit fails. These stop the run without
-    /// failing it, so it can be resumed.
+    /// The body's own error, after any retries; in a later attempt, the
+    /// recorded failure as [`Error::StepFailed`] (converted into `E`).
+    ///
+    /// Runtime faults, converted into `E`, stop the attempt without failing
+    /// the run, so it can be resumed: [`Error::NonDeterminism`] if the history
+    /// records another step at this position; [`Error::Conflict`] if another
+    /// worker committed this step first; [`Error::Decode`] if a recorded
+    /// output does not decode as `T`; [`Error::Store`] if the commit fails;
+    /// [`Error::Aborted`] for a step called after an earlier fault stopped
+    /// the attempt. A transient failure of the step's [`Memo`] (see
+    /// [`Error::is_transient`]) stops the attempt too, even if the body
+    /// converted it into an error of its own: the step records nothing, and
+    /// the run stays open. A permanent one ([`Error::TooLarge`],
+    /// [`Error::Serialization`]) is the body's error like any other.
     ///
     /// # Example
     ///
@@ -120,7 +136,7 @@ impl Context {
         F: FnMut(Memo) -> Fut + Send,
         Fut: Future<Output = Result<T, E>> + Send,
         T: Serialize + DeserializeOwned + Send,
-        E: From<Error> + Send,
+        E: From<Error> + Display + Send,
     {
         Step {
             ctx: self,
@@ -155,9 +171,10 @@ impl Context {
         let step_name = format!("signal:{name}");
         let mut cursor = self.inner.cursor.lock().await;
         let sequence = *cursor;
-        if let Some(payload) = self.replay(sequence, &step_name)? {
+        self.check_not_stopped()?;
+        if let Some(receipt) = self.replay(sequence, &step_name)? {
             *cursor += 1;
-            return self.decode_output(sequence, &step_name, &payload);
+            return self.replayed(receipt);
         }
         let deadline = tokio::time::Instant::now() + self.inner.shared.signal_wait;
         let input = loop {
@@ -183,12 +200,7 @@ impl Context {
             }
             tokio::time::sleep(self.inner.shared.signal_poll_interval).await;
         };
-        let receipt = self.receipt(
-            sequence,
-            step_name.clone(),
-            input.input_id.clone(),
-            input.payload.clone(),
-        );
+        let receipt = self.receipt(sequence, step_name.clone(), Ok(input.payload.clone()));
         let commit = Commit::step(receipt, self.inner.shared.clock.now_ms())
             .with_input_update(input.input_id, InputPhase::Consumed);
         self.commit(commit).await?;
@@ -198,19 +210,44 @@ impl Context {
 
     /// The runtime error that stopped this attempt, if any.
     pub(super) fn take_fault(&self) -> Option<String> {
-        lock(&self.inner.fault).take()
+        self.inner.faults.take()
     }
 
-    /// Records a runtime-side failure (the run must not be failed for it)
-    /// and converts it for the workflow.
+    /// Records a runtime-side failure, if it is transient (the run must not
+    /// be failed for it), and converts it for the workflow.
     fn fault<E: From<Error>>(&self, error: Error) -> E {
-        let mut fault = lock(&self.inner.fault);
-        fault.get_or_insert_with(|| error.to_string());
+        self.inner.faults.record(&error);
         E::from(error)
     }
 
-    /// The recorded output at `sequence`, if the history has that step.
-    fn replay<E: From<Error>>(&self, sequence: u64, step: &str) -> Result<Option<Bytes>, E> {
+    /// Refuses to start a step once a fault has stopped the attempt: the
+    /// workflow may have handled the fault's error, but nothing more of this
+    /// attempt may be recorded.
+    fn check_not_stopped<E: From<Error>>(&self) -> Result<(), E> {
+        if self.inner.faults.is_set() {
+            return Err(E::from(Error::Aborted {
+                run_id: self.inner.run_id.to_string(),
+                reason: "a runtime fault stopped this attempt earlier; no further step runs".into(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// What a replayed receipt returns: its output, or its recorded failure.
+    fn replayed<T: DeserializeOwned, E: From<Error>>(&self, receipt: &StepReceipt) -> Result<T, E> {
+        match &receipt.error {
+            Some(message) => Err(E::from(Error::StepFailed {
+                run_id: self.inner.run_id.to_string(),
+                sequence: receipt.sequence,
+                step: receipt.step.clone(),
+                message: message.clone(),
+            })),
+            None => self.decode_output(receipt.sequence, &receipt.step, &receipt.output),
+        }
+    }
+
+    /// The recorded receipt at `sequence`, if the history has that step.
+    fn replay<E: From<Error>>(&self, sequence: u64, step: &str) -> Result<Option<&StepReceipt>, E> {
         let Some(receipt) = usize::try_from(sequence)
             .ok()
             .and_then(|i| self.inner.history.get(i))
@@ -225,7 +262,7 @@ impl Context {
                 called: step.to_string(),
             }));
         }
-        Ok(Some(receipt.output.clone()))
+        Ok(Some(receipt))
     }
 
     fn decode_output<T: DeserializeOwned, E: From<Error>>(
@@ -239,20 +276,18 @@ impl Context {
         decode(&what, &location, bytes).map_err(|e| self.fault(e))
     }
 
-    fn receipt(
-        &self,
-        sequence: u64,
-        step: String,
-        input_digest: String,
-        output: Bytes,
-    ) -> StepReceipt {
+    fn receipt(&self, sequence: u64, step: String, outcome: Result<Bytes, String>) -> StepReceipt {
+        let (output, error) = match outcome {
+            Ok(output) => (output, None),
+            Err(message) => (Bytes::new(), Some(message)),
+        };
         StepReceipt {
             run_id: self.inner.run_id.clone(),
             sequence,
             step,
-            input_digest,
             output,
             recorded_at_ms: self.inner.shared.clock.now_ms(),
+            error,
         }
     }
 
@@ -271,7 +306,7 @@ impl Context {
         F: FnMut(Memo) -> Fut + Send,
         Fut: Future<Output = Result<T, E>> + Send,
         T: Serialize + DeserializeOwned + Send,
-        E: From<Error> + Send,
+        E: From<Error> + Display + Send,
     {
         let Step {
             name,
@@ -282,10 +317,11 @@ impl Context {
         } = step;
         let mut cursor = self.inner.cursor.lock().await;
         let sequence = *cursor;
-        if let Some(output) = self.replay(sequence, &name)? {
+        self.check_not_stopped()?;
+        if let Some(receipt) = self.replay(sequence, &name)? {
             tracing::debug!(run_id = %self.inner.run_id, sequence, step = %name, "replayed from receipt");
             *cursor += 1;
-            return self.decode_output(sequence, &name, &output);
+            return self.replayed(receipt);
         }
         let step_number = u32::try_from(sequence).map_err(|_| {
             self.fault(Error::InvalidWrite {
@@ -293,26 +329,46 @@ impl Context {
                 reason: "a run has at most 2^32 steps".into(),
             })
         })?;
+        let faults = &self.inner.faults;
         let memo = self
             .inner
             .shared
             .memo
-            .new_memo(&self.inner.run_id, step_number);
-        let attempt = || body(memo.clone());
-        let value = attempt
+            .new_memo(&self.inner.run_id, step_number)
+            .with_fault_sink(faults.clone());
+        let attempt = || {
+            // Each try starts clean: a fault that a retry got past is no
+            // reason to stop the attempt.
+            faults.take();
+            body(memo.clone())
+        };
+        let outcome = attempt
             .retry(retry.backoff())
             .sleep(tokio::time::sleep)
             .when(|e| transient.as_ref().is_none_or(|is_transient| is_transient(e)))
             .notify(|_, wait| tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying"))
-            .await?;
-        let output =
-            encode(&format!("the output of step {name:?}"), &value).map_err(|e| self.fault(e))?;
-        let digest = crate::content_key(&name).map_err(|e| self.fault(e))?;
-        let receipt = self.receipt(sequence, name, digest, output);
+            .await;
+        let (recorded, result) = match outcome {
+            // The body met a runtime fault (kept in `faults`): record
+            // nothing, so that the next attempt runs the step again.
+            Err(e) if faults.is_set() => return Err(e),
+            Err(e) => (Err(e.to_string()), Err(e)),
+            Ok(value) => {
+                // What the body got past on its way to a value is its own
+                // business: the value is committed.
+                faults.take();
+                match encode(&format!("the output of step {name:?}"), &value) {
+                    Ok(output) => (Ok(output), Ok(value)),
+                    // A value that cannot be encoded fails the step for good.
+                    Err(e) => (Err(e.to_string()), Err(E::from(e))),
+                }
+            }
+        };
+        let receipt = self.receipt(sequence, name, recorded);
         self.commit(Commit::step(receipt, self.inner.shared.clock.now_ms()))
             .await?;
         *cursor += 1;
-        Ok(value)
+        result
     }
 }
 
@@ -351,7 +407,7 @@ where
     F: FnMut(Memo) -> Fut + Send + 'c,
     Fut: Future<Output = Result<T, E>> + Send + 'c,
     T: Serialize + DeserializeOwned + Send + 'c,
-    E: From<Error> + Send + 'c,
+    E: From<Error> + Display + Send + 'c,
 {
     type Output = Result<T, E>;
     type IntoFuture = BoxFuture<'c, Result<T, E>>;
@@ -361,8 +417,4 @@ where
         let span = tracing::info_span!("memo.step", run_id = %ctx.inner.run_id, step = %self.name);
         Box::pin(ctx.run_step(self).instrument(span))
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
