@@ -155,19 +155,19 @@ impl Context {
     ///
     /// If no such signal arrives within the runtime's signal wait (see
     /// [`RuntimeBuilder::signal_wait`](super::RuntimeBuilder::signal_wait)),
-    /// the run suspends: this returns [`Error::Suspended`] (converted into
-    /// `E`), the run stays `Running`, and running it again once the signal is
-    /// sent, from any process, resumes it here.
+    /// the run suspends: this returns [`Error::Suspended`], the run stays
+    /// `Running`, and running it again once the signal is sent, from any
+    /// process, resumes it here.
+    ///
+    /// The error is memo's own, so `?` converts it into the workflow's error
+    /// type, whatever it is.
     ///
     /// # Errors
     ///
     /// [`Error::Suspended`] as above; [`Error::Decode`] if the payload does
-    /// not decode as `T`; and the step errors of [`Context::step`].
-    pub async fn wait_for_signal<T, E>(&self, name: &str) -> Result<T, E>
-    where
-        T: DeserializeOwned,
-        E: From<Error>,
-    {
+    /// not decode as `T`; and the runtime faults of [`Context::step`]. None
+    /// of these fail the run.
+    pub async fn wait_for_signal<T: DeserializeOwned>(&self, name: &str) -> Result<T, Error> {
         let step_name = format!("signal:{name}");
         let mut cursor = self.inner.cursor.lock().await;
         let sequence = *cursor;
