@@ -168,6 +168,44 @@ async fn a_value_over_the_size_limit_fails_the_run_instead_of_being_retried_for_
     assert_eq!(status(&runtime, &run_id).await, RunStatus::Failed);
 }
 
+/// A value whose encoding always fails: a permanent error.
+#[derive(Debug, serde::Deserialize)]
+struct Unencodable;
+
+impl Serialize for Unencodable {
+    fn serialize<S: Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("this value cannot be encoded"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_output_that_cannot_be_encoded_fails_the_run_instead_of_leaving_it_open() {
+    let folder = Folder::new();
+    let workflow = Workflow::new("unencodable-step", |ctx: Context, _: ()| async move {
+        ctx.step("make", |_memo| async { Ok::<_, AppError>(Unencodable) })
+            .await?;
+        Ok::<_, AppError>(())
+    });
+    let runtime = folder.process();
+    let run_id = run("unencodable-1");
+    let failed = runtime.run(&run_id, &(), &workflow).await.unwrap_err();
+    assert!(failed.0.contains("cannot be encoded"), "{failed}");
+    assert_eq!(status(&runtime, &run_id).await, RunStatus::Failed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workflow_output_that_cannot_be_encoded_fails_the_run_instead_of_leaving_it_open() {
+    let folder = Folder::new();
+    let workflow = Workflow::new("unencodable-output", |_ctx: Context, _: ()| async move {
+        Ok::<_, AppError>(Unencodable)
+    });
+    let runtime = folder.process();
+    let run_id = run("unencodable-2");
+    let failed = runtime.run(&run_id, &(), &workflow).await.unwrap_err();
+    assert!(failed.0.contains("cannot be encoded"), "{failed}");
+    assert_eq!(status(&runtime, &run_id).await, RunStatus::Failed);
+}
+
 // Case 6: every step call consumes its position.
 
 #[tokio::test(start_paused = true)]

@@ -646,13 +646,23 @@ impl Runtime {
                 .into()),
             };
         }
-        let change = match &result {
-            Ok(output) => StatusChange::Completed {
-                output: encode("the workflow output", output)?,
+        let (change, result) = match result {
+            Ok(output) => match encode("the workflow output", &output) {
+                Ok(encoded) => (StatusChange::Completed { output: encoded }, Ok(output)),
+                // A permanent error: retrying the run could only fail again.
+                Err(e) => (
+                    StatusChange::Failed {
+                        error: e.to_string(),
+                    },
+                    Err(E::from(e)),
+                ),
             },
-            Err(e) => StatusChange::Failed {
-                error: e.to_string(),
-            },
+            Err(e) => (
+                StatusChange::Failed {
+                    error: e.to_string(),
+                },
+                Err(e),
+            ),
         };
         let terminal_at_ms = self.shared.clock.now_ms();
         store
