@@ -17,7 +17,7 @@
 //! run of the same id (see [`Incarnation`]). Every object is framed with a
 //! checksum; a damaged one is [`Error::Corrupt`], never a miss.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -137,6 +137,7 @@ impl MemoStore {
             run_id: run_id.clone(),
             incarnation,
             step_number,
+            faults: None,
         }
     }
 
@@ -310,6 +311,41 @@ pub struct Memo {
     run_id: RunId,
     incarnation: Incarnation,
     step_number: u32,
+    /// Where a workflow step's memo reports transient faults, so that the
+    /// attempt stops even if the step's code converted or swallowed the
+    /// error; `None` for a standalone memo.
+    faults: Option<FaultSink>,
+}
+
+/// The first transient memo-layer fault of a workflow attempt, shared by the
+/// attempt's [`Context`](crate::workflow::Context) and every [`Memo`] it
+/// hands out.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FaultSink(Arc<Mutex<Option<String>>>);
+
+impl FaultSink {
+    /// Records `error` if it is transient ([`Error::is_transient`]) and no
+    /// fault was recorded before; permanent errors are the caller's to
+    /// handle.
+    pub(crate) fn record(&self, error: &Error) {
+        if error.is_transient() {
+            self.slot().get_or_insert_with(|| error.to_string());
+        }
+    }
+
+    /// Whether a fault is recorded.
+    pub(crate) fn is_set(&self) -> bool {
+        self.slot().is_some()
+    }
+
+    /// Takes the recorded fault, leaving none.
+    pub(crate) fn take(&self) -> Option<String> {
+        self.slot().take()
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl std::fmt::Debug for Memo {
@@ -319,7 +355,7 @@ impl std::fmt::Debug for Memo {
             .field("incarnation", &self.incarnation)
             .field("step_number", &self.step_number)
             .field("store", &self.store)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -380,6 +416,22 @@ impl Memo {
         &self.store
     }
 
+    /// This memo, reporting its transient faults to `faults`.
+    pub(crate) fn with_fault_sink(mut self, faults: FaultSink) -> Memo {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// Reports a memo-layer failure met while using this memo (such as a
+    /// committed value that does not decode) to the workflow attempt the
+    /// memo belongs to, if any: a transient one stops the attempt and leaves
+    /// the run open, whatever the step's code does with the error.
+    pub(crate) fn report_fault(&self, error: &Error) {
+        if let Some(faults) = &self.faults {
+            faults.record(error);
+        }
+    }
+
     /// The committed value of `key`, if any. The returned bytes share the
     /// buffer read from the store (no copy).
     ///
@@ -388,7 +440,9 @@ impl Memo {
     /// [`Error::Store`] if the read fails; [`Error::Corrupt`] naming the path
     /// if the entry is damaged (never reported as a miss).
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        write_once::read(self.store.store(), &self.key_path(key)).await
+        write_once::read(self.store.store(), &self.key_path(key))
+            .await
+            .inspect_err(|e| self.report_fault(e))
     }
 
     /// Commits `value` under `key` unless a value is committed already, and
@@ -411,7 +465,8 @@ impl Memo {
         let created = self
             .store
             .create(&self.key_path(key), value.as_ref(), describe)
-            .await?;
+            .await
+            .inspect_err(|e| self.report_fault(e))?;
         if let Created::Theirs(_) = created {
             tracing::debug!(run_id = %self.run_id, step = self.step_number, key, "another writer committed first");
         }

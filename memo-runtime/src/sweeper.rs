@@ -337,7 +337,8 @@ impl RetentionSweeper {
 
     /// Starts a background task that runs a pass at the clock's time, waits
     /// `interval`, and repeats, until [`SweeperHandle::shutdown`] is called
-    /// or the handle is dropped. A failed pass is logged and retried at the
+    /// or the Tokio runtime shuts down. Dropping the handle detaches the
+    /// sweeper: it keeps sweeping. A failed pass is logged and retried at the
     /// next interval.
     ///
     /// # Panics
@@ -363,7 +364,15 @@ impl RetentionSweeper {
     pub fn spawn(&self, interval: Duration) -> SweeperHandle {
         let (stop, stop_rx) = watch::channel(false);
         let (progress_tx, progress) = watch::channel(SweeperSummary::default());
-        let task = tokio::spawn(self.clone().run_passes(interval, stop_rx, progress_tx));
+        // The task holds a sender too, so that dropping the handle (and its
+        // sender) detaches the sweeper rather than stopping it.
+        let detached = stop.clone();
+        let passes = self.clone().run_passes(interval, stop_rx, progress_tx);
+        let task = tokio::spawn(async move {
+            let summary = passes.await;
+            drop(detached);
+            summary
+        });
         SweeperHandle {
             stop,
             progress,
@@ -386,7 +395,7 @@ impl RetentionSweeper {
             progress.send_replace(summary.clone());
             tokio::select! {
                 biased;
-                // A shutdown, or the handle was dropped.
+                // A shutdown (the task's own sender keeps the channel open).
                 _ = stop.changed() => break,
                 () = tokio::time::sleep(interval) => {}
             }
@@ -526,10 +535,10 @@ impl SweeperSummary {
 
 /// Controls a background sweeper started by [`RetentionSweeper::spawn`].
 ///
-/// Dropping the handle stops the sweeper after its current pass, without
-/// waiting for it; [`shutdown`](Self::shutdown) stops it and waits.
+/// Dropping the handle detaches the sweeper, which keeps sweeping until the
+/// Tokio runtime shuts down; [`shutdown`](Self::shutdown) stops it (after
+/// its current pass) and waits.
 #[derive(Debug)]
-#[must_use = "dropping the handle stops the sweeper after its current pass"]
 pub struct SweeperHandle {
     stop: watch::Sender<bool>,
     progress: watch::Receiver<SweeperSummary>,

@@ -9,7 +9,7 @@ use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::prefix::PrefixStore;
 use memo_runtime::testing::memo_store as suite;
-use memo_runtime::{MemoStore, RunId};
+use memo_runtime::{Incarnation, MemoStore, RunId, TerminalMarker};
 use sha2::Digest;
 
 fn local(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {

@@ -130,9 +130,9 @@ mod costs {
             run_id: run_id.clone(),
             sequence,
             step: "s".into(),
-            input_digest: "d".into(),
             output: Bytes::from_static(b"o"),
             recorded_at_ms: 2,
+            error: None,
         };
         Commit::step(receipt, 2)
     }

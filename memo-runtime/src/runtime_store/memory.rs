@@ -138,6 +138,15 @@ impl RuntimeStore for InMemoryRuntimeStore {
             .collect())
     }
 
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        Ok(self
+            .runs()
+            .iter()
+            .filter(|(_, run)| run.record().status == status)
+            .map(|(run_id, _)| run_id.clone())
+            .collect())
+    }
+
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let mut runs = self.runs();
         let Some(run) = runs

@@ -185,13 +185,18 @@ pub struct StepReceipt {
     pub sequence: u64,
     /// The step's name, checked on replay against the step the code calls.
     pub step: String,
-    /// A digest of the step's input (for example its content key), so a
-    /// replay can tell that the step is called with different input.
-    pub input_digest: String,
-    /// The step's committed output, as encoded by the caller.
+    /// The step's committed output, as encoded by the caller (empty for a
+    /// failed step).
     pub output: Bytes,
     /// When the step completed (ms since the Unix epoch).
     pub recorded_at_ms: u64,
+    /// Why the step failed, if it did: a failed step keeps its position, so
+    /// a replay returns the same failure and the workflow's later steps keep
+    /// their positions. Absent in receipts stored before this field existed
+    /// (they decode as successes; stored receipts that still carry the
+    /// former `input_digest` field decode too, the field is ignored).
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// Where an input delivered to a run stands.
@@ -386,9 +391,9 @@ impl StatusChange {
 ///     run_id: run_id.clone(),
 ///     sequence: 0,
 ///     step: "charge".into(),
-///     input_digest: "k1".into(),
 ///     output: Bytes::from_static(b"ok"),
 ///     recorded_at_ms: 1_000,
+///     error: None,
 /// };
 /// let step = Commit::step(receipt, 1_000)
 ///     .with_snapshot(Bytes::from_static(b"state after charge"))
@@ -549,9 +554,9 @@ impl Commit {
 ///     run_id: run_id.clone(),
 ///     sequence: 0,
 ///     step: "charge".into(),
-///     input_digest: "k1".into(),
 ///     output: Bytes::from_static(b"paid"),
 ///     recorded_at_ms: 1_002,
+///     error: None,
 /// };
 /// let commit = Commit::step(receipt.clone(), 1_002);
 /// store.atomic_apply(&run_id, commit.clone()).await?;
@@ -654,6 +659,27 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// See the [trait-level errors](RuntimeStore#errors).
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>>;
 
+    /// Lists the ids of the runs whose status is `status`, in run-id order,
+    /// without loading the runs: the cheap listing for a caller that loads
+    /// each run on its own (such as [`Runtime::recover`], which must resume
+    /// the other runs when one of them is damaged).
+    ///
+    /// Every run in `status` is listed. A backend that lists from an index
+    /// may also list a run that has just left `status`, or one whose records
+    /// are damaged or half-deleted: load each run and check its status.
+    ///
+    /// [`Runtime::recover`]: crate::workflow::Runtime::recover
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors). The default
+    /// implementation lists the runs with [`list_runs`](Self::list_runs),
+    /// so one damaged run fails it: backends override it.
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        let runs = self.list_runs(status).await?;
+        Ok(runs.into_iter().map(|run| run.run_id).collect())
+    }
+
     /// Deletes every record of incarnation `incarnation` of a terminal run;
     /// `false` if the run does not exist or is another incarnation, which is
     /// then not touched (a later run of the same id is another run).
@@ -718,6 +744,10 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
         (**self).list_runs(status).await
+    }
+
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        (**self).list_run_ids(status).await
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {

@@ -94,7 +94,10 @@ const CONCURRENCY: usize = 8;
 ///   log once and reads each log entry;
 /// - creating a run: a `GET` of its pointer and two creates (the hint and
 ///   the pointer);
-/// - listing by status: one listing of that status's hints, then a read per
+/// - listing run ids by status: one listing of that status's hints (a run
+///   that left the status may still be listed until a `list_runs` tidies
+///   its hint);
+/// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
 ///   listing deletes the hints it finds out of date, so the cost follows the
 ///   runs in that status, not every run ever stored;
@@ -741,6 +744,18 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         let mut records: Vec<RunRecord> = records.into_iter().flatten().collect();
         records.sort_by(|a, b| a.run_id.cmp(&b.run_id));
         Ok(records)
+    }
+
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        let mut run_ids: Vec<RunId> = self
+            .status_hints(status)
+            .await?
+            .into_iter()
+            .map(|(run_id, _)| run_id)
+            .collect();
+        run_ids.sort();
+        run_ids.dedup();
+        Ok(run_ids)
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {

@@ -163,13 +163,15 @@ impl RunState {
     }
 
     fn check_commit(&self, commit: &Commit) -> Result<Verdict> {
-        let verdict = self.check_commit_content(commit)?;
         // A retry of a commit that is in effect succeeds whoever holds the
-        // run now; anything new needs the committing attempt to hold it.
-        if let (Verdict::Apply(_), Some(fence)) = (&verdict, &commit.fence) {
+        // run now; anything new needs the committing attempt to hold it, and
+        // an attempt that lost the run hears that first, whatever else its
+        // commit contradicts.
+        let verdict = self.check_commit_content(commit);
+        if let (Ok(Verdict::Apply(_)) | Err(_), Some(fence)) = (&verdict, &commit.fence) {
             self.check_fence(fence)?;
         }
-        Ok(verdict)
+        verdict
     }
 
     /// Refuses a change by attempt `fence` unless it is the run's current

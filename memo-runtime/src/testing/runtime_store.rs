@@ -72,9 +72,9 @@ fn receipt(run_id: &RunId, sequence: u64, output: impl Into<Bytes>) -> StepRecei
         run_id: run_id.clone(),
         sequence,
         step: format!("step-{sequence}"),
-        input_digest: format!("digest-{sequence}"),
         output: output.into(),
         recorded_at_ms: 2_000 + sequence,
+        error: None,
     }
 }
 
@@ -791,7 +791,8 @@ pub async fn a_reused_run_id_is_a_new_run_everywhere<S: RuntimeStore>(make: &imp
     );
 }
 
-/// Listing by status finds exactly the runs in that status.
+/// Listing by status finds exactly the runs in that status; listing run
+/// ids finds every one of them.
 pub async fn runs_are_listed_by_status(store: &dyn RuntimeStore) {
     let pending = unique_run_id("list-pending");
     store
@@ -823,6 +824,27 @@ pub async fn runs_are_listed_by_status(store: &dyn RuntimeStore) {
         for (run_id, run_status) in ours {
             let found = listed.iter().any(|r| &r.run_id == run_id);
             assert_eq!(found, run_status == status, "{run_id} listed as {status}");
+        }
+        // The ids-only listing names at least every run in the status.
+        let ids = store.list_run_ids(status).await.expect("list run ids");
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{status}: run ids not in order"
+        );
+        for record in &listed {
+            assert!(
+                ids.contains(&record.run_id),
+                "{status}: {} not in the id listing",
+                record.run_id
+            );
+        }
+        for (run_id, run_status) in ours {
+            if run_status == status {
+                assert!(
+                    ids.contains(run_id),
+                    "{run_id} not in the {status} id listing"
+                );
+            }
         }
     }
 }
