@@ -1,20 +1,20 @@
 //! Generates the memoized function: the original signature, and a body that
 //! derives the key, asks the memo, and runs the original body only on a miss.
 
-use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
-use syn::ItemFn;
 use syn::spanned::Spanned;
 
 use crate::attr::Attr;
-use crate::valid::{self, Plan};
+use crate::item::MemoFn;
+use crate::valid::{self, KeyType, MemoSource, Plan};
 
 /// The whole pipeline: parse the options, check them, generate.
 ///
 /// The function is always emitted, even when a check fails, so one mistake
 /// gives one error and code that calls the function keeps type-checking.
 pub(crate) fn memoized(args: TokenStream, item: TokenStream) -> TokenStream {
-    let func: ItemFn = match syn::parse2(item.clone()) {
+    let func: MemoFn = match syn::parse2(item.clone()) {
         Ok(func) => func,
         Err(_) => {
             let error = syn::Error::new(
@@ -38,7 +38,7 @@ pub(crate) fn memoized(args: TokenStream, item: TokenStream) -> TokenStream {
 /// The function as written, for when it cannot be expanded: it still
 /// exists for its callers, without warnings or errors that only follow from
 /// the reported one.
-fn unexpanded(mut func: ItemFn) -> ItemFn {
+fn unexpanded(mut func: MemoFn) -> MemoFn {
     // Parameters the expansion would have used (the memo, the key) would
     // otherwise be reported as unused.
     func.attrs
@@ -48,7 +48,7 @@ fn unexpanded(mut func: ItemFn) -> ItemFn {
     func
 }
 
-fn plan(args: TokenStream, func: &ItemFn) -> syn::Result<Plan> {
+fn plan(args: TokenStream, func: &MemoFn) -> syn::Result<Plan> {
     let mut attr = Attr::parse_args(args)?;
     let mut errors = std::mem::take(&mut attr.errors).into_iter();
     if let Some(mut first) = errors.next() {
@@ -61,19 +61,25 @@ fn plan(args: TokenStream, func: &ItemFn) -> syn::Result<Plan> {
     valid::check(attr, &func.sig)
 }
 
-fn expand(plan: &Plan, func: &ItemFn) -> TokenStream {
-    let ItemFn {
-        attrs,
-        vis,
-        sig,
-        block,
+/// A local of the expansion: mixed-site hygiene, so neither the user's
+/// parameters nor their body can name it, located at `at` for errors.
+fn local(name: &str, at: Span) -> Ident {
+    Ident::new(name, Span::mixed_site().located_at(at))
+}
+
+fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
+    let MemoFn {
+        attrs, vis, sig, ..
     } = func;
+    let inner_attrs = func.inner_attrs_as_outer();
+    let block = func.block();
     let Plan {
         krate,
         name,
         version,
         memo,
         key_args,
+        key_types,
         output,
     } = plan;
     let private = |span| private_path(krate, span);
@@ -88,9 +94,35 @@ fn expand(plan: &Plan, func: &ItemFn) -> TokenStream {
         };
         quote_spanned!(arg.span=> #private::#check(#value))
     });
-    let memo_of = {
-        let private = private(memo.span());
-        quote_spanned!(memo.span()=> #private::memo_of(__memo_handle))
+    let type_parts = key_types.iter().map(|ty| {
+        let private = private(Span::call_site());
+        match ty {
+            KeyType::SelfType => quote!(&#private::type_key::<Self>()),
+            KeyType::Param(param) => quote!(&#private::type_key::<#param>()),
+            KeyType::Const(param) => quote!(&#param),
+            KeyType::OfArg(arg) => quote!(&#private::type_key_of_val(&#arg)),
+        }
+    });
+
+    let (bind_memo, memo_ref) = match memo {
+        MemoSource::Expr(expr) => {
+            let private = private(expr.span());
+            let handle = local("__memo_handle", expr.span());
+            (
+                quote!(let #handle = &(#expr);),
+                quote_spanned!(expr.span()=> #private::memo_of(#handle)),
+            )
+        }
+        MemoSource::Param(param, span) => {
+            let private = private(*span);
+            let handle = local("__memo_handle", *span);
+            let mut param = param.clone();
+            param.set_span(param.span().located_at(*span));
+            (
+                quote!(let #handle = &#param;),
+                quote_spanned!(*span=> #private::memo_param(#handle)),
+            )
+        }
     };
     // Every bound on the return type is checked in this one call, so its
     // errors land on the return type.
@@ -98,7 +130,11 @@ fn expand(plan: &Plan, func: &ItemFn) -> TokenStream {
         let private = private(output.span());
         quote_spanned!(output.span()=> #private::codec::<#output>())
     };
-    let key = private(Span::call_site());
+    let runtime = private(Span::call_site());
+    let key = local("__memo_key", Span::call_site());
+    let body = local("__memo_body", Span::call_site());
+    let codec_local = local("__memo_codec", Span::call_site());
+    let fake = local("__memo_fake_return", output.span());
 
     // Tracing's trick: an unreachable `return` of the declared type fixes
     // the body's type, so `?` converts into the declared error and a wrong
@@ -113,22 +149,28 @@ fn expand(plan: &Plan, func: &ItemFn) -> TokenStream {
             clippy::needless_return
         )]
         if false {
-            let __memo_fake_return: #output = loop {};
-            return __memo_fake_return;
+            let #fake: #output = loop {};
+            return #fake;
         }
     };
 
     quote! {
         #(#attrs)*
+        #(#inner_attrs)*
         #vis #sig {
-            let __memo_handle = &(#memo);
-            let __memo_key = #key::key(#name, #version, &[#(#key_parts),*]);
-            let __memo_body = async {
+            #bind_memo
+            let #key = #runtime::key(
+                #name,
+                #version,
+                &[#(#key_parts),*],
+                &[#(#type_parts),*],
+            );
+            let #body = async {
                 #fake_return
                 #block
             };
-            let __memo_codec = #codec;
-            #key::memoize(#memo_of, #name, __memo_key, __memo_codec, __memo_body).await
+            let #codec_local = #codec;
+            #runtime::memoize(#memo_ref, #name, #key, #codec_local, #body).await
         }
     }
 }

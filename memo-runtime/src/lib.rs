@@ -23,6 +23,7 @@ mod envelope;
 mod error;
 mod key;
 mod memo;
+mod memoize;
 mod run_id;
 pub mod runtime_store;
 mod store_url;
