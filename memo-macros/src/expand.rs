@@ -76,37 +76,89 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
     let Plan {
         krate,
         name,
+        output,
+        ..
+    } = plan;
+    let (bind_memo, memo) = memo_handle(plan);
+    let key_value = key_call(plan);
+    // Every bound on the return type is checked in this one call, so its
+    // errors land on the return type.
+    let codec = {
+        let private = private_path(krate, output.span());
+        quote_spanned!(output.span()=> #private::codec::<#output>())
+    };
+    let fake_return = fake_return(output);
+    let runtime = private_path(krate, Span::call_site());
+    let key = local("__memo_key", Span::call_site());
+    let body = local("__memo_body", Span::call_site());
+    let codec_local = local("__memo_codec", Span::call_site());
+
+    quote! {
+        #(#attrs)*
+        #(#inner_attrs)*
+        #vis #sig {
+            #bind_memo
+            let #key = #key_value;
+            let #body = async {
+                #fake_return
+                #block
+            };
+            let #codec_local = #codec;
+            #runtime::memoize(#memo, #name, #key, #codec_local, #body).await
+        }
+    }
+}
+
+/// The block deriving the key: name, version, the arguments (each checked
+/// at its type) and the types.
+fn key_call(plan: &Plan) -> TokenStream {
+    let Plan {
+        krate,
+        name,
         version,
-        memo,
         key_args,
         key_types,
-        output,
+        ..
     } = plan;
-    let private = |span| private_path(krate, span);
-
-    let key_parts = key_args.iter().map(|arg| {
+    let key = local("__memo_call_key", Span::call_site());
+    let args = key_args.iter().map(|arg| {
         let value = &arg.value;
-        let private = private(arg.span);
-        let check = if arg.receiver {
-            quote_spanned!(arg.span=> receiver_key_part)
+        let private = private_path(krate, arg.span);
+        let add = if arg.receiver {
+            quote_spanned!(arg.span=> receiver)
         } else {
-            quote_spanned!(arg.span=> key_part)
+            quote_spanned!(arg.span=> arg)
         };
-        quote_spanned!(arg.span=> #private::#check(#value))
+        quote_spanned!(arg.span=> #private::CallKey::#add(&mut #key, #value);)
     });
-    let type_parts = key_types.iter().map(|ty| {
-        let private = private(Span::call_site());
-        match ty {
-            KeyType::SelfType => quote!(&#private::type_key::<Self>()),
-            KeyType::Param(param) => quote!(&#private::type_key::<#param>()),
+    let private = private_path(krate, Span::call_site());
+    let types = key_types.iter().map(|ty| {
+        let value = match ty {
+            KeyType::SelfType => quote!(#private::type_key::<Self>()),
+            KeyType::Param(param) => quote!(#private::type_key::<#param>()),
             KeyType::Const(param) => quote!(&#param),
-            KeyType::OfArg(arg) => quote!(&#private::type_key_of_val(&#arg)),
-        }
+            KeyType::OfArg(arg) => quote!(#private::type_key_of_val(&#arg)),
+        };
+        quote!(#private::CallKey::type_part(&mut #key, #value);)
     });
+    let (arg_count, type_count) = (key_args.len(), key_types.len());
+    // `mut` only where a part is added, or it would be an unused `mut`.
+    let mutable = (arg_count + type_count > 0).then(|| quote!(mut));
+    quote!({
+        let #mutable #key = #private::CallKey::new(#name, #version, #arg_count, #type_count);
+        #(#args)*
+        #(#types)*
+        #key.finish()
+    })
+}
 
-    let (bind_memo, memo_ref) = match memo {
+/// A statement binding the memo handle, and the expression that checks it
+/// and yields `&Memo` (its errors at the memo's expression or type).
+fn memo_handle(plan: &Plan) -> (TokenStream, TokenStream) {
+    let krate = &plan.krate;
+    match &plan.memo {
         MemoSource::Expr(expr) => {
-            let private = private(expr.span());
+            let private = private_path(krate, expr.span());
             let handle = local("__memo_handle", expr.span());
             (
                 quote!(let #handle = &(#expr);),
@@ -114,7 +166,7 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
             )
         }
         MemoSource::Param(param, span) => {
-            let private = private(*span);
+            let private = private_path(krate, *span);
             let handle = local("__memo_handle", *span);
             let mut param = param.clone();
             param.set_span(param.span().located_at(*span));
@@ -123,23 +175,15 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
                 quote_spanned!(*span=> #private::memo_param(#handle)),
             )
         }
-    };
-    // Every bound on the return type is checked in this one call, so its
-    // errors land on the return type.
-    let codec = {
-        let private = private(output.span());
-        quote_spanned!(output.span()=> #private::codec::<#output>())
-    };
-    let runtime = private(Span::call_site());
-    let key = local("__memo_key", Span::call_site());
-    let body = local("__memo_body", Span::call_site());
-    let codec_local = local("__memo_codec", Span::call_site());
-    let fake = local("__memo_fake_return", output.span());
+    }
+}
 
-    // Tracing's trick: an unreachable `return` of the declared type fixes
-    // the body's type, so `?` converts into the declared error and a wrong
-    // tail expression is reported at the user's expression, not here.
-    let fake_return = quote_spanned! {output.span()=>
+/// Tracing's trick: an unreachable `return` of the declared type fixes the
+/// body's type, so `?` converts into the declared error and a wrong tail
+/// expression is reported at the user's expression, not here.
+fn fake_return(output: &syn::Type) -> TokenStream {
+    let fake = local("__memo_fake_return", output.span());
+    quote_spanned! {output.span()=>
         #[allow(
             unreachable_code,
             clippy::diverging_sub_expression,
@@ -151,26 +195,6 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
         if false {
             let #fake: #output = loop {};
             return #fake;
-        }
-    };
-
-    quote! {
-        #(#attrs)*
-        #(#inner_attrs)*
-        #vis #sig {
-            #bind_memo
-            let #key = #runtime::key(
-                #name,
-                #version,
-                &[#(#key_parts),*],
-                &[#(#type_parts),*],
-            );
-            let #body = async {
-                #fake_return
-                #block
-            };
-            let #codec_local = #codec;
-            #runtime::memoize(#memo_ref, #name, #key, #codec_local, #body).await
         }
     }
 }

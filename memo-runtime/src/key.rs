@@ -91,15 +91,49 @@ const SOME_NIL_EXT: i8 = 0x53;
 /// # Ok::<(), memo_runtime::Error>(())
 /// ```
 pub fn content_key<T: Serialize + ?Sized>(input: &T) -> Result<String> {
-    let mut hasher = HashWriter(Sha256::new());
-    hasher.0.update(DOMAIN);
-    input
-        .serialize(&mut Canonical::new(&mut hasher))
-        .map_err(|e| Error::Serialization {
-            what: "content key input".into(),
-            message: e.0,
-        })?;
-    Ok(hex(&hasher.0.finalize()))
+    let mut key = KeyHasher::new();
+    key.value(input)?;
+    Ok(key.finish())
+}
+
+/// A content key written piece by piece: the domain tag, then canonical
+/// values and array headers as they come, so a caller can key a sequence
+/// of differently typed values (`#[memoized]`'s arguments) without erasing
+/// their types or collecting them first. Writing `array(n)` and then `n`
+/// values gives the key of the `n`-tuple of those values.
+pub(crate) struct KeyHasher(HashWriter);
+
+impl KeyHasher {
+    pub(crate) fn new() -> KeyHasher {
+        let mut hasher = HashWriter(Sha256::new());
+        hasher.0.update(DOMAIN);
+        KeyHasher(hasher)
+    }
+
+    /// Writes the header of an array of `len` values.
+    pub(crate) fn array(&mut self, len: usize) -> Result<()> {
+        let header = len32(len).and_then(|len| Ok(rmp::encode::write_array_len(&mut self.0, len)?));
+        header.map(drop).map_err(serialization_error)
+    }
+
+    /// Writes the canonical encoding of `value`.
+    pub(crate) fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        value
+            .serialize(&mut Canonical::new(&mut self.0))
+            .map_err(serialization_error)
+    }
+
+    /// The key: lower-case hex SHA-256 of everything written.
+    pub(crate) fn finish(self) -> String {
+        hex(&self.0.0.finalize())
+    }
+}
+
+fn serialization_error(e: KeyError) -> Error {
+    Error::Serialization {
+        what: "content key input".into(),
+        message: e.0,
+    }
 }
 
 /// Lower-case hex of `bytes`.

@@ -10,6 +10,6 @@ pub use crate::memoize::bounds::{
     memo_of, memo_param,
 };
 #[doc(hidden)]
-pub use crate::memoize::call_key::{key, key_part, receiver_key_part, type_key, type_key_of_val};
+pub use crate::memoize::call_key::{CallKey, type_key, type_key_of_val};
 #[doc(hidden)]
 pub use crate::memoize::engine::{Codec, codec, memoize};

@@ -1,6 +1,6 @@
 //! The key of one memoized call.
 //!
-//! A call's key is [`content_key`] of
+//! A call's key is [`content_key`](crate::content_key) of
 //!
 //! - `(name, version, args)` when the function has no type component: a
 //!   free function, or an associated one that names neither `self` nor
@@ -11,7 +11,9 @@
 //!   in declaration order, then the type of each `impl Trait` key argument.
 //!
 //! `args` and `types` are one MessagePack array each, so a slice and a tuple
-//! encode alike.
+//! encode alike. [`CallKey`] writes that encoding argument by argument,
+//! each serialized by its own monomorphic code, as fast as a hand-written
+//! `content_key` of the tuple.
 //!
 //! # How a type enters the key
 //!
@@ -28,23 +30,12 @@
 //! parameters never depend on it. `skip(T)` or `skip(Self)` leaves a type out
 //! of the key where it cannot change the result.
 
-use crate::{Result, content_key};
+use serde::Serialize;
+
+use crate::key::KeyHasher;
+use crate::{Error, Result};
 
 use super::bounds::{KeyPart, ReceiverKeyPart};
-
-/// Checks that an argument can be part of the key, and erases its type.
-///
-/// The check happens here, in one generic bound, and the erased return type
-/// does not depend on it: a failed check is one error, at the argument,
-/// not a second one where the key is serialized.
-pub fn key_part<T: KeyPart>(value: &T) -> &dyn erased_serde::Serialize {
-    value
-}
-
-/// [`key_part`] for `self`, whose errors suggest `skip(self)`.
-pub fn receiver_key_part<T: ReceiverKeyPart>(value: &T) -> &dyn erased_serde::Serialize {
-    value
-}
 
 /// How the type `T` enters a key: its [`core::any::type_name`] (see the
 /// module documentation for why, and what changes it).
@@ -58,57 +49,131 @@ pub fn type_key_of_val<T: ?Sized>(_value: &T) -> &'static str {
     type_key::<T>()
 }
 
-/// The key of a memoized call: [`content_key`] of `(name, version, args)`,
-/// or of `(name, version, args, types)` when `types` is not empty.
+/// The key of a memoized call, written part by part: [`new`](Self::new),
+/// then every argument ([`arg`](Self::arg), [`receiver`](Self::receiver)),
+/// then every type part ([`type_part`](Self::type_part)), in order.
 ///
-/// For one or more arguments this is
-/// `content_key(&(name, version, (arg1, arg2, ..)))`; with none it is
-/// `content_key(&(name, version, [(); 0]))`.
-///
-/// # Errors
-///
-/// [`crate::Error::Serialization`] if an argument fails to serialize.
-pub fn key(
-    name: &str,
-    version: u32,
-    args: &[&dyn erased_serde::Serialize],
-    types: &[&dyn erased_serde::Serialize],
-) -> Result<String> {
-    if types.is_empty() {
-        content_key(&(name, version, args))
-    } else {
-        content_key(&(name, version, args, types))
+/// Each argument's bound is checked in its own call, at the argument, and
+/// nowhere else: a failed check is one error.
+pub struct CallKey {
+    key: KeyHasher,
+    types: usize,
+    types_started: bool,
+    error: Option<Error>,
+}
+
+impl CallKey {
+    /// Starts the key of a call of `name` at `version` with `args` key
+    /// arguments and `types` type parts.
+    pub fn new(name: &str, version: u32, args: usize, types: usize) -> CallKey {
+        let mut key = CallKey {
+            key: KeyHasher::new(),
+            types,
+            types_started: false,
+            error: None,
+        };
+        let parts = if types == 0 { 3 } else { 4 };
+        key.write(|k| k.array(parts));
+        key.write(|k| k.value(name));
+        key.write(|k| k.value(&version));
+        key.write(|k| k.array(args));
+        key
+    }
+
+    /// Adds an argument.
+    pub fn arg<T: KeyPart + ?Sized>(&mut self, value: &T) {
+        self.write(|k| k.value(value));
+    }
+
+    /// Adds the receiver (its errors suggest `skip(self)`).
+    pub fn receiver<T: ReceiverKeyPart + ?Sized>(&mut self, value: &T) {
+        self.write(|k| k.value(value));
+    }
+
+    /// Adds a type part: a [`type_key`], or a const parameter's value.
+    pub fn type_part<T: Serialize + ?Sized>(&mut self, value: &T) {
+        if !self.types_started {
+            self.types_started = true;
+            let types = self.types;
+            self.write(|k| k.array(types));
+        }
+        self.write(|k| k.value(value));
+    }
+
+    /// The key.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Serialization`] if an argument failed to serialize.
+    pub fn finish(self) -> Result<String> {
+        match self.error {
+            None => Ok(self.key.finish()),
+            Some(error) => Err(error),
+        }
+    }
+
+    /// Writes a part unless an earlier one failed.
+    fn write(&mut self, part: impl FnOnce(&mut KeyHasher) -> Result<()>) {
+        if self.error.is_none()
+            && let Err(e) = part(&mut self.key)
+        {
+            self.error = Some(e);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::content_key;
+
     use super::*;
 
     #[test]
     fn without_types_the_key_is_the_three_part_form_pinned_by_golden_keys() {
-        let args: [&dyn erased_serde::Serialize; 1] = [&"refund"];
+        let mut key = CallKey::new("draft_reply", 0, 1, 0);
+        key.arg("refund");
         assert_eq!(
-            key("draft_reply", 0, &args, &[]).unwrap(),
+            key.finish().unwrap(),
             "8fb84e2d78665becc813f16d23366202a7d7f8bf853209865d64a88b07818b31"
         );
         assert_eq!(
-            key("with_unit", 0, &[], &[]).unwrap(),
+            CallKey::new("with_unit", 0, 0, 0).finish().unwrap(),
             "3310765c0e74958cd26ac44946ea5ac006307d0ce98bf50096a8a53e2ee5eab5"
+        );
+        let mut key = CallKey::new("send_email", 1, 2, 0);
+        key.arg("a@example.com");
+        key.arg(&3u8);
+        assert_eq!(
+            key.finish().unwrap(),
+            content_key(&("send_email", 1u32, ("a@example.com", 3u8))).unwrap()
         );
     }
 
     #[test]
     fn types_are_a_fourth_part() {
-        let args: [&dyn erased_serde::Serialize; 1] = [&7u8];
-        let types: [&dyn erased_serde::Serialize; 2] = [&type_key::<u16>(), &3usize];
+        let mut key = CallKey::new("describe", 1, 1, 2);
+        key.receiver(&7u8);
+        key.type_part(type_key::<u16>());
+        key.type_part(&3usize);
         assert_eq!(
-            key("describe", 1, &args, &types).unwrap(),
+            key.finish().unwrap(),
             content_key(&("describe", 1u32, (7u8,), ("u16", 3u8))).unwrap()
         );
-        assert_ne!(
-            key("describe", 1, &args, &types).unwrap(),
-            key("describe", 1, &args, &[]).unwrap()
+    }
+
+    #[test]
+    fn the_first_failing_argument_is_the_error() {
+        struct Fails;
+        impl Serialize for Fails {
+            fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+                Err(serde::ser::Error::custom("no encoding"))
+            }
+        }
+        let mut key = CallKey::new("f", 0, 2, 0);
+        key.arg(&Fails);
+        key.arg(&1u8);
+        assert!(
+            matches!(key.finish(), Err(Error::Serialization { message, .. }) if message == "no encoding")
         );
     }
 }
