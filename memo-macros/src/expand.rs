@@ -248,6 +248,28 @@ mod tests {
     }
 
     #[test]
+    fn inner_attributes_of_the_body_move_onto_the_function() {
+        let expanded = memoized(
+            quote!(),
+            quote! {
+                async fn f(memo: &Memo, n: u8) -> Result<u8, E> {
+                    #![allow(unused_mut)]
+                    let mut m = n;
+                    Ok(m)
+                }
+            },
+        )
+        .to_string();
+        assert!(!expanded.contains("# !"), "{expanded}");
+        let attr = expanded.find("# [allow (unused_mut)]").expect(&expanded);
+        assert!(attr < expanded.find("async fn f").unwrap(), "{expanded}");
+        assert!(
+            expanded.contains("let mut m = n ;"),
+            "the body is kept: {expanded}"
+        );
+    }
+
+    #[test]
     fn a_failed_check_still_emits_the_function_once() {
         let expanded = memoized(
             quote!(),
