@@ -170,7 +170,9 @@ use proc_macro::TokenStream;
 ///
 /// The stable name in the key (default: the function's identifier). Set it
 /// to rename or move the function without losing its committed entries;
-/// two functions with the same name and version share entries.
+/// two functions with the same name, version and type parts (see *The
+/// key*) share entries. It does not replace the type parts: a method's
+/// entries still follow its implementing type unless `skip(Self)`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
