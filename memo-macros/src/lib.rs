@@ -141,8 +141,8 @@ use proc_macro::TokenStream;
 /// With several, or none, say which with `memo = ...`. The expression may
 /// use the parameters, and may yield a `Memo`, `&Memo`, `&mut Memo` or
 /// `Arc<Memo>`. Then no parameter is taken for the memo by its type: the
-/// parameter named by `memo = param` is left out of the key, every other
-/// one is in it unless skipped (skip a second `&Memo`).
+/// parameter named by `memo = param` (or `&param`) is left out of the key,
+/// every other one is in it unless skipped (skip a second `&Memo`).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {

@@ -85,10 +85,8 @@ pub(crate) fn check(mut attr: Attr, sig: &Signature) -> syn::Result<Plan> {
     // by `memo = param`, or else each candidate by type (the one memo, or
     // an error reported already).
     let is_memo = |p: &Param<'_>| match &memo {
-        Some(MemoSource::Expr(Expr::Path(path))) => {
-            p.name.as_ref().is_some_and(|name| path.path.is_ident(name))
-        }
-        Some(MemoSource::Expr(_)) => false,
+        Some(MemoSource::Expr(expr)) => named_param(expr)
+            .is_some_and(|named| p.name.as_ref().is_some_and(|name| named.is_ident(name))),
         Some(MemoSource::Param(..)) | None => p.memo_typed(),
     };
 
@@ -181,6 +179,17 @@ fn check_shape(sig: &Signature, errors: &mut Errors) {
             variadic.span(),
             "`#[memoized]` cannot key on variadic arguments; remove `...`",
         ));
+    }
+}
+
+/// The parameter `memo = ...` names by itself: `memo = m`, `&m`, `&mut m`.
+fn named_param(expr: &Expr) -> Option<&syn::Path> {
+    match expr {
+        Expr::Path(path) if path.qself.is_none() => Some(&path.path),
+        Expr::Reference(reference) => named_param(&reference.expr),
+        Expr::Paren(paren) => named_param(&paren.expr),
+        Expr::Group(group) => named_param(&group.expr),
+        _ => None,
     }
 }
 

@@ -33,6 +33,13 @@ async fn chosen(memo: &memo_runtime::Memo, audit: &memo_runtime::Memo, n: u8) ->
     Ok(n)
 }
 
+/// `memo = &param` names the parameter as well: it is not in the key.
+#[memoized(memo = &memo)]
+async fn borrowed(memo: memo_runtime::Memo, n: u8) -> memo_runtime::Result<u8> {
+    Ok(n)
+}
+
 fn main() {
+    let _ = borrowed;
     let _ = (by_ref, by_mut_ref, owned, shared, chosen);
 }
