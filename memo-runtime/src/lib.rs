@@ -24,6 +24,7 @@ mod error;
 mod key;
 mod layout;
 mod memo;
+mod memoize;
 mod run_id;
 pub mod runtime_store;
 mod store_url;
