@@ -150,6 +150,76 @@ async fn a_store_fault_converted_into_the_workflows_error_leaves_the_run_open() 
     assert_eq!(charges.load(Ordering::SeqCst), 1);
 }
 
+static QUOTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The first deployment's quote: a `String`.
+#[memo_runtime::memoized(name = "quote")]
+async fn quote_v1(memo: &Memo, cents: u64) -> Result<String, AppError> {
+    QUOTES.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("q{cents}"))
+}
+
+/// A later deployment changed the type by mistake: the committed quote no
+/// longer decodes.
+#[memo_runtime::memoized(name = "quote")]
+async fn quote_v2(memo: &Memo, cents: u64) -> Result<u64, AppError> {
+    QUOTES.fetch_add(1, Ordering::SeqCst);
+    Ok(cents)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_memoized_value_that_no_longer_decodes_leaves_the_run_open_for_a_fix() {
+    let folder = Folder::new();
+    let run_id = run("quoted");
+    type Boxed = futures::future::BoxFuture<'static, Result<String, AppError>>;
+    // Deployment 1 quotes, then dies before the step commits.
+    let crashing = Workflow::new("pricing", |ctx: Context, cents: u64| {
+        Box::pin(async move {
+            ctx.step("quote", |memo| async move {
+                quote_v1(&memo, cents).await?;
+                panic!("the worker dies before the step commits");
+            })
+            .await
+        }) as Boxed
+    });
+    assert!(folder.process().run(&run_id, &7, &crashing).await.is_err());
+    assert_eq!(QUOTES.load(Ordering::SeqCst), 1);
+
+    // Deployment 2 cannot read the committed quote; the step turns the
+    // decode error into its own, and the workflow returns it.
+    let broken = Workflow::new("pricing", |ctx: Context, cents: u64| {
+        Box::pin(async move {
+            ctx.step("quote", |memo| async move {
+                quote_v2(&memo, cents).await.map(|q| q.to_string())
+            })
+            .await
+        }) as Boxed
+    });
+    let second = folder.process();
+    assert!(second.run(&run_id, &7, &broken).await.is_err());
+    assert_eq!(
+        status(&second, &run_id).await,
+        RunStatus::Running,
+        "an undecodable memo value failed the run for good"
+    );
+    assert_eq!(
+        QUOTES.load(Ordering::SeqCst),
+        1,
+        "the side effect ran again"
+    );
+
+    // The fix (deployment 3) reads the quote and finishes the run.
+    let fixed = Workflow::new("pricing", |ctx: Context, cents: u64| {
+        Box::pin(async move {
+            ctx.step("quote", |memo| async move { quote_v1(&memo, cents).await })
+                .await
+        }) as Boxed
+    });
+    let third = folder.process();
+    assert_eq!(third.run(&run_id, &7, &fixed).await.unwrap(), "q7");
+    assert_eq!(QUOTES.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_value_over_the_size_limit_fails_the_run_instead_of_being_retried_for_ever() {
     let folder = Folder::new();

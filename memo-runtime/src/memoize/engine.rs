@@ -174,11 +174,15 @@ impl<R, T, E> Call<'_, R, T, E> {
     /// run, because its side effect has already happened once. Reporting
     /// such a fault anywhere else belongs here.
     fn undecodable(&self, key: &str, error: rmp_serde::decode::Error) -> Error {
-        Error::Decode {
+        let error = Error::Decode {
             what: self.describe(),
             path: self.memo.entry_path(key),
             message: error.to_string(),
-        }
+        };
+        // A code fix can read the value: in a workflow, the attempt stops and
+        // the run stays open, whatever the caller does with the error.
+        self.memo.report_fault(&error);
+        error
     }
 
     /// Names the call in an error deriving its key: `content_key` alone
