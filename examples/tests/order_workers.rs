@@ -124,6 +124,8 @@ fn run_workers(url: &str, options: &[String], scratch: &Path) {
             .arg("--go")
             .arg(&go)
             .args(["--orders", &ORDERS.to_string(), "--effect-ms", "20"])
+            // A crashed worker's orders are taken over once its lease expires.
+            .args(["--lease-ms", "1000"])
             .args(&worker.args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

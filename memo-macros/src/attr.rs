@@ -55,11 +55,6 @@ impl<T> Once<T> {
         }
     }
 
-    /// The value, if it was given.
-    pub(crate) fn get(&self) -> Option<&T> {
-        self.value.as_ref().map(|(value, _)| value)
-    }
-
     /// The value, if it was given, with the span of its key.
     pub(crate) fn take(&mut self) -> Option<(T, Span)> {
         self.value.take()

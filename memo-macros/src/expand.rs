@@ -1,20 +1,20 @@
 //! Generates the memoized function: the original signature, and a body that
 //! derives the key, asks the memo, and runs the original body only on a miss.
 
-use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
-use syn::ItemFn;
 use syn::spanned::Spanned;
 
 use crate::attr::Attr;
-use crate::valid::{self, Plan};
+use crate::item::MemoFn;
+use crate::valid::{self, KeyType, MemoSource, Plan};
 
 /// The whole pipeline: parse the options, check them, generate.
 ///
 /// The function is always emitted, even when a check fails, so one mistake
 /// gives one error and code that calls the function keeps type-checking.
 pub(crate) fn memoized(args: TokenStream, item: TokenStream) -> TokenStream {
-    let func: ItemFn = match syn::parse2(item.clone()) {
+    let func: MemoFn = match syn::parse2(item.clone()) {
         Ok(func) => func,
         Err(_) => {
             let error = syn::Error::new(
@@ -38,7 +38,7 @@ pub(crate) fn memoized(args: TokenStream, item: TokenStream) -> TokenStream {
 /// The function as written, for when it cannot be expanded: it still
 /// exists for its callers, without warnings or errors that only follow from
 /// the reported one.
-fn unexpanded(mut func: ItemFn) -> ItemFn {
+fn unexpanded(mut func: MemoFn) -> MemoFn {
     // Parameters the expansion would have used (the memo, the key) would
     // otherwise be reported as unused.
     func.attrs
@@ -48,7 +48,7 @@ fn unexpanded(mut func: ItemFn) -> ItemFn {
     func
 }
 
-fn plan(args: TokenStream, func: &ItemFn) -> syn::Result<Plan> {
+fn plan(args: TokenStream, func: &MemoFn) -> syn::Result<Plan> {
     let mut attr = Attr::parse_args(args)?;
     let mut errors = std::mem::take(&mut attr.errors).into_iter();
     if let Some(mut first) = errors.next() {
@@ -61,49 +61,129 @@ fn plan(args: TokenStream, func: &ItemFn) -> syn::Result<Plan> {
     valid::check(attr, &func.sig)
 }
 
-fn expand(plan: &Plan, func: &ItemFn) -> TokenStream {
-    let ItemFn {
-        attrs,
-        vis,
-        sig,
-        block,
+/// A local of the expansion: mixed-site hygiene, so neither the user's
+/// parameters nor their body can name it, located at `at` for errors.
+fn local(name: &str, at: Span) -> Ident {
+    Ident::new(name, Span::mixed_site().located_at(at))
+}
+
+fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
+    let MemoFn {
+        attrs, vis, sig, ..
     } = func;
+    let inner_attrs = func.inner_attrs_as_outer();
+    let block = func.block();
+    let Plan {
+        krate,
+        name,
+        output,
+        ..
+    } = plan;
+    let (bind_memo, memo) = memo_handle(plan);
+    let key_value = key_call(plan);
+    // Every bound on the return type is checked in this one call, so its
+    // errors land on the return type.
+    let codec = {
+        let private = private_path(krate, output.span());
+        quote_spanned!(output.span()=> #private::codec::<#output>())
+    };
+    let fake_return = fake_return(output);
+    let runtime = private_path(krate, Span::call_site());
+    let key = local("__memo_key", Span::call_site());
+    let body = local("__memo_body", Span::call_site());
+    let codec_local = local("__memo_codec", Span::call_site());
+
+    quote! {
+        #(#attrs)*
+        #(#inner_attrs)*
+        #vis #sig {
+            #bind_memo
+            let #key = #key_value;
+            let #body = async {
+                #fake_return
+                #block
+            };
+            let #codec_local = #codec;
+            #runtime::memoize(#memo, #name, #key, #codec_local, #body).await
+        }
+    }
+}
+
+/// The block deriving the key: name, version, the arguments (each checked
+/// at its type) and the types.
+fn key_call(plan: &Plan) -> TokenStream {
     let Plan {
         krate,
         name,
         version,
-        memo,
         key_args,
-        output,
+        key_types,
+        ..
     } = plan;
-    let private = |span| private_path(krate, span);
-
-    let key_parts = key_args.iter().map(|arg| {
+    let key = local("__memo_call_key", Span::call_site());
+    let args = key_args.iter().map(|arg| {
         let value = &arg.value;
-        let private = private(arg.span);
-        let check = if arg.receiver {
-            quote_spanned!(arg.span=> receiver_key_part)
+        let private = private_path(krate, arg.span);
+        let add = if arg.receiver {
+            quote_spanned!(arg.span=> receiver)
         } else {
-            quote_spanned!(arg.span=> key_part)
+            quote_spanned!(arg.span=> arg)
         };
-        quote_spanned!(arg.span=> #private::#check(#value))
+        quote_spanned!(arg.span=> #private::CallKey::#add(&mut #key, #value);)
     });
-    let memo_of = {
-        let private = private(memo.span());
-        quote_spanned!(memo.span()=> #private::memo_of(__memo_handle))
-    };
-    // Every bound on the return type is checked in this one call, so its
-    // errors land on the return type.
-    let codec = {
-        let private = private(output.span());
-        quote_spanned!(output.span()=> #private::codec::<#output>())
-    };
-    let key = private(Span::call_site());
+    let private = private_path(krate, Span::call_site());
+    let types = key_types.iter().map(|ty| {
+        let value = match ty {
+            KeyType::SelfType => quote!(#private::type_key::<Self>()),
+            KeyType::Param(param) => quote!(#private::type_key::<#param>()),
+            KeyType::Const(param) => quote!(&#param),
+            KeyType::OfArg(arg) => quote!(#private::type_key_of_val(&#arg)),
+        };
+        quote!(#private::CallKey::type_part(&mut #key, #value);)
+    });
+    let (arg_count, type_count) = (key_args.len(), key_types.len());
+    // `mut` only where a part is added, or it would be an unused `mut`.
+    let mutable = (arg_count + type_count > 0).then(|| quote!(mut));
+    quote!({
+        let #mutable #key = #private::CallKey::new(#name, #version, #arg_count, #type_count);
+        #(#args)*
+        #(#types)*
+        #key.finish()
+    })
+}
 
-    // Tracing's trick: an unreachable `return` of the declared type fixes
-    // the body's type, so `?` converts into the declared error and a wrong
-    // tail expression is reported at the user's expression, not here.
-    let fake_return = quote_spanned! {output.span()=>
+/// A statement binding the memo handle, and the expression that checks it
+/// and yields `&Memo` (its errors at the memo's expression or type).
+fn memo_handle(plan: &Plan) -> (TokenStream, TokenStream) {
+    let krate = &plan.krate;
+    match &plan.memo {
+        MemoSource::Expr(expr) => {
+            let private = private_path(krate, expr.span());
+            let handle = local("__memo_handle", expr.span());
+            (
+                quote!(let #handle = &(#expr);),
+                quote_spanned!(expr.span()=> #private::memo_of(#handle)),
+            )
+        }
+        MemoSource::Param(param, span) => {
+            let private = private_path(krate, *span);
+            let handle = local("__memo_handle", *span);
+            let mut param = param.clone();
+            param.set_span(param.span().located_at(*span));
+            (
+                quote!(let #handle = &#param;),
+                quote_spanned!(*span=> #private::memo_param(#handle)),
+            )
+        }
+    }
+}
+
+/// Tracing's trick: an unreachable `return` of the declared type fixes the
+/// body's type, so `?` converts into the declared error and a wrong tail
+/// expression is reported at the user's expression, not here.
+fn fake_return(output: &syn::Type) -> TokenStream {
+    let fake = local("__memo_fake_return", output.span());
+    quote_spanned! {output.span()=>
         #[allow(
             unreachable_code,
             clippy::diverging_sub_expression,
@@ -113,22 +193,8 @@ fn expand(plan: &Plan, func: &ItemFn) -> TokenStream {
             clippy::needless_return
         )]
         if false {
-            let __memo_fake_return: #output = loop {};
-            return __memo_fake_return;
-        }
-    };
-
-    quote! {
-        #(#attrs)*
-        #vis #sig {
-            let __memo_handle = &(#memo);
-            let __memo_key = #key::key(#name, #version, &[#(#key_parts),*]);
-            let __memo_body = async {
-                #fake_return
-                #block
-            };
-            let __memo_codec = #codec;
-            #key::memoize(#memo_of, #name, __memo_key, __memo_codec, __memo_body).await
+            let #fake: #output = loop {};
+            return #fake;
         }
     }
 }
@@ -179,6 +245,28 @@ mod tests {
         );
         assert!(!expanded.contains("memo_runtime"), "{expanded}");
         assert!(!expanded.contains("compile_error"), "{expanded}");
+    }
+
+    #[test]
+    fn inner_attributes_of_the_body_move_onto_the_function() {
+        let expanded = memoized(
+            quote!(),
+            quote! {
+                async fn f(memo: &Memo, n: u8) -> Result<u8, E> {
+                    #![allow(unused_mut)]
+                    let mut m = n;
+                    Ok(m)
+                }
+            },
+        )
+        .to_string();
+        assert!(!expanded.contains("# !"), "{expanded}");
+        let attr = expanded.find("# [allow (unused_mut)]").expect(&expanded);
+        assert!(attr < expanded.find("async fn f").unwrap(), "{expanded}");
+        assert!(
+            expanded.contains("let mut m = n ;"),
+            "the body is kept: {expanded}"
+        );
     }
 
     #[test]

@@ -5,12 +5,14 @@
 //! generates names only `memo_runtime::__private`, so this crate alone is not
 //! usable.
 //!
-//! The pipeline reads in three stages, one file each: `attr` parses the
-//! options, `valid` checks them against the signature and produces a
-//! `valid::Plan`, `expand` generates the function.
+//! The pipeline reads in stages, one file each: `item` parses the function
+//! (the signature strictly, the body as tokens), `attr` parses the options,
+//! `valid` checks them against the signature and produces a `valid::Plan`,
+//! `expand` generates the function.
 
 mod attr;
 mod expand;
+mod item;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -68,27 +70,63 @@ use proc_macro::TokenStream;
 ///
 /// # The key
 ///
-/// The key is [`content_key`] of the tuple `(name, version, (args...))`: the
-/// name as a string, the version as a `u32`, then every argument except the
-/// memo and the skipped ones, in declaration order (the receiver first). The
-/// arguments are one MessagePack array, so with one or more arguments the key
-/// is exactly `content_key(&(name, version, (arg1, arg2)))`, and with none
-/// `content_key(&(name, version, [(); 0]))`. The entry is then the memo's
-/// entry for that key: [`Memo::content_get`] with the same tuple finds it.
-/// The derivation is pinned by golden tests; changing it would orphan every
-/// stored entry.
+/// A call hits only an entry made by a call that would have computed the
+/// same value. What is in the key:
+///
+/// | part | what enters | default |
+/// |---|---|---|
+/// | name | a string | the function's identifier (`r#` dropped); `name = "..."` overrides |
+/// | version | a `u32` | 0; `version = N` overrides |
+/// | each argument | its value, through [`content_key`]'s canonical encoding | all, in declaration order |
+/// | the receiver | `self`'s value, like an argument, first | in, unless `skip(self)` |
+/// | the implementing type | `Self`'s type name, for a method (a function that takes `self` or names `Self`) | in, unless `skip(Self)` |
+/// | type parameters | each one's type name; a const parameter's value | in, unless `skip(T)` |
+/// | `impl Trait` arguments | the argument's type name (its value is an argument) | in, unless the argument is skipped |
+/// | left out | the memo; `skip(...)`ed parameters; lifetimes; the body; the `Ok` type (a type parameter used only there is in, as a type parameter) | |
+///
+/// Without a type part (a free function without type or const parameters)
+/// the key is exactly [`content_key`] of `(name, version, (args...))`, the
+/// arguments one MessagePack array: with one or more arguments
+/// `content_key(&(name, version, (arg1, arg2)))`, with none
+/// `content_key(&(name, version, [(); 0]))`. With type parts it is
+/// `content_key(&(name, version, (args...), (types...)))`, the types in the
+/// table's order: `Self`, then the type and const parameters as declared,
+/// then the `impl Trait` arguments. The entry is the memo's entry for that
+/// key: [`Memo::content_get`] with the same tuple finds it. The derivation is
+/// pinned by golden tests; changing it would orphan every stored entry.
+///
+/// A type's name is [`std::any::type_name`]: the path the compiler prints
+/// (`billing::Invoice<u64>`). It is the only name of an arbitrary type a
+/// generic function can reach without new bounds, and it is the same for
+/// every build of the same code by one compiler release; but the standard
+/// library does not promise it across releases. So a compiler upgrade *may*
+/// change the keys of generic functions and methods (a miss: the body runs
+/// once more), never those of other functions. Where a type cannot change
+/// the result (a client, a transport), `skip` it.
+///
+/// An associated function that neither takes `self` nor names `Self` cannot
+/// be told from a free function: two such functions of one name in
+/// different `impl` blocks share entries unless each gets its own `name`.
+/// Parameters of a generic *trait* implemented twice for one type
+/// (`impl Handler<A> for X`, `impl Handler<B> for X`) are not in the key
+/// either: name each method.
 ///
 /// `HashMap` arguments are fine (`content_key` sorts map entries), but a
 /// top-level `HashSet` is rejected: its encoding order is random. Take a
 /// `BTreeSet`. Every key argument must be `Serialize`; `self` too unless it is
-/// skipped.
+/// skipped. How floats and options are keyed (`-0.0`, NaN, `Some(())`) is
+/// documented on [`content_key`].
 ///
 /// # Requirements
 ///
 /// - An `async fn`: free, an inherent method, or a method of a trait impl;
 ///   generics, where-clauses, lifetimes, `impl Trait` arguments and `mut`
-///   bindings are fine. The signature is kept token for token. Each key
-///   argument needs a plain name (`ticket: Ticket`, not a pattern).
+///   bindings are fine. The signature is kept token for token, and so is the
+///   body (its inner attributes, `#![allow(...)]`, move onto the function).
+///   Each key argument needs a plain name (`ticket: Ticket`, not a pattern).
+/// - No `&mut` key argument (`&mut self` included): on a hit the body does
+///   not run, so its changes would silently not happen. Take the value or
+///   `&`, or `skip` it if a hit needs none of its changes (a connection).
 /// - The return type is a `Result<T, E>` under any alias
 ///   (`anyhow::Result<T>`, `std::io::Result<T>`, your own), with
 ///   `T: Serialize + DeserializeOwned` and `E: From<memo_runtime::Error>`:
@@ -97,11 +135,14 @@ use proc_macro::TokenStream;
 /// # `memo = <expr>`
 ///
 /// Where the memo comes from. By default it is the one parameter whose type
-/// is `&Memo`, `&mut Memo` or `Memo`; with several, or none, say which. The
-/// expression may use the parameters, and may yield a `Memo`, `&Memo`,
-/// `&mut Memo` or `Arc<Memo>`. Parameters of type `Memo` (and a parameter
-/// named by `memo = param`) are never part of the key; others used by the
-/// expression are, unless skipped.
+/// is written `&Memo`, `&mut Memo` or `Memo` (under any path); the expansion
+/// checks that it is this crate's `Memo`, so a domain type that happens to
+/// be called `Memo` is a compile error, never silently left out of the key.
+/// With several, or none, say which with `memo = ...`. The expression may
+/// use the parameters, and may yield a `Memo`, `&Memo`, `&mut Memo` or
+/// `Arc<Memo>`. Then no parameter is taken for the memo by its type: the
+/// parameter named by `memo = param` (or `&param`) is left out of the key,
+/// every other one is in it unless skipped (skip a second `&Memo`).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
@@ -129,7 +170,9 @@ use proc_macro::TokenStream;
 ///
 /// The stable name in the key (default: the function's identifier). Set it
 /// to rename or move the function without losing its committed entries;
-/// two functions with the same name and version share entries.
+/// two functions with the same name, version and type parts (see *The
+/// key*) share entries. It does not replace the type parts: a method's
+/// entries still follow its implementing type unless `skip(Self)`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
@@ -154,6 +197,19 @@ use proc_macro::TokenStream;
 /// Part of the key (a `u32`, default 0). Bump it when the body's meaning or
 /// its `Ok` type changes, so calls miss instead of returning values made by
 /// the old code.
+///
+/// What else changes a key, so that calls miss (the body runs once more):
+///
+/// - renaming the function, unless `name` is set;
+/// - adding, removing, reordering or retyping a key argument (an integer's
+///   width does not count; a float's does), or skipping one;
+/// - for generic functions and methods: renaming a type that enters the key
+///   or moving it to another module or crate, or a compiler release that
+///   prints its name differently (see *The key*).
+///
+/// Moving a non-generic free function between modules, renaming its
+/// parameters, the memo or the skipped parameters, and changing the body do
+/// not: that is what `version` is for.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
@@ -181,7 +237,9 @@ use proc_macro::TokenStream;
 ///
 /// Leaves parameters out of the key: clients, connections, loggers, anything
 /// that does not change the result (or is not `Serialize`). `self` must be
-/// skipped unless the receiver's type is `Serialize`.
+/// skipped unless the receiver's type is `Serialize`. Type parameters and
+/// `Self` may be skipped too (`skip(C, Self)`), when the type cannot change
+/// the result. Raw identifiers are named without `r#`: `skip(type)`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
@@ -292,6 +350,34 @@ use proc_macro::TokenStream;
 /// #[memoized]
 /// async fn notify(memo: &Memo, to: HashSet<String>) -> memo_runtime::Result<usize> {
 ///     Ok(to.len())
+/// }
+/// ```
+///
+/// A `&mut` key argument (a hit would skip its changes):
+///
+/// ```compile_fail
+/// use memo_runtime::{Memo, memoized};
+///
+/// #[memoized]
+/// async fn dedupe(memo: &Memo, items: &mut Vec<u32>) -> memo_runtime::Result<usize> {
+///     items.dedup();
+///     Ok(items.len())
+/// }
+/// ```
+///
+/// A parameter whose type is called `Memo` but is not memo's:
+///
+/// ```compile_fail
+/// use memo_runtime::memoized;
+///
+/// mod office {
+///     #[derive(serde::Serialize)]
+///     pub struct Memo { pub text: String }
+/// }
+///
+/// #[memoized]
+/// async fn file(note: &office::Memo) -> memo_runtime::Result<String> {
+///     Ok(note.text.clone())
 /// }
 /// ```
 ///

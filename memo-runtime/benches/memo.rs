@@ -1,8 +1,10 @@
-//! Benchmarks of the hot paths: deriving a content key, and a memo hit and
-//! miss on the embedded backends.
+//! Benchmarks of the hot paths: deriving a content key, a memo hit and
+//! miss on the embedded backends, and a `#[memoized]` hit against the
+//! hand-written `content_get` + decode it replaces.
 //!
 //! ```text
 //! cargo bench -p memo-runtime --bench memo
+//! cargo bench -p memo-runtime --bench memo -- hit   # the hits only
 //! ```
 //!
 //! Compare figures side by side within one run; absolute times on a shared
@@ -15,8 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::{MemoStore, RunId, content_key};
-use serde::Serialize;
+use memo_runtime::{Memo, MemoStore, RunId, content_key, memoized};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 fn main() {
@@ -113,4 +115,62 @@ fn memo_commit(bencher: divan::Bencher, backend: &str) {
         let key = next.fetch_add(1, Ordering::Relaxed);
         rt.block_on(memo.content_put(&key, [7u8; 1024])).unwrap()
     });
+}
+
+/// What `draft_reply` returns: about 1 KiB encoded.
+#[derive(Serialize, Deserialize)]
+struct Reply {
+    text: String,
+    tokens: u32,
+}
+
+#[memoized(version = 1)]
+async fn draft_reply(memo: &Memo, ticket: &Ticket) -> memo_runtime::Result<Reply> {
+    Ok(Reply {
+        text: format!("re: {}", ticket.subject).repeat(50),
+        tokens: 7,
+    })
+}
+
+/// An in-memory memo where `draft_reply(ticket())` is committed, and that
+/// ticket.
+fn committed_reply(rt: &tokio::runtime::Runtime) -> (Memo, Ticket) {
+    let memo = MemoStore::new(Arc::new(InMemory::new()), "bench")
+        .new_memo(&RunId::new("bench").unwrap(), 0);
+    let (_, _, ticket) = ticket();
+    rt.block_on(draft_reply(&memo, &ticket)).unwrap();
+    // The hand-written hit reads the entry the macro committed.
+    assert!(rt.block_on(read_by_hand(&memo, &ticket)).tokens == 7);
+    (memo, ticket)
+}
+
+/// The hand-written hit `#[memoized]` replaces: `content_get` under the
+/// documented key, then decode.
+async fn read_by_hand(memo: &Memo, ticket: &Ticket) -> Reply {
+    let bytes = memo
+        .content_get(&("draft_reply", 1u32, (ticket,)))
+        .await
+        .unwrap()
+        .expect("committed");
+    rmp_serde::from_slice(&bytes).unwrap()
+}
+
+/// A hit through `#[memoized]`: the generated key, read, decode and span.
+/// Compare with `hit_by_hand` from the same run.
+#[divan::bench]
+fn hit_memoized(bencher: divan::Bencher) {
+    let rt = runtime();
+    let (memo, ticket) = committed_reply(&rt);
+    bencher.bench_local(|| {
+        rt.block_on(draft_reply(&memo, divan::black_box(&ticket)))
+            .unwrap()
+    });
+}
+
+/// The same hit written by hand: `content_get` + `rmp_serde::from_slice`.
+#[divan::bench]
+fn hit_by_hand(bencher: divan::Bencher) {
+    let rt = runtime();
+    let (memo, ticket) = committed_reply(&rt);
+    bencher.bench_local(|| rt.block_on(read_by_hand(&memo, divan::black_box(&ticket))));
 }

@@ -212,9 +212,113 @@ pub enum Error {
         /// Why, if known.
         reason: Option<String>,
     },
+
+    /// Another attempt holds the run's lease: it is running the run now (or
+    /// crashed, and its lease has not expired yet). Nothing was started;
+    /// try again after `until_ms`.
+    #[error(
+        "run {run_id} is held by attempt {attempt} of {owner:?} until {until_ms} ms; \
+         nothing was started (try again once that lease has expired)"
+    )]
+    LeaseHeld {
+        /// The run.
+        run_id: String,
+        /// The attempt holding the lease.
+        attempt: u32,
+        /// Who holds it.
+        owner: String,
+        /// When the lease expires (ms since the Unix epoch).
+        until_ms: u64,
+    },
+
+    /// The attempt no longer holds the run: another attempt took it over
+    /// after its lease expired, or the run ended. The attempt's change was
+    /// refused; the attempt must stop.
+    #[error("attempt {attempt} of run {run_id} lost its lease: {reason}")]
+    LeaseLost {
+        /// The run.
+        run_id: String,
+        /// The attempt that lost the lease.
+        attempt: u32,
+        /// What happened to the run.
+        reason: String,
+    },
+
+    /// A step failed in an earlier attempt (its body returned an error after
+    /// its retries) and its failure is recorded at its position: a replay
+    /// returns this instead of running the step again.
+    #[error("step {step:?} (position {sequence}) of run {run_id} failed: {message}")]
+    StepFailed {
+        /// The run.
+        run_id: String,
+        /// The step's position in call order (from 0).
+        sequence: u64,
+        /// The step's name.
+        step: String,
+        /// The body's error message, as recorded.
+        message: String,
+    },
 }
 
 impl Error {
+    /// Whether the error is a *runtime fault* that can go away without the
+    /// caller changing what it asked for: retrying later, fixing the store
+    /// or its configuration, or deploying a code fix can make the same call
+    /// succeed.
+    ///
+    /// In a workflow this decides the fate of the run: an attempt that meets
+    /// a transient error (even one a step converted into its own error type)
+    /// stops and leaves the run open to be resumed, while a permanent error
+    /// reaches the workflow like any error of its own and fails the run if
+    /// the workflow does not handle it.
+    ///
+    /// | transient (the run stays open) | permanent (the workflow's to handle) |
+    /// |---|---|
+    /// | [`Store`](Error::Store): the store failed a request | [`Serialization`](Error::Serialization): a value cannot be encoded |
+    /// | [`Decode`](Error::Decode): a committed value does not decode (a code fix can read it) | [`TooLarge`](Error::TooLarge): a value over the size limit |
+    /// | [`Corrupt`](Error::Corrupt): a damaged object (an operator can repair it) | [`InvalidRunId`](Error::InvalidRunId), [`InvalidWrite`](Error::InvalidWrite), [`InvalidConfig`](Error::InvalidConfig) |
+    /// | [`ConditionalPutUnsupported`](Error::ConditionalPutUnsupported): the backend cannot keep write-once | [`InvalidStoreUrl`](Error::InvalidStoreUrl), [`StoreFeatureDisabled`](Error::StoreFeatureDisabled) |
+    /// | [`Conflict`](Error::Conflict), [`NonDeterminism`](Error::NonDeterminism), [`ClearIncomplete`](Error::ClearIncomplete) | [`RunFailed`](Error::RunFailed), [`RunCancelled`](Error::RunCancelled): the run has ended |
+    /// | [`RunNotFound`](Error::RunNotFound), [`Suspended`](Error::Suspended), [`Aborted`](Error::Aborted) | [`StepFailed`](Error::StepFailed): a recorded step failure |
+    /// | [`LeaseHeld`](Error::LeaseHeld), [`LeaseLost`](Error::LeaseLost): another attempt holds the run | |
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use memo_runtime::Error;
+    ///
+    /// let too_large = Error::TooLarge { key: "k".into(), size: 20, limit: 10 };
+    /// assert!(!too_large.is_transient());
+    /// let damaged = Error::Corrupt { path: "memo/x".into(), reason: "bad checksum".into() };
+    /// assert!(damaged.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Store { .. }
+            | Error::Decode { .. }
+            | Error::Corrupt { .. }
+            | Error::ConditionalPutUnsupported { .. }
+            | Error::Conflict { .. }
+            | Error::NonDeterminism { .. }
+            | Error::ClearIncomplete { .. }
+            | Error::RunNotFound { .. }
+            | Error::Suspended { .. }
+            | Error::Aborted { .. }
+            | Error::LeaseHeld { .. }
+            | Error::LeaseLost { .. } => true,
+            Error::InvalidRunId { .. }
+            | Error::InvalidStoreUrl { .. }
+            | Error::StoreFeatureDisabled { .. }
+            | Error::Serialization { .. }
+            | Error::TooLarge { .. }
+            | Error::InvalidWrite { .. }
+            | Error::InvalidConfig { .. }
+            | Error::RunFailed { .. }
+            | Error::RunCancelled { .. }
+            | Error::StepFailed { .. } => false,
+        }
+    }
+
     /// Wraps an object-store error with the path it concerns.
     pub(crate) fn store(path: impl std::fmt::Display, source: object_store::Error) -> Self {
         Error::Store {

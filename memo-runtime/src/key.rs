@@ -13,6 +13,10 @@ use crate::error::{Error, Result};
 /// equal a digest of the same bytes made for another purpose.
 const DOMAIN: &[u8] = b"memo.content-key.v1\0";
 
+/// The MessagePack extension type of [`some_nil`](Canonical::some_nil): a
+/// `Some` around a value that encodes as nil.
+const SOME_NIL_EXT: i8 = 0x53;
+
 /// Derives the content key of `input`: hex SHA-256 over a domain tag and the
 /// canonical MessagePack encoding of `input`.
 ///
@@ -29,11 +33,12 @@ const DOMAIN: &[u8] = b"memo.content-key.v1\0";
 /// |---|---|
 /// | `bool` | bool |
 /// | integers (8 to 64 bits) | the shortest int form of the value, so `5u8` and `5i64` agree |
-/// | `f32`, `f64` | float 32, float 64 |
+/// | `f32`, `f64` | float 32, float 64, bit for bit; every NaN as the one quiet NaN of its width (`0x7fc00000`, `0x7ff8000000000000`) |
 /// | `char`, `str` | str |
 /// | bytes (`serde_bytes`) | bin |
 /// | `None`, `()`, unit struct | nil |
-/// | `Some(v)`, newtype struct | `v` itself |
+/// | `Some(v)`, newtype struct | `v` itself, except as below |
+/// | `Some(v)` where `v` encodes as nil (`Some(())`, `Some(None)`), through any newtypes | ext 4 of type `0x53`: the number of such `Some`s, a big-endian `u32` |
 /// | sequence, tuple, tuple struct | array |
 /// | struct | map of field name (str) to value, in **declaration order** |
 /// | map | map with entries **sorted by the encoded bytes of their keys** (then of their values), at every depth |
@@ -43,9 +48,26 @@ const DOMAIN: &[u8] = b"memo.content-key.v1\0";
 /// Sorting map entries makes a `HashMap`'s iteration order irrelevant: two
 /// maps with equal content give one key. A `HashSet` serializes as a
 /// sequence, whose order is random; do not use one in a key (use a
-/// `BTreeSet`). 128-bit integers are refused. As in most MessagePack
-/// mappings, `Some(v)` encodes as `v`, so `Option<Option<T>>` cannot tell
-/// `None` from `Some(None)`: avoid nested options in key inputs.
+/// `BTreeSet`). 128-bit integers are refused.
+///
+/// # Floats and options
+///
+/// A key must differ wherever a function could compute a different value,
+/// and should agree wherever it cannot:
+///
+/// - `0.0` and `-0.0` are **different** keys: they compare equal, but a
+///   function can tell them apart (`1.0 / x`, `x.signum()`, `format!`).
+/// - **Every NaN gives one key** per width: Rust does not promise which NaN
+///   bit pattern an operation returns (it differs between platforms), so a
+///   retry on another machine must not miss because of it.
+/// - `1.5f32` and `1.5f64` are **different** keys: float width is part of
+///   the input, as the type of a parameter is (integers, whose value is
+///   exact at any width, agree). Changing a parameter from `f32` to `f64`
+///   changes its keys: the next call misses.
+/// - `Some(v)` is `v` itself, so `Some(5)` and `5` agree, but `Some(())`
+///   (or `Some(None)`, or a unit struct in a `Some`) would then be `None`:
+///   such a `Some` is encoded as a marker that counts the nested `Some`s, so
+///   `None`, `Some(None)` and `Some(Some(None))` are three keys.
 ///
 /// Golden vectors in this module's tests pin the derivation: changing it is a
 /// change of stored data format, because committed entries would no longer be
@@ -69,15 +91,49 @@ const DOMAIN: &[u8] = b"memo.content-key.v1\0";
 /// # Ok::<(), memo_runtime::Error>(())
 /// ```
 pub fn content_key<T: Serialize + ?Sized>(input: &T) -> Result<String> {
-    let mut hasher = HashWriter(Sha256::new());
-    hasher.0.update(DOMAIN);
-    input
-        .serialize(&mut Canonical { out: &mut hasher })
-        .map_err(|e| Error::Serialization {
-            what: "content key input".into(),
-            message: e.0,
-        })?;
-    Ok(hex(&hasher.0.finalize()))
+    let mut key = KeyHasher::new();
+    key.value(input)?;
+    Ok(key.finish())
+}
+
+/// A content key written piece by piece: the domain tag, then canonical
+/// values and array headers as they come, so a caller can key a sequence
+/// of differently typed values (`#[memoized]`'s arguments) without erasing
+/// their types or collecting them first. Writing `array(n)` and then `n`
+/// values gives the key of the `n`-tuple of those values.
+pub(crate) struct KeyHasher(HashWriter);
+
+impl KeyHasher {
+    pub(crate) fn new() -> KeyHasher {
+        let mut hasher = HashWriter(Sha256::new());
+        hasher.0.update(DOMAIN);
+        KeyHasher(hasher)
+    }
+
+    /// Writes the header of an array of `len` values.
+    pub(crate) fn array(&mut self, len: usize) -> Result<()> {
+        let header = len32(len).and_then(|len| Ok(rmp::encode::write_array_len(&mut self.0, len)?));
+        header.map(drop).map_err(serialization_error)
+    }
+
+    /// Writes the canonical encoding of `value`.
+    pub(crate) fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        value
+            .serialize(&mut Canonical::new(&mut self.0))
+            .map_err(serialization_error)
+    }
+
+    /// The key: lower-case hex SHA-256 of everything written.
+    pub(crate) fn finish(self) -> String {
+        hex(&self.0.0.finalize())
+    }
+}
+
+fn serialization_error(e: KeyError) -> Error {
+    Error::Serialization {
+        what: "content key input".into(),
+        message: e.0,
+    }
 }
 
 /// Lower-case hex of `bytes`.
@@ -148,10 +204,44 @@ fn len32(len: usize) -> KResult<u32> {
 /// The canonical MessagePack serializer, writing into `out`.
 struct Canonical<'w, W: Write> {
     out: &'w mut W,
+    /// `Some`s entered since the last value was written: if the next value
+    /// is nil, they are written as a [`some_nil`](Self::some_nil) marker.
+    pending_some: u32,
 }
 
-impl<W: Write> Canonical<'_, W> {
+impl<'w, W: Write> Canonical<'w, W> {
+    fn new(out: &'w mut W) -> Self {
+        Canonical {
+            out,
+            pending_some: 0,
+        }
+    }
+
+    /// Starts a value that is not nil: `Some`s around it encode as nothing.
+    fn plain(&mut self) -> &mut Self {
+        self.pending_some = 0;
+        self
+    }
+
+    /// Writes nil, or the marker of the `Some`s around it.
+    fn nil(&mut self) -> KResult {
+        match std::mem::take(&mut self.pending_some) {
+            0 => rmp::encode::write_nil(self.out)?,
+            depth => self.some_nil(depth)?,
+        }
+        Ok(())
+    }
+
+    /// `depth` nested `Some`s around a nil: an extension value no other
+    /// input encodes as.
+    fn some_nil(&mut self, depth: u32) -> KResult {
+        rmp::encode::write_ext_meta(self.out, 4, SOME_NIL_EXT)?;
+        self.out.write_all(&depth.to_be_bytes())?;
+        Ok(())
+    }
+
     fn int(&mut self, v: i64) -> KResult {
+        self.plain();
         if v >= 0 {
             rmp::encode::write_uint(self.out, v as u64)?;
         } else {
@@ -161,6 +251,7 @@ impl<W: Write> Canonical<'_, W> {
     }
 
     fn one_entry_map(&mut self, variant: &str) -> KResult {
+        self.plain();
         rmp::encode::write_map_len(self.out, 1)?;
         rmp::encode::write_str(self.out, variant)?;
         Ok(())
@@ -179,7 +270,7 @@ impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
     type SerializeStructVariant = Self;
 
     fn serialize_bool(self, v: bool) -> KResult {
-        Ok(rmp::encode::write_bool(self.out, v)?)
+        Ok(rmp::encode::write_bool(self.plain().out, v)?)
     }
     fn serialize_i8(self, v: i8) -> KResult {
         self.int(v.into())
@@ -203,7 +294,7 @@ impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
         self.serialize_u64(v.into())
     }
     fn serialize_u64(self, v: u64) -> KResult {
-        rmp::encode::write_uint(self.out, v)?;
+        rmp::encode::write_uint(self.plain().out, v)?;
         Ok(())
     }
     fn serialize_i128(self, _: i128) -> KResult {
@@ -217,28 +308,34 @@ impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
         ))
     }
     fn serialize_f32(self, v: f32) -> KResult {
-        Ok(rmp::encode::write_f32(self.out, v)?)
+        let v = if v.is_nan() { f32::NAN } else { v };
+        Ok(rmp::encode::write_f32(self.plain().out, v)?)
     }
     fn serialize_f64(self, v: f64) -> KResult {
-        Ok(rmp::encode::write_f64(self.out, v)?)
+        let v = if v.is_nan() { f64::NAN } else { v };
+        Ok(rmp::encode::write_f64(self.plain().out, v)?)
     }
     fn serialize_char(self, v: char) -> KResult {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
     fn serialize_str(self, v: &str) -> KResult {
-        Ok(rmp::encode::write_str(self.out, v)?)
+        Ok(rmp::encode::write_str(self.plain().out, v)?)
     }
     fn serialize_bytes(self, v: &[u8]) -> KResult {
-        Ok(rmp::encode::write_bin(self.out, v)?)
+        Ok(rmp::encode::write_bin(self.plain().out, v)?)
     }
     fn serialize_none(self) -> KResult {
-        Ok(rmp::encode::write_nil(self.out)?)
+        self.nil()
     }
     fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> KResult {
+        self.pending_some = self
+            .pending_some
+            .checked_add(1)
+            .ok_or_else(|| KeyError("options nested too deep".into()))?;
         value.serialize(self)
     }
     fn serialize_unit(self) -> KResult {
-        Ok(rmp::encode::write_nil(self.out)?)
+        self.nil()
     }
     fn serialize_unit_struct(self, _name: &'static str) -> KResult {
         self.serialize_unit()
@@ -269,6 +366,7 @@ impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
         value.serialize(self)
     }
     fn serialize_seq(self, len: Option<usize>) -> KResult<Self::SerializeSeq> {
+        self.plain();
         Ok(match len {
             Some(len) => {
                 rmp::encode::write_array_len(self.out, len32(len)?)?;
@@ -283,7 +381,7 @@ impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
         })
     }
     fn serialize_tuple(self, len: usize) -> KResult<Self> {
-        rmp::encode::write_array_len(self.out, len32(len)?)?;
+        rmp::encode::write_array_len(self.plain().out, len32(len)?)?;
         Ok(self)
     }
     fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> KResult<Self> {
@@ -300,6 +398,7 @@ impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
         self.serialize_tuple(len)
     }
     fn serialize_map(self, _len: Option<usize>) -> KResult<Self::SerializeMap> {
+        self.plain();
         Ok(Map {
             parent: self,
             buf: Vec::new(),
@@ -308,7 +407,7 @@ impl<'a, 'w, W: Write> ser::Serializer for &'a mut Canonical<'w, W> {
         })
     }
     fn serialize_struct(self, _name: &'static str, len: usize) -> KResult<Self> {
-        rmp::encode::write_map_len(self.out, len32(len)?)?;
+        rmp::encode::write_map_len(self.plain().out, len32(len)?)?;
         Ok(self)
     }
     fn serialize_struct_variant(
@@ -342,7 +441,7 @@ impl<W: Write> ser::SerializeSeq for Seq<'_, '_, W> {
             Seq::Direct(c) => value.serialize(&mut **c),
             Seq::Buffered { buf, count, .. } => {
                 *count += 1;
-                value.serialize(&mut Canonical { out: buf })
+                value.serialize(&mut Canonical::new(buf))
             }
         }
     }
@@ -369,7 +468,7 @@ struct Map<'a, 'w, W: Write> {
 impl<W: Write> Map<'_, '_, W> {
     fn encode<T: Serialize + ?Sized>(&mut self, value: &T) -> KResult<Range<usize>> {
         let start = self.buf.len();
-        value.serialize(&mut Canonical { out: &mut self.buf })?;
+        value.serialize(&mut Canonical::new(&mut self.buf))?;
         Ok(start..self.buf.len())
     }
 }
@@ -463,7 +562,9 @@ mod tests {
 
     // Golden vectors: each expected digest was computed independently with
     // Python's `msgpack` (`packb(obj, use_bin_type=True)`) and `hashlib`,
-    // over the domain tag and the encoding the module docs specify.
+    // over the domain tag and the encoding the module docs specify; those of
+    // floats and options by packing the documented bytes by hand
+    // (`struct.pack`), e.g. `b"\xd6\x53" + struct.pack(">I", 1)` for `Some(())`.
     #[derive(Serialize)]
     struct Inner {
         tag: &'static str,
@@ -558,6 +659,41 @@ mod tests {
                 "f32",
                 key(&1.5f32),
                 "a2a303c000c01d1d1a21b1350ffd5a6e224a85746e86f91e35aefc35646bbc64",
+            ),
+            (
+                "f64 negative zero",
+                key(&-0.0f64),
+                "56764502b4b50c91ebd94dca7b6cfe005f7e43e2f8655c07489fe4c50f68ff9a",
+            ),
+            (
+                "f64 zero",
+                key(&0.0f64),
+                "b1e2c56a4ec86f81c57eb7a185cda2219a9599a64603a6073f5ffd147ead43de",
+            ),
+            (
+                "f64 NaN with a payload: the quiet NaN",
+                key(&f64::from_bits(0xfff8_0000_0000_0001)),
+                "bacfe5cedaa94cca98c3476cd23a554785aa6a7f36d0b1ac3a390cca86ab4a2a",
+            ),
+            (
+                "f32 NaN with a payload: the quiet NaN",
+                key(&f32::from_bits(0xffc0_0001)),
+                "5439e4bae4bfd433bb38f723adf78dacd3a4c5bc0a7b20fd4383f7b4d2d97eb9",
+            ),
+            (
+                "some unit",
+                key(&Some(())),
+                "333b975c73b5e0847afb43c9fc8ccb8606af54f5e41cb8d53033a30fdfcaaf8b",
+            ),
+            (
+                "some some none",
+                key(&Some(Some(None::<u8>))),
+                "1790c4ee6cf78949dd304fdff6a73ae7aef48d3beacf63108f1460e674265592",
+            ),
+            (
+                "some unit, none and some value in a tuple",
+                key(&(Some(()), None::<u8>, Some(5u8))),
+                "bc4baefc1232cfde71ba190bcc4a87c76a6a0d633a81bbdb15409b1668b231e9",
             ),
             (
                 "none",
@@ -667,6 +803,57 @@ mod tests {
                 assert_ne!(a, b);
             }
         }
+    }
+
+    #[test]
+    fn every_nan_gives_one_key_per_width() {
+        let quiet_payload = f64::from_bits(0x7ff8_0000_0000_0001);
+        let negative = f64::from_bits(0xfff8_0000_0000_0000);
+        let signalling = f64::from_bits(0x7ff0_0000_0000_0001);
+        for nan in [quiet_payload, negative, signalling, -f64::NAN, f64::NAN] {
+            assert!(nan.is_nan());
+            assert_eq!(key(&nan), key(&f64::NAN), "{:#x}", nan.to_bits());
+        }
+        for nan in [f32::from_bits(0x7fc0_0001), f32::from_bits(0xffc0_0000)] {
+            assert_eq!(key(&nan), key(&f32::NAN), "{:#x}", nan.to_bits());
+        }
+        assert_ne!(key(&f32::NAN), key(&f64::NAN));
+    }
+
+    #[test]
+    fn signed_zeros_and_float_widths_are_distinct_inputs() {
+        assert_ne!(key(&0.0f64), key(&-0.0f64));
+        assert_ne!(key(&0.0f32), key(&-0.0f32));
+        assert_ne!(key(&1.5f32), key(&1.5f64));
+        assert_ne!(key(&1.0f64), key(&1u8), "a float is never an integer");
+    }
+
+    #[test]
+    fn some_of_a_unit_value_is_not_none() {
+        #[derive(Serialize)]
+        struct Unit;
+        #[derive(Serialize)]
+        struct Wrapper(());
+        assert_ne!(key(&Some(())), key(&None::<()>));
+        assert_ne!(key(&Some(Unit)), key(&None::<Unit>));
+        assert_ne!(key(&Some(Wrapper(()))), key(&None::<Wrapper>));
+        let nested = [
+            key(&None::<Option<Option<()>>>),
+            key(&Some(None::<Option<()>>)),
+            key(&Some(Some(None::<()>))),
+            key(&Some(Some(Some(())))),
+        ];
+        for (i, a) in nested.iter().enumerate() {
+            for b in &nested[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_ne!(key(&Some(None::<u8>)), key(&None::<Option<u8>>));
+        // Only a `Some` around a nil changes: every other `Some(v)` is `v`,
+        // and a unit inside a container after a `Some` is still nil.
+        assert_eq!(key(&Some(5u8)), key(&5u8));
+        assert_eq!(key(&(Some(5u8), ())), key(&(5u8, ())));
+        assert_eq!(key(&Some(vec![()])), key(&vec![()]));
     }
 
     #[test]

@@ -22,7 +22,9 @@ mod clock;
 mod envelope;
 mod error;
 mod key;
+mod layout;
 mod memo;
+mod memoize;
 mod run_id;
 pub mod runtime_store;
 mod store_url;
@@ -41,10 +43,11 @@ pub use key::content_key;
 pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use memo_macros::memoized;
 pub use object_store;
-pub use run_id::{MAX_RUN_ID_LEN, RunId};
+pub use run_id::{Incarnation, MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 pub use store_url::{
-    MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore, probe_conditional_create, store_from_url,
+    CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore,
+    probe_conditional_create, store_from_url,
 };
 pub use sweeper::{
     DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper, RetentionSweeperBuilder,

@@ -5,26 +5,30 @@
 //!
 //! Under the store's prefix:
 //!
-//! - `memos/<run>/<step>/<sha256(key)>`: memo entries ([`Memo::put`]).
-//! - `step-outputs/<run>/<step>/<sha256(payload)>`: step-output replay
-//!   entries ([`MemoStore::put_step_output`]).
+//! - `memos/<run>/<incarnation>/<step>/<sha256(key)>`: memo entries
+//!   ([`Memo::put`]).
+//! - `step-outputs/<run>/<incarnation>/<step>/<sha256(payload)>`: step-output
+//!   replay entries ([`Memo::put_step_output`]).
 //! - `terminals/...`: terminal markers (see [`TerminalMarker`]).
 //!
-//! `<run>` is a checked [`RunId`], a single non-empty segment without `/`,
-//! `.` or `%`, so one run's folder never contains another's. Every object is
-//! framed with a checksum; a damaged one is [`Error::Corrupt`], never a miss.
+//! `<run>` is a checked [`RunId`] written as one lower-case segment (see
+//! [`RunId`]), so one run's folder never contains another's, even on a
+//! case-insensitive folder; `<incarnation>` keeps a run apart from an earlier
+//! run of the same id (see [`Incarnation`]). Every object is framed with a
+//! checksum; a damaged one is [`Error::Corrupt`], never a miss.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
-use object_store::path::{Path, PathPart};
+use object_store::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::key::{content_key, sha256_hex};
-use crate::run_id::RunId;
+use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
+use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
 
 #[cfg(doc)]
@@ -61,14 +65,14 @@ pub struct MemoStore {
 
 struct Inner {
     store: Arc<dyn ObjectStore>,
-    base: Path,
+    layout: Layout,
     max_value_size: usize,
 }
 
 impl std::fmt::Debug for MemoStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoStore")
-            .field("prefix", &self.inner.base.as_ref())
+            .field("prefix", &self.inner.layout.prefix().as_ref())
             .field("max_value_size", &self.inner.max_value_size)
             .finish_non_exhaustive()
     }
@@ -82,7 +86,7 @@ impl MemoStore {
         MemoStore {
             inner: Arc::new(Inner {
                 store,
-                base: Path::from(prefix.into()),
+                layout: Layout::new(prefix),
                 max_value_size: DEFAULT_MAX_VALUE_SIZE,
             }),
         }
@@ -95,7 +99,7 @@ impl MemoStore {
         MemoStore {
             inner: Arc::new(Inner {
                 store: Arc::clone(&self.inner.store),
-                base: self.inner.base.clone(),
+                layout: self.inner.layout.clone(),
                 max_value_size: bytes,
             }),
         }
@@ -113,15 +117,27 @@ impl MemoStore {
 
     /// The path prefix everything is kept under.
     pub fn prefix(&self) -> &Path {
-        &self.inner.base
+        self.inner.layout.prefix()
     }
 
-    /// A [`Memo`] for step `step_number` of run `run_id`.
+    /// A standalone [`Memo`] for step `step_number` of run `run_id`: one
+    /// used outside a workflow, under [`Incarnation::STANDALONE`].
+    ///
+    /// Workflow steps get theirs from the workflow runtime, bound to the
+    /// run's incarnation ([`memo_for`](Self::memo_for)).
     pub fn new_memo(&self, run_id: &RunId, step_number: u32) -> Memo {
+        self.memo_for(run_id, Incarnation::STANDALONE, step_number)
+    }
+
+    /// A [`Memo`] for step `step_number` of incarnation `incarnation` of run
+    /// `run_id`: its entries are apart from every other incarnation's.
+    pub fn memo_for(&self, run_id: &RunId, incarnation: Incarnation, step_number: u32) -> Memo {
         Memo {
             store: self.clone(),
             run_id: run_id.clone(),
+            incarnation,
             step_number,
+            faults: None,
         }
     }
 
@@ -138,8 +154,9 @@ impl MemoStore {
         step_number: u32,
         step_payload: &[u8],
     ) -> Result<Option<Bytes>> {
-        let path = self.entry_path(STEP_OUTPUTS, run_id, step_number, &sha256_hex(step_payload));
-        write_once::read(self.store(), &path).await
+        self.new_memo(run_id, step_number)
+            .get_step_output(step_payload)
+            .await
     }
 
     /// Commits `value` as the output of step `step_number` for the step
@@ -156,14 +173,15 @@ impl MemoStore {
         step_payload: &[u8],
         value: &[u8],
     ) -> Result<Bytes> {
-        let path = self.entry_path(STEP_OUTPUTS, run_id, step_number, &sha256_hex(step_payload));
-        self.create(&path, value, || path.to_string())
+        self.new_memo(run_id, step_number)
+            .put_step_output(step_payload, value)
             .await
-            .map(Created::into_payload)
     }
 
-    /// Deletes every memo entry and step-output entry of `run_id` and returns
-    /// how many were deleted.
+    /// Deletes every memo entry and step-output entry of `run_id`, of every
+    /// incarnation, and returns how many were deleted. To clear one
+    /// incarnation and nothing else, use
+    /// [`clear_incarnation`](Self::clear_incarnation).
     ///
     /// Deletes go through [`ObjectStore::delete_stream`] (batched on S3, with
     /// the backend's bounded concurrency). A failed delete does not stop the
@@ -175,11 +193,34 @@ impl MemoStore {
     ///
     /// [`Error::ClearIncomplete`] if listing or any delete failed.
     pub async fn clear_memos_for_run(&self, run_id: &RunId) -> Result<usize> {
+        let layout = &self.inner.layout;
+        let folders = [MEMOS, STEP_OUTPUTS].map(|folder| layout.run_folder(folder, run_id));
+        self.clear_folders(run_id, folders).await
+    }
+
+    /// Deletes every memo entry and step-output entry of one incarnation of
+    /// `run_id`, and returns how many were deleted; other incarnations of the
+    /// id are not touched. This is what a retention sweep does.
+    ///
+    /// # Errors
+    ///
+    /// As [`clear_memos_for_run`](Self::clear_memos_for_run).
+    pub async fn clear_incarnation(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<usize> {
+        let layout = &self.inner.layout;
+        let folders = [MEMOS, STEP_OUTPUTS]
+            .map(|folder| layout.incarnation_folder(folder, run_id, incarnation));
+        self.clear_folders(run_id, folders).await
+    }
+
+    async fn clear_folders(&self, run_id: &RunId, folders: [Path; 2]) -> Result<usize> {
         let mut deleted = 0;
         let mut failed = 0;
         let mut first_error = None;
-        for folder in [MEMOS, STEP_OUTPUTS] {
-            let prefix = self.run_folder(folder, run_id);
+        for prefix in folders {
             let locations = self
                 .store()
                 .list(Some(&prefix))
@@ -211,10 +252,17 @@ impl MemoStore {
 
     /// How many memo and step-output entries `run_id` has: what
     /// [`clear_memos_for_run`](Self::clear_memos_for_run) would delete now.
-    pub(crate) async fn count_memos_for_run(&self, run_id: &RunId) -> Result<usize> {
+    pub(crate) async fn count_incarnation_entries(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<usize> {
         let mut count = 0;
         for folder in [MEMOS, STEP_OUTPUTS] {
-            let prefix = self.run_folder(folder, run_id);
+            let prefix = self
+                .inner
+                .layout
+                .incarnation_folder(folder, run_id, incarnation);
             count += self
                 .store()
                 .list(Some(&prefix))
@@ -229,15 +277,8 @@ impl MemoStore {
         self.inner.store.as_ref()
     }
 
-    /// `<prefix>/<folder>/<run>`.
-    pub(crate) fn run_folder(&self, folder: &str, run_id: &RunId) -> Path {
-        self.inner.base.clone().join(folder).join(run_id.as_str())
-    }
-
-    fn entry_path(&self, folder: &str, run_id: &RunId, step: u32, digest: &str) -> Path {
-        self.run_folder(folder, run_id)
-            .join(PathPart::from(step.to_string()))
-            .join(digest)
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.inner.layout
     }
 
     /// Creates `path` with `value` unless it exists, after the size check;
@@ -259,11 +300,8 @@ impl MemoStore {
     }
 }
 
-const MEMOS: &str = "memos";
-const STEP_OUTPUTS: &str = "step-outputs";
-
-/// The memo of one step of one run: a write-once key-value map whose entries
-/// survive crashes, retries and other processes.
+/// The memo of one step of one run incarnation: a write-once key-value map
+/// whose entries survive crashes, retries and other processes.
 ///
 /// Every caller of a key sees one value: [`put`](Memo::put) creates the
 /// entry only if it is absent and otherwise returns what is committed.
@@ -271,16 +309,53 @@ const STEP_OUTPUTS: &str = "step-outputs";
 pub struct Memo {
     store: MemoStore,
     run_id: RunId,
+    incarnation: Incarnation,
     step_number: u32,
+    /// Where a workflow step's memo reports transient faults, so that the
+    /// attempt stops even if the step's code converted or swallowed the
+    /// error; `None` for a standalone memo.
+    faults: Option<FaultSink>,
+}
+
+/// The first transient memo-layer fault of a workflow attempt, shared by the
+/// attempt's [`Context`](crate::workflow::Context) and every [`Memo`] it
+/// hands out.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FaultSink(Arc<Mutex<Option<String>>>);
+
+impl FaultSink {
+    /// Records `error` if it is transient ([`Error::is_transient`]) and no
+    /// fault was recorded before; permanent errors are the caller's to
+    /// handle.
+    pub(crate) fn record(&self, error: &Error) {
+        if error.is_transient() {
+            self.slot().get_or_insert_with(|| error.to_string());
+        }
+    }
+
+    /// Whether a fault is recorded.
+    pub(crate) fn is_set(&self) -> bool {
+        self.slot().is_some()
+    }
+
+    /// Takes the recorded fault, leaving none.
+    pub(crate) fn take(&self) -> Option<String> {
+        self.slot().take()
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl std::fmt::Debug for Memo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Memo")
             .field("run_id", &self.run_id)
+            .field("incarnation", &self.incarnation)
             .field("step_number", &self.step_number)
             .field("store", &self.store)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -290,14 +365,71 @@ impl Memo {
         &self.run_id
     }
 
+    /// The incarnation of the run this memo belongs to
+    /// ([`Incarnation::STANDALONE`] outside a workflow).
+    pub fn incarnation(&self) -> Incarnation {
+        self.incarnation
+    }
+
     /// The step this memo belongs to.
     pub fn step_number(&self) -> u32 {
         self.step_number
     }
 
+    /// A stable idempotency key for the outside call described by `call`
+    /// (for example `("charge", order_id, cents)`): the same in every
+    /// attempt and on every worker that makes this call in this step of
+    /// this run incarnation, and different for another incarnation, step or
+    /// `call`. Pass it to APIs that deduplicate requests (payments, e-mail,
+    /// LLM gateways), so a call that runs again after its attempt lost its
+    /// lease mid-call is not carried out twice. 64 lower-case hex digits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Serialization`] if `call` cannot be encoded.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
+    ///
+    /// let store = MemoStore::new(Arc::new(InMemory::new()), "");
+    /// let memo = store.new_memo(&RunId::new("order-7")?, 2);
+    /// let key = memo.idempotency_key(&("charge", 1_999))?;
+    /// assert_eq!(key, store.new_memo(&RunId::new("order-7")?, 2).idempotency_key(&("charge", 1_999))?);
+    /// assert_ne!(key, store.new_memo(&RunId::new("order-7")?, 3).idempotency_key(&("charge", 1_999))?);
+    /// # Ok::<(), memo_runtime::Error>(())
+    /// ```
+    pub fn idempotency_key<T: Serialize + ?Sized>(&self, call: &T) -> Result<String> {
+        content_key(&(
+            "memo.idempotency-key",
+            self.run_id.as_str(),
+            self.incarnation.as_u64(),
+            self.step_number,
+            call,
+        ))
+    }
+
     /// The store this memo writes to.
     pub fn memo_store(&self) -> &MemoStore {
         &self.store
+    }
+
+    /// This memo, reporting its transient faults to `faults`.
+    pub(crate) fn with_fault_sink(mut self, faults: FaultSink) -> Memo {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// Reports a memo-layer failure met while using this memo (such as a
+    /// committed value that does not decode) to the workflow attempt the
+    /// memo belongs to, if any: a transient one stops the attempt and leaves
+    /// the run open, whatever the step's code does with the error.
+    pub(crate) fn report_fault(&self, error: &Error) {
+        if let Some(faults) = &self.faults {
+            faults.record(error);
+        }
     }
 
     /// The committed value of `key`, if any. The returned bytes share the
@@ -308,7 +440,9 @@ impl Memo {
     /// [`Error::Store`] if the read fails; [`Error::Corrupt`] naming the path
     /// if the entry is damaged (never reported as a miss).
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        write_once::read(self.store.store(), &self.key_path(key)).await
+        write_once::read(self.store.store(), &self.key_path(key))
+            .await
+            .inspect_err(|e| self.report_fault(e))
     }
 
     /// Commits `value` under `key` unless a value is committed already, and
@@ -322,11 +456,17 @@ impl Memo {
     /// conditionally (memo never overwrites); [`Error::Store`] if the store
     /// keeps failing; [`Error::Corrupt`] if the committed entry is damaged.
     pub async fn put(&self, key: &str, value: impl AsRef<[u8]>) -> Result<Bytes> {
-        let describe = || format!("{key:?} (run {}, step {})", self.run_id, self.step_number);
+        let describe = || {
+            format!(
+                "{key:?} (run {} incarnation {}, step {})",
+                self.run_id, self.incarnation, self.step_number
+            )
+        };
         let created = self
             .store
             .create(&self.key_path(key), value.as_ref(), describe)
-            .await?;
+            .await
+            .inspect_err(|e| self.report_fault(e))?;
         if let Created::Theirs(_) = created {
             tracing::debug!(run_id = %self.run_id, step = self.step_number, key, "another writer committed first");
         }
@@ -374,11 +514,48 @@ impl Memo {
         self.put(&content_key(input)?, value).await
     }
 
+    /// The committed output of this step for the step input
+    /// `step_payload`, if any.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if the read fails; [`Error::Corrupt`] if the entry is
+    /// damaged.
+    pub async fn get_step_output(&self, step_payload: &[u8]) -> Result<Option<Bytes>> {
+        write_once::read(self.store.store(), &self.step_output_path(step_payload)).await
+    }
+
+    /// Commits `value` as the output of this step for the step input
+    /// `step_payload`, unless an output is committed already; returns the
+    /// committed output.
+    ///
+    /// # Errors
+    ///
+    /// As [`Memo::put`].
+    pub async fn put_step_output(&self, step_payload: &[u8], value: &[u8]) -> Result<Bytes> {
+        let path = self.step_output_path(step_payload);
+        self.store
+            .create(&path, value, || path.to_string())
+            .await
+            .map(Created::into_payload)
+    }
+
+    fn step_output_path(&self, step_payload: &[u8]) -> Path {
+        self.store.layout().entry(
+            STEP_OUTPUTS,
+            &self.run_id,
+            self.incarnation,
+            self.step_number,
+            &sha256_hex(step_payload),
+        )
+    }
+
     /// The object path of `key`'s entry.
     pub(crate) fn key_path(&self, key: &str) -> Path {
-        self.store.entry_path(
+        self.store.layout().entry(
             MEMOS,
             &self.run_id,
+            self.incarnation,
             self.step_number,
             &sha256_hex(key.as_bytes()),
         )

@@ -14,7 +14,10 @@ pub const MAX_RUN_ID_LEN: usize = 128;
 /// (`<prefix>/memos/<run>/...`). The alphabet leaves no way to write an
 /// empty segment, a `/`, `.`/`..` or a percent-encoded byte, so no run id can
 /// name a folder that overlaps another run's: clearing `run` can never reach
-/// `run-suffix` or `run/x`.
+/// `run-suffix` or `run/x`. Ids are case-sensitive, and the segment keeps
+/// them apart on case-insensitive folders too: each upper-case letter is
+/// written as `=` and the letter in lower case (`Order-1` is `=order-1`), so
+/// `Order-1` and `order-1` never share an object.
 ///
 /// # Example
 ///
@@ -47,6 +50,84 @@ impl RunId {
     /// The run id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// One use of a run id: what tells a run from an earlier, deleted run that
+/// had the same id.
+///
+/// Every run a runtime store creates draws a fresh random incarnation, and
+/// everything the run stores (memo entries, step outputs, runtime records,
+/// its terminal marker) is kept under it, so a run id used again after its
+/// run was deleted is a new run that shares nothing with the earlier one.
+/// Memos made outside a workflow ([`MemoStore::new_memo`]) use
+/// [`Incarnation::STANDALONE`].
+///
+/// Written in paths as 16 lower-case hex digits.
+///
+/// [`MemoStore::new_memo`]: crate::MemoStore::new_memo
+///
+/// # Example
+///
+/// ```
+/// use memo_runtime::Incarnation;
+///
+/// let a = Incarnation::random();
+/// assert_ne!(a, Incarnation::random());
+/// assert_ne!(a, Incarnation::STANDALONE);
+/// assert_eq!(Incarnation::from_u64(255).to_string(), "00000000000000ff");
+/// ```
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct Incarnation(u64);
+
+impl Incarnation {
+    /// The incarnation of memos used outside a workflow run: `0`, never
+    /// drawn by [`Incarnation::random`].
+    pub const STANDALONE: Incarnation = Incarnation(0);
+
+    /// A fresh incarnation: random, never [`STANDALONE`](Self::STANDALONE).
+    pub fn random() -> Incarnation {
+        loop {
+            let n = crate::runtime_store::unique_token();
+            if n != 0 {
+                return Incarnation(n);
+            }
+        }
+    }
+
+    /// The incarnation with number `n`.
+    pub const fn from_u64(n: u64) -> Incarnation {
+        Incarnation(n)
+    }
+
+    /// Its number.
+    pub const fn as_u64(self) -> u64 {
+        self.0
+    }
+
+    /// Parses the 16-hex-digit form written in paths.
+    pub(crate) fn parse_hex(s: &str) -> Option<Incarnation> {
+        let well_formed =
+            s.len() == 16 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        well_formed
+            .then(|| u64::from_str_radix(s, 16).ok())
+            .flatten()
+            .map(Incarnation)
+    }
+}
+
+impl fmt::Display for Incarnation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl fmt::Debug for Incarnation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Incarnation({self})")
     }
 }
 

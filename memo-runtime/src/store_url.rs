@@ -2,16 +2,23 @@
 //! and the start-up probe that checks a store can keep memo's write-once
 //! promise.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
-    ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutMode, PutOptions, PutPayload,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, ObjectStoreScheme, PutMode, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult, RenameOptions,
 };
+use tokio::sync::OnceCell;
 use url::Url;
 
 use crate::error::{Error, Result};
@@ -31,6 +38,10 @@ pub const MAX_RETRIES_OPTION: &str = "max_retries";
 /// Memo's own option key: how long a cloud request is retried in total, in
 /// [`humantime`] syntax (`"10s"`, `"2m"`).
 pub const RETRY_TIMEOUT_OPTION: &str = "retry_timeout";
+/// Memo's own option key: `"false"` turns off the check that a cloud store
+/// refuses to create an object that exists (default `"true"`; see
+/// [`store_from_url`]).
+pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 
 /// Builds the object store a URL names, and the path prefix within it.
 ///
@@ -55,15 +66,23 @@ pub const RETRY_TIMEOUT_OPTION: &str = "retry_timeout";
 ///
 /// For S3, conditional puts are always set to `S3ConditionalPut::ETagMatch`
 /// (`If-None-Match: *` on create), which memo's write-once entries need, and
-/// an `http://` endpoint (a local S3 server) is allowed. Whether the server
-/// really honours conditional creates is checked by
-/// [`probe_conditional_create`]; run it at start-up.
+/// an `http://` endpoint (a local S3 server) is allowed. Whether a cloud
+/// store really honours conditional creates is checked by default: before
+/// its first conditional create, the store runs [`probe_conditional_create`]
+/// once under the URL's prefix, and if the backend fails it, every
+/// conditional create is refused (memo reports
+/// [`Error::ConditionalPutUnsupported`]) rather than silently overwriting.
+/// Set [`CHECK_CONDITIONAL_CREATE_OPTION`] to `"false"` to skip the check
+/// for a backend known to keep conditional creates. Local folders and
+/// memory keep them natively and are not checked.
 ///
 /// # Errors
 ///
 /// [`Error::InvalidStoreUrl`] for a URL that does not parse, names no
 /// supported store (plain `http(s)://` is not a bucket), has an unknown option
 /// key or a bad option value, or a `file://` folder that cannot be created;
+/// [`Error::InvalidStoreUrl`] too for a [`CHECK_CONDITIONAL_CREATE_OPTION`]
+/// that is not `"true"` or `"false"`;
 /// [`Error::StoreFeatureDisabled`] for a cloud URL whose cargo feature is
 /// off; [`Error::Store`] if the store's builder rejects its configuration
 /// (such as a missing bucket).
@@ -114,9 +133,18 @@ where
             options.expect_none(url)?;
             (Arc::new(InMemory::new()) as Arc<dyn ObjectStore>, prefix)
         }
-        ObjectStoreScheme::AmazonS3 => (cloud::s3(url, options)?, prefix),
-        ObjectStoreScheme::GoogleCloudStorage => (cloud::gcs(url, options)?, prefix),
-        ObjectStoreScheme::MicrosoftAzure => (cloud::azure(url, options)?, prefix),
+        ObjectStoreScheme::AmazonS3 => (
+            options.checked(cloud::s3(url, options.clone())?, &prefix),
+            prefix,
+        ),
+        ObjectStoreScheme::GoogleCloudStorage => (
+            options.checked(cloud::gcs(url, options.clone())?, &prefix),
+            prefix,
+        ),
+        ObjectStoreScheme::MicrosoftAzure => (
+            options.checked(cloud::azure(url, options.clone())?, &prefix),
+            prefix,
+        ),
         ObjectStoreScheme::Http => {
             return Err(invalid(
                 url,
@@ -146,7 +174,7 @@ fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
 }
 
 /// The options given to [`store_from_url`], with memo's own keys taken out.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct StoreOptions {
     /// The builder config keys and values, in the order given.
     builder: Vec<(String, String)>,
@@ -154,6 +182,8 @@ struct StoreOptions {
     max_retries: Option<usize>,
     /// `None` keeps the builder's default.
     retry_timeout: Option<Duration>,
+    /// `Some(false)` turns the conditional-create check off.
+    check_conditional_create: Option<bool>,
 }
 
 impl StoreOptions {
@@ -183,6 +213,12 @@ impl StoreOptions {
                     })?;
                     collected.retry_timeout = Some(timeout);
                 }
+                CHECK_CONDITIONAL_CREATE_OPTION => {
+                    let check = value.trim().parse().map_err(|_| {
+                        invalid(url, format!("option {key}={value:?} is not true or false"))
+                    })?;
+                    collected.check_conditional_create = Some(check);
+                }
                 _ => collected.builder.push((key, value)),
             }
         }
@@ -192,7 +228,9 @@ impl StoreOptions {
     /// Local and in-memory stores have nothing to configure: an option there
     /// is a mistake the caller should hear about.
     fn expect_none(&self, url: &str) -> Result<()> {
-        let retry_set = self.max_retries.is_some() || self.retry_timeout.is_some();
+        let retry_set = self.max_retries.is_some()
+            || self.retry_timeout.is_some()
+            || self.check_conditional_create.is_some();
         match self.builder.first() {
             Some((key, _)) => Err(invalid(
                 url,
@@ -200,10 +238,23 @@ impl StoreOptions {
             )),
             None if retry_set => Err(invalid(
                 url,
-                "retry options apply to cloud stores only; this URL takes no options",
+                "retry and conditional-create options apply to cloud stores only; \
+                 this URL takes no options",
             )),
             None => Ok(()),
         }
+    }
+
+    /// `store`, checked for conditional creates unless the options say not to.
+    fn checked(&self, store: Arc<dyn ObjectStore>, prefix: &Path) -> Arc<dyn ObjectStore> {
+        if self.check_conditional_create == Some(false) {
+            return store;
+        }
+        Arc::new(CheckedCreates {
+            inner: store,
+            prefix: prefix.clone(),
+            supported: OnceCell::new(),
+        })
     }
 
     /// The retry policy the options ask for, if they touch it.
@@ -387,6 +438,135 @@ async fn create_twice(store: &dyn ObjectStore, path: &Path) -> Result<()> {
         Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
         Ok(_) | Err(object_store::Error::NotImplemented { .. }) => Err(unsupported()),
         Err(e) => Err(Error::store(path, e)),
+    }
+}
+
+/// A cloud store from a URL whose first conditional create runs
+/// [`probe_conditional_create`]: if the backend lets a create overwrite, this
+/// store refuses every conditional create with `NotImplemented`, which memo
+/// reports as [`Error::ConditionalPutUnsupported`].
+#[derive(Debug)]
+struct CheckedCreates {
+    inner: Arc<dyn ObjectStore>,
+    prefix: Path,
+    /// The probe's verdict, once it has one (a failed request is no verdict:
+    /// the next create probes again).
+    supported: OnceCell<bool>,
+}
+
+impl CheckedCreates {
+    async fn check(&self) -> object_store::Result<()> {
+        let supported = self
+            .supported
+            .get_or_try_init(|| async {
+                match probe_conditional_create(self.inner.as_ref(), &self.prefix).await {
+                    Ok(()) => Ok(true),
+                    Err(Error::ConditionalPutUnsupported { .. }) => Ok(false),
+                    Err(Error::Store { source, .. }) => Err(source),
+                    Err(other) => Err(object_store::Error::Generic {
+                        store: "memo conditional-create check",
+                        source: Box::new(other),
+                    }),
+                }
+            })
+            .await?;
+        if *supported {
+            Ok(())
+        } else {
+            Err(object_store::Error::NotImplemented {
+                operation: "put_opts with PutMode::Create (the store let a create overwrite \
+                            an existing object)"
+                    .into(),
+                implementer: self.inner.to_string(),
+            })
+        }
+    }
+}
+
+impl std::fmt::Display for CheckedCreates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CheckedCreates({})", self.inner)
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for CheckedCreates {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        if opts.mode == PutMode::Create {
+            self.check().await?;
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
     }
 }
 
@@ -585,6 +765,60 @@ mod tests {
         );
         let left: Vec<_> = store.list(None).collect().await;
         assert!(left.is_empty(), "probe object left behind: {left:?}");
+    }
+
+    #[tokio::test]
+    async fn a_checked_store_refuses_creates_on_a_backend_that_overwrites() {
+        let options = StoreOptions::default();
+        let careless = Arc::new(OverwritesOnCreate {
+            inner: InMemory::new(),
+        });
+        let store = options.checked(careless.clone(), &"memo".into());
+        let path = Path::from("memo/memos/r/0/k");
+        let refused = crate::write_once::create_once(store.as_ref(), &path, b"v").await;
+        assert!(
+            matches!(&refused, Err(Error::ConditionalPutUnsupported { .. })),
+            "{refused:?}"
+        );
+        let left: Vec<_> = careless.list(None).collect().await;
+        assert!(
+            left.is_empty(),
+            "written despite the failed check: {left:?}"
+        );
+        // Plain writes are not conditional creates, and are not checked.
+        store.put(&path, "v".into()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_checked_store_creates_on_a_backend_that_keeps_creates() {
+        let options = StoreOptions::default();
+        let store = options.checked(Arc::new(InMemory::new()), &"memo".into());
+        let path = Path::from("memo/memos/r/0/k");
+        crate::write_once::create_once(store.as_ref(), &path, b"v")
+            .await
+            .unwrap();
+        let left: Vec<_> = store
+            .list(None)
+            .map(|m| m.unwrap().location)
+            .collect()
+            .await;
+        assert_eq!(left, [path], "the probe object is left behind");
+    }
+
+    #[tokio::test]
+    async fn the_conditional_create_check_can_be_turned_off() {
+        let options =
+            StoreOptions::collect("s3://b", [(CHECK_CONDITIONAL_CREATE_OPTION, "false")]).unwrap();
+        let careless = Arc::new(OverwritesOnCreate {
+            inner: InMemory::new(),
+        });
+        let store = options.checked(careless, &"memo".into());
+        let path = Path::from("memo/k");
+        crate::write_once::create_once(store.as_ref(), &path, b"v")
+            .await
+            .unwrap();
+        let bad = StoreOptions::collect("s3://b", [(CHECK_CONDITIONAL_CREATE_OPTION, "maybe")]);
+        assert!(matches!(bad, Err(Error::InvalidStoreUrl { .. })), "{bad:?}");
     }
 
     /// A store like an S3-compatible server that ignores `If-None-Match`:

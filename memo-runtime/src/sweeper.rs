@@ -12,7 +12,7 @@ use tracing::Instrument;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RuntimeStore;
 use crate::terminal::TerminalMarker;
 
@@ -34,12 +34,14 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 /// emptied folders, every later pass also lists each emptied hour folder,
 /// finding nothing) and, for each run, with a bounded number of runs at once:
 ///
-/// 1. if a runtime store is configured, checks that the run is terminal
-///    there (a marker of a run that is not terminal deletes nothing);
-/// 2. clears the run's memo and step-output entries
-///    ([`MemoStore::clear_memos_for_run`]);
-/// 3. deletes the run's runtime-store records, if a runtime store is
-///    configured ([`RuntimeStore::delete_run`]);
+/// 1. if a runtime store is configured, checks that the marker's
+///    incarnation of the run is terminal there (a marker of a run that is
+///    not terminal deletes nothing);
+/// 2. clears the memo and step-output entries of the marker's incarnation
+///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
+///    again under the same id is another incarnation and is never touched;
+/// 3. deletes that incarnation's runtime-store records, if a runtime store
+///    is configured ([`RuntimeStore::delete_run`]);
 /// 4. deletes the marker, only if every delete before it succeeded.
 ///
 /// A failure at any step is recorded in the [`SweepReport`] and leaves the
@@ -265,20 +267,28 @@ impl RetentionSweeper {
     /// fails. The marker goes last, so any failure keeps it.
     async fn sweep_run(&self, marker: &TerminalMarker, swept: &mut RunSwept) -> Result<()> {
         let config = &*self.config;
-        let run_id = &marker.run_id;
+        let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
         let span = tracing::debug_span!(
             "memo.sweep.run",
             run_id = %run_id,
+            %incarnation,
             terminal_at_ms = marker.terminal_at_ms
         );
         async move {
-            let has_record = self.check_terminal(run_id).await?;
+            let has_record = self.check_terminal(run_id, incarnation).await?;
             if config.dry_run {
-                swept.entries = config.memo_store.count_memos_for_run(run_id).await?;
+                swept.entries = config
+                    .memo_store
+                    .count_incarnation_entries(run_id, incarnation)
+                    .await?;
                 swept.runtime_record = has_record;
                 return Ok(());
             }
-            swept.entries = match config.memo_store.clear_memos_for_run(run_id).await {
+            let cleared = config
+                .memo_store
+                .clear_incarnation(run_id, incarnation)
+                .await;
+            swept.entries = match cleared {
                 Ok(deleted) => deleted,
                 Err(error) => {
                     if let Error::ClearIncomplete { deleted, .. } = &error {
@@ -288,7 +298,7 @@ impl RetentionSweeper {
                 }
             };
             if let Some(store) = &config.runtime_store {
-                swept.runtime_record = store.delete_run(run_id).await?;
+                swept.runtime_record = store.delete_run(run_id, incarnation).await?;
             }
             config.memo_store.delete_terminal_marker(marker).await?;
             tracing::debug!(
@@ -302,15 +312,17 @@ impl RetentionSweeper {
         .await
     }
 
-    /// Whether the runtime store (if any) holds the run; an error if it holds
-    /// it in a status that is not terminal, so that a stray marker can never
-    /// clear a live run's entries.
-    async fn check_terminal(&self, run_id: &RunId) -> Result<bool> {
+    /// Whether the runtime store (if any) holds incarnation `incarnation`
+    /// of the run; an error if it holds it in a status that is not terminal,
+    /// so that a stray marker can never clear a live run's entries. A later
+    /// run of the same id (another incarnation) is not the marker's run.
+    async fn check_terminal(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let Some(store) = &self.config.runtime_store else {
             return Ok(false);
         };
         match store.load_run(run_id).await? {
             None => Ok(false),
+            Some(run) if run.incarnation != incarnation => Ok(false),
             Some(run) if run.status.is_terminal() => Ok(true),
             Some(run) => Err(Error::Conflict {
                 what: format!("run {run_id}"),
@@ -325,7 +337,8 @@ impl RetentionSweeper {
 
     /// Starts a background task that runs a pass at the clock's time, waits
     /// `interval`, and repeats, until [`SweeperHandle::shutdown`] is called
-    /// or the handle is dropped. A failed pass is logged and retried at the
+    /// or the Tokio runtime shuts down. Dropping the handle detaches the
+    /// sweeper: it keeps sweeping. A failed pass is logged and retried at the
     /// next interval.
     ///
     /// # Panics
@@ -351,7 +364,15 @@ impl RetentionSweeper {
     pub fn spawn(&self, interval: Duration) -> SweeperHandle {
         let (stop, stop_rx) = watch::channel(false);
         let (progress_tx, progress) = watch::channel(SweeperSummary::default());
-        let task = tokio::spawn(self.clone().run_passes(interval, stop_rx, progress_tx));
+        // The task holds a sender too, so that dropping the handle (and its
+        // sender) detaches the sweeper rather than stopping it.
+        let detached = stop.clone();
+        let passes = self.clone().run_passes(interval, stop_rx, progress_tx);
+        let task = tokio::spawn(async move {
+            let summary = passes.await;
+            drop(detached);
+            summary
+        });
         SweeperHandle {
             stop,
             progress,
@@ -374,7 +395,7 @@ impl RetentionSweeper {
             progress.send_replace(summary.clone());
             tokio::select! {
                 biased;
-                // A shutdown, or the handle was dropped.
+                // A shutdown (the task's own sender keeps the channel open).
                 _ = stop.changed() => break,
                 () = tokio::time::sleep(interval) => {}
             }
@@ -514,10 +535,10 @@ impl SweeperSummary {
 
 /// Controls a background sweeper started by [`RetentionSweeper::spawn`].
 ///
-/// Dropping the handle stops the sweeper after its current pass, without
-/// waiting for it; [`shutdown`](Self::shutdown) stops it and waits.
+/// Dropping the handle detaches the sweeper, which keeps sweeping until the
+/// Tokio runtime shuts down; [`shutdown`](Self::shutdown) stops it (after
+/// its current pass) and waits.
 #[derive(Debug)]
-#[must_use = "dropping the handle stops the sweeper after its current pass"]
 pub struct SweeperHandle {
     stop: watch::Sender<bool>,
     progress: watch::Receiver<SweeperSummary>,

@@ -7,30 +7,32 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
 use crate::error::{Error, Result};
+use crate::layout;
 use crate::memo::MemoStore;
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::write_once;
 
-/// The width of a marker bucket: one hour, in milliseconds. Part of the
-/// stored layout.
-pub const MARKER_BUCKET_MS: u64 = 60 * 60 * 1000;
+/// The width of a marker bucket (an hour folder), in milliseconds. Part of
+/// the stored layout.
+pub const MARKER_BUCKET_MS: u64 = layout::MARKER_HOUR_MS;
 
-const TERMINALS: &str = "terminals";
-
-/// A record that a run reached a terminal state at `terminal_at_ms`.
+/// A record that an incarnation of a run reached a terminal state at
+/// `terminal_at_ms`.
 ///
 /// Markers are laid out so that finding the expired ones costs in proportion
 /// to how many are expired, not to how many are retained.
 ///
 /// # Layout
 ///
-/// `<prefix>/terminals/<bucket>/<inverted>_<run>`, where
+/// `<prefix>/terminals/<bucket>/<inverted>_<run>.<incarnation>`, where
 ///
 /// - `<bucket>` is the start of the marker's hour (`terminal_at_ms` rounded
 ///   down to [`MARKER_BUCKET_MS`]), 20 zero-padded digits;
 /// - `<inverted>` is `u64::MAX - terminal_at_ms`, 20 zero-padded digits, so
 ///   within a bucket the *older* markers sort *after* the newer ones;
-/// - `<run>` is the [`RunId`].
+/// - `<run>` is the [`RunId`]'s path segment and `<incarnation>` the run's
+///   [`Incarnation`], so a sweep clears exactly the incarnation its marker
+///   names and never a later run of the same id.
 ///
 /// Listing the markers expired at a cutoff reads the bucket folder names (one
 /// delimiter listing, a name per retained hour, not per marker), lists every
@@ -45,17 +47,36 @@ pub struct TerminalMarker {
     pub run_id: RunId,
     /// When, in milliseconds since the Unix epoch.
     pub terminal_at_ms: u64,
+    /// Which use of the run id reached it ([`Incarnation::STANDALONE`] for
+    /// memos used outside a workflow).
+    pub incarnation: Incarnation,
 }
 
 impl MemoStore {
-    /// Records that `run_id` reached a terminal state at `terminal_at_ms`.
-    /// Writing the same marker again is a no-op.
+    /// Records that `run_id`'s standalone memos ([`MemoStore::new_memo`])
+    /// reached a terminal state at `terminal_at_ms`. Writing the same marker
+    /// again is a no-op. Workflow runs are marked with their incarnation
+    /// through [`write_marker`](Self::write_marker).
     ///
     /// # Errors
     ///
     /// [`Error::Store`] if the write fails.
     pub async fn write_terminal_marker(&self, run_id: &RunId, terminal_at_ms: u64) -> Result<()> {
-        let path = self.marker_path(run_id, terminal_at_ms);
+        self.write_marker(&TerminalMarker {
+            run_id: run_id.clone(),
+            terminal_at_ms,
+            incarnation: Incarnation::STANDALONE,
+        })
+        .await
+    }
+
+    /// Writes `marker`. Writing the same marker again is a no-op.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if the write fails.
+    pub async fn write_marker(&self, marker: &TerminalMarker) -> Result<()> {
+        let path = self.marker_path(marker);
         write_once::create_once(self.store(), &path, &[]).await?;
         Ok(())
     }
@@ -76,7 +97,7 @@ impl MemoStore {
             .map_err(|e| Error::store(&folder, e))?;
         let mut markers: Vec<_> = metas
             .iter()
-            .filter_map(|meta| self.parse_marker(&meta.location, None))
+            .filter_map(|meta| parse_marker(&meta.location, None))
             .collect();
         markers.sort_by_key(|m| m.terminal_at_ms);
         Ok(markers)
@@ -169,7 +190,7 @@ impl MemoStore {
         let mut buckets: Vec<_> = listing
             .common_prefixes
             .into_iter()
-            .filter_map(|path| match parse_bucket(&path) {
+            .filter_map(|path| match layout::parse_marker_hour(&path) {
                 Some(bucket) => Some((bucket, path)),
                 None => {
                     tracing::warn!(%path, "skipping a foreign folder in the terminal markers folder");
@@ -192,19 +213,14 @@ impl MemoStore {
         let listing = if bucket.saturating_add(MARKER_BUCKET_MS) <= cutoff_ms {
             self.store().list(Some(&bucket_path))
         } else {
-            // Markers at or after the cutoff sort before this offset (`z` sorts
-            // after the `_` that follows the digits; `~` would be escaped).
-            let offset = bucket_path
-                .clone()
-                .join(format!("{:020}z", u64::MAX - cutoff_ms));
+            // Markers at or after the cutoff sort before this offset.
+            let offset = self.layout().marker_offset(bucket, cutoff_ms);
             self.store().list_with_offset(Some(&bucket_path), &offset)
         };
-        let this = self.clone();
         listing
             .map_err(move |e| Error::store(&bucket_path, e))
             .try_filter_map(move |meta| {
-                let marker = this
-                    .parse_marker(&meta.location, Some(bucket))
+                let marker = parse_marker(&meta.location, Some(bucket))
                     .filter(|m| m.terminal_at_ms < cutoff_ms);
                 future::ready(Ok(marker))
             })
@@ -217,7 +233,7 @@ impl MemoStore {
     ///
     /// [`Error::Store`] if the delete fails.
     pub async fn delete_terminal_marker(&self, marker: &TerminalMarker) -> Result<()> {
-        let path = self.marker_path(&marker.run_id, marker.terminal_at_ms);
+        let path = self.marker_path(marker);
         match self.store().delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(Error::store(&path, e)),
@@ -225,60 +241,31 @@ impl MemoStore {
     }
 
     fn terminals_folder(&self) -> Path {
-        self.prefix().clone().join(TERMINALS)
+        self.layout().terminals_folder()
     }
 
-    fn marker_path(&self, run_id: &RunId, terminal_at_ms: u64) -> Path {
-        let bucket = terminal_at_ms - terminal_at_ms % MARKER_BUCKET_MS;
-        self.terminals_folder()
-            .join(format!("{bucket:020}"))
-            .join(format!("{:020}_{run_id}", u64::MAX - terminal_at_ms))
+    fn marker_path(&self, marker: &TerminalMarker) -> Path {
+        self.layout()
+            .marker(&marker.run_id, marker.incarnation, marker.terminal_at_ms)
     }
+}
 
-    /// Parses a marker path; `None` (with a warning) for anything else.
-    fn parse_marker(&self, path: &Path, expected_bucket: Option<u64>) -> Option<TerminalMarker> {
-        let parsed = parse_marker_parts(path);
-        match parsed {
-            Some((bucket, marker))
-                if expected_bucket.is_none_or(|b| b == bucket)
-                    && self.marker_path(&marker.run_id, marker.terminal_at_ms) == *path =>
-            {
-                Some(marker)
-            }
-            _ => {
-                tracing::warn!(%path, "skipping an object that is not a terminal marker");
-                None
-            }
+/// Parses a marker path; `None` (with a warning) for anything else,
+/// including a marker found in another hour folder than `expected_hour`.
+fn parse_marker(path: &Path, expected_hour: Option<u64>) -> Option<TerminalMarker> {
+    match layout::parse_marker(path) {
+        Some((hour, run_id, incarnation, terminal_at_ms))
+            if expected_hour.is_none_or(|h| h == hour) =>
+        {
+            Some(TerminalMarker {
+                run_id,
+                terminal_at_ms,
+                incarnation,
+            })
         }
-    }
-}
-
-fn parse_bucket(folder: &Path) -> Option<u64> {
-    let name = folder.filename()?;
-    let start = parse_digits(name)?;
-    (start % MARKER_BUCKET_MS == 0).then_some(start)
-}
-
-fn parse_marker_parts(path: &Path) -> Option<(u64, TerminalMarker)> {
-    let bucket = parse_bucket(&path.parent()?)?;
-    let name = path.filename()?;
-    let (inverted, run) = name.split_at_checked(20)?;
-    let run = run.strip_prefix('_')?;
-    let terminal_at_ms = u64::MAX - parse_digits(inverted)?;
-    let run_id = RunId::new(run).ok()?;
-    Some((
-        bucket,
-        TerminalMarker {
-            run_id,
-            terminal_at_ms,
-        },
-    ))
-}
-
-fn parse_digits(s: &str) -> Option<u64> {
-    if s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()) {
-        s.parse().ok()
-    } else {
-        None
+        _ => {
+            tracing::warn!(%path, "skipping an object that is not a terminal marker");
+            None
+        }
     }
 }

@@ -77,7 +77,10 @@ async fn a_create_that_keeps_failing_is_an_error_naming_the_path_and_commits_not
         faults.inject(FaultRule::fail_before(RequestKind::Create));
         match memo.put("k", b"v").await {
             Err(Error::Store { path, .. }) => {
-                assert!(path.starts_with("memo/memos/down/4/"), "{name}: {path}")
+                assert!(
+                    path.starts_with("memo/memos/down/0000000000000000/4/"),
+                    "{name}: {path}"
+                )
             }
             other => panic!("{name}: expected a store error, got {other:?}"),
         }

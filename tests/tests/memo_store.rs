@@ -9,7 +9,7 @@ use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::prefix::PrefixStore;
 use memo_runtime::testing::memo_store as suite;
-use memo_runtime::{MemoStore, RunId};
+use memo_runtime::{Incarnation, MemoStore, RunId, TerminalMarker};
 use sha2::Digest;
 
 fn local(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
@@ -107,7 +107,9 @@ fn hex_sha256(s: &str) -> String {
         .collect()
 }
 
-/// The layout is part of the stored format: pin it.
+/// The layout is part of the stored format (version 2, see the `layout`
+/// module): pin it. Standalone memos live under incarnation 0, and a run id
+/// with upper-case letters is written in lower case with `=` before each.
 #[tokio::test]
 async fn the_object_layout_is_pinned() {
     let objects = Arc::new(InMemory::new());
@@ -119,6 +121,19 @@ async fn the_object_layout_is_pinned() {
         .await
         .unwrap();
     store.write_terminal_marker(&run, 3_600_001).await.unwrap();
+    let upper = RunId::new("Run-A").unwrap();
+    let incarnation = Incarnation::from_u64(0x1234_5678_9abc_def0);
+    store
+        .memo_for(&upper, incarnation, 1)
+        .put("k", b"v")
+        .await
+        .unwrap();
+    let marker = TerminalMarker {
+        run_id: upper.clone(),
+        terminal_at_ms: 3_600_001,
+        incarnation,
+    };
+    store.write_marker(&marker).await.unwrap();
     let mut paths: Vec<String> = objects
         .list(None)
         .map_ok(|m| m.location.to_string())
@@ -126,15 +141,21 @@ async fn the_object_layout_is_pinned() {
         .await
         .unwrap();
     paths.sort();
+    let inverted = u64::MAX - 3_600_001;
     assert_eq!(
         paths,
         vec![
-            format!("pre/fix/memos/r1/7/{}", hex_sha256("k")),
-            format!("pre/fix/step-outputs/r1/2/{}", hex_sha256("payload")),
             format!(
-                "pre/fix/terminals/00000000000003600000/{}_r1",
-                u64::MAX - 3_600_001
+                "pre/fix/memos/=run-=a/123456789abcdef0/1/{}",
+                hex_sha256("k")
             ),
+            format!("pre/fix/memos/r1/0000000000000000/7/{}", hex_sha256("k")),
+            format!(
+                "pre/fix/step-outputs/r1/0000000000000000/2/{}",
+                hex_sha256("payload")
+            ),
+            format!("pre/fix/terminals/00000000000003600000/{inverted}_=run-=a.123456789abcdef0"),
+            format!("pre/fix/terminals/00000000000003600000/{inverted}_r1.0000000000000000"),
         ]
     );
 }

@@ -5,6 +5,7 @@
 #![deny(warnings, clippy::all, clippy::pedantic, unused_qualifications)]
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::{Memo, MemoStore, RunId, memoized};
@@ -15,11 +16,18 @@ struct Reply {
     text: String,
 }
 
-/// A free function with a borrowed and an owned argument.
-#[memoized]
-async fn reply(memo: &Memo, to: &str, tags: BTreeSet<String>) -> memo_runtime::Result<Reply> {
+/// A free function with a borrowed and an owned argument; `runs` counts
+/// how often the body ran.
+#[memoized(skip(runs))]
+async fn reply(
+    memo: &Memo,
+    runs: &AtomicUsize,
+    to: &str,
+    tags: BTreeSet<String>,
+) -> memo_runtime::Result<Reply> {
+    let run = runs.fetch_add(1, Ordering::SeqCst) + 1;
     Ok(Reply {
-        text: format!("{to}: {}", tags.len()),
+        text: format!("{to}: {} (run {run})", tags.len()),
     })
 }
 
@@ -64,10 +72,12 @@ async fn strictly_linted_memoized_functions_run_and_hit() -> anyhow::Result<()> 
     let store = MemoStore::new(std::sync::Arc::new(InMemory::new()), "lint");
     let memo = store.new_memo(&RunId::new("lint")?, 0);
     let tags: BTreeSet<String> = ["a".to_owned()].into();
-    assert_eq!(
-        reply(&memo, "ann", tags.clone()).await?,
-        reply(&memo, "ann", tags).await?
-    );
+    let runs = AtomicUsize::new(0);
+    let first = reply(&memo, &runs, "ann", tags.clone()).await?;
+    let second = reply(&memo, &runs, "ann", tags).await?;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the second call is a hit");
+    assert_eq!(first.text, "ann: 1 (run 1)");
+    assert_eq!(first, second);
     ping(&memo).await?;
     let client = Client {
         base: "https://example.invalid".into(),

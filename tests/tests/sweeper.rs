@@ -18,8 +18,8 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{
-    Error, MARKER_BUCKET_MS, ManualClock, MemoStore, RetentionSweeper, RunId, RuntimeStore,
-    TerminalMarker,
+    Error, Incarnation, MARKER_BUCKET_MS, ManualClock, MemoStore, RetentionSweeper, RunId,
+    RuntimeStore, TerminalMarker,
 };
 use tokio::sync::{Notify, Semaphore};
 
@@ -64,7 +64,28 @@ async fn seed_entries(store: &MemoStore, run: &RunId, steps: u32) {
     }
 }
 
-/// A run with entries and a terminal marker.
+/// Incarnation `incarnation` of a run with entries and a terminal marker.
+async fn seed_run(
+    store: &MemoStore,
+    run: &RunId,
+    incarnation: Incarnation,
+    steps: u32,
+    terminal_at_ms: u64,
+) {
+    for step in 0..steps {
+        let memo = store.memo_for(run, incarnation, step);
+        memo.put("key", b"value").await.unwrap();
+        memo.put_step_output(b"payload", b"output").await.unwrap();
+    }
+    let marker = TerminalMarker {
+        run_id: run.clone(),
+        terminal_at_ms,
+        incarnation,
+    };
+    store.write_marker(&marker).await.unwrap();
+}
+
+/// A run with standalone entries and a terminal marker.
 async fn seed_terminal_run(store: &MemoStore, run: &RunId, steps: u32, terminal_at_ms: u64) {
     seed_entries(store, run, steps).await;
     store
@@ -101,8 +122,8 @@ fn sweeper(store: &MemoStore) -> RetentionSweeper {
 }
 
 /// Records a run in `store` and finishes it at `terminal_at_ms`.
-async fn finished_run(store: &dyn RuntimeStore, run: &RunId, terminal_at_ms: u64) {
-    started_run(store, run, terminal_at_ms - 2).await;
+async fn finished_run(store: &dyn RuntimeStore, run: &RunId, terminal_at_ms: u64) -> Incarnation {
+    let incarnation = started_run(store, run, terminal_at_ms - 2).await;
     let done = StatusChange::Completed {
         output: Bytes::from_static(b"done"),
     };
@@ -110,22 +131,24 @@ async fn finished_run(store: &dyn RuntimeStore, run: &RunId, terminal_at_ms: u64
         .atomic_apply(run, Commit::status(done, terminal_at_ms))
         .await
         .unwrap();
+    incarnation
 }
 
 /// Records a run in `store` and starts its first attempt.
-async fn started_run(store: &dyn RuntimeStore, run: &RunId, created_at_ms: u64) {
+async fn started_run(store: &dyn RuntimeStore, run: &RunId, created_at_ms: u64) -> Incarnation {
     let new = NewRun {
         run_id: run.clone(),
         workflow: "wf".into(),
         input: Bytes::new(),
         created_at_ms,
     };
-    store.create_run(new).await.unwrap();
+    let incarnation = store.create_run(new).await.unwrap().incarnation;
     let start = StatusChange::start_attempt(1);
     store
         .atomic_apply(run, Commit::status(start, created_at_ms + 1))
         .await
         .unwrap();
+    incarnation
 }
 
 #[tokio::test]
@@ -441,7 +464,11 @@ impl RuntimeStore for ObservedRuntimeStore {
         self.inner.list_runs(status).await
     }
 
-    async fn delete_run(&self, run_id: &RunId) -> memo_runtime::Result<bool> {
+    async fn delete_run(
+        &self,
+        run_id: &RunId,
+        incarnation: memo_runtime::Incarnation,
+    ) -> memo_runtime::Result<bool> {
         let fail = self
             .failing_deletes
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -452,7 +479,7 @@ impl RuntimeStore for ObservedRuntimeStore {
                 reason: "injected delete failure".into(),
             });
         }
-        self.inner.delete_run(run_id).await
+        self.inner.delete_run(run_id, incarnation).await
     }
 }
 
@@ -462,8 +489,8 @@ async fn runtime_store_records_are_deleted_when_configured() {
         let store = MemoStore::new(objects, "memo");
         let runtime = Arc::new(InMemoryRuntimeStore::new());
         for (id, at) in [("expired", CUTOFF - DAY), ("retained", CUTOFF + DAY)] {
-            finished_run(runtime.as_ref(), &run(id), at).await;
-            seed_terminal_run(&store, &run(id), 1, at).await;
+            let incarnation = finished_run(runtime.as_ref(), &run(id), at).await;
+            seed_run(&store, &run(id), incarnation, 1, at).await;
         }
         let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
             .runtime_store(runtime.clone())
@@ -490,8 +517,8 @@ async fn runtime_store_records_are_deleted_when_configured() {
 async fn runtime_store_records_are_kept_without_a_runtime_store() {
     let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
     let runtime = InMemoryRuntimeStore::new();
-    finished_run(&runtime, &run("expired"), CUTOFF - DAY).await;
-    seed_terminal_run(&store, &run("expired"), 1, CUTOFF - DAY).await;
+    let incarnation = finished_run(&runtime, &run("expired"), CUTOFF - DAY).await;
+    seed_run(&store, &run("expired"), incarnation, 1, CUTOFF - DAY).await;
 
     let report = sweeper(&store).sweep_once(NOW).await.unwrap();
 
@@ -506,8 +533,8 @@ async fn a_failed_runtime_store_delete_keeps_the_marker_until_a_later_pass() {
     let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
     let runtime = Arc::new(ObservedRuntimeStore::default());
     runtime.failing_deletes.store(1, Ordering::SeqCst);
-    finished_run(runtime.as_ref(), &run("expired"), CUTOFF - DAY).await;
-    seed_terminal_run(&store, &run("expired"), 1, CUTOFF - DAY).await;
+    let incarnation = finished_run(runtime.as_ref(), &run("expired"), CUTOFF - DAY).await;
+    seed_run(&store, &run("expired"), incarnation, 1, CUTOFF - DAY).await;
     let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
         .runtime_store(runtime.clone())
         .build();
@@ -532,8 +559,8 @@ async fn a_failed_runtime_store_delete_keeps_the_marker_until_a_later_pass() {
 async fn a_marker_of_a_run_that_is_not_terminal_deletes_nothing() {
     let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
     let runtime = Arc::new(InMemoryRuntimeStore::new());
-    started_run(runtime.as_ref(), &run("live"), CUTOFF - DAY).await;
-    seed_terminal_run(&store, &run("live"), 2, CUTOFF - DAY).await;
+    let incarnation = started_run(runtime.as_ref(), &run("live"), CUTOFF - DAY).await;
+    seed_run(&store, &run("live"), incarnation, 2, CUTOFF - DAY).await;
     let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
         .runtime_store(runtime.clone())
         .build();
@@ -558,8 +585,8 @@ async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
     for (name, objects, _dir) in backends() {
         let store = MemoStore::new(objects, "memo");
         let runtime = Arc::new(InMemoryRuntimeStore::new());
-        finished_run(runtime.as_ref(), &run("with-record"), CUTOFF - DAY).await;
-        seed_terminal_run(&store, &run("with-record"), 3, CUTOFF - DAY).await;
+        let incarnation = finished_run(runtime.as_ref(), &run("with-record"), CUTOFF - DAY).await;
+        seed_run(&store, &run("with-record"), incarnation, 3, CUTOFF - DAY).await;
         seed_terminal_run(&store, &run("memo-only"), 2, CUTOFF - HOUR).await;
         seed_terminal_run(&store, &run("recent"), 2, CUTOFF + HOUR).await;
         let dry = RetentionSweeper::builder(store.clone(), RETENTION)
@@ -619,8 +646,8 @@ async fn markers_are_processed_in_pages_with_bounded_concurrency() {
     for i in 0..7 {
         let id = run(&format!("r{i}"));
         let at = CUTOFF - (i + 1) * HOUR;
-        finished_run(runtime.as_ref(), &id, at).await;
-        seed_terminal_run(&store, &id, 1, at).await;
+        let incarnation = finished_run(runtime.as_ref(), &id, at).await;
+        seed_run(&store, &id, incarnation, 1, at).await;
     }
     let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
         .runtime_store(runtime.clone())
@@ -807,8 +834,8 @@ async fn shutdown_waits_for_the_pass_in_progress_to_finish() {
     let runtime = Arc::new(ObservedRuntimeStore::default());
     let gate = Arc::new(Semaphore::new(0));
     *runtime.gate.lock().unwrap() = Some(gate.clone());
-    finished_run(runtime.as_ref(), &run("old"), CUTOFF - DAY).await;
-    seed_terminal_run(&store, &run("old"), 2, CUTOFF - DAY).await;
+    let incarnation = finished_run(runtime.as_ref(), &run("old"), CUTOFF - DAY).await;
+    seed_run(&store, &run("old"), incarnation, 2, CUTOFF - DAY).await;
     let handle = RetentionSweeper::builder(store.clone(), RETENTION)
         .runtime_store(runtime.clone())
         .clock(Arc::new(ManualClock::new(NOW)))
@@ -831,8 +858,10 @@ async fn shutdown_waits_for_the_pass_in_progress_to_finish() {
     assert_eq!(runtime.inner.load_run(&run("old")).await.unwrap(), None);
 }
 
+/// Regression: the README's `retention_sweeper().spawn(...)` dropped the
+/// handle, which stopped the sweeper after its first pass.
 #[tokio::test(start_paused = true)]
-async fn dropping_the_handle_stops_the_background_sweeper() {
+async fn dropping_the_handle_detaches_the_sweeper_which_keeps_sweeping() {
     let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
     let handle = RetentionSweeper::builder(store, RETENTION)
         .clock(Arc::new(ManualClock::new(NOW)))
@@ -842,17 +871,16 @@ async fn dropping_the_handle_stops_the_background_sweeper() {
     progress.wait_for(|s| s.passes >= 1).await.unwrap();
     drop(handle);
 
-    // The task ends, dropping its sender, long before ten more intervals.
-    let ended = tokio::time::timeout(Duration::from_secs(600), async {
-        while progress.changed().await.is_ok() {}
-    })
-    .await;
+    let later = tokio::time::timeout(
+        Duration::from_secs(600),
+        progress.wait_for(|s| s.passes >= 5),
+    )
+    .await
+    .map(|seen| seen.map(|summary| summary.passes));
     assert!(
-        ended.is_ok(),
-        "the sweeper kept running: {:?}",
-        *progress.borrow()
+        matches!(later, Ok(Ok(5..))),
+        "the sweeper stopped when its handle was dropped: {later:?}"
     );
-    assert_eq!(progress.borrow().passes, 1);
 }
 
 #[test]

@@ -84,6 +84,9 @@ fn runtime(
         .unwrap()
 }
 
+/// The default lease, in ms: how long a crashed worker holds its run.
+const LEASE_MS: u64 = memo_runtime::workflow::DEFAULT_LEASE.as_millis() as u64;
+
 fn run(id: &str) -> RunId {
     RunId::new(id).unwrap()
 }
@@ -181,6 +184,8 @@ async fn a_crash_mid_step_resumes_without_repeating_committed_side_effects() {
         reached.recv().await.unwrap();
         attempt.abort();
         assert!(attempt.await.unwrap_err().is_cancelled());
+        // The crashed worker's lease must expire before another takes over.
+        clock.advance_ms(LEASE_MS);
         assert_eq!(effects.charged.load(Ordering::SeqCst), 1);
         assert_eq!(effects.emailed.load(Ordering::SeqCst), 1);
 
@@ -260,6 +265,7 @@ async fn a_changed_step_order_is_non_determinism_naming_both_steps() {
     reached.recv().await.unwrap();
     attempt.abort();
     let _ = attempt.await;
+    clock.advance_ms(LEASE_MS);
 
     let reordered = Workflow::new("order", |ctx: Context, _amount: u64| async move {
         ctx.step("refund", |_memo| async { Ok::<_, Error>(0u64) })
@@ -288,7 +294,7 @@ async fn a_changed_step_order_is_non_determinism_naming_both_steps() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_slower_of_two_workers_on_one_run_loses_with_a_conflict() {
+async fn the_slower_of_two_workers_on_one_run_loses_its_lease_and_commits_nothing() {
     let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let clock = Arc::new(ManualClock::new(0));
@@ -324,7 +330,9 @@ async fn the_slower_of_two_workers_on_one_run_loses_with_a_conflict() {
         async move { slow.run(&id, &(), &slow_workflow).await }
     });
     entered_rx.recv().await.unwrap();
-    // A second worker takes the run over (as after an expired lease) and wins.
+    // The slow worker hangs past its lease: a second worker takes the run
+    // over and wins.
+    clock.advance_ms(LEASE_MS);
     let fast = runtime(&objects, &store, &clock);
     assert_eq!(
         fast.run(&id, &(), &worker("fast", None, entered))
@@ -334,7 +342,7 @@ async fn the_slower_of_two_workers_on_one_run_loses_with_a_conflict() {
     );
     gate.notify_one();
     let err = slow_attempt.await.unwrap().unwrap_err();
-    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
     let receipts = store.load_receipts(&id, None).await.unwrap();
     assert_eq!(receipts.len(), 1, "the step was committed once");
     let record = store.load_run(&id).await.unwrap().unwrap();
@@ -594,6 +602,7 @@ async fn recover_resumes_the_open_runs_of_its_workflow() {
         reached.recv().await.unwrap();
         attempt.abort();
         let _ = attempt.await;
+        clock.advance_ms(LEASE_MS);
     }
     let recovery = runtime(&objects, &store, &clock)
         .recover(&order_workflow(effects.clone(), None))

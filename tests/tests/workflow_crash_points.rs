@@ -67,20 +67,33 @@ async fn order(ctx: Context, amount: u64, effects: Arc<Effects>) -> Result<u64, 
     .await
 }
 
-fn runtime(objects: Arc<dyn ObjectStore>) -> Runtime {
+/// A worker process at `now_ms`.
+fn runtime_at(objects: Arc<dyn ObjectStore>, now_ms: u64) -> Runtime {
     Runtime::builder()
         .memo_store(MemoStore::new(objects.clone(), "memo"))
         .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(objects, "records")))
-        .clock(Arc::new(ManualClock::new(1_000)))
+        .clock(Arc::new(ManualClock::new(now_ms)))
         .marker_retry(RetryPolicy::attempts(1))
         .build()
         .unwrap()
 }
 
 /// Whether step `step` of `run` has a committed memo entry.
+/// The dying worker's time, and the healthy one's: once the dead worker's
+/// lease (the default) has expired.
+const DIES_AT: u64 = 1_000;
+const TAKES_OVER_AT: u64 = DIES_AT + memo_runtime::workflow::DEFAULT_LEASE.as_millis() as u64;
+
+/// Whether a memo entry of `step` of the run (of any incarnation) exists.
 async fn committed(objects: &Arc<dyn ObjectStore>, run: &RunId, step: u32) -> bool {
-    let folder = Path::from(format!("memo/memos/{run}/{step}"));
-    objects.list(Some(&folder)).next().await.is_some()
+    let folder = Path::from(format!("memo/memos/{run}"));
+    let entries: Vec<_> = objects.list(Some(&folder)).collect().await;
+    entries.into_iter().any(|entry| {
+        let location = entry.unwrap().location;
+        let parts: Vec<_> = location.parts().collect();
+        // memo/memos/<run>/<incarnation>/<step>/<digest>
+        parts.len() == 6 && parts[4].as_ref() == step.to_string()
+    })
 }
 
 /// Kills a worker after `writes` creates, then finishes the run with a
@@ -105,7 +118,7 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
         })
     };
 
-    let first = runtime(faulty.clone())
+    let first = runtime_at(faulty.clone(), DIES_AT)
         .run(&run, &7u64, &workflow(effects.clone()))
         .await;
     if faulty.faults_injected() == 0 {
@@ -117,7 +130,7 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
         // committed (a lost acknowledgement before it is settled by reading
         // back): recovery at the next start writes the marker if it is missing.
         assert_eq!(total, 770);
-        let healthy = runtime(objects.clone());
+        let healthy = runtime_at(objects.clone(), TAKES_OVER_AT);
         assert_eq!(
             healthy
                 .recover(&workflow(effects.clone()))
@@ -146,7 +159,7 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
 
     let total = tokio::time::timeout(
         Duration::from_secs(20),
-        runtime(objects.clone()).run(&run, &7u64, &workflow(effects.clone())),
+        runtime_at(objects.clone(), TAKES_OVER_AT).run(&run, &7u64, &workflow(effects.clone())),
     )
     .await
     .expect("the healthy worker finishes")

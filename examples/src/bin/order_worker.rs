@@ -72,6 +72,10 @@ struct Args {
     /// racing workers both miss.
     #[arg(long, default_value_t = 0)]
     effect_ms: u64,
+    /// How long a worker's attempt holds an order's run without renewing,
+    /// in milliseconds: a crashed worker's orders are taken over after this.
+    #[arg(long, default_value_t = 60_000)]
+    lease_ms: u64,
     /// Wait until this file exists before starting, so that workers started
     /// one by one begin together.
     #[arg(long)]
@@ -155,6 +159,8 @@ async fn main() -> anyhow::Result<()> {
             opened.store,
             opened.prefix.join("runtime"),
         )))
+        .lease(Duration::from_millis(args.lease_ms))
+        .worker_id(args.worker.clone())
         .build()?;
     let effects = Arc::new(Effects {
         worker: args.worker.clone(),
@@ -217,8 +223,12 @@ where
     for _ in 0..MAX_TRIES_PER_ORDER {
         match runtime.run(run, &input, order).await {
             Ok(outputs) => return Ok(outputs),
-            // Another worker started this attempt or committed a step first.
-            Err(Error::Conflict { .. }) => tokio::time::sleep(Duration::from_millis(25)).await,
+            // Another worker holds the run (its lease is live, or it started
+            // this attempt or committed a step first), or took it over from
+            // us: the run goes on there; look again shortly.
+            Err(Error::Conflict { .. } | Error::LeaseHeld { .. } | Error::LeaseLost { .. }) => {
+                tokio::time::sleep(Duration::from_millis(25)).await
+            }
             Err(e) => return Err(e).with_context(|| format!("running {run}")),
         }
     }

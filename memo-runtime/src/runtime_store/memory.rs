@@ -12,7 +12,7 @@ use super::{
     Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
 };
 use crate::error::{Error, Result};
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 
 /// The runtime store in process memory: nothing survives the process.
 ///
@@ -86,7 +86,7 @@ impl RuntimeStore for InMemoryRuntimeStore {
             existing.check_same_run(&run)?;
             return Ok(existing.record().clone());
         }
-        let state = RunState::new(run);
+        let state = RunState::new(run, Incarnation::random());
         let record = state.record().clone();
         runs.insert(record.run_id.clone(), state);
         Ok(record)
@@ -138,9 +138,21 @@ impl RuntimeStore for InMemoryRuntimeStore {
             .collect())
     }
 
-    async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        Ok(self
+            .runs()
+            .iter()
+            .filter(|(_, run)| run.record().status == status)
+            .map(|(run_id, _)| run_id.clone())
+            .collect())
+    }
+
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let mut runs = self.runs();
-        let Some(run) = runs.get(run_id) else {
+        let Some(run) = runs
+            .get(run_id)
+            .filter(|run| run.record().incarnation == incarnation)
+        else {
             return Ok(false);
         };
         let status = run.record().status;

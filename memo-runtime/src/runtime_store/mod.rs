@@ -23,12 +23,19 @@
 //!   (a retry after a lost acknowledgement); a different commit for a
 //!   committed sequence is [`Error::Conflict`](crate::Error::Conflict).
 //! - Status moves forward only: `Pending → Running → Running … → Completed |
-//!   Failed | Cancelled`. [`StatusChange::start_attempt`] starts the next
+//!   Failed | Cancelled`. [`StatusChange::start_leased`] starts the next
 //!   attempt under a fresh token, so two workers recovering a run cannot both
 //!   start the same attempt, even in the same millisecond, while a retry of
 //!   the same start (same token) is recognised. A terminal status is final: it
 //!   records the terminal time and the run's output or error, and any later
 //!   different change (inputs included) is a conflict.
+//! - Leases and fencing: a started attempt holds the run's [`Lease`] until
+//!   its expiry (renewed and released with [`StatusChange::Lease`]); no other
+//!   attempt starts while it is live at the new start's `at_ms`
+//!   ([`Error::LeaseHeld`](crate::Error::LeaseHeld)). A commit carrying a
+//!   [`Fence`] applies only while its attempt is the run's current one and
+//!   the run is running ([`Error::LeaseLost`](crate::Error::LeaseLost)
+//!   otherwise), so an attempt that was taken over commits nothing more.
 //! - Input phases move forward only: `Accepted → Queued → Consumed |
 //!   Abandoned`; a consumed input names the step sequence that consumed it.
 //!
@@ -51,7 +58,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 
 pub use memory::InMemoryRuntimeStore;
 pub use object::ObjectStoreRuntimeStore;
@@ -119,6 +126,9 @@ pub struct NewRun {
 pub struct RunRecord {
     /// The run's id.
     pub run_id: RunId,
+    /// Which use of the run id this run is: drawn at random when the run is
+    /// created, so a run created again after a deletion is another run.
+    pub incarnation: Incarnation,
     /// The name of the workflow the run executes.
     pub workflow: String,
     /// The workflow's input, as given at creation.
@@ -138,6 +148,32 @@ pub struct RunRecord {
     pub output: Option<Bytes>,
     /// The error of a `Failed` run, or the reason a run was `Cancelled`.
     pub error: Option<String>,
+    /// The lease of the current attempt, while the run is `Running`.
+    pub lease: Option<Lease>,
+}
+
+/// The lease an attempt holds on a running run: no other attempt may start
+/// before `until_ms` (unless the holder releases it first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The attempt holding the lease.
+    pub attempt: u32,
+    /// Who holds it (the worker's id, for operators).
+    pub owner: String,
+    /// When it expires (ms since the Unix epoch, on the writers' clocks).
+    pub until_ms: u64,
+}
+
+/// What a commit of an attempt carries to prove the attempt still holds the
+/// run: the attempt number and the token of its start. A commit with a fence
+/// is refused with [`Error::LeaseLost`](crate::Error::LeaseLost) once
+/// another attempt has started or the run has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Fence {
+    /// The attempt.
+    pub attempt: u32,
+    /// The token of the attempt's start ([`StatusChange::Running`]).
+    pub token: u64,
 }
 
 /// The durable record that a step of a run completed, and with what output.
@@ -149,13 +185,18 @@ pub struct StepReceipt {
     pub sequence: u64,
     /// The step's name, checked on replay against the step the code calls.
     pub step: String,
-    /// A digest of the step's input (for example its content key), so a
-    /// replay can tell that the step is called with different input.
-    pub input_digest: String,
-    /// The step's committed output, as encoded by the caller.
+    /// The step's committed output, as encoded by the caller (empty for a
+    /// failed step).
     pub output: Bytes,
     /// When the step completed (ms since the Unix epoch).
     pub recorded_at_ms: u64,
+    /// Why the step failed, if it did: a failed step keeps its position, so
+    /// a replay returns the same failure and the workflow's later steps keep
+    /// their positions. Absent in receipts stored before this field existed
+    /// (they decode as successes; stored receipts that still carry the
+    /// former `input_digest` field decode too, the field is ignored).
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// Where an input delivered to a run stands.
@@ -241,6 +282,24 @@ pub enum StatusChange {
         /// retry of this commit (same token) is an idempotent success, a
         /// start by another worker (another token) a conflict.
         token: u64,
+        /// Who starts it (for operators; see [`Lease::owner`]).
+        #[serde(default)]
+        owner: String,
+        /// Until when the attempt holds the run's lease (0: no lease; any
+        /// other attempt may take over at once).
+        #[serde(default)]
+        lease_until_ms: u64,
+    },
+    /// Renews (or, with `until_ms` at or before the commit's time, releases)
+    /// the lease of the running attempt `attempt`, which must still hold the
+    /// run.
+    Lease {
+        /// The attempt whose lease it is.
+        attempt: u32,
+        /// The token of the attempt's start.
+        token: u64,
+        /// The lease's new expiry (ms since the Unix epoch).
+        until_ms: u64,
     },
     /// Finishes the run with its output.
     Completed {
@@ -274,16 +333,39 @@ impl StatusChange {
     /// assert_ne!(first, rival, "each start has its own token");
     /// ```
     pub fn start_attempt(attempt: u32) -> StatusChange {
+        StatusChange::start_leased(attempt, String::new(), 0)
+    }
+
+    /// Starts attempt `attempt` for `owner`, holding the run's lease until
+    /// `lease_until_ms`, under a fresh, unique token. The start is refused
+    /// with [`Error::LeaseHeld`](crate::Error::LeaseHeld) while another
+    /// attempt's lease is live at the commit's time.
+    pub fn start_leased(
+        attempt: u32,
+        owner: impl Into<String>,
+        lease_until_ms: u64,
+    ) -> StatusChange {
         StatusChange::Running {
             attempt,
             token: unique_token(),
+            owner: owner.into(),
+            lease_until_ms,
+        }
+    }
+
+    /// The fence of a start ([`StatusChange::Running`]): what the started
+    /// attempt's commits carry.
+    pub fn fence(&self) -> Option<Fence> {
+        match *self {
+            StatusChange::Running { attempt, token, .. } => Some(Fence { attempt, token }),
+            _ => None,
         }
     }
 
     /// The status the change leads to.
     pub fn status(&self) -> RunStatus {
         match self {
-            StatusChange::Running { .. } => RunStatus::Running,
+            StatusChange::Running { .. } | StatusChange::Lease { .. } => RunStatus::Running,
             StatusChange::Completed { .. } => RunStatus::Completed,
             StatusChange::Failed { .. } => RunStatus::Failed,
             StatusChange::Cancelled { .. } => RunStatus::Cancelled,
@@ -309,9 +391,9 @@ impl StatusChange {
 ///     run_id: run_id.clone(),
 ///     sequence: 0,
 ///     step: "charge".into(),
-///     input_digest: "k1".into(),
 ///     output: Bytes::from_static(b"ok"),
 ///     recorded_at_ms: 1_000,
+///     error: None,
 /// };
 /// let step = Commit::step(receipt, 1_000)
 ///     .with_snapshot(Bytes::from_static(b"state after charge"))
@@ -333,6 +415,10 @@ pub struct Commit {
     pub input_updates: Vec<InputUpdate>,
     /// A status change, applied after the receipt.
     pub status: Option<StatusChange>,
+    /// The attempt making the commit, if it is made by one: the commit
+    /// applies only while that attempt holds the run.
+    #[serde(default)]
+    pub fence: Option<Fence>,
 }
 
 impl Commit {
@@ -344,6 +430,7 @@ impl Commit {
             snapshot: None,
             input_updates: Vec::new(),
             status: None,
+            fence: None,
         }
     }
 
@@ -355,6 +442,7 @@ impl Commit {
             snapshot: None,
             input_updates: Vec::new(),
             status: Some(change),
+            fence: None,
         }
     }
 
@@ -366,6 +454,7 @@ impl Commit {
             snapshot: None,
             input_updates: updates,
             status: None,
+            fence: None,
         }
     }
 
@@ -387,6 +476,13 @@ impl Commit {
     /// Adds a status change.
     pub fn with_status(mut self, change: StatusChange) -> Commit {
         self.status = Some(change);
+        self
+    }
+
+    /// Makes the commit apply only while the attempt `fence` names holds the
+    /// run.
+    pub fn with_fence(mut self, fence: Fence) -> Commit {
+        self.fence = Some(fence);
         self
     }
 }
@@ -458,9 +554,9 @@ impl Commit {
 ///     run_id: run_id.clone(),
 ///     sequence: 0,
 ///     step: "charge".into(),
-///     input_digest: "k1".into(),
 ///     output: Bytes::from_static(b"paid"),
 ///     recorded_at_ms: 1_002,
+///     error: None,
 /// };
 /// let commit = Commit::step(receipt.clone(), 1_002);
 /// store.atomic_apply(&run_id, commit.clone()).await?;
@@ -563,7 +659,30 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// See the [trait-level errors](RuntimeStore#errors).
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>>;
 
-    /// Deletes every record of a terminal run; `false` if there was no run.
+    /// Lists the ids of the runs whose status is `status`, in run-id order,
+    /// without loading the runs: the cheap listing for a caller that loads
+    /// each run on its own (such as [`Runtime::recover`], which must resume
+    /// the other runs when one of them is damaged).
+    ///
+    /// Every run in `status` is listed. A backend that lists from an index
+    /// may also list a run that has just left `status`, or one whose records
+    /// are damaged or half-deleted: load each run and check its status.
+    ///
+    /// [`Runtime::recover`]: crate::workflow::Runtime::recover
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors). The default
+    /// implementation lists the runs with [`list_runs`](Self::list_runs),
+    /// so one damaged run fails it: backends override it.
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        let runs = self.list_runs(status).await?;
+        Ok(runs.into_iter().map(|run| run.run_id).collect())
+    }
+
+    /// Deletes every record of incarnation `incarnation` of a terminal run;
+    /// `false` if the run does not exist or is another incarnation, which is
+    /// then not touched (a later run of the same id is another run).
     ///
     /// Only terminal runs can be deleted, so no worker can be writing to a
     /// run while it disappears. Deleting is idempotent, and a deletion that
@@ -571,8 +690,9 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     ///
-    /// [`Error::Conflict`](crate::Error::Conflict) if the run is not terminal.
-    async fn delete_run(&self, run_id: &RunId) -> Result<bool>;
+    /// [`Error::Conflict`](crate::Error::Conflict) if the run is that
+    /// incarnation and not terminal.
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool>;
 }
 
 /// A number no other call returns: std's randomly keyed hasher (seeded from
@@ -626,7 +746,11 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         (**self).list_runs(status).await
     }
 
-    async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
-        (**self).delete_run(run_id).await
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        (**self).list_run_ids(status).await
+    }
+
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        (**self).delete_run(run_id, incarnation).await
     }
 }

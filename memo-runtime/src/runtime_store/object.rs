@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::path::{Path, PathPart};
+use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -17,7 +17,8 @@ use super::{
     Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
 };
 use crate::error::{Error, Result};
-use crate::run_id::RunId;
+use crate::layout::{self, Layout};
+use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
 
 /// How many runs an instance keeps folded in memory.
@@ -35,17 +36,21 @@ const CONCURRENCY: usize = 8;
 ///
 /// # Layout
 ///
-/// Under the store's prefix:
+/// Under the store's prefix (`<run>` is the run id's path segment, `<inc>`
+/// the run's [`Incarnation`]):
 ///
-/// - `runs/<run>/run`: the run as created ([`NewRun`]), with a random
-///   incarnation number that tells it from an earlier, deleted run of the
-///   same id.
-/// - `runs/<run>/log/<position>`: the run's changes after creation, one
-///   object per change (a [`Commit`] or an appended input, with the run's
-///   incarnation), at dense positions from 0 written as 20 zero-padded
-///   digits so they list in order.
-/// - `runs-by-status/<status>/<run>`: a hint that the run is, or was about to
-///   be, in `<status>`, so listing by status reads only those runs.
+/// - `runs/<run>/run`: the run pointer: the run as created ([`NewRun`]),
+///   with the random incarnation that tells it from an earlier, deleted run
+///   of the same id. At most one exists per run id; it is what makes a run
+///   exist.
+/// - `runs/<run>/<inc>/log/<position>`: the incarnation's changes after
+///   creation, one object per change (a [`Commit`] or an appended input,
+///   with the incarnation), at dense positions from 0 written as 20
+///   zero-padded digits so they list in order. Each incarnation has its own
+///   log folder, so a deleted run's leftovers never mix with a new run's.
+/// - `runs-by-status/<status>/<run>.<inc>`: a hint that the incarnation is,
+///   or was about to be, in `<status>`, so listing by status reads only
+///   those runs.
 ///
 /// # How a change commits
 ///
@@ -62,6 +67,11 @@ const CONCURRENCY: usize = 8;
 /// beyond `PutMode::Create` is used, so LocalFileSystem (which lacks
 /// `PutMode::Update`) works.
 ///
+/// Deleting a run removes its pointer first and its log after, and a writer
+/// checks the pointer after every log entry it creates: a worker that cached
+/// an incarnation that was deleted meanwhile (its log positions freed again)
+/// learns that its change is void instead of writing into a dead run.
+///
 /// Objects are named by log position rather than by step sequence because
 /// changes made between steps, often by other processes (a cancellation, a
 /// signal, a failed attempt), must be ordered with the steps: with one log,
@@ -74,21 +84,25 @@ const CONCURRENCY: usize = 8;
 /// ([`with_cached_runs`](Self::with_cached_runs)), oldest first out. In
 /// requests:
 ///
-/// - a commit or input to a cached run: one create, plus a `GET` per change
-///   another writer made first; a change of status adds the new status's
-///   hint (one create) and deletes the old one;
-/// - a read of a cached run: one `GET` (of the next log position, to catch
-///   up; of the creation record instead if the run is terminal, since only a
-///   terminal run can have been deleted, and its id reused, by someone else);
-/// - any call on a run not in the cache first reads its creation record,
-///   lists its log once and reads each log entry;
-/// - creating a run: a `GET` of its creation record, a listing of its (empty)
-///   log and two creates (the hint and the record);
-/// - listing by status: one listing of that status's hints, then a read per
+/// - a commit or input to a cached run: one create and a `GET` of the run
+///   pointer, plus a `GET` per change another writer made first; a change of
+///   status adds the new status's hint (one create) and deletes the old one;
+/// - a read of a cached run: at most two `GET`s (the next log position, to
+///   catch up, and the run pointer, to check the incarnation still exists;
+///   only the pointer if the run is terminal);
+/// - any call on a run not in the cache first reads its pointer, lists its
+///   log once and reads each log entry;
+/// - creating a run: a `GET` of its pointer and two creates (the hint and
+///   the pointer);
+/// - listing run ids by status: one listing of that status's hints (a run
+///   that left the status may still be listed until a `list_runs` tidies
+///   its hint);
+/// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
 ///   listing deletes the hints it finds out of date, so the cost follows the
 ///   runs in that status, not every run ever stored;
-/// - deleting a run: its reads, one listing, and a delete per object.
+/// - deleting a run: its reads, one listing, and a delete per object; only
+///   the objects of the incarnation named are touched.
 ///
 /// # Example
 ///
@@ -120,7 +134,7 @@ const CONCURRENCY: usize = 8;
 #[derive(Debug)]
 pub struct ObjectStoreRuntimeStore {
     store: Arc<dyn ObjectStore>,
-    base: Path,
+    layout: Layout,
     cache: Mutex<Cache>,
 }
 
@@ -129,22 +143,22 @@ pub struct ObjectStoreRuntimeStore {
 struct Folded {
     state: RunState,
     next: u64,
-    incarnation: u64,
+    incarnation: Incarnation,
 }
 
-/// The stored creation record. `incarnation` is drawn at random for each
+/// The stored run pointer. `incarnation` is drawn at random for each
 /// creation, so that an instance that cached a run which was then deleted
 /// and created again under the same id can tell the new run from the old.
 #[derive(Debug, Serialize, Deserialize)]
 struct Creation {
     run: NewRun,
-    incarnation: u64,
+    incarnation: Incarnation,
 }
 
 /// A stored log entry: a change and the incarnation of the run it is for.
 #[derive(Debug, Serialize, Deserialize)]
 struct Entry<C> {
-    incarnation: u64,
+    incarnation: Incarnation,
     change: C,
 }
 
@@ -176,7 +190,7 @@ impl ObjectStoreRuntimeStore {
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
         ObjectStoreRuntimeStore {
             store,
-            base: Path::from(prefix.into()),
+            layout: Layout::new(prefix),
             cache: Mutex::new(Cache {
                 slots: HashMap::new(),
                 order: VecDeque::new(),
@@ -199,36 +213,21 @@ impl ObjectStoreRuntimeStore {
 
     /// The path prefix everything is kept under.
     pub fn prefix(&self) -> &Path {
-        &self.base
+        self.layout.prefix()
     }
 
-    /// `<prefix>/runs/<run>`: everything of one run.
+    /// `<prefix>/runs/<run>`: every runtime record of a run id, of every
+    /// incarnation.
     pub fn run_folder(&self, run_id: &RunId) -> Path {
-        self.base.clone().join("runs").join(run_id.as_str())
+        self.layout.runs_folder(run_id)
     }
 
     fn run_path(&self, run_id: &RunId) -> Path {
-        self.run_folder(run_id).join("run")
+        self.layout.run_pointer(run_id)
     }
 
-    fn log_folder(&self, run_id: &RunId) -> Path {
-        self.run_folder(run_id).join("log")
-    }
-
-    fn log_path(&self, run_id: &RunId, position: u64) -> Path {
-        self.log_folder(run_id)
-            .join(PathPart::from(format!("{position:020}")))
-    }
-
-    fn status_folder(&self, status: RunStatus) -> Path {
-        self.base
-            .clone()
-            .join("runs-by-status")
-            .join(PathPart::from(status.to_string()))
-    }
-
-    fn status_hint(&self, status: RunStatus, run_id: &RunId) -> Path {
-        self.status_folder(status).join(run_id.as_str())
+    fn log_path(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
+        self.layout.log_entry(run_id, incarnation, position)
     }
 
     fn lock_cache(&self) -> MutexGuard<'_, Cache> {
@@ -264,19 +263,22 @@ impl ObjectStoreRuntimeStore {
     /// it is not cached, caught up if it is.
     async fn refresh(&self, run_id: &RunId, slot: &mut Option<Folded>) -> Result<Refreshed> {
         if let Some(folded) = slot.as_mut() {
-            if folded.state.record().status.is_terminal() {
-                // Nothing follows a terminal change, but only a terminal run
-                // can have been deleted, and its id reused.
-                let current = self.read_creation(run_id).await?;
-                if current.is_some_and(|c| c.incarnation == folded.incarnation) {
+            // Nothing follows a terminal change, so a terminal run has nothing
+            // to catch up on.
+            let grew = if folded.state.record().status.is_terminal() {
+                Some(false)
+            } else {
+                self.catch_up(run_id, folded).await?
+            };
+            match grew {
+                Some(true) => return Ok(Refreshed::Changed),
+                // Deleting a run frees its log positions, so an empty next
+                // position proves nothing: the incarnation is current only if
+                // the pointer still names it.
+                Some(false) if self.is_current(run_id, folded.incarnation).await? => {
                     return Ok(Refreshed::Unchanged);
                 }
-            } else if let Some(grew) = self.catch_up(run_id, folded).await? {
-                return Ok(if grew {
-                    Refreshed::Changed
-                } else {
-                    Refreshed::Unchanged
-                });
+                _ => {}
             }
         }
         *slot = self.fold_from_storage(run_id).await?;
@@ -287,7 +289,13 @@ impl ObjectStoreRuntimeStore {
         })
     }
 
-    /// Reads the run's creation record; `None` if the run does not exist.
+    /// Whether the run pointer names `incarnation`.
+    async fn is_current(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let current = self.read_creation(run_id).await?;
+        Ok(current.is_some_and(|c| c.incarnation == incarnation))
+    }
+
+    /// Reads the run pointer; `None` if the run does not exist.
     async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
         let run_path = self.run_path(run_id);
         let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? else {
@@ -311,37 +319,31 @@ impl ObjectStoreRuntimeStore {
         let Some(creation) = self.read_creation(run_id).await? else {
             return Ok(None);
         };
-        let positions = self.log_positions(run_id).await?;
+        let incarnation = creation.incarnation;
+        let positions = self.log_positions(run_id, incarnation).await?;
         let mut folded = Folded {
-            state: RunState::new(creation.run),
+            state: RunState::new(creation.run, incarnation),
             next: 0,
-            incarnation: creation.incarnation,
+            incarnation,
         };
         let mut entries = futures::stream::iter(positions)
             .map(|position| async move {
-                let bytes = self.read_entry(run_id, position).await?;
+                let bytes = self.read_entry(run_id, incarnation, position).await?;
                 Ok::<_, Error>((position, bytes))
             })
             .buffered(CONCURRENCY);
         while let Some((position, bytes)) = entries.try_next().await? {
             let Some(bytes) = bytes else {
-                return Err(self.missing_entry(run_id, position));
+                return Err(self.missing_entry(run_id, incarnation, position));
             };
-            if !self.fold_entry(run_id, &mut folded, &bytes)? {
-                return Err(Error::corrupt(
-                    self.log_path(run_id, position),
-                    format!(
-                        "run {run_id} log entry {position} belongs to an earlier run of that id"
-                    ),
-                ));
-            }
+            self.fold_entry(run_id, &mut folded, &bytes)?;
         }
         Ok(Some(folded))
     }
 
     /// The positions in the run's log folder, checked to be dense from 0.
-    async fn log_positions(&self, run_id: &RunId) -> Result<Vec<u64>> {
-        let folder = self.log_folder(run_id);
+    async fn log_positions(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Vec<u64>> {
+        let folder = self.layout.log_folder(run_id, incarnation);
         let metas: Vec<_> = self
             .store
             .list(Some(&folder))
@@ -350,30 +352,31 @@ impl ObjectStoreRuntimeStore {
             .map_err(|e| Error::store(&folder, e))?;
         let mut positions = Vec::with_capacity(metas.len());
         for meta in metas {
-            let name = meta.location.filename().unwrap_or_default();
-            let position = (name.len() == 20)
-                .then(|| name.parse::<u64>().ok())
-                .flatten()
-                .ok_or_else(|| {
-                    Error::corrupt(
-                        &meta.location,
-                        format!("run {run_id}: not a log entry name (20 digits expected)"),
-                    )
-                })?;
+            let position = layout::parse_log_position(&meta.location).ok_or_else(|| {
+                Error::corrupt(
+                    &meta.location,
+                    format!("run {run_id}: not a log entry name (20 digits expected)"),
+                )
+            })?;
             positions.push(position);
         }
         // LocalFileSystem lists in no particular order.
         positions.sort_unstable();
         if let Some((expected, _)) = positions.iter().enumerate().find(|&(i, &p)| i as u64 != p) {
-            return Err(self.missing_entry(run_id, expected as u64));
+            return Err(self.missing_entry(run_id, incarnation, expected as u64));
         }
         Ok(positions)
     }
 
     /// Reads the log entry at `position`, naming the run and the position
     /// if it is corrupt.
-    async fn read_entry(&self, run_id: &RunId, position: u64) -> Result<Option<Bytes>> {
-        let path = self.log_path(run_id, position);
+    async fn read_entry(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        position: u64,
+    ) -> Result<Option<Bytes>> {
+        let path = self.log_path(run_id, incarnation, position);
         write_once::read(self.store.as_ref(), &path)
             .await
             .map_err(|e| match e {
@@ -385,36 +388,43 @@ impl ObjectStoreRuntimeStore {
             })
     }
 
-    fn missing_entry(&self, run_id: &RunId, position: u64) -> Error {
+    fn missing_entry(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Error {
         Error::corrupt(
-            self.log_path(run_id, position),
+            self.log_path(run_id, incarnation, position),
             format!("run {run_id} log entry {position} is missing but later entries exist"),
         )
     }
 
     /// Folds the changes written after `folded.next`: `Some(true)` if there
-    /// were any, `None` if the log now belongs to a new run of the same id.
+    /// were any.
     async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<Option<bool>> {
         let mut grew = false;
-        while let Some(bytes) = self.read_entry(run_id, folded.next).await? {
-            if !self.fold_entry(run_id, folded, &bytes)? {
-                return Ok(None);
-            }
+        while let Some(bytes) = self
+            .read_entry(run_id, folded.incarnation, folded.next)
+            .await?
+        {
+            self.fold_entry(run_id, folded, &bytes)?;
             grew = true;
         }
         Ok(Some(grew))
     }
 
     /// Folds the log entry at `folded.next`, which every writer checked
-    /// against the entries before it: one that does not apply is corrupt.
-    /// `false` (and nothing folded) if the entry is for another incarnation.
-    fn fold_entry(&self, run_id: &RunId, folded: &mut Folded, bytes: &[u8]) -> Result<bool> {
+    /// against the entries before it: one that does not apply, or names
+    /// another incarnation than its folder, is corrupt.
+    fn fold_entry(&self, run_id: &RunId, folded: &mut Folded, bytes: &[u8]) -> Result<()> {
         let position = folded.next;
-        let path = self.log_path(run_id, position);
+        let path = self.log_path(run_id, folded.incarnation, position);
         let what = format!("run {run_id} log entry {position}");
         let entry: Entry<Change> = decode(&path, bytes, &what)?;
         if entry.incarnation != folded.incarnation {
-            return Ok(false);
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "{what} names incarnation {} in the folder of incarnation {}",
+                    entry.incarnation, folded.incarnation
+                ),
+            ));
         }
         match folded.state.check(&entry.change) {
             Ok(Verdict::Apply(plan)) => folded.state.apply(entry.change, plan),
@@ -432,7 +442,7 @@ impl ObjectStoreRuntimeStore {
             }
         }
         folded.next += 1;
-        Ok(true)
+        Ok(())
     }
 
     /// Commits `change` to the run, and returns what `answer` reads from the
@@ -470,25 +480,35 @@ impl ObjectStoreRuntimeStore {
                 change: &change,
             };
             let encoded = encode(&entry, "a runtime-store change")?;
-            let path = self.log_path(run_id, folded.next);
+            let path = self.log_path(run_id, folded.incarnation, folded.next);
             match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
-                Created::Ours(_) | Created::Same(_) => {
+                created @ (Created::Ours(_) | Created::Same(_)) => {
+                    if !self.is_current(run_id, folded.incarnation).await? {
+                        // The incarnation was deleted and its log freed under
+                        // us: the change went into a dead run.
+                        if let Created::Ours(_) = created {
+                            let _ = self.delete_all(vec![path]).await;
+                        }
+                        *guard = None;
+                        return Err(Error::Conflict {
+                            what: format!("run {run_id}"),
+                            reason: "the run was deleted while the change was written; \
+                                     nothing was applied"
+                                .into(),
+                        });
+                    }
                     let before = folded.state.record().status;
                     folded.state.apply(change, plan);
                     folded.next += 1;
                     if folded.state.record().status != before {
-                        self.drop_stale_hint(before, run_id).await;
+                        self.drop_stale_hint(before, run_id, folded.incarnation)
+                            .await;
                     }
                     return Ok(answer(&folded.state));
                 }
-                Created::Theirs(bytes) => {
-                    if !self.fold_entry(run_id, folded, &bytes)? {
-                        // The run was deleted and created again: start over.
-                        *guard = self.fold_from_storage(run_id).await?;
-                    }
-                }
+                Created::Theirs(bytes) => self.fold_entry(run_id, folded, &bytes)?,
             }
         }
     }
@@ -510,14 +530,20 @@ impl ObjectStoreRuntimeStore {
             return Ok(());
         };
         let status = status.status();
-        if state.record().status == status {
+        let record = state.record();
+        if record.status == status {
             return Ok(());
         }
-        self.write_hint(status, run_id).await
+        self.write_hint(status, run_id, record.incarnation).await
     }
 
-    async fn write_hint(&self, status: RunStatus, run_id: &RunId) -> Result<()> {
-        let path = self.status_hint(status, run_id);
+    async fn write_hint(
+        &self,
+        status: RunStatus,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<()> {
+        let path = self.layout.status_hint(status, run_id, incarnation);
         write_once::create_once(self.store.as_ref(), &path, run_id.as_str().as_bytes()).await?;
         Ok(())
     }
@@ -526,7 +552,7 @@ impl ObjectStoreRuntimeStore {
     /// creation record `committed` exists.
     async fn recreate(&self, run: &NewRun, run_path: &Path, committed: &[u8]) -> Result<RunRecord> {
         let existing: Creation = decode(run_path, committed, "the run's creation")?;
-        RunState::new(existing.run).check_same_run(run)?;
+        RunState::new(existing.run, existing.incarnation).check_same_run(run)?;
         let run_id = &run.run_id;
         self.read(run_id, |state| state.record().clone())
             .await?
@@ -540,8 +566,8 @@ impl ObjectStoreRuntimeStore {
     /// only move forward). Best effort: the change is committed whatever
     /// happens here, and a hint left behind only costs a later listing a
     /// read, after which that listing deletes it.
-    async fn drop_stale_hint(&self, left: RunStatus, run_id: &RunId) {
-        let hint = self.status_hint(left, run_id);
+    async fn drop_stale_hint(&self, left: RunStatus, run_id: &RunId, incarnation: Incarnation) {
+        let hint = self.layout.status_hint(left, run_id, incarnation);
         if let Err(e) = self.delete_all(vec![hint]).await {
             tracing::debug!(run_id = %run_id, status = %left, error = %e, "stale status hint kept");
         }
@@ -558,6 +584,28 @@ impl ObjectStoreRuntimeStore {
             return Ok(None);
         }
         Ok(guard.as_ref().map(|folded| answer(&folded.state)))
+    }
+
+    /// The runs (and incarnations) hinted to be in `status`. Objects that
+    /// are not hints are skipped with a warning.
+    async fn status_hints(&self, status: RunStatus) -> Result<Vec<(RunId, Incarnation)>> {
+        let folder = self.layout.status_folder(status);
+        let hints: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        Ok(hints
+            .iter()
+            .filter_map(|hint| {
+                let parsed = layout::parse_status_hint(&hint.location);
+                if parsed.is_none() {
+                    tracing::warn!(path = %hint.location, "not a run status hint; skipped");
+                }
+                parsed
+            })
+            .collect())
     }
 
     /// Whether a hint of `hinted` can never again be true of a run in `actual`
@@ -603,27 +651,18 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         if let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? {
             return self.recreate(&run, &run_path, &bytes).await;
         }
-        // A deletion that stopped part-way leaves log entries without the
-        // run; a new run must not inherit them.
-        let log = self.log_folder(&run_id);
-        if let Some(entry) = self.store.list(Some(&log)).next().await {
-            entry.map_err(|e| Error::store(&log, e))?;
-            return Err(Error::Conflict {
-                what: format!("run {run_id}"),
-                reason: "records of a deleted run are left over; call delete_run to finish \
-                         deleting them"
-                    .into(),
-            });
-        }
-        self.write_hint(RunStatus::Pending, &run_id).await?;
+        // A new incarnation gets its own log folder: whatever a deletion that
+        // stopped part-way left of an earlier run of this id is never read.
         let creation = Creation {
             run,
-            incarnation: super::unique_token(),
+            incarnation: Incarnation::random(),
         };
+        self.write_hint(RunStatus::Pending, &run_id, creation.incarnation)
+            .await?;
         let encoded = encode(&creation, "a run")?;
         match write_once::create_once(self.store.as_ref(), &run_path, &encoded).await? {
             Created::Ours(_) => {
-                let state = RunState::new(creation.run);
+                let state = RunState::new(creation.run, creation.incarnation);
                 let record = state.record().clone();
                 let slot = self.slot(&run_id);
                 // Whatever was cached is of an earlier run of this id.
@@ -683,32 +722,21 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
-        let folder = self.status_folder(status);
-        let hints: Vec<_> = self
-            .store
-            .list(Some(&folder))
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
-        let mut run_ids = Vec::with_capacity(hints.len());
-        for hint in &hints {
-            let name = hint.location.filename().unwrap_or_default();
-            // A foreign object among the hints names no run: skip it.
-            match RunId::new(name) {
-                Ok(run_id) => run_ids.push(run_id),
-                Err(_) => tracing::warn!(path = %hint.location, "not a run status hint; skipped"),
-            }
-        }
-        let records: Vec<Option<RunRecord>> = futures::stream::iter(run_ids)
-            .map(|run_id| async move {
+        let hints = self.status_hints(status).await?;
+        let records: Vec<Option<RunRecord>> = futures::stream::iter(hints)
+            .map(|(run_id, incarnation)| async move {
                 let record = self.load_run(&run_id).await?;
-                if let Some(record) = &record
-                    && Self::hint_is_stale(status, record.status)
-                {
-                    self.delete_all(vec![self.status_hint(status, &run_id)])
-                        .await?;
+                let current = record.filter(|r| r.incarnation == incarnation);
+                let stale = match &current {
+                    Some(record) => Self::hint_is_stale(status, record.status),
+                    // A hint of a deleted incarnation.
+                    None => true,
+                };
+                if stale {
+                    let hint = self.layout.status_hint(status, &run_id, incarnation);
+                    self.delete_all(vec![hint]).await?;
                 }
-                Ok::<_, Error>(record.filter(|r| r.status == status))
+                Ok::<_, Error>(current.filter(|r| r.status == status))
             })
             .buffered(CONCURRENCY)
             .try_collect()
@@ -718,8 +746,21 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         Ok(records)
     }
 
-    async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        let mut run_ids: Vec<RunId> = self
+            .status_hints(status)
+            .await?
+            .into_iter()
+            .map(|(run_id, _)| run_id)
+            .collect();
+        run_ids.sort();
+        run_ids.dedup();
+        Ok(run_ids)
+    }
+
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let existed = match self.load_run(run_id).await? {
+            Some(record) if record.incarnation != incarnation => false,
             Some(record) if !record.status.is_terminal() => {
                 return Err(Error::Conflict {
                     what: format!("run {run_id}"),
@@ -732,11 +773,15 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             Some(_) => true,
             None => false,
         };
-        // The creation goes first: from then on the run does not exist for
-        // any reader, whatever is left of its log if this call stops early.
-        self.delete_all(vec![self.run_path(run_id)]).await?;
-        self.forget(run_id);
-        let folder = self.run_folder(run_id);
+        if existed {
+            // The pointer goes first: from then on the run does not exist for
+            // any reader, whatever is left of its log if this call stops early.
+            self.delete_all(vec![self.run_path(run_id)]).await?;
+            self.forget(run_id);
+        }
+        // Only this incarnation's own folder and hints: a later run of the
+        // id (another incarnation) is never touched.
+        let folder = self.layout.incarnation_records(run_id, incarnation);
         let leftovers: Vec<Path> = self
             .store
             .list(Some(&folder))
@@ -746,7 +791,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             .map_err(|e| Error::store(&folder, e))?;
         let hints = RunStatus::ALL
             .iter()
-            .map(|&status| self.status_hint(status, run_id));
+            .map(|&status| self.layout.status_hint(status, run_id, incarnation));
         self.delete_all(leftovers.into_iter().chain(hints).collect())
             .await?;
         Ok(existed)

@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Commit, InputPhase, InputRecord, NewInput, NewRun, RunRecord, RunStatus, StatusChange,
-    StepReceipt,
+    Commit, Fence, InputPhase, InputRecord, Lease, NewInput, NewRun, RunRecord, RunStatus,
+    StatusChange, StepReceipt,
 };
 use crate::error::{Error, Result};
+use crate::run_id::Incarnation;
 
 /// One change to a run after its creation, in the order the run saw them.
 /// This is also the stored form of the object-store backend's log entries,
@@ -59,10 +60,11 @@ pub(crate) struct RunState {
 
 impl RunState {
     /// A new run in status `Pending`.
-    pub(crate) fn new(run: NewRun) -> RunState {
+    pub(crate) fn new(run: NewRun, incarnation: Incarnation) -> RunState {
         RunState {
             record: RunRecord {
                 run_id: run.run_id,
+                incarnation,
                 workflow: run.workflow,
                 input: run.input,
                 status: RunStatus::Pending,
@@ -72,6 +74,7 @@ impl RunState {
                 terminal_at_ms: None,
                 output: None,
                 error: None,
+                lease: None,
             },
             receipts: Vec::new(),
             commit_digests: Vec::new(),
@@ -160,6 +163,39 @@ impl RunState {
     }
 
     fn check_commit(&self, commit: &Commit) -> Result<Verdict> {
+        // A retry of a commit that is in effect succeeds whoever holds the
+        // run now; anything new needs the committing attempt to hold it, and
+        // an attempt that lost the run hears that first, whatever else its
+        // commit contradicts.
+        let verdict = self.check_commit_content(commit);
+        if let (Ok(Verdict::Apply(_)) | Err(_), Some(fence)) = (&verdict, &commit.fence) {
+            self.check_fence(fence)?;
+        }
+        verdict
+    }
+
+    /// Refuses a change by attempt `fence` unless it is the run's current
+    /// attempt and the run is running.
+    fn check_fence(&self, fence: &Fence) -> Result<()> {
+        let record = &self.record;
+        let reason = if record.status.is_terminal() {
+            format!("the run is already {}", record.status)
+        } else if record.attempts != fence.attempt || self.attempt_token != Some(fence.token) {
+            format!(
+                "attempt {} started after its lease expired and took the run over",
+                record.attempts
+            )
+        } else {
+            return Ok(());
+        };
+        Err(Error::LeaseLost {
+            run_id: record.run_id.to_string(),
+            attempt: fence.attempt,
+            reason,
+        })
+    }
+
+    fn check_commit_content(&self, commit: &Commit) -> Result<Verdict> {
         let digest = commit_digest(commit)?;
         let mut changes = false;
         match &commit.receipt {
@@ -281,11 +317,28 @@ impl RunState {
                 ),
             ));
         }
-        let StatusChange::Running { attempt, token } = *change else {
-            return Ok(true);
+        let (attempt, token) = match *change {
+            StatusChange::Running { attempt, token, .. } => (attempt, token),
+            StatusChange::Lease {
+                attempt,
+                token,
+                until_ms,
+            } => {
+                self.check_fence(&Fence { attempt, token })?;
+                return Ok(record.lease.as_ref().is_none_or(|l| l.until_ms != until_ms));
+            }
+            _ => return Ok(true),
         };
         let next = record.attempts + 1;
         if attempt == next {
+            if let Some(lease) = record.lease.as_ref().filter(|l| l.until_ms > at_ms) {
+                return Err(Error::LeaseHeld {
+                    run_id: record.run_id.to_string(),
+                    attempt: lease.attempt,
+                    owner: lease.owner.clone(),
+                    until_ms: lease.until_ms,
+                });
+            }
             return Ok(true);
         }
         if attempt == 0 || attempt > next {
@@ -308,7 +361,7 @@ impl RunState {
             return false;
         }
         match change {
-            StatusChange::Running { .. } => false,
+            StatusChange::Running { .. } | StatusChange::Lease { .. } => false,
             StatusChange::Completed { output } => record.output.as_ref() == Some(output),
             StatusChange::Failed { error } => record.error.as_ref() == Some(error),
             StatusChange::Cancelled { reason } => &record.error == reason,
@@ -339,19 +392,35 @@ impl RunState {
             Some(_) if record.status.is_terminal() => {}
             // A start that is already in effect changes nothing.
             Some(StatusChange::Running { attempt, .. }) if attempt != record.attempts + 1 => {}
-            Some(StatusChange::Running { attempt, token }) => {
+            Some(StatusChange::Running {
+                attempt,
+                token,
+                owner,
+                lease_until_ms,
+            }) => {
                 record.attempts = attempt;
                 record.status = RunStatus::Running;
+                record.lease = Some(Lease {
+                    attempt,
+                    owner,
+                    until_ms: lease_until_ms,
+                });
                 self.attempt_token = Some(token);
+            }
+            Some(StatusChange::Lease { until_ms, .. }) => {
+                if let Some(lease) = &mut record.lease {
+                    lease.until_ms = until_ms;
+                }
             }
             Some(terminal) => {
                 record.status = terminal.status();
                 record.terminal_at_ms = Some(commit.at_ms);
+                record.lease = None;
                 match terminal {
                     StatusChange::Completed { output } => record.output = Some(output),
                     StatusChange::Failed { error } => record.error = Some(error),
                     StatusChange::Cancelled { reason } => record.error = reason,
-                    StatusChange::Running { .. } => {}
+                    StatusChange::Running { .. } | StatusChange::Lease { .. } => {}
                 }
             }
         }

@@ -284,6 +284,7 @@ pub async fn terminal_markers_round_trip(store: &MemoStore) {
     let marker = TerminalMarker {
         run_id: run("marked"),
         terminal_at_ms: 1_700_000_000_123,
+        incarnation: crate::Incarnation::STANDALONE,
     };
     store
         .write_terminal_marker(&marker.run_id, marker.terminal_at_ms)
@@ -367,6 +368,7 @@ pub async fn foreign_objects_among_markers_are_skipped(store: &MemoStore) {
     let real = TerminalMarker {
         run_id: run("real"),
         terminal_at_ms: 5,
+        incarnation: crate::Incarnation::STANDALONE,
     };
     store
         .write_terminal_marker(&real.run_id, real.terminal_at_ms)

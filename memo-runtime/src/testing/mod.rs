@@ -6,6 +6,8 @@
 //!   lost acknowledgement), by deterministic script or by seeded chance.
 //! - [`CountingStore`] counts requests by kind, so a test can pin what an
 //!   operation costs (how many lists, how many objects listed).
+//! - [`CaseFoldingStore`] folds names to lower case, as a case-insensitive
+//!   folder (macOS, Windows) does.
 //! - [`runtime_store`] is the conformance suite every
 //!   [`RuntimeStore`](crate::RuntimeStore) backend passes.
 //!
@@ -46,12 +48,14 @@
 //!
 //! [`ObjectStore`]: object_store::ObjectStore
 
+mod case_folding;
 mod counting;
 mod faults;
 pub mod memo_store;
 pub mod runtime_store;
 pub mod sim;
 
+pub use case_folding::CaseFoldingStore;
 pub use counting::{CountingStore, RequestCounts};
 pub use faults::{Fault, FaultInjectingStore, FaultRule, InjectedFault, RequestKind};
 

@@ -72,9 +72,9 @@ fn receipt(run_id: &RunId, sequence: u64, output: impl Into<Bytes>) -> StepRecei
         run_id: run_id.clone(),
         sequence,
         step: format!("step-{sequence}"),
-        input_digest: format!("digest-{sequence}"),
         output: output.into(),
         recorded_at_ms: 2_000 + sequence,
+        error: None,
     }
 }
 
@@ -741,10 +741,16 @@ pub async fn a_reused_run_id_is_a_new_run_everywhere<S: RuntimeStore>(make: &imp
         3_000,
     );
     old.atomic_apply(&run_id, done).await.expect("complete");
-    assert_eq!(load(&old, &run_id).await.status, RunStatus::Completed);
+    let finished = load(&old, &run_id).await;
+    assert_eq!(finished.status, RunStatus::Completed);
 
     let other = make();
-    assert!(other.delete_run(&run_id).await.expect("delete"));
+    assert!(
+        other
+            .delete_run(&run_id, finished.incarnation)
+            .await
+            .expect("delete")
+    );
     let new = NewRun {
         workflow: "second".into(),
         ..new_run(&run_id, b"new")
@@ -785,7 +791,8 @@ pub async fn a_reused_run_id_is_a_new_run_everywhere<S: RuntimeStore>(make: &imp
     );
 }
 
-/// Listing by status finds exactly the runs in that status.
+/// Listing by status finds exactly the runs in that status; listing run
+/// ids finds every one of them.
 pub async fn runs_are_listed_by_status(store: &dyn RuntimeStore) {
     let pending = unique_run_id("list-pending");
     store
@@ -818,6 +825,27 @@ pub async fn runs_are_listed_by_status(store: &dyn RuntimeStore) {
             let found = listed.iter().any(|r| &r.run_id == run_id);
             assert_eq!(found, run_status == status, "{run_id} listed as {status}");
         }
+        // The ids-only listing names at least every run in the status.
+        let ids = store.list_run_ids(status).await.expect("list run ids");
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{status}: run ids not in order"
+        );
+        for record in &listed {
+            assert!(
+                ids.contains(&record.run_id),
+                "{status}: {} not in the id listing",
+                record.run_id
+            );
+        }
+        for (run_id, run_status) in ours {
+            if run_status == status {
+                assert!(
+                    ids.contains(run_id),
+                    "{run_id} not in the {status} id listing"
+                );
+            }
+        }
     }
 }
 
@@ -835,10 +863,27 @@ pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
         store.atomic_apply(id, step).await.expect("commit");
     }
     let kept = snapshot_of(store, &neighbour).await;
-    assert_conflict(store.delete_run(&run_id).await, "deleting a running run");
+    let incarnation = load(store, &run_id).await.incarnation;
+    assert_conflict(
+        store.delete_run(&run_id, incarnation).await,
+        "deleting a running run",
+    );
     let fail = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
     store.atomic_apply(&run_id, fail).await.expect("fail");
-    assert!(store.delete_run(&run_id).await.expect("delete"));
+    assert!(
+        !store
+            .delete_run(&run_id, crate::Incarnation::random())
+            .await
+            .expect("delete another incarnation"),
+        "deleting another incarnation deletes nothing"
+    );
+    assert_eq!(load(store, &run_id).await.status, RunStatus::Failed);
+    assert!(
+        store
+            .delete_run(&run_id, incarnation)
+            .await
+            .expect("delete")
+    );
     assert_eq!(store.load_run(&run_id).await.expect("load"), None);
     assert!(
         store
@@ -849,7 +894,12 @@ pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
     );
     assert!(store.load_inputs(&run_id).await.expect("inputs").is_empty());
     assert_eq!(store.load_snapshot(&run_id).await.expect("snapshot"), None);
-    assert!(!store.delete_run(&run_id).await.expect("delete again"));
+    assert!(
+        !store
+            .delete_run(&run_id, incarnation)
+            .await
+            .expect("delete again")
+    );
     for status in RunStatus::ALL {
         let listed = store.list_runs(status).await.expect("list");
         assert!(
@@ -901,7 +951,9 @@ pub async fn corrupt_records_are_errors(make: &impl Fn() -> crate::ObjectStoreRu
     let intact = snapshot_of(&make(), &run_id).await;
     let objects = Arc::clone(writer.object_store());
     let folder = writer.run_folder(&run_id);
-    let log_entry = folder.clone().join("log").join("00000000000000000002");
+    let incarnation = intact.0.incarnation.to_string();
+    let log = folder.clone().join(incarnation.as_str()).join("log");
+    let log_entry = log.clone().join("00000000000000000002");
     let original = objects
         .get(&log_entry)
         .await
@@ -940,7 +992,7 @@ pub async fn corrupt_records_are_errors(make: &impl Fn() -> crate::ObjectStoreRu
     }
 
     // A hole in the log, and a foreign object in it.
-    let middle = folder.clone().join("log").join("00000000000000000001");
+    let middle = log.clone().join("00000000000000000001");
     let kept = objects
         .get(&middle)
         .await
@@ -954,7 +1006,7 @@ pub async fn corrupt_records_are_errors(make: &impl Fn() -> crate::ObjectStoreRu
         .put(&middle, PutPayload::from(kept))
         .await
         .expect("repair");
-    let stray = folder.clone().join("log").join("notes.txt");
+    let stray = log.clone().join("notes.txt");
     objects
         .put(&stray, PutPayload::from_static(b"hi"))
         .await
@@ -1154,14 +1206,16 @@ async fn assert_commits(
 }
 
 /// A deletion of an [`ObjectStoreRuntimeStore`] run that stopped after its
-/// creation record went (a crash) leaves a run that does not exist; a new
-/// run of that id is refused until `delete_run` finishes the deletion, so
-/// it never inherits the old run's log.
+/// run pointer went (a crash) leaves a run that does not exist; a new run of
+/// that id is another incarnation that inherits nothing of the old run's
+/// log, and finishing the old deletion (`delete_run` with the old
+/// incarnation) removes the leftovers without touching the new run.
 ///
 /// [`ObjectStoreRuntimeStore`]: crate::ObjectStoreRuntimeStore
 pub async fn an_unfinished_deletion_is_finished_not_inherited(
     make: &impl Fn() -> crate::ObjectStoreRuntimeStore,
 ) {
+    use futures::TryStreamExt;
     use object_store::ObjectStoreExt;
 
     let store = make();
@@ -1171,44 +1225,47 @@ pub async fn an_unfinished_deletion_is_finished_not_inherited(
         .await
         .expect("commit");
     let fail = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
-    store.atomic_apply(&run_id, fail).await.expect("fail");
+    let old = store.atomic_apply(&run_id, fail).await.expect("fail");
     // The first thing delete_run removes, then the "crash".
-    let created = store.run_folder(&run_id).join("run");
+    let pointer = store.run_folder(&run_id).join("run");
     store
         .object_store()
-        .delete(&created)
+        .delete(&pointer)
         .await
-        .expect("delete the creation");
+        .expect("delete the run pointer");
 
     let fresh = make();
     assert_eq!(fresh.load_run(&run_id).await.expect("load"), None);
-    assert!(
-        fresh
-            .load_receipts(&run_id, None)
-            .await
-            .expect("receipts")
-            .is_empty()
-    );
-    assert_conflict(
-        fresh.create_run(new_run(&run_id, b"new")).await,
-        "creating over the leftovers of a deletion",
-    );
-    assert!(
-        !fresh
-            .delete_run(&run_id)
-            .await
-            .expect("finish the deletion")
-    );
     let reborn = fresh
         .create_run(new_run(&run_id, b"new"))
         .await
-        .expect("create");
+        .expect("create over the leftovers");
+    assert_ne!(reborn.incarnation, old.incarnation);
     assert_eq!((reborn.status, reborn.attempts), (RunStatus::Pending, 0));
     assert!(
         make()
             .load_receipts(&run_id, None)
             .await
             .expect("receipts")
-            .is_empty()
+            .is_empty(),
+        "the new run inherited the old run's receipts"
     );
+    assert!(
+        !fresh
+            .delete_run(&run_id, old.incarnation)
+            .await
+            .expect("finish the old deletion"),
+        "the old incarnation no longer exists"
+    );
+    let old_records = store
+        .run_folder(&run_id)
+        .join(old.incarnation.to_string().as_str());
+    let left: Vec<_> = store
+        .object_store()
+        .list(Some(&old_records))
+        .try_collect()
+        .await
+        .expect("list");
+    assert!(left.is_empty(), "leftovers of the old run: {left:?}");
+    assert_eq!(load(&make(), &run_id).await, reborn);
 }

@@ -1,8 +1,9 @@
 //! The run context a workflow receives: durable steps and signals.
 
+use std::fmt::Display;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use backon::Retryable;
 use bytes::Bytes;
@@ -13,9 +14,9 @@ use tracing::Instrument;
 
 use super::{Shared, decode, encode};
 use crate::error::Error;
-use crate::memo::{Memo, MemoStore};
-use crate::run_id::RunId;
-use crate::runtime_store::{Commit, InputPhase, StepReceipt};
+use crate::memo::{FaultSink, Memo, MemoStore};
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::{Commit, Fence, InputPhase, StepReceipt};
 use crate::workflow::RetryPolicy;
 
 /// What a workflow function receives: its run's identity and the means to
@@ -35,17 +36,21 @@ pub struct Context {
 struct Inner {
     shared: Arc<Shared>,
     run_id: RunId,
-    attempt: u32,
+    incarnation: Incarnation,
+    /// The attempt, as its commits prove it still holds the run.
+    fence: Fence,
     history: Vec<StepReceipt>,
     cursor: tokio::sync::Mutex<u64>,
-    fault: Mutex<Option<String>>,
+    /// The first runtime fault of this attempt, shared with the memos of its
+    /// steps: once set, the attempt is over and the run stays open.
+    faults: FaultSink,
 }
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("run_id", &self.inner.run_id)
-            .field("attempt", &self.inner.attempt)
+            .field("attempt", &self.inner.fence.attempt)
             .field("recorded_steps", &self.inner.history.len())
             .finish_non_exhaustive()
     }
@@ -55,17 +60,19 @@ impl Context {
     pub(super) fn new(
         shared: Arc<Shared>,
         run_id: RunId,
-        attempt: u32,
+        incarnation: Incarnation,
+        fence: Fence,
         history: Vec<StepReceipt>,
     ) -> Context {
         Context {
             inner: Arc::new(Inner {
                 shared,
                 run_id,
-                attempt,
+                incarnation,
+                fence,
                 history,
                 cursor: tokio::sync::Mutex::new(0),
-                fault: Mutex::new(None),
+                faults: FaultSink::default(),
             }),
         }
     }
@@ -75,9 +82,14 @@ impl Context {
         &self.inner.run_id
     }
 
+    /// Which use of the run id this run is (see [`Incarnation`]).
+    pub fn incarnation(&self) -> Incarnation {
+        self.inner.incarnation
+    }
+
     /// Which attempt of the run this is, from 1.
     pub fn attempt(&self) -> u32 {
-        self.inner.attempt
+        self.inner.fence.attempt
     }
 
     /// The memo store the steps' memos live in.
@@ -93,14 +105,27 @@ impl Context {
     /// committed with the run's receipt for this position and is what a
     /// replay returns.
     ///
+    /// Every call takes the next position, whatever its outcome: a body that
+    /// fails for good (after its retries) records its failure at its
+    /// position, so that a workflow that handles the failure (say, by calling
+    /// a fallback step) replays the same way in every later attempt.
+    ///
     /// # Errors
     ///
-    /// The body's own error, after any retries. Also, converted into `E`:
-    /// [`Error::NonDeterminism`] if the history records another step at this
-    /// position; [`Error::Conflict`] if another worker committed this step
-    /// first; [`Error::Decode`] if a recorded output does not decode as `T`;
-    /// [`Error::Store`] if the commit fails. These stop the run without
-    /// failing it, so it can be resumed.
+    /// The body's own error, after any retries; in a later attempt, the
+    /// recorded failure as [`Error::StepFailed`] (converted into `E`).
+    ///
+    /// Runtime faults, converted into `E`, stop the attempt without failing
+    /// the run, so it can be resumed: [`Error::NonDeterminism`] if the history
+    /// records another step at this position; [`Error::Conflict`] if another
+    /// worker committed this step first; [`Error::Decode`] if a recorded
+    /// output does not decode as `T`; [`Error::Store`] if the commit fails;
+    /// [`Error::Aborted`] for a step called after an earlier fault stopped
+    /// the attempt. A transient failure of the step's [`Memo`] (see
+    /// [`Error::is_transient`]) stops the attempt too, even if the body
+    /// converted it into an error of its own: the step records nothing, and
+    /// the run stays open. A permanent one ([`Error::TooLarge`],
+    /// [`Error::Serialization`]) is the body's error like any other.
     ///
     /// # Example
     ///
@@ -120,7 +145,7 @@ impl Context {
         F: FnMut(Memo) -> Fut + Send,
         Fut: Future<Output = Result<T, E>> + Send,
         T: Serialize + DeserializeOwned + Send,
-        E: From<Error> + Send,
+        E: From<Error> + Display + Send,
     {
         Step {
             ctx: self,
@@ -139,25 +164,26 @@ impl Context {
     ///
     /// If no such signal arrives within the runtime's signal wait (see
     /// [`RuntimeBuilder::signal_wait`](super::RuntimeBuilder::signal_wait)),
-    /// the run suspends: this returns [`Error::Suspended`] (converted into
-    /// `E`), the run stays `Running`, and running it again once the signal is
-    /// sent, from any process, resumes it here.
+    /// the run suspends: this returns [`Error::Suspended`], the run stays
+    /// `Running`, and running it again once the signal is sent, from any
+    /// process, resumes it here.
+    ///
+    /// The error is memo's own, so `?` converts it into the workflow's error
+    /// type, whatever it is.
     ///
     /// # Errors
     ///
     /// [`Error::Suspended`] as above; [`Error::Decode`] if the payload does
-    /// not decode as `T`; and the step errors of [`Context::step`].
-    pub async fn wait_for_signal<T, E>(&self, name: &str) -> Result<T, E>
-    where
-        T: DeserializeOwned,
-        E: From<Error>,
-    {
+    /// not decode as `T`; and the runtime faults of [`Context::step`]. None
+    /// of these fail the run.
+    pub async fn wait_for_signal<T: DeserializeOwned>(&self, name: &str) -> Result<T, Error> {
         let step_name = format!("signal:{name}");
         let mut cursor = self.inner.cursor.lock().await;
         let sequence = *cursor;
-        if let Some(payload) = self.replay(sequence, &step_name)? {
+        self.check_not_stopped()?;
+        if let Some(receipt) = self.replay(sequence, &step_name)? {
             *cursor += 1;
-            return self.decode_output(sequence, &step_name, &payload);
+            return self.replayed(receipt);
         }
         let deadline = tokio::time::Instant::now() + self.inner.shared.signal_wait;
         let input = loop {
@@ -183,12 +209,7 @@ impl Context {
             }
             tokio::time::sleep(self.inner.shared.signal_poll_interval).await;
         };
-        let receipt = self.receipt(
-            sequence,
-            step_name.clone(),
-            input.input_id.clone(),
-            input.payload.clone(),
-        );
+        let receipt = self.receipt(sequence, step_name.clone(), Ok(input.payload.clone()));
         let commit = Commit::step(receipt, self.inner.shared.clock.now_ms())
             .with_input_update(input.input_id, InputPhase::Consumed);
         self.commit(commit).await?;
@@ -198,19 +219,44 @@ impl Context {
 
     /// The runtime error that stopped this attempt, if any.
     pub(super) fn take_fault(&self) -> Option<String> {
-        lock(&self.inner.fault).take()
+        self.inner.faults.take()
     }
 
-    /// Records a runtime-side failure (the run must not be failed for it)
-    /// and converts it for the workflow.
+    /// Records a runtime-side failure, if it is transient (the run must not
+    /// be failed for it), and converts it for the workflow.
     fn fault<E: From<Error>>(&self, error: Error) -> E {
-        let mut fault = lock(&self.inner.fault);
-        fault.get_or_insert_with(|| error.to_string());
+        self.inner.faults.record(&error);
         E::from(error)
     }
 
-    /// The recorded output at `sequence`, if the history has that step.
-    fn replay<E: From<Error>>(&self, sequence: u64, step: &str) -> Result<Option<Bytes>, E> {
+    /// Refuses to start a step once a fault has stopped the attempt: the
+    /// workflow may have handled the fault's error, but nothing more of this
+    /// attempt may be recorded.
+    fn check_not_stopped<E: From<Error>>(&self) -> Result<(), E> {
+        if self.inner.faults.is_set() {
+            return Err(E::from(Error::Aborted {
+                run_id: self.inner.run_id.to_string(),
+                reason: "a runtime fault stopped this attempt earlier; no further step runs".into(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// What a replayed receipt returns: its output, or its recorded failure.
+    fn replayed<T: DeserializeOwned, E: From<Error>>(&self, receipt: &StepReceipt) -> Result<T, E> {
+        match &receipt.error {
+            Some(message) => Err(E::from(Error::StepFailed {
+                run_id: self.inner.run_id.to_string(),
+                sequence: receipt.sequence,
+                step: receipt.step.clone(),
+                message: message.clone(),
+            })),
+            None => self.decode_output(receipt.sequence, &receipt.step, &receipt.output),
+        }
+    }
+
+    /// The recorded receipt at `sequence`, if the history has that step.
+    fn replay<E: From<Error>>(&self, sequence: u64, step: &str) -> Result<Option<&StepReceipt>, E> {
         let Some(receipt) = usize::try_from(sequence)
             .ok()
             .and_then(|i| self.inner.history.get(i))
@@ -225,7 +271,7 @@ impl Context {
                 called: step.to_string(),
             }));
         }
-        Ok(Some(receipt.output.clone()))
+        Ok(Some(receipt))
     }
 
     fn decode_output<T: DeserializeOwned, E: From<Error>>(
@@ -239,24 +285,25 @@ impl Context {
         decode(&what, &location, bytes).map_err(|e| self.fault(e))
     }
 
-    fn receipt(
-        &self,
-        sequence: u64,
-        step: String,
-        input_digest: String,
-        output: Bytes,
-    ) -> StepReceipt {
+    fn receipt(&self, sequence: u64, step: String, outcome: Result<Bytes, String>) -> StepReceipt {
+        let (output, error) = match outcome {
+            Ok(output) => (output, None),
+            Err(message) => (Bytes::new(), Some(message)),
+        };
         StepReceipt {
             run_id: self.inner.run_id.clone(),
             sequence,
             step,
-            input_digest,
             output,
             recorded_at_ms: self.inner.shared.clock.now_ms(),
+            error,
         }
     }
 
+    /// Commits `commit` as this attempt: refused once another attempt took
+    /// the run over.
     async fn commit<E: From<Error>>(&self, commit: Commit) -> Result<(), E> {
+        let commit = commit.with_fence(self.inner.fence);
         self.inner
             .shared
             .store
@@ -271,7 +318,7 @@ impl Context {
         F: FnMut(Memo) -> Fut + Send,
         Fut: Future<Output = Result<T, E>> + Send,
         T: Serialize + DeserializeOwned + Send,
-        E: From<Error> + Send,
+        E: From<Error> + Display + Send,
     {
         let Step {
             name,
@@ -282,10 +329,11 @@ impl Context {
         } = step;
         let mut cursor = self.inner.cursor.lock().await;
         let sequence = *cursor;
-        if let Some(output) = self.replay(sequence, &name)? {
+        self.check_not_stopped()?;
+        if let Some(receipt) = self.replay(sequence, &name)? {
             tracing::debug!(run_id = %self.inner.run_id, sequence, step = %name, "replayed from receipt");
             *cursor += 1;
-            return self.decode_output(sequence, &name, &output);
+            return self.replayed(receipt);
         }
         let step_number = u32::try_from(sequence).map_err(|_| {
             self.fault(Error::InvalidWrite {
@@ -293,26 +341,46 @@ impl Context {
                 reason: "a run has at most 2^32 steps".into(),
             })
         })?;
+        let faults = &self.inner.faults;
         let memo = self
             .inner
             .shared
             .memo
-            .new_memo(&self.inner.run_id, step_number);
-        let attempt = || body(memo.clone());
-        let value = attempt
+            .memo_for(&self.inner.run_id, self.inner.incarnation, step_number)
+            .with_fault_sink(faults.clone());
+        let attempt = || {
+            // Each try starts clean: a fault that a retry got past is no
+            // reason to stop the attempt.
+            faults.take();
+            body(memo.clone())
+        };
+        let outcome = attempt
             .retry(retry.backoff())
             .sleep(tokio::time::sleep)
             .when(|e| transient.as_ref().is_none_or(|is_transient| is_transient(e)))
             .notify(|_, wait| tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying"))
-            .await?;
-        let output =
-            encode(&format!("the output of step {name:?}"), &value).map_err(|e| self.fault(e))?;
-        let digest = crate::content_key(&name).map_err(|e| self.fault(e))?;
-        let receipt = self.receipt(sequence, name, digest, output);
+            .await;
+        let (recorded, result) = match outcome {
+            // The body met a runtime fault (kept in `faults`): record
+            // nothing, so that the next attempt runs the step again.
+            Err(e) if faults.is_set() => return Err(e),
+            Err(e) => (Err(e.to_string()), Err(e)),
+            Ok(value) => {
+                // What the body got past on its way to a value is its own
+                // business: the value is committed.
+                faults.take();
+                match encode(&format!("the output of step {name:?}"), &value) {
+                    Ok(output) => (Ok(output), Ok(value)),
+                    // A value that cannot be encoded fails the step for good.
+                    Err(e) => (Err(e.to_string()), Err(E::from(e))),
+                }
+            }
+        };
+        let receipt = self.receipt(sequence, name, recorded);
         self.commit(Commit::step(receipt, self.inner.shared.clock.now_ms()))
             .await?;
         *cursor += 1;
-        Ok(value)
+        result
     }
 }
 
@@ -351,7 +419,7 @@ where
     F: FnMut(Memo) -> Fut + Send + 'c,
     Fut: Future<Output = Result<T, E>> + Send + 'c,
     T: Serialize + DeserializeOwned + Send + 'c,
-    E: From<Error> + Send + 'c,
+    E: From<Error> + Display + Send + 'c,
 {
     type Output = Result<T, E>;
     type IntoFuture = BoxFuture<'c, Result<T, E>>;
@@ -361,8 +429,4 @@ where
         let span = tracing::info_span!("memo.step", run_id = %ctx.inner.run_id, step = %self.name);
         Box::pin(ctx.run_step(self).instrument(span))
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -44,6 +44,7 @@
 //! ```
 
 mod context;
+mod lease;
 mod retry;
 
 use std::borrow::Cow;
@@ -54,6 +55,7 @@ use std::time::Duration;
 
 use backon::Retryable;
 use bytes::Bytes;
+use futures::{FutureExt, StreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
@@ -66,12 +68,20 @@ use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::run_id::RunId;
 use crate::runtime_store::{
-    Commit, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
+    Commit, Lease, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
 };
 use crate::sweeper::RetentionSweeper;
+use crate::terminal::TerminalMarker;
+use lease::AttemptLease;
+
+/// How long an attempt holds its run without renewing, by default: 60 s.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
 /// How long terminal runs are kept by default: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// How many runs [`Runtime::recover`] drives at once by default.
+pub const DEFAULT_RECOVERY_CONCURRENCY: usize = 8;
 
 /// A named workflow function: `name` is recorded with each run, so
 /// [`Runtime::recover`] resumes only this workflow's runs.
@@ -105,6 +115,14 @@ struct Shared {
     signal_poll_interval: Duration,
     marker_retry: RetryPolicy,
     retention: Duration,
+    recovery_concurrency: usize,
+    /// How long an attempt holds its run without renewing.
+    lease: Duration,
+    /// Who this runtime's attempts say they are, in their leases.
+    worker_id: String,
+    /// Set once the memo store has been seen to refuse a second create;
+    /// `None` if the check is turned off.
+    conditional_create_checked: Option<tokio::sync::OnceCell<()>>,
 }
 
 /// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
@@ -138,6 +156,10 @@ pub struct RuntimeBuilder {
     signal_poll_interval: Option<Duration>,
     marker_retry: Option<RetryPolicy>,
     retention: Option<Duration>,
+    recovery_concurrency: Option<usize>,
+    skip_conditional_create_check: bool,
+    lease: Option<Duration>,
+    worker_id: Option<String>,
 }
 
 impl RuntimeBuilder {
@@ -186,6 +208,56 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How many runs [`Runtime::recover`] drives at once (default
+    /// [`DEFAULT_RECOVERY_CONCURRENCY`]; at least 1).
+    pub fn recovery_concurrency(mut self, runs: usize) -> Self {
+        self.recovery_concurrency = Some(runs.max(1));
+        self
+    }
+
+    /// How long an attempt holds its run's lease without renewing it
+    /// (default [`DEFAULT_LEASE`]; at least 3 ms). A running attempt renews
+    /// its lease every third of this; no other worker starts an attempt of
+    /// the run until the lease has expired, and an attempt taken over after
+    /// its lease expired can commit nothing more.
+    ///
+    /// Size it well above the longest time an attempt may go without being
+    /// polled (a step that blocks its thread, a stop-the-world pause, a slow
+    /// store request) plus the clock skew between workers: a lease that
+    /// expires while its holder is alive lets a second worker run the same
+    /// step, and only the step's memoized calls (and the idempotency keys it
+    /// passes on, [`Memo::idempotency_key`](crate::Memo::idempotency_key))
+    /// keep its side effects single. A longer lease only delays the take-over
+    /// of a run whose worker crashed.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease.max(Duration::from_millis(3)));
+        self
+    }
+
+    /// The name this runtime's attempts hold leases under, shown to other
+    /// workers in [`Error::LeaseHeld`] (default: `pid<process id>-<random>`).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = Some(id.into());
+        self
+    }
+
+    /// Whether the runtime checks, once, before its first write, that the
+    /// memo store's backend refuses to create an object that exists
+    /// (default: `true`). The check is [`probe_conditional_create`] under the
+    /// memo store's prefix: three requests, once per runtime. A backend that
+    /// fails it would let racing attempts overwrite each other's committed
+    /// entries, so every call that would write fails with
+    /// [`Error::ConditionalPutUnsupported`] instead.
+    ///
+    /// Turn it off only for a store known to keep conditional creates (or
+    /// one that counts its requests in a test).
+    ///
+    /// [`probe_conditional_create`]: crate::probe_conditional_create
+    pub fn check_conditional_create(mut self, check: bool) -> Self {
+        self.skip_conditional_create_check = !check;
+        self
+    }
+
     /// The runtime.
     ///
     /// # Errors
@@ -210,6 +282,19 @@ impl RuntimeBuilder {
                     RetryPolicy::attempts(5).with_min_delay(Duration::from_millis(50))
                 }),
                 retention: self.retention.unwrap_or(DEFAULT_RETENTION),
+                recovery_concurrency: self
+                    .recovery_concurrency
+                    .unwrap_or(DEFAULT_RECOVERY_CONCURRENCY),
+                conditional_create_checked: (!self.skip_conditional_create_check)
+                    .then(tokio::sync::OnceCell::new),
+                lease: self.lease.unwrap_or(DEFAULT_LEASE),
+                worker_id: self.worker_id.unwrap_or_else(|| {
+                    format!(
+                        "pid{}-{:08x}",
+                        std::process::id(),
+                        crate::runtime_store::unique_token() as u32
+                    )
+                }),
             }),
         })
     }
@@ -219,10 +304,26 @@ impl RuntimeBuilder {
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Recovery<O, E> {
-    /// Each resumed run and how its attempt ended.
+    /// Each resumed run and how its attempt ended (in run-id order). A
+    /// workflow that panicked ended its attempt with [`Error::Aborted`]
+    /// (converted into `E`); the run stays open.
     pub resumed: Vec<(RunId, Result<O, E>)>,
     /// Terminal runs whose terminal marker was written (again).
     pub remarked: usize,
+    /// Runs that could not be loaded (a damaged record, a run deleted
+    /// meanwhile) or whose terminal marker could not be written, with the
+    /// error; every other run was recovered.
+    pub skipped: Vec<(RunId, Error)>,
+    /// Runs left alone because another attempt holds their lease (a live
+    /// worker is running them, or a crashed one's lease has not expired):
+    /// the lease and who holds it.
+    pub busy: Vec<(RunId, Lease)>,
+}
+
+impl Shared {
+    fn lease_ms(&self) -> u64 {
+        u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+    }
 }
 
 impl Runtime {
@@ -257,7 +358,9 @@ impl Runtime {
     /// returns its output.
     ///
     /// A new run is created; an existing run is resumed from its receipts
-    /// (its recorded input is used, and must equal `input`). A run that has
+    /// (its recorded input is used, and must equal `input`: inputs are
+    /// compared by their [`content_key`](crate::content_key), so a map
+    /// delivered again in another order is the same input). A run that has
     /// completed returns its stored output without running anything. When
     /// the workflow returns, its result is committed as the run's terminal
     /// status, and then the run's terminal marker is written for retention.
@@ -284,21 +387,24 @@ impl Runtime {
         F: Fn(Context, I) -> Fut,
         Fut: Future<Output = Result<O, E>>,
     {
+        self.check_conditional_create().await?;
         let new_run = NewRun {
             run_id: run_id.clone(),
             workflow: workflow.name.to_string(),
             input: encode("the workflow input", input)?,
             created_at_ms: self.shared.clock.now_ms(),
         };
-        let record = self.shared.store.create_run(new_run).await?;
+        let record = self.create_run(new_run, input).await?;
         let span = tracing::info_span!("memo.run", %run_id, workflow = %workflow.name);
         self.drive(record, workflow).instrument(span).await
     }
 
     /// Records the signal `name` with `payload` for run `run_id`, for
     /// [`Context::wait_for_signal`]. Sending the same signal (name and
-    /// payload) twice records it once; use [`Runtime::signal_with_id`] to
-    /// send equal signals that must count separately.
+    /// payload, compared by their [`content_key`](crate::content_key), so
+    /// a map's order does not matter) twice records it once; use
+    /// [`Runtime::signal_with_id`] to send equal signals that must count
+    /// separately.
     ///
     /// # Errors
     ///
@@ -309,9 +415,20 @@ impl Runtime {
         name: &str,
         payload: &T,
     ) -> Result<()> {
+        let id = crate::content_key(&(name, payload))?;
         let payload = encode("the signal payload", payload)?;
-        let id = crate::content_key(&(name, payload.as_ref()))?;
-        self.append_signal(run_id, id, name, payload).await
+        match self.append_signal(run_id, id.clone(), name, payload).await {
+            // The id is the canonical digest of (name, payload): an input
+            // recorded under it is this signal, whatever its bytes' order.
+            Err(Error::Conflict { what, reason }) => {
+                let inputs = self.shared.store.load_inputs(run_id).await?;
+                if inputs.iter().any(|i| i.input_id == id && i.name == name) {
+                    return Ok(());
+                }
+                Err(Error::Conflict { what, reason })
+            }
+            appended => appended,
+        }
     }
 
     /// Records the signal `name` under the caller's idempotency key `id`.
@@ -332,6 +449,42 @@ impl Runtime {
             .await
     }
 
+    /// Creates the run, or finds it created earlier with the same workflow
+    /// and an input equal to `input` under the canonical encoding of content
+    /// keys (the store compares encoded bytes, which a map's order changes).
+    async fn create_run<I>(&self, new_run: NewRun, input: &I) -> Result<RunRecord>
+    where
+        I: Serialize + DeserializeOwned,
+    {
+        let (run_id, workflow) = (new_run.run_id.clone(), new_run.workflow.clone());
+        match self.shared.store.create_run(new_run).await {
+            Err(Error::Conflict { what, reason }) => {
+                if let Some(record) = self.shared.store.load_run(&run_id).await?
+                    && record.workflow == workflow
+                    && same_input(&record.input, input)?
+                {
+                    return Ok(record);
+                }
+                Err(Error::Conflict { what, reason })
+            }
+            created => created,
+        }
+    }
+
+    /// Checks, once per runtime, that the memo store refuses a second create
+    /// (see [`RuntimeBuilder::check_conditional_create`]).
+    async fn check_conditional_create(&self) -> Result<()> {
+        if let Some(checked) = &self.shared.conditional_create_checked {
+            let memo = &self.shared.memo;
+            checked
+                .get_or_try_init(|| {
+                    crate::probe_conditional_create(memo.object_store().as_ref(), memo.prefix())
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
     async fn append_signal(
         &self,
         run_id: &RunId,
@@ -339,6 +492,7 @@ impl Runtime {
         name: &str,
         payload: Bytes,
     ) -> Result<()> {
+        self.check_conditional_create().await?;
         let input = NewInput {
             input_id,
             name: name.to_string(),
@@ -362,17 +516,24 @@ impl Runtime {
     }
 
     /// Resumes every run of `workflow` that is not terminal (one attempt
-    /// each, concurrently), and writes the terminal marker of every terminal
-    /// run again, so that a marker write lost in a crash cannot leave a run
-    /// unsweepable.
+    /// each, at most [`RuntimeBuilder::recovery_concurrency`] at once), and
+    /// writes the terminal marker of every terminal run again, so that a
+    /// marker write lost in a crash cannot leave a run unsweepable.
     ///
-    /// Listing runs costs what [`RuntimeStore::list_runs`] costs; call it at
-    /// start-up, not in a loop.
+    /// Runs are recovered in isolation: each is loaded on its own, so a
+    /// damaged or half-deleted run is reported in [`Recovery::skipped`] and
+    /// the others are still resumed; a workflow that panics ends only its
+    /// own attempt, reported as [`Error::Aborted`] in [`Recovery::resumed`].
+    /// Its run stays open (`Running`), so a run that panics at every attempt
+    /// is resumed, and panics again, at every recovery, its `attempts`
+    /// growing each time, until its code is fixed or it is cancelled.
+    ///
+    /// Listing runs costs what [`RuntimeStore::list_run_ids`] costs, plus a
+    /// load per listed run; call it at start-up, not in a loop.
     ///
     /// # Errors
     ///
-    /// A failed listing or marker write; each run's own outcome is in
-    /// [`Recovery::resumed`].
+    /// A failed listing; each run's own outcome is in the [`Recovery`].
     pub async fn recover<I, O, E, F, Fut>(&self, workflow: &Workflow<F>) -> Result<Recovery<O, E>>
     where
         I: Serialize + DeserializeOwned,
@@ -381,40 +542,100 @@ impl Runtime {
         F: Fn(Context, I) -> Fut,
         Fut: Future<Output = Result<O, E>>,
     {
+        self.check_conditional_create().await?;
+        let store = &self.shared.store;
+        let mut skipped = Vec::new();
         let mut remarked = 0;
         for status in [
             RunStatus::Completed,
             RunStatus::Failed,
             RunStatus::Cancelled,
         ] {
-            for record in self.shared.store.list_runs(status).await? {
-                if let Some(at_ms) = record.terminal_at_ms {
-                    self.shared
-                        .memo
-                        .write_terminal_marker(&record.run_id, at_ms)
-                        .await?;
-                    remarked += 1;
+            for run_id in store.list_run_ids(status).await? {
+                match self.remark(&run_id).await {
+                    Ok(true) => remarked += 1,
+                    Ok(false) => {}
+                    Err(e) => skipped.push((run_id, e)),
                 }
             }
         }
-        let mut pending = Vec::new();
+        let mut open = Vec::new();
+        let mut busy = Vec::new();
+        let now = self.shared.clock.now_ms();
         for status in [RunStatus::Pending, RunStatus::Running] {
-            pending.extend(
-                self.shared
-                    .store
-                    .list_runs(status)
-                    .await?
-                    .into_iter()
-                    .filter(|record| record.workflow == workflow.name),
-            );
+            for run_id in store.list_run_ids(status).await? {
+                match store.load_run(&run_id).await {
+                    Ok(Some(record)) if record.lease.as_ref().is_some_and(|l| l.until_ms > now) => {
+                        if record.workflow == workflow.name {
+                            busy.extend(record.lease.map(|lease| (run_id, lease)));
+                        }
+                    }
+                    Ok(Some(record))
+                        if !record.status.is_terminal() && record.workflow == workflow.name =>
+                    {
+                        open.push(record);
+                    }
+                    // Deleted or finished meanwhile, or another workflow's.
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(%run_id, error = %e, "run not recovered");
+                        skipped.push((run_id, e));
+                    }
+                }
+            }
         }
-        let resumed = futures::future::join_all(pending.into_iter().map(|record| async move {
-            let run_id = record.run_id.clone();
-            let span = tracing::info_span!("memo.recover", %run_id, workflow = %workflow.name);
-            (run_id, self.drive(record, workflow).instrument(span).await)
-        }))
-        .await;
-        Ok(Recovery { resumed, remarked })
+        // A run that moved from Pending to Running between the listings.
+        open.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        open.dedup_by(|a, b| a.run_id == b.run_id);
+        let mut resumed: Vec<_> = futures::stream::iter(open)
+            .map(|record| self.recover_run(record, workflow))
+            .buffer_unordered(self.shared.recovery_concurrency)
+            .collect()
+            .await;
+        resumed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Recovery {
+            resumed,
+            remarked,
+            skipped,
+            busy,
+        })
+    }
+
+    /// Writes the terminal marker of `run_id` again if the run is terminal.
+    async fn remark(&self, run_id: &RunId) -> Result<bool> {
+        let Some(record) = self.shared.store.load_run(run_id).await? else {
+            return Ok(false);
+        };
+        let Some(terminal_at_ms) = record.terminal_at_ms else {
+            return Ok(false);
+        };
+        let marker = TerminalMarker {
+            run_id: record.run_id,
+            terminal_at_ms,
+            incarnation: record.incarnation,
+        };
+        self.shared.memo.write_marker(&marker).await?;
+        Ok(true)
+    }
+
+    /// One attempt of a run found by [`Runtime::recover`]; a panic ends the
+    /// attempt, not the recovery.
+    async fn recover_run<I, O, E, F, Fut>(
+        &self,
+        record: RunRecord,
+        workflow: &Workflow<F>,
+    ) -> (RunId, Result<O, E>)
+    where
+        I: Serialize + DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        E: From<Error> + Display,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+    {
+        let run_id = record.run_id.clone();
+        let span = tracing::info_span!("memo.recover", %run_id, workflow = %workflow.name);
+        let outcome = self.drive(record, workflow).instrument(span).await;
+        (run_id, outcome)
     }
 
     /// One attempt of a run that exists.
@@ -450,63 +671,134 @@ impl Runtime {
             &record.input,
         )?;
         let attempt = record.attempts + 1;
+        let lease = AttemptLease::start(&self.shared, &run_id, attempt).await?;
+        let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
+        let outcome = lease.hold(body.catch_unwind()).await;
+        let (result, ended) = match outcome {
+            Ok(Ok(done)) => done,
+            Ok(Err(panic)) => {
+                let message = panic_message(panic.as_ref());
+                tracing::error!(%run_id, panic = %message, "the workflow panicked; the run stays open");
+                let aborted = Error::Aborted {
+                    run_id: run_id.to_string(),
+                    reason: format!("the workflow panicked: {message}"),
+                };
+                (Err(E::from(aborted)), false)
+            }
+            Err(lost) => (Err(E::from(lost)), false),
+        };
+        if !ended {
+            // However the attempt stopped, the next one need not wait.
+            lease.release().await;
+        }
+        result
+    }
+
+    /// The body of one attempt, under its lease: replays the history, runs
+    /// the workflow and commits its outcome. `true` with the result if the
+    /// run ended (its terminal status committed).
+    async fn attempt<I, O, E, F, Fut>(
+        &self,
+        record: &RunRecord,
+        input: I,
+        lease: &AttemptLease<'_>,
+        workflow: &Workflow<F>,
+    ) -> (Result<O, E>, bool)
+    where
+        I: Serialize + DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        E: From<Error> + Display,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+    {
+        match self.attempt_inner(record, input, lease, workflow).await {
+            Ok(done) => done,
+            Err(e) => (Err(E::from(e)), false),
+        }
+    }
+
+    async fn attempt_inner<I, O, E, F, Fut>(
+        &self,
+        record: &RunRecord,
+        input: I,
+        lease: &AttemptLease<'_>,
+        workflow: &Workflow<F>,
+    ) -> Result<(Result<O, E>, bool)>
+    where
+        I: Serialize + DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        E: From<Error> + Display,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+    {
+        let run_id = record.run_id.clone();
+        let attempt = lease.fence().attempt;
         let store = &self.shared.store;
-        store
-            .atomic_apply(
-                &run_id,
-                Commit::status(
-                    StatusChange::start_attempt(attempt),
-                    self.shared.clock.now_ms(),
-                ),
-            )
-            .await?;
         let history = store.load_receipts(&run_id, None).await?;
         tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
-        let ctx = Context::new(Arc::clone(&self.shared), run_id.clone(), attempt, history);
+        let ctx = Context::new(
+            Arc::clone(&self.shared),
+            run_id.clone(),
+            record.incarnation,
+            lease.fence(),
+            history,
+        );
         let result = (workflow.run)(ctx.clone(), input).await;
         if let Some(fault) = ctx.take_fault() {
             // The runtime, not the workflow, stopped this attempt: leave the run
             // open so that it can be resumed.
             tracing::warn!(%fault, "attempt stopped; the run stays open");
-            return match result {
-                Err(e) => Err(e),
-                Ok(_) => Err(Error::Aborted {
-                    run_id: run_id.to_string(),
-                    reason: fault,
+            return Ok(match result {
+                Err(e) => (Err(e), false),
+                Ok(_) => {
+                    let aborted = Error::Aborted {
+                        run_id: run_id.to_string(),
+                        reason: fault,
+                    };
+                    (Err(aborted.into()), false)
                 }
-                .into()),
-            };
+            });
         }
-        let change = match &result {
-            Ok(output) => StatusChange::Completed {
-                output: encode("the workflow output", output)?,
+        let (change, result) = match result {
+            Ok(output) => match encode("the workflow output", &output) {
+                Ok(encoded) => (StatusChange::Completed { output: encoded }, Ok(output)),
+                // A permanent error: retrying the run could only fail again.
+                Err(e) => (
+                    StatusChange::Failed {
+                        error: e.to_string(),
+                    },
+                    Err(E::from(e)),
+                ),
             },
-            Err(e) => StatusChange::Failed {
-                error: e.to_string(),
-            },
+            Err(e) => (
+                StatusChange::Failed {
+                    error: e.to_string(),
+                },
+                Err(e),
+            ),
         };
         let terminal_at_ms = self.shared.clock.now_ms();
-        store
-            .atomic_apply(&run_id, Commit::status(change, terminal_at_ms))
-            .await?;
-        self.mark_terminal(&run_id, terminal_at_ms).await;
-        result
+        let commit = Commit::status(change, terminal_at_ms).with_fence(lease.fence());
+        store.atomic_apply(&run_id, commit).await?;
+        let marker = TerminalMarker {
+            run_id: run_id.clone(),
+            terminal_at_ms,
+            incarnation: record.incarnation,
+        };
+        self.mark_terminal(&marker).await;
+        Ok((result, true))
     }
 
     /// Writes the terminal marker, retrying; a marker that still fails is
     /// written again by [`Runtime::recover`].
-    async fn mark_terminal(&self, run_id: &RunId, terminal_at_ms: u64) {
-        let write = || {
-            self.shared
-                .memo
-                .write_terminal_marker(run_id, terminal_at_ms)
-        };
+    async fn mark_terminal(&self, marker: &TerminalMarker) {
+        let write = || self.shared.memo.write_marker(marker);
         let written = write
             .retry(self.shared.marker_retry.backoff())
             .sleep(tokio::time::sleep)
             .await;
         if let Err(e) = written {
-            tracing::warn!(%run_id, error = %e, "terminal marker not written; recover() will write it");
+            tracing::warn!(run_id = %marker.run_id, error = %e, "terminal marker not written; recover() will write it");
         }
     }
 }
@@ -533,6 +825,24 @@ fn finished<O: DeserializeOwned>(record: &RunRecord) -> Option<Result<O>> {
             reason: record.error.clone(),
         })),
     }
+}
+
+/// What a panic said, if it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// Whether `stored` (an input recorded as [`encode`] wrote it) is `input`
+/// under the canonical encoding of content keys.
+fn same_input<I: Serialize + DeserializeOwned>(stored: &[u8], input: &I) -> Result<bool> {
+    let Ok(stored) = rmp_serde::from_slice::<I>(stored) else {
+        return Ok(false);
+    };
+    Ok(crate::content_key(&stored)? == crate::content_key(input)?)
 }
 
 /// MessagePack (named fields) of `value`.

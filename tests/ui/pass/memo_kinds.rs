@@ -25,12 +25,21 @@ async fn shared(shared: Arc<memo_runtime::Memo>, n: u8) -> memo_runtime::Result<
     Ok(n)
 }
 
-#[memoized(memo = memo)]
+/// With `memo = ...`, no other parameter is taken for the memo: `audit`
+/// would be part of the key, so it is skipped.
+#[memoized(memo = memo, skip(audit))]
 async fn chosen(memo: &memo_runtime::Memo, audit: &memo_runtime::Memo, n: u8) -> memo_runtime::Result<u8> {
     let _ = audit;
     Ok(n)
 }
 
+/// `memo = &param` names the parameter as well: it is not in the key.
+#[memoized(memo = &memo)]
+async fn borrowed(memo: memo_runtime::Memo, n: u8) -> memo_runtime::Result<u8> {
+    Ok(n)
+}
+
 fn main() {
+    let _ = borrowed;
     let _ = (by_ref, by_mut_ref, owned, shared, chosen);
 }

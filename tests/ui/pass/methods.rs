@@ -1,5 +1,6 @@
-//! Inherent methods (receiver skipped, receiver in the key, by value,
-//! `mut`), and a method of a trait impl.
+//! Inherent methods (receiver skipped, receiver in the key, by value), and
+//! a method of a trait impl. (`&mut self` in the key is refused: see
+//! `fail/mut_ref_arg.rs`.)
 use std::sync::Arc;
 
 use memo_runtime::{Memo, memoized};
@@ -36,12 +37,6 @@ impl Template {
     async fn into_subject(self, memo: &Memo) -> memo_runtime::Result<String> {
         Ok(self.subject)
     }
-
-    #[memoized]
-    async fn retitle(&mut self, memo: &Memo, suffix: &str) -> memo_runtime::Result<String> {
-        self.subject.push_str(suffix);
-        Ok(self.subject.clone())
-    }
 }
 
 trait Notifier {
@@ -57,6 +52,6 @@ impl Notifier for Mailer {
 
 fn main() {
     let _ = (Mailer::send, Mailer::send_shared, Template::render);
-    let _ = (Template::into_subject, Template::retitle);
+    let _ = Template::into_subject;
     let _ = <Mailer as Notifier>::notify;
 }

@@ -1,0 +1,321 @@
+//! The stored layout: every object path memo writes, built and parsed in one
+//! place, so a change of layout is one diff (and one golden test).
+//!
+//! # Version 2 (current)
+//!
+//! Under a store's prefix, with `<run>` the run-id segment (see
+//! [`run_segment`]), `<inc>` the run's [`Incarnation`] (16 hex digits) and
+//! `<step>` a step number in decimal:
+//!
+//! | object | path |
+//! |---|---|
+//! | memo entry | `memos/<run>/<inc>/<step>/<sha256(key)>` |
+//! | step-output entry | `step-outputs/<run>/<inc>/<step>/<sha256(payload)>` |
+//! | terminal marker | `terminals/<hour>/<u64::MAX - at_ms>_<run>.<inc>` |
+//! | run pointer (runtime store) | `runs/<run>/run` |
+//! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
+//! | status hint | `runs-by-status/<status>/<run>.<inc>` |
+//!
+//! Version 1 had no incarnation segment and wrote run ids as they are. Its
+//! memo entries and markers are not read by version 2 (a v1 entry is a
+//! miss, a v1 marker is skipped as foreign); [`MemoStore::clear_memos_for_run`]
+//! still deletes a v1 run's entries. Drain runs in flight before upgrading.
+//!
+//! [`MemoStore::clear_memos_for_run`]: crate::MemoStore::clear_memos_for_run
+
+use object_store::path::{Path, PathPart};
+
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::RunStatus;
+
+pub(crate) const MEMOS: &str = "memos";
+pub(crate) const STEP_OUTPUTS: &str = "step-outputs";
+pub(crate) const TERMINALS: &str = "terminals";
+const RUNS: &str = "runs";
+const RUNS_BY_STATUS: &str = "runs-by-status";
+
+/// The width of a marker's hour folder, in milliseconds.
+pub(crate) const MARKER_HOUR_MS: u64 = 60 * 60 * 1000;
+
+/// The path segment of a run id: the id with every upper-case letter written
+/// as `=` and the letter in lower case.
+///
+/// The segment is all lower case, and the mapping is one-to-one (`=` is not
+/// in the run-id alphabet), so two ids that differ only in case get segments
+/// that differ in more than case: they stay apart on a case-insensitive
+/// folder (macOS, Windows) as everywhere else.
+pub(crate) fn run_segment(run_id: &RunId) -> String {
+    let id = run_id.as_str();
+    let mut segment = String::with_capacity(id.len() + 4);
+    for c in id.chars() {
+        if c.is_ascii_uppercase() {
+            segment.push('=');
+            segment.push(c.to_ascii_lowercase());
+        } else {
+            segment.push(c);
+        }
+    }
+    segment
+}
+
+/// The run id a [`run_segment`] was made from; `None` for anything else.
+pub(crate) fn parse_run_segment(segment: &str) -> Option<RunId> {
+    let mut id = String::with_capacity(segment.len());
+    let mut chars = segment.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '=' => match chars.next() {
+                Some(l) if l.is_ascii_lowercase() => id.push(l.to_ascii_uppercase()),
+                _ => return None,
+            },
+            c if c.is_ascii_uppercase() => return None,
+            c => id.push(c),
+        }
+    }
+    RunId::new(id).ok()
+}
+
+/// `<run>.<inc>`: a run incarnation in one file name.
+fn incarnation_name(run_id: &RunId, incarnation: Incarnation) -> String {
+    format!("{}.{incarnation}", run_segment(run_id))
+}
+
+/// Parses `<run>.<inc>`.
+fn parse_incarnation_name(name: &str) -> Option<(RunId, Incarnation)> {
+    let (run, incarnation) = name.rsplit_once('.')?;
+    Some((
+        parse_run_segment(run)?,
+        Incarnation::parse_hex(incarnation)?,
+    ))
+}
+
+/// The paths of one store prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    base: Path,
+}
+
+impl Layout {
+    pub(crate) fn new(prefix: impl Into<String>) -> Layout {
+        Layout {
+            base: Path::from(prefix.into()),
+        }
+    }
+
+    pub(crate) fn prefix(&self) -> &Path {
+        &self.base
+    }
+
+    /// `<folder>/<run>`: every incarnation of a run in `folder`
+    /// ([`MEMOS`] or [`STEP_OUTPUTS`]).
+    pub(crate) fn run_folder(&self, folder: &str, run_id: &RunId) -> Path {
+        self.base.clone().join(folder).join(run_segment(run_id))
+    }
+
+    /// `<folder>/<run>/<inc>`: one incarnation of a run in `folder`.
+    pub(crate) fn incarnation_folder(
+        &self,
+        folder: &str,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Path {
+        self.run_folder(folder, run_id)
+            .join(incarnation.to_string())
+    }
+
+    /// `<folder>/<run>/<inc>/<step>/<digest>`.
+    pub(crate) fn entry(
+        &self,
+        folder: &str,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        step: u32,
+        digest: &str,
+    ) -> Path {
+        self.incarnation_folder(folder, run_id, incarnation)
+            .join(PathPart::from(step.to_string()))
+            .join(digest)
+    }
+
+    pub(crate) fn terminals_folder(&self) -> Path {
+        self.base.clone().join(TERMINALS)
+    }
+
+    /// `terminals/<hour>`: the folder of markers of the hour starting at
+    /// `hour_ms`.
+    pub(crate) fn marker_hour(&self, hour_ms: u64) -> Path {
+        self.terminals_folder().join(format!("{hour_ms:020}"))
+    }
+
+    /// `terminals/<hour>/<inverted>_<run>.<inc>`.
+    pub(crate) fn marker(&self, run_id: &RunId, incarnation: Incarnation, at_ms: u64) -> Path {
+        let hour = at_ms - at_ms % MARKER_HOUR_MS;
+        self.marker_hour(hour).join(format!(
+            "{:020}_{}",
+            u64::MAX - at_ms,
+            incarnation_name(run_id, incarnation)
+        ))
+    }
+
+    /// The first name in an hour folder at or after which every marker is
+    /// strictly older than `cutoff_ms` (markers sort newest first).
+    pub(crate) fn marker_offset(&self, hour_ms: u64, cutoff_ms: u64) -> Path {
+        // `z` sorts after the `_` that follows the digits; `~` would be escaped.
+        self.marker_hour(hour_ms)
+            .join(format!("{:020}z", u64::MAX - cutoff_ms))
+    }
+
+    /// The run pointer: the creation record naming a run's current
+    /// incarnation.
+    pub(crate) fn run_pointer(&self, run_id: &RunId) -> Path {
+        self.runs_folder(run_id).join("run")
+    }
+
+    /// `runs/<run>`: every runtime record of a run id.
+    pub(crate) fn runs_folder(&self, run_id: &RunId) -> Path {
+        self.base.clone().join(RUNS).join(run_segment(run_id))
+    }
+
+    /// `runs/<run>/<inc>`: every runtime record of one incarnation but its
+    /// pointer.
+    pub(crate) fn incarnation_records(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.runs_folder(run_id).join(incarnation.to_string())
+    }
+
+    pub(crate) fn log_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.incarnation_records(run_id, incarnation).join("log")
+    }
+
+    pub(crate) fn log_entry(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        position: u64,
+    ) -> Path {
+        self.log_folder(run_id, incarnation)
+            .join(format!("{position:020}"))
+    }
+
+    pub(crate) fn status_folder(&self, status: RunStatus) -> Path {
+        self.base
+            .clone()
+            .join(RUNS_BY_STATUS)
+            .join(PathPart::from(status.to_string()))
+    }
+
+    pub(crate) fn status_hint(
+        &self,
+        status: RunStatus,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Path {
+        self.status_folder(status)
+            .join(incarnation_name(run_id, incarnation))
+    }
+}
+
+/// Parses an hour folder's name; `None` for anything else.
+pub(crate) fn parse_marker_hour(folder: &Path) -> Option<u64> {
+    let start = parse_digits(folder.filename()?)?;
+    (start % MARKER_HOUR_MS == 0).then_some(start)
+}
+
+/// Parses a marker path into (hour, run, incarnation, at_ms); `None` for
+/// anything that [`Layout::marker`] would not have written.
+pub(crate) fn parse_marker(path: &Path) -> Option<(u64, RunId, Incarnation, u64)> {
+    let hour = parse_marker_hour(&path.parent()?)?;
+    let name = path.filename()?;
+    let (inverted, rest) = name.split_at_checked(20)?;
+    let (run_id, incarnation) = parse_incarnation_name(rest.strip_prefix('_')?)?;
+    let at_ms = u64::MAX - parse_digits(inverted)?;
+    (at_ms - at_ms % MARKER_HOUR_MS == hour).then_some((hour, run_id, incarnation, at_ms))
+}
+
+/// Parses a status hint's file name into the run and incarnation it names.
+pub(crate) fn parse_status_hint(path: &Path) -> Option<(RunId, Incarnation)> {
+    parse_incarnation_name(path.filename()?)
+}
+
+/// Parses a log entry's file name into its position.
+pub(crate) fn parse_log_position(path: &Path) -> Option<u64> {
+    parse_digits(path.filename()?)
+}
+
+fn parse_digits(s: &str) -> Option<u64> {
+    if s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str) -> RunId {
+        RunId::new(id).unwrap()
+    }
+
+    #[test]
+    fn run_segments_are_lower_case_and_one_to_one() {
+        assert_eq!(run_segment(&run("order-1")), "order-1");
+        assert_eq!(run_segment(&run("Order_1")), "=order_1");
+        assert_eq!(run_segment(&run("AbC")), "=ab=c");
+        for id in ["order-1", "Order-1", "ORDER-1", "a_B-c9", "Z"] {
+            let segment = run_segment(&run(id));
+            assert_eq!(segment, segment.to_ascii_lowercase());
+            assert_eq!(parse_run_segment(&segment), Some(run(id)));
+        }
+        assert_ne!(
+            run_segment(&run("Order-1")).to_ascii_lowercase(),
+            run_segment(&run("order-1")).to_ascii_lowercase()
+        );
+        for foreign in ["", "=", "a=", "=1", "Abc", "a.b", "a/b"] {
+            assert_eq!(parse_run_segment(foreign), None, "{foreign:?}");
+        }
+    }
+
+    #[test]
+    fn the_layout_is_pinned() {
+        let layout = Layout::new("pre/fix");
+        let (id, inc) = (run("Run_1"), Incarnation::from_u64(0xab));
+        let paths = [
+            layout.entry(MEMOS, &id, inc, 7, "d1").to_string(),
+            layout.entry(STEP_OUTPUTS, &id, inc, 2, "d2").to_string(),
+            layout.marker(&id, inc, 3_600_001).to_string(),
+            layout.run_pointer(&id).to_string(),
+            layout.log_entry(&id, inc, 3).to_string(),
+            layout.status_hint(RunStatus::Running, &id, inc).to_string(),
+        ];
+        assert_eq!(
+            paths,
+            [
+                "pre/fix/memos/=run_1/00000000000000ab/7/d1".to_string(),
+                "pre/fix/step-outputs/=run_1/00000000000000ab/2/d2".to_string(),
+                format!(
+                    "pre/fix/terminals/00000000000003600000/{}_=run_1.00000000000000ab",
+                    u64::MAX - 3_600_001
+                ),
+                "pre/fix/runs/=run_1/run".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/log/00000000000000000003".to_string(),
+                "pre/fix/runs-by-status/Running/=run_1.00000000000000ab".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn markers_round_trip_and_foreign_names_do_not_parse() {
+        let layout = Layout::new("p");
+        let (id, inc) = (run("A-b_C"), Incarnation::random());
+        for at_ms in [0, 1, 3_599_999, 3_600_000, u64::MAX / 2] {
+            let path = layout.marker(&id, inc, at_ms);
+            let hour = at_ms - at_ms % MARKER_HOUR_MS;
+            assert_eq!(parse_marker(&path), Some((hour, id.clone(), inc, at_ms)));
+        }
+        let hour = layout.marker_hour(0);
+        for foreign in ["x", "00000000000000000001_r", "18446744073709551614_r.zz"] {
+            assert_eq!(parse_marker(&hour.clone().join(foreign)), None, "{foreign}");
+        }
+    }
+}

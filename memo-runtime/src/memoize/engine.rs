@@ -1,0 +1,208 @@
+//! One memoized call, from its key to the committed value: read, run the
+//! body on a miss, commit write-once, return what was committed.
+
+use std::future::Future;
+
+use bytes::Bytes;
+use tracing::Instrument;
+
+use crate::{Error, Memo, Result};
+
+use super::bounds::{FromMemoError, MemoResult, StoredValue};
+use super::flight::Flight;
+
+/// What a memoized call needs to know about its return type `R`, as plain
+/// function pointers: splitting `R` into its `Ok` type `T` and error `E`,
+/// encoding and decoding `T`, carrying memo's errors as `E`.
+///
+/// [`codec`] checks every bound once, at the return type; [`memoize`] then
+/// needs none, so a return type that does not qualify is one error there
+/// instead of one per use.
+pub struct Codec<R, T, E> {
+    split: fn(R) -> core::result::Result<T, E>,
+    join: fn(core::result::Result<T, E>) -> R,
+    encode: fn(&T) -> core::result::Result<Vec<u8>, rmp_serde::encode::Error>,
+    decode: fn(&[u8]) -> core::result::Result<T, rmp_serde::decode::Error>,
+    from_memo_error: fn(Error) -> E,
+}
+
+/// The [`Codec`] of the return type `R`.
+pub fn codec<R>() -> Codec<R, R::Ok, R::Err>
+where
+    R: MemoResult,
+    // Bounds on the parts, not on `R`'s impl, so that a failure names the
+    // part (`Draft: StoredValue`) and is reported in this module's words.
+    R::Ok: StoredValue,
+    R::Err: FromMemoError,
+{
+    Codec {
+        split: R::into_result,
+        join: R::from_result,
+        encode: |value| rmp_serde::to_vec_named(value),
+        decode: |bytes| rmp_serde::from_slice(bytes),
+        from_memo_error: R::Err::from,
+    }
+}
+
+/// Runs one memoized call: returns the committed value for `key` if there
+/// is one, else runs `body` and commits its `Ok` value.
+pub async fn memoize<R, T, E, F>(
+    memo: &Memo,
+    function: &'static str,
+    key: Result<String>,
+    codec: Codec<R, T, E>,
+    body: F,
+) -> R
+where
+    F: Future<Output = R>,
+{
+    let span = tracing::info_span!(
+        "memoized",
+        function,
+        run = %memo.run_id(),
+        step = memo.step_number(),
+        outcome = tracing::field::Empty,
+    );
+    let call = Call {
+        memo,
+        function,
+        codec: &codec,
+    };
+    let result = async {
+        match key {
+            Ok(key) => call.run(&key, body).await,
+            Err(e) => Err(Failure::Memo(call.key_error(e))),
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    let outcome = match &result {
+        Ok((_, outcome)) => *outcome,
+        Err(_) => Outcome::Error,
+    };
+    span.record("outcome", outcome.as_str());
+    match result {
+        Ok((value, _)) => (codec.join)(Ok(value)),
+        Err(Failure::Body(e)) => (codec.join)(Err(e)),
+        Err(Failure::Memo(e)) => {
+            span.in_scope(|| tracing::warn!(error = %e, "memoized call failed"));
+            (codec.join)(Err((codec.from_memo_error)(e)))
+        }
+    }
+}
+
+/// How a call was answered, as recorded on its span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// A committed value was found; the body did not run.
+    Hit,
+    /// The body ran and its value is the one committed.
+    Miss,
+    /// The body ran, but another attempt committed first; its value is
+    /// returned.
+    CommittedByOther,
+    /// The body or the memo failed; nothing was committed.
+    Error,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Hit => "hit",
+            Outcome::Miss => "miss",
+            Outcome::CommittedByOther => "committed-by-other",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// Why a call returned no value.
+enum Failure<E> {
+    /// The body returned `Err`; it is passed through, never committed.
+    Body(E),
+    /// The memo failed: storage, encoding or decoding.
+    Memo(Error),
+}
+
+/// One memoized call in progress.
+struct Call<'a, R, T, E> {
+    memo: &'a Memo,
+    function: &'static str,
+    codec: &'a Codec<R, T, E>,
+}
+
+impl<R, T, E> Call<'_, R, T, E> {
+    async fn run<F>(&self, key: &str, body: F) -> Result<(T, Outcome), Failure<E>>
+    where
+        F: Future<Output = R>,
+    {
+        if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
+            return Ok((self.decode(key, &committed)?, Outcome::Hit));
+        }
+        // Whoever holds the flight for this entry runs the body; the others
+        // wait and then find its committed value on the re-read, so
+        // identical calls in one process run the body once.
+        let _flight = Flight::enter(self.memo.flight_key(key)).await;
+        if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
+            return Ok((self.decode(key, &committed)?, Outcome::Hit));
+        }
+        let value = (self.codec.split)(body.await).map_err(Failure::Body)?;
+        let encoded = (self.codec.encode)(&value).map_err(|e| {
+            Failure::Memo(Error::Serialization {
+                what: format!("the value returned by {}", self.describe()),
+                message: e.to_string(),
+            })
+        })?;
+        let committed = self.memo.put(key, &encoded).await.map_err(Failure::Memo)?;
+        if committed == encoded {
+            Ok((value, Outcome::Miss))
+        } else {
+            // Another attempt (another process, a lost acknowledgement)
+            // committed first: every caller must see one value, so ours is
+            // dropped.
+            Ok((self.decode(key, &committed)?, Outcome::CommittedByOther))
+        }
+    }
+
+    fn decode(&self, key: &str, committed: &Bytes) -> Result<T, Failure<E>> {
+        (self.codec.decode)(committed).map_err(|e| Failure::Memo(self.undecodable(key, e)))
+    }
+
+    /// The one path for a committed value that does not decode as the `Ok`
+    /// type (the type changed incompatibly, or a foreign value sits under
+    /// the key): the call fails with [`Error::Decode`] and the body is not
+    /// run, because its side effect has already happened once. Reporting
+    /// such a fault anywhere else belongs here.
+    fn undecodable(&self, key: &str, error: rmp_serde::decode::Error) -> Error {
+        let error = Error::Decode {
+            what: self.describe(),
+            path: self.memo.entry_path(key),
+            message: error.to_string(),
+        };
+        // A code fix can read the value: in a workflow, the attempt stops and
+        // the run stays open, whatever the caller does with the error.
+        self.memo.report_fault(&error);
+        error
+    }
+
+    /// Names the call in an error deriving its key: `content_key` alone
+    /// cannot say whose arguments failed to serialize.
+    fn key_error(&self, error: Error) -> Error {
+        match error {
+            Error::Serialization { message, .. } => Error::Serialization {
+                what: format!("the arguments of {}", self.describe()),
+                message,
+            },
+            other => other,
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "memoized fn `{}` (run {}, step {})",
+            self.function,
+            self.memo.run_id(),
+            self.memo.step_number()
+        )
+    }
+}

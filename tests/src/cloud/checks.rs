@@ -1,0 +1,282 @@
+//! The checks every cloud backend passes, each a `pub async fn` over a
+//! [`CloudBucket`]; [`cloud_checks!`](crate::cloud_checks) makes one test of
+//! each in a backend's test file.
+//!
+//! Each check panics, like `assert!`, saying what failed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::testing::memo_store as suite;
+use memo_runtime::testing::runtime_store as runtime_suite;
+use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{
+    Error, MARKER_BUCKET_MS, ManualClock, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
+    RunId, RuntimeStore, probe_conditional_create,
+};
+
+use super::CloudBucket;
+
+fn run(id: &str) -> RunId {
+    RunId::new(id).unwrap()
+}
+
+/// The start-up probe passes on a store opened from the cloud's URL, and
+/// leaves nothing behind.
+pub async fn store_from_url_honours_conditional_creates(bucket: &CloudBucket) {
+    let opened = bucket.open();
+    probe_conditional_create(opened.store.as_ref(), &opened.prefix)
+        .await
+        .unwrap();
+    let left: Vec<_> = opened
+        .store
+        .list(Some(&opened.prefix))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "the probe left objects behind: {left:?}");
+}
+
+/// The memo-store conformance suite.
+pub async fn memo_conformance_suite(bucket: &CloudBucket) {
+    let opened = bucket.open();
+    suite::run_all(|| MemoStore::new(opened.store.clone(), opened.prefix.clone())).await;
+}
+
+/// The runtime-store conformance suite and the object-store checks for
+/// corrupt records and unfinished deletions.
+pub async fn runtime_store_conformance_suite(bucket: &CloudBucket) {
+    // A new client per instance, as separate workers would have.
+    let make = || {
+        let opened = bucket.open();
+        ObjectStoreRuntimeStore::new(opened.store, opened.prefix)
+    };
+    runtime_suite::run_all(make).await;
+    runtime_suite::corrupt_records_are_errors(&make).await;
+    runtime_suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
+}
+
+/// Injected faults before and after requests never leave a step commit
+/// half applied.
+pub async fn runtime_store_faults_never_leave_a_partial_commit(bucket: &CloudBucket) {
+    let opened = bucket.open();
+    let faults = Arc::new(FaultInjectingStore::new(opened.store).with_seed(13));
+    let make = || ObjectStoreRuntimeStore::new(faults.clone(), opened.prefix.clone());
+    runtime_suite::faults_never_leave_a_partial_commit(&make, &faults).await;
+}
+
+/// Thirty-two clients, each with its own connection, racing to write one
+/// key all return the one committed value.
+pub async fn thirty_two_clients_racing_one_key_converge_on_one_value(bucket: &CloudBucket) {
+    suite::racing_writers_converge_on_one_value(&|| bucket.memo_store(), 32).await;
+}
+
+/// A create whose acknowledgement is lost is retried into the committed
+/// value, which another client then reads and cannot overwrite.
+pub async fn lost_ack_on_a_create_returns_the_committed_value(bucket: &CloudBucket) {
+    let opened = bucket.open();
+    let faults = Arc::new(FaultInjectingStore::new(opened.store.clone()));
+    // The create reaches the server and commits; only its answer is lost.
+    faults.inject(FaultRule::fail_after(RequestKind::Create).times(1));
+    let memo = MemoStore::new(faults.clone(), opened.prefix.clone()).new_memo(&run("lost-ack"), 3);
+
+    assert_eq!(memo.put("charge", b"receipt 1").await.unwrap(), "receipt 1");
+    assert_eq!(faults.faults_injected(), 1);
+
+    let other = bucket.memo_store().new_memo(&run("lost-ack"), 3);
+    assert_eq!(
+        other.get("charge").await.unwrap(),
+        Some(Bytes::from("receipt 1"))
+    );
+    assert_eq!(
+        other.put("charge", b"receipt 2").await.unwrap(),
+        "receipt 1"
+    );
+}
+
+/// Listing the expired markers reads about as many objects as are expired,
+/// not the retained ones: the server honours the listing offset.
+pub async fn listing_expired_markers_lists_about_as_many_objects_as_are_expired(
+    bucket: &CloudBucket,
+) {
+    let opened = bucket.open();
+    let counting = Arc::new(CountingStore::new(opened.store.clone()));
+    let store = MemoStore::new(counting.clone(), opened.prefix.clone());
+
+    // The cutoff falls mid-bucket: 12 expired markers span its bucket and the
+    // one before; 100 retained ones (one exactly at the cutoff) share the
+    // cutoff's bucket, and 100 more fill the ten buckets after it.
+    let cutoff = 1_000 * MARKER_BUCKET_MS + MARKER_BUCKET_MS / 2;
+    let expired_at = (1..=12).map(|i| cutoff - i * MARKER_BUCKET_MS / 10);
+    let retained_in_cutoff_bucket = (0..100).map(|i| cutoff + i * MARKER_BUCKET_MS / 400);
+    let retained_later =
+        (1..=100).map(|i| cutoff + MARKER_BUCKET_MS / 2 + i * MARKER_BUCKET_MS / 10);
+    let markers: Vec<(usize, u64)> = expired_at
+        .chain(retained_in_cutoff_bucket)
+        .chain(retained_later)
+        .enumerate()
+        .collect();
+    futures::stream::iter(markers)
+        .map(|(i, at)| {
+            let store = store.clone();
+            async move {
+                store
+                    .write_terminal_marker(&run(&format!("run-{i}")), at)
+                    .await
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+
+    counting.reset();
+    let expired = store.list_expired_terminal_markers(cutoff).await.unwrap();
+    assert_eq!(expired.len(), 12);
+    assert!(expired.iter().all(|m| m.terminal_at_ms < cutoff));
+    let counts = counting.counts();
+    assert!(
+        counts.objects_listed <= expired.len() as u64 + 2,
+        "listing 12 expired markers among 212 read {} objects: {counts:?}",
+        counts.objects_listed
+    );
+}
+
+/// Clearing a large run ([`Cloud::large_run_entries`](super::Cloud::large_run_entries)) deletes every one of
+/// its entries, and only them, in one delete stream per run folder.
+pub async fn clearing_a_large_run_uses_batched_deletes(bucket: &CloudBucket) {
+    let entries = bucket.cloud().large_run_entries();
+    let opened = bucket.open();
+    let counting = Arc::new(CountingStore::new(opened.store.clone()));
+    let store = MemoStore::new(counting.clone(), opened.prefix.clone());
+    let doomed = run("doomed");
+    let kept = run("kept");
+
+    futures::stream::iter(0..entries)
+        .map(|i| {
+            let memo = store.new_memo(&doomed, i % 50);
+            async move { memo.put(&format!("key-{i}"), i.to_le_bytes()).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    store
+        .new_memo(&kept, 0)
+        .put("key-0", b"kept")
+        .await
+        .unwrap();
+
+    counting.reset();
+    assert_eq!(
+        store.clear_memos_for_run(&doomed).await.unwrap(),
+        entries as usize
+    );
+    let counts = counting.counts();
+    assert_eq!(counts.delete_paths, u64::from(entries));
+    // One delete stream per run folder (memo entries, step outputs), which
+    // the client sends as it batches best: S3 as DeleteObjects requests of up
+    // to 1,000 keys, Azure as blob batches of up to 256; deleting object by
+    // object would be one stream per entry.
+    assert!(
+        counts.delete_streams <= 2,
+        "{entries} deletes took {} delete streams: {counts:?}",
+        counts.delete_streams
+    );
+    assert_eq!(store.new_memo(&doomed, 0).get("key-0").await.unwrap(), None);
+    assert_eq!(
+        store.new_memo(&kept, 0).get("key-0").await.unwrap(),
+        Some(Bytes::from("kept"))
+    );
+}
+
+/// Two workflow runs finished longer ago than their retention are swept
+/// (runtime records, memo entries, markers); a recent one is kept.
+pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &CloudBucket) {
+    const DAY: u64 = 24 * MARKER_BUCKET_MS;
+    const NOW: u64 = 100 * DAY;
+    let opened = bucket.open();
+    let memo = MemoStore::new(opened.store.clone(), opened.prefix.clone().join("memo"));
+    let records: Arc<dyn RuntimeStore> = Arc::new(ObjectStoreRuntimeStore::new(
+        opened.store.clone(),
+        opened.prefix.clone().join("runtime"),
+    ));
+    let clock = Arc::new(ManualClock::new(0));
+    let runtime = Runtime::builder()
+        .memo_store(memo.clone())
+        .runtime_store(records.clone())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let greet = Workflow::new("greet", |ctx: Context, name: String| async move {
+        ctx.step("hello", |memo| {
+            let name = name.clone();
+            async move {
+                let said = memo
+                    .content_put(&("hello", &name), format!("hello {name}"))
+                    .await?;
+                Ok::<_, Error>(String::from_utf8_lossy(&said).into_owned())
+            }
+        })
+        .await
+    });
+    for (id, finished_at) in [
+        ("old-a", NOW - 10 * DAY),
+        ("old-b", NOW - 8 * DAY),
+        ("recent", NOW - DAY),
+    ] {
+        clock.set_ms(finished_at);
+        let said = runtime
+            .run(&run(id), &id.to_string(), &greet)
+            .await
+            .unwrap();
+        assert_eq!(said, format!("hello {id}"));
+    }
+
+    let sweeper = RetentionSweeper::builder(memo.clone(), Duration::from_secs(7 * 24 * 3600))
+        .runtime_store(records.clone())
+        .build();
+    let report = sweeper.sweep_once(NOW).await.unwrap();
+
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(
+        (report.runs_cleared, report.runtime_runs_deleted),
+        (2, 2),
+        "{report:?}"
+    );
+    for id in ["old-a", "old-b"] {
+        assert_eq!(records.load_run(&run(id)).await.unwrap(), None, "{id}");
+        assert_eq!(entries_of(&memo, id).await, 0, "{id}");
+    }
+    assert!(records.load_run(&run("recent")).await.unwrap().is_some());
+    assert!(entries_of(&memo, "recent").await > 0);
+    let markers = memo.list_terminal_markers().await.unwrap();
+    assert_eq!(
+        markers
+            .iter()
+            .map(|m| m.run_id.as_str())
+            .collect::<Vec<_>>(),
+        ["recent"]
+    );
+    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().markers_expired, 0);
+}
+
+/// The memo and step-output objects of run `id`, as the server lists them.
+async fn entries_of(memo: &MemoStore, id: &str) -> usize {
+    let mut count = 0;
+    for folder in ["memos", "step-outputs"] {
+        let prefix = memo.prefix().clone().join(folder).join(id);
+        let listed: Vec<_> = memo
+            .object_store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .unwrap();
+        count += listed.len();
+    }
+    count
+}

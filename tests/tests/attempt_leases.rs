@@ -1,0 +1,254 @@
+//! Attempt leases with fencing (issue 9, case 4): while an attempt is alive
+//! no other worker runs the run's steps; a crashed or hung worker's run is
+//! taken over once its lease expired, and the attempt that lost its lease
+//! commits nothing more; an attempt that ends in any way releases the run at
+//! once. Two processes are two runtimes over separate store instances on one
+//! folder or bucket; time is a `ManualClock`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::local::LocalFileSystem;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::RunStatus;
+use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
+use memo_runtime::{Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId};
+use tokio::sync::{mpsc, oneshot};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn stores() -> Vec<(
+    &'static str,
+    Arc<dyn ObjectStore>,
+    Option<tempfile::TempDir>,
+)> {
+    let dir = tempfile::tempdir().unwrap();
+    let local = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    vec![
+        ("in memory", Arc::new(InMemory::new()), None),
+        ("local folder", local, Some(dir)),
+    ]
+}
+
+/// A runtime over fresh store instances: what another process would build.
+fn process(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>, name: &str) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(objects.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            objects.clone(),
+            "runs",
+        )))
+        .clock(clock.clone())
+        .lease(LEASE)
+        .worker_id(name)
+        .marker_retry(RetryPolicy::attempts(2).with_min_delay(Duration::from_millis(1)))
+        .build()
+        .unwrap()
+}
+
+/// What the step bodies did, and the gate the first of them waits at inside
+/// the step.
+#[derive(Default)]
+struct World {
+    bodies: AtomicU64,
+    charges: AtomicU64,
+    gate: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
+    /// Set: the next body to charge hangs right after the charge committed.
+    hang_after_charge: AtomicBool,
+}
+
+async fn charge(memo: &Memo, cents: u64, charges: &AtomicU64) -> memo_runtime::Result<u64> {
+    if let Some(hit) = memo.content_get(&("charge", cents)).await? {
+        return Ok(u64::from_le_bytes(hit[..].try_into().unwrap()));
+    }
+    let n = charges.fetch_add(1, Ordering::SeqCst) + 1;
+    let committed = memo
+        .content_put(&("charge", cents), n.to_le_bytes())
+        .await?;
+    Ok(u64::from_le_bytes(committed[..].try_into().unwrap()))
+}
+
+type BoxedRun = futures::future::BoxFuture<'static, Result<u64, Error>>;
+
+/// One step: tell the test it entered, wait at the gate, then charge.
+fn checkout(
+    world: Arc<World>,
+    entered: mpsc::UnboundedSender<()>,
+) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Send + Sync + 'static> {
+    Workflow::new("checkout", move |ctx: Context, cents: u64| {
+        let (world, entered) = (world.clone(), entered.clone());
+        Box::pin(async move {
+            ctx.step("charge", |memo| {
+                let (world, entered) = (world.clone(), entered.clone());
+                async move {
+                    world.bodies.fetch_add(1, Ordering::SeqCst);
+                    let _ = entered.send(());
+                    let gate = world.gate.lock().unwrap().take();
+                    if let Some(gate) = gate {
+                        gate.await.unwrap();
+                    }
+                    let charged = charge(&memo, cents, &world.charges).await?;
+                    if world.hang_after_charge.swap(false, Ordering::SeqCst) {
+                        let _ = entered.send(());
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(charged)
+                }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+/// Worker A enters the step and hangs (its future is no longer polled);
+/// worker B finds the run held until A's lease expires, then takes it over
+/// and finishes it. When A wakes up, its step finds B's charge in the memo
+/// and its commit is refused: A commits nothing, and nothing is charged
+/// twice.
+#[tokio::test]
+async fn a_live_attempt_holds_its_run_and_a_taken_over_attempt_commits_nothing() {
+    for (name, objects, _dir) in stores() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let (open_gate, gate) = oneshot::channel();
+        let world = Arc::new(World {
+            gate: std::sync::Mutex::new(Some(gate)),
+            ..World::default()
+        });
+        let (entered, mut entered_rx) = mpsc::unbounded_channel();
+        let workflow = checkout(world.clone(), entered);
+        let order = RunId::new("order-1").unwrap();
+        let (a, b) = (
+            process(&objects, &clock, "worker-a"),
+            process(&objects, &clock, "worker-b"),
+        );
+
+        let mut first = Box::pin(a.run(&order, &100, &workflow));
+        tokio::select! {
+            done = &mut first => panic!("{name}: A finished inside the gate: {done:?}"),
+            _ = entered_rx.recv() => {}
+        }
+
+        match b.run(&order, &100, &workflow).await {
+            Err(Error::LeaseHeld { owner, .. }) => assert_eq!(owner, "worker-a", "{name}"),
+            other => panic!("{name}: B ran a run A holds: {other:?}"),
+        }
+        let recovery = b.recover(&workflow).await.unwrap();
+        assert!(
+            recovery.resumed.is_empty(),
+            "{name}: recover() resumed a held run"
+        );
+        assert_eq!(recovery.busy.len(), 1, "{name}");
+        assert_eq!(recovery.busy[0].1.owner, "worker-a", "{name}");
+        assert_eq!(world.bodies.load(Ordering::SeqCst), 1, "{name}");
+
+        // A hangs past its lease: B takes the run over and finishes it.
+        clock.advance_ms(LEASE.as_millis() as u64 + 1);
+        assert_eq!(b.run(&order, &100, &workflow).await.unwrap(), 1, "{name}");
+        assert_eq!(world.charges.load(Ordering::SeqCst), 1, "{name}");
+
+        // A wakes up: its body runs on, hits B's memo entry, and its commit
+        // is refused.
+        open_gate.send(()).unwrap();
+        match first.await {
+            Err(Error::LeaseLost { attempt, .. }) => assert_eq!(attempt, 1, "{name}"),
+            other => panic!("{name}: the taken-over attempt committed: {other:?}"),
+        }
+        assert_eq!(
+            world.charges.load(Ordering::SeqCst),
+            1,
+            "{name}: charged twice"
+        );
+        let record = b.status(&order).await.unwrap().unwrap();
+        assert_eq!((record.status, record.attempts), (RunStatus::Completed, 2));
+        assert_eq!(b.run(&order, &100, &workflow).await.unwrap(), 1, "{name}");
+    }
+}
+
+/// A worker that crashed inside a step (its attempt dropped) holds the run
+/// until its lease expires; then any worker finishes the run, and the
+/// step's committed charge is not made again.
+#[tokio::test]
+async fn a_crashed_attempts_run_is_taken_over_once_its_lease_expired() {
+    for (name, objects, _dir) in stores() {
+        let clock = Arc::new(ManualClock::new(5_000_000));
+        let world = Arc::new(World {
+            hang_after_charge: AtomicBool::new(true),
+            ..World::default()
+        });
+        let (entered, mut entered_rx) = mpsc::unbounded_channel();
+        let workflow = checkout(world.clone(), entered);
+        let order = RunId::new("order-2").unwrap();
+        let crashing = process(&objects, &clock, "crashing");
+        // Crash after the charge committed, before the step did: the body
+        // reports twice (entering, then hanging after the charge).
+        let charged_then_hung = async {
+            entered_rx.recv().await;
+            entered_rx.recv().await;
+        };
+        tokio::select! {
+            () = charged_then_hung => {}
+            done = crashing.run(&order, &250, &workflow) => panic!("{name}: {done:?}"),
+        }
+
+        let next = process(&objects, &clock, "next");
+        assert!(
+            matches!(
+                next.run(&order, &250, &workflow).await,
+                Err(Error::LeaseHeld { .. })
+            ),
+            "{name}: the crashed attempt's lease was ignored"
+        );
+        clock.advance_ms(LEASE.as_millis() as u64);
+        assert_eq!(
+            next.run(&order, &250, &workflow).await.unwrap(),
+            1,
+            "{name}"
+        );
+        assert_eq!(world.charges.load(Ordering::SeqCst), 1, "{name}");
+    }
+}
+
+/// An attempt that ends without finishing the run (it suspends waiting for
+/// a signal, or the workflow panics) releases its lease: the next `run()`
+/// proceeds at once, without waiting for the lease to expire.
+#[tokio::test]
+async fn an_attempt_that_ends_in_any_way_releases_its_lease() {
+    for (name, objects, _dir) in stores() {
+        let clock = Arc::new(ManualClock::new(9_000_000));
+        let waits = Workflow::new("approval", |ctx: Context, _: u64| async move {
+            let approved: bool = ctx.wait_for_signal("approve").await?;
+            Ok::<_, Error>(approved)
+        });
+        let run = RunId::new("needs-approval").unwrap();
+        let first = process(&objects, &clock, "first");
+        let second = process(&objects, &clock, "second");
+        for runtime in [&first, &second, &first] {
+            match runtime.run(&run, &1, &waits).await {
+                Err(Error::Suspended { .. }) => {}
+                other => panic!("{name}: expected the run to suspend, got {other:?}"),
+            }
+        }
+        first.signal(&run, "approve", &true).await.unwrap();
+        assert!(second.run(&run, &1, &waits).await.unwrap(), "{name}");
+
+        let panics = Workflow::new("panics", |_: Context, n: u64| async move {
+            if n > 0 {
+                panic!("a bug in the workflow");
+            }
+            Ok::<u64, Error>(n)
+        });
+        let crashy = RunId::new("panics").unwrap();
+        for runtime in [&first, &second] {
+            match runtime.run(&crashy, &1, &panics).await {
+                Err(Error::Aborted { reason, .. }) => {
+                    assert!(reason.contains("a bug in the workflow"), "{name}: {reason}")
+                }
+                other => panic!("{name}: expected the attempt to abort, got {other:?}"),
+            }
+        }
+        let record = second.status(&crashy).await.unwrap().unwrap();
+        assert_eq!((record.status, record.attempts), (RunStatus::Running, 2));
+    }
+}
