@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::{MemoStore, RetentionSweeper, RunId, TerminalMarker, content_key};
+use memo_runtime::{Incarnation, MemoStore, RetentionSweeper, RunId, TerminalMarker, content_key};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
@@ -124,7 +124,11 @@ proptest! {
         });
         let written: BTreeSet<TerminalMarker> = markers
             .iter()
-            .map(|(run_id, at_ms)| TerminalMarker { run_id: run_id.clone(), terminal_at_ms: *at_ms })
+            .map(|(run_id, at_ms)| TerminalMarker {
+                run_id: run_id.clone(),
+                incarnation: Incarnation::STANDALONE,
+                terminal_at_ms: *at_ms,
+            })
             .collect();
         prop_assert_eq!(listed.iter().cloned().collect::<BTreeSet<_>>(), written.clone());
         prop_assert!(listed.windows(2).all(|w| w[0].terminal_at_ms <= w[1].terminal_at_ms));
@@ -172,6 +176,19 @@ proptest! {
     }
 }
 
+/// The path segment of a run id, as `RunId` documents it: each upper-case
+/// letter written as `=` and the letter in lower case.
+fn path_segment(run: &RunId) -> String {
+    let mut segment = String::new();
+    for c in run.as_str().chars() {
+        if c.is_ascii_uppercase() {
+            segment.push('=');
+        }
+        segment.push(c.to_ascii_lowercase());
+    }
+    segment
+}
+
 /// Exactly the objects of `target` disappeared (its memo entries, step
 /// outputs and marker); every other object is unchanged.
 fn check_only_target_removed(
@@ -179,13 +196,15 @@ fn check_only_target_removed(
     after: &BTreeMap<String, Vec<u8>>,
     target: &RunId,
 ) -> Result<(), TestCaseError> {
+    let segment = path_segment(target);
     let owned = |path: &str| {
         let parts: Vec<&str> = path.split('/').collect();
         match parts.as_slice() {
-            ["memo", "memos" | "step-outputs", run, ..] => *run == target.as_str(),
+            ["memo", "memos" | "step-outputs", run, ..] => *run == segment,
             ["memo", "terminals", _, name] => name
                 .split_once('_')
-                .is_some_and(|(_, run)| run == target.as_str()),
+                .and_then(|(_, run)| run.split_once('.'))
+                .is_some_and(|(run, _incarnation)| run == segment),
             _ => false,
         }
     };

@@ -159,7 +159,7 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
         Err(other) => return Err(other),
     };
     let approval = if order.needs_approval {
-        Some(ctx.wait_for_signal::<String, OrderError>("approve").await?)
+        Some(ctx.wait_for_signal::<String>("approve").await?)
     } else {
         None
     };

@@ -13,7 +13,8 @@
 //!
 //! where `<token>` names one call in one process. A `check` written after
 //! the step's `committed` line read the memo after the entry had landed, so
-//! its side effect must not run. When the run completes the worker prints
+//! its side effect must not run. A restarted worker waits for the killed
+//! one's lease (`--lease-ms`) to expire. When the run completes it prints
 //! `output <value of step 0>,<value of step 1>,...`.
 //!
 //! ```text
@@ -50,6 +51,10 @@ struct Args {
     /// How many steps the run has.
     #[arg(long, default_value_t = 40)]
     steps: u32,
+    /// The attempt lease, in milliseconds: a killed worker's lease must
+    /// expire before the next one takes the run over.
+    #[arg(long, default_value_t = 100)]
+    lease_ms: u64,
     /// How long each side effect takes, in milliseconds: the window between
     /// running it and committing its value.
     #[arg(long, default_value_t = 1)]
@@ -109,6 +114,7 @@ async fn main() -> anyhow::Result<()> {
             opened.store,
             opened.prefix.join("runtime"),
         )))
+        .lease(Duration::from_millis(args.lease_ms))
         .build()?;
     let effects = Arc::new(Effects {
         log: Mutex::new(
@@ -137,7 +143,17 @@ async fn main() -> anyhow::Result<()> {
         }
     });
     let run = RunId::new(args.run)?;
-    let outputs = runtime.run(&run, &args.steps, &workflow).await?;
-    println!("output {}", outputs.join(","));
-    Ok(())
+    loop {
+        match runtime.run(&run, &args.steps, &workflow).await {
+            Ok(outputs) => {
+                println!("output {}", outputs.join(","));
+                return Ok(());
+            }
+            // The killed worker's lease: wait for it to expire.
+            Err(Error::LeaseHeld { .. }) => {
+                tokio::time::sleep(Duration::from_millis(args.lease_ms / 4 + 1)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }

@@ -6,8 +6,6 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use futures::FutureExt;
-use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -49,19 +47,17 @@ pub(super) enum TaskKind {
     Delete,
 }
 
-/// A live task: its kind, worker, and the incarnation of every run when it
-/// started (what its attempts belong to).
+/// A live task.
 #[derive(Debug)]
 struct Task {
     kind: TaskKind,
-    incarnations: HashMap<RunId, u32>,
 }
 
 /// One memo entry of one run incarnation: what a side effect belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Entry {
     run_id: RunId,
-    incarnation: u32,
+    incarnation: u64,
     step: u32,
     key: String,
 }
@@ -78,7 +74,6 @@ struct Running {
 struct State {
     violations: Vec<Violation>,
     tasks: HashMap<u64, Task>,
-    incarnations: HashMap<RunId, u32>,
     executions: BTreeMap<Entry, u64>,
     running: HashMap<u64, Running>,
     observed: HashMap<Entry, Vec<u8>>,
@@ -87,8 +82,6 @@ struct State {
     trace: VecDeque<String>,
     first_violation: Option<usize>,
     events: u64,
-    /// Creation records being deleted: when one is gone, its run is over.
-    creations_deleting: Vec<(Path, RunId)>,
 }
 
 /// Shared by the world, the workers' store wrappers and the [`Ledger`](super::Ledger).
@@ -117,7 +110,6 @@ impl Checker {
             state: Arc::new(Mutex::new(State {
                 violations: Vec::new(),
                 tasks: HashMap::new(),
-                incarnations: HashMap::new(),
                 executions: BTreeMap::new(),
                 running: HashMap::new(),
                 observed: HashMap::new(),
@@ -126,7 +118,6 @@ impl Checker {
                 trace: VecDeque::new(),
                 first_violation: None,
                 events: 0,
-                creations_deleting: Vec::new(),
             })),
             objects,
             clock,
@@ -191,35 +182,8 @@ impl Checker {
         state.trace.range(start..end).cloned().collect()
     }
 
-    /// The current task created `run_id`, or found it (creating or
-    /// listing): its attempts belong to the run's current incarnation.
-    pub(super) fn created(&self, run_id: &RunId) {
-        let mut state = self.lock();
-        let incarnation = state.incarnations.get(run_id).copied().unwrap_or(0);
-        if let Some(task) = current_task().and_then(|task| state.tasks.get_mut(&task)) {
-            task.incarnations.insert(run_id.clone(), incarnation);
-        }
-    }
-
-    /// A delete went through: a run whose creation record is gone is over,
-    /// and the next use of its id is a new run.
-    pub(super) fn deleted(&self) {
-        let pending = std::mem::take(&mut self.lock().creations_deleting);
-        for (path, run_id) in pending {
-            let head = self.objects.head(&path).now_or_never();
-            match head {
-                Some(Err(object_store::Error::NotFound { .. })) => {
-                    *self.lock().incarnations.entry(run_id).or_default() += 1;
-                }
-                _ => self.lock().creations_deleting.push((path, run_id)),
-            }
-        }
-    }
-
     pub(super) fn task_started(&self, id: u64, kind: TaskKind) {
-        let mut state = self.lock();
-        let incarnations = state.incarnations.clone();
-        state.tasks.insert(id, Task { kind, incarnations });
+        self.lock().tasks.insert(id, Task { kind });
     }
 
     /// The task ended or was dropped (its worker crashed): every side effect
@@ -230,16 +194,11 @@ impl Checker {
         state.running.retain(|_, running| running.task != id);
     }
 
-    /// The entry `key` of `memo`, in the incarnation the current task works on.
-    fn entry(&self, state: &State, memo: &Memo, key: &str) -> Entry {
-        let run_id = memo.run_id().clone();
-        let incarnation = current_task()
-            .and_then(|task| state.tasks.get(&task))
-            .and_then(|task| task.incarnations.get(&run_id).copied())
-            .unwrap_or_else(|| state.incarnations.get(&run_id).copied().unwrap_or(0));
+    /// The entry `key` of `memo`, in the run incarnation the memo belongs to.
+    fn entry(&self, memo: &Memo, key: &str) -> Entry {
         Entry {
-            run_id,
-            incarnation,
+            run_id: memo.run_id().clone(),
+            incarnation: compat::incarnation_of(memo),
             step: memo.step_number(),
             key: key.to_string(),
         }
@@ -250,7 +209,7 @@ impl Checker {
         let committed = compat::committed_entry(&self.objects, memo, key);
         let now_ms = self.clock.now_ms();
         let mut state = self.lock();
-        let entry = self.entry(&state, memo, key);
+        let entry = self.entry(memo, key);
         let number = state.next_execution;
         state.next_execution += 1;
         let task = current_task().unwrap_or(u64::MAX);
@@ -301,7 +260,7 @@ impl Checker {
     /// A caller of `key` in `memo` got `value` (encoded).
     pub(super) fn observed(&self, memo: &Memo, key: &str, value: Vec<u8>) {
         let mut state = self.lock();
-        let entry = self.entry(&state, memo, key);
+        let entry = self.entry(memo, key);
         let mut found = Vec::new();
         if !state.executions.contains_key(&entry) {
             found.push((
@@ -343,17 +302,18 @@ impl Checker {
     /// A worker's store is about to delete `path`: if a retention sweep does
     /// it, the run it belongs to must be terminal and past its retention.
     pub(super) fn deleting(&self, path: &Path) {
-        if let Some(run_id) = compat::creation_of(path) {
-            self.lock().creations_deleting.push((path.clone(), run_id));
-        }
         let sweeping = current_task().and_then(|task| self.lock().tasks.get(&task).map(|t| t.kind))
             == Some(TaskKind::Sweep);
-        let Some(run_id) = compat::run_of(path).filter(|_| sweeping) else {
+        let Some((run_id, incarnation)) = compat::run_of(path).filter(|_| sweeping) else {
             return;
         };
         let Some(Ok(Some(run))) = fresh_run(&self.objects, &run_id) else {
             return;
         };
+        // Another incarnation's objects are an earlier, deleted run's.
+        if incarnation.is_some_and(|i| i != run.incarnation.as_u64()) {
+            return;
+        }
         let now_ms = self.clock.now_ms();
         match run.terminal_at_ms {
             None => self.violation(

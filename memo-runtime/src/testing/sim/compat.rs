@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use super::stores::Shared;
 use crate::error::Result;
 use crate::memo::{Memo, MemoStore};
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
     InputRecord, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StepReceipt,
 };
@@ -23,16 +23,23 @@ use crate::workflow::RuntimeBuilder;
 /// The prefix every simulated worker keeps its memos and runs under.
 pub(super) const PREFIX: &str = "sim";
 
-/// The worker settings that depend on the runtime's attempt model: today
-/// nothing (there are no leases yet); `lease` is the lease length the
-/// invariants assume.
-pub(super) fn configure(builder: RuntimeBuilder, _lease: Duration) -> RuntimeBuilder {
-    builder
+/// The worker settings that depend on the runtime's attempt model: the
+/// lease length the invariants assume is the workers' lease.
+pub(super) fn configure(builder: RuntimeBuilder, lease: Duration) -> RuntimeBuilder {
+    builder.lease(lease)
 }
 
-/// Deletes the run's records, as a user reusing its id would.
+/// Deletes the run's current incarnation, as a user reusing its id would.
 pub(super) async fn delete_run(store: &dyn RuntimeStore, run_id: &RunId) -> Result<bool> {
-    store.delete_run(run_id).await
+    match store.load_run(run_id).await? {
+        Some(run) => store.delete_run(run_id, run.incarnation).await,
+        None => Ok(false),
+    }
+}
+
+/// The incarnation of the run a memo belongs to, as a number.
+pub(super) fn incarnation_of(memo: &Memo) -> u64 {
+    memo.incarnation().as_u64()
 }
 
 /// A fault-free instance over the shared objects, as a new process would
@@ -67,7 +74,7 @@ pub(super) fn committed_entry(
     key: &str,
 ) -> Option<Result<Option<Bytes>>> {
     MemoStore::new(Arc::clone(objects) as _, PREFIX)
-        .new_memo(memo.run_id(), memo.step_number())
+        .memo_for(memo.run_id(), memo.incarnation(), memo.step_number())
         .get(key)
         .now_or_never()
 }
@@ -83,29 +90,41 @@ pub(super) fn decode_output<O: DeserializeOwned>(record: &RunRecord) -> Result<O
 }
 
 /// The run an object of the shared store belongs to, if it is a memo
-/// entry, a step output or a runtime record.
-pub(super) fn run_of(path: &Path) -> Option<RunId> {
-    let mut parts = path.parts();
-    if parts.next()?.as_ref() != PREFIX {
+/// entry, a step output or a runtime record, and the incarnation its path
+/// names (`None` for the run's pointer, `runs/<run>/run`, which belongs to
+/// its current incarnation).
+pub(super) fn run_of(path: &Path) -> Option<(RunId, Option<u64>)> {
+    let parts: Vec<_> = path.parts().collect();
+    let [prefix, folder, run, rest @ ..] = parts.as_slice() else {
+        return None;
+    };
+    if prefix.as_ref() != PREFIX || !matches!(folder.as_ref(), "memos" | "step-outputs" | "runs") {
         return None;
     }
-    match parts.next()?.as_ref() {
-        "memos" | "step-outputs" | "runs" => RunId::new(parts.next()?.as_ref()).ok(),
-        _ => None,
-    }
+    let run_id = run_of_segment(run.as_ref())?;
+    let incarnation = rest
+        .first()
+        .and_then(|part| Incarnation::parse_hex(part.as_ref()))
+        .map(Incarnation::as_u64);
+    Some((run_id, incarnation))
 }
 
-/// The run whose creation record `path` is: deleting it ends the run.
-pub(super) fn creation_of(path: &Path) -> Option<RunId> {
-    let parts: Vec<_> = path.parts().collect();
-    match parts.as_slice() {
-        [prefix, runs, run, record]
-            if prefix.as_ref() == PREFIX && runs.as_ref() == "runs" && record.as_ref() == "run" =>
-        {
-            RunId::new(run.as_ref()).ok()
+/// The run id a path segment stands for (`=x` is an upper-case `X`, as
+/// [`RunId`] documents).
+fn run_of_segment(segment: &str) -> Option<RunId> {
+    let mut id = String::new();
+    let mut upper = false;
+    for c in segment.chars() {
+        match c {
+            '=' => upper = true,
+            c if upper => {
+                id.push(c.to_ascii_uppercase());
+                upper = false;
+            }
+            c => id.push(c),
         }
-        _ => None,
     }
+    RunId::new(id).ok()
 }
 
 /// How an error message the workflow or the runtime returned reads, for the

@@ -21,7 +21,7 @@ use object_store::{
 
 use super::checker::Checker;
 use crate::error::{Error, Result};
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
     Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
 };
@@ -136,13 +136,7 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
                 }
             })
             .boxed();
-        let checker = self.checker.clone();
-        let deleted = self
-            .inner
-            .delete_stream(audited)
-            .inspect(move |_| checker.deleted())
-            .boxed();
-        preempted(deleted)
+        preempted(self.inner.delete_stream(audited))
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, StoreResult<ObjectMeta>> {
@@ -198,7 +192,6 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         let run_id = run.run_id.clone();
         let created = self.inner.create_run(run).await;
         if created.is_ok() {
-            self.checker.created(&run_id);
             self.checker.acknowledged_run(&run_id, None);
         }
         self.seen("create_run", created)
@@ -241,15 +234,18 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
-        let listed = self.inner.list_runs(status).await;
-        for record in listed.iter().flatten() {
-            self.checker.created(&record.run_id);
-        }
-        self.seen("list_runs", listed)
+        self.seen("list_runs", self.inner.list_runs(status).await)
     }
 
-    async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
-        self.seen("delete_run", self.inner.delete_run(run_id).await)
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        self.seen("list_run_ids", self.inner.list_run_ids(status).await)
+    }
+
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        self.seen(
+            "delete_run",
+            self.inner.delete_run(run_id, incarnation).await,
+        )
     }
 }
 
