@@ -12,11 +12,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
+use super::lease::HeldLease;
 use super::{Shared, decode, encode};
 use crate::error::Error;
 use crate::memo::{FaultSink, Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::{Commit, Fence, InputPhase, StepReceipt};
+use crate::runtime_store::{Commit, InputPhase, StepReceipt};
 use crate::workflow::RetryPolicy;
 
 /// What a workflow function receives: its run's identity and the means to
@@ -37,8 +38,9 @@ struct Inner {
     shared: Arc<Shared>,
     run_id: RunId,
     incarnation: Incarnation,
-    /// The attempt, as its commits prove it still holds the run.
-    fence: Fence,
+    /// The attempt's lease: its fence, which its commits carry to prove the
+    /// attempt still holds the run, and its last known expiry.
+    lease: Arc<HeldLease>,
     history: Vec<StepReceipt>,
     cursor: tokio::sync::Mutex<u64>,
     /// The first runtime fault of this attempt, shared with the memos of its
@@ -50,7 +52,7 @@ impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("run_id", &self.inner.run_id)
-            .field("attempt", &self.inner.fence.attempt)
+            .field("attempt", &self.inner.lease.fence().attempt)
             .field("recorded_steps", &self.inner.history.len())
             .finish_non_exhaustive()
     }
@@ -61,7 +63,7 @@ impl Context {
         shared: Arc<Shared>,
         run_id: RunId,
         incarnation: Incarnation,
-        fence: Fence,
+        lease: Arc<HeldLease>,
         history: Vec<StepReceipt>,
     ) -> Context {
         Context {
@@ -69,7 +71,7 @@ impl Context {
                 shared,
                 run_id,
                 incarnation,
-                fence,
+                lease,
                 history,
                 cursor: tokio::sync::Mutex::new(0),
                 faults: FaultSink::default(),
@@ -89,7 +91,7 @@ impl Context {
 
     /// Which attempt of the run this is, from 1.
     pub fn attempt(&self) -> u32 {
-        self.inner.fence.attempt
+        self.inner.lease.fence().attempt
     }
 
     /// The memo store the steps' memos live in.
@@ -112,8 +114,13 @@ impl Context {
     ///
     /// # Errors
     ///
-    /// The body's own error, after any retries; in a later attempt, the
-    /// recorded failure as [`Error::StepFailed`] (converted into `E`).
+    /// A body that fails for good (its error after any retries, or an output
+    /// that cannot be encoded) is recorded as the step's failure and returned
+    /// as [`Error::StepFailed`] with the error's message (converted into
+    /// `E`): the same in this attempt and in every replay, so a workflow
+    /// that handles the failure (a fallback step) takes the same branch every
+    /// time. To branch on kinds of failure, make them the step's value (a
+    /// step returning `Ok(Err(Declined))`), which replays exactly.
     ///
     /// Runtime faults, converted into `E`, stop the attempt without failing
     /// the run, so it can be resumed: [`Error::NonDeterminism`] if the history
@@ -303,7 +310,7 @@ impl Context {
     /// Commits `commit` as this attempt: refused once another attempt took
     /// the run over.
     async fn commit<E: From<Error>>(&self, commit: Commit) -> Result<(), E> {
-        let commit = commit.with_fence(self.inner.fence);
+        let commit = commit.with_fence(self.inner.lease.fence());
         self.inner
             .shared
             .store
@@ -341,6 +348,14 @@ impl Context {
                 reason: "a run has at most 2^32 steps".into(),
             })
         })?;
+        // A body starts only under a lease known to be live: an attempt that
+        // was paused past its lease (and may have been taken over) renews it,
+        // or stops here, before any side effect.
+        self.inner
+            .lease
+            .ensure_live(&self.inner.shared, &self.inner.run_id)
+            .await
+            .map_err(|e| self.fault(e))?;
         let faults = &self.inner.faults;
         let memo = self
             .inner
@@ -377,10 +392,18 @@ impl Context {
             }
         };
         let receipt = self.receipt(sequence, name, recorded);
-        self.commit(Commit::step(receipt, self.inner.shared.clock.now_ms()))
-            .await?;
+        self.commit(Commit::step(
+            receipt.clone(),
+            self.inner.shared.clock.now_ms(),
+        ))
+        .await?;
         *cursor += 1;
-        result
+        match result {
+            Ok(value) => Ok(value),
+            // A failure reads the same now as in every replay, so that a
+            // workflow that handles it takes the same branch every time.
+            Err(_) => self.replayed(&receipt),
+        }
     }
 }
 

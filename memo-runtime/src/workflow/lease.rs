@@ -3,6 +3,8 @@
 //! after its holder crashed or hung for a whole lease.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::Shared;
@@ -10,11 +12,71 @@ use crate::error::{Error, Result};
 use crate::run_id::RunId;
 use crate::runtime_store::{Commit, Fence, StatusChange};
 
+/// What an attempt knows of its lease: its fence and the expiry of its
+/// last start or renewal. Shared with the attempt's [`Context`], which
+/// starts no step body on a lease that may have expired.
+///
+/// [`Context`]: super::Context
+#[derive(Debug)]
+pub(super) struct HeldLease {
+    fence: Fence,
+    until_ms: AtomicU64,
+}
+
+impl HeldLease {
+    /// The attempt's fence, which its commits carry.
+    pub(super) fn fence(&self) -> Fence {
+        self.fence
+    }
+
+    /// Makes sure the lease is live before the attempt starts a step body:
+    /// at once if it is by the local clock, else by renewing it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] (or a conflict) if another attempt took the run
+    /// over meanwhile; a store error if the renewal failed.
+    pub(super) async fn ensure_live(&self, shared: &Shared, run_id: &RunId) -> Result<()> {
+        let now = shared.clock.now_ms();
+        if now < self.until_ms.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.renew(shared, run_id).await
+    }
+
+    async fn renew(&self, shared: &Shared, run_id: &RunId) -> Result<()> {
+        let now = shared.clock.now_ms();
+        let until_ms = now + shared.lease_ms();
+        self.set_expiry(shared, run_id, now, until_ms).await?;
+        self.until_ms.store(until_ms, Ordering::Release);
+        Ok(())
+    }
+
+    async fn set_expiry(
+        &self,
+        shared: &Shared,
+        run_id: &RunId,
+        now: u64,
+        until_ms: u64,
+    ) -> Result<()> {
+        let change = StatusChange::Lease {
+            attempt: self.fence.attempt,
+            token: self.fence.token,
+            until_ms,
+        };
+        shared
+            .store
+            .atomic_apply(run_id, Commit::status(change, now))
+            .await
+            .map(drop)
+    }
+}
+
 /// The lease of one attempt of one run.
 pub(super) struct AttemptLease<'a> {
     shared: &'a Shared,
     run_id: &'a RunId,
-    fence: Fence,
+    held: Arc<HeldLease>,
 }
 
 impl<'a> AttemptLease<'a> {
@@ -31,22 +93,27 @@ impl<'a> AttemptLease<'a> {
         attempt: u32,
     ) -> Result<AttemptLease<'a>> {
         let now = shared.clock.now_ms();
-        let start = StatusChange::start_leased(attempt, &shared.worker_id, now + shared.lease_ms());
+        let until_ms = now + shared.lease_ms();
+        let start = StatusChange::start_leased(attempt, &shared.worker_id, until_ms);
         let fence = start.fence().expect("an attempt start has a fence");
         shared
             .store
             .atomic_apply(run_id, Commit::status(start, now))
             .await?;
+        let held = Arc::new(HeldLease {
+            fence,
+            until_ms: AtomicU64::new(until_ms),
+        });
         Ok(AttemptLease {
             shared,
             run_id,
-            fence,
+            held,
         })
     }
 
-    /// What the attempt's commits carry.
-    pub(super) fn fence(&self) -> Fence {
-        self.fence
+    /// What the attempt's [`Context`](super::Context) shares of the lease.
+    pub(super) fn held(&self) -> &Arc<HeldLease> {
+        &self.held
     }
 
     /// Runs `work` while renewing the lease every third of its length. If
@@ -58,7 +125,7 @@ impl<'a> AttemptLease<'a> {
         let renewals = async {
             loop {
                 tokio::time::sleep(period).await;
-                match self.renew().await {
+                match self.held.renew(self.shared, self.run_id).await {
                     Ok(()) => {}
                     // The attempt's fence was refused: someone else holds the run.
                     Err(lost @ (Error::LeaseLost { .. } | Error::Conflict { .. })) => {
@@ -82,31 +149,17 @@ impl<'a> AttemptLease<'a> {
         }
     }
 
-    async fn renew(&self) -> Result<()> {
-        let now = self.shared.clock.now_ms();
-        self.set_expiry(now, now + self.shared.lease_ms()).await
-    }
-
     /// Gives the run up at once, so the next attempt need not wait for the
     /// lease to expire. Best effort: a lease that cannot be released
     /// expires.
     pub(super) async fn release(&self) {
         let now = self.shared.clock.now_ms();
-        if let Err(e) = self.set_expiry(now, now).await {
+        if let Err(e) = self
+            .held
+            .set_expiry(self.shared, self.run_id, now, now)
+            .await
+        {
             tracing::debug!(run_id = %self.run_id, error = %e, "lease not released; it will expire");
         }
-    }
-
-    async fn set_expiry(&self, now: u64, until_ms: u64) -> Result<()> {
-        let change = StatusChange::Lease {
-            attempt: self.fence.attempt,
-            token: self.fence.token,
-            until_ms,
-        };
-        self.shared
-            .store
-            .atomic_apply(self.run_id, Commit::status(change, now))
-            .await
-            .map(drop)
     }
 }

@@ -732,7 +732,7 @@ impl Runtime {
         Fut: Future<Output = Result<O, E>>,
     {
         let run_id = record.run_id.clone();
-        let attempt = lease.fence().attempt;
+        let attempt = lease.held().fence().attempt;
         let store = &self.shared.store;
         let history = store.load_receipts(&run_id, None).await?;
         tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
@@ -740,7 +740,7 @@ impl Runtime {
             Arc::clone(&self.shared),
             run_id.clone(),
             record.incarnation,
-            lease.fence(),
+            Arc::clone(lease.held()),
             history,
         );
         let result = (workflow.run)(ctx.clone(), input).await;
@@ -778,7 +778,7 @@ impl Runtime {
             ),
         };
         let terminal_at_ms = self.shared.clock.now_ms();
-        let commit = Commit::status(change, terminal_at_ms).with_fence(lease.fence());
+        let commit = Commit::status(change, terminal_at_ms).with_fence(lease.held().fence());
         store.atomic_apply(&run_id, commit).await?;
         let marker = TerminalMarker {
             run_id: run_id.clone(),

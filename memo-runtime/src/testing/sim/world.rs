@@ -641,6 +641,13 @@ where
                 self.drain().await;
                 self.deliver(worker, run);
                 self.drain().await;
+                // A run the queue no longer delivers (a late redelivery of
+                // an earlier order under a reused id created it) is resumed
+                // by recovery, as a worker's start-up does.
+                if !self.is_terminal(run) {
+                    self.recover(worker);
+                    self.drain().await;
+                }
             }
         }
     }
