@@ -327,6 +327,31 @@ impl Error {
         }
     }
 
+    /// A value (named by `what`) that the codec could not encode.
+    pub(crate) fn serialization(
+        what: impl Into<String>,
+        source: crate::codec::EncodeError,
+    ) -> Self {
+        Error::Serialization {
+            what: what.into(),
+            message: source.to_string(),
+        }
+    }
+
+    /// A value (named by `what`, stored at `path`) that the codec could not
+    /// decode as the type asked for.
+    pub(crate) fn decode(
+        what: impl Into<String>,
+        path: impl std::fmt::Display,
+        source: crate::codec::DecodeError,
+    ) -> Self {
+        Error::Decode {
+            what: what.into(),
+            path: path.to_string(),
+            message: source.to_string(),
+        }
+    }
+
     /// A corrupt-object error for `path`.
     pub(crate) fn corrupt(path: impl std::fmt::Display, reason: impl Into<String>) -> Self {
         Error::Corrupt {

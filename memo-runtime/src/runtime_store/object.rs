@@ -9,13 +9,13 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState, Verdict};
 use super::{
     Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
 };
+use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout::{self, Layout};
 use crate::run_id::{Incarnation, RunId};
@@ -301,7 +301,7 @@ impl ObjectStoreRuntimeStore {
         let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? else {
             return Ok(None);
         };
-        let creation: Creation = decode(&run_path, &bytes, "the run's creation")?;
+        let creation: Creation = codec::decode_record("the run's creation", &run_path, &bytes)?;
         if creation.run.run_id != *run_id {
             return Err(Error::corrupt(
                 &run_path,
@@ -416,7 +416,7 @@ impl ObjectStoreRuntimeStore {
         let position = folded.next;
         let path = self.log_path(run_id, folded.incarnation, position);
         let what = format!("run {run_id} log entry {position}");
-        let entry: Entry<Change> = decode(&path, bytes, &what)?;
+        let entry: Entry<Change> = codec::decode_record(&what, &path, bytes)?;
         if entry.incarnation != folded.incarnation {
             return Err(Error::corrupt(
                 &path,
@@ -479,7 +479,7 @@ impl ObjectStoreRuntimeStore {
                 incarnation: folded.incarnation,
                 change: &change,
             };
-            let encoded = encode(&entry, "a runtime-store change")?;
+            let encoded = codec::encode_value("a runtime-store change", &entry)?;
             let path = self.log_path(run_id, folded.incarnation, folded.next);
             match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
                 // At position `next` either way: an identical change there
@@ -551,7 +551,7 @@ impl ObjectStoreRuntimeStore {
     /// An idempotent [`create_run`](RuntimeStore::create_run) of a run whose
     /// creation record `committed` exists.
     async fn recreate(&self, run: &NewRun, run_path: &Path, committed: &[u8]) -> Result<RunRecord> {
-        let existing: Creation = decode(run_path, committed, "the run's creation")?;
+        let existing: Creation = codec::decode_record("the run's creation", run_path, committed)?;
         RunState::new(existing.run, existing.incarnation).check_same_run(run)?;
         let run_id = &run.run_id;
         self.read(run_id, |state| state.record().clone())
@@ -629,20 +629,6 @@ impl ObjectStoreRuntimeStore {
     }
 }
 
-fn encode<T: Serialize>(value: &T, what: &str) -> Result<Vec<u8>> {
-    rmp_serde::to_vec_named(value).map_err(|e| Error::Serialization {
-        what: what.into(),
-        message: e.to_string(),
-    })
-}
-
-/// Decodes a record we wrote: one that does not decode is corrupt (or from
-/// an incompatible version), never skipped.
-fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8], what: &str) -> Result<T> {
-    rmp_serde::from_slice(bytes)
-        .map_err(|e| Error::corrupt(path, format!("{what} does not decode: {e}")))
-}
-
 #[async_trait]
 impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
@@ -659,7 +645,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         };
         self.write_hint(RunStatus::Pending, &run_id, creation.incarnation)
             .await?;
-        let encoded = encode(&creation, "a run")?;
+        let encoded = codec::encode_value("a run", &creation)?;
         match write_once::create_once(self.store.as_ref(), &run_path, &encoded).await? {
             Created::Ours(_) => {
                 let state = RunState::new(creation.run, creation.incarnation);

@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use super::{Shared, decode, encode};
+use super::Shared;
+use crate::codec;
 use crate::error::Error;
 use crate::memo::{FaultSink, Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId};
@@ -282,7 +283,7 @@ impl Context {
     ) -> Result<T, E> {
         let what = format!("the output of step {step:?}");
         let location = format!("run {} receipt {sequence}", self.inner.run_id);
-        decode(&what, &location, bytes).map_err(|e| self.fault(e))
+        codec::decode_value(&what, &location, bytes).map_err(|e| self.fault(e))
     }
 
     fn receipt(&self, sequence: u64, step: String, outcome: Result<Bytes, String>) -> StepReceipt {
@@ -369,7 +370,7 @@ impl Context {
                 // What the body got past on its way to a value is its own
                 // business: the value is committed.
                 faults.take();
-                match encode(&format!("the output of step {name:?}"), &value) {
+                match codec::encode_value(&format!("the output of step {name:?}"), &value) {
                     Ok(output) => (Ok(output), Ok(value)),
                     // A value that cannot be encoded fails the step for good.
                     Err(e) => (Err(e.to_string()), Err(E::from(e))),
