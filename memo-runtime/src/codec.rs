@@ -96,4 +96,27 @@ mod tests {
             decode_record::<Record>("a run", &Path::from("runs/r1/run"), b"\xc1").unwrap_err();
         assert!(matches!(&err, Error::Corrupt { path, .. } if path == "runs/r1/run"));
     }
+
+    #[test]
+    fn codec_errors_keep_the_underlying_error_as_their_source() {
+        use std::error::Error as _;
+        let err = decode_value::<Record>("the input", "run r1", b"\xc1").unwrap_err();
+        let source = err.source().expect("a decode error has a source");
+        assert!(source.downcast_ref::<DecodeError>().is_some(), "{source:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("cannot decode the input stored at run r1: {source}")
+        );
+
+        struct Unencodable;
+        impl Serialize for Unencodable {
+            fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+                Err(serde::ser::Error::custom("no encoding"))
+            }
+        }
+        let err = encode_value("a value", &Unencodable).unwrap_err();
+        let source = err.source().expect("a serialization error has a source");
+        assert!(source.downcast_ref::<EncodeError>().is_some(), "{source:?}");
+        assert_eq!(err.to_string(), "cannot serialize a value: no encoding");
+    }
 }

@@ -64,23 +64,27 @@ pub enum Error {
     },
 
     /// A value could not be serialized (for a content key or for storage).
-    #[error("cannot serialize {what}: {message}")]
+    #[error("cannot serialize {what}: {source}")]
     Serialization {
         /// What was being serialized.
         what: String,
-        /// The serializer's message.
-        message: String,
+        /// The serializer's error: an `rmp_serde::encode::Error` for a
+        /// stored value, the content-key encoder's own error for a key
+        /// input (or the message of the value's `Serialize` impl).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 
     /// A committed value does not decode as the type the caller asked for.
-    #[error("cannot decode {what} stored at {path}: {message}")]
+    #[error("cannot decode {what} stored at {path}: {source}")]
     Decode {
         /// What was being decoded (a function name, a record kind).
         what: String,
         /// The object path of the committed value.
         path: String,
-        /// The decoder's message.
-        message: String,
+        /// The decoder's error.
+        #[source]
+        source: rmp_serde::decode::Error,
     },
 
     /// A stored object failed its envelope check (wrong magic, unknown
@@ -327,14 +331,14 @@ impl Error {
         }
     }
 
-    /// A value (named by `what`) that the codec could not encode.
+    /// A value (named by `what`) that could not be encoded.
     pub(crate) fn serialization(
         what: impl Into<String>,
-        source: crate::codec::EncodeError,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
         Error::Serialization {
             what: what.into(),
-            message: source.to_string(),
+            source: source.into(),
         }
     }
 
@@ -348,7 +352,7 @@ impl Error {
         Error::Decode {
             what: what.into(),
             path: path.to_string(),
-            message: source.to_string(),
+            source,
         }
     }
 

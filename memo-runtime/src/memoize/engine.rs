@@ -186,9 +186,9 @@ impl<R, T, E> Call<'_, R, T, E> {
     /// cannot say whose arguments failed to serialize.
     fn key_error(&self, error: Error) -> Error {
         match error {
-            Error::Serialization { message, .. } => Error::Serialization {
+            Error::Serialization { source, .. } => Error::Serialization {
                 what: format!("the arguments of {}", self.describe()),
-                message,
+                source,
             },
             other => other,
         }
