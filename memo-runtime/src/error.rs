@@ -64,23 +64,27 @@ pub enum Error {
     },
 
     /// A value could not be serialized (for a content key or for storage).
-    #[error("cannot serialize {what}: {message}")]
+    #[error("cannot serialize {what}: {source}")]
     Serialization {
         /// What was being serialized.
         what: String,
-        /// The serializer's message.
-        message: String,
+        /// The serializer's error: an `rmp_serde::encode::Error` for a
+        /// stored value, the content-key encoder's own error for a key
+        /// input (or the message of the value's `Serialize` impl).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 
     /// A committed value does not decode as the type the caller asked for.
-    #[error("cannot decode {what} stored at {path}: {message}")]
+    #[error("cannot decode {what} stored at {path}: {source}")]
     Decode {
         /// What was being decoded (a function name, a record kind).
         what: String,
         /// The object path of the committed value.
         path: String,
-        /// The decoder's message.
-        message: String,
+        /// The decoder's error.
+        #[source]
+        source: rmp_serde::decode::Error,
     },
 
     /// A stored object failed its envelope check (wrong magic, unknown
@@ -322,6 +326,31 @@ impl Error {
     /// Wraps an object-store error with the path it concerns.
     pub(crate) fn store(path: impl std::fmt::Display, source: object_store::Error) -> Self {
         Error::Store {
+            path: path.to_string(),
+            source,
+        }
+    }
+
+    /// A value (named by `what`) that could not be encoded.
+    pub(crate) fn serialization(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::Serialization {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A value (named by `what`, stored at `path`) that the codec could not
+    /// decode as the type asked for.
+    pub(crate) fn decode(
+        what: impl Into<String>,
+        path: impl std::fmt::Display,
+        source: crate::codec::DecodeError,
+    ) -> Self {
+        Error::Decode {
+            what: what.into(),
             path: path.to_string(),
             source,
         }

@@ -130,10 +130,7 @@ impl KeyHasher {
 }
 
 fn serialization_error(e: KeyError) -> Error {
-    Error::Serialization {
-        what: "content key input".into(),
-        message: e.0,
-    }
+    Error::serialization("content key input", e)
 }
 
 /// Lower-case hex of `bytes`.
@@ -165,7 +162,7 @@ impl Write for HashWriter {
     }
 }
 
-/// The encoder's error: a message, mapped to [`Error::Serialization`].
+/// The encoder's error: a message, the source of [`Error::Serialization`].
 #[derive(Debug)]
 struct KeyError(String);
 
@@ -865,7 +862,7 @@ mod tests {
             }
         }
         match content_key(&Fails) {
-            Err(Error::Serialization { message, .. }) => assert_eq!(message, "boom"),
+            Err(Error::Serialization { source, .. }) => assert_eq!(source.to_string(), "boom"),
             other => panic!("{other:?}"),
         }
         assert!(matches!(

@@ -19,6 +19,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 mod clock;
+mod codec;
 mod envelope;
 mod error;
 mod key;

@@ -608,12 +608,12 @@ async fn an_argument_that_fails_to_serialize_is_an_error_naming_the_call_and_the
         .unwrap_err();
     assert_eq!(runs.count(), 0);
     match err {
-        Error::Serialization { what, message } => {
+        Error::Serialization { what, source } => {
             assert_eq!(
                 what,
                 "the arguments of memoized fn `with_unencodable` (run r5, step 1)"
             );
-            assert!(message.contains("no encoding"), "{message}");
+            assert!(source.to_string().contains("no encoding"), "{source}");
         }
         other => panic!("expected Error::Serialization, got {other:?}"),
     }

@@ -173,7 +173,7 @@ mod tests {
         key.arg(&Fails);
         key.arg(&1u8);
         assert!(
-            matches!(key.finish(), Err(Error::Serialization { message, .. }) if message == "no encoding")
+            matches!(key.finish(), Err(Error::Serialization { source, .. }) if source.to_string() == "no encoding")
         );
     }
 }

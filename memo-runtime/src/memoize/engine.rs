@@ -6,6 +6,7 @@ use std::future::Future;
 use bytes::Bytes;
 use tracing::Instrument;
 
+use crate::codec::{self, DecodeError, EncodeError};
 use crate::{Error, Memo, Result};
 
 use super::bounds::{FromMemoError, MemoResult, StoredValue};
@@ -15,14 +16,14 @@ use super::flight::Flight;
 /// function pointers: splitting `R` into its `Ok` type `T` and error `E`,
 /// encoding and decoding `T`, carrying memo's errors as `E`.
 ///
-/// [`codec`] checks every bound once, at the return type; [`memoize`] then
+/// [`codec()`] checks every bound once, at the return type; [`memoize`] then
 /// needs none, so a return type that does not qualify is one error there
 /// instead of one per use.
 pub struct Codec<R, T, E> {
     split: fn(R) -> core::result::Result<T, E>,
     join: fn(core::result::Result<T, E>) -> R,
-    encode: fn(&T) -> core::result::Result<Vec<u8>, rmp_serde::encode::Error>,
-    decode: fn(&[u8]) -> core::result::Result<T, rmp_serde::decode::Error>,
+    encode: fn(&T) -> core::result::Result<Vec<u8>, EncodeError>,
+    decode: fn(&[u8]) -> core::result::Result<T, DecodeError>,
     from_memo_error: fn(Error) -> E,
 }
 
@@ -38,8 +39,8 @@ where
     Codec {
         split: R::into_result,
         join: R::from_result,
-        encode: |value| rmp_serde::to_vec_named(value),
-        decode: |bytes| rmp_serde::from_slice(bytes),
+        encode: |value| codec::encode(value),
+        decode: |bytes| codec::decode(bytes),
         from_memo_error: R::Err::from,
     }
 }
@@ -148,10 +149,10 @@ impl<R, T, E> Call<'_, R, T, E> {
         }
         let value = (self.codec.split)(body.await).map_err(Failure::Body)?;
         let encoded = (self.codec.encode)(&value).map_err(|e| {
-            Failure::Memo(Error::Serialization {
-                what: format!("the value returned by {}", self.describe()),
-                message: e.to_string(),
-            })
+            Failure::Memo(Error::serialization(
+                format!("the value returned by {}", self.describe()),
+                e,
+            ))
         })?;
         let committed = self.memo.put(key, &encoded).await.map_err(Failure::Memo)?;
         if committed == encoded {
@@ -173,12 +174,8 @@ impl<R, T, E> Call<'_, R, T, E> {
     /// the key): the call fails with [`Error::Decode`] and the body is not
     /// run, because its side effect has already happened once. Reporting
     /// such a fault anywhere else belongs here.
-    fn undecodable(&self, key: &str, error: rmp_serde::decode::Error) -> Error {
-        let error = Error::Decode {
-            what: self.describe(),
-            path: self.memo.entry_path(key),
-            message: error.to_string(),
-        };
+    fn undecodable(&self, key: &str, error: DecodeError) -> Error {
+        let error = Error::decode(self.describe(), self.memo.entry_path(key), error);
         // A code fix can read the value: in a workflow, the attempt stops and
         // the run stays open, whatever the caller does with the error.
         self.memo.report_fault(&error);
@@ -189,9 +186,9 @@ impl<R, T, E> Call<'_, R, T, E> {
     /// cannot say whose arguments failed to serialize.
     fn key_error(&self, error: Error) -> Error {
         match error {
-            Error::Serialization { message, .. } => Error::Serialization {
+            Error::Serialization { source, .. } => Error::Serialization {
                 what: format!("the arguments of {}", self.describe()),
-                message,
+                source,
             },
             other => other,
         }

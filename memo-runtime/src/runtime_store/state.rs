@@ -13,6 +13,7 @@ use super::{
     Commit, Fence, InputPhase, InputRecord, Lease, NewInput, NewRun, RunRecord, RunStatus,
     StatusChange, StepReceipt,
 };
+use crate::codec;
 use crate::error::{Error, Result};
 use crate::run_id::Incarnation;
 
@@ -469,9 +470,7 @@ impl RunState {
 /// SHA-256 of the commit's MessagePack encoding. `Commit` holds no maps, so
 /// the encoding, and so the digest, is deterministic.
 fn commit_digest(commit: &Commit) -> Result<[u8; 32]> {
-    let encoded = rmp_serde::to_vec_named(commit).map_err(|e| Error::Serialization {
-        what: "a runtime-store commit".into(),
-        message: e.to_string(),
-    })?;
+    let encoded =
+        codec::encode(commit).map_err(|e| Error::serialization("a runtime-store commit", e))?;
     Ok(Sha256::digest(&encoded).into())
 }

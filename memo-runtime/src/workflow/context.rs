@@ -12,8 +12,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
+use super::Shared;
 use super::lease::HeldLease;
-use super::{Shared, decode, encode};
+use crate::codec;
 use crate::error::Error;
 use crate::memo::{FaultSink, Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId};
@@ -289,7 +290,7 @@ impl Context {
     ) -> Result<T, E> {
         let what = format!("the output of step {step:?}");
         let location = format!("run {} receipt {sequence}", self.inner.run_id);
-        decode(&what, &location, bytes).map_err(|e| self.fault(e))
+        codec::decode_value(&what, &location, bytes).map_err(|e| self.fault(e))
     }
 
     fn receipt(&self, sequence: u64, step: String, outcome: Result<Bytes, String>) -> StepReceipt {
@@ -384,7 +385,7 @@ impl Context {
                 // What the body got past on its way to a value is its own
                 // business: the value is committed.
                 faults.take();
-                match encode(&format!("the output of step {name:?}"), &value) {
+                match codec::encode_value(&format!("the output of step {name:?}"), &value) {
                     Ok(output) => (Ok(output), Ok(value)),
                     // A value that cannot be encoded fails the step for good.
                     Err(e) => (Err(e.to_string()), Err(E::from(e))),

@@ -64,6 +64,7 @@ pub use context::{Context, Step};
 pub use retry::RetryPolicy;
 
 use crate::clock::{Clock, SystemClock};
+use crate::codec;
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::run_id::RunId;
@@ -391,7 +392,7 @@ impl Runtime {
         let new_run = NewRun {
             run_id: run_id.clone(),
             workflow: workflow.name.to_string(),
-            input: encode("the workflow input", input)?,
+            input: codec::encode_value("the workflow input", input)?,
             created_at_ms: self.shared.clock.now_ms(),
         };
         let record = self.create_run(new_run, input).await?;
@@ -416,7 +417,7 @@ impl Runtime {
         payload: &T,
     ) -> Result<()> {
         let id = crate::content_key(&(name, payload))?;
-        let payload = encode("the signal payload", payload)?;
+        let payload = codec::encode_value("the signal payload", payload)?;
         match self.append_signal(run_id, id.clone(), name, payload).await {
             // The id is the canonical digest of (name, payload): an input
             // recorded under it is this signal, whatever its bytes' order.
@@ -444,7 +445,7 @@ impl Runtime {
         name: &str,
         payload: &T,
     ) -> Result<()> {
-        let payload = encode("the signal payload", payload)?;
+        let payload = codec::encode_value("the signal payload", payload)?;
         self.append_signal(run_id, id.to_string(), name, payload)
             .await
     }
@@ -665,7 +666,7 @@ impl Runtime {
         if let Some(done) = finished(&record) {
             return done.map_err(E::from);
         }
-        let input: I = decode(
+        let input: I = codec::decode_value(
             "the workflow input",
             &format!("run {run_id}"),
             &record.input,
@@ -760,7 +761,7 @@ impl Runtime {
             });
         }
         let (change, result) = match result {
-            Ok(output) => match encode("the workflow output", &output) {
+            Ok(output) => match codec::encode_value("the workflow output", &output) {
                 Ok(encoded) => (StatusChange::Completed { output: encoded }, Ok(output)),
                 // A permanent error: retrying the run could only fail again.
                 Err(e) => (
@@ -810,7 +811,7 @@ fn finished<O: DeserializeOwned>(record: &RunRecord) -> Option<Result<O>> {
         RunStatus::Pending | RunStatus::Running => None,
         RunStatus::Completed => {
             let output = record.output.clone().unwrap_or_default();
-            Some(decode(
+            Some(codec::decode_value(
                 "the workflow output",
                 &format!("run {run_id}"),
                 &output,
@@ -836,30 +837,11 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-/// Whether `stored` (an input recorded as [`encode`] wrote it) is `input`
+/// Whether `stored` (an input recorded as [`codec::encode`] wrote it) is `input`
 /// under the canonical encoding of content keys.
 fn same_input<I: Serialize + DeserializeOwned>(stored: &[u8], input: &I) -> Result<bool> {
-    let Ok(stored) = rmp_serde::from_slice::<I>(stored) else {
+    let Ok(stored) = codec::decode::<I>(stored) else {
         return Ok(false);
     };
     Ok(crate::content_key(&stored)? == crate::content_key(input)?)
-}
-
-/// MessagePack (named fields) of `value`.
-pub(crate) fn encode<T: Serialize + ?Sized>(what: &str, value: &T) -> Result<Bytes> {
-    rmp_serde::to_vec_named(value)
-        .map(Bytes::from)
-        .map_err(|e| Error::Serialization {
-            what: what.to_string(),
-            message: e.to_string(),
-        })
-}
-
-/// Decodes MessagePack `bytes` as `T`; `location` says where they were stored.
-pub(crate) fn decode<T: DeserializeOwned>(what: &str, location: &str, bytes: &[u8]) -> Result<T> {
-    rmp_serde::from_slice(bytes).map_err(|e| Error::Decode {
-        what: what.to_string(),
-        path: location.to_string(),
-        message: e.to_string(),
-    })
 }

@@ -82,7 +82,7 @@ pub(super) fn committed_entry(
 /// The output of a completed run, decoded as the runtime encoded it.
 pub(super) fn decode_output<O: DeserializeOwned>(record: &RunRecord) -> Result<O> {
     let output = record.output.as_deref().unwrap_or_default();
-    crate::workflow::decode(
+    crate::codec::decode_value(
         "the workflow output",
         &format!("run {}", record.run_id),
         output,

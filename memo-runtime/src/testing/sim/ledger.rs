@@ -51,7 +51,7 @@ impl Ledger {
     /// Checks that every caller of one entry sees one value, produced by an
     /// execution of this run (not of an earlier run with the same id).
     pub fn observed<T: Serialize + ?Sized>(&self, memo: &Memo, key: &str, value: &T) {
-        let encoded = rmp_serde::to_vec_named(value).unwrap_or_default();
+        let encoded = crate::codec::encode(value).unwrap_or_default();
         self.checker.observed(memo, key, encoded);
     }
 

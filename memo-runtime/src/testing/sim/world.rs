@@ -588,7 +588,7 @@ where
         let Some(Ok(Some(record))) = fresh_run(self.checker.objects(), &slot.run_id) else {
             return;
         };
-        let stored: Option<I> = rmp_serde::from_slice(&record.input).ok();
+        let stored: Option<I> = crate::codec::decode(&record.input).ok();
         let equal = stored.is_some_and(|stored| {
             matches!(
                 (crate::content_key(&stored), crate::content_key(&slot.input)),
@@ -735,7 +735,7 @@ where
             }
             // The run's own input: a delivery made before a deletion may
             // have created the run again with the input of the earlier one.
-            let Ok(input) = rmp_serde::from_slice::<I>(&record.input) else {
+            let Ok(input) = crate::codec::decode::<I>(&record.input) else {
                 self.checker.violation(
                     "no read returns a corrupt value",
                     format!("run {}: its input does not decode", slot.run_id),

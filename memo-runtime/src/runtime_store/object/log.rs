@@ -1,0 +1,259 @@
+//! A run's log: reading the run pointer and the log entries, folding them
+//! into the run's state, and the commit loop that creates the next entry.
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
+
+use super::cache::{Folded, Refreshed};
+use super::{CONCURRENCY, Creation, Entry, ObjectStoreRuntimeStore};
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::state::{Change, RunState, Verdict};
+use crate::write_once::{self, Created};
+
+impl ObjectStoreRuntimeStore {
+    /// Whether the run pointer names `incarnation`.
+    pub(super) async fn is_current(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<bool> {
+        let current = self.read_creation(run_id).await?;
+        Ok(current.is_some_and(|c| c.incarnation == incarnation))
+    }
+
+    /// Reads the run pointer; `None` if the run does not exist.
+    pub(super) async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
+        let run_path = self.run_path(run_id);
+        let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? else {
+            return Ok(None);
+        };
+        let creation: Creation = codec::decode_record("the run's creation", &run_path, &bytes)?;
+        if creation.run.run_id != *run_id {
+            return Err(Error::corrupt(
+                &run_path,
+                format!(
+                    "the creation record of run {run_id} names run {}",
+                    creation.run.run_id
+                ),
+            ));
+        }
+        Ok(Some(creation))
+    }
+
+    /// Reads the run's creation and its whole log, and folds them.
+    pub(super) async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
+        let Some(creation) = self.read_creation(run_id).await? else {
+            return Ok(None);
+        };
+        let incarnation = creation.incarnation;
+        let positions = self.log_positions(run_id, incarnation).await?;
+        let mut folded = Folded {
+            state: RunState::new(creation.run, incarnation),
+            next: 0,
+            incarnation,
+        };
+        let mut entries = futures::stream::iter(positions)
+            .map(|position| async move {
+                let bytes = self.read_entry(run_id, incarnation, position).await?;
+                Ok::<_, Error>((position, bytes))
+            })
+            .buffered(CONCURRENCY);
+        while let Some((position, bytes)) = entries.try_next().await? {
+            let Some(bytes) = bytes else {
+                return Err(self.missing_entry(run_id, incarnation, position));
+            };
+            self.fold_entry(run_id, &mut folded, &bytes)?;
+        }
+        Ok(Some(folded))
+    }
+
+    /// The positions in the run's log folder, checked to be dense from 0.
+    pub(super) async fn log_positions(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<u64>> {
+        let folder = self.layout.log_folder(run_id, incarnation);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let mut positions = Vec::with_capacity(metas.len());
+        for meta in metas {
+            let position = layout::parse_log_position(&meta.location).ok_or_else(|| {
+                Error::corrupt(
+                    &meta.location,
+                    format!("run {run_id}: not a log entry name (20 digits expected)"),
+                )
+            })?;
+            positions.push(position);
+        }
+        // LocalFileSystem lists in no particular order.
+        positions.sort_unstable();
+        if let Some((expected, _)) = positions.iter().enumerate().find(|&(i, &p)| i as u64 != p) {
+            return Err(self.missing_entry(run_id, incarnation, expected as u64));
+        }
+        Ok(positions)
+    }
+
+    /// Reads the log entry at `position`, naming the run and the position
+    /// if it is corrupt.
+    pub(super) async fn read_entry(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        position: u64,
+    ) -> Result<Option<Bytes>> {
+        let path = self.log_path(run_id, incarnation, position);
+        write_once::read(self.store.as_ref(), &path)
+            .await
+            .map_err(|e| match e {
+                Error::Corrupt { path, reason } => Error::Corrupt {
+                    path,
+                    reason: format!("run {run_id} log entry {position}: {reason}"),
+                },
+                e => e,
+            })
+    }
+
+    pub(super) fn missing_entry(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        position: u64,
+    ) -> Error {
+        Error::corrupt(
+            self.log_path(run_id, incarnation, position),
+            format!("run {run_id} log entry {position} is missing but later entries exist"),
+        )
+    }
+
+    /// Folds the changes written after `folded.next`: `true` if there were
+    /// any.
+    pub(super) async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
+        let mut grew = false;
+        while let Some(bytes) = self
+            .read_entry(run_id, folded.incarnation, folded.next)
+            .await?
+        {
+            self.fold_entry(run_id, folded, &bytes)?;
+            grew = true;
+        }
+        Ok(grew)
+    }
+
+    /// Folds the log entry at `folded.next`, which every writer checked
+    /// against the entries before it: one that does not apply, or names
+    /// another incarnation than its folder, is corrupt.
+    pub(super) fn fold_entry(
+        &self,
+        run_id: &RunId,
+        folded: &mut Folded,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let position = folded.next;
+        let path = self.log_path(run_id, folded.incarnation, position);
+        let what = format!("run {run_id} log entry {position}");
+        let entry: Entry<Change> = codec::decode_record(&what, &path, bytes)?;
+        if entry.incarnation != folded.incarnation {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "{what} names incarnation {} in the folder of incarnation {}",
+                    entry.incarnation, folded.incarnation
+                ),
+            ));
+        }
+        match folded.state.check(&entry.change) {
+            Ok(Verdict::Apply(plan)) => folded.state.apply(entry.change, plan),
+            Ok(Verdict::AlreadyApplied) => {
+                return Err(Error::corrupt(
+                    &path,
+                    format!("{what} repeats an earlier change"),
+                ));
+            }
+            Err(e) => {
+                return Err(Error::corrupt(
+                    &path,
+                    format!("{what} does not follow from the entries before it: {e}"),
+                ));
+            }
+        }
+        folded.next += 1;
+        Ok(())
+    }
+
+    /// Commits `change` to the run, and returns what `answer` reads from the
+    /// run after it.
+    pub(super) async fn change<T>(
+        &self,
+        run_id: &RunId,
+        change: Change,
+        answer: impl Fn(&RunState) -> T,
+    ) -> Result<T> {
+        let slot = self.slot(run_id);
+        let mut guard = slot.lock().await;
+        if guard.is_none() {
+            self.refresh(run_id, &mut guard).await?;
+        }
+        loop {
+            let Some(folded) = guard.as_mut() else {
+                return Err(Error::RunNotFound {
+                    run_id: run_id.to_string(),
+                });
+            };
+            let plan = match folded.state.check(&change) {
+                Ok(Verdict::AlreadyApplied) => return Ok(answer(&folded.state)),
+                Ok(Verdict::Apply(plan)) => plan,
+                // The cache may be behind: judge only against the latest log.
+                Err(e) => match self.refresh(run_id, &mut guard).await? {
+                    Refreshed::Unchanged => return Err(e),
+                    Refreshed::Changed | Refreshed::Missing => continue,
+                },
+            };
+            self.write_status_hint(run_id, &folded.state, &change)
+                .await?;
+            let entry = Entry {
+                incarnation: folded.incarnation,
+                change: &change,
+            };
+            let encoded = codec::encode_value("a runtime-store change", &entry)?;
+            let path = self.log_path(run_id, folded.incarnation, folded.next);
+            match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
+                // At position `next` either way: an identical change there
+                // is this change, applied once.
+                created @ (Created::Ours(_) | Created::Same(_)) => {
+                    if !self.is_current(run_id, folded.incarnation).await? {
+                        // The incarnation was deleted and its log freed under
+                        // us: the change went into a dead run.
+                        if let Created::Ours(_) = created {
+                            let _ = self.delete_all(vec![path]).await;
+                        }
+                        *guard = None;
+                        return Err(Error::Conflict {
+                            what: format!("run {run_id}"),
+                            reason: "the run was deleted while the change was written; \
+                                     nothing was applied"
+                                .into(),
+                        });
+                    }
+                    let before = folded.state.record().status;
+                    folded.state.apply(change, plan);
+                    folded.next += 1;
+                    if folded.state.record().status != before {
+                        self.drop_stale_hint(before, run_id, folded.incarnation)
+                            .await;
+                    }
+                    return Ok(answer(&folded.state));
+                }
+                Created::Theirs(bytes) => self.fold_entry(run_id, folded, &bytes)?,
+            }
+        }
+    }
+}

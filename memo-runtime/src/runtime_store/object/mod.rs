@@ -1,0 +1,396 @@
+//! `ObjectStoreRuntimeStore`: the runtime store in object storage, atomic
+//! without transactions because every change is one write-once object.
+//!
+//! The type, its stored records and the trait impl live here; `log` reads
+//! and folds a run's log and commits changes to it, `cache` keeps folded
+//! runs per instance, `hints` keeps the status-hint index. Every path comes
+//! from [`crate::layout`].
+
+mod cache;
+mod hints;
+mod log;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde::{Deserialize, Serialize};
+
+use super::state::{Change, RunState};
+use super::{
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
+};
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::run_id::{Incarnation, RunId};
+use crate::write_once::{self, Created};
+use cache::{Cache, Folded};
+
+/// How many runs an instance keeps folded in memory.
+const DEFAULT_CACHED_RUNS: usize = 256;
+
+/// How many objects are read or deleted at once.
+const CONCURRENCY: usize = 8;
+
+/// The runtime store in object storage, for durable use by many processes
+/// and machines sharing one bucket or folder.
+///
+/// Instances are independent: two instances (or processes) over the same
+/// objects see each other's acknowledged changes, and a fresh instance sees
+/// every one.
+///
+/// # Layout
+///
+/// Under the store's prefix (`<run>` is the run id's path segment, `<inc>`
+/// the run's [`Incarnation`]):
+///
+/// - `runs/<run>/run`: the run pointer: the run as created ([`NewRun`]),
+///   with the random incarnation that tells it from an earlier, deleted run
+///   of the same id. At most one exists per run id; it is what makes a run
+///   exist.
+/// - `runs/<run>/<inc>/log/<position>`: the incarnation's changes after
+///   creation, one object per change (a [`Commit`] or an appended input,
+///   with the incarnation), at dense positions from 0 written as 20
+///   zero-padded digits so they list in order. Each incarnation has its own
+///   log folder, so a deleted run's leftovers never mix with a new run's.
+/// - `runs-by-status/<status>/<run>.<inc>`: a hint that the incarnation is,
+///   or was about to be, in `<status>`, so listing by status reads only
+///   those runs.
+///
+/// # How a change commits
+///
+/// A change is checked against the run folded from its log up to position
+/// `p`, then created at `log/<p>` with `PutMode::Create`. The create *is* the
+/// commit: if it succeeds, the change was checked against exactly the state
+/// before it; if another writer created `p` first, its change is folded in
+/// and ours is checked again for `p + 1`. A receipt for step `n`, the start of
+/// attempt `k`, and the terminal status can each be committed only once, so
+/// of concurrent writers exactly one wins and the others see its change and
+/// get a conflict (or success, for an identical change). An unknown outcome
+/// is settled by reading back (see `write_once`); a retried change that
+/// finds itself committed is an idempotent success. No backend feature
+/// beyond `PutMode::Create` is used, so LocalFileSystem (which lacks
+/// `PutMode::Update`) works.
+///
+/// Deleting a run removes its pointer first and its log after, and a writer
+/// checks the pointer after every log entry it creates: a worker that cached
+/// an incarnation that was deleted meanwhile (its log positions freed again)
+/// learns that its change is void instead of writing into a dead run.
+///
+/// Object stores offer no conditional delete, so one window is left open:
+/// if two deletions of the same incarnation race, and a new run of the same
+/// id is created between the first removing the pointer and the second
+/// removing it (the second having read it before), the second removes the
+/// new run's pointer. Delete an incarnation from one place at a time when
+/// its id may be reused at that very moment.
+///
+/// Objects are named by log position rather than by step sequence because
+/// changes made between steps, often by other processes (a cancellation, a
+/// signal, a failed attempt), must be ordered with the steps: with one log,
+/// "no step after a terminal status" and "one start per attempt" are
+/// decided by the same create that commits the change.
+///
+/// # Costs
+///
+/// Each instance keeps the folded state of up to 256 runs in memory
+/// ([`with_cached_runs`](Self::with_cached_runs)), oldest first out. In
+/// requests:
+///
+/// - a commit or input to a cached run: one create and a `GET` of the run
+///   pointer, plus a `GET` per change another writer made first; a change of
+///   status adds the new status's hint (one create) and deletes the old one;
+/// - a read of a cached run: at most two `GET`s (the next log position, to
+///   catch up, and the run pointer, to check the incarnation still exists;
+///   only the pointer if the run is terminal);
+/// - any call on a run not in the cache first reads its pointer, lists its
+///   log once and reads each log entry;
+/// - creating a run: a `GET` of its pointer and two creates (the hint and
+///   the pointer);
+/// - listing run ids by status: one listing of that status's hints (a run
+///   that left the status may still be listed until a `list_runs` tidies
+///   its hint);
+/// - listing runs by status: one listing of that status's hints, then a read per
+///   hinted run. A run's hint is deleted when it leaves the status, and a
+///   listing deletes the hints it finds out of date, so the cost follows the
+///   runs in that status, not every run ever stored;
+/// - deleting a run: its reads, one listing, and a delete per object; only
+///   the objects of the incarnation named are touched.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use memo_runtime::object_store::memory::InMemory;
+/// use memo_runtime::runtime_store::{NewRun, ObjectStoreRuntimeStore, RuntimeStore};
+/// use memo_runtime::{Bytes, RunId};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> memo_runtime::Result<()> {
+/// let objects = Arc::new(InMemory::new());
+/// let store = ObjectStoreRuntimeStore::new(objects.clone(), "memo");
+/// let run_id = RunId::new("order-7")?;
+/// let run = NewRun {
+///     run_id: run_id.clone(),
+///     workflow: "checkout".into(),
+///     input: Bytes::from_static(b"{}"),
+///     created_at_ms: 0,
+/// };
+/// store.create_run(run).await?;
+///
+/// // Another process, over the same objects, sees the run.
+/// let elsewhere = ObjectStoreRuntimeStore::new(objects, "memo");
+/// assert!(elsewhere.load_run(&run_id).await?.is_some());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct ObjectStoreRuntimeStore {
+    store: Arc<dyn ObjectStore>,
+    layout: Layout,
+    cache: Mutex<Cache>,
+}
+
+/// The stored run pointer. `incarnation` is drawn at random for each
+/// creation, so that an instance that cached a run which was then deleted
+/// and created again under the same id can tell the new run from the old.
+#[derive(Debug, Serialize, Deserialize)]
+struct Creation {
+    run: NewRun,
+    incarnation: Incarnation,
+}
+
+/// A stored log entry: a change and the incarnation of the run it is for.
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry<C> {
+    incarnation: Incarnation,
+    change: C,
+}
+
+impl ObjectStoreRuntimeStore {
+    /// A runtime store over `store`, keeping everything under `prefix`.
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
+        ObjectStoreRuntimeStore {
+            store,
+            layout: Layout::new(prefix),
+            cache: Mutex::new(Cache::new(DEFAULT_CACHED_RUNS)),
+        }
+    }
+
+    /// Keeps at most `runs` runs folded in memory (default 256; at least 1).
+    #[must_use]
+    pub fn with_cached_runs(self, runs: usize) -> ObjectStoreRuntimeStore {
+        self.lock_cache().set_capacity(runs);
+        self
+    }
+
+    /// The object store the records live in.
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The path prefix everything is kept under.
+    pub fn prefix(&self) -> &Path {
+        self.layout.prefix()
+    }
+
+    /// `<prefix>/runs/<run>`: every runtime record of a run id, of every
+    /// incarnation.
+    pub fn run_folder(&self, run_id: &RunId) -> Path {
+        self.layout.runs_folder(run_id)
+    }
+
+    fn run_path(&self, run_id: &RunId) -> Path {
+        self.layout.run_pointer(run_id)
+    }
+
+    fn log_path(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
+        self.layout.log_entry(run_id, incarnation, position)
+    }
+
+    /// An idempotent [`create_run`](RuntimeStore::create_run) of a run whose
+    /// creation record `committed` exists.
+    async fn recreate(&self, run: &NewRun, run_path: &Path, committed: &[u8]) -> Result<RunRecord> {
+        let existing: Creation = codec::decode_record("the run's creation", run_path, committed)?;
+        RunState::new(existing.run, existing.incarnation).check_same_run(run)?;
+        let run_id = &run.run_id;
+        self.read(run_id, |state| state.record().clone())
+            .await?
+            .ok_or_else(|| Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: "the run was deleted while it was being created".into(),
+            })
+    }
+
+    async fn delete_all(&self, paths: Vec<Path>) -> Result<()> {
+        futures::stream::iter(paths)
+            .map(|path| async move {
+                match self.store.delete(&path).await {
+                    // LocalFileSystem reports deleting a missing object.
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(Error::store(&path, e)),
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .try_collect()
+            .await
+    }
+}
+
+#[async_trait]
+impl RuntimeStore for ObjectStoreRuntimeStore {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        let run_id = run.run_id.clone();
+        let run_path = self.run_path(&run_id);
+        if let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? {
+            return self.recreate(&run, &run_path, &bytes).await;
+        }
+        // A new incarnation gets its own log folder: whatever a deletion that
+        // stopped part-way left of an earlier run of this id is never read.
+        let creation = Creation {
+            run,
+            incarnation: Incarnation::random(),
+        };
+        self.write_hint(RunStatus::Pending, &run_id, creation.incarnation)
+            .await?;
+        let encoded = codec::encode_value("a run", &creation)?;
+        match write_once::create_once(self.store.as_ref(), &run_path, &encoded).await? {
+            Created::Ours(_) => {
+                let state = RunState::new(creation.run, creation.incarnation);
+                let record = state.record().clone();
+                let slot = self.slot(&run_id);
+                // Whatever was cached is of an earlier run of this id.
+                *slot.lock().await = Some(Folded {
+                    state,
+                    next: 0,
+                    incarnation: creation.incarnation,
+                });
+                Ok(record)
+            }
+            // Created meanwhile, or our acknowledgement was lost: the run may
+            // have moved on since its creation, so answer with its state now.
+            Created::Same(bytes) | Created::Theirs(bytes) => {
+                self.recreate(&creation.run, &run_path, &bytes).await
+            }
+        }
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
+        self.read(run_id, |state| state.record().clone()).await
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
+        self.change(run_id, Change::Commit(commit), |state| {
+            state.record().clone()
+        })
+        .await
+    }
+
+    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
+        Ok(self
+            .read(run_id, |state| state.receipts_after(after))
+            .await?
+            .unwrap_or_default())
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
+        Ok(self.read(run_id, RunState::snapshot).await?.flatten())
+    }
+
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
+        let input_id = input.input_id.clone();
+        self.change(run_id, Change::Input(input), |state| {
+            state
+                .input(&input_id)
+                .cloned()
+                .expect("an accepted input is recorded")
+        })
+        .await
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
+        Ok(self
+            .read(run_id, RunState::inputs)
+            .await?
+            .unwrap_or_default())
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+        let hints = self.status_hints(status).await?;
+        let records: Vec<Option<RunRecord>> = futures::stream::iter(hints)
+            .map(|(run_id, incarnation)| async move {
+                let record = self.load_run(&run_id).await?;
+                let current = record.filter(|r| r.incarnation == incarnation);
+                let stale = match &current {
+                    Some(record) => Self::hint_is_stale(status, record.status),
+                    // A hint of a deleted incarnation.
+                    None => true,
+                };
+                if stale {
+                    let hint = self.layout.status_hint(status, &run_id, incarnation);
+                    self.delete_all(vec![hint]).await?;
+                }
+                Ok::<_, Error>(current.filter(|r| r.status == status))
+            })
+            .buffered(CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut records: Vec<RunRecord> = records.into_iter().flatten().collect();
+        records.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        Ok(records)
+    }
+
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        let mut run_ids: Vec<RunId> = self
+            .status_hints(status)
+            .await?
+            .into_iter()
+            .map(|(run_id, _)| run_id)
+            .collect();
+        run_ids.sort();
+        run_ids.dedup();
+        Ok(run_ids)
+    }
+
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let existed = match self.load_run(run_id).await? {
+            Some(record) if record.incarnation != incarnation => false,
+            Some(record) if !record.status.is_terminal() => {
+                return Err(Error::Conflict {
+                    what: format!("run {run_id}"),
+                    reason: format!(
+                        "the run is {}; only terminal runs can be deleted",
+                        record.status
+                    ),
+                });
+            }
+            Some(_) => true,
+            None => false,
+        };
+        if existed {
+            // The pointer goes first: from then on the run does not exist for
+            // any reader, whatever is left of its log if this call stops early.
+            self.delete_all(vec![self.run_path(run_id)]).await?;
+            self.forget(run_id);
+        }
+        // Only this incarnation's own folder and hints: a later run of the
+        // id (another incarnation) is never touched.
+        let folder = self.layout.incarnation_records(run_id, incarnation);
+        let leftovers: Vec<Path> = self
+            .store
+            .list(Some(&folder))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let hints = RunStatus::ALL
+            .iter()
+            .map(|&status| self.layout.status_hint(status, run_id, incarnation));
+        self.delete_all(leftovers.into_iter().chain(hints).collect())
+            .await?;
+        Ok(existed)
+    }
+}
