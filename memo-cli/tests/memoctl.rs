@@ -345,3 +345,24 @@ fn a_store_that_cannot_be_reached_is_an_error() {
         assert!(stderr.contains("127.0.0.1:1"), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_lists_the_other_runs_and_fails_when_one_is_damaged() {
+    let folder = Folder::filled().await;
+    let dir = folder.url.strip_prefix("file://").unwrap();
+    let log = std::path::Path::new(dir).join("runtime/runs/order-1");
+    let incarnation = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("the run's incarnation folder");
+    std::fs::write(incarnation.join("log/00000000000000000000"), b"garbage").unwrap();
+
+    let output = folder.memoctl(&["runs", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot load run order-1"), "{stderr}");
+    assert!(stderr.contains("corrupt object at"), "{stderr}");
+    let listed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(run_ids(&listed), ["Ticket-42", "old-1", "bad-2"]);
+}
