@@ -366,3 +366,25 @@ async fn runs_lists_the_other_runs_and_fails_when_one_is_damaged() {
     let listed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(run_ids(&listed), ["Ticket-42", "old-1", "bad-2"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_memo_and_runs_prefixes_say_where_the_stores_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    support::fill(&opened.store, "app/prod").await;
+
+    assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
+    let prefixes = [
+        "--memo-prefix",
+        "app/prod/memo",
+        "--runs-prefix",
+        "app/prod/runtime",
+    ];
+    let with = |args: &[&str]| memoctl(&url, NO_OPTIONS, &[&prefixes[..], args].concat());
+    assert_eq!(run_ids(&ok_json(&with(&["runs", "--json"]))).len(), 4);
+    let shown = ok_json(&with(&["show", "order-1", "--json"]));
+    assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
+    let expired = ok_json(&with(&["markers", "--expired", "--json"]));
+    assert_eq!(run_ids(&expired), ["old-1"]);
+}
