@@ -1,0 +1,239 @@
+//! `memoctl show RUN`: one run, its steps, signals and memo entries.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use futures::TryStreamExt;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::runtime_store::{InputPhase, RunRecord, RuntimeStore};
+use memo_runtime::{Incarnation, RunId};
+use serde_json::{Value, json};
+
+use super::{existing_run, run_id};
+use crate::output::{Table, duration, now_ms, payload, payload_line, print_json, time};
+use crate::store::Store;
+
+/// The memo store's folders that hold a run's entries, by kind.
+const ENTRY_FOLDERS: [(&str, &str); 2] = [("memo", "memos"), ("step-output", "step-outputs")];
+
+/// One stored entry of the run.
+struct Entry {
+    kind: &'static str,
+    step: String,
+    digest: String,
+    size: u64,
+}
+
+pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let run_id = run_id(run)?;
+    let record = existing_run(store, &run_id).await?;
+    let context = || format!("cannot read run {run_id} in {}", store.url);
+    let receipts = store
+        .runs
+        .load_receipts(&run_id, None)
+        .await
+        .with_context(context)?;
+    let inputs = store
+        .runs
+        .load_inputs(&run_id)
+        .await
+        .with_context(context)?;
+    let entries = entries(store, &run_id, record.incarnation).await?;
+    let now = now_ms();
+    if json {
+        print_json(&json!({
+            "run": record_json(&record, now),
+            "steps": receipts.iter().map(|r| json!({
+                "sequence": r.sequence,
+                "step": r.step,
+                "recorded_at_ms": r.recorded_at_ms,
+                "output_bytes": r.output.len(),
+                "output": r.error.is_none().then(|| payload(&r.output)),
+                "error": r.error,
+            })).collect::<Vec<_>>(),
+            "signals": inputs.iter().map(|i| json!({
+                "input_id": i.input_id,
+                "name": i.name,
+                "phase": format!("{:?}", i.phase),
+                "pending": is_pending(i.phase),
+                "consumed_by": i.consumed_by,
+                "accepted_at_ms": i.accepted_at_ms,
+                "payload": payload(&i.payload),
+            })).collect::<Vec<_>>(),
+            "entries": entries.iter().map(|e| json!({
+                "kind": e.kind, "step": e.step, "digest": e.digest, "size": e.size,
+            })).collect::<Vec<_>>(),
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_record(&record, now);
+    println!("\nsteps");
+    let mut steps = Table::new(&["SEQ", "STEP", "RECORDED", "OUTPUT"]);
+    for r in &receipts {
+        let output = match &r.error {
+            Some(error) => format!("failed: {error}"),
+            None => format!("{} bytes {}", r.output.len(), payload_line(&r.output, 60)),
+        };
+        steps.row(vec![
+            r.sequence.to_string(),
+            r.step.clone(),
+            time(r.recorded_at_ms),
+            output,
+        ]);
+    }
+    steps.print_or("  (none)");
+    println!("\nsignals");
+    let mut signals = Table::new(&["NAME", "PHASE", "ACCEPTED", "PAYLOAD", "INPUT ID"]);
+    for i in &inputs {
+        let phase = match (i.phase, i.consumed_by) {
+            (InputPhase::Consumed, Some(step)) => format!("Consumed by step {step}"),
+            (phase, _) if is_pending(phase) => format!("{phase:?} (pending)"),
+            (phase, _) => format!("{phase:?}"),
+        };
+        signals.row(vec![
+            i.name.clone(),
+            phase,
+            time(i.accepted_at_ms),
+            payload_line(&i.payload, 40),
+            i.input_id.clone(),
+        ]);
+    }
+    signals.print_or("  (none)");
+    println!("\nentries");
+    let mut table = Table::new(&["KIND", "STEP", "DIGEST", "SIZE"]);
+    for e in &entries {
+        table.row(vec![
+            e.kind.into(),
+            e.step.clone(),
+            e.digest.clone(),
+            format!("{} B", e.size),
+        ]);
+    }
+    table.print_or("  (none)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn is_pending(phase: InputPhase) -> bool {
+    matches!(phase, InputPhase::Accepted | InputPhase::Queued)
+}
+
+fn print_record(record: &RunRecord, now: u64) {
+    let mut lines = vec![
+        ("run", record.run_id.to_string()),
+        ("incarnation", record.incarnation.to_string()),
+        ("workflow", record.workflow.clone()),
+        ("status", record.status.to_string()),
+        ("attempts", record.attempts.to_string()),
+        ("created", time(record.created_at_ms)),
+        ("last change", time(record.updated_at_ms)),
+    ];
+    if let Some(at) = record.terminal_at_ms {
+        lines.push(("ended", time(at)));
+    }
+    lines.push(("lease", lease_line(record, now)));
+    lines.push(("input", payload_line(&record.input, 100)));
+    if let Some(output) = &record.output {
+        lines.push(("output", payload_line(output, 100)));
+    }
+    if let Some(error) = &record.error {
+        lines.push(("error", error.clone()));
+    }
+    for (name, value) in lines {
+        println!("{:<12} {value}", format!("{name}:"));
+    }
+}
+
+fn lease_line(record: &RunRecord, now: u64) -> String {
+    match &record.lease {
+        None => "none".into(),
+        Some(lease) if lease.until_ms > now => format!(
+            "held by {:?} (attempt {}) until {}, {} from now",
+            lease.owner,
+            lease.attempt,
+            time(lease.until_ms),
+            duration(lease.until_ms - now)
+        ),
+        Some(lease) => format!(
+            "not held (expired or released at {}; last held by {:?}, attempt {})",
+            time(lease.until_ms),
+            lease.owner,
+            lease.attempt
+        ),
+    }
+}
+
+fn record_json(record: &RunRecord, now: u64) -> Value {
+    json!({
+        "run_id": record.run_id.as_str(),
+        "incarnation": record.incarnation.to_string(),
+        "workflow": record.workflow,
+        "status": record.status.to_string(),
+        "attempts": record.attempts,
+        "created_at_ms": record.created_at_ms,
+        "updated_at_ms": record.updated_at_ms,
+        "terminal_at_ms": record.terminal_at_ms,
+        "input": payload(&record.input),
+        "output": record.output.as_deref().map(payload),
+        "error": record.error,
+        "lease": record.lease.as_ref().map(|l| json!({
+            "owner": l.owner,
+            "attempt": l.attempt,
+            "until_ms": l.until_ms,
+            "live": l.until_ms > now,
+        })),
+    })
+}
+
+/// The memo and step-output entries of one incarnation of the run, with
+/// their sizes, by kind, step and digest.
+async fn entries(
+    store: &Store,
+    run_id: &RunId,
+    incarnation: Incarnation,
+) -> anyhow::Result<Vec<Entry>> {
+    // The runtime store's folder of the run ends in the run id's path segment,
+    // the same segment the memo store names the run's folders by.
+    let runs_folder = store.runs.run_folder(run_id);
+    let segment = runs_folder
+        .filename()
+        .context("the run's folder has no name")?;
+    let mut entries = Vec::new();
+    for (kind, folder) in ENTRY_FOLDERS {
+        let prefix: Path = store
+            .memo
+            .prefix()
+            .clone()
+            .join(folder)
+            .join(segment)
+            .join(incarnation.to_string());
+        let metas: Vec<_> = store
+            .objects
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .with_context(|| format!("cannot list {prefix} in {}", store.url))?;
+        for meta in metas {
+            let mut rest = meta.location.prefix_match(&prefix).into_iter().flatten();
+            let step = rest
+                .next()
+                .map(|p| p.as_ref().to_string())
+                .unwrap_or_default();
+            let digest = rest
+                .next()
+                .map(|p| p.as_ref().to_string())
+                .unwrap_or_default();
+            entries.push(Entry {
+                kind,
+                step,
+                digest,
+                size: meta.size,
+            });
+        }
+    }
+    // LocalFileSystem lists in no particular order.
+    entries.sort_by(|a, b| {
+        let step = |e: &Entry| e.step.parse::<u64>().unwrap_or(u64::MAX);
+        (a.kind, step(a), &a.digest).cmp(&(b.kind, step(b), &b.digest))
+    });
+    Ok(entries)
+}

@@ -1,0 +1,108 @@
+//! `memoctl sweep --retention 7d [--dry-run]`: clear expired runs.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use memo_runtime::{RetentionSweeper, SweepReport};
+use serde_json::json;
+
+use crate::output::{self, now_ms, print_json, time};
+use crate::progress::Progress;
+use crate::store::Store;
+
+/// Sweeps the runs whose terminal marker is older than `retention`: their
+/// memo entries, step outputs, runtime records, then their marker, with the
+/// runtime store's check that each run is terminal there. Fails (after
+/// reporting) if any run could not be cleared; its marker is kept for the
+/// next sweep.
+pub(crate) async fn sweep(
+    store: &Store,
+    retention: Duration,
+    dry_run: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let sweeper = RetentionSweeper::builder(store.memo.clone(), retention)
+        .runtime_store(Arc::clone(&store.runs) as _)
+        .dry_run(dry_run)
+        .build();
+    let now = now_ms();
+    let cutoff = sweeper.cutoff_ms(now);
+    let expired = store
+        .memo
+        .list_expired_terminal_markers(cutoff)
+        .await
+        .with_context(|| format!("cannot list expired markers in {}", store.url))?;
+    let progress = Progress::new(expired.len(), if dry_run { "counting" } else { "sweeping" });
+    progress.listen()?;
+    let report = sweeper.sweep_once(now).await;
+    progress.finish();
+    let report = report.with_context(|| format!("the sweep of {} stopped", store.url))?;
+    if json {
+        print_json(&report_json(&report, retention));
+    } else {
+        print_report(&report, retention);
+    }
+    Ok(if report.is_complete() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_report(report: &SweepReport, retention: Duration) {
+    let (cleared, deleted) = if report.dry_run {
+        ("runs to clear", "entries to delete")
+    } else {
+        ("runs cleared", "entries deleted")
+    };
+    let runtime = if report.dry_run {
+        "runtime records to delete"
+    } else {
+        "runtime records deleted"
+    };
+    println!(
+        "retention {}: runs that ended before {} are expired{}",
+        output::retention(retention),
+        time(report.cutoff_ms),
+        if report.dry_run {
+            " (dry run: nothing deleted)"
+        } else {
+            ""
+        }
+    );
+    let lines = [
+        ("expired markers", report.markers_expired),
+        (cleared, report.runs_cleared),
+        (deleted, report.entries_deleted),
+        (runtime, report.runtime_runs_deleted),
+        ("failures", report.failures.len()),
+    ];
+    for (what, n) in lines {
+        println!("{what:<26} {n}");
+    }
+    for failure in &report.failures {
+        println!(
+            "failed: run {}: {} (its marker is kept)",
+            failure.run_id, failure.message
+        );
+    }
+}
+
+fn report_json(report: &SweepReport, retention: Duration) -> serde_json::Value {
+    json!({
+        "retention": output::retention(retention),
+        "cutoff_ms": report.cutoff_ms,
+        "dry_run": report.dry_run,
+        "markers_expired": report.markers_expired,
+        "runs_cleared": report.runs_cleared,
+        "entries_deleted": report.entries_deleted,
+        "runtime_runs_deleted": report.runtime_runs_deleted,
+        "failures": report.failures.iter().map(|f| json!({
+            "run_id": f.run_id.as_str(),
+            "terminal_at_ms": f.terminal_at_ms,
+            "message": f.message,
+        })).collect::<Vec<_>>(),
+    })
+}

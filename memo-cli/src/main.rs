@@ -1,0 +1,143 @@
+//! `memoctl`: look inside a memo store and operate it without writing code.
+//!
+//! Every command opens the store a URL names (`file:///var/lib/memo`,
+//! `s3://bucket/prefix`, `gs://…`, `az://…`, as `memo_runtime::store_from_url`
+//! reads them), finds the memo store and the runtime store under
+//! `--memo-prefix` and `--runs-prefix` within it, and prints a table, or JSON
+//! with `--json`. Errors go to stderr with a non-zero exit status.
+
+mod commands;
+mod output;
+mod progress;
+mod store;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use memo_runtime::runtime_store::RunStatus;
+
+use crate::store::StoreArgs;
+
+/// Look inside a memo store and operate it: runs, signals, terminal markers,
+/// retention sweeps.
+#[derive(Debug, Parser)]
+#[command(name = "memoctl", version)]
+struct Cli {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Print JSON (one document on stdout) instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Lists runs: id, workflow, status, attempts, steps, last change.
+    Runs {
+        /// Only runs in this status (pending, running, completed, failed,
+        /// cancelled).
+        #[arg(long, value_parser = parse_status)]
+        status: Option<RunStatus>,
+        /// Only runs of this workflow.
+        #[arg(long)]
+        workflow: Option<String>,
+    },
+    /// Shows one run: its record and lease, its steps with their receipts,
+    /// the signals delivered to it, and its memo entries with their sizes.
+    Show {
+        /// The run id.
+        run: String,
+    },
+    /// Sends a signal to a run, as `Runtime::signal` does.
+    Signal {
+        /// The run id.
+        run: String,
+        /// The signal's name (what the workflow's `wait_for_signal` waits for).
+        name: String,
+        /// The signal's payload as JSON (default: `null`).
+        #[arg(long, default_value = "null")]
+        payload: String,
+    },
+    /// Lists terminal markers: which runs ended when, and which expired.
+    Markers {
+        /// Only markers older than the retention.
+        #[arg(long)]
+        expired: bool,
+        #[command(flatten)]
+        retention: Retention,
+    },
+    /// Clears the runs whose terminal marker is older than the retention:
+    /// their memo entries, step outputs and runtime records.
+    Sweep {
+        /// How long terminal runs are kept (`7d`, `12h`, `30m`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        retention: Duration,
+        /// Count what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Checks that the store refuses a second conditional create, which
+    /// memo's write-once entries need.
+    Probe,
+}
+
+#[derive(Debug, Args)]
+struct Retention {
+    /// How long terminal runs are kept (`7d`, `12h`, `30m`).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "7d")]
+    retention: Duration,
+}
+
+fn parse_status(s: &str) -> Result<RunStatus, String> {
+    RunStatus::ALL
+        .into_iter()
+        .find(|status| status.to_string().eq_ignore_ascii_case(s))
+        .ok_or_else(|| {
+            let known: Vec<_> = RunStatus::ALL
+                .iter()
+                .map(|s| s.to_string().to_lowercase())
+                .collect();
+            format!("expected one of {}", known.join(", "))
+        })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&anyhow::Error::new(e).context("cannot start the async runtime")),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(error: &anyhow::Error) -> ExitCode {
+    eprintln!("memoctl: error: {error:#}");
+    ExitCode::FAILURE
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let store = cli.store.open()?;
+    let json = cli.json;
+    match cli.command {
+        Command::Runs { status, workflow } => {
+            commands::runs(&store, status, workflow.as_deref(), json).await
+        }
+        Command::Show { run } => commands::show(&store, &run, json).await,
+        Command::Signal { run, name, payload } => {
+            commands::signal(&store, &run, &name, &payload, json).await
+        }
+        Command::Markers { expired, retention } => {
+            commands::markers(&store, expired, retention.retention, json).await
+        }
+        Command::Sweep { retention, dry_run } => {
+            commands::sweep(&store, retention, dry_run, json).await
+        }
+        Command::Probe => commands::probe(&store, json).await,
+    }
+}

@@ -1,0 +1,153 @@
+//! How results are printed: aligned tables for people, JSON for scripts.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A table whose columns are padded to their widest cell.
+#[derive(Debug)]
+pub(crate) struct Table {
+    header: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub(crate) fn new(header: &[&'static str]) -> Table {
+        Table {
+            header: header.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The table as lines, with no trailing spaces.
+    pub(crate) fn render(&self) -> String {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.len()).collect();
+        for row in &self.rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        let line = |cells: Vec<&str>| {
+            let padded: Vec<String> = cells
+                .iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect();
+            padded.join("  ").trim_end().to_string() + "\n"
+        };
+        let mut out = line(self.header.clone());
+        for row in &self.rows {
+            out += &line(row.iter().map(String::as_str).collect());
+        }
+        out
+    }
+
+    /// Prints the table, or `empty` if it has no rows.
+    pub(crate) fn print_or(&self, empty: &str) {
+        if self.is_empty() {
+            println!("{empty}");
+        } else {
+            print!("{}", self.render());
+        }
+    }
+}
+
+/// Prints `value` as pretty JSON.
+pub(crate) fn print_json(value: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
+
+/// Milliseconds since the Unix epoch as an RFC 3339 time, to the second.
+pub(crate) fn time(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// The current time in milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A duration in milliseconds, to the second (`3h 2m 5s`).
+pub(crate) fn duration(ms: u64) -> String {
+    humantime::format_duration(Duration::from_secs(ms / 1000)).to_string()
+}
+
+/// A retention as an operator writes it: `7d`, `36h`, `90m`, `45s` (in the
+/// largest unit that divides it; humantime would say `1month 29days 13h...`
+/// for `60d`).
+pub(crate) fn retention(retention: Duration) -> String {
+    let secs = retention.as_secs();
+    let units = [(86_400, "d"), (3_600, "h"), (60, "m")];
+    match units
+        .iter()
+        .find(|&&(unit, _)| secs > 0 && secs.is_multiple_of(unit))
+    {
+        Some(&(unit, suffix)) => format!("{}{suffix}", secs / unit),
+        None => humantime::format_duration(retention).to_string(),
+    }
+}
+
+/// A stored payload for people: the JSON of its MessagePack (how the
+/// workflow runtime encodes inputs, outputs and signals), or its size if it
+/// is not MessagePack.
+pub(crate) fn payload(bytes: &[u8]) -> serde_json::Value {
+    match rmp_serde::from_slice::<serde_json::Value>(bytes) {
+        Ok(value) => value,
+        Err(_) => serde_json::Value::String(format!("({} bytes, not MessagePack)", bytes.len())),
+    }
+}
+
+/// [`payload`] on one line, cut to `max` characters.
+pub(crate) fn payload_line(bytes: &[u8], max: usize) -> String {
+    let text = payload(bytes).to_string();
+    if text.chars().count() <= max {
+        text
+    } else {
+        text.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_pad_every_column_to_its_widest_cell() {
+        let mut table = Table::new(&["run", "status"]);
+        table.row(vec!["order-1234".into(), "Completed".into()]);
+        table.row(vec!["a".into(), "Running".into()]);
+        assert_eq!(
+            table.render(),
+            "run         status\norder-1234  Completed\na           Running\n"
+        );
+    }
+
+    #[test]
+    fn retentions_read_in_their_largest_whole_unit() {
+        let secs = Duration::from_secs;
+        assert_eq!(retention(secs(60 * 86_400)), "60d");
+        assert_eq!(retention(secs(36 * 3_600)), "36h");
+        assert_eq!(retention(secs(90 * 60)), "90m");
+        assert_eq!(retention(secs(45)), "45s");
+        assert_eq!(retention(secs(0)), "0s");
+    }
+
+    #[test]
+    fn payloads_read_as_json_when_they_are_message_pack() {
+        let packed = rmp_serde::to_vec_named(&serde_json::json!({"approved": true})).unwrap();
+        assert_eq!(payload_line(&packed, 80), r#"{"approved":true}"#);
+        assert_eq!(payload_line(&packed, 8), r#"{"appro…"#);
+        assert_eq!(payload_line(&[0xc1], 80), r#""(1 bytes, not MessagePack)""#);
+    }
+}

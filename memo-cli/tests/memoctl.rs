@@ -1,0 +1,390 @@
+//! `memoctl` run as a process against a local folder that real runs filled:
+//! each command's table and JSON, and each error's exit status and message.
+
+mod support;
+
+use std::sync::Arc;
+
+use memo_runtime::store_from_url;
+use memo_runtime::workflow::{Runtime, Workflow};
+use serde_json::json;
+use support::{failed, memoctl, ok, ok_json, row, run, run_ids};
+use tempfile::TempDir;
+
+const NO_OPTIONS: &[(&str, String)] = &[];
+
+/// A folder filled by [`support::fill`], and its URL.
+struct Folder {
+    _dir: TempDir,
+    url: String,
+}
+
+impl Folder {
+    async fn filled() -> Folder {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+        support::fill(&opened.store, "").await;
+        Folder { _dir: dir, url }
+    }
+
+    fn memoctl(&self, args: &[&str]) -> std::process::Output {
+        memoctl(&self.url, NO_OPTIONS, args)
+    }
+
+    /// A runtime on the folder, as a worker would have.
+    fn runtime(&self) -> Runtime {
+        let opened = store_from_url(&self.url, NO_OPTIONS.iter().cloned()).unwrap();
+        support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_lists_every_run_with_its_workflow_status_attempts_and_steps() {
+    let folder = Folder::filled().await;
+    let table = ok(&folder.memoctl(&["runs"]));
+    assert!(table.starts_with("RUN "), "{table}");
+    for (id, workflow, status, attempts, steps) in [
+        ("order-1", "orders", "Completed", "1", "2"),
+        ("bad-2", "orders", "Failed", "1", "2"),
+        ("Ticket-42", "approval", "Running", "1", "1"),
+        ("old-1", "orders", "Completed", "1", "2"),
+    ] {
+        let cells = row(&table, id);
+        assert_eq!(cells[1..5], [workflow, status, attempts, steps], "{table}");
+        assert!(
+            cells[5].ends_with('Z'),
+            "last change is a UTC time: {table}"
+        );
+    }
+    assert_eq!(table.lines().count(), 5, "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_filters_by_status_and_workflow_and_prints_json() {
+    let folder = Folder::filled().await;
+    let completed = ok_json(&folder.memoctl(&["runs", "--status", "completed", "--json"]));
+    assert_eq!(run_ids(&completed), ["old-1", "order-1"]);
+    let approval = ok_json(&folder.memoctl(&["--json", "runs", "--workflow", "approval"]));
+    assert_eq!(run_ids(&approval), ["Ticket-42"]);
+    let ticket = &approval[0];
+    assert_eq!(ticket["status"], "Running");
+    assert_eq!(ticket["steps"], 1);
+    assert_eq!(ticket["attempts"], 1);
+    let failed_orders =
+        ok(&folder.memoctl(&["runs", "--status", "Failed", "--workflow", "orders"]));
+    assert_eq!(row(&failed_orders, "bad-2")[2], "Failed");
+    assert_eq!(failed_orders.lines().count(), 2, "{failed_orders}");
+    let none = ok(&folder.memoctl(&["runs", "--status", "cancelled"]));
+    assert_eq!(none, "no runs\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_prints_the_record_steps_signals_and_memo_entries_with_sizes() {
+    let folder = Folder::filled().await;
+    let shown = ok(&folder.memoctl(&["show", "order-1"]));
+    assert!(shown.contains("status:      Completed"), "{shown}");
+    assert!(
+        shown.contains(r#"output:      "reserved order-1""#),
+        "{shown}"
+    );
+    assert_eq!(row(&shown, "0")[1], "reserve", "{shown}");
+    assert_eq!(
+        row(&shown, "1")[1..5],
+        ["charge", row(&shown, "1")[2], "3", "bytes"]
+    );
+    // "reserved order-1" in the memo of step 0, "ch_1" in step 1's.
+    let memo_rows: Vec<_> = shown.lines().filter(|l| l.starts_with("memo ")).collect();
+    assert_eq!(memo_rows.len(), 2, "{shown}");
+    let size = |line: &str| -> usize { line.split_whitespace().nth(3).unwrap().parse().unwrap() };
+    // Stored sizes: the value and its frame.
+    assert_eq!(size(memo_rows[0]) - size(memo_rows[1]), 16 - 4, "{shown}");
+
+    let json = ok_json(&folder.memoctl(&["show", "order-1", "--json"]));
+    assert_eq!(json["run"]["workflow"], "orders");
+    assert_eq!(json["run"]["output"], "reserved order-1");
+    assert_eq!(json["steps"][1]["output"], 1_999);
+    let entries = json["entries"].as_array().unwrap();
+    let frame = entries[1]["size"].as_u64().unwrap() - 4;
+    let sizes: Vec<_> = entries
+        .iter()
+        .map(|e| (e["kind"].clone(), e["step"].clone(), e["size"].clone()))
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            (json!("memo"), json!("0"), json!(16 + frame)),
+            (json!("memo"), json!("1"), json!(4 + frame))
+        ]
+    );
+    assert!(frame > 0 && frame < 64, "a frame of {frame} bytes");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_finds_the_entries_of_a_run_id_with_capitals_and_its_lease() {
+    let folder = Folder::filled().await;
+    let json = ok_json(&folder.memoctl(&["--json", "show", "Ticket-42"]));
+    assert_eq!(json["run"]["status"], "Running");
+    // The suspended attempt released its lease.
+    assert_eq!(json["run"]["lease"]["live"], false);
+    assert_eq!(json["run"]["lease"]["attempt"], 1);
+    assert_eq!(json["steps"][0]["step"], "draft");
+    assert_eq!(json["signals"], json!([]));
+    assert_eq!(json["entries"].as_array().unwrap().len(), 1, "{json}");
+    let order = ok_json(&folder.memoctl(&["--json", "show", "order-1"]));
+    let frame = order["entries"][1]["size"].as_u64().unwrap() - 4;
+    assert_eq!(
+        json["entries"][0]["size"],
+        "Re: refund".len() as u64 + frame
+    );
+    let shown = ok(&folder.memoctl(&["show", "Ticket-42"]));
+    assert!(shown.contains("lease:       not held"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_sent_with_memoctl_resumes_the_waiting_run() {
+    let folder = Folder::filled().await;
+    let sent = ok(&folder.memoctl(&["signal", "Ticket-42", "approval", "--payload", "true"]));
+    assert!(
+        sent.starts_with(r#"sent signal "approval" to run Ticket-42 (payload true"#),
+        "{sent}"
+    );
+    // Sent again: the same signal, recorded once.
+    let again = ok_json(&folder.memoctl(&[
+        "signal",
+        "Ticket-42",
+        "approval",
+        "--payload",
+        "true",
+        "--json",
+    ]));
+    assert_eq!(again["payload"], true);
+    let shown = ok_json(&folder.memoctl(&["show", "Ticket-42", "--json"]));
+    let signals = shown["signals"].as_array().unwrap();
+    assert_eq!(signals.len(), 1, "{shown}");
+    assert_eq!(signals[0]["name"], "approval");
+    assert_eq!(signals[0]["pending"], true);
+    assert_eq!(signals[0]["payload"], true);
+    assert_eq!(signals[0]["input_id"], again["input_id"]);
+    let table = ok(&folder.memoctl(&["show", "Ticket-42"]));
+    assert!(table.contains("Accepted (pending)"), "{table}");
+
+    let approval = Workflow::new("approval", support::approval);
+    let out = folder
+        .runtime()
+        .run(&run("Ticket-42"), &"refund".to_string(), &approval)
+        .await
+        .expect("the run resumes with the signal");
+    assert_eq!(out, "sent Re: refund");
+    let shown = ok_json(&folder.memoctl(&["show", "Ticket-42", "--json"]));
+    assert_eq!(shown["signals"][0]["phase"], "Consumed");
+    assert_eq!(shown["signals"][0]["pending"], false);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn markers_lists_terminal_runs_and_which_expired() {
+    let folder = Folder::filled().await;
+    let table = ok(&folder.memoctl(&["markers"]));
+    assert_eq!(*row(&table, "old-1").last().unwrap(), "yes", "{table}");
+    assert_eq!(*row(&table, "order-1").last().unwrap(), "no", "{table}");
+    assert_eq!(*row(&table, "bad-2").last().unwrap(), "no", "{table}");
+    assert_eq!(table.lines().count(), 4, "{table}");
+
+    let expired =
+        ok_json(&folder.memoctl(&["markers", "--expired", "--retention", "7d", "--json"]));
+    assert_eq!(run_ids(&expired), ["old-1"]);
+    assert_eq!(expired[0]["expired"], true);
+    let none = ok(&folder.memoctl(&["markers", "--expired", "--retention", "60d"]));
+    assert_eq!(none, "no markers older than the retention of 60d\n");
+    let all_expired =
+        ok_json(&folder.memoctl(&["markers", "--expired", "--retention", "0s", "--json"]));
+    assert_eq!(run_ids(&all_expired).len(), 3, "{all_expired}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sweep_dry_run_counts_and_sweep_clears_only_the_expired_run() {
+    let folder = Folder::filled().await;
+    let dry = ok_json(&folder.memoctl(&["sweep", "--retention", "7d", "--dry-run", "--json"]));
+    assert_eq!(
+        (
+            &dry["dry_run"],
+            &dry["runs_cleared"],
+            &dry["entries_deleted"],
+            &dry["runtime_runs_deleted"]
+        ),
+        (&json!(true), &json!(1), &json!(2), &json!(1))
+    );
+    assert_eq!(
+        run_ids(&ok_json(&folder.memoctl(&["runs", "--json"]))).len(),
+        4
+    );
+
+    let output = folder.memoctl(&["sweep", "--retention", "7d"]);
+    let report = ok(&output);
+    assert!(
+        report.contains("runs cleared               1\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains("entries deleted            2\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains("failures                   0\n"),
+        "{report}"
+    );
+    // Not a terminal: one plain progress line per run.
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "[1/1] old-1\n");
+
+    let runs = ok_json(&folder.memoctl(&["runs", "--json"]));
+    assert_eq!(run_ids(&runs), ["Ticket-42", "order-1", "bad-2"]);
+    let gone = failed(&folder.memoctl(&["show", "old-1"]));
+    assert!(gone.contains("run old-1 not found"), "{gone}");
+    assert_eq!(
+        ok(&folder.memoctl(&["markers", "--expired"])),
+        "no markers older than the retention of 7d\n"
+    );
+    let nothing = ok_json(&folder.memoctl(&["sweep", "--retention", "7d", "--json"]));
+    assert_eq!(nothing["markers_expired"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn probe_says_the_folder_refuses_a_second_create() {
+    let folder = Folder::filled().await;
+    let probed = ok(&folder.memoctl(&["probe"]));
+    assert!(
+        probed.starts_with("ok: file://") && probed.contains("refuses a second conditional create"),
+        "{probed}"
+    );
+    let json = ok_json(&folder.memoctl(&["probe", "--json"]));
+    assert_eq!(json["conditional_create"], true);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_or_invalid_run_is_an_error_naming_it() {
+    let folder = Folder::filled().await;
+    for args in [&["show", "order-9"][..], &["signal", "order-9", "approval"]] {
+        let stderr = failed(&folder.memoctl(args));
+        assert!(
+            stderr.contains("run order-9 not found in file://"),
+            "{stderr}"
+        );
+    }
+    for args in [&["show", "a/b"][..], &["signal", "a/b", "approval"]] {
+        let stderr = failed(&folder.memoctl(args));
+        assert!(
+            stderr.starts_with(r#"memoctl: error: not a run id: invalid run id "a/b""#),
+            "{stderr}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_to_an_ended_run_or_with_bad_json_changes_nothing() {
+    let folder = Folder::filled().await;
+    let stderr = failed(&folder.memoctl(&["signal", "order-1", "approval"]));
+    assert!(
+        stderr.contains("run order-1 is Completed and takes no more signals"),
+        "{stderr}"
+    );
+    let stderr = failed(&folder.memoctl(&["signal", "Ticket-42", "approval", "--payload", "{yes"]));
+    assert!(
+        stderr.contains(r#"--payload is not JSON: "{yes""#),
+        "{stderr}"
+    );
+    let shown = ok_json(&folder.memoctl(&["show", "Ticket-42", "--json"]));
+    assert_eq!(shown["signals"], json!([]));
+}
+
+#[test]
+fn a_bad_store_url_is_an_error_naming_it() {
+    for (url, says) in [
+        (
+            "nope://bucket/x",
+            r#"cannot open the store "nope://bucket/x""#,
+        ),
+        ("not a url", r#"cannot open the store "not a url""#),
+        ("memory://", "is a store in this process's memory"),
+        (
+            "file:///dev/null/memo",
+            r#"cannot open the store "file:///dev/null/memo""#,
+        ),
+    ] {
+        let stderr = failed(&memoctl(url, NO_OPTIONS, &["runs"]));
+        assert!(stderr.contains(says), "{url}: {stderr}");
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_memoctl"))
+        .arg("runs")
+        .output()
+        .unwrap();
+    assert!(failed(&output).contains("no store given: pass --store URL"));
+}
+
+#[test]
+fn a_store_that_cannot_be_reached_is_an_error() {
+    // Nothing listens on port 1; no retries, so the test takes no time.
+    let options = [
+        ("endpoint", "http://127.0.0.1:1".to_string()),
+        ("region", "us-east-1".into()),
+        ("access_key_id", "memo-tests".into()),
+        ("secret_access_key", "memo-tests".into()),
+        ("max_retries", "0".into()),
+        ("retry_timeout", "1s".into()),
+    ];
+    for args in [
+        &["runs"][..],
+        &["show", "order-1"],
+        &["markers"],
+        &["probe"],
+    ] {
+        let stderr = failed(&memoctl("s3://memo-ci/nowhere", &options, args));
+        assert!(
+            stderr.contains("s3://memo-ci/nowhere"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("127.0.0.1:1"), "{args:?}: {stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_lists_the_other_runs_and_fails_when_one_is_damaged() {
+    let folder = Folder::filled().await;
+    let dir = folder.url.strip_prefix("file://").unwrap();
+    let log = std::path::Path::new(dir).join("runtime/runs/order-1");
+    let incarnation = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("the run's incarnation folder");
+    std::fs::write(incarnation.join("log/00000000000000000000"), b"garbage").unwrap();
+
+    let output = folder.memoctl(&["runs", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot load run order-1"), "{stderr}");
+    assert!(stderr.contains("corrupt object at"), "{stderr}");
+    let listed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(run_ids(&listed), ["Ticket-42", "old-1", "bad-2"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_memo_and_runs_prefixes_say_where_the_stores_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    support::fill(&opened.store, "app/prod").await;
+
+    assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
+    let prefixes = [
+        "--memo-prefix",
+        "app/prod/memo",
+        "--runs-prefix",
+        "app/prod/runtime",
+    ];
+    let with = |args: &[&str]| memoctl(&url, NO_OPTIONS, &[&prefixes[..], args].concat());
+    assert_eq!(run_ids(&ok_json(&with(&["runs", "--json"]))).len(), 4);
+    let shown = ok_json(&with(&["show", "order-1", "--json"]));
+    assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
+    let expired = ok_json(&with(&["markers", "--expired", "--json"]));
+    assert_eq!(run_ids(&expired), ["old-1"]);
+}
