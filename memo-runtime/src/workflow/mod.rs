@@ -676,7 +676,8 @@ impl Runtime {
         let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
         let outcome = lease.hold(body.catch_unwind()).await;
         let (result, ended) = match outcome {
-            Ok(Ok(done)) => done,
+            Ok(Ok(Ok(done))) => done,
+            Ok(Ok(Err(fault))) => (Err(E::from(fault)), false),
             Ok(Err(panic)) => {
                 let message = panic_message(panic.as_ref());
                 tracing::error!(%run_id, panic = %message, "the workflow panicked; the run stays open");
@@ -697,28 +698,9 @@ impl Runtime {
 
     /// The body of one attempt, under its lease: replays the history, runs
     /// the workflow and commits its outcome. `true` with the result if the
-    /// run ended (its terminal status committed).
+    /// run ended (its terminal status committed); an error for a runtime
+    /// fault that stopped the attempt before the workflow ran or after it.
     async fn attempt<I, O, E, F, Fut>(
-        &self,
-        record: &RunRecord,
-        input: I,
-        lease: &AttemptLease<'_>,
-        workflow: &Workflow<F>,
-    ) -> (Result<O, E>, bool)
-    where
-        I: Serialize + DeserializeOwned,
-        O: Serialize + DeserializeOwned,
-        E: From<Error> + Display,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
-    {
-        match self.attempt_inner(record, input, lease, workflow).await {
-            Ok(done) => done,
-            Err(e) => (Err(E::from(e)), false),
-        }
-    }
-
-    async fn attempt_inner<I, O, E, F, Fut>(
         &self,
         record: &RunRecord,
         input: I,
