@@ -598,12 +598,8 @@ fn store_err(url: &str, source: object_store::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::IgnoresConditionalCreates;
     use futures::StreamExt;
-    use futures::stream::BoxStream;
-    use object_store::{
-        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-        PutMultipartOptions, PutResult,
-    };
 
     const NO_OPTIONS: [(&str, &str); 0] = [];
 
@@ -753,9 +749,7 @@ mod tests {
 
     #[tokio::test]
     async fn probe_reports_a_store_that_overwrites_on_create() {
-        let store = OverwritesOnCreate {
-            inner: InMemory::new(),
-        };
+        let store = IgnoresConditionalCreates::new(InMemory::new());
         let err = probe_conditional_create(&store, &"memo".into())
             .await
             .unwrap_err();
@@ -770,9 +764,7 @@ mod tests {
     #[tokio::test]
     async fn a_checked_store_refuses_creates_on_a_backend_that_overwrites() {
         let options = StoreOptions::default();
-        let careless = Arc::new(OverwritesOnCreate {
-            inner: InMemory::new(),
-        });
+        let careless = Arc::new(IgnoresConditionalCreates::new(InMemory::new()));
         let store = options.checked(careless.clone(), &"memo".into());
         let path = Path::from("memo/memos/r/0/k");
         let refused = crate::write_once::create_once(store.as_ref(), &path, b"v").await;
@@ -809,9 +801,7 @@ mod tests {
     async fn the_conditional_create_check_can_be_turned_off() {
         let options =
             StoreOptions::collect("s3://b", [(CHECK_CONDITIONAL_CREATE_OPTION, "false")]).unwrap();
-        let careless = Arc::new(OverwritesOnCreate {
-            inner: InMemory::new(),
-        });
+        let careless = Arc::new(IgnoresConditionalCreates::new(InMemory::new()));
         let store = options.checked(careless, &"memo".into());
         let path = Path::from("memo/k");
         crate::write_once::create_once(store.as_ref(), &path, b"v")
@@ -819,77 +809,5 @@ mod tests {
             .unwrap();
         let bad = StoreOptions::collect("s3://b", [(CHECK_CONDITIONAL_CREATE_OPTION, "maybe")]);
         assert!(matches!(bad, Err(Error::InvalidStoreUrl { .. })), "{bad:?}");
-    }
-
-    /// A store like an S3-compatible server that ignores `If-None-Match`:
-    /// every create overwrites.
-    #[derive(Debug)]
-    struct OverwritesOnCreate {
-        inner: InMemory,
-    }
-
-    impl std::fmt::Display for OverwritesOnCreate {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "OverwritesOnCreate({})", self.inner)
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl ObjectStore for OverwritesOnCreate {
-        async fn put_opts(
-            &self,
-            location: &Path,
-            payload: PutPayload,
-            mut opts: PutOptions,
-        ) -> object_store::Result<PutResult> {
-            opts.mode = PutMode::Overwrite;
-            self.inner.put_opts(location, payload, opts).await
-        }
-
-        async fn put_multipart_opts(
-            &self,
-            location: &Path,
-            opts: PutMultipartOptions,
-        ) -> object_store::Result<Box<dyn MultipartUpload>> {
-            self.inner.put_multipart_opts(location, opts).await
-        }
-
-        async fn get_opts(
-            &self,
-            location: &Path,
-            options: GetOptions,
-        ) -> object_store::Result<GetResult> {
-            self.inner.get_opts(location, options).await
-        }
-
-        fn delete_stream(
-            &self,
-            locations: BoxStream<'static, object_store::Result<Path>>,
-        ) -> BoxStream<'static, object_store::Result<Path>> {
-            self.inner.delete_stream(locations)
-        }
-
-        fn list(
-            &self,
-            prefix: Option<&Path>,
-        ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-            self.inner.list(prefix)
-        }
-
-        async fn list_with_delimiter(
-            &self,
-            prefix: Option<&Path>,
-        ) -> object_store::Result<ListResult> {
-            self.inner.list_with_delimiter(prefix).await
-        }
-
-        async fn copy_opts(
-            &self,
-            from: &Path,
-            to: &Path,
-            options: CopyOptions,
-        ) -> object_store::Result<()> {
-            self.inner.copy_opts(from, to, options).await
-        }
     }
 }

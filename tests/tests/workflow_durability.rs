@@ -5,22 +5,16 @@
 //! over separate store instances on one local folder.
 
 use std::fmt;
-use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use futures::stream::BoxStream;
 use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{
-    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use memo_runtime::runtime_store::RunStatus;
-use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::testing::{
+    FaultInjectingStore, FaultRule, IgnoresConditionalCreates, RequestKind,
+};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, RuntimeBuilder, Workflow};
 use memo_runtime::{
     Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
@@ -523,108 +517,14 @@ async fn recovery_drives_at_most_the_configured_number_of_runs_at_once() {
 
 // Case 10: conditional creates are checked before the first write.
 
-/// A backend that ignores `PutMode::Create` and overwrites, as some
-/// S3-compatible servers do with `If-None-Match`.
-#[derive(Debug)]
-struct IgnoresConditionalCreates<T> {
-    inner: T,
-}
-
-impl<T: fmt::Display> fmt::Display for IgnoresConditionalCreates<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "IgnoresConditionalCreates({})", self.inner)
-    }
-}
-
-#[async_trait]
-#[deny(clippy::missing_trait_methods)]
-impl<T: ObjectStore> ObjectStore for IgnoresConditionalCreates<T> {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        mut opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        if opts.mode == PutMode::Create {
-            opts.mode = PutMode::Overwrite;
-        }
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(
-        &self,
-        location: &Path,
-        ranges: &[Range<u64>],
-    ) -> object_store::Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: RenameOptions,
-    ) -> object_store::Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_backend_that_ignores_conditional_creates_is_refused_before_the_first_write() {
     let folder = Folder::new();
     let charges = Arc::new(AtomicUsize::new(0));
     let workflow = checkout(charges.clone());
-    let careless: Arc<dyn ObjectStore> = Arc::new(IgnoresConditionalCreates {
-        inner: LocalFileSystem::new_with_prefix(folder.dir.path()).unwrap(),
-    });
+    let careless: Arc<dyn ObjectStore> = Arc::new(IgnoresConditionalCreates::new(
+        LocalFileSystem::new_with_prefix(folder.dir.path()).unwrap(),
+    ));
     let runtime = folder.builder_over(careless.clone()).build().unwrap();
     let run_id = run("order-3");
 

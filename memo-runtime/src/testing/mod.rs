@@ -8,6 +8,8 @@
 //!   operation costs (how many lists, how many objects listed).
 //! - [`CaseFoldingStore`] folds names to lower case, as a case-insensitive
 //!   folder (macOS, Windows) does.
+//! - [`IgnoresConditionalCreates`] overwrites where a create should be
+//!   refused, as some S3-compatible servers do.
 //! - [`runtime_store`] is the conformance suite every
 //!   [`RuntimeStore`](crate::RuntimeStore) backend passes.
 //!
@@ -52,12 +54,14 @@ mod case_folding;
 mod counting;
 mod faults;
 pub mod memo_store;
+mod overwriting;
 pub mod runtime_store;
 pub mod sim;
 
 pub use case_folding::CaseFoldingStore;
 pub use counting::{CountingStore, RequestCounts};
 pub use faults::{Fault, FaultInjectingStore, FaultRule, InjectedFault, RequestKind};
+pub use overwriting::IgnoresConditionalCreates;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
