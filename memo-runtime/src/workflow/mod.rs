@@ -27,9 +27,8 @@
 //!     .build()?;
 //! let onboarding = Workflow::new("onboarding", |ctx: Context, user: String| async move {
 //!     let receipt = ctx
-//!         .step("welcome", |memo| {
-//!             let user = user.clone();
-//!             async move { send_email(&memo, &user).await }
+//!         .step_with("welcome", &user, |memo, user| async move {
+//!             send_email(&memo, user).await
 //!         })
 //!         .await?;
 //!     Ok::<_, memo_runtime::Error>(receipt)
