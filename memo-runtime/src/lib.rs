@@ -15,8 +15,6 @@
 //! - [`RuntimeStore`]: the durable record of workflow runs and their step
 //!   receipts, in memory or in object storage ([`runtime_store`]).
 //! - [`RetentionSweeper`]: deletes what expired runs left behind.
-#![warn(missing_docs, unreachable_pub)]
-#![deny(rustdoc::broken_intra_doc_links)]
 
 mod clock;
 mod codec;
