@@ -15,8 +15,6 @@
 //! - [`RuntimeStore`]: the durable record of workflow runs and their step
 //!   receipts, in memory or in object storage ([`runtime_store`]).
 //! - [`RetentionSweeper`]: deletes what expired runs left behind.
-#![warn(missing_docs, unreachable_pub)]
-#![deny(rustdoc::broken_intra_doc_links)]
 
 mod clock;
 mod codec;
@@ -47,14 +45,14 @@ pub use object_store;
 pub use run_id::{Incarnation, MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 pub use store_url::{
-    CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore,
+    CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, StoreAndPrefix,
     probe_conditional_create, store_from_url,
 };
 pub use sweeper::{
     DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper, RetentionSweeperBuilder,
     SweepFailure, SweepReport, SweeperHandle, SweeperSummary,
 };
-pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};
+pub use terminal::{MARKER_PARTITION_MS, TerminalMarker};
 
 mod private;
 /// The runtime half of `#[memoized]`: what its expansion calls. Not public
