@@ -15,6 +15,18 @@
 //! - [`RuntimeStore`]: the durable record of workflow runs and their step
 //!   receipts, in memory or in object storage ([`runtime_store`]).
 //! - [`RetentionSweeper`]: deletes what expired runs left behind.
+//!
+//! # Cargo features
+//!
+//! None is on by default: the embedded default (a local folder, or memory)
+//! needs no cloud client, and leaving them out keeps a cold build about half
+//! as long, as `object_store` does.
+//!
+//! - `aws`, `gcp`, `azure`: the S3, Google Cloud Storage and Azure Blob
+//!   backends for [`store_from_url`] (`s3://`, `gs://`, `az://`); a URL whose
+//!   feature is off is [`Error::StoreFeatureDisabled`], naming the feature.
+//! - `testing`: the `testing` module: fault-injecting and request-counting
+//!   object stores and the conformance suites.
 #![warn(missing_docs, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
