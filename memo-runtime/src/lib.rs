@@ -75,3 +75,11 @@ mod private;
 pub mod __private {
     pub use crate::private::*;
 }
+
+/// The examples in [`memoized`]'s documentation, run as this crate's
+/// doctests. memo-macros is a proc-macro crate, whose doctests cargo would
+/// build for the host, with a second copy of this crate and everything under
+/// it.
+#[cfg(doctest)]
+#[doc = include_str!("../../memo-macros/src/memoized.md")]
+pub struct MemoizedDocExamples;

@@ -2,10 +2,10 @@
 //! (`tests/ui/pass/`), every misuse fails with the error in its `.stderr`
 //! (`tests/ui/fail/`).
 //!
-//! The suite lives in the macro's own crate, not in memo-tests: trybuild
-//! builds the cases in a target dir of its own, with the dependencies and
-//! dev-dependencies of the crate that holds the test, and memo-tests turns
-//! on every cloud backend (the whole AWS, GCS and Azure client stack).
+//! The suite has a crate of its own: trybuild builds the cases in a target
+//! dir of its own, with the dependencies and dev-dependencies of the crate
+//! that holds the test, so that crate's are kept to what the cases need (see
+//! Cargo.toml).
 //!
 //! The `.stderr` files are rustc's exact output, which changes between
 //! compiler releases, so the test runs only on the release they were made
@@ -13,7 +13,7 @@
 //! message, or on moving to a new rustc, regenerate them and review the diff:
 //!
 //! ```text
-//! TRYBUILD=overwrite cargo test -p memo-macros --test ui
+//! TRYBUILD=overwrite cargo test -p memo-ui-tests --test ui
 //! ```
 
 #[rustversion::attr(
