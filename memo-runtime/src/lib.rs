@@ -15,6 +15,18 @@
 //! - [`RuntimeStore`]: the durable record of workflow runs and their step
 //!   receipts, in memory or in object storage ([`runtime_store`]).
 //! - [`RetentionSweeper`]: deletes what expired runs left behind.
+//!
+//! # Cargo features
+//!
+//! None is on by default: the embedded default (a local folder, or memory)
+//! needs no cloud client, and leaving them out keeps a cold build about half
+//! as long, as `object_store` does.
+//!
+//! - `aws`, `gcp`, `azure`: the S3, Google Cloud Storage and Azure Blob
+//!   backends for [`store_from_url`] (`s3://`, `gs://`, `az://`); a URL whose
+//!   feature is off is [`Error::StoreFeatureDisabled`], naming the feature.
+//! - `testing`: the `testing` module: fault-injecting and request-counting
+//!   object stores and the conformance suites.
 
 mod clock;
 mod codec;
@@ -61,3 +73,11 @@ mod private;
 pub mod __private {
     pub use crate::private::*;
 }
+
+/// The examples in [`memoized`]'s documentation, run as this crate's
+/// doctests. memo-macros is a proc-macro crate, whose doctests cargo would
+/// build for the host, with a second copy of this crate and everything under
+/// it.
+#[cfg(doctest)]
+#[doc = include_str!("../../memo-macros/src/memoized.md")]
+pub struct MemoizedDocExamples;

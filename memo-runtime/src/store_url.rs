@@ -54,7 +54,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 /// |---|---|---|
 /// | `file:///var/lib/memo` | [`LocalFileSystem`] rooted at the folder, which is created if missing | always |
 /// | `memory://` | a fresh [`InMemory`] | always |
-/// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` (default) |
+/// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` |
 /// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
 /// | `az://container/prefix` (also `abfs[s]://`, `adl://`, `azure://`) | `MicrosoftAzure` | `azure` |
 ///
@@ -106,11 +106,14 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 /// assert_eq!(opened.prefix.as_ref(), "memo/prod");
 /// opened.store.put(&"memo/prod/x".into(), "1".into()).await?;
 ///
+/// // With the `aws` feature (none of the cloud features is on by default):
+/// # #[cfg(feature = "aws")] {
 /// let opened = store_from_url(
 ///     "s3://my-bucket/memo",
 ///     [("endpoint", "http://127.0.0.1:9000"), ("region", "us-east-1"), ("max_retries", "3")],
 /// )?;
 /// assert_eq!(opened.prefix.as_ref(), "memo");
+/// # }
 /// # std::fs::remove_dir_all(&folder).ok();
 /// # Ok(())
 /// # }
