@@ -122,7 +122,7 @@ async fn a_failed_delete_makes_clear_report_an_error_and_a_retry_finishes() {
 
 #[tokio::test]
 async fn expired_marker_listing_lists_only_the_expired_markers() {
-    let hour = memo_runtime::MARKER_BUCKET_MS;
+    let hour = memo_runtime::MARKER_PARTITION_MS;
     let dir = tempfile::tempdir().unwrap();
     let local: Arc<dyn ObjectStore> =
         Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());

@@ -18,12 +18,12 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{
-    Error, Incarnation, MARKER_BUCKET_MS, ManualClock, MemoStore, RetentionSweeper, RunId,
+    Error, Incarnation, MARKER_PARTITION_MS, ManualClock, MemoStore, RetentionSweeper, RunId,
     RuntimeStore, TerminalMarker,
 };
 use tokio::sync::{Notify, Semaphore};
 
-const HOUR: u64 = MARKER_BUCKET_MS;
+const HOUR: u64 = MARKER_PARTITION_MS;
 const DAY: u64 = 24 * HOUR;
 const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// "Now" in every test: day 100, in the middle of an hour.
@@ -367,7 +367,7 @@ async fn a_listing_failing_mid_pass_is_an_error_and_earlier_pages_stay_swept() {
     for (name, faults, store, _dir) in faulty_backends() {
         seed_terminal_run(&store, &run("older"), 1, CUTOFF - 2 * DAY).await;
         seed_terminal_run(&store, &run("newer"), 1, CUTOFF - DAY).await;
-        // The bucket folders and the oldest bucket list; the next bucket fails.
+        // The partition folders and the oldest partition list; the next partition fails.
         faults.inject(
             FaultRule::fail_before(RequestKind::List)
                 .at_prefix("memo/terminals")
@@ -710,7 +710,7 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
 }
 
 #[tokio::test]
-async fn the_marker_stream_lists_a_bucket_only_when_it_reaches_it() {
+async fn the_marker_stream_lists_a_partition_only_when_it_reaches_it() {
     let counting = Arc::new(CountingStore::new(InMemory::new()));
     let store = MemoStore::new(counting.clone(), "memo");
     for hour in 0..5 {
@@ -722,7 +722,7 @@ async fn the_marker_stream_lists_a_bucket_only_when_it_reaches_it() {
     counting.reset();
     let mut stream = store.expired_terminal_markers(10 * HOUR);
     let first = stream.try_next().await.unwrap().unwrap();
-    assert_eq!(first.run_id.as_str(), "h0", "oldest bucket first");
+    assert_eq!(first.run_id.as_str(), "h0", "oldest partition first");
     let counts = counting.counts();
     assert_eq!(
         (
@@ -741,7 +741,7 @@ async fn the_marker_stream_lists_a_bucket_only_when_it_reaches_it() {
 }
 
 #[tokio::test]
-async fn the_marker_stream_reports_a_failed_bucket_listing() {
+async fn the_marker_stream_reports_a_failed_partition_listing() {
     let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
     let store = MemoStore::new(faults.clone(), "memo");
     store.write_terminal_marker(&run("a"), 5).await.unwrap();
@@ -751,7 +751,7 @@ async fn the_marker_stream_reports_a_failed_bucket_listing() {
         Err(Error::Store { path, .. }) => {
             assert_eq!(path, "memo/terminals/00000000000000000000")
         }
-        other => panic!("expected a store error naming the bucket, got {other:?}"),
+        other => panic!("expected a store error naming the partition, got {other:?}"),
     }
 }
 

@@ -97,7 +97,7 @@ async fn status(runtime: &Runtime, run_id: &RunId) -> RunStatus {
     runtime.status(run_id).await.unwrap().unwrap().status
 }
 
-// Case 5: store faults are runtime faults.
+// Case 5: store faults interrupt the attempt; they never fail the run.
 
 /// A checkout whose step converts every memo error into the workflow's own
 /// error, as users' code does.

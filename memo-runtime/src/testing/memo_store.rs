@@ -306,7 +306,7 @@ pub async fn terminal_markers_round_trip(store: &MemoStore) {
 /// Expiry is strict (a marker at exactly the cutoff is kept) and correct at
 /// every bucket boundary, whether the expired markers are listed or streamed.
 pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
-    let hour = crate::MARKER_BUCKET_MS;
+    let hour = crate::MARKER_PARTITION_MS;
     let base = 1_000 * hour;
     let times = [
         0,

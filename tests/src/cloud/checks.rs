@@ -15,7 +15,7 @@ use memo_runtime::testing::runtime_store as runtime_suite;
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Error, MARKER_BUCKET_MS, ManualClock, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
+    Error, MARKER_PARTITION_MS, ManualClock, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
     RunId, RuntimeStore, probe_conditional_create,
 };
 
@@ -107,16 +107,16 @@ pub async fn listing_expired_markers_lists_about_as_many_objects_as_are_expired(
     let counting = Arc::new(CountingStore::new(opened.store.clone()));
     let store = MemoStore::new(counting.clone(), opened.prefix.clone());
 
-    // The cutoff falls mid-bucket: 12 expired markers span its bucket and the
+    // The cutoff falls mid-partition: 12 expired markers span its partition and the
     // one before; 100 retained ones (one exactly at the cutoff) share the
-    // cutoff's bucket, and 100 more fill the ten buckets after it.
-    let cutoff = 1_000 * MARKER_BUCKET_MS + MARKER_BUCKET_MS / 2;
-    let expired_at = (1..=12).map(|i| cutoff - i * MARKER_BUCKET_MS / 10);
-    let retained_in_cutoff_bucket = (0..100).map(|i| cutoff + i * MARKER_BUCKET_MS / 400);
+    // cutoff's partition, and 100 more fill the ten partitions after it.
+    let cutoff = 1_000 * MARKER_PARTITION_MS + MARKER_PARTITION_MS / 2;
+    let expired_at = (1..=12).map(|i| cutoff - i * MARKER_PARTITION_MS / 10);
+    let retained_in_cutoff_partition = (0..100).map(|i| cutoff + i * MARKER_PARTITION_MS / 400);
     let retained_later =
-        (1..=100).map(|i| cutoff + MARKER_BUCKET_MS / 2 + i * MARKER_BUCKET_MS / 10);
+        (1..=100).map(|i| cutoff + MARKER_PARTITION_MS / 2 + i * MARKER_PARTITION_MS / 10);
     let markers: Vec<(usize, u64)> = expired_at
-        .chain(retained_in_cutoff_bucket)
+        .chain(retained_in_cutoff_partition)
         .chain(retained_later)
         .enumerate()
         .collect();
@@ -197,7 +197,7 @@ pub async fn clearing_a_large_run_uses_batched_deletes(bucket: &CloudBucket) {
 /// Two workflow runs finished longer ago than their retention are swept
 /// (runtime records, memo entries, markers); a recent one is kept.
 pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &CloudBucket) {
-    const DAY: u64 = 24 * MARKER_BUCKET_MS;
+    const DAY: u64 = 24 * MARKER_PARTITION_MS;
     const NOW: u64 = 100 * DAY;
     let opened = bucket.open();
     let memo = MemoStore::new(opened.store.clone(), opened.prefix.clone().join("memo"));

@@ -14,7 +14,7 @@
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use memo_runtime::{MemoStore, UrlStore, store_from_url};
+use memo_runtime::{MemoStore, StoreAndPrefix, store_from_url};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub mod checks;
@@ -211,7 +211,7 @@ impl CloudBucket {
     /// # Panics
     ///
     /// If [`store_from_url`] refuses the URL or options.
-    pub fn open(&self) -> UrlStore {
+    pub fn open(&self) -> StoreAndPrefix {
         let url = self.cloud.url(&self.bucket, &self.prefix);
         store_from_url(&url, self.cloud.options(&self.endpoint))
             .unwrap_or_else(|e| panic!("cannot open {url}: {e}"))
