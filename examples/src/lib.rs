@@ -28,8 +28,9 @@ pub struct Stores {
     pub runs: Arc<ObjectStoreRuntimeStore>,
 }
 
-/// Opens `store`: a URL (`file:///var/lib/memo`, `s3://bucket/prefix`, ...;
-/// see `memo_runtime::store_from_url`, settings from the usual `AWS_*`
+/// Opens `store`: a URL (`file:///var/lib/memo`; `s3://bucket/prefix` with
+/// this crate's `aws` feature, `gs://` with `gcp`, `az://` with `azure`; see
+/// `memo_runtime::store_from_url`, settings from the usual `AWS_*`
 /// variables) or a folder path, created if missing.
 ///
 /// # Errors

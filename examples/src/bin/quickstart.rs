@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Parser)]
 struct Args {
     /// Where memo keeps its entries: a folder, or a store URL
-    /// (`file:///var/lib/memo`, `s3://bucket/prefix`).
+    /// (`file:///var/lib/memo`; `s3://bucket/prefix` with `--features aws`).
     #[arg(long, default_value = DEFAULT_STORE)]
     store: String,
     /// The run to work on; a new run id starts from scratch.
