@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::TryStreamExt;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
@@ -41,7 +42,7 @@ pub struct Backend {
     name: &'static str,
     objects: Arc<dyn ObjectStore>,
     /// Keeps a local folder alive as long as the backend.
-    _folder: Option<Arc<tempfile::TempDir>>,
+    folder: Option<Arc<tempfile::TempDir>>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -62,7 +63,7 @@ impl Backend {
         Backend {
             name: "in memory",
             objects: Arc::new(InMemory::new()),
-            _folder: None,
+            folder: None,
         }
     }
 
@@ -72,7 +73,7 @@ impl Backend {
         Backend {
             name: "local folder",
             objects: Arc::new(LocalFileSystem::new_with_prefix(folder.path()).unwrap()),
-            _folder: Some(Arc::new(folder)),
+            folder: Some(Arc::new(folder)),
         }
     }
 
@@ -98,9 +99,26 @@ impl Backend {
         self.name
     }
 
+    /// Whether deleting a folder's last object leaves the folder behind (a
+    /// local folder does; it then still costs a listing).
+    pub fn keeps_empty_folders(&self) -> bool {
+        self.folder.is_some()
+    }
+
     /// The object store (a new handle on the same objects each call).
     pub fn objects(&self) -> Arc<dyn ObjectStore> {
         self.objects.clone()
+    }
+
+    /// A client of the backend's objects as another process would open
+    /// it: a new `LocalFileSystem` over the folder (single-flight and caches
+    /// are per store instance, so two of them are two processes); the one
+    /// `InMemory` store, which cannot be opened twice.
+    pub fn open(&self) -> Arc<dyn ObjectStore> {
+        match &self.folder {
+            Some(folder) => Arc::new(LocalFileSystem::new_with_prefix(folder.path()).unwrap()),
+            None => self.objects(),
+        }
     }
 
     /// A memo store at `prefix`.
@@ -140,4 +158,22 @@ pub async fn charge(memo: &Memo, cents: u64, charges: &AtomicU64) -> memo_runtim
         .content_put(&("charge", cents), n.to_le_bytes())
         .await?;
     Ok(u64::from_le_bytes(committed[..].try_into().unwrap()))
+}
+
+/// How many memo and step-output objects of `run` the object store lists,
+/// counted without asking [`MemoStore`] (so a bug in its own listing cannot
+/// hide them).
+pub async fn stored_entries(store: &MemoStore, run: &RunId) -> usize {
+    let mut count = 0;
+    for folder in ["memos", "step-outputs"] {
+        let prefix = store.prefix().clone().join(folder).join(run.as_str());
+        let listed: Vec<_> = store
+            .object_store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .unwrap();
+        count += listed.len();
+    }
+    count
 }

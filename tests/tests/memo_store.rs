@@ -13,14 +13,14 @@ use sha2::Digest;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_on_every_backend() {
     for backend in Backend::all() {
-        suite::run_suite(|| backend.memo_store("memo")).await;
+        suite::run_suite(|| MemoStore::new(backend.open(), "memo")).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_on_local_file_system_at_the_root() {
     let backend = Backend::local_folder();
-    suite::run_suite(|| backend.memo_store("")).await;
+    suite::run_suite(|| MemoStore::new(backend.open(), "")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -38,7 +38,8 @@ async fn conformance_on_a_prefix_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn twenty_four_separate_instances_on_one_folder_converge() {
     let backend = Backend::local_folder();
-    suite::racing_writers_converge_on_one_value(&|| backend.memo_store("race"), 24).await;
+    suite::racing_writers_converge_on_one_value(&|| MemoStore::new(backend.open(), "race"), 24)
+        .await;
 }
 
 /// Seed fault: an empty run id vanished from the path, so a clear of "" would

@@ -21,7 +21,7 @@ async fn conformance_on_the_in_memory_store() {
 async fn conformance_on_object_store_on_every_backend() {
     for backend in Backend::all() {
         suite::run_object_store_suite(
-            || backend.objects(),
+            || backend.open(),
             |objects| ObjectStoreRuntimeStore::new(objects, "memo"),
         )
         .await;
@@ -32,7 +32,7 @@ async fn conformance_on_object_store_on_every_backend() {
 async fn conformance_on_object_store_at_the_root_of_a_local_folder() {
     let backend = Backend::local_folder();
     suite::run_object_store_suite(
-        || backend.objects(),
+        || backend.open(),
         |objects| ObjectStoreRuntimeStore::new(objects, ""),
     )
     .await;

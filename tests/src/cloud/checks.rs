@@ -20,7 +20,7 @@ use memo_runtime::{
 };
 
 use super::CloudBucket;
-use crate::fixtures::run;
+use crate::fixtures::{run, stored_entries};
 
 /// The start-up probe passes on a store opened from the cloud's URL, and
 /// leaves nothing behind.
@@ -236,10 +236,10 @@ pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &Cl
     );
     for id in ["old-a", "old-b"] {
         assert_eq!(records.load_run(&run(id)).await.unwrap(), None, "{id}");
-        assert_eq!(entries_of(&memo, id).await, 0, "{id}");
+        assert_eq!(stored_entries(&memo, &run(id)).await, 0, "{id}");
     }
     assert!(records.load_run(&run("recent")).await.unwrap().is_some());
-    assert!(entries_of(&memo, "recent").await > 0);
+    assert!(stored_entries(&memo, &run("recent")).await > 0);
     let markers = memo.list_terminal_markers().await.unwrap();
     assert_eq!(
         markers
@@ -249,20 +249,4 @@ pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &Cl
         ["recent"]
     );
     assert_eq!(sweeper.sweep_once(NOW).await.unwrap().markers_expired, 0);
-}
-
-/// The memo and step-output objects of run `id`, as the server lists them.
-async fn entries_of(memo: &MemoStore, id: &str) -> usize {
-    let mut count = 0;
-    for folder in ["memos", "step-outputs"] {
-        let prefix = memo.prefix().clone().join(folder).join(id);
-        let listed: Vec<_> = memo
-            .object_store()
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .unwrap();
-        count += listed.len();
-    }
-    count
 }
