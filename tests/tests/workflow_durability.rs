@@ -19,6 +19,7 @@ use memo_runtime::workflow::{Context, RetryPolicy, Runtime, RuntimeBuilder, Work
 use memo_runtime::{
     Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
 };
+use memo_tests::fixtures::run;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
@@ -58,10 +59,6 @@ impl Folder {
     fn process(&self) -> Runtime {
         self.builder_over(self.objects()).build().unwrap()
     }
-}
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
 }
 
 /// The workflows' own error type: memo errors are converted into it.

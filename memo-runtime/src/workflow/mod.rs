@@ -292,7 +292,7 @@ impl RuntimeBuilder {
                     format!(
                         "pid{}-{:08x}",
                         std::process::id(),
-                        crate::runtime_store::unique_token() as u32
+                        crate::run_id::unique_token() as u32
                     )
                 }),
             }),
