@@ -19,7 +19,10 @@ use memo_runtime::runtime_store::{
 use memo_runtime::testing::{
     CountingStore, FaultInjectingStore, FaultRule, RequestCounts, RequestKind,
 };
-use memo_runtime::{Bytes, ObjectStoreRuntimeStore, RunId, RuntimeStore};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{
+    Bytes, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+};
 
 const PREFIX: &str = "memo";
 
@@ -198,6 +201,7 @@ async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_reque
         counting.reset();
         assert_eq!(fresh.load_run(&run_id).await.unwrap().unwrap().attempts, 1);
         let loading = total(counting.counts());
+        println!("an open {steps}-step run, loaded fresh: {loading} requests");
         assert!(
             loading <= 10,
             "{steps} steps: loading took {loading} requests"
@@ -442,4 +446,75 @@ async fn the_run_cache_keeps_a_run_in_use_while_many_others_are_loaded_once() {
     let c = counting.counts();
     // Still cached: the entry and the pointer check, no fold from storage.
     assert_eq!((c.creates, c.gets, c.lists), (1, 1, 0), "{c:?}");
+}
+
+/// A runtime over `objects`, with a fresh runtime-store instance: a process
+/// that just started.
+fn fresh_runtime(objects: Arc<dyn ObjectStore>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(objects.clone(), PREFIX))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(objects, PREFIX)))
+        .clock(Arc::new(ManualClock::new(1_000)))
+        .build()
+        .unwrap()
+}
+
+async fn count_steps(ctx: Context, steps: u64) -> Result<u64, Error> {
+    let mut sum = 0;
+    for i in 0..steps {
+        sum += ctx
+            .step(
+                format!("step-{i}"),
+                |_memo| async move { Ok::<_, Error>(i) },
+            )
+            .await?;
+    }
+    Ok(sum)
+}
+
+#[tokio::test]
+async fn a_fresh_runtime_answers_a_finished_workflow_of_any_length_in_a_bounded_number_of_requests()
+{
+    let workflow = Workflow::new("count", count_steps);
+    for steps in [10u64, 1_000] {
+        let counting = Arc::new(CountingStore::new(InMemory::new()));
+        let run_id = run("counted");
+        let first = fresh_runtime(counting.clone());
+        let sum = first.run(&run_id, &steps, &workflow).await.unwrap();
+        assert_eq!(sum, steps * (steps - 1) / 2);
+
+        let restarted = fresh_runtime(counting.clone());
+        counting.reset();
+        let again = restarted.run(&run_id, &steps, &workflow).await.unwrap();
+        assert_eq!(again, sum);
+        let c = counting.counts();
+        println!("a finished {steps}-step workflow, run again by a fresh runtime: {c:?}");
+        assert!(
+            total(c) <= 10,
+            "{steps} steps: {} requests: {c:?}",
+            total(c)
+        );
+    }
+}
+
+#[tokio::test]
+async fn recover_lists_the_retained_terminal_runs_without_reading_them() {
+    let workflow = Workflow::new("count", count_steps);
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let first = fresh_runtime(counting.clone());
+    for i in 0..20 {
+        first
+            .run(&run(&format!("done-{i}")), &3u64, &workflow)
+            .await
+            .unwrap();
+    }
+    let restarted = fresh_runtime(counting.clone());
+    counting.reset();
+    let recovery = restarted.recover(&workflow).await.unwrap();
+    assert_eq!((recovery.resumed.len(), recovery.remarked), (0, 0));
+    let c = counting.counts();
+    // Five status listings and one of the markers; the conditional-create
+    // probe's few requests; no read of any of the 20 runs.
+    assert!(c.gets <= 3, "{c:?}");
+    assert_eq!(c.lists, 6, "{c:?}");
 }
