@@ -518,3 +518,19 @@ async fn recover_lists_the_retained_terminal_runs_without_reading_them() {
     assert!(c.gets <= 3, "{c:?}");
     assert_eq!(c.lists, 6, "{c:?}");
 }
+
+#[tokio::test]
+async fn listing_runs_gives_summaries_with_their_step_counts() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    let run_id = run_of(&writer, "listed", 12).await;
+    let fresh = ObjectStoreRuntimeStore::new(objects, PREFIX);
+    let listed = fresh.list_runs(RunStatus::Running).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let summary = &listed[0];
+    assert_eq!(
+        (&summary.run_id, summary.steps, summary.attempts),
+        (&run_id, 12, 1)
+    );
+    assert_eq!(summary.workflow, "w");
+}

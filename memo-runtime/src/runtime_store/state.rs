@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     Commit, Fence, InputPhase, InputRecord, Lease, NewInput, NewRun, RunRecord, RunStatus,
-    StatusChange, StepReceipt,
+    RunSummary, StatusChange, StepReceipt,
 };
 use crate::codec;
 use crate::error::{Error, Result};
@@ -114,6 +114,11 @@ impl RunState {
             .map(|(i, input)| (input.input_id.clone(), i))
             .collect();
         self
+    }
+
+    /// The run as a listing shows it.
+    pub(crate) fn summary(&self) -> RunSummary {
+        RunSummary::new(&self.record, self.receipts.len() as u64)
     }
 
     pub(crate) fn record(&self) -> &RunRecord {

@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
+    StepReceipt,
 };
 use crate::codec;
 use crate::error::{Error, Result};
@@ -352,11 +353,11 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             .unwrap_or_default())
     }
 
-    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         let hints = self.status_hints(status).await?;
-        let records: Vec<Option<RunRecord>> = futures::stream::iter(hints)
+        let records: Vec<Option<RunSummary>> = futures::stream::iter(hints)
             .map(|(run_id, incarnation)| async move {
-                let record = self.load_run(&run_id).await?;
+                let record = self.read(&run_id, RunState::summary).await?;
                 let current = record.filter(|r| r.incarnation == incarnation);
                 let stale = match &current {
                     Some(record) => Self::hint_is_stale(status, record.status),
@@ -372,7 +373,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             .buffered(CONCURRENCY)
             .try_collect()
             .await?;
-        let mut records: Vec<RunRecord> = records.into_iter().flatten().collect();
+        let mut records: Vec<RunSummary> = records.into_iter().flatten().collect();
         records.sort_by(|a, b| a.run_id.cmp(&b.run_id));
         Ok(records)
     }
