@@ -14,7 +14,17 @@
 //! | terminal marker | `terminals/<hour>/<u64::MAX - at_ms>_<run>.<inc>` |
 //! | run pointer (runtime store) | `runs/<run>/run` |
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
+//! | run checkpoint | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
+//!
+//! A run checkpoint holds the run folded from its log entries before
+//! `<position>`: a copy of what the log says, never the only record of a
+//! change. Checkpoints were added to version 2 without changing its number,
+//! because they are additive both ways: data without checkpoints (written
+//! before they existed, or by a writer that crashed before writing one) is
+//! read by folding the log from its start, as before; and a reader that does
+//! not know checkpoints folds the whole log, which is still complete, and
+//! deletes the checkpoint folder with the rest of the incarnation's folder.
 //!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
@@ -195,6 +205,24 @@ impl Layout {
             .join(format!("{position:020}"))
     }
 
+    /// `runs/<run>/<inc>/checkpoint`: the incarnation's checkpoints.
+    pub(crate) fn checkpoint_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.incarnation_records(run_id, incarnation)
+            .join("checkpoint")
+    }
+
+    /// The checkpoint of the run folded from its log entries before
+    /// `position`.
+    pub(crate) fn checkpoint(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        position: u64,
+    ) -> Path {
+        self.checkpoint_folder(run_id, incarnation)
+            .join(format!("{position:020}"))
+    }
+
     /// The folder of one status in the status-hint index; `status` is the
     /// status's own segment (`RunStatus::path_segment`), so that this
     /// module stays below the runtime store.
@@ -238,7 +266,7 @@ pub(crate) fn parse_status_hint(path: &Path) -> Option<(RunId, Incarnation)> {
     parse_incarnation_name(path.filename()?)
 }
 
-/// Parses a log entry's file name into its position.
+/// Parses a log entry's (or a checkpoint's) file name into its position.
 pub(crate) fn parse_log_position(path: &Path) -> Option<u64> {
     parse_digits(path.filename()?)
 }
@@ -292,6 +320,7 @@ mod tests {
             layout
                 .status_hint(RunStatus::Running.path_segment(), &id, inc)
                 .to_string(),
+            layout.checkpoint(&id, inc, 64).to_string(),
         ];
         assert_eq!(
             paths,
@@ -305,6 +334,7 @@ mod tests {
                 "pre/fix/runs/=run_1/run".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/log/00000000000000000003".to_string(),
                 "pre/fix/runs-by-status/Running/=run_1.00000000000000ab".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/checkpoint/00000000000000000064".to_string(),
             ]
         );
     }

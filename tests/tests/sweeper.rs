@@ -412,7 +412,10 @@ impl RuntimeStore for ObservedRuntimeStore {
         self.inner.load_inputs(run_id).await
     }
 
-    async fn list_runs(&self, status: RunStatus) -> memo_runtime::Result<Vec<RunRecord>> {
+    async fn list_runs(
+        &self,
+        status: RunStatus,
+    ) -> memo_runtime::Result<Vec<memo_runtime::runtime_store::RunSummary>> {
         self.inner.list_runs(status).await
     }
 

@@ -9,7 +9,8 @@ use bytes::Bytes;
 
 use super::state::{Change, RunState, Verdict};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
+    StepReceipt,
 };
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
@@ -129,12 +130,12 @@ impl RuntimeStore for InMemoryRuntimeStore {
             .unwrap_or_default())
     }
 
-    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         Ok(self
             .runs()
             .values()
             .filter(|run| run.record().status == status)
-            .map(|run| run.record().clone())
+            .map(RunState::summary)
             .collect())
     }
 

@@ -161,6 +161,52 @@ pub struct RunRecord {
     pub lease: Option<Lease>,
 }
 
+/// A run as [`RuntimeStore::list_runs`] lists it: its record without the
+/// caller's payloads (input, output, error), which a listing of many runs
+/// need not hold in memory, and how many steps it committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunSummary {
+    /// The run's id.
+    pub run_id: RunId,
+    /// Which use of the run id this run is (see [`RunRecord::incarnation`]).
+    pub incarnation: Incarnation,
+    /// The name of the workflow the run executes.
+    pub workflow: String,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// How many attempts have started.
+    pub attempts: u32,
+    /// How many step receipts are committed.
+    pub steps: u64,
+    /// When the run was created (ms since the Unix epoch).
+    pub created_at_ms: u64,
+    /// When the run last changed (ms since the Unix epoch).
+    pub updated_at_ms: u64,
+    /// When the run reached its terminal status, if it has.
+    pub terminal_at_ms: Option<u64>,
+    /// The lease of the current attempt, while the run is `Running`.
+    pub lease: Option<Lease>,
+}
+
+impl RunSummary {
+    /// The summary of `record`, a run that committed `steps` step receipts.
+    pub fn new(record: &RunRecord, steps: u64) -> RunSummary {
+        RunSummary {
+            run_id: record.run_id.clone(),
+            incarnation: record.incarnation,
+            workflow: record.workflow.clone(),
+            status: record.status,
+            attempts: record.attempts,
+            steps,
+            created_at_ms: record.created_at_ms,
+            updated_at_ms: record.updated_at_ms,
+            terminal_at_ms: record.terminal_at_ms,
+            lease: record.lease.clone(),
+        }
+    }
+}
+
 /// The lease an attempt holds on a running run: no other attempt may start
 /// before `until_ms` (unless the holder releases it first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -659,14 +705,15 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// See the [trait-level errors](RuntimeStore#errors).
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>>;
 
-    /// Lists the runs whose status is `status`, in run-id order: for
-    /// recovery at start-up (`Pending`, `Running`) and retention (terminal
-    /// statuses). Each backend documents what a listing costs.
+    /// Lists the runs whose status is `status`, in run-id order, as
+    /// summaries (without their input, output or error bytes): for
+    /// operators' listings and retention. Each backend documents what a
+    /// listing costs.
     ///
     /// # Errors
     ///
     /// See the [trait-level errors](RuntimeStore#errors).
-    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>>;
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>>;
 
     /// Lists the ids of the runs whose status is `status`, in run-id order,
     /// without loading the runs: the cheap listing for a caller that loads
@@ -737,7 +784,7 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         (**self).load_inputs(run_id).await
     }
 
-    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         (**self).list_runs(status).await
     }
 

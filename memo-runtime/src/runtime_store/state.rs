@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     Commit, Fence, InputPhase, InputRecord, Lease, NewInput, NewRun, RunRecord, RunStatus,
-    StatusChange, StepReceipt,
+    RunSummary, StatusChange, StepReceipt,
 };
 use crate::codec;
 use crate::error::{Error, Result};
@@ -44,15 +44,23 @@ pub(crate) struct Approval {
 }
 
 /// A run and everything committed to it.
-#[derive(Debug, Clone)]
+///
+/// It is also the stored form of the object-store backend's checkpoints, so
+/// its encoding (named fields, no maps: the same state always encodes to the
+/// same bytes) is a data format.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct RunState {
     record: RunRecord,
     receipts: Vec<StepReceipt>,
     /// Digest of the whole commit that carried each receipt, so a retried
     /// commit can be told from a different one without keeping every commit.
+    /// Stored as one byte string of 32 bytes per receipt.
+    #[serde(with = "digests")]
     commit_digests: Vec<[u8; 32]>,
     snapshot: Option<Bytes>,
     inputs: Vec<InputRecord>,
+    /// Rebuilt from `inputs` after decoding ([`RunState::reindexed`]).
+    #[serde(skip)]
     input_index: HashMap<String, usize>,
     /// The token of the start of the current attempt, which tells a
     /// retried start from a competing one.
@@ -97,6 +105,20 @@ impl RunState {
             what: format!("run {}", self.record.run_id),
             reason: "the run exists with a different workflow or input".into(),
         })
+    }
+
+    /// The state with its input index rebuilt: what a decoded state needs
+    /// before use (the index is not stored).
+    pub(crate) fn reindexed(mut self) -> RunState {
+        self.input_index = (self.inputs.iter().enumerate())
+            .map(|(i, input)| (input.input_id.clone(), i))
+            .collect();
+        self
+    }
+
+    /// The run as a listing shows it.
+    pub(crate) fn summary(&self) -> RunSummary {
+        RunSummary::new(&self.record, self.receipts.len() as u64)
     }
 
     pub(crate) fn record(&self) -> &RunRecord {
@@ -473,4 +495,27 @@ fn commit_digest(commit: &Commit) -> Result<[u8; 32]> {
     let encoded =
         codec::encode(commit).map_err(|e| Error::serialization("a runtime-store commit", e))?;
     Ok(Sha256::digest(&encoded).into())
+}
+
+/// Commit digests stored as one byte string (32 bytes each) rather than an
+/// array of arrays of integers, which MessagePack would make half again as
+/// large.
+mod digests {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(digests: &[[u8; 32]], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(digests.as_flattened())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<[u8; 32]>, D::Error> {
+        let bytes = bytes::Bytes::deserialize(d)?;
+        let (digests, rest) = bytes.as_chunks::<32>();
+        if !rest.is_empty() {
+            return Err(D::Error::custom(
+                "commit digests are not a multiple of 32 bytes",
+            ));
+        }
+        Ok(digests.to_vec())
+    }
 }

@@ -47,6 +47,7 @@ mod lease;
 mod retry;
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
@@ -308,7 +309,8 @@ pub struct Recovery<O, E> {
     /// workflow that panicked ended its attempt with [`Error::Aborted`]
     /// (converted into `E`); the run stays open.
     pub resumed: Vec<(RunId, Result<O, E>)>,
-    /// Terminal runs whose terminal marker was written (again).
+    /// Terminal runs found without a terminal marker, whose marker was
+    /// written.
     pub remarked: usize,
     /// Runs that could not be loaded (a damaged record, a run deleted
     /// meanwhile) or whose terminal marker could not be written, with the
@@ -559,8 +561,8 @@ impl Runtime {
 
     /// Resumes every run of `workflow` that is not terminal (one attempt
     /// each, at most [`RuntimeBuilder::recovery_concurrency`] at once), and
-    /// writes the terminal marker of every terminal run again, so that a
-    /// marker write lost in a crash cannot leave a run unsweepable.
+    /// writes the terminal marker of every terminal run that has none, so
+    /// that a marker write lost in a crash cannot leave a run unsweepable.
     ///
     /// Runs are recovered in isolation: each is loaded on its own, so a
     /// damaged or half-deleted run is reported in [`Recovery::skipped`] and
@@ -570,8 +572,11 @@ impl Runtime {
     /// is resumed, and panics again, at every recovery, its `attempts`
     /// growing each time, until its code is fixed or it is cancelled.
     ///
-    /// Listing runs costs what [`RuntimeStore::list_run_ids`] costs, plus a
-    /// load per listed run; call it at start-up, not in a loop.
+    /// Listing runs costs what [`RuntimeStore::list_run_ids`] costs for each
+    /// status, plus one listing of the terminal markers, plus a load per
+    /// open run and per terminal run without a marker: the retained
+    /// terminal runs are listed, not read. Call it at start-up, not in a
+    /// loop.
     ///
     /// # Errors
     ///
@@ -588,12 +593,22 @@ impl Runtime {
         let store = &self.shared.store;
         let mut skipped = Vec::new();
         let mut remarked = 0;
+        // A run id with a marker of any incarnation counts as marked: only
+        // an unfinished sweep of an earlier run of the id leaves one, and
+        // once the sweep ends, the next recovery marks the later run.
+        let marked: HashSet<RunId> = (self.shared.memo.list_terminal_markers().await?)
+            .into_iter()
+            .map(|marker| marker.run_id)
+            .collect();
         for status in [
             RunStatus::Completed,
             RunStatus::Failed,
             RunStatus::Cancelled,
         ] {
             for run_id in store.list_run_ids(status).await? {
+                if marked.contains(&run_id) {
+                    continue;
+                }
                 match self.remark(&run_id).await {
                     Ok(true) => remarked += 1,
                     Ok(false) => {}

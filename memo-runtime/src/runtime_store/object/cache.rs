@@ -1,9 +1,9 @@
 //! The per-instance run cache: each run's folded state behind an async
 //! lock, so one instance's calls on a run take turns, and at most
-//! `capacity` runs kept, oldest out first.
+//! `capacity` runs kept, the least used out first.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, MutexGuard, PoisonError};
+use std::convert::Infallible;
+use std::sync::Arc;
 
 use super::ObjectStoreRuntimeStore;
 use crate::error::Result;
@@ -16,6 +16,9 @@ pub(super) struct Folded {
     pub(super) state: RunState,
     pub(super) next: u64,
     pub(super) incarnation: Incarnation,
+    /// The position of the newest checkpoint this instance read or wrote
+    /// (0: none).
+    pub(super) checkpoint: u64,
 }
 
 /// What [`ObjectStoreRuntimeStore::refresh`] found.
@@ -33,58 +36,39 @@ pub(super) enum Refreshed {
 /// calls on one run, so they do not race each other for log positions.
 pub(super) type Slot = Arc<tokio::sync::Mutex<Option<Folded>>>;
 
+/// The folded runs of one instance, evicted by use (quick_cache's
+/// CLOCK-Pro policy: a run read or written again is kept over one that was
+/// only loaded once), so a process that keeps working on a few runs while
+/// it reads many others keeps its working set.
 #[derive(Debug)]
 pub(super) struct Cache {
-    slots: HashMap<RunId, Slot>,
-    /// Insertion order, oldest first, for eviction.
-    order: VecDeque<RunId>,
-    capacity: usize,
+    runs: quick_cache::sync::Cache<RunId, Slot>,
 }
 
 impl Cache {
     /// An empty cache of at most `capacity` runs (at least 1).
     pub(super) fn new(capacity: usize) -> Cache {
         Cache {
-            slots: HashMap::new(),
-            order: VecDeque::new(),
-            capacity: capacity.max(1),
+            runs: quick_cache::sync::Cache::new(capacity.max(1)),
         }
-    }
-
-    /// Keeps at most `capacity` runs (at least 1) from the next insertion on.
-    pub(super) fn set_capacity(&mut self, capacity: usize) {
-        self.capacity = capacity.max(1);
     }
 }
 
 impl ObjectStoreRuntimeStore {
-    pub(super) fn lock_cache(&self) -> MutexGuard<'_, Cache> {
-        // The cache only maps run ids to slots; it is consistent after any panic.
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
+    /// The slot of `run_id`: the cached one, or a new empty one (which the
+    /// caller fills while holding its lock).
     pub(super) fn slot(&self, run_id: &RunId) -> Slot {
-        let mut cache = self.lock_cache();
-        if let Some(slot) = cache.slots.get(run_id) {
-            return Arc::clone(slot);
+        let found = self
+            .cache
+            .runs
+            .get_or_insert_with(run_id, || Ok::<_, Infallible>(Slot::default()));
+        match found {
+            Ok(slot) => slot,
         }
-        while cache.slots.len() >= cache.capacity {
-            let Some(oldest) = cache.order.pop_front() else {
-                break;
-            };
-            cache.slots.remove(&oldest);
-        }
-        let slot = Slot::default();
-        cache.slots.insert(run_id.clone(), Arc::clone(&slot));
-        cache.order.push_back(run_id.clone());
-        slot
     }
 
     pub(super) fn forget(&self, run_id: &RunId) {
-        let mut cache = self.lock_cache();
-        if cache.slots.remove(run_id).is_some() {
-            cache.order.retain(|id| id != run_id);
-        }
+        self.cache.runs.remove(run_id);
     }
 
     /// Makes `slot` hold the run as storage has it: folded from storage if

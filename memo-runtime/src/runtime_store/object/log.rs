@@ -44,18 +44,27 @@ impl ObjectStoreRuntimeStore {
         Ok(Some(creation))
     }
 
-    /// Reads the run's creation and its whole log, and folds them.
+    /// Reads the run's creation, its newest checkpoint and the log entries
+    /// after it, and folds them.
     pub(super) async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
         let Some(creation) = self.read_creation(run_id).await? else {
             return Ok(None);
         };
         let incarnation = creation.incarnation;
-        let positions = self.log_positions(run_id, incarnation).await?;
-        let mut folded = Folded {
-            state: RunState::new(creation.run, incarnation),
-            next: 0,
-            incarnation,
+        let mut folded = match self.load_checkpoint(run_id, incarnation).await? {
+            Some(folded) => folded,
+            None => Folded {
+                state: RunState::new(creation.run, incarnation),
+                next: 0,
+                incarnation,
+                checkpoint: 0,
+            },
         };
+        // Nothing follows a terminal change.
+        if folded.state.record().status.is_terminal() {
+            return Ok(Some(folded));
+        }
+        let positions = self.log_positions(run_id, incarnation, folded.next).await?;
         let mut entries = futures::stream::iter(positions)
             .map(|position| async move {
                 let bytes = self.read_entry(run_id, incarnation, position).await?;
@@ -71,16 +80,24 @@ impl ObjectStoreRuntimeStore {
         Ok(Some(folded))
     }
 
-    /// The positions in the run's log folder, checked to be dense from 0.
+    /// The positions from `from` on in the run's log folder, checked to be
+    /// dense. Listed with an offset, so that backends that list from an
+    /// offset (S3, GCS, Azure) do not page through the entries before it.
     pub(super) async fn log_positions(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
+        from: u64,
     ) -> Result<Vec<u64>> {
         let folder = self.layout.log_folder(run_id, incarnation);
-        let metas: Vec<_> = self
-            .store
-            .list(Some(&folder))
+        let listing = match from.checked_sub(1) {
+            Some(before) => {
+                let offset = self.log_path(run_id, incarnation, before);
+                self.store.list_with_offset(Some(&folder), &offset)
+            }
+            None => self.store.list(Some(&folder)),
+        };
+        let metas: Vec<_> = listing
             .try_collect()
             .await
             .map_err(|e| Error::store(&folder, e))?;
@@ -92,12 +109,18 @@ impl ObjectStoreRuntimeStore {
                     format!("run {run_id}: not a log entry name (20 digits expected)"),
                 )
             })?;
-            positions.push(position);
+            // A backend may list from the start whatever the offset.
+            if position >= from {
+                positions.push(position);
+            }
         }
         // LocalFileSystem lists in no particular order.
         positions.sort_unstable();
-        if let Some((expected, _)) = positions.iter().enumerate().find(|&(i, &p)| i as u64 != p) {
-            return Err(self.missing_entry(run_id, incarnation, expected as u64));
+        if let Some((expected, _)) = (from..)
+            .zip(&positions)
+            .find(|&(expected, &p)| expected != p)
+        {
+            return Err(self.missing_entry(run_id, incarnation, expected));
         }
         Ok(positions)
     }
@@ -250,6 +273,7 @@ impl ObjectStoreRuntimeStore {
                         self.drop_stale_hint(before, run_id, folded.incarnation)
                             .await;
                     }
+                    self.checkpoint_if_due(run_id, folded).await;
                     return Ok(answer(&folded.state));
                 }
                 Created::Theirs(bytes) => self.fold_entry(run_id, folded, &bytes)?,

@@ -7,10 +7,11 @@
 //! from [`crate::layout`].
 
 mod cache;
+mod checkpoint;
 mod hints;
 mod log;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -21,7 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
+    StepReceipt,
 };
 use crate::codec;
 use crate::error::{Error, Result};
@@ -32,6 +34,9 @@ use cache::{Cache, Folded};
 
 /// How many runs an instance keeps folded in memory.
 const DEFAULT_CACHED_RUNS: usize = 256;
+
+/// How many log entries a run gets between checkpoints, by default.
+const DEFAULT_CHECKPOINT_INTERVAL: u64 = 7;
 
 /// How many objects are read or deleted at once.
 const CONCURRENCY: usize = 8;
@@ -57,6 +62,11 @@ const CONCURRENCY: usize = 8;
 ///   with the incarnation), at dense positions from 0 written as 20
 ///   zero-padded digits so they list in order. Each incarnation has its own
 ///   log folder, so a deleted run's leftovers never mix with a new run's.
+/// - `runs/<run>/<inc>/checkpoint/<position>`: the incarnation folded from
+///   its log entries before `<position>`, written once every few entries and
+///   when the run ends, so that loading a run reads the newest checkpoint
+///   and the entries after it. The log stays complete and authoritative (see
+///   the `checkpoint` module); superseded checkpoints are deleted.
 /// - `runs-by-status/<status>/<run>.<inc>`: a hint that the incarnation is,
 ///   or was about to be, in `<status>`, so listing by status reads only
 ///   those runs.
@@ -97,17 +107,22 @@ const CONCURRENCY: usize = 8;
 /// # Costs
 ///
 /// Each instance keeps the folded state of up to 256 runs in memory
-/// ([`with_cached_runs`](Self::with_cached_runs)), oldest first out. In
-/// requests:
+/// ([`with_cached_runs`](Self::with_cached_runs)), the least used first
+/// out. In requests:
 ///
 /// - a commit or input to a cached run: one create and a `GET` of the run
 ///   pointer, plus a `GET` per change another writer made first; a change of
 ///   status adds the new status's hint (one create) and deletes the old one;
+///   every 7th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
+///   and the terminal change add a checkpoint (one create) and delete the
+///   checkpoint it supersedes;
 /// - a read of a cached run: at most two `GET`s (the next log position, to
 ///   catch up, and the run pointer, to check the incarnation still exists;
 ///   only the pointer if the run is terminal);
 /// - any call on a run not in the cache first reads its pointer, lists its
-///   log once and reads each log entry;
+///   checkpoints (about one object) and reads the newest, then lists the log
+///   from there (with an offset) and reads each entry after it: 3 requests
+///   for a finished run, at most 10 for an open one, whatever its length;
 /// - creating a run: a `GET` of its pointer and two creates (the hint and
 ///   the pointer);
 /// - listing run ids by status: one listing of that status's hints (a run
@@ -151,7 +166,8 @@ const CONCURRENCY: usize = 8;
 pub struct ObjectStoreRuntimeStore {
     store: Arc<dyn ObjectStore>,
     layout: Layout,
-    cache: Mutex<Cache>,
+    cache: Cache,
+    checkpoint_interval: u64,
 }
 
 /// The stored run pointer. `incarnation` is drawn at random for each
@@ -176,14 +192,32 @@ impl ObjectStoreRuntimeStore {
         ObjectStoreRuntimeStore {
             store,
             layout: Layout::new(prefix),
-            cache: Mutex::new(Cache::new(DEFAULT_CACHED_RUNS)),
+            cache: Cache::new(DEFAULT_CACHED_RUNS),
+            checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
         }
+    }
+
+    /// Checkpoints a run every `entries` log entries (default 7; at least
+    /// 1), and when it ends.
+    ///
+    /// A fresh instance loads an open run with at most `entries + 3`
+    /// requests, a finished one with 3, whatever their length; each
+    /// checkpoint costs a create and a delete, and writes the whole run
+    /// (its receipts, inputs and snapshot), so a run of `n` steps writes
+    /// about `n² / 2·entries` receipts' worth of checkpoints over its life.
+    /// Raise it for runs of many thousands of steps with large outputs.
+    #[must_use]
+    pub fn with_checkpoint_interval(mut self, entries: u64) -> ObjectStoreRuntimeStore {
+        self.checkpoint_interval = entries.max(1);
+        self
     }
 
     /// Keeps at most `runs` runs folded in memory (default 256; at least 1).
     #[must_use]
-    pub fn with_cached_runs(self, runs: usize) -> ObjectStoreRuntimeStore {
-        self.lock_cache().set_capacity(runs);
+    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+        // A new cache rather than a new capacity: the cache sizes its
+        // shards for the capacity it is built with.
+        self.cache = Cache::new(runs);
         self
     }
 
@@ -267,6 +301,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                     state,
                     next: 0,
                     incarnation: creation.incarnation,
+                    checkpoint: 0,
                 });
                 Ok(record)
             }
@@ -318,11 +353,11 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             .unwrap_or_default())
     }
 
-    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         let hints = self.status_hints(status).await?;
-        let records: Vec<Option<RunRecord>> = futures::stream::iter(hints)
+        let records: Vec<Option<RunSummary>> = futures::stream::iter(hints)
             .map(|(run_id, incarnation)| async move {
-                let record = self.load_run(&run_id).await?;
+                let record = self.read(&run_id, RunState::summary).await?;
                 let current = record.filter(|r| r.incarnation == incarnation);
                 let stale = match &current {
                     Some(record) => Self::hint_is_stale(status, record.status),
@@ -340,7 +375,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             .buffered(CONCURRENCY)
             .try_collect()
             .await?;
-        let mut records: Vec<RunRecord> = records.into_iter().flatten().collect();
+        let mut records: Vec<RunSummary> = records.into_iter().flatten().collect();
         records.sort_by(|a, b| a.run_id.cmp(&b.run_id));
         Ok(records)
     }

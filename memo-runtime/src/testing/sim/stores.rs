@@ -23,7 +23,8 @@ use super::checker::Checker;
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
+    StepReceipt,
 };
 
 /// A future that is pending once (waking itself), then ready: a point where
@@ -233,7 +234,7 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         self.seen("load_inputs", self.inner.load_inputs(run_id).await)
     }
 
-    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunRecord>> {
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         self.seen("list_runs", self.inner.list_runs(status).await)
     }
 

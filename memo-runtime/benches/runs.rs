@@ -1,0 +1,124 @@
+//! Benchmarks of loading a run the object-store runtime store has not
+//! cached (a fresh process reading or resuming a run), for runs of 10,
+//! 1,000 and 10,000 steps, finished and open; each prints the requests one
+//! load makes, counted with `CountingStore`.
+//!
+//! ```text
+//! cargo bench -p memo-runtime --bench runs
+//! ```
+//!
+//! A load is `load_run` then `load_receipts` on a fresh instance over an
+//! `InMemory` store, so the figures are the store's own work (decoding a
+//! checkpoint, folding the entries after it) without network round trips;
+//! on S3 each counted request is also a round trip.
+
+use std::sync::Arc;
+
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::{Commit, NewRun, StatusChange, StepReceipt};
+use memo_runtime::testing::{CountingStore, RequestCounts};
+use memo_runtime::{Bytes, ObjectStoreRuntimeStore, RunId, RuntimeStore};
+
+fn main() {
+    divan::main();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a Tokio runtime")
+}
+
+/// A run of `steps` steps with 64-byte outputs, finished or left open, in a
+/// bucket of its own.
+fn stored_run(
+    rt: &tokio::runtime::Runtime,
+    steps: u64,
+    finished: bool,
+) -> (Arc<CountingStore<InMemory>>, RunId) {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = ObjectStoreRuntimeStore::new(counting.clone(), "memo");
+    let run_id = RunId::new("bench").expect("a run id");
+    rt.block_on(async {
+        let new = NewRun {
+            run_id: run_id.clone(),
+            workflow: "w".into(),
+            input: Bytes::from_static(b"input"),
+            created_at_ms: 0,
+        };
+        store.create_run(new).await.expect("create");
+        let start = Commit::status(StatusChange::start_attempt(1), 1);
+        store.atomic_apply(&run_id, start).await.expect("start");
+        for sequence in 0..steps {
+            let receipt = StepReceipt {
+                run_id: run_id.clone(),
+                sequence,
+                step: "step".into(),
+                output: Bytes::from(vec![7u8; 64]),
+                recorded_at_ms: 2,
+                error: None,
+            };
+            let commit = Commit::step(receipt, 2);
+            store.atomic_apply(&run_id, commit).await.expect("step");
+        }
+        if finished {
+            let done = Commit::status(
+                StatusChange::Completed {
+                    output: Bytes::from_static(b"out"),
+                },
+                3,
+            );
+            store.atomic_apply(&run_id, done).await.expect("finish");
+        }
+    });
+    (counting, run_id)
+}
+
+/// What a fresh process does first: load the run and its history.
+async fn load_fresh(counting: &Arc<CountingStore<InMemory>>, run_id: &RunId) -> usize {
+    let fresh = ObjectStoreRuntimeStore::new(counting.clone(), "memo");
+    fresh
+        .load_run(run_id)
+        .await
+        .expect("load")
+        .expect("the run");
+    fresh
+        .load_receipts(run_id, None)
+        .await
+        .expect("receipts")
+        .len()
+}
+
+fn requests(c: RequestCounts) -> u64 {
+    c.gets + c.heads + c.lists + c.lists_with_offset + c.creates + c.puts + c.delete_streams
+}
+
+fn bench_load(bencher: divan::Bencher, steps: u64, finished: bool) {
+    let rt = runtime();
+    let (counting, run_id) = stored_run(&rt, steps, finished);
+    counting.reset();
+    assert_eq!(rt.block_on(load_fresh(&counting, &run_id)) as u64, steps);
+    let c = counting.counts();
+    let state = if finished { "finished" } else { "open" };
+    println!(
+        "load of an uncached {state} run of {steps} steps: {} requests \
+         ({} GET, {} LIST, {} objects listed)",
+        requests(c),
+        c.gets,
+        c.lists + c.lists_with_offset,
+        c.objects_listed
+    );
+    bencher.bench_local(|| rt.block_on(load_fresh(&counting, &run_id)));
+}
+
+/// Loading a finished run: what reading its output costs.
+#[divan::bench(args = [10, 1_000, 10_000], sample_count = 20)]
+fn load_finished_run(bencher: divan::Bencher, steps: u64) {
+    bench_load(bencher, steps, true);
+}
+
+/// Loading an open run: what resuming it costs before its next step.
+#[divan::bench(args = [10, 1_000, 10_000], sample_count = 20)]
+fn load_open_run(bencher: divan::Bencher, steps: u64) {
+    bench_load(bencher, steps, false);
+}

@@ -1,0 +1,536 @@
+//! Checkpointed run logs (issue 13, item 2): a fresh instance loads or
+//! resumes a run of any length with a bounded number of requests, and
+//! checkpoints lose or reorder nothing when they race commits, when their
+//! writer crashes, when two processes take turns writing one run, or when a
+//! run id is used again. Two processes are modelled as two store instances
+//! over one bucket or folder. Also the run cache that spares those loads:
+//! it keeps the runs in use, not the runs loaded last.
+
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use memo_runtime::object_store::local::LocalFileSystem;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
+use memo_runtime::runtime_store::{
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, StatusChange, StepReceipt,
+};
+use memo_runtime::testing::{
+    CountingStore, FaultInjectingStore, FaultRule, RequestCounts, RequestKind,
+};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{
+    Bytes, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+};
+
+const PREFIX: &str = "memo";
+
+fn run(id: &str) -> RunId {
+    RunId::new(id).unwrap()
+}
+
+/// Every request made, of any kind.
+fn total(c: RequestCounts) -> u64 {
+    c.puts
+        + c.creates
+        + c.multipart_uploads
+        + c.gets
+        + c.get_ranges
+        + c.heads
+        + c.delete_streams
+        + c.lists
+        + c.lists_with_offset
+        + c.lists_with_delimiter
+        + c.copies
+        + c.renames
+}
+
+/// One bucket (InMemory) and one folder (LocalFileSystem), each shared by
+/// every instance a test makes over it.
+fn shared_objects() -> Vec<(
+    &'static str,
+    Arc<dyn ObjectStore>,
+    Option<tempfile::TempDir>,
+)> {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    vec![
+        ("in memory", Arc::new(InMemory::new()), None),
+        ("local folder", folder, Some(dir)),
+    ]
+}
+
+async fn create(store: &dyn RuntimeStore, run_id: &RunId, input: &'static [u8]) -> RunRecord {
+    let new = NewRun {
+        run_id: run_id.clone(),
+        workflow: "w".into(),
+        input: Bytes::from_static(input),
+        created_at_ms: 0,
+    };
+    store.create_run(new).await.unwrap()
+}
+
+async fn start(store: &dyn RuntimeStore, run_id: &RunId) {
+    let start = Commit::status(StatusChange::start_attempt(1), 1);
+    store.atomic_apply(run_id, start).await.unwrap();
+}
+
+fn step(run_id: &RunId, sequence: u64) -> Commit {
+    let receipt = StepReceipt {
+        run_id: run_id.clone(),
+        sequence,
+        step: format!("step-{sequence}"),
+        output: Bytes::from(format!("output of {sequence}")),
+        recorded_at_ms: 2 + sequence,
+        error: None,
+    };
+    Commit::step(receipt, 2 + sequence).with_snapshot(Bytes::from(format!("after {sequence}")))
+}
+
+fn done(at_ms: u64) -> Commit {
+    let output = Bytes::from_static(b"the output");
+    Commit::status(StatusChange::Completed { output }, at_ms)
+}
+
+fn signal(id: String) -> NewInput {
+    NewInput {
+        payload: Bytes::from(id.clone().into_bytes()),
+        input_id: id,
+        name: "signal".into(),
+        accepted_at_ms: 5,
+    }
+}
+
+/// A started run of `steps` committed steps, written through `store`.
+async fn run_of(store: &dyn RuntimeStore, id: &str, steps: u64) -> RunId {
+    let run_id = run(id);
+    create(store, &run_id, b"input").await;
+    start(store, &run_id).await;
+    for sequence in 0..steps {
+        store
+            .atomic_apply(&run_id, step(&run_id, sequence))
+            .await
+            .unwrap();
+    }
+    run_id
+}
+
+/// Everything a reader can load of a run.
+#[derive(Debug, PartialEq)]
+struct Loaded {
+    record: Option<RunRecord>,
+    receipts: Vec<StepReceipt>,
+    snapshot: Option<Bytes>,
+    inputs: Vec<InputRecord>,
+}
+
+async fn load(store: &dyn RuntimeStore, run_id: &RunId) -> Loaded {
+    Loaded {
+        record: store.load_run(run_id).await.unwrap(),
+        receipts: store.load_receipts(run_id, None).await.unwrap(),
+        snapshot: store.load_snapshot(run_id).await.unwrap(),
+        inputs: store.load_inputs(run_id).await.unwrap(),
+    }
+}
+
+async fn paths_under(objects: &dyn ObjectStore, folder: &str) -> Vec<Path> {
+    let folder = Path::from(folder);
+    objects
+        .list(Some(&folder))
+        .map_ok(|meta| meta.location)
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+async fn checkpoints(objects: &dyn ObjectStore, run_id: &RunId) -> Vec<Path> {
+    let all = paths_under(objects, &format!("{PREFIX}/runs/{run_id}")).await;
+    all.into_iter()
+        .filter(|path| path.as_ref().contains("/checkpoint/"))
+        .collect()
+}
+
+/// What the log alone says: the run loaded by a fresh instance after every
+/// checkpoint is removed (as a reader that predates checkpoints reads it).
+async fn folded_from_the_log_alone(objects: &Arc<dyn ObjectStore>, run_id: &RunId) -> Loaded {
+    for path in checkpoints(objects.as_ref(), run_id).await {
+        objects.delete(&path).await.unwrap();
+    }
+    load(
+        &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+        run_id,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_fresh_instance_reads_a_finished_run_of_any_length_in_three_requests() {
+    for steps in [10, 1_000] {
+        let counting = Arc::new(CountingStore::new(InMemory::new()));
+        let writer = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+        let run_id = run_of(&writer, "finished", steps).await;
+        writer.atomic_apply(&run_id, done(9_999)).await.unwrap();
+
+        let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+        counting.reset();
+        let loaded = load(&fresh, &run_id).await;
+        assert_eq!(loaded.receipts.len() as u64, steps);
+        assert_eq!(loaded.record.unwrap().status, RunStatus::Completed);
+        let c = counting.counts();
+        // The run pointer, the checkpoint listing, the checkpoint; the later
+        // reads of the cached, finished run read only its pointer again.
+        assert_eq!(
+            (c.gets, c.lists, c.objects_listed),
+            (2 + 3, 1, 1),
+            "{steps}: {c:?}"
+        );
+        assert_eq!(total(c), 3 + 3, "{steps} steps: {c:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_requests() {
+    for steps in [10, 1_000] {
+        let counting = Arc::new(CountingStore::new(InMemory::new()));
+        let writer = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+        let run_id = run_of(&writer, "open", steps).await;
+
+        // Resuming: load the run and its history, then commit the next step.
+        let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+        counting.reset();
+        assert_eq!(fresh.load_run(&run_id).await.unwrap().unwrap().attempts, 1);
+        let loading = total(counting.counts());
+        println!("an open {steps}-step run, loaded fresh: {loading} requests");
+        assert!(
+            loading <= 10,
+            "{steps} steps: loading took {loading} requests"
+        );
+        let history = fresh.load_receipts(&run_id, None).await.unwrap();
+        assert_eq!(history.len() as u64, steps);
+        counting.reset();
+        fresh
+            .atomic_apply(&run_id, step(&run_id, steps))
+            .await
+            .unwrap();
+        let c = counting.counts();
+        // The entry and the pointer check, and maybe a checkpoint (a create
+        // and the delete of the one it supersedes).
+        assert!(total(c) <= 4, "{steps} steps: committing took {c:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_written_without_checkpoints_is_read_from_its_log() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    // An interval longer than the run: no checkpoint, as before they existed.
+    let writer =
+        ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(u64::MAX);
+    let run_id = run_of(&writer, "no-checkpoints", 30).await;
+    assert!(checkpoints(objects.as_ref(), &run_id).await.is_empty());
+    let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    let loaded = load(&fresh, &run_id).await;
+    assert_eq!(loaded.receipts.len(), 30);
+    // A writer that knows checkpoints takes the run on and checkpoints it.
+    fresh
+        .atomic_apply(&run_id, step(&run_id, 30))
+        .await
+        .unwrap();
+    assert_eq!(checkpoints(objects.as_ref(), &run_id).await.len(), 1);
+    let again = load(
+        &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+        &run_id,
+    )
+    .await;
+    assert_eq!(again.receipts.len(), 31);
+    assert_eq!(again, folded_from_the_log_alone(&objects, &run_id).await);
+}
+
+#[tokio::test]
+async fn superseded_checkpoints_are_deleted_so_the_folder_stays_one_object() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let store = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    let run_id = run_of(&store, "bounded", 100).await;
+    assert_eq!(checkpoints(objects.as_ref(), &run_id).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn checkpoints_racing_commits_of_another_instance_lose_and_reorder_nothing() {
+    for (name, objects, _dir) in shared_objects() {
+        let run_id = run("racing");
+        let setup = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        create(&setup, &run_id, b"input").await;
+        start(&setup, &run_id).await;
+        // Two processes append inputs at once, each checkpointing every few
+        // entries while the other commits.
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let store = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX)
+                    .with_checkpoint_interval(3);
+                let run_id = run_id.clone();
+                tokio::spawn(async move {
+                    for i in 0..25 {
+                        let input = signal(format!("w{w}-{i}"));
+                        store.append_input(&run_id, input).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        let fresh = load(
+            &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+            &run_id,
+        )
+        .await;
+        assert_eq!(fresh.inputs.len(), 50, "{name}");
+        for w in 0..2 {
+            let own: Vec<_> = (fresh.inputs.iter())
+                .filter(|i| i.input_id.starts_with(&format!("w{w}-")))
+                .map(|i| i.input_id.clone())
+                .collect();
+            let in_order: Vec<_> = (0..25).map(|i| format!("w{w}-{i}")).collect();
+            assert_eq!(own, in_order, "{name}: writer {w}'s inputs out of order");
+        }
+        assert_eq!(
+            fresh,
+            folded_from_the_log_alone(&objects, &run_id).await,
+            "{name}: the checkpoints disagree with the log"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_crash_between_a_log_entry_and_its_checkpoint_leaves_the_log_authoritative() {
+    for fault in [
+        FaultRule::fail_before(RequestKind::Create),
+        FaultRule::fail_after(RequestKind::Create),
+    ] {
+        let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+        let objects: Arc<dyn ObjectStore> = faults.clone();
+        let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run_of(&writer, "crashing", 5).await;
+        // Every checkpoint write fails (or loses its acknowledgement) while
+        // the log entries before it commit.
+        faults.inject(fault.matching(|path| path.as_ref().contains("/checkpoint/")));
+        for sequence in 5..20 {
+            writer
+                .atomic_apply(&run_id, step(&run_id, sequence))
+                .await
+                .unwrap();
+        }
+        drop(writer);
+        faults.clear_faults();
+        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let loaded = load(&fresh, &run_id).await;
+        assert_eq!(loaded.receipts.len(), 20);
+        // The next writer checkpoints the run if its writer could not (a
+        // lost acknowledgement is settled by reading back, so the checkpoint
+        // at entry 21 was written then).
+        fresh
+            .atomic_apply(&run_id, step(&run_id, 20))
+            .await
+            .unwrap();
+        let after = load(
+            &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+            &run_id,
+        )
+        .await;
+        assert_eq!(after.receipts.len(), 21);
+        let newest = checkpoints(objects.as_ref(), &run_id).await;
+        let ends = ["00000000000000000021", "00000000000000000022"];
+        assert!(
+            newest.len() == 1 && ends.iter().any(|end| newest[0].as_ref().ends_with(end)),
+            "{newest:?}"
+        );
+        assert_eq!(after, folded_from_the_log_alone(&objects, &run_id).await);
+    }
+}
+
+#[tokio::test]
+async fn two_processes_writing_one_run_in_turns_across_checkpoints_agree_with_the_log() {
+    for (name, objects, _dir) in shared_objects() {
+        let a = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(3);
+        let b = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(4);
+        let run_id = run("in-turns");
+        create(&a, &run_id, b"input").await;
+        start(&a, &run_id).await;
+        for sequence in 0..40 {
+            let writer = if sequence % 2 == 0 { &a } else { &b };
+            writer
+                .atomic_apply(&run_id, step(&run_id, sequence))
+                .await
+                .unwrap();
+            if sequence % 5 == 0 {
+                writer
+                    .append_input(&run_id, signal(format!("s{sequence}")))
+                    .await
+                    .unwrap();
+            }
+            // A commit both processes make: one entry, the other a retry.
+            if sequence % 7 == 0 {
+                let commit = step(&run_id, sequence);
+                let other = if sequence % 2 == 0 { &b } else { &a };
+                other.atomic_apply(&run_id, commit).await.unwrap();
+            }
+        }
+        a.atomic_apply(&run_id, done(100)).await.unwrap();
+        let fresh = load(
+            &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+            &run_id,
+        )
+        .await;
+        assert_eq!(fresh.receipts.len(), 40, "{name}");
+        assert_eq!(fresh.inputs.len(), 8, "{name}");
+        assert_eq!(fresh.snapshot.as_deref(), Some(&b"after 39"[..]), "{name}");
+        assert_eq!(load(&a, &run_id).await, fresh, "{name}: a");
+        assert_eq!(load(&b, &run_id).await, fresh, "{name}: b");
+        assert_eq!(
+            fresh,
+            folded_from_the_log_alone(&objects, &run_id).await,
+            "{name}: the checkpoints disagree with the log"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_run_created_again_after_deletion_never_reads_the_old_checkpoints() {
+    for (name, objects, _dir) in shared_objects() {
+        let old = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run_of(&old, "reused", 20).await;
+        let finished = old.atomic_apply(&run_id, done(50)).await.unwrap();
+        assert!(!checkpoints(objects.as_ref(), &run_id).await.is_empty());
+        assert!(old.delete_run(&run_id, finished.incarnation).await.unwrap());
+        assert!(
+            checkpoints(objects.as_ref(), &run_id).await.is_empty(),
+            "{name}: deleting the run left checkpoints"
+        );
+
+        // Another process creates the id again; the first one, whose cache
+        // held the old run, and a fresh one both see only the new run.
+        let other = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let reborn = create(&other, &run_id, b"new input").await;
+        assert_ne!(reborn.incarnation, finished.incarnation);
+        for store in [
+            &old,
+            &other,
+            &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+        ] {
+            let loaded = load(store, &run_id).await;
+            let record = loaded.record.unwrap();
+            assert_eq!(record.incarnation, reborn.incarnation, "{name}");
+            assert_eq!(record.input.as_ref(), b"new input", "{name}");
+            assert_eq!(record.status, RunStatus::Pending, "{name}");
+            assert!(loaded.receipts.is_empty(), "{name}");
+            assert_eq!(loaded.snapshot, None, "{name}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_run_cache_keeps_a_run_in_use_while_many_others_are_loaded_once() {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX).with_cached_runs(8);
+    let busy = run_of(&store, "busy", 3).await;
+    for i in 0..100 {
+        let other = run(&format!("other-{i}"));
+        create(&store, &other, b"input").await;
+        assert!(store.load_run(&other).await.unwrap().is_some());
+        // The busy run is used between the others, as a worker uses the
+        // runs it executes while recovery or a listing reads many more.
+        store.load_run(&busy).await.unwrap();
+    }
+    counting.reset();
+    store.atomic_apply(&busy, step(&busy, 3)).await.unwrap();
+    let c = counting.counts();
+    // Still cached: the entry and the pointer check, no fold from storage.
+    assert_eq!((c.creates, c.gets, c.lists), (1, 1, 0), "{c:?}");
+}
+
+/// A runtime over `objects`, with a fresh runtime-store instance: a process
+/// that just started.
+fn fresh_runtime(objects: Arc<dyn ObjectStore>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(objects.clone(), PREFIX))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(objects, PREFIX)))
+        .clock(Arc::new(ManualClock::new(1_000)))
+        .build()
+        .unwrap()
+}
+
+async fn count_steps(ctx: Context, steps: u64) -> Result<u64, Error> {
+    let mut sum = 0;
+    for i in 0..steps {
+        sum += ctx
+            .step(
+                format!("step-{i}"),
+                |_memo| async move { Ok::<_, Error>(i) },
+            )
+            .await?;
+    }
+    Ok(sum)
+}
+
+#[tokio::test]
+async fn a_fresh_runtime_answers_a_finished_workflow_of_any_length_in_a_bounded_number_of_requests()
+{
+    let workflow = Workflow::new("count", count_steps);
+    for steps in [10u64, 1_000] {
+        let counting = Arc::new(CountingStore::new(InMemory::new()));
+        let run_id = run("counted");
+        let first = fresh_runtime(counting.clone());
+        let sum = first.run(&run_id, &steps, &workflow).await.unwrap();
+        assert_eq!(sum, steps * (steps - 1) / 2);
+
+        let restarted = fresh_runtime(counting.clone());
+        counting.reset();
+        let again = restarted.run(&run_id, &steps, &workflow).await.unwrap();
+        assert_eq!(again, sum);
+        let c = counting.counts();
+        println!("a finished {steps}-step workflow, run again by a fresh runtime: {c:?}");
+        assert!(
+            total(c) <= 10,
+            "{steps} steps: {} requests: {c:?}",
+            total(c)
+        );
+    }
+}
+
+#[tokio::test]
+async fn recover_lists_the_retained_terminal_runs_without_reading_them() {
+    let workflow = Workflow::new("count", count_steps);
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let first = fresh_runtime(counting.clone());
+    for i in 0..20 {
+        first
+            .run(&run(&format!("done-{i}")), &3u64, &workflow)
+            .await
+            .unwrap();
+    }
+    let restarted = fresh_runtime(counting.clone());
+    counting.reset();
+    let recovery = restarted.recover(&workflow).await.unwrap();
+    assert_eq!((recovery.resumed.len(), recovery.remarked), (0, 0));
+    let c = counting.counts();
+    // Five status listings and one of the markers; the conditional-create
+    // probe's few requests; no read of any of the 20 runs.
+    assert!(c.gets <= 3, "{c:?}");
+    assert_eq!(c.lists, 6, "{c:?}");
+}
+
+#[tokio::test]
+async fn listing_runs_gives_summaries_with_their_step_counts() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    let run_id = run_of(&writer, "listed", 12).await;
+    let fresh = ObjectStoreRuntimeStore::new(objects, PREFIX);
+    let listed = fresh.list_runs(RunStatus::Running).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let summary = &listed[0];
+    assert_eq!(
+        (&summary.run_id, summary.steps, summary.attempts),
+        (&run_id, 12, 1)
+    );
+    assert_eq!(summary.workflow, "w");
+}
