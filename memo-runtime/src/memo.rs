@@ -28,7 +28,7 @@ use object_store::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::key::{content_key, sha256_hex};
+use crate::key::{content_key, sha256_digest, sha256_hex};
 use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
@@ -199,6 +199,9 @@ impl MemoStore {
     /// `run_id`: its entries are apart from every other incarnation's.
     pub fn memo_for(&self, run_id: &RunId, incarnation: Incarnation, step_number: u32) -> Memo {
         Memo {
+            memo_folder: self
+                .layout()
+                .step_folder(MEMOS, run_id, incarnation, step_number),
             store: self.clone(),
             run_id: run_id.clone(),
             incarnation,
@@ -413,6 +416,9 @@ pub struct Memo {
     run_id: RunId,
     incarnation: Incarnation,
     step_number: u32,
+    /// `<prefix>/memos/<run>/<inc>/<step>`, built once: every key's path
+    /// is this plus one segment.
+    memo_folder: Path,
     /// Where a workflow step's memo reports transient faults, so that the
     /// attempt stops even if the step's code converted or swallowed the
     /// error; `None` for a standalone memo.
@@ -655,13 +661,9 @@ impl Memo {
 
     /// The object path of `key`'s entry.
     pub(crate) fn key_path(&self, key: &str) -> Path {
-        self.store.layout().entry(
-            MEMOS,
-            &self.run_id,
-            self.incarnation,
-            self.step_number,
-            &sha256_hex(key.as_bytes()),
-        )
+        self.memo_folder
+            .clone()
+            .join(sha256_digest(key.as_bytes()).as_str())
     }
 
     /// The object path of `key`'s entry, for error messages.
@@ -674,5 +676,25 @@ impl Memo {
     pub(crate) fn flight_key(&self, key: &str) -> String {
         let instance = Arc::as_ptr(&self.store.inner.store) as *const () as usize;
         format!("{instance:x}:{}", self.key_path(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    #[test]
+    fn a_key_path_is_the_pinned_layout_entry_of_the_key_digest() {
+        let store = MemoStore::new(Arc::new(InMemory::new()), "p/q");
+        let run = RunId::new("Run-A").unwrap();
+        let incarnation = Incarnation::from_u64(9);
+        let memo = store.memo_for(&run, incarnation, 4);
+        for key in ["k", "", "a/b", "snow ☃"] {
+            let digest = sha256_hex(key.as_bytes());
+            let entry = store.layout().entry(MEMOS, &run, incarnation, 4, &digest);
+            assert_eq!(memo.key_path(key), entry, "{key:?}");
+        }
     }
 }
