@@ -15,8 +15,18 @@
 //! - [`RuntimeStore`]: the durable record of workflow runs and their step
 //!   receipts, in memory or in object storage ([`runtime_store`]).
 //! - [`RetentionSweeper`]: deletes what expired runs left behind.
-#![warn(missing_docs, unreachable_pub)]
-#![deny(rustdoc::broken_intra_doc_links)]
+//!
+//! # Cargo features
+//!
+//! None is on by default: the embedded default (a local folder, or memory)
+//! needs no cloud client, and leaving them out keeps a cold build about half
+//! as long, as `object_store` does.
+//!
+//! - `aws`, `gcp`, `azure`: the S3, Google Cloud Storage and Azure Blob
+//!   backends for [`store_from_url`] (`s3://`, `gs://`, `az://`); a URL whose
+//!   feature is off is [`Error::StoreFeatureDisabled`], naming the feature.
+//! - `testing`: the `testing` module: fault-injecting and request-counting
+//!   object stores and the conformance suites.
 
 mod clock;
 mod codec;
@@ -47,14 +57,14 @@ pub use object_store;
 pub use run_id::{Incarnation, MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 pub use store_url::{
-    CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore,
+    CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, StoreAndPrefix,
     probe_conditional_create, store_from_url,
 };
 pub use sweeper::{
     DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper, RetentionSweeperBuilder,
     SweepFailure, SweepReport, SweeperHandle, SweeperSummary,
 };
-pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};
+pub use terminal::{MARKER_PARTITION_MS, TerminalMarker};
 
 mod private;
 /// The runtime half of `#[memoized]`: what its expansion calls. Not public
@@ -63,3 +73,11 @@ mod private;
 pub mod __private {
     pub use crate::private::*;
 }
+
+/// The examples in [`memoized`]'s documentation, run as this crate's
+/// doctests. memo-macros is a proc-macro crate, whose doctests cargo would
+/// build for the host, with a second copy of this crate and everything under
+/// it.
+#[cfg(doctest)]
+#[doc = include_str!("../../memo-macros/src/memoized.md")]
+pub struct MemoizedDocExamples;

@@ -23,9 +23,10 @@ use url::Url;
 
 use crate::error::{Error, Result};
 
-/// A store built by [`store_from_url`], and where in it the URL points.
+/// A (store, prefix) pair: the store [`store_from_url`] built, and the path
+/// within it that the URL points at.
 #[derive(Debug, Clone)]
-pub struct UrlStore {
+pub struct StoreAndPrefix {
     /// The store, shared by everything that uses it.
     pub store: Arc<dyn ObjectStore>,
     /// The path within `store` that the URL names (empty for a bucket root or
@@ -53,7 +54,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 /// |---|---|---|
 /// | `file:///var/lib/memo` | [`LocalFileSystem`] rooted at the folder, which is created if missing | always |
 /// | `memory://` | a fresh [`InMemory`] | always |
-/// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` (default) |
+/// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` |
 /// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
 /// | `az://container/prefix` (also `abfs[s]://`, `adl://`, `azure://`) | `MicrosoftAzure` | `azure` |
 ///
@@ -105,16 +106,19 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 /// assert_eq!(opened.prefix.as_ref(), "memo/prod");
 /// opened.store.put(&"memo/prod/x".into(), "1".into()).await?;
 ///
+/// // With the `aws` feature (none of the cloud features is on by default):
+/// # #[cfg(feature = "aws")] {
 /// let opened = store_from_url(
 ///     "s3://my-bucket/memo",
 ///     [("endpoint", "http://127.0.0.1:9000"), ("region", "us-east-1"), ("max_retries", "3")],
 /// )?;
 /// assert_eq!(opened.prefix.as_ref(), "memo");
+/// # }
 /// # std::fs::remove_dir_all(&folder).ok();
 /// # Ok(())
 /// # }
 /// ```
-pub fn store_from_url<I, K, V>(url: &str, options: I) -> Result<UrlStore>
+pub fn store_from_url<I, K, V>(url: &str, options: I) -> Result<StoreAndPrefix>
 where
     I: IntoIterator<Item = (K, V)>,
     K: AsRef<str>,
@@ -154,7 +158,7 @@ where
         }
         other => return Err(invalid(url, format!("unsupported store {other:?}"))),
     };
-    Ok(UrlStore { store, prefix })
+    Ok(StoreAndPrefix { store, prefix })
 }
 
 /// A [`LocalFileSystem`] rooted at the folder of a `file://` URL, created if
