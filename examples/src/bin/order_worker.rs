@@ -188,11 +188,9 @@ async fn main() -> anyhow::Result<()> {
         async move {
             let mut outputs = Vec::new();
             for step in STEPS {
-                let effects = Arc::clone(&effects);
                 let out = ctx
-                    .step(step, move |memo| {
-                        let effects = Arc::clone(&effects);
-                        async move { effects.perform(&memo, step).await }
+                    .step_with(step, &*effects, |memo, effects| async move {
+                        effects.perform(&memo, step).await
                     })
                     .await?;
                 outputs.push(out);

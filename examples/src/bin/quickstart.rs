@@ -1,94 +1,77 @@
-//! Quickstart: a support-ticket step whose expensive calls are memoized in a
-//! local folder. Run it twice: the first run misses and calls the "LLM", the
-//! second run hits every entry and calls nothing.
+//! Quickstart: three support tickets, each answered by an expensive (here:
+//! simulated) LLM call that is memoized in a local folder. Run it twice: the
+//! first run calls the "LLM" three times; the second finds every committed
+//! draft in the memo and calls nothing.
 //!
 //! ```text
 //! cargo run -p memo-examples --bin quickstart
-//! cargo run -p memo-examples --bin quickstart   # all hits
+//! cargo run -p memo-examples --bin quickstart   # 0 expensive calls
 //! ```
 
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use clap::Parser;
-use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::{Memo, MemoStore, RunId, memoized};
+use memo_examples::{CallLog, DEFAULT_STORE, Price, Report, open_store};
+use memo_runtime::{Memo, RunId, memoized};
 use serde::{Deserialize, Serialize};
 
-/// Memoizes a few fake LLM calls in a local folder.
+/// Memoizes a few simulated LLM calls.
 #[derive(Parser)]
 struct Args {
-    /// Folder that holds the memo entries.
-    #[arg(long, default_value = "target/memo-quickstart")]
-    dir: PathBuf,
+    /// Where memo keeps its entries: a folder, or a store URL
+    /// (`file:///var/lib/memo`; `s3://bucket/prefix` with `--features aws`).
+    #[arg(long, default_value = DEFAULT_STORE)]
+    store: String,
     /// The run to work on; a new run id starts from scratch.
-    #[arg(long, default_value = "quickstart-run")]
+    #[arg(long, default_value = "quickstart")]
     run: String,
 }
 
 #[derive(Serialize)]
-struct Ticket<'a> {
+struct Ticket {
     id: u32,
-    body: &'a str,
+    body: &'static str,
 }
 
-#[derive(Serialize, Deserialize, Debug)]
+#[derive(Serialize, Deserialize)]
 struct Draft {
-    ticket: u32,
     reply: String,
 }
 
-/// How many times this process called the "LLM".
-static LLM_CALLS: AtomicU32 = AtomicU32::new(0);
+/// One LLM call: 3 cents and 1.2 seconds (simulated, nothing is waited for).
+const LLM: Price = Price::new(30, 1200);
 
-/// Stands in for an expensive, non-idempotent call.
-async fn call_llm(ticket: &Ticket<'_>) -> Draft {
-    LLM_CALLS.fetch_add(1, Ordering::SeqCst);
-    Draft {
-        ticket: ticket.id,
-        reply: format!("Thanks for writing about {:?}; we are on it.", ticket.body),
-    }
-}
+/// The calls that really ran in this process.
+static CALLS: CallLog = CallLog::new();
 
 /// Drafts a reply once per (run, step, ticket): on a retry, or a second run
 /// of this example, the committed draft comes back and the body never runs.
 #[memoized]
-async fn draft_reply(memo: &Memo, ticket: &Ticket<'_>) -> anyhow::Result<Draft> {
-    Ok(call_llm(ticket).await)
+async fn draft_reply(memo: &Memo, ticket: &Ticket) -> anyhow::Result<Draft> {
+    CALLS.call_ran(format!("draft_reply(ticket {})", ticket.id)); // the "LLM" call
+    Ok(Draft {
+        reply: format!("Thanks for writing about {:?}; we are on it.", ticket.body),
+    })
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    std::fs::create_dir_all(&args.dir)?;
-    let folder = Arc::new(LocalFileSystem::new_with_prefix(&args.dir)?);
-    let store = MemoStore::new(folder, "quickstart");
-    let memo = store.new_memo(&RunId::new(args.run)?, 0);
+    let stores = open_store(&args.store)?;
+    let memo = stores.memo.new_memo(&RunId::new(&args.run)?, 0);
+    println!("run {} on {}\n", args.run, stores.url);
 
     let tickets = [
-        Ticket {
-            id: 1,
-            body: "my invoice is wrong",
-        },
-        Ticket {
-            id: 2,
-            body: "the app crashes on login",
-        },
-        Ticket {
-            id: 3,
-            body: "please cancel my order",
-        },
+        (1, "my invoice is wrong"),
+        (2, "the app crashes on login"),
+        (3, "please cancel my order"),
     ];
-    for ticket in &tickets {
-        let calls_before = LLM_CALLS.load(Ordering::SeqCst);
-        let draft = draft_reply(&memo, ticket).await?;
-        if LLM_CALLS.load(Ordering::SeqCst) == calls_before {
-            println!("ticket {}: hit", ticket.id);
-        } else {
-            println!("ticket {}: miss, called the LLM", ticket.id);
-        }
-        println!("  -> {}", draft.reply);
+    let mut report = Report::new();
+    for (id, body) in tickets {
+        let draft = draft_reply(&memo, &Ticket { id, body }).await?;
+        println!("ticket {id}: {}", draft.reply);
+        let call = format!("draft_reply(ticket {id})");
+        report.call("", &call, CALLS.ran_or_hit(&call), LLM);
     }
+    println!();
+    report.print();
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! The run context a workflow receives: durable steps and signals.
 
 use std::fmt::Display;
-use std::future::{Future, IntoFuture};
-use std::marker::PhantomData;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 
 use backon::Retryable;
 use bytes::Bytes;
@@ -103,10 +104,16 @@ impl Context {
     /// A durable step named `name`; `body` receives the step's [`Memo`]
     /// (for `#[memoized]` calls) and runs only if the step has not committed.
     ///
-    /// Await the returned [`Step`] to run it; before that, [`Step::retry`]
-    /// and [`Step::when`] say how to retry the body. The step's output is
+    /// Await the returned [`Step`] to run it (it is a [`Future`], so
+    /// `futures::join!` takes several); before that, [`Step::retry`] and
+    /// [`Step::when`] say how to retry the body. The step's output is
     /// committed with the run's receipt for this position and is what a
     /// replay returns.
+    ///
+    /// The body is called once per try, so it returns a future that owns
+    /// what it uses (`async move`). To hand it values the workflow keeps
+    /// using, pass them with [`Context::step_with`] instead of cloning them
+    /// into the closure.
     ///
     /// Every call takes the next position, whatever its outcome: a body that
     /// fails for good (after its retries) records its failure at its
@@ -156,13 +163,66 @@ impl Context {
         E: From<Error> + Display + Send,
     {
         Step {
-            ctx: self,
-            name: name.into(),
-            body,
-            retry: RetryPolicy::never(),
-            transient: None,
-            _output: PhantomData,
+            state: StepState::Ready(StepSpec {
+                ctx: self,
+                name: name.into(),
+                body,
+                retry: RetryPolicy::never(),
+                transient: None,
+            }),
         }
+    }
+
+    /// A durable step whose body also receives `input`: `body(memo, input)`,
+    /// with a copy of `input` for each try. Otherwise the same as
+    /// [`Context::step`].
+    ///
+    /// This is how a body uses the workflow's values without a
+    /// `let x = x.clone();` per value: pass references (`&ticket`, or a
+    /// tuple `(&order, &customer)`), which are copied, not cloned, or owned
+    /// values the workflow no longer needs. What the step's output depends
+    /// on is then written where the step is called, as with an activity's
+    /// argument in Temporal.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::step`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use memo_runtime::{Memo, Error, memoized, workflow::Context};
+    /// # #[derive(serde::Serialize)] struct Ticket { body: String }
+    /// #[memoized]
+    /// async fn draft_reply(memo: &Memo, ticket: &Ticket, tone: &str) -> Result<String, Error> {
+    ///     Ok(format!("({tone}) Re: {}", ticket.body))
+    /// }
+    ///
+    /// async fn support(ctx: Context, ticket: Ticket) -> Result<String, Error> {
+    ///     let tone = String::from("friendly");
+    ///     let draft = ctx
+    ///         .step_with("draft", (&ticket, &tone), |memo, (ticket, tone)| async move {
+    ///             draft_reply(&memo, ticket, tone).await
+    ///         })
+    ///         .await?;
+    ///     // `ticket` and `tone` are still the workflow's.
+    ///     Ok(format!("{draft} [{} chars, {tone}]", ticket.body.len()))
+    /// }
+    /// ```
+    pub fn step_with<I, F, Fut, T, E>(
+        &self,
+        name: impl Into<String>,
+        input: I,
+        mut body: F,
+    ) -> Step<'_, impl FnMut(Memo) -> Fut + Send, T, E>
+    where
+        I: Clone + Send,
+        F: FnMut(Memo, I) -> Fut + Send,
+        Fut: Future<Output = Result<T, E>> + Send,
+        T: Serialize + DeserializeOwned + Send,
+        E: From<Error> + Display + Send,
+    {
+        self.step(name, move |memo| body(memo, input.clone()))
     }
 
     /// Waits for the signal `name` sent to this run with
@@ -322,14 +382,14 @@ impl Context {
             .map_err(|e| self.interrupt(e))
     }
 
-    async fn run_step<F, Fut, T, E>(&self, step: Step<'_, F, T, E>) -> Result<T, E>
+    async fn run_step<F, Fut, T, E>(&self, step: StepSpec<'_, F, E>) -> Result<T, E>
     where
         F: FnMut(Memo) -> Fut + Send,
         Fut: Future<Output = Result<T, E>> + Send,
         T: Serialize + DeserializeOwned + Send,
         E: From<Error> + Display + Send,
     {
-        let Step {
+        let StepSpec {
             name,
             mut body,
             retry,
@@ -412,34 +472,61 @@ impl Context {
 /// Decides whether a step body's error is worth a retry.
 type IsTransient<'c, E> = Box<dyn Fn(&E) -> bool + Send + Sync + 'c>;
 
-/// A durable step, ready to run: await it (see [`Context::step`]).
+/// A durable step: a future that runs it (see [`Context::step`]).
+///
+/// Configure it with [`retry`](Step::retry) and [`when`](Step::when) before
+/// awaiting it. It is a [`Future`] itself, so it goes straight into
+/// `futures::join!`, `tokio::join!` or `futures::future::try_join_all`; the
+/// steps of one run still execute one at a time, in the order they are
+/// first polled.
 #[must_use = "a step does nothing until it is awaited"]
 pub struct Step<'c, F, T, E> {
+    state: StepState<'c, F, T, E>,
+}
+
+enum StepState<'c, F, T, E> {
+    /// Not polled yet: still configurable.
+    Ready(StepSpec<'c, F, E>),
+    Running(BoxFuture<'c, Result<T, E>>),
+    Done,
+}
+
+/// What a step is, until its first poll starts it.
+struct StepSpec<'c, F, E> {
     ctx: &'c Context,
     name: String,
     body: F,
     retry: RetryPolicy,
     transient: Option<IsTransient<'c, E>>,
-    _output: PhantomData<fn() -> T>,
 }
+
+// A step never pins its body in place: the body is moved, by value, into the
+// boxed future at the first poll, and only that box is polled.
+impl<F, T, E> Unpin for Step<'_, F, T, E> {}
 
 impl<'c, F, T, E> Step<'c, F, T, E> {
     /// Retries the body under `policy` (default: one try). Every error is
-    /// retried unless [`when`](Step::when) narrows it.
+    /// retried unless [`when`](Step::when) narrows it. Set it before the
+    /// step is first polled: a step already started keeps its policy.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
+        if let StepState::Ready(spec) = &mut self.state {
+            spec.retry = policy;
+        }
         self
     }
 
     /// Retries only the errors for which `is_transient` is true; any other
-    /// error is permanent and returned at once.
+    /// error is permanent and returned at once. Set it before the step is
+    /// first polled, like [`retry`](Step::retry).
     pub fn when(mut self, is_transient: impl Fn(&E) -> bool + Send + Sync + 'c) -> Self {
-        self.transient = Some(Box::new(is_transient));
+        if let StepState::Ready(spec) = &mut self.state {
+            spec.transient = Some(Box::new(is_transient));
+        }
         self
     }
 }
 
-impl<'c, F, Fut, T, E> IntoFuture for Step<'c, F, T, E>
+impl<'c, F, Fut, T, E> Future for Step<'c, F, T, E>
 where
     F: FnMut(Memo) -> Fut + Send + 'c,
     Fut: Future<Output = Result<T, E>> + Send + 'c,
@@ -447,11 +534,23 @@ where
     E: From<Error> + Display + Send + 'c,
 {
     type Output = Result<T, E>;
-    type IntoFuture = BoxFuture<'c, Result<T, E>>;
 
-    fn into_future(self) -> Self::IntoFuture {
-        let ctx = self.ctx;
-        let span = tracing::info_span!("memo.step", run_id = %ctx.inner.run_id, step = %self.name);
-        Box::pin(ctx.run_step(self).instrument(span))
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<T, E>> {
+        let this = self.get_mut();
+        if let StepState::Ready(_) = this.state {
+            let StepState::Ready(spec) = std::mem::replace(&mut this.state, StepState::Done) else {
+                unreachable!("the state was just matched as ready")
+            };
+            let ctx = spec.ctx;
+            let span =
+                tracing::info_span!("memo.step", run_id = %ctx.inner.run_id, step = %spec.name);
+            this.state = StepState::Running(Box::pin(ctx.run_step(spec).instrument(span)));
+        }
+        let StepState::Running(running) = &mut this.state else {
+            panic!("a step polled after it completed");
+        };
+        let output = std::task::ready!(running.as_mut().poll(cx));
+        this.state = StepState::Done;
+        Poll::Ready(output)
     }
 }

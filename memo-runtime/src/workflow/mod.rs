@@ -27,9 +27,8 @@
 //!     .build()?;
 //! let onboarding = Workflow::new("onboarding", |ctx: Context, user: String| async move {
 //!     let receipt = ctx
-//!         .step("welcome", |memo| {
-//!             let user = user.clone();
-//!             async move { send_email(&memo, &user).await }
+//!         .step_with("welcome", &user, |memo, user| async move {
+//!             send_email(&memo, user).await
 //!         })
 //!         .await?;
 //!     Ok::<_, memo_runtime::Error>(receipt)
@@ -71,7 +70,7 @@ use crate::run_id::RunId;
 use crate::runtime_store::{
     Commit, Lease, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
 };
-use crate::sweeper::RetentionSweeper;
+use crate::sweeper::{RetentionSweeper, RetentionSweeperBuilder};
 use crate::terminal::TerminalMarker;
 use lease::AttemptLease;
 
@@ -343,16 +342,58 @@ impl Runtime {
         &self.shared.store
     }
 
+    /// The clock the runtime stamps runs, receipts, leases and terminal
+    /// markers with (see [`RuntimeBuilder::clock`]).
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.clock
+    }
+
+    /// How long terminal runs are kept before a sweep clears them (see
+    /// [`RuntimeBuilder::retention`]).
+    pub fn retention(&self) -> Duration {
+        self.shared.retention
+    }
+
     /// A sweeper over this runtime's stores, clock and retention: it clears
     /// the memo entries, step outputs and runtime-store records of runs whose
-    /// terminal marker is older than the retention. Configure it further
-    /// (page size, concurrency, dry run) through
-    /// [`RetentionSweeper::builder`] instead if needed.
+    /// terminal marker is older than the retention.
+    ///
+    /// Run a pass with [`RetentionSweeper::sweep_now`], or sweep in the
+    /// background with [`RetentionSweeper::spawn`]. A background sweeper
+    /// whose [`SweeperHandle`](crate::SweeperHandle) is dropped is detached,
+    /// not stopped: it keeps sweeping until the Tokio runtime shuts down;
+    /// keep the handle and call
+    /// [`shutdown`](crate::SweeperHandle::shutdown) to stop it. To change
+    /// its page size, concurrency or dry-run mode, start from
+    /// [`Runtime::retention_sweeper_builder`].
     pub fn retention_sweeper(&self) -> RetentionSweeper {
+        self.retention_sweeper_builder().build()
+    }
+
+    /// A sweeper builder already set to this runtime's memo store,
+    /// retention, runtime store and clock, for a sweeper that differs only in
+    /// how it sweeps (page size, concurrency, dry run).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// # use std::sync::Arc;
+    /// # use memo_runtime::{InMemoryRuntimeStore, MemoStore, object_store::memory::InMemory};
+    /// # use memo_runtime::workflow::Runtime;
+    /// # let runtime = Runtime::builder()
+    /// #     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    /// #     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    /// #     .build()?;
+    /// let preview = runtime.retention_sweeper_builder().dry_run(true).build();
+    /// let report = preview.sweep_now().await?; // counts, deletes nothing
+    /// assert!(report.dry_run);
+    /// # Ok(()) }
+    /// ```
+    pub fn retention_sweeper_builder(&self) -> RetentionSweeperBuilder {
         RetentionSweeper::builder(self.shared.memo.clone(), self.shared.retention)
             .runtime_store(Arc::clone(&self.shared.store))
             .clock(Arc::clone(&self.shared.clock))
-            .build()
     }
 
     /// Starts run `run_id` of `workflow` with `input`, or resumes it, and

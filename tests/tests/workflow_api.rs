@@ -1,0 +1,226 @@
+//! How workflow code reads: steps awaited together with `join!`, step bodies
+//! handed the workflow's values without clones, a sweeper customised from
+//! the runtime, and what a dropped background sweeper does.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
+use memo_runtime::{
+    Clock, Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, RunId, RuntimeStore,
+};
+
+const HOUR_MS: u64 = 3_600_000;
+const START_MS: u64 = 1_000 * HOUR_MS;
+
+fn runtime(clock: &Arc<ManualClock>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+        .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+        .clock(clock.clone())
+        .retention(Duration::from_secs(3600))
+        .build()
+        .unwrap()
+}
+
+fn run(id: &str) -> RunId {
+    RunId::new(id).unwrap()
+}
+
+/// Counts how often each of two step bodies ran.
+#[derive(Default)]
+struct Calls {
+    left: AtomicUsize,
+    right: AtomicUsize,
+}
+
+#[tokio::test]
+async fn steps_go_straight_into_join_and_replay_in_the_order_first_polled() {
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    let calls = Arc::new(Calls::default());
+    let workflow = Workflow::new("pair", {
+        let calls = calls.clone();
+        move |ctx: Context, n: u64| {
+            let calls = calls.clone();
+            async move {
+                let (left, right) = (&calls.left, &calls.right);
+                // No `.into_future()`: a step is a future.
+                let (a, b) = futures::join!(
+                    ctx.step("left", |_memo| async move {
+                        left.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, Error>(n)
+                    }),
+                    ctx.step("right", |_memo| async move {
+                        right.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, Error>(n * 10)
+                    }),
+                );
+                let (a, b) = (a?, b?);
+                let (c, d) = futures::try_join!(
+                    ctx.step("left-again", |_memo| async move { Ok::<_, Error>(a + 1) }),
+                    ctx.step("right-again", |_memo| async move { Ok::<_, Error>(b + 1) }),
+                )?;
+                let go: bool = ctx.wait_for_signal("go").await?;
+                Ok::<_, Error>((c, d, go))
+            }
+        }
+    });
+
+    let first = runtime.run(&run("pair-1"), &7, &workflow).await;
+    assert!(matches!(first, Err(Error::Suspended { .. })), "{first:?}");
+    runtime.signal(&run("pair-1"), "go", &true).await.unwrap();
+    let resumed: (u64, u64, bool) = runtime.run(&run("pair-1"), &7, &workflow).await.unwrap();
+
+    assert_eq!(resumed, (8, 71, true));
+    // The resumed attempt replayed all four steps, each at the position it
+    // took in the first attempt (a mismatch would be NonDeterminism).
+    assert_eq!(calls.left.load(Ordering::SeqCst), 1);
+    assert_eq!(calls.right.load(Ordering::SeqCst), 1);
+    let steps: Vec<String> = runtime
+        .runtime_store()
+        .load_receipts(&run("pair-1"), None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|receipt| receipt.step)
+        .collect();
+    assert_eq!(
+        steps,
+        ["left", "right", "left-again", "right-again", "signal:go"]
+    );
+}
+
+/// A value the workflow owns and cannot clone.
+#[derive(Debug, serde::Serialize)]
+struct Ticket {
+    id: u32,
+    body: String,
+}
+
+#[memo_runtime::memoized]
+async fn draft(memo: &Memo, ticket: &Ticket, tone: &str) -> Result<String, Error> {
+    Ok(format!("({tone}) re #{}: {}", ticket.id, ticket.body))
+}
+
+#[tokio::test(start_paused = true)]
+async fn step_with_hands_every_try_the_workflows_values_without_cloning_them() {
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    let tries = Arc::new(AtomicUsize::new(0));
+    let workflow = Workflow::new("support", {
+        let tries = tries.clone();
+        move |ctx: Context, body: String| {
+            let tries = tries.clone();
+            async move {
+                let ticket = Ticket { id: 42, body };
+                let tone = String::from("warm");
+                let tries = &tries;
+                let reply = ctx
+                    .step_with(
+                        "draft",
+                        (&ticket, &tone),
+                        |memo, (ticket, tone)| async move {
+                            // The first two tries fail; each gets the input again.
+                            if tries.fetch_add(1, Ordering::SeqCst) < 2 {
+                                return Err(Error::Aborted {
+                                    run_id: memo.run_id().to_string(),
+                                    reason: "flaky".into(),
+                                });
+                            }
+                            draft(&memo, ticket, tone).await
+                        },
+                    )
+                    .retry(RetryPolicy::attempts(3).without_jitter())
+                    .await?;
+                // Both values are still the workflow's after the step.
+                Ok::<_, Error>(format!("{reply} / {} / {tone}", ticket.body.len()))
+            }
+        }
+    });
+
+    let out: String = runtime
+        .run(&run("ticket-42"), &"refund?".to_string(), &workflow)
+        .await
+        .unwrap();
+
+    assert_eq!(out, "(warm) re #42: refund? / 7 / warm");
+    assert_eq!(tries.load(Ordering::SeqCst), 3);
+}
+
+/// Runs a one-step workflow to completion at the clock's current time.
+async fn finish_run(runtime: &Runtime, id: &str) {
+    let done = Workflow::new("done", |ctx: Context, n: u32| async move {
+        ctx.step("only", |memo| async move {
+            memo.put("k", b"v").await?;
+            Ok::<_, Error>(n)
+        })
+        .await
+    });
+    let out: u32 = runtime.run(&run(id), &1, &done).await.unwrap();
+    assert_eq!(out, 1);
+}
+
+#[tokio::test]
+async fn a_sweeper_customised_from_the_runtime_keeps_its_clock_retention_and_stores() {
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    finish_run(&runtime, "old").await;
+    clock.advance_ms(2 * HOUR_MS);
+    finish_run(&runtime, "recent").await;
+    clock.advance_ms(HOUR_MS / 2);
+
+    assert_eq!(runtime.retention(), Duration::from_secs(3600));
+    assert_eq!(runtime.clock().now_ms(), clock.now_ms());
+    let preview = runtime
+        .retention_sweeper_builder()
+        .dry_run(true)
+        .page_size(1)
+        .build();
+    assert_eq!(preview.retention(), runtime.retention());
+    let report = preview.sweep_now().await.unwrap();
+
+    // At the runtime's clock, with its retention, only "old" is expired; the
+    // runtime store is part of the sweep (its record would be deleted), and
+    // a dry run deletes nothing.
+    assert!(report.dry_run);
+    assert_eq!(report.cutoff_ms, clock.now_ms() - HOUR_MS);
+    assert_eq!(report.markers_expired, 1);
+    assert_eq!((report.runs_cleared, report.runtime_runs_deleted), (1, 1));
+    assert!(report.entries_deleted >= 1, "{report:?}");
+    assert!(runtime.status(&run("old")).await.unwrap().is_some());
+
+    let swept = runtime.retention_sweeper().sweep_now().await.unwrap();
+    assert_eq!((swept.runs_cleared, swept.runtime_runs_deleted), (1, 1));
+    assert!(runtime.status(&run("old")).await.unwrap().is_none());
+    assert!(runtime.status(&run("recent")).await.unwrap().is_some());
+}
+
+/// What the README's `runtime.retention_sweeper().spawn(..)` does with the
+/// handle it drops: the sweeper is detached, not stopped, and clears runs
+/// that expire later.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_runtime_sweeper_handle_keeps_sweeping_runs_that_expire_later() {
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    let handle = runtime.retention_sweeper().spawn(Duration::from_secs(60));
+    let mut progress = handle.subscribe();
+    progress.wait_for(|s| s.passes >= 1).await.unwrap();
+    drop(handle);
+
+    finish_run(&runtime, "late").await;
+    clock.advance_ms(2 * HOUR_MS);
+    let summary = tokio::time::timeout(
+        Duration::from_secs(600),
+        progress.wait_for(|s| s.runs_cleared >= 1),
+    )
+    .await
+    .expect("the detached sweeper stopped sweeping")
+    .unwrap()
+    .clone();
+
+    assert!(summary.passes >= 2, "{summary:?}");
+    assert!(runtime.status(&run("late")).await.unwrap().is_none());
+}
