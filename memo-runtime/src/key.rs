@@ -125,7 +125,40 @@ impl KeyHasher {
 
     /// The key: lower-case hex SHA-256 of everything written.
     pub(crate) fn finish(self) -> String {
-        hex(&self.0.0.finalize())
+        self.finish_digest().as_str().to_owned()
+    }
+
+    /// [`finish`](Self::finish), on the stack.
+    pub(crate) fn finish_digest(self) -> HexDigest {
+        HexDigest::of(&self.0.0.finalize())
+    }
+}
+
+/// A SHA-256 digest as 64 lower-case hex digits, held on the stack so a
+/// key that is only looked up costs no allocation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct HexDigest([u8; 64]);
+
+impl HexDigest {
+    fn of(digest: &[u8]) -> HexDigest {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = [0; 64];
+        for (pair, b) in hex.chunks_exact_mut(2).zip(digest) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0xf)];
+        }
+        HexDigest(hex)
+    }
+
+    /// The digits.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
+    }
+}
+
+impl std::fmt::Debug for HexDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -133,20 +166,14 @@ fn serialization_error(e: KeyError) -> Error {
     Error::serialization("content key input", e)
 }
 
-/// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 0xf)] as char);
-    }
-    s
-}
-
 /// Hex SHA-256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+    sha256_digest(bytes).as_str().to_owned()
+}
+
+/// [`sha256_hex`], on the stack.
+pub(crate) fn sha256_digest(bytes: &[u8]) -> HexDigest {
+    HexDigest::of(&Sha256::digest(bytes))
 }
 
 struct HashWriter(Sha256);

@@ -141,9 +141,21 @@ impl Layout {
         step: u32,
         digest: &str,
     ) -> Path {
+        self.step_folder(folder, run_id, incarnation, step)
+            .join(digest)
+    }
+
+    /// `<folder>/<run>/<inc>/<step>`: the folder of one step's entries, so
+    /// a caller making many of them builds it once.
+    pub(crate) fn step_folder(
+        &self,
+        folder: &str,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        step: u32,
+    ) -> Path {
         self.incarnation_folder(folder, run_id, incarnation)
             .join(PathPart::from(step.to_string()))
-            .join(digest)
     }
 
     pub(crate) fn terminals_folder(&self) -> Path {

@@ -51,7 +51,7 @@ pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
 pub use key::content_key;
-pub use memo::{DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
+pub use memo::{DEFAULT_ENTRY_CACHE_BYTES, DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use memo_macros::memoized;
 pub use object_store;
 pub use run_id::{Incarnation, MAX_RUN_ID_LEN, RunId};

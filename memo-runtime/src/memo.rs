@@ -17,6 +17,8 @@
 //! run of the same id (see [`Incarnation`]). Every object is framed with a
 //! checksum; a damaged one is [`Error::Corrupt`], never a miss.
 
+mod entry_cache;
+
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -26,10 +28,12 @@ use object_store::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::key::{content_key, sha256_hex};
+use crate::key::{content_key, sha256_digest, sha256_hex};
 use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
+
+use entry_cache::EntryCache;
 
 #[cfg(doc)]
 use crate::TerminalMarker;
@@ -37,10 +41,32 @@ use crate::TerminalMarker;
 /// The default largest value a memo or step-output entry may hold: 16 MiB.
 pub const DEFAULT_MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
 
+/// The default size of a [`MemoStore`]'s committed-entry cache: 64 MiB of
+/// entry paths and payloads (see [`MemoStore::with_entry_cache`]).
+pub const DEFAULT_ENTRY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Durable, write-once memo entries for many runs, over one object store and
 /// a path prefix.
 ///
-/// Cheap to clone: clones share the store.
+/// Cheap to clone: clones share the store and its committed-entry cache.
+///
+/// # The committed-entry cache
+///
+/// Entries are write-once, so a value this store has read or committed is
+/// kept in process memory and served again without a request: a hit on a
+/// folder or a bucket becomes a memory read. The cache holds up to
+/// [`DEFAULT_ENTRY_CACHE_BYTES`], least recently and least frequently used
+/// entries going first; resize or turn it off with
+/// [`with_entry_cache`](Self::with_entry_cache). Only committed values are
+/// kept, never misses, so a value another process commits is seen at the
+/// next read. A cached value was checked (its frame and checksum) when it
+/// was read or written; damage done to the stored object afterwards is found
+/// by the next process that reads it cold. Clearing a run or an incarnation
+/// ([`clear_memos_for_run`](Self::clear_memos_for_run),
+/// [`clear_incarnation`](Self::clear_incarnation), a retention sweep)
+/// through any `MemoStore` of the process drops its entries from every
+/// cache in the process, so a cleared entry is never served again. Other
+/// processes have caches of their own.
 ///
 /// # Example
 ///
@@ -67,6 +93,8 @@ struct Inner {
     store: Arc<dyn ObjectStore>,
     layout: Layout,
     max_value_size: usize,
+    /// `None` when turned off.
+    cache: Option<Arc<EntryCache>>,
 }
 
 impl std::fmt::Debug for MemoStore {
@@ -74,6 +102,7 @@ impl std::fmt::Debug for MemoStore {
         f.debug_struct("MemoStore")
             .field("prefix", &self.inner.layout.prefix().as_ref())
             .field("max_value_size", &self.inner.max_value_size)
+            .field("entry_cache_bytes", &self.entry_cache_bytes())
             .finish_non_exhaustive()
     }
 }
@@ -81,28 +110,65 @@ impl std::fmt::Debug for MemoStore {
 impl MemoStore {
     /// A memo store over `store`, keeping everything under `prefix`
     /// (`""` for the store's root; `/`-separated segments, empty ones
-    /// dropped).
+    /// dropped), with a committed-entry cache of
+    /// [`DEFAULT_ENTRY_CACHE_BYTES`].
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> MemoStore {
         MemoStore {
             inner: Arc::new(Inner {
                 store,
                 layout: Layout::new(prefix),
                 max_value_size: DEFAULT_MAX_VALUE_SIZE,
+                cache: Some(EntryCache::new(DEFAULT_ENTRY_CACHE_BYTES)),
             }),
         }
     }
 
     /// The same store with another maximum value size in bytes (default
     /// [`DEFAULT_MAX_VALUE_SIZE`]). A larger value is refused with
-    /// [`Error::TooLarge`] before anything is written.
+    /// [`Error::TooLarge`] before anything is written. The committed-entry
+    /// cache is kept.
     pub fn with_max_value_size(self, bytes: usize) -> MemoStore {
         MemoStore {
             inner: Arc::new(Inner {
                 store: Arc::clone(&self.inner.store),
                 layout: self.inner.layout.clone(),
                 max_value_size: bytes,
+                cache: self.inner.cache.clone(),
             }),
         }
+    }
+
+    /// The same store with a new committed-entry cache of about `bytes`
+    /// bytes (entry paths and payloads), or none if `bytes` is 0. A value
+    /// larger than a slice of the cache (it is split in shards, one per few
+    /// cores) is not cached.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use memo_runtime::{MemoStore, object_store::memory::InMemory};
+    ///
+    /// let uncached = MemoStore::new(Arc::new(InMemory::new()), "memo").with_entry_cache(0);
+    /// assert_eq!(uncached.entry_cache_bytes(), 0);
+    /// ```
+    pub fn with_entry_cache(self, bytes: u64) -> MemoStore {
+        MemoStore {
+            inner: Arc::new(Inner {
+                store: Arc::clone(&self.inner.store),
+                layout: self.inner.layout.clone(),
+                max_value_size: self.inner.max_value_size,
+                cache: (bytes > 0).then(|| EntryCache::new(bytes)),
+            }),
+        }
+    }
+
+    /// The size of the committed-entry cache in bytes; 0 if it is off.
+    pub fn entry_cache_bytes(&self) -> u64 {
+        self.inner
+            .cache
+            .as_ref()
+            .map_or(0, |cache| cache.capacity())
     }
 
     /// The largest value an entry may hold, in bytes.
@@ -133,6 +199,9 @@ impl MemoStore {
     /// `run_id`: its entries are apart from every other incarnation's.
     pub fn memo_for(&self, run_id: &RunId, incarnation: Incarnation, step_number: u32) -> Memo {
         Memo {
+            memo_folder: self
+                .layout()
+                .step_folder(MEMOS, run_id, incarnation, step_number),
             store: self.clone(),
             run_id: run_id.clone(),
             incarnation,
@@ -217,13 +286,20 @@ impl MemoStore {
     }
 
     async fn clear_folders(&self, run_id: &RunId, folders: [Path; 2]) -> Result<usize> {
+        // Dropped after the deletes, however they end (an error, a
+        // cancelled call): any entry under the folders may be gone.
+        let _forget = entry_cache::ForgetOnDrop(&folders);
+        self.delete_folders(run_id, &folders).await
+    }
+
+    async fn delete_folders(&self, run_id: &RunId, folders: &[Path; 2]) -> Result<usize> {
         let mut deleted = 0;
         let mut failed = 0;
         let mut first_error = None;
         for prefix in folders {
             let locations = self
                 .store()
-                .list(Some(&prefix))
+                .list(Some(prefix))
                 .map_ok(|meta| meta.location)
                 .boxed();
             let mut results = self.store().delete_stream(locations);
@@ -234,7 +310,7 @@ impl MemoStore {
                     Err(e) => {
                         tracing::warn!(run_id = %run_id, prefix = %prefix, error = %e, "delete failed");
                         failed += 1;
-                        first_error.get_or_insert(Error::store(&prefix, e));
+                        first_error.get_or_insert(Error::store(prefix, e));
                     }
                 }
             }
@@ -281,8 +357,26 @@ impl MemoStore {
         &self.inner.layout
     }
 
+    /// The committed payload at `path`, if any: from the cache, else read
+    /// (and checked) and kept.
+    async fn read(&self, path: &Path) -> Result<Option<Bytes>> {
+        let Some(cache) = &self.inner.cache else {
+            return write_once::read(self.store(), path).await;
+        };
+        if let Some(hit) = cache.get(path) {
+            return Ok(Some(hit));
+        }
+        let start = EntryCache::read_start();
+        let read = write_once::read(self.store(), path).await?;
+        if let Some(payload) = &read {
+            cache.insert(path.clone(), payload.clone(), start);
+        }
+        Ok(read)
+    }
+
     /// Creates `path` with `value` unless it exists, after the size check;
-    /// `key` names the entry in a `TooLarge` error.
+    /// `key` names the entry in a `TooLarge` error. A committed payload in
+    /// the cache answers without a request.
     async fn create(
         &self,
         path: &Path,
@@ -296,7 +390,18 @@ impl MemoStore {
                 limit: self.inner.max_value_size,
             });
         }
-        write_once::create_once(self.store(), path, value).await
+        let Some(cache) = &self.inner.cache else {
+            return write_once::create_once(self.store(), path, value).await;
+        };
+        if let Some(committed) = cache.get(path) {
+            return Ok(Created::of_committed(value, committed));
+        }
+        let start = EntryCache::read_start();
+        let created = write_once::create_once(self.store(), path, value).await?;
+        // Whoever won, the payload is the committed one: ours only if our
+        // create succeeded, else what was read back from the store.
+        cache.insert(path.clone(), created.payload().clone(), start);
+        Ok(created)
     }
 }
 
@@ -311,6 +416,9 @@ pub struct Memo {
     run_id: RunId,
     incarnation: Incarnation,
     step_number: u32,
+    /// `<prefix>/memos/<run>/<inc>/<step>`, built once: every key's path
+    /// is this plus one segment.
+    memo_folder: Path,
     /// Where a workflow step's memo reports transient errors, so that the
     /// attempt stops even if the step's code converted or swallowed the
     /// error; `None` for a standalone memo.
@@ -440,7 +548,8 @@ impl Memo {
     /// [`Error::Store`] if the read fails; [`Error::Corrupt`] naming the path
     /// if the entry is damaged (never reported as a miss).
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
-        write_once::read(self.store.store(), &self.key_path(key))
+        self.store
+            .read(&self.key_path(key))
             .await
             .inspect_err(|e| self.report_transient(e))
     }
@@ -522,7 +631,7 @@ impl Memo {
     /// [`Error::Store`] if the read fails; [`Error::Corrupt`] if the entry is
     /// damaged.
     pub async fn get_step_output(&self, step_payload: &[u8]) -> Result<Option<Bytes>> {
-        write_once::read(self.store.store(), &self.step_output_path(step_payload)).await
+        self.store.read(&self.step_output_path(step_payload)).await
     }
 
     /// Commits `value` as the output of this step for the step input
@@ -552,13 +661,9 @@ impl Memo {
 
     /// The object path of `key`'s entry.
     pub(crate) fn key_path(&self, key: &str) -> Path {
-        self.store.layout().entry(
-            MEMOS,
-            &self.run_id,
-            self.incarnation,
-            self.step_number,
-            &sha256_hex(key.as_bytes()),
-        )
+        self.memo_folder
+            .clone()
+            .join(sha256_digest(key.as_bytes()).as_str())
     }
 
     /// The object path of `key`'s entry, for error messages.
@@ -571,5 +676,25 @@ impl Memo {
     pub(crate) fn flight_key(&self, key: &str) -> String {
         let instance = Arc::as_ptr(&self.store.inner.store) as *const () as usize;
         format!("{instance:x}:{}", self.key_path(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    #[test]
+    fn a_key_path_is_the_pinned_layout_entry_of_the_key_digest() {
+        let store = MemoStore::new(Arc::new(InMemory::new()), "p/q");
+        let run = RunId::new("Run-A").unwrap();
+        let incarnation = Incarnation::from_u64(9);
+        let memo = store.memo_for(&run, incarnation, 4);
+        for key in ["k", "", "a/b", "snow ☃"] {
+            let digest = sha256_hex(key.as_bytes());
+            let entry = store.layout().entry(MEMOS, &run, incarnation, 4, &digest);
+            assert_eq!(memo.key_path(key), entry, "{key:?}");
+        }
     }
 }

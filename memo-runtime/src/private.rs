@@ -5,6 +5,8 @@
 //! engine itself lives in the `memoize` module.
 
 #[doc(hidden)]
+pub use crate::key::HexDigest;
+#[doc(hidden)]
 pub use crate::memoize::bounds::{
     FromMemoError, KeyPart, MemoHandle, MemoParam, MemoResult, ReceiverKeyPart, StoredValue,
     memo_of, memo_param,

@@ -32,6 +32,19 @@ impl Created {
             Created::Ours(b) | Created::Same(b) | Created::Theirs(b) => b,
         }
     }
+
+    /// The committed payload, whoever wrote it.
+    pub(crate) fn payload(&self) -> &Bytes {
+        match self {
+            Created::Ours(b) | Created::Same(b) | Created::Theirs(b) => b,
+        }
+    }
+
+    /// The outcome of writing `ours` where `committed` is known committed
+    /// already, without a request.
+    pub(crate) fn of_committed(ours: &[u8], committed: Bytes) -> Created {
+        classify(ours, committed)
+    }
 }
 
 /// Reads and unframes the object at `path`; `None` if it does not exist.

@@ -38,14 +38,20 @@ const MARKER_AT_MS: u64 = 1_700_000_000_000;
 impl Fixture {
     async fn new() -> Fixture {
         let objects = Arc::new(InMemory::new());
+        // Seeded by one instance and read by another, as by another
+        // process: the writer's entry cache holds what it committed and
+        // checked, and the damage is done afterwards.
+        let writer = MemoStore::new(objects.clone(), "memo");
         let memo = MemoStore::new(objects.clone(), "memo");
         let runtime = ObjectStoreRuntimeStore::new(objects.clone(), "rt");
         let run = run("r");
-        memo.new_memo(&run, 0).put("k", b"value").await.unwrap();
-        memo.put_step_output(&run, 0, b"p", b"output")
+        writer.new_memo(&run, 0).put("k", b"value").await.unwrap();
+        writer
+            .put_step_output(&run, 0, b"p", b"output")
             .await
             .unwrap();
-        memo.write_terminal_marker(&run, MARKER_AT_MS)
+        writer
+            .write_terminal_marker(&run, MARKER_AT_MS)
             .await
             .unwrap();
         runtime

@@ -32,7 +32,7 @@
 
 use serde::Serialize;
 
-use crate::key::KeyHasher;
+use crate::key::{HexDigest, KeyHasher};
 use crate::{Error, Result};
 
 use super::bounds::{KeyPart, ReceiverKeyPart};
@@ -100,14 +100,14 @@ impl CallKey {
         self.write(|k| k.value(value));
     }
 
-    /// The key.
+    /// The key, on the stack: a hit needs no allocation for it.
     ///
     /// # Errors
     ///
     /// [`Error::Serialization`] if an argument failed to serialize.
-    pub fn finish(self) -> Result<String> {
+    pub fn finish(self) -> Result<HexDigest> {
         match self.error {
-            None => Ok(self.key.finish()),
+            None => Ok(self.key.finish_digest()),
             Some(error) => Err(error),
         }
     }
@@ -133,18 +133,21 @@ mod tests {
         let mut key = CallKey::new("draft_reply", 0, 1, 0);
         key.arg("refund");
         assert_eq!(
-            key.finish().unwrap(),
+            key.finish().unwrap().as_str(),
             "8fb84e2d78665becc813f16d23366202a7d7f8bf853209865d64a88b07818b31"
         );
         assert_eq!(
-            CallKey::new("with_unit", 0, 0, 0).finish().unwrap(),
+            CallKey::new("with_unit", 0, 0, 0)
+                .finish()
+                .unwrap()
+                .as_str(),
             "3310765c0e74958cd26ac44946ea5ac006307d0ce98bf50096a8a53e2ee5eab5"
         );
         let mut key = CallKey::new("send_email", 1, 2, 0);
         key.arg("a@example.com");
         key.arg(&3u8);
         assert_eq!(
-            key.finish().unwrap(),
+            key.finish().unwrap().as_str(),
             content_key(&("send_email", 1u32, ("a@example.com", 3u8))).unwrap()
         );
     }
@@ -156,7 +159,7 @@ mod tests {
         key.type_part(type_key::<u16>());
         key.type_part(&3usize);
         assert_eq!(
-            key.finish().unwrap(),
+            key.finish().unwrap().as_str(),
             content_key(&("describe", 1u32, (7u8,), ("u16", 3u8))).unwrap()
         );
     }

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use tracing::Instrument;
 
 use crate::codec::{self, DecodeError, EncodeError};
+use crate::key::HexDigest;
 use crate::{Error, Memo, Result};
 
 use super::bounds::{FromMemoError, MemoResult, StoredValue};
@@ -50,7 +51,7 @@ where
 pub async fn memoize<R, T, E, F>(
     memo: &Memo,
     function: &'static str,
-    key: Result<String>,
+    key: Result<HexDigest>,
     codec: Codec<R, T, E>,
     body: F,
 ) -> R
@@ -71,7 +72,7 @@ where
     };
     let result = async {
         match key {
-            Ok(key) => call.run(&key, body).await,
+            Ok(key) => call.run(key.as_str(), body).await,
             Err(e) => Err(Failure::Memo(call.key_error(e))),
         }
     }
@@ -81,7 +82,11 @@ where
         Ok((_, outcome)) => *outcome,
         Err(_) => Outcome::Error,
     };
-    span.record("outcome", outcome.as_str());
+    // A disabled span still looks the field up by name: skip it on the hot
+    // path when nothing listens.
+    if !span.is_disabled() {
+        span.record("outcome", outcome.as_str());
+    }
     match result {
         Ok((value, _)) => (codec.join)(Ok(value)),
         Err(Failure::Body(e)) => (codec.join)(Err(e)),

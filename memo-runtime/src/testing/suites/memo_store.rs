@@ -17,6 +17,7 @@
 //! ```
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -225,12 +226,19 @@ pub async fn racing_writers_converge_on_one_value(make: &impl Fn() -> MemoStore,
 
 /// Flipped bits, truncation and foreign bytes at an entry's path are
 /// `Error::Corrupt` naming the path, never a miss, and a put does not
-/// overwrite them.
+/// overwrite them. The damage is done after the commit, so it is read by a
+/// new instance, as another process would: `store`'s own cache holds the
+/// value it committed and checked.
 pub async fn damaged_entries_are_corrupt_not_misses(store: &MemoStore) {
-    let memo = store.new_memo(&run("corrupt"), 0);
     let objects = store.object_store();
+    let cold = MemoStore::new(Arc::clone(objects), store.prefix().as_ref());
+    let memo = cold.new_memo(&run("corrupt"), 0);
     for (key, damage) in [("flipped", 0usize), ("truncated", 1), ("foreign", 2)] {
-        memo.put(key, b"a committed value").await.unwrap();
+        store
+            .new_memo(&run("corrupt"), 0)
+            .put(key, b"a committed value")
+            .await
+            .unwrap();
         let path = memo.key_path(key);
         let framed = objects.get(&path).await.unwrap().bytes().await.unwrap();
         let damaged: Bytes = match damage {

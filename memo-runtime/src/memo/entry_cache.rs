@@ -1,0 +1,247 @@
+//! The committed-entry cache: payloads of memo and step-output entries this
+//! process has read or committed, so a repeated read costs no request.
+//!
+//! Entries are write-once, so a committed payload never goes stale while
+//! its object exists; the one way it can go is a clear (a retention sweep, a
+//! cleared standalone run). Every clear in the process therefore drops the
+//! cleared folders from every cache in the process ([`forget_folders`]),
+//! whichever `MemoStore` instance did the clear, and a read that raced the
+//! clear is not kept (see [`EntryCache::insert`]). Misses are never cached:
+//! another process may commit at any moment.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+
+use bytes::Bytes;
+use object_store::path::Path;
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
+
+/// Bytes counted per entry besides its path and payload: the cache's own
+/// bookkeeping, so that many tiny entries are bounded too.
+const ENTRY_OVERHEAD: u64 = 64;
+
+/// How many entries of an average 1 KiB a cache of `bytes` is sized for up
+/// front; it grows past that as needed, within its byte bound.
+const ASSUMED_ENTRY_BYTES: u64 = 1024;
+
+/// How many recent clears [`CLEARS`] remembers. A read that spans more
+/// clears than this is not kept (it may have raced any of them).
+const REMEMBERED_CLEARS: usize = 256;
+
+/// The clears of this process that have finished deleting, most recent
+/// last, numbered in order. A read that started before a clear finished
+/// may have seen an entry the clear deleted: it is kept only if no clear
+/// since its start covers its path.
+static CLEARS: LazyLock<Mutex<Clears>> = LazyLock::new(Mutex::default);
+
+#[derive(Default)]
+struct Clears {
+    /// The number the next clear gets.
+    next: u64,
+    /// `(number, folders)` of the last [`REMEMBERED_CLEARS`] clears.
+    recent: VecDeque<(u64, Vec<Path>)>,
+}
+
+impl Clears {
+    fn record(&mut self, folders: &[Path]) {
+        self.recent.push_back((self.next, folders.to_vec()));
+        self.next += 1;
+        if self.recent.len() > REMEMBERED_CLEARS {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Whether a clear numbered `since` or later may have covered `path`.
+    fn covered_since(&self, since: u64, path: &Path) -> bool {
+        if since >= self.next {
+            return false;
+        }
+        let forgotten = self.recent.front().is_none_or(|(first, _)| since < *first);
+        forgotten
+            || self
+                .recent
+                .iter()
+                .filter(|(number, _)| *number >= since)
+                .any(|(_, folders)| folders.iter().any(|f| path.prefix_matches(f)))
+    }
+}
+
+fn clears() -> std::sync::MutexGuard<'static, Clears> {
+    // Consistent after every statement; see `registry`.
+    CLEARS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Every live cache in the process, so a clear through one `MemoStore`
+/// reaches the caches of all others (two instances over one folder).
+static CACHES: LazyLock<Mutex<Vec<Weak<EntryCache>>>> = LazyLock::new(Mutex::default);
+
+/// A bounded map from entry path to committed payload, weighed in bytes.
+pub(crate) struct EntryCache {
+    entries: Cache<Path, Bytes, ByteWeighter>,
+}
+
+/// Where a read stood relative to clears when it started: pass it back to
+/// [`EntryCache::insert`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadStart(u64);
+
+#[derive(Clone)]
+struct ByteWeighter;
+
+impl Weighter<Path, Bytes> for ByteWeighter {
+    fn weight(&self, path: &Path, payload: &Bytes) -> u64 {
+        (path.as_ref().len() + payload.len()) as u64 + ENTRY_OVERHEAD
+    }
+}
+
+impl EntryCache {
+    /// A cache holding at most about `bytes` bytes of paths and payloads,
+    /// registered so that clears anywhere in the process reach it.
+    pub(crate) fn new(bytes: u64) -> Arc<EntryCache> {
+        let items = (bytes / ASSUMED_ENTRY_BYTES).max(16) as usize;
+        let cache = Arc::new(EntryCache {
+            entries: Cache::with_weighter(items, bytes, ByteWeighter),
+        });
+        let mut caches = registry();
+        caches.retain(|weak| weak.strong_count() > 0);
+        caches.push(Arc::downgrade(&cache));
+        cache
+    }
+
+    /// The byte bound this cache was made with.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.entries.capacity()
+    }
+
+    /// The committed payload at `path`, if cached.
+    pub(crate) fn get(&self, path: &Path) -> Option<Bytes> {
+        self.entries.get(path)
+    }
+
+    /// Call before the request whose answer may be inserted.
+    pub(crate) fn read_start() -> ReadStart {
+        ReadStart(clears().next)
+    }
+
+    /// Keeps `payload`, known committed at `path` by a request made after
+    /// `start`.
+    ///
+    /// A clear of a folder holding `path` that finished deleting after
+    /// `start` may have deleted the entry after the request saw it, and may
+    /// already have swept the caches: then the entry is dropped again here.
+    /// The order makes it safe: a clear deletes, then records itself in
+    /// [`CLEARS`], then sweeps; so either its sweep comes after this insert,
+    /// or its record is seen by the check after it.
+    pub(crate) fn insert(&self, path: Path, payload: Bytes, start: ReadStart) {
+        if clears().covered_since(start.0, &path) {
+            return;
+        }
+        self.entries.insert(path.clone(), payload);
+        if clears().covered_since(start.0, &path) {
+            self.entries.remove(&path);
+        }
+    }
+
+    fn forget_under(&self, folders: &[Path]) {
+        self.entries
+            .retain(|path, _| !folders.iter().any(|folder| path.prefix_matches(folder)));
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// Drops every cached entry under `folders` from every cache in the
+/// process. Call after the folders' objects were deleted (or their deletes
+/// were tried), never before: a read between the sweep and the deletes
+/// would put an entry back.
+pub(crate) fn forget_folders(folders: &[Path]) {
+    clears().record(folders);
+    let caches: Vec<Arc<EntryCache>> = registry().iter().filter_map(Weak::upgrade).collect();
+    for cache in caches {
+        cache.forget_under(folders);
+    }
+}
+
+/// Calls [`forget_folders`] when dropped: hold it across a clear's deletes,
+/// so the caches are swept however the clear ends, cancelled included.
+pub(crate) struct ForgetOnDrop<'a>(pub(crate) &'a [Path]);
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        forget_folders(self.0);
+    }
+}
+
+fn registry() -> std::sync::MutexGuard<'static, Vec<Weak<EntryCache>>> {
+    // The list is consistent after every statement: a panic elsewhere while
+    // it was locked leaves nothing to repair.
+    CACHES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(p: &str) -> Path {
+        Path::from(p)
+    }
+
+    #[test]
+    fn a_read_that_raced_a_clear_of_its_folder_is_not_kept() {
+        let cache = EntryCache::new(1 << 20);
+        let start = EntryCache::read_start();
+        // The clear deleted the entry after the read saw it, and swept the
+        // caches before the read's answer arrived.
+        forget_folders(&[path("test-race/memos/run-a")]);
+        cache.insert(path("test-race/memos/run-a/0/0/k"), Bytes::from("v"), start);
+        assert_eq!(cache.get(&path("test-race/memos/run-a/0/0/k")), None);
+    }
+
+    #[test]
+    fn a_read_that_raced_a_clear_of_another_folder_is_kept() {
+        let cache = EntryCache::new(1 << 20);
+        let start = EntryCache::read_start();
+        forget_folders(&[path("test-other/memos/run-b")]);
+        cache.insert(
+            path("test-other/memos/run-a/0/0/k"),
+            Bytes::from("v"),
+            start,
+        );
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn a_clear_drops_its_folders_from_every_cache_and_nothing_else() {
+        let (one, two) = (EntryCache::new(1 << 20), EntryCache::new(1 << 20));
+        for cache in [&one, &two] {
+            let start = EntryCache::read_start();
+            for p in ["test-drop/memos/a/1/0/k", "test-drop/memos/a/2/0/k"] {
+                cache.insert(path(p), Bytes::from("v"), start);
+            }
+        }
+        forget_folders(&[path("test-drop/memos/a/1")]);
+        for cache in [&one, &two] {
+            assert_eq!(cache.get(&path("test-drop/memos/a/1/0/k")), None);
+            assert!(cache.get(&path("test-drop/memos/a/2/0/k")).is_some());
+        }
+    }
+
+    #[test]
+    fn a_read_spanning_more_clears_than_remembered_counts_as_raced() {
+        // A log of its own: other tests clear concurrently.
+        let mut clears = Clears::default();
+        let start = clears.next;
+        let entry = path("memos/a/0/0/k");
+        clears.record(&[path("elsewhere")]);
+        assert!(!clears.covered_since(start, &entry));
+        for _ in 0..REMEMBERED_CLEARS {
+            clears.record(&[path("elsewhere")]);
+        }
+        assert!(clears.covered_since(start, &entry));
+        assert!(!clears.covered_since(clears.next, &entry));
+    }
+}
