@@ -9,8 +9,9 @@ use std::time::Duration;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
-    Clock, Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, RunId, RuntimeStore,
+    Clock, Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, RuntimeStore,
 };
+use memo_tests::fixtures::run;
 
 const HOUR_MS: u64 = 3_600_000;
 const START_MS: u64 = 1_000 * HOUR_MS;
@@ -23,10 +24,6 @@ fn runtime(clock: &Arc<ManualClock>) -> Runtime {
         .retention(Duration::from_secs(3600))
         .build()
         .unwrap()
-}
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
 }
 
 /// Counts how often each of two step bodies ran.
