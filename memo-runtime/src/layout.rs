@@ -16,6 +16,7 @@
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
 //! | run checkpoint | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
+//! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //!
 //! A run checkpoint holds the run folded from its log entries before
 //! `<position>`: a copy of what the log says, never the only record of a
@@ -42,6 +43,7 @@ pub(crate) const STEP_OUTPUTS: &str = "step-outputs";
 pub(crate) const TERMINALS: &str = "terminals";
 const RUNS: &str = "runs";
 const RUNS_BY_STATUS: &str = "runs-by-status";
+const PROBES: &str = "probes";
 
 /// The width of a marker's hour folder, in milliseconds.
 pub(crate) const MARKER_HOUR_MS: u64 = 60 * 60 * 1000;
@@ -96,6 +98,13 @@ fn parse_incarnation_name(name: &str) -> Option<(RunId, Incarnation)> {
         parse_run_segment(run)?,
         Incarnation::parse_hex(incarnation)?,
     ))
+}
+
+/// `<prefix>/probes/<token>`: the object a conditional-create probe creates
+/// twice and deletes; `token` is unique per probe, so concurrent start-ups
+/// never take each other's probe for their own first create.
+pub(crate) fn probe(prefix: &Path, token: u64) -> Path {
+    prefix.clone().join(PROBES).join(format!("{token:016x}"))
 }
 
 /// The paths of one store prefix.
@@ -333,6 +342,7 @@ mod tests {
                 .status_hint(RunStatus::Running.path_segment(), &id, inc)
                 .to_string(),
             layout.checkpoint(&id, inc, 64).to_string(),
+            probe(layout.prefix(), 0xcd).to_string(),
         ];
         assert_eq!(
             paths,
@@ -347,6 +357,7 @@ mod tests {
                 "pre/fix/runs/=run_1/00000000000000ab/log/00000000000000000003".to_string(),
                 "pre/fix/runs-by-status/Running/=run_1.00000000000000ab".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/checkpoint/00000000000000000064".to_string(),
+                "pre/fix/probes/00000000000000cd".to_string(),
             ]
         );
     }

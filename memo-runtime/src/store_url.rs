@@ -4,8 +4,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -22,6 +21,8 @@ use tokio::sync::OnceCell;
 use url::Url;
 
 use crate::error::{Error, Result};
+use crate::layout;
+use crate::run_id::unique_token;
 
 /// A (store, prefix) pair: the store [`store_from_url`] built, and the path
 /// within it that the URL points at.
@@ -413,7 +414,7 @@ mod cloud {
 /// # Ok::<_, memo_runtime::Error>(())
 /// ```
 pub async fn probe_conditional_create(store: &dyn ObjectStore, prefix: &Path) -> Result<()> {
-    let path = probe_path(prefix);
+    let path = layout::probe(prefix, unique_token());
     let outcome = create_twice(store, &path).await;
     let cleanup = match store.delete(&path).await {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
@@ -572,20 +573,6 @@ impl ObjectStore for CheckedCreates {
     ) -> object_store::Result<()> {
         self.inner.rename_opts(from, to, options).await
     }
-}
-
-/// A probe path no other process picks: concurrent start-ups must not see
-/// each other's probe as their own first create.
-fn probe_path(prefix: &Path) -> Path {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    // The counter separates probes of one process started in one clock tick.
-    static PROBES: AtomicU64 = AtomicU64::new(0);
-    let seq = PROBES.fetch_add(1, Ordering::Relaxed);
-    let name = format!("{}-{nanos}-{seq}", std::process::id());
-    prefix.clone().join("probes").join(name)
 }
 
 fn invalid(url: &str, reason: impl std::fmt::Display) -> Error {
