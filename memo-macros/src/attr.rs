@@ -1,4 +1,4 @@
-//! Parses `#[memoized(...)]` options into [`Attr`], keeping every value's
+//! Parses `#[memoized(...)]` options into [`Options`], keeping every value's
 //! span so later stages can point at the exact token.
 
 use proc_macro2::{Span, TokenStream};
@@ -20,12 +20,12 @@ pub(crate) const OPTION_KEYS: [&str; 5] = ["memo", "name", "version", "skip", "c
 
 /// The options as written, each with the span of its first occurrence.
 #[derive(Default)]
-pub(crate) struct Attr {
-    pub(crate) memo: Once<Expr>,
-    pub(crate) name: Once<String>,
-    pub(crate) version: Once<u32>,
-    pub(crate) skip: Once<Vec<Ident>>,
-    pub(crate) krate: Once<syn::Path>,
+pub(crate) struct Options {
+    pub(crate) memo: SetOnce<Expr>,
+    pub(crate) name: SetOnce<String>,
+    pub(crate) version: SetOnce<u32>,
+    pub(crate) skip: SetOnce<Vec<Ident>>,
+    pub(crate) krate: SetOnce<syn::Path>,
     /// Problems found while parsing that did not stop it: duplicates,
     /// unknown keys, values of the wrong kind.
     pub(crate) errors: Vec<syn::Error>,
@@ -33,17 +33,17 @@ pub(crate) struct Attr {
 
 /// A value that may be given once; a second occurrence is an error at the
 /// second key, and the first value stays.
-pub(crate) struct Once<T> {
+pub(crate) struct SetOnce<T> {
     value: Option<(T, Span)>,
 }
 
-impl<T> Default for Once<T> {
+impl<T> Default for SetOnce<T> {
     fn default() -> Self {
-        Once { value: None }
+        SetOnce { value: None }
     }
 }
 
-impl<T> Once<T> {
+impl<T> SetOnce<T> {
     fn set(&mut self, key: &Ident, value: T, errors: &mut Vec<syn::Error>) {
         if self.value.is_some() {
             errors.push(syn::Error::new(
@@ -61,16 +61,16 @@ impl<T> Once<T> {
     }
 }
 
-impl Attr {
+impl Options {
     /// Parses the attribute's arguments (the tokens inside the parentheses).
-    pub(crate) fn parse_args(args: TokenStream) -> syn::Result<Attr> {
+    pub(crate) fn parse_args(args: TokenStream) -> syn::Result<Options> {
         syn::parse2(args)
     }
 }
 
-impl Parse for Attr {
+impl Parse for Options {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let mut attr = Attr::default();
+        let mut attr = Options::default();
         while !input.is_empty() {
             attr.parse_option(input)?;
             if input.is_empty() {
@@ -82,7 +82,7 @@ impl Parse for Attr {
     }
 }
 
-impl Attr {
+impl Options {
     fn parse_option(&mut self, input: ParseStream<'_>) -> syn::Result<()> {
         let errors = &mut self.errors;
         let lookahead = input.lookahead1();
@@ -228,11 +228,11 @@ pub(crate) fn closest<'a>(
 mod tests {
     use quote::quote;
 
-    use super::{Attr, closest};
+    use super::{Options, closest};
 
     #[test]
     fn every_option_is_read_with_its_value() {
-        let mut attr = Attr::parse_args(quote!(
+        let mut attr = Options::parse_args(quote!(
             memo = ctx.memo(),
             name = "n",
             version = 7,
@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn duplicates_and_unknown_options_are_all_reported_and_parsing_goes_on() {
         let mut attr =
-            Attr::parse_args(quote!(nmae = "a", version = 1, version = 2, name = "b")).unwrap();
+            Options::parse_args(quote!(nmae = "a", version = 1, version = 2, name = "b")).unwrap();
         assert_eq!(attr.errors.len(), 2);
         assert_eq!(attr.version.take().unwrap().0, 1, "the first value stays");
         assert_eq!(
@@ -272,20 +272,23 @@ mod tests {
     #[test]
     fn versions_beyond_u32_and_suffixed_literals_are_refused() {
         assert_eq!(
-            Attr::parse_args(quote!(version = 4294967296))
+            Options::parse_args(quote!(version = 4294967296))
                 .unwrap()
                 .errors
                 .len(),
             1
         );
         assert_eq!(
-            Attr::parse_args(quote!(version = 2u8))
+            Options::parse_args(quote!(version = 2u8))
                 .unwrap()
                 .errors
                 .len(),
             1
         );
-        assert_eq!(Attr::parse_args(quote!(name = "")).unwrap().errors.len(), 1);
+        assert_eq!(
+            Options::parse_args(quote!(name = "")).unwrap().errors.len(),
+            1
+        );
     }
 
     #[test]

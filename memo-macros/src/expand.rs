@@ -5,7 +5,7 @@ use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use crate::attr::Attr;
+use crate::attr::Options;
 use crate::item::MemoFn;
 use crate::valid::{self, KeyType, MemoSource, Plan};
 
@@ -49,7 +49,7 @@ fn unexpanded(mut func: MemoFn) -> MemoFn {
 }
 
 fn plan(args: TokenStream, func: &MemoFn) -> syn::Result<Plan> {
-    let mut attr = Attr::parse_args(args)?;
+    let mut attr = Options::parse_args(args)?;
     let mut errors = std::mem::take(&mut attr.errors).into_iter();
     if let Some(mut first) = errors.next() {
         // A misspelt option (say `memmo`) would also look like a missing

@@ -8,7 +8,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{Expr, FnArg, GenericParam, Ident, Pat, ReturnType, Signature, Type};
 
-use crate::attr::{Attr, closest};
+use crate::attr::{Options, closest};
 
 /// Everything the expansion needs, checked.
 pub(crate) struct Plan {
@@ -72,7 +72,7 @@ struct Param<'a> {
 /// # Errors
 ///
 /// All problems found, combined into one error.
-pub(crate) fn check(mut attr: Attr, sig: &Signature) -> syn::Result<Plan> {
+pub(crate) fn check(mut attr: Options, sig: &Signature) -> syn::Result<Plan> {
     let mut errors = Errors::default();
     check_shape(sig, &mut errors);
 
@@ -328,7 +328,7 @@ fn check_skip(
 /// The memo: `memo = <expr>` if given (then no parameter is taken for the
 /// memo by its type), else the one parameter whose type is named `Memo`.
 fn memo_source(
-    attr: &mut Attr,
+    attr: &mut Options,
     sig: &Signature,
     params: &[Param<'_>],
     errors: &mut Errors,

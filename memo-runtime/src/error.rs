@@ -265,7 +265,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the error is a *runtime fault* that can go away without the
+    /// Whether the error is *transient*: a runtime error that can go away without the
     /// caller changing what it asked for: retrying later, fixing the store
     /// or its configuration, or deploying a code fix can make the same call
     /// succeed.

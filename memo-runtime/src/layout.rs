@@ -26,7 +26,6 @@
 use object_store::path::{Path, PathPart};
 
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::RunStatus;
 
 pub(crate) const MEMOS: &str = "memos";
 pub(crate) const STEP_OUTPUTS: &str = "step-outputs";
@@ -196,16 +195,19 @@ impl Layout {
             .join(format!("{position:020}"))
     }
 
-    pub(crate) fn status_folder(&self, status: RunStatus) -> Path {
+    /// The folder of one status in the status-hint index; `status` is the
+    /// status's own segment (`RunStatus::path_segment`), so that this
+    /// module stays below the runtime store.
+    pub(crate) fn status_folder(&self, status: &str) -> Path {
         self.base
             .clone()
             .join(RUNS_BY_STATUS)
-            .join(PathPart::from(status.to_string()))
+            .join(PathPart::from(status))
     }
 
     pub(crate) fn status_hint(
         &self,
-        status: RunStatus,
+        status: &str,
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Path {
@@ -252,6 +254,7 @@ fn parse_digits(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime_store::RunStatus;
 
     fn run(id: &str) -> RunId {
         RunId::new(id).unwrap()
@@ -286,7 +289,9 @@ mod tests {
             layout.marker(&id, inc, 3_600_001).to_string(),
             layout.run_pointer(&id).to_string(),
             layout.log_entry(&id, inc, 3).to_string(),
-            layout.status_hint(RunStatus::Running, &id, inc).to_string(),
+            layout
+                .status_hint(RunStatus::Running.path_segment(), &id, inc)
+                .to_string(),
         ];
         assert_eq!(
             paths,
@@ -301,6 +306,17 @@ mod tests {
                 "pre/fix/runs/=run_1/00000000000000ab/log/00000000000000000003".to_string(),
                 "pre/fix/runs-by-status/Running/=run_1.00000000000000ab".to_string(),
             ]
+        );
+    }
+
+    #[test]
+    fn every_status_has_its_pinned_hint_folder() {
+        let layout = Layout::new("p");
+        let folders = RunStatus::ALL.map(|s| layout.status_folder(s.path_segment()).to_string());
+        assert_eq!(
+            folders,
+            ["Pending", "Running", "Completed", "Failed", "Cancelled"]
+                .map(|s| format!("p/runs-by-status/{s}"))
         );
     }
 

@@ -27,8 +27,6 @@
 //!   feature is off is [`Error::StoreFeatureDisabled`], naming the feature.
 //! - `testing`: the `testing` module: fault-injecting and request-counting
 //!   object stores and the conformance suites.
-#![warn(missing_docs, unreachable_pub)]
-#![deny(rustdoc::broken_intra_doc_links)]
 
 mod clock;
 mod codec;
@@ -59,14 +57,14 @@ pub use object_store;
 pub use run_id::{Incarnation, MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 pub use store_url::{
-    CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, UrlStore,
+    CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, StoreAndPrefix,
     probe_conditional_create, store_from_url,
 };
 pub use sweeper::{
     DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper, RetentionSweeperBuilder,
     SweepFailure, SweepReport, SweeperHandle, SweeperSummary,
 };
-pub use terminal::{MARKER_BUCKET_MS, TerminalMarker};
+pub use terminal::{MARKER_PARTITION_MS, TerminalMarker};
 
 mod private;
 /// The runtime half of `#[memoized]`: what its expansion calls. Not public

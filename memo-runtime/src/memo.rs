@@ -137,7 +137,7 @@ impl MemoStore {
             run_id: run_id.clone(),
             incarnation,
             step_number,
-            faults: None,
+            interruption: None,
         }
     }
 
@@ -311,21 +311,21 @@ pub struct Memo {
     run_id: RunId,
     incarnation: Incarnation,
     step_number: u32,
-    /// Where a workflow step's memo reports transient faults, so that the
+    /// Where a workflow step's memo reports transient errors, so that the
     /// attempt stops even if the step's code converted or swallowed the
     /// error; `None` for a standalone memo.
-    faults: Option<FaultSink>,
+    interruption: Option<AttemptInterruption>,
 }
 
-/// The first transient memo-layer fault of a workflow attempt, shared by the
+/// The first transient memo-layer error of a workflow attempt (its interruption), shared by the
 /// attempt's [`Context`](crate::workflow::Context) and every [`Memo`] it
 /// hands out.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct FaultSink(Arc<Mutex<Option<String>>>);
+pub(crate) struct AttemptInterruption(Arc<Mutex<Option<String>>>);
 
-impl FaultSink {
+impl AttemptInterruption {
     /// Records `error` if it is transient ([`Error::is_transient`]) and no
-    /// fault was recorded before; permanent errors are the caller's to
+    /// interruption was recorded before; permanent errors are the caller's to
     /// handle.
     pub(crate) fn record(&self, error: &Error) {
         if error.is_transient() {
@@ -333,12 +333,12 @@ impl FaultSink {
         }
     }
 
-    /// Whether a fault is recorded.
+    /// Whether an interruption is recorded.
     pub(crate) fn is_set(&self) -> bool {
         self.slot().is_some()
     }
 
-    /// Takes the recorded fault, leaving none.
+    /// Takes the recorded interruption, leaving none.
     pub(crate) fn take(&self) -> Option<String> {
         self.slot().take()
     }
@@ -416,9 +416,9 @@ impl Memo {
         &self.store
     }
 
-    /// This memo, reporting its transient faults to `faults`.
-    pub(crate) fn with_fault_sink(mut self, faults: FaultSink) -> Memo {
-        self.faults = Some(faults);
+    /// This memo, reporting its transient errors to `interruption`.
+    pub(crate) fn with_interruption(mut self, interruption: AttemptInterruption) -> Memo {
+        self.interruption = Some(interruption);
         self
     }
 
@@ -426,9 +426,9 @@ impl Memo {
     /// committed value that does not decode) to the workflow attempt the
     /// memo belongs to, if any: a transient one stops the attempt and leaves
     /// the run open, whatever the step's code does with the error.
-    pub(crate) fn report_fault(&self, error: &Error) {
-        if let Some(faults) = &self.faults {
-            faults.record(error);
+    pub(crate) fn report_transient(&self, error: &Error) {
+        if let Some(interruption) = &self.interruption {
+            interruption.record(error);
         }
     }
 
@@ -442,7 +442,7 @@ impl Memo {
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
         write_once::read(self.store.store(), &self.key_path(key))
             .await
-            .inspect_err(|e| self.report_fault(e))
+            .inspect_err(|e| self.report_transient(e))
     }
 
     /// Commits `value` under `key` unless a value is committed already, and
@@ -466,7 +466,7 @@ impl Memo {
             .store
             .create(&self.key_path(key), value.as_ref(), describe)
             .await
-            .inspect_err(|e| self.report_fault(e))?;
+            .inspect_err(|e| self.report_transient(e))?;
         if let Created::Theirs(_) = created {
             tracing::debug!(run_id = %self.run_id, step = self.step_number, key, "another writer committed first");
         }

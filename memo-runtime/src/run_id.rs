@@ -1,7 +1,11 @@
 //! `RunId`: the checked identifier that keeps run namespaces apart.
 
+use std::collections::hash_map::RandomState;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 
@@ -91,7 +95,7 @@ impl Incarnation {
     /// A fresh incarnation: random, never [`STANDALONE`](Self::STANDALONE).
     pub fn random() -> Incarnation {
         loop {
-            let n = crate::runtime_store::unique_token();
+            let n = unique_token();
             if n != 0 {
                 return Incarnation(n);
             }
@@ -200,6 +204,20 @@ impl<'de> serde::Deserialize<'de> for RunId {
         let s = String::deserialize(deserializer)?;
         RunId::new(s).map_err(serde::de::Error::custom)
     }
+}
+
+/// A number no other call returns: std's randomly keyed hasher (seeded from
+/// the operating system) over the time, the process id and a counter.
+pub(crate) fn unique_token() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
 }
 
 #[cfg(test)]

@@ -23,9 +23,10 @@ use url::Url;
 
 use crate::error::{Error, Result};
 
-/// A store built by [`store_from_url`], and where in it the URL points.
+/// A (store, prefix) pair: the store [`store_from_url`] built, and the path
+/// within it that the URL points at.
 #[derive(Debug, Clone)]
-pub struct UrlStore {
+pub struct StoreAndPrefix {
     /// The store, shared by everything that uses it.
     pub store: Arc<dyn ObjectStore>,
     /// The path within `store` that the URL names (empty for a bucket root or
@@ -117,7 +118,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 /// # Ok(())
 /// # }
 /// ```
-pub fn store_from_url<I, K, V>(url: &str, options: I) -> Result<UrlStore>
+pub fn store_from_url<I, K, V>(url: &str, options: I) -> Result<StoreAndPrefix>
 where
     I: IntoIterator<Item = (K, V)>,
     K: AsRef<str>,
@@ -157,7 +158,7 @@ where
         }
         other => return Err(invalid(url, format!("unsupported store {other:?}"))),
     };
-    Ok(UrlStore { store, prefix })
+    Ok(StoreAndPrefix { store, prefix })
 }
 
 /// A [`LocalFileSystem`] rooted at the folder of a `file://` URL, created if

@@ -12,9 +12,9 @@ use crate::memo::MemoStore;
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once;
 
-/// The width of a marker bucket (an hour folder), in milliseconds. Part of
+/// The width of a marker partition (an hour folder), in milliseconds. Part of
 /// the stored layout.
-pub const MARKER_BUCKET_MS: u64 = layout::MARKER_HOUR_MS;
+pub const MARKER_PARTITION_MS: u64 = layout::MARKER_HOUR_MS;
 
 /// A record that an incarnation of a run reached a terminal state at
 /// `terminal_at_ms`.
@@ -24,22 +24,22 @@ pub const MARKER_BUCKET_MS: u64 = layout::MARKER_HOUR_MS;
 ///
 /// # Layout
 ///
-/// `<prefix>/terminals/<bucket>/<inverted>_<run>.<incarnation>`, where
+/// `<prefix>/terminals/<partition>/<inverted>_<run>.<incarnation>`, where
 ///
-/// - `<bucket>` is the start of the marker's hour (`terminal_at_ms` rounded
-///   down to [`MARKER_BUCKET_MS`]), 20 zero-padded digits;
+/// - `<partition>` is the start of the marker's hour (`terminal_at_ms` rounded
+///   down to [`MARKER_PARTITION_MS`]), 20 zero-padded digits;
 /// - `<inverted>` is `u64::MAX - terminal_at_ms`, 20 zero-padded digits, so
-///   within a bucket the *older* markers sort *after* the newer ones;
+///   within a partition the *older* markers sort *after* the newer ones;
 /// - `<run>` is the [`RunId`]'s path segment and `<incarnation>` the run's
 ///   [`Incarnation`], so a sweep clears exactly the incarnation its marker
 ///   names and never a later run of the same id.
 ///
-/// Listing the markers expired at a cutoff reads the bucket folder names (one
+/// Listing the markers expired at a cutoff reads the partition folder names (one
 /// delimiter listing, a name per retained hour, not per marker), lists every
-/// bucket that ended before the cutoff, and lists the one bucket that holds
+/// partition that ended before the cutoff, and lists the one partition that holds
 /// the cutoff from an offset: `list_with_offset` is pushed down on S3, GCS and
-/// Azure, so there only the expired markers of that bucket are returned;
-/// LocalFileSystem and InMemory filter that one bucket. Buckets after the
+/// Azure, so there only the expired markers of that partition are returned;
+/// LocalFileSystem and InMemory filter that one partition. Partitions after the
 /// cutoff are never listed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TerminalMarker {
@@ -106,7 +106,7 @@ impl MemoStore {
     /// The markers of runs that reached a terminal state strictly before
     /// `cutoff_ms`, oldest first. A marker at exactly `cutoff_ms` is kept.
     ///
-    /// The cost is one delimiter listing of the bucket folders plus listings
+    /// The cost is one delimiter listing of the partition folders plus listings
     /// of the expired markers (see [`TerminalMarker`]). The whole answer is
     /// held in memory; [`expired_terminal_markers`](Self::expired_terminal_markers)
     /// streams the same markers instead.
@@ -127,14 +127,14 @@ impl MemoStore {
     }
 
     /// Streams the markers of runs that reached a terminal state strictly
-    /// before `cutoff_ms`: hour bucket by hour bucket, oldest bucket first,
-    /// and within a bucket in the backend's listing order. A marker at
+    /// before `cutoff_ms`: hour partition by hour partition, oldest partition first,
+    /// and within a partition in the backend's listing order. A marker at
     /// exactly `cutoff_ms` is not yielded.
     ///
     /// The cost is that of
     /// [`list_expired_terminal_markers`](Self::list_expired_terminal_markers),
-    /// but memory holds one bucket folder name per stored hour plus the
-    /// backend's listing page, not every expired marker, and a bucket is
+    /// but memory holds one partition folder name per stored hour plus the
+    /// backend's listing page, not every expired marker, and a partition is
     /// listed only when the stream reaches it. Deleting markers already
     /// yielded while the stream runs is safe.
     ///
@@ -165,9 +165,9 @@ impl MemoStore {
     ) -> BoxStream<'static, Result<TerminalMarker>> {
         let this = self.clone();
         stream::once(async move {
-            let buckets = this.expired_buckets(cutoff_ms).await?;
-            let markers = stream::iter(buckets)
-                .map(move |(bucket, path)| this.expired_in_bucket(bucket, path, cutoff_ms))
+            let partitions = this.expired_partitions(cutoff_ms).await?;
+            let markers = stream::iter(partitions)
+                .map(move |(partition, path)| this.expired_in_partition(partition, path, cutoff_ms))
                 .flatten();
             Ok::<_, Error>(markers)
         })
@@ -175,9 +175,9 @@ impl MemoStore {
         .boxed()
     }
 
-    /// The bucket folders that hold markers before `cutoff_ms`, oldest first:
+    /// The partition folders that hold markers before `cutoff_ms`, oldest first:
     /// one delimiter listing.
-    async fn expired_buckets(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
+    async fn expired_partitions(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
         let folder = self.terminals_folder();
         let listing = self
             .store()
@@ -187,40 +187,41 @@ impl MemoStore {
         for foreign in &listing.objects {
             tracing::warn!(path = %foreign.location, "skipping a foreign object in the terminal markers folder");
         }
-        let mut buckets: Vec<_> = listing
+        let mut partitions: Vec<_> = listing
             .common_prefixes
             .into_iter()
             .filter_map(|path| match layout::parse_marker_hour(&path) {
-                Some(bucket) => Some((bucket, path)),
+                Some(partition) => Some((partition, path)),
                 None => {
                     tracing::warn!(%path, "skipping a foreign folder in the terminal markers folder");
                     None
                 }
             })
-            .filter(|(bucket, _)| *bucket < cutoff_ms)
+            .filter(|(partition, _)| *partition < cutoff_ms)
             .collect();
-        buckets.sort_unstable_by_key(|(bucket, _)| *bucket);
-        Ok(buckets)
+        partitions.sort_unstable_by_key(|(partition, _)| *partition);
+        Ok(partitions)
     }
 
-    /// The markers before `cutoff_ms` in the bucket starting at `bucket`.
-    fn expired_in_bucket(
+    /// The markers before `cutoff_ms` in the partition starting at `partition`.
+    fn expired_in_partition(
         &self,
-        bucket: u64,
-        bucket_path: Path,
+        partition: u64,
+        partition_path: Path,
         cutoff_ms: u64,
     ) -> BoxStream<'static, Result<TerminalMarker>> {
-        let listing = if bucket.saturating_add(MARKER_BUCKET_MS) <= cutoff_ms {
-            self.store().list(Some(&bucket_path))
+        let listing = if partition.saturating_add(MARKER_PARTITION_MS) <= cutoff_ms {
+            self.store().list(Some(&partition_path))
         } else {
             // Markers at or after the cutoff sort before this offset.
-            let offset = self.layout().marker_offset(bucket, cutoff_ms);
-            self.store().list_with_offset(Some(&bucket_path), &offset)
+            let offset = self.layout().marker_offset(partition, cutoff_ms);
+            self.store()
+                .list_with_offset(Some(&partition_path), &offset)
         };
         listing
-            .map_err(move |e| Error::store(&bucket_path, e))
+            .map_err(move |e| Error::store(&partition_path, e))
             .try_filter_map(move |meta| {
-                let marker = parse_marker(&meta.location, Some(bucket))
+                let marker = parse_marker(&meta.location, Some(partition))
                     .filter(|m| m.terminal_at_ms < cutoff_ms);
                 future::ready(Ok(marker))
             })

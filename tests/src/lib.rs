@@ -1,5 +1,9 @@
 //! Test support for memo's integration tests in `tests/tests/`.
 //!
+//! [`fixtures`] holds what every test file shares: [`fixtures::Backend::all`]
+//! (in memory and a local folder, each also behind a fault injector), run-id
+//! helpers and the counted side effects of the workflow tests.
+//!
 //! [`cloud`] opens the S3, GCS and Azure servers that the environment names
 //! (in CI: moto, fake-gcs-server and Azurite on 127.0.0.1, started by
 //! `.ci/run`) and holds the checks every one of them must pass;
@@ -7,6 +11,7 @@
 //! own test file.
 
 pub mod cloud;
+pub mod fixtures;
 
 /// The root README's code blocks, compiled (and, unless marked `no_run`,
 /// run) as doctests, so that every example in the README keeps compiling.

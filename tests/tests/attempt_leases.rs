@@ -10,27 +10,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
-use memo_runtime::{Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_tests::fixtures::{Backend, charge};
 use tokio::sync::{mpsc, oneshot};
 
 const LEASE: Duration = Duration::from_secs(30);
-
-fn stores() -> Vec<(
-    &'static str,
-    Arc<dyn ObjectStore>,
-    Option<tempfile::TempDir>,
-)> {
-    let dir = tempfile::tempdir().unwrap();
-    let local = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-    vec![
-        ("in memory", Arc::new(InMemory::new()), None),
-        ("local folder", local, Some(dir)),
-    ]
-}
 
 /// A runtime over fresh store instances: what another process would build.
 fn process(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>, name: &str) -> Runtime {
@@ -57,17 +43,6 @@ struct World {
     gate: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
     /// Set: the next body to charge hangs right after the charge committed.
     hang_after_charge: AtomicBool,
-}
-
-async fn charge(memo: &Memo, cents: u64, charges: &AtomicU64) -> memo_runtime::Result<u64> {
-    if let Some(hit) = memo.content_get(&("charge", cents)).await? {
-        return Ok(u64::from_le_bytes(hit[..].try_into().unwrap()));
-    }
-    let n = charges.fetch_add(1, Ordering::SeqCst) + 1;
-    let committed = memo
-        .content_put(&("charge", cents), n.to_le_bytes())
-        .await?;
-    Ok(u64::from_le_bytes(committed[..].try_into().unwrap()))
 }
 
 type BoxedRun = futures::future::BoxFuture<'static, Result<u64, Error>>;
@@ -109,7 +84,8 @@ fn checkout(
 /// twice.
 #[tokio::test]
 async fn a_live_attempt_holds_its_run_and_a_taken_over_attempt_commits_nothing() {
-    for (name, objects, _dir) in stores() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let clock = Arc::new(ManualClock::new(1_000_000));
         let (open_gate, gate) = oneshot::channel();
         let world = Arc::new(World {
@@ -171,7 +147,8 @@ async fn a_live_attempt_holds_its_run_and_a_taken_over_attempt_commits_nothing()
 /// step's committed charge is not made again.
 #[tokio::test]
 async fn a_crashed_attempts_run_is_taken_over_once_its_lease_expired() {
-    for (name, objects, _dir) in stores() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let clock = Arc::new(ManualClock::new(5_000_000));
         let world = Arc::new(World {
             hang_after_charge: AtomicBool::new(true),
@@ -215,7 +192,8 @@ async fn a_crashed_attempts_run_is_taken_over_once_its_lease_expired() {
 /// proceeds at once, without waiting for the lease to expire.
 #[tokio::test]
 async fn an_attempt_that_ends_in_any_way_releases_its_lease() {
-    for (name, objects, _dir) in stores() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let clock = Arc::new(ManualClock::new(9_000_000));
         let waits = Workflow::new("approval", |ctx: Context, _: u64| async move {
             let approved: bool = ctx.wait_for_signal("approve").await?;

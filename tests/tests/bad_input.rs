@@ -21,6 +21,7 @@ use memo_runtime::runtime_store::{
 use memo_runtime::{
     Bytes, Error, Incarnation, Memo, MemoStore, RunId, TerminalMarker, memoized, store_from_url,
 };
+use memo_tests::fixtures::run;
 use sha2::{Digest, Sha256};
 
 /// A fresh store with the run `r` in it: a memo entry `k` at step 0, a step
@@ -39,7 +40,7 @@ impl Fixture {
         let objects = Arc::new(InMemory::new());
         let memo = MemoStore::new(objects.clone(), "memo");
         let runtime = ObjectStoreRuntimeStore::new(objects.clone(), "rt");
-        let run = RunId::new("r").unwrap();
+        let run = run("r");
         memo.new_memo(&run, 0).put("k", b"value").await.unwrap();
         memo.put_step_output(&run, 0, b"p", b"output")
             .await

@@ -6,49 +6,20 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{
     self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
-use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
-use memo_runtime::{Error, MemoStore, RunId};
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
-}
-
-/// A fault-injecting store over a backend, and the folder that backs it.
-type Faulty = (
-    &'static str,
-    Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
-    Option<tempfile::TempDir>,
-);
-
-fn faulty_backends() -> Vec<Faulty> {
-    let dir = tempfile::tempdir().unwrap();
-    let local: Arc<dyn ObjectStore> =
-        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    vec![
-        (
-            "in-memory",
-            Arc::new(FaultInjectingStore::new(memory)),
-            None,
-        ),
-        (
-            "local",
-            Arc::new(FaultInjectingStore::new(local)),
-            Some(dir),
-        ),
-    ]
-}
+use memo_runtime::testing::{CountingStore, FaultRule, RequestKind};
+use memo_runtime::{Error, MemoStore};
+use memo_tests::fixtures::{Backend, Faulty, run};
 
 #[tokio::test]
 async fn a_lost_create_acknowledgement_returns_the_committed_value() {
-    for (name, faults, _dir) in faulty_backends() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let name = backend.name();
         let store = MemoStore::new(faults.clone(), "memo");
         let memo = store.new_memo(&run("lost-ack"), 0);
         faults.inject(FaultRule::fail_after(RequestKind::Create).times(1));
@@ -62,7 +33,8 @@ async fn a_lost_create_acknowledgement_returns_the_committed_value() {
 
 #[tokio::test]
 async fn a_create_refused_before_it_applied_is_retried() {
-    for (name, faults, _dir) in faulty_backends() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let name = backend.name();
         let memo = MemoStore::new(faults.clone(), "memo").new_memo(&run("retry"), 0);
         faults.inject(FaultRule::fail_before(RequestKind::Create).times(2));
         assert_eq!(&memo.put("k", b"v").await.unwrap()[..], b"v", "{name}");
@@ -72,7 +44,8 @@ async fn a_create_refused_before_it_applied_is_retried() {
 
 #[tokio::test]
 async fn a_create_that_keeps_failing_is_an_error_naming_the_path_and_commits_nothing() {
-    for (name, faults, _dir) in faulty_backends() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let name = backend.name();
         let memo = MemoStore::new(faults.clone(), "memo").new_memo(&run("down"), 4);
         faults.inject(FaultRule::fail_before(RequestKind::Create));
         match memo.put("k", b"v").await {
@@ -91,7 +64,8 @@ async fn a_create_that_keeps_failing_is_an_error_naming_the_path_and_commits_not
 
 #[tokio::test]
 async fn a_failed_delete_makes_clear_report_an_error_and_a_retry_finishes() {
-    for (name, faults, _dir) in faulty_backends() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let name = backend.name();
         let store = MemoStore::new(faults.clone(), "memo");
         let target = run("sweep-me");
         for step in 0..5 {
@@ -122,16 +96,13 @@ async fn a_failed_delete_makes_clear_report_an_error_and_a_retry_finishes() {
 
 #[tokio::test]
 async fn expired_marker_listing_lists_only_the_expired_markers() {
-    let hour = memo_runtime::MARKER_BUCKET_MS;
-    let dir = tempfile::tempdir().unwrap();
-    let local: Arc<dyn ObjectStore> =
-        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    for (name, inner) in [("in-memory", memory), ("local", local)] {
-        let counting = Arc::new(CountingStore::new(inner));
+    let hour = memo_runtime::MARKER_PARTITION_MS;
+    for backend in Backend::all() {
+        let name = backend.name();
+        let counting = Arc::new(CountingStore::new(backend.objects()));
         let store = MemoStore::new(counting.clone(), "memo");
         let cutoff = 100 * hour + hour / 2;
-        // 20 expired: 15 in whole expired buckets, 5 in the cutoff's bucket.
+        // 20 expired: 15 in whole expired partitions, 5 in the cutoff's partition.
         let expired: Vec<u64> = (0..15)
             .map(|i| (90 + i % 3) * hour + i)
             .chain((0..5).map(|i| 100 * hour + i))

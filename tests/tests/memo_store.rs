@@ -4,42 +4,31 @@
 use std::sync::Arc;
 
 use futures::TryStreamExt;
-use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::prefix::PrefixStore;
 use memo_runtime::testing::memo_store as suite;
 use memo_runtime::{Incarnation, MemoStore, RunId, TerminalMarker};
+use memo_tests::fixtures::{Backend, run};
 use sha2::Digest;
 
-fn local(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
-    Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_on_in_memory() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    suite::run_all(|| MemoStore::new(objects.clone(), "memo")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_on_local_file_system() {
-    let dir = tempfile::tempdir().unwrap();
-    suite::run_all(|| MemoStore::new(local(&dir), "memo")).await;
+async fn conformance_on_every_backend() {
+    for backend in Backend::all() {
+        suite::run_suite(|| MemoStore::new(backend.open(), "memo")).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_on_local_file_system_at_the_root() {
-    let dir = tempfile::tempdir().unwrap();
-    suite::run_all(|| MemoStore::new(local(&dir), "")).await;
+    let backend = Backend::local_folder();
+    suite::run_suite(|| MemoStore::new(backend.open(), "")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_on_a_prefix_store() {
-    let objects = Arc::new(InMemory::new());
-    suite::run_all(|| {
+    let backend = Backend::in_memory();
+    suite::run_suite(|| {
         MemoStore::new(
-            Arc::new(PrefixStore::new(objects.clone(), "tenant/a")),
+            Arc::new(PrefixStore::new(backend.objects(), "tenant/a")),
             "memo",
         )
     })
@@ -48,8 +37,9 @@ async fn conformance_on_a_prefix_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn twenty_four_separate_instances_on_one_folder_converge() {
-    let dir = tempfile::tempdir().unwrap();
-    suite::racing_writers_converge_on_one_value(&|| MemoStore::new(local(&dir), "race"), 24).await;
+    let backend = Backend::local_folder();
+    suite::racing_writers_converge_on_one_value(&|| MemoStore::new(backend.open(), "race"), 24)
+        .await;
 }
 
 /// Seed fault: an empty run id vanished from the path, so a clear of "" would
@@ -71,12 +61,8 @@ fn regression_slash_and_percent_run_ids_are_refused() {
 /// string prefix.
 #[tokio::test]
 async fn regression_clearing_run_never_touches_run_suffix() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = MemoStore::new(local(&dir), "p");
-    let (run, suffix) = (
-        RunId::new("run").unwrap(),
-        RunId::new("run-suffix").unwrap(),
-    );
+    let store = Backend::local_folder().memo_store("p");
+    let (run, suffix) = (run("run"), run("run-suffix"));
     store.new_memo(&run, 0).put("k", b"v").await.unwrap();
     store.new_memo(&suffix, 0).put("k", b"keep").await.unwrap();
     assert_eq!(store.clear_memos_for_run(&run).await.unwrap(), 1);
@@ -90,8 +76,8 @@ async fn regression_clearing_run_never_touches_run_suffix() {
 /// the first attempt.
 #[tokio::test]
 async fn regression_a_retry_never_overwrites_the_first_commit() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "p");
-    let memo = store.new_memo(&RunId::new("r").unwrap(), 0);
+    let store = Backend::in_memory().memo_store("p");
+    let memo = store.new_memo(&run("r"), 0);
     memo.put("k", b"attempt 1").await.unwrap();
     assert_eq!(
         &memo.put("k", b"attempt 2").await.unwrap()[..],
@@ -112,9 +98,9 @@ fn hex_sha256(s: &str) -> String {
 /// with upper-case letters is written in lower case with `=` before each.
 #[tokio::test]
 async fn the_object_layout_is_pinned() {
-    let objects = Arc::new(InMemory::new());
-    let store = MemoStore::new(objects.clone(), "pre/fix");
-    let run = RunId::new("r1").unwrap();
+    let backend = Backend::in_memory();
+    let store = backend.memo_store("pre/fix");
+    let run = run("r1");
     store.new_memo(&run, 7).put("k", b"v").await.unwrap();
     store
         .put_step_output(&run, 2, b"payload", b"out")
@@ -134,7 +120,8 @@ async fn the_object_layout_is_pinned() {
         incarnation,
     };
     store.write_marker(&marker).await.unwrap();
-    let mut paths: Vec<String> = objects
+    let mut paths: Vec<String> = backend
+        .objects()
         .list(None)
         .map_ok(|m| m.location.to_string())
         .try_collect()

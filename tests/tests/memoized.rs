@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::{Error, Memo, MemoStore, RunId, content_key, memoized};
+use memo_runtime::{Error, Memo, MemoStore, content_key, memoized};
+use memo_tests::fixtures;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
@@ -27,27 +26,24 @@ impl Runs {
 }
 
 fn memo_on(objects: Arc<dyn ObjectStore>, run: &str, step: u32) -> Memo {
-    MemoStore::new(objects, "memo").new_memo(&RunId::new(run).unwrap(), step)
+    MemoStore::new(objects, "memo").new_memo(&fixtures::run(run), step)
 }
 
-fn local(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
-    Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
-}
-
-/// Runs `check` against a fresh InMemory store and a fresh local folder.
+/// Runs `check` against every fixture backend, one test each.
 macro_rules! on_every_backend {
     ($name:ident, $check:ident) => {
         mod $name {
+            use memo_tests::fixtures::Backend;
+
             #[tokio::test]
             async fn in_memory() {
-                let objects = std::sync::Arc::new(super::InMemory::new());
-                super::$check(objects).await;
+                super::$check(Backend::in_memory().objects()).await;
             }
 
             #[tokio::test]
             async fn local_file_system() {
-                let dir = tempfile::tempdir().unwrap();
-                super::$check(super::local(&dir)).await;
+                let folder = Backend::local_folder();
+                super::$check(folder.objects()).await;
             }
         }
     };
@@ -428,7 +424,7 @@ mod key_derivation {
 
     #[tokio::test]
     async fn the_entry_is_found_under_content_key_of_name_version_and_arguments() {
-        let memo = memo_on(Arc::new(InMemory::new()), "r1", 0);
+        let memo = memo_on(fixtures::Backend::in_memory().objects(), "r1", 0);
         let runs = Runs::default();
         send(&memo, &runs, "a@example.com", 3).await.unwrap();
         let stored = memo
@@ -453,7 +449,7 @@ mod key_derivation {
 
     #[tokio::test]
     async fn a_value_committed_by_hand_under_the_documented_key_is_a_hit() {
-        let memo = memo_on(Arc::new(InMemory::new()), "r1", 0);
+        let memo = memo_on(fixtures::Backend::in_memory().objects(), "r1", 0);
         let by_hand = Draft {
             text: "precomputed".into(),
             tokens: 1,
@@ -487,7 +483,7 @@ async fn gated(
 
 #[tokio::test]
 async fn concurrent_identical_calls_run_the_body_once_and_agree() {
-    let memo = memo_on(Arc::new(InMemory::new()), "r1", 0);
+    let memo = memo_on(fixtures::Backend::in_memory().objects(), "r1", 0);
     let runs = Runs::default();
     let (entered, gate) = (Notify::new(), Notify::new());
     let calls: Vec<_> = (0..16)
@@ -510,7 +506,7 @@ async fn concurrent_identical_calls_run_the_body_once_and_agree() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn spawned_identical_calls_on_threads_agree_and_run_the_body_once() {
-    let memo = Arc::new(memo_on(Arc::new(InMemory::new()), "r1", 0));
+    let memo = Arc::new(memo_on(fixtures::Backend::in_memory().objects(), "r1", 0));
     let runs = Arc::new(Runs::default());
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..32 {
@@ -525,11 +521,11 @@ async fn spawned_identical_calls_on_threads_agree_and_run_the_body_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_instances_agree_on_the_first_committed_value() {
-    let dir = tempfile::tempdir().unwrap();
+    let folder = fixtures::Backend::local_folder();
     // Two store instances over one folder: what two processes see. They do
     // not share a flight, so both bodies run.
-    let slow = memo_on(local(&dir), "r1", 0);
-    let fast = memo_on(local(&dir), "r1", 0);
+    let slow = memo_on(folder.open(), "r1", 0);
+    let fast = memo_on(folder.open(), "r1", 0);
     let (slow_runs, fast_runs) = (Runs::default(), Runs::default());
     let (slow_entered, slow_gate) = (Notify::new(), Notify::new());
     let (fast_entered, open_gate) = (Notify::new(), Notify::new());
@@ -569,7 +565,11 @@ mod shadowed {
 
     #[tokio::test]
     async fn a_shadowed_crate_name_with_a_crate_path_is_memoized() {
-        let memo = memo_on(std::sync::Arc::new(super::InMemory::new()), "r1", 0);
+        let memo = memo_on(
+            memo_tests::fixtures::Backend::in_memory().objects(),
+            "r1",
+            0,
+        );
         let runs = Runs::default();
         assert_eq!(through_sdk(&memo, &runs, 4).await.unwrap(), 4);
         assert_eq!(through_sdk(&memo, &runs, 4).await.unwrap(), 4);
@@ -601,7 +601,7 @@ async fn with_unencodable(memo: &Memo, runs: &Runs, arg: Unencodable) -> memo_ru
 #[tokio::test]
 async fn an_argument_that_fails_to_serialize_is_an_error_naming_the_call_and_the_body_does_not_run()
 {
-    let memo = memo_on(Arc::new(InMemory::new()), "r5", 1);
+    let memo = memo_on(fixtures::Backend::in_memory().objects(), "r5", 1);
     let runs = Runs::default();
     let err = with_unencodable(&memo, &runs, Unencodable)
         .await

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::{Memo, MemoStore, RunId, memoized};
+use memo_runtime::{Memo, memoized};
+use memo_tests::fixtures::{Backend, run};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,8 +69,9 @@ where
 
 #[tokio::test]
 async fn strictly_linted_memoized_functions_run_and_hit() -> anyhow::Result<()> {
-    let store = MemoStore::new(std::sync::Arc::new(InMemory::new()), "lint");
-    let memo = store.new_memo(&RunId::new("lint")?, 0);
+    let memo = Backend::in_memory()
+        .memo_store("lint")
+        .new_memo(&run("lint"), 0);
     let tags: BTreeSet<String> = ["a".to_owned()].into();
     let runs = AtomicUsize::new(0);
     let first = reply(&memo, &runs, "ann", tags.clone()).await?;

@@ -3,11 +3,10 @@
 //! (issue 10), each named after what it reproduces.
 
 use std::fmt::Debug;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::{Memo, MemoStore, RunId, memoized};
+use memo_runtime::{Memo, memoized};
+use memo_tests::fixtures::{Backend, run};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +25,9 @@ impl Runs {
 }
 
 fn memo() -> Memo {
-    MemoStore::new(Arc::new(InMemory::new()), "memo").new_memo(&RunId::new("r1").unwrap(), 0)
+    Backend::in_memory()
+        .memo_store("memo")
+        .new_memo(&run("r1"), 0)
 }
 
 /// Two types whose values serialize identically: only the type tells them

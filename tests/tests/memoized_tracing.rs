@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::{Memo, MemoStore, RunId, memoized};
+use memo_runtime::{Memo, MemoStore, memoized};
+use memo_tests::fixtures::{Backend, run};
 use tokio::sync::Notify;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -71,7 +70,7 @@ fn capture() -> (Spans, tracing::subscriber::DefaultGuard) {
 }
 
 fn memo_on(objects: Arc<dyn ObjectStore>) -> Memo {
-    MemoStore::new(objects, "memo").new_memo(&RunId::new("traced-run").unwrap(), 4)
+    MemoStore::new(objects, "memo").new_memo(&run("traced-run"), 4)
 }
 
 #[memoized(skip(fail))]
@@ -83,7 +82,7 @@ async fn lookup(memo: &Memo, fail: bool, id: u32) -> anyhow::Result<u32> {
 #[tokio::test(flavor = "current_thread")]
 async fn each_call_is_one_span_with_function_run_step_and_outcome() {
     let (spans, _guard) = capture();
-    let memo = memo_on(Arc::new(InMemory::new()));
+    let memo = memo_on(Backend::in_memory().objects());
     lookup(&memo, true, 1).await.unwrap_err();
     lookup(&memo, false, 1).await.unwrap();
     lookup(&memo, false, 1).await.unwrap();
@@ -112,12 +111,9 @@ async fn gated(
 #[tokio::test(flavor = "current_thread")]
 async fn a_call_that_loses_the_race_records_committed_by_other() {
     let (spans, _guard) = capture();
-    let dir = tempfile::tempdir().unwrap();
-    let local = || -> Arc<dyn ObjectStore> {
-        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
-    };
+    let folder = Backend::local_folder();
     // Two store instances: two processes, as far as single-flight knows.
-    let (slow, fast) = (memo_on(local()), memo_on(local()));
+    let (slow, fast) = (memo_on(folder.open()), memo_on(folder.open()));
     let (slow_entered, slow_gate) = (Notify::new(), Notify::new());
     let (fast_entered, open_gate) = (Notify::new(), Notify::new());
     let slow_call = gated(&slow, "slow", &slow_entered, &slow_gate, 1);

@@ -11,6 +11,7 @@ use futures::TryStreamExt;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::{Incarnation, MemoStore, RetentionSweeper, RunId, TerminalMarker, content_key};
+use memo_tests::fixtures::Backend;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
@@ -113,7 +114,7 @@ proptest! {
         cutoff in 0_u64..u64::MAX / 2,
     ) {
         let (listed, expired) = block_on(async {
-            let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+            let store = Backend::in_memory().memo_store("memo");
             for (run, at_ms) in &markers {
                 store.write_terminal_marker(run, *at_ms).await.unwrap();
             }

@@ -11,48 +11,17 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::{Commit, NewRun, RunStatus, StatusChange, StepReceipt};
 use memo_runtime::testing::CaseFoldingStore;
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+    Bytes, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
 };
+use memo_tests::fixtures::{Backend, charge, run};
 
 const DAY: u64 = 24 * 60 * 60 * 1000;
 const RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
-}
-
-/// One shared folder (or bucket) and the objects over it.
-struct Shared {
-    objects: Arc<dyn ObjectStore>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-fn shared_stores() -> Vec<(&'static str, Shared)> {
-    let dir = tempfile::tempdir().unwrap();
-    let local = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-    vec![
-        (
-            "in memory",
-            Shared {
-                objects: Arc::new(InMemory::new()),
-                _dir: None,
-            },
-        ),
-        (
-            "local folder",
-            Shared {
-                objects: local,
-                _dir: Some(dir),
-            },
-        ),
-    ]
-}
 
 /// A runtime over fresh store instances: what another process would build.
 fn process(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Runtime {
@@ -67,20 +36,6 @@ fn process(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Runtime 
         .marker_retry(RetryPolicy::attempts(2).with_min_delay(Duration::from_millis(1)))
         .build()
         .unwrap()
-}
-
-/// A charge made retry-safe with the memo: the counter counts real charges;
-/// the committed value is the charge's sequence number, so a value read back
-/// tells which execution it came from.
-async fn charge(memo: &Memo, cents: u64, charges: &AtomicU64) -> memo_runtime::Result<u64> {
-    if let Some(hit) = memo.content_get(&("charge", cents)).await? {
-        return Ok(u64::from_le_bytes(hit[..].try_into().unwrap()));
-    }
-    let n = charges.fetch_add(1, Ordering::SeqCst) + 1;
-    let committed = memo
-        .content_put(&("charge", cents), n.to_le_bytes())
-        .await?;
-    Ok(u64::from_le_bytes(committed[..].try_into().unwrap()))
 }
 
 type BoxedRun = futures::future::BoxFuture<'static, Result<u64, Error>>;
@@ -106,13 +61,14 @@ fn checkout(
 /// redelivery of the day-16 run charges nothing.
 #[tokio::test]
 async fn an_old_marker_never_sweeps_a_newer_run_of_the_same_id() {
-    for (name, shared) in shared_stores() {
+    for backend in Backend::all() {
+        let name = backend.name();
         let clock = Arc::new(ManualClock::new(10 * DAY));
         let charges = Arc::new(AtomicU64::new(0));
         let workflow = checkout(charges.clone());
         let order = run("order-1");
 
-        let first = process(&shared.objects, &clock);
+        let first = process(&backend.objects(), &clock);
         assert_eq!(first.run(&order, &500, &workflow).await.unwrap(), 1);
         let old = first.status(&order).await.unwrap().unwrap();
         assert!(
@@ -124,19 +80,19 @@ async fn an_old_marker_never_sweeps_a_newer_run_of_the_same_id() {
         );
 
         clock.set_ms(16 * DAY);
-        let second = process(&shared.objects, &clock);
+        let second = process(&backend.objects(), &clock);
         assert_eq!(second.run(&order, &500, &workflow).await.unwrap(), 2);
         assert_eq!(charges.load(Ordering::SeqCst), 2, "{name}");
         let new = second.status(&order).await.unwrap().unwrap();
         assert_ne!(new.incarnation, old.incarnation, "{name}");
 
         clock.set_ms(17 * DAY + 60 * 60 * 1000);
-        let sweeper = process(&shared.objects, &clock).retention_sweeper();
+        let sweeper = process(&backend.objects(), &clock).retention_sweeper();
         let report = sweeper.sweep_now().await.unwrap();
         assert_eq!(report.markers_expired, 1, "{name}: only M1 expired");
         assert!(report.is_complete(), "{name}: {report:?}");
 
-        let redelivery = process(&shared.objects, &clock);
+        let redelivery = process(&backend.objects(), &clock);
         assert_eq!(
             redelivery.run(&order, &500, &workflow).await.unwrap(),
             2,
@@ -163,13 +119,14 @@ async fn an_old_marker_never_sweeps_a_newer_run_of_the_same_id() {
 /// effects run again instead of hitting the earlier run's entries.
 #[tokio::test]
 async fn a_recreated_run_does_not_inherit_the_old_runs_memo_entries() {
-    for (name, shared) in shared_stores() {
+    for backend in Backend::all() {
+        let name = backend.name();
         let clock = Arc::new(ManualClock::new(DAY));
         let charges = Arc::new(AtomicU64::new(0));
         let workflow = checkout(charges.clone());
         let order = run("order-2");
 
-        let first = process(&shared.objects, &clock);
+        let first = process(&backend.objects(), &clock);
         assert_eq!(first.run(&order, &700, &workflow).await.unwrap(), 1);
         let old = first.status(&order).await.unwrap().unwrap();
         first
@@ -178,7 +135,7 @@ async fn a_recreated_run_does_not_inherit_the_old_runs_memo_entries() {
             .await
             .unwrap();
 
-        let second = process(&shared.objects, &clock);
+        let second = process(&backend.objects(), &clock);
         assert_eq!(
             second.run(&order, &700, &workflow).await.unwrap(),
             2,
@@ -222,9 +179,10 @@ fn receipt(run_id: &RunId, sequence: u64, output: &'static [u8]) -> StepReceipt 
 /// readers must still read whole.
 #[tokio::test]
 async fn a_stale_cache_never_answers_for_or_writes_into_a_recreated_run() {
-    for (name, shared) in shared_stores() {
-        let a = ObjectStoreRuntimeStore::new(shared.objects.clone(), "runs");
-        let b = ObjectStoreRuntimeStore::new(shared.objects.clone(), "runs");
+    for backend in Backend::all() {
+        let name = backend.name();
+        let a = ObjectStoreRuntimeStore::new(backend.objects(), "runs");
+        let b = ObjectStoreRuntimeStore::new(backend.objects(), "runs");
         let r = run("recycled");
         a.create_run(new_run(&r)).await.unwrap();
         let start = Commit::status(StatusChange::start_attempt(1), 2);
@@ -259,8 +217,8 @@ async fn a_stale_cache_never_answers_for_or_writes_into_a_recreated_run() {
 
         // A second stale instance that never looked again tries to commit
         // the old run's next step.
-        let stale = ObjectStoreRuntimeStore::new(shared.objects.clone(), "runs");
-        let c = ObjectStoreRuntimeStore::new(shared.objects.clone(), "runs");
+        let stale = ObjectStoreRuntimeStore::new(backend.objects(), "runs");
+        let c = ObjectStoreRuntimeStore::new(backend.objects(), "runs");
         let r2 = run("recycled-2");
         stale.create_run(new_run(&r2)).await.unwrap();
         let start = Commit::status(StatusChange::start_attempt(1), 2);
@@ -281,7 +239,7 @@ async fn a_stale_cache_never_answers_for_or_writes_into_a_recreated_run() {
             matches!(late, Err(Error::Conflict { .. })),
             "{name}: a commit into the deleted run was acknowledged: {late:?}"
         );
-        let fresh = ObjectStoreRuntimeStore::new(shared.objects.clone(), "runs");
+        let fresh = ObjectStoreRuntimeStore::new(backend.objects(), "runs");
         let now = fresh.load_run(&r2).await.unwrap().unwrap();
         assert_eq!(now, reborn, "{name}: the new run changed");
         assert!(fresh.load_receipts(&r2, None).await.unwrap().is_empty());

@@ -1,98 +1,67 @@
-//! The RuntimeStore conformance suite on every embedded backend: the
-//! in-memory store, and the object-store store on InMemory, on a local
-//! folder (at a prefix and at the root) and behind a PrefixStore, with the
-//! object-storage checks for corrupt records and injected faults.
+//! The RuntimeStore conformance suite, once per backend: the in-memory
+//! store, and the object-store store (with its object-storage checks) on
+//! InMemory, on a local folder (at a prefix and at the root), behind a
+//! PrefixStore and with a cache of one run.
 
 use std::sync::Arc;
 
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::prefix::PrefixStore;
-use memo_runtime::testing::FaultInjectingStore;
 use memo_runtime::testing::runtime_store as suite;
 use memo_runtime::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
-
-fn local(dir: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
-    Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
-}
+use memo_tests::fixtures::Backend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_on_the_in_memory_store() {
     let store = InMemoryRuntimeStore::new();
-    suite::run_all(|| store.clone()).await;
+    suite::run_suite(|| store.clone()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_on_object_store_in_memory() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let make = || ObjectStoreRuntimeStore::new(objects.clone(), "memo");
-    suite::run_all(make).await;
-    suite::corrupt_records_are_errors(&make).await;
-    suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_on_object_store_on_a_local_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let make = || ObjectStoreRuntimeStore::new(local(&dir), "memo");
-    suite::run_all(make).await;
-    suite::corrupt_records_are_errors(&make).await;
-    suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
+async fn conformance_on_object_store_on_every_backend() {
+    for backend in Backend::all() {
+        suite::run_object_store_suite(
+            || backend.open(),
+            |objects| ObjectStoreRuntimeStore::new(objects, "memo"),
+        )
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_on_object_store_at_the_root_of_a_local_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let make = || ObjectStoreRuntimeStore::new(local(&dir), "");
-    suite::run_all(make).await;
-    suite::corrupt_records_are_errors(&make).await;
-    suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_on_object_store_behind_a_prefix_store() {
-    let objects = Arc::new(InMemory::new());
-    let make = || {
-        let tenant = Arc::new(PrefixStore::new(objects.clone(), "tenant/a"));
-        ObjectStoreRuntimeStore::new(tenant, "memo")
-    };
-    suite::run_all(make).await;
-    suite::corrupt_records_are_errors(&make).await;
-    suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_with_a_cache_of_one_run() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let make = || ObjectStoreRuntimeStore::new(objects.clone(), "memo").with_cached_runs(1);
-    suite::run_all(make).await;
-    suite::corrupt_records_are_errors(&make).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_through_a_shared_trait_object() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    suite::run_all(|| -> Arc<dyn RuntimeStore> {
-        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "memo"))
-    })
+    let backend = Backend::local_folder();
+    suite::run_object_store_suite(
+        || backend.open(),
+        |objects| ObjectStoreRuntimeStore::new(objects, ""),
+    )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn faults_never_leave_a_partial_commit_in_memory() {
-    let faults = Arc::new(FaultInjectingStore::new(InMemory::new()).with_seed(7));
-    let make = || ObjectStoreRuntimeStore::new(faults.clone(), "memo");
-    suite::faults_never_leave_a_partial_commit(&make, &faults).await;
+async fn conformance_on_object_store_behind_a_prefix_store() {
+    let backend = Backend::in_memory();
+    suite::run_object_store_suite(
+        || -> Arc<dyn ObjectStore> { Arc::new(PrefixStore::new(backend.objects(), "tenant/a")) },
+        |objects| ObjectStoreRuntimeStore::new(objects, "memo"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn faults_never_leave_a_partial_commit_on_a_local_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let folder = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
-    let faults = Arc::new(FaultInjectingStore::new(folder).with_seed(11));
-    let make = || ObjectStoreRuntimeStore::new(faults.clone(), "memo");
-    suite::faults_never_leave_a_partial_commit(&make, &faults).await;
+async fn conformance_with_a_cache_of_one_run() {
+    let backend = Backend::in_memory();
+    suite::run_object_store_suite(
+        || backend.objects(),
+        |objects| ObjectStoreRuntimeStore::new(objects, "memo").with_cached_runs(1),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_through_a_shared_trait_object() {
+    let backend = Backend::in_memory();
+    suite::run_suite(|| -> Arc<dyn RuntimeStore> { Arc::new(backend.runtime_store("memo")) }).await;
 }
 
 /// What the object-store runtime store's calls cost in requests, as its
@@ -104,6 +73,7 @@ mod costs {
     use memo_runtime::runtime_store::{Commit, NewRun, RunStatus, StatusChange, StepReceipt};
     use memo_runtime::testing::CountingStore;
     use memo_runtime::{Bytes, ObjectStoreRuntimeStore, RunId, RuntimeStore};
+    use memo_tests::fixtures::run;
 
     fn counted() -> (Arc<CountingStore<InMemory>>, ObjectStoreRuntimeStore) {
         let counting = Arc::new(CountingStore::new(InMemory::new()));
@@ -112,7 +82,7 @@ mod costs {
     }
 
     async fn started(store: &ObjectStoreRuntimeStore, id: &str) -> RunId {
-        let run_id = RunId::new(id).unwrap();
+        let run_id = run(id);
         let run = NewRun {
             run_id: run_id.clone(),
             workflow: "w".into(),
@@ -200,7 +170,7 @@ mod costs {
             );
             store.atomic_apply(&run_id, done).await.unwrap();
         }
-        let pending = RunId::new("waiting").unwrap();
+        let pending = run("waiting");
         let run = NewRun {
             run_id: pending.clone(),
             workflow: "w".into(),

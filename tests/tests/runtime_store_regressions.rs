@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::{Commit, NewRun, StatusChange};
-use memo_runtime::{Bytes, InMemoryRuntimeStore, ObjectStoreRuntimeStore, RunId, RuntimeStore};
+use memo_runtime::{Bytes, InMemoryRuntimeStore, RuntimeStore};
+use memo_tests::fixtures::{Backend, run};
 
 /// A store's name, the first process's instance and the second's.
 type Pair = (&'static str, Arc<dyn RuntimeStore>, Arc<dyn RuntimeStore>);
@@ -14,18 +14,17 @@ type Pair = (&'static str, Arc<dyn RuntimeStore>, Arc<dyn RuntimeStore>);
 /// attempts 0, so it re-started attempt 1 "idempotently" alongside the first.
 #[tokio::test]
 async fn regression_recreating_an_advanced_run_returns_its_current_state() {
-    let objects = Arc::new(InMemory::new());
     let shared: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
-    let pairs: [Pair; 2] = [
-        ("in-memory", shared.clone(), shared),
-        (
-            "object store",
-            Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs")),
-            Arc::new(ObjectStoreRuntimeStore::new(objects, "runs")),
-        ),
-    ];
+    let mut pairs: Vec<Pair> = vec![("in-memory store", shared.clone(), shared)];
+    for backend in Backend::all() {
+        pairs.push((
+            backend.name(),
+            Arc::new(backend.runtime_store("runs")),
+            Arc::new(backend.runtime_store("runs")),
+        ));
+    }
     for (name, first, second) in pairs {
-        let run_id = RunId::new("advanced").unwrap();
+        let run_id = run("advanced");
         let new_run = NewRun {
             run_id: run_id.clone(),
             workflow: "w".into(),

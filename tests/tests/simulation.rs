@@ -19,6 +19,7 @@ use std::time::Duration;
 use memo_runtime::testing::sim::{Event, Ledger, RunOutcome, Simulation, memoized_key};
 use memo_runtime::workflow::{Context, RetryPolicy, Workflow};
 use memo_runtime::{Error, Memo, memoized};
+use memo_tests::fixtures::{Backend, run};
 use serde::{Deserialize, Serialize};
 
 /// How many seeds `cargo test` runs, and how long each history is: the CI
@@ -354,11 +355,8 @@ fn memoized_key_is_the_key_memoized_commits_under() {
         async fn quote(memo: &Memo, order: u32, via: &str) -> Result<String, Error> {
             Ok(format!("{order} via {via}"))
         }
-        let store = memo_runtime::MemoStore::new(
-            std::sync::Arc::new(memo_runtime::object_store::memory::InMemory::new()),
-            "memo",
-        );
-        let memo = store.new_memo(&memo_runtime::RunId::new("r").unwrap(), 0);
+        let store = Backend::in_memory().memo_store("memo");
+        let memo = store.new_memo(&run("r"), 0);
         let value = quote(&memo, 7, "card").await.unwrap();
         let key = memoized_key("quote", 0, &(7_u32, "card")).unwrap();
         let committed = memo

@@ -9,8 +9,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::TryStreamExt;
-use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::{
     Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, RunRecord, RunStatus,
@@ -18,36 +16,19 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{
-    Error, Incarnation, MARKER_BUCKET_MS, ManualClock, MemoStore, RetentionSweeper, RunId,
+    Error, Incarnation, MARKER_PARTITION_MS, ManualClock, MemoStore, RetentionSweeper, RunId,
     RuntimeStore, TerminalMarker,
 };
+use memo_tests::fixtures::{Backend, Faulty, run, stored_entries};
 use tokio::sync::{Notify, Semaphore};
 
-const HOUR: u64 = MARKER_BUCKET_MS;
+const HOUR: u64 = MARKER_PARTITION_MS;
 const DAY: u64 = 24 * HOUR;
 const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// "Now" in every test: day 100, in the middle of an hour.
 const NOW: u64 = 100 * DAY + HOUR / 2;
 /// The cutoff at `NOW` with `RETENTION`.
 const CUTOFF: u64 = NOW - 7 * DAY;
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
-}
-
-/// Every embedded backend, fresh, with the folder that backs the local one.
-fn backends() -> Vec<(
-    &'static str,
-    Arc<dyn ObjectStore>,
-    Option<tempfile::TempDir>,
-)> {
-    let dir = tempfile::tempdir().unwrap();
-    let local = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-    vec![
-        ("in-memory", Arc::new(InMemory::new()), None),
-        ("local", local, Some(dir)),
-    ]
-}
 
 /// Gives `run` `steps` memo entries and `steps` step-output entries.
 async fn seed_entries(store: &MemoStore, run: &RunId, steps: u32) {
@@ -94,23 +75,6 @@ async fn seed_terminal_run(store: &MemoStore, run: &RunId, steps: u32, terminal_
         .unwrap();
 }
 
-/// The run's entries as the object store lists them, independently of
-/// MemoStore.
-async fn stored_entries(store: &MemoStore, run: &RunId) -> usize {
-    let mut count = 0;
-    for folder in ["memos", "step-outputs"] {
-        let prefix = store.prefix().clone().join(folder).join(run.as_str());
-        let listed: Vec<_> = store
-            .object_store()
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .unwrap();
-        count += listed.len();
-    }
-    count
-}
-
 fn marker_runs(markers: &[TerminalMarker]) -> Vec<&str> {
     let mut runs: Vec<_> = markers.iter().map(|m| m.run_id.as_str()).collect();
     runs.sort_unstable();
@@ -153,7 +117,8 @@ async fn started_run(store: &dyn RuntimeStore, run: &RunId, created_at_ms: u64) 
 
 #[tokio::test]
 async fn expired_runs_are_cleared_and_their_markers_removed() {
-    for (name, objects, _dir) in backends() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let store = MemoStore::new(objects, "memo");
         seed_terminal_run(&store, &run("old-a"), 3, CUTOFF - DAY).await;
         seed_terminal_run(&store, &run("old-b"), 2, CUTOFF - 5 * HOUR - 7).await;
@@ -182,7 +147,8 @@ async fn expired_runs_are_cleared_and_their_markers_removed() {
 
 #[tokio::test]
 async fn a_run_terminal_at_exactly_the_cutoff_is_kept() {
-    for (name, objects, _dir) in backends() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let store = MemoStore::new(objects, "memo");
         seed_terminal_run(&store, &run("at-cutoff"), 1, CUTOFF).await;
         seed_terminal_run(&store, &run("just-before"), 1, CUTOFF - 1).await;
@@ -207,7 +173,8 @@ async fn a_run_terminal_at_exactly_the_cutoff_is_kept() {
 
 #[tokio::test]
 async fn runs_next_to_an_expired_run_are_untouched() {
-    for (name, objects, _dir) in backends() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let store = MemoStore::new(objects, "memo");
         seed_terminal_run(&store, &run("run"), 2, CUTOFF - DAY).await;
         // Neighbours by name: a run id that extends it, and ones that sort
@@ -237,28 +204,10 @@ async fn runs_next_to_an_expired_run_are_untouched() {
 
 /// A backend's name, a fault-injecting store over it, a memo store over
 /// that, and the folder that backs it.
-type Faulty = (
-    &'static str,
-    Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
-    MemoStore,
-    Option<tempfile::TempDir>,
-);
-
-/// A fault-injecting store over each backend, with its memo store.
-fn faulty_backends() -> Vec<Faulty> {
-    backends()
-        .into_iter()
-        .map(|(name, objects, dir)| {
-            let faults = Arc::new(FaultInjectingStore::new(objects));
-            let store = MemoStore::new(faults.clone(), "memo");
-            (name, faults, store, dir)
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_failed_entry_delete_keeps_the_marker_and_a_later_pass_leaves_nothing() {
-    for (name, faults, store, _dir) in faulty_backends() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let (name, store) = (backend.name(), backend.memo_store("memo"));
         seed_terminal_run(&store, &run("fails"), 4, CUTOFF - DAY).await;
         seed_terminal_run(&store, &run("works"), 2, CUTOFF - DAY).await;
         seed_terminal_run(&store, &run("fails-not"), 2, CUTOFF - HOUR).await;
@@ -305,7 +254,8 @@ async fn a_failed_entry_delete_keeps_the_marker_and_a_later_pass_leaves_nothing(
 
 #[tokio::test]
 async fn a_failed_marker_delete_keeps_the_marker_until_a_later_pass() {
-    for (name, faults, store, _dir) in faulty_backends() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let (name, store) = (backend.name(), backend.memo_store("memo"));
         seed_terminal_run(&store, &run("sticky"), 2, CUTOFF - DAY).await;
         faults.inject(
             FaultRule::fail_before(RequestKind::Delete)
@@ -340,7 +290,8 @@ async fn a_failed_marker_delete_keeps_the_marker_until_a_later_pass() {
 
 #[tokio::test]
 async fn a_failed_marker_listing_is_an_error_and_deletes_nothing() {
-    for (name, faults, store, _dir) in faulty_backends() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let (name, store) = (backend.name(), backend.memo_store("memo"));
         seed_terminal_run(&store, &run("listed"), 2, CUTOFF - DAY).await;
         faults.inject(
             FaultRule::fail_before(RequestKind::List)
@@ -364,10 +315,11 @@ async fn a_failed_marker_listing_is_an_error_and_deletes_nothing() {
 
 #[tokio::test]
 async fn a_listing_failing_mid_pass_is_an_error_and_earlier_pages_stay_swept() {
-    for (name, faults, store, _dir) in faulty_backends() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let (name, store) = (backend.name(), backend.memo_store("memo"));
         seed_terminal_run(&store, &run("older"), 1, CUTOFF - 2 * DAY).await;
         seed_terminal_run(&store, &run("newer"), 1, CUTOFF - DAY).await;
-        // The bucket folders and the oldest bucket list; the next bucket fails.
+        // The partition folders and the oldest partition list; the next partition fails.
         faults.inject(
             FaultRule::fail_before(RequestKind::List)
                 .at_prefix("memo/terminals")
@@ -485,7 +437,8 @@ impl RuntimeStore for ObservedRuntimeStore {
 
 #[tokio::test]
 async fn runtime_store_records_are_deleted_when_configured() {
-    for (name, objects, _dir) in backends() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let store = MemoStore::new(objects, "memo");
         let runtime = Arc::new(InMemoryRuntimeStore::new());
         for (id, at) in [("expired", CUTOFF - DAY), ("retained", CUTOFF + DAY)] {
@@ -515,7 +468,7 @@ async fn runtime_store_records_are_deleted_when_configured() {
 
 #[tokio::test]
 async fn runtime_store_records_are_kept_without_a_runtime_store() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let store = Backend::in_memory().memo_store("memo");
     let runtime = InMemoryRuntimeStore::new();
     let incarnation = finished_run(&runtime, &run("expired"), CUTOFF - DAY).await;
     seed_run(&store, &run("expired"), incarnation, 1, CUTOFF - DAY).await;
@@ -530,7 +483,7 @@ async fn runtime_store_records_are_kept_without_a_runtime_store() {
 
 #[tokio::test]
 async fn a_failed_runtime_store_delete_keeps_the_marker_until_a_later_pass() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let store = Backend::in_memory().memo_store("memo");
     let runtime = Arc::new(ObservedRuntimeStore::default());
     runtime.failing_deletes.store(1, Ordering::SeqCst);
     let incarnation = finished_run(runtime.as_ref(), &run("expired"), CUTOFF - DAY).await;
@@ -557,7 +510,7 @@ async fn a_failed_runtime_store_delete_keeps_the_marker_until_a_later_pass() {
 
 #[tokio::test]
 async fn a_marker_of_a_run_that_is_not_terminal_deletes_nothing() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let store = Backend::in_memory().memo_store("memo");
     let runtime = Arc::new(InMemoryRuntimeStore::new());
     let incarnation = started_run(runtime.as_ref(), &run("live"), CUTOFF - DAY).await;
     seed_run(&store, &run("live"), incarnation, 2, CUTOFF - DAY).await;
@@ -582,7 +535,8 @@ async fn a_marker_of_a_run_that_is_not_terminal_deletes_nothing() {
 
 #[tokio::test]
 async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
-    for (name, objects, _dir) in backends() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let store = MemoStore::new(objects, "memo");
         let runtime = Arc::new(InMemoryRuntimeStore::new());
         let incarnation = finished_run(runtime.as_ref(), &run("with-record"), CUTOFF - DAY).await;
@@ -641,7 +595,7 @@ async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
 
 #[tokio::test]
 async fn markers_are_processed_in_pages_with_bounded_concurrency() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let store = Backend::in_memory().memo_store("memo");
     let runtime = Arc::new(ObservedRuntimeStore::default());
     for i in 0..7 {
         let id = run(&format!("r{i}"));
@@ -664,7 +618,8 @@ async fn markers_are_processed_in_pages_with_bounded_concurrency() {
 
 #[tokio::test]
 async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
-    for (name, objects, _dir) in backends() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
         let counting = Arc::new(CountingStore::new(objects));
         let store = MemoStore::new(counting.clone(), "memo");
         // 12 expired runs over three hours, the last in the cutoff's hour.
@@ -700,7 +655,7 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
         assert_eq!(again.markers_expired, 0, "{name}");
         let counts = counting.counts();
         assert_eq!(counts.objects_listed, 0, "{name}: {counts:?}");
-        let hours_listed = if name == "local" { 3 } else { 1 };
+        let hours_listed = if backend.keeps_empty_folders() { 3 } else { 1 };
         assert_eq!(
             counts.lists + counts.lists_with_offset,
             hours_listed,
@@ -710,7 +665,7 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
 }
 
 #[tokio::test]
-async fn the_marker_stream_lists_a_bucket_only_when_it_reaches_it() {
+async fn the_marker_stream_lists_a_partition_only_when_it_reaches_it() {
     let counting = Arc::new(CountingStore::new(InMemory::new()));
     let store = MemoStore::new(counting.clone(), "memo");
     for hour in 0..5 {
@@ -722,7 +677,7 @@ async fn the_marker_stream_lists_a_bucket_only_when_it_reaches_it() {
     counting.reset();
     let mut stream = store.expired_terminal_markers(10 * HOUR);
     let first = stream.try_next().await.unwrap().unwrap();
-    assert_eq!(first.run_id.as_str(), "h0", "oldest bucket first");
+    assert_eq!(first.run_id.as_str(), "h0", "oldest partition first");
     let counts = counting.counts();
     assert_eq!(
         (
@@ -741,7 +696,7 @@ async fn the_marker_stream_lists_a_bucket_only_when_it_reaches_it() {
 }
 
 #[tokio::test]
-async fn the_marker_stream_reports_a_failed_bucket_listing() {
+async fn the_marker_stream_reports_a_failed_partition_listing() {
     let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
     let store = MemoStore::new(faults.clone(), "memo");
     store.write_terminal_marker(&run("a"), 5).await.unwrap();
@@ -751,13 +706,13 @@ async fn the_marker_stream_reports_a_failed_bucket_listing() {
         Err(Error::Store { path, .. }) => {
             assert_eq!(path, "memo/terminals/00000000000000000000")
         }
-        other => panic!("expected a store error naming the bucket, got {other:?}"),
+        other => panic!("expected a store error naming the partition, got {other:?}"),
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_background_sweeper_sweeps_at_each_interval_until_shut_down() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let store = Backend::in_memory().memo_store("memo");
     let clock = Arc::new(ManualClock::new(NOW));
     seed_terminal_run(&store, &run("early"), 1, CUTOFF - 1).await;
     seed_terminal_run(&store, &run("later"), 1, CUTOFF + HOUR / 2).await;
@@ -830,7 +785,7 @@ async fn bounded<F: std::future::IntoFuture>(future: F) -> F::Output {
 
 #[tokio::test]
 async fn shutdown_waits_for_the_pass_in_progress_to_finish() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let store = Backend::in_memory().memo_store("memo");
     let runtime = Arc::new(ObservedRuntimeStore::default());
     let gate = Arc::new(Semaphore::new(0));
     *runtime.gate.lock().unwrap() = Some(gate.clone());
@@ -862,7 +817,7 @@ async fn shutdown_waits_for_the_pass_in_progress_to_finish() {
 /// handle, which stopped the sweeper after its first pass.
 #[tokio::test(start_paused = true)]
 async fn dropping_the_handle_detaches_the_sweeper_which_keeps_sweeping() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let store = Backend::in_memory().memo_store("memo");
     let handle = RetentionSweeper::builder(store, RETENTION)
         .clock(Arc::new(ManualClock::new(NOW)))
         .build()
@@ -885,7 +840,7 @@ async fn dropping_the_handle_detaches_the_sweeper_which_keeps_sweeping() {
 
 #[test]
 fn the_cutoff_saturates_at_zero() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let store = Backend::in_memory().memo_store("memo");
     let sweeper = sweeper(&store);
     assert_eq!(sweeper.cutoff_ms(1_000), 0);
     assert_eq!(sweeper.cutoff_ms(NOW), CUTOFF);

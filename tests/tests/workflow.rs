@@ -7,25 +7,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
-use memo_runtime::{
-    Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId,
-    RuntimeStore,
-};
+use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, RuntimeStore};
+use memo_tests::fixtures::{self, run};
 use tokio::sync::mpsc;
 
-/// The stores a test runs on; the folder lives as long as the value.
+/// The stores a test runs on: the runs' records in memory or in the
+/// backend's objects; the folder lives as long as the value.
 struct Backend {
     name: &'static str,
     objects: Arc<dyn ObjectStore>,
     /// A runtime store over the backend's records, as a new process would
     /// open it (the in-memory store can only be shared).
     runtime_store: Box<dyn Fn() -> Arc<dyn RuntimeStore>>,
-    _dir: Option<tempfile::TempDir>,
+    _objects: fixtures::Backend,
 }
 
 impl Backend {
@@ -35,38 +33,26 @@ impl Backend {
     }
 }
 
+/// In-memory records, then object-store records on every fixture backend.
 fn backends() -> Vec<Backend> {
-    let dir = tempfile::tempdir().unwrap();
-    let local: Arc<dyn ObjectStore> =
-        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let shared: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
-    let object_store_records = |objects: &Arc<dyn ObjectStore>| {
-        let objects = objects.clone();
-        Box::new(move || {
-            Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs")) as Arc<dyn RuntimeStore>
-        })
-    };
-    vec![
-        Backend {
-            name: "in-memory records",
-            objects: Arc::new(InMemory::new()),
-            runtime_store: Box::new(move || shared.clone()),
-            _dir: None,
-        },
-        Backend {
-            name: "object-store records in memory",
-            runtime_store: object_store_records(&memory),
-            objects: memory,
-            _dir: None,
-        },
-        Backend {
-            name: "object-store records in a local folder",
-            runtime_store: object_store_records(&local),
-            objects: local,
-            _dir: Some(dir),
-        },
-    ]
+    let memory = fixtures::Backend::in_memory();
+    let mut backends = vec![Backend {
+        name: "in-memory records",
+        objects: memory.objects(),
+        runtime_store: Box::new(move || shared.clone()),
+        _objects: memory,
+    }];
+    for objects in fixtures::Backend::all() {
+        let records = objects.clone();
+        backends.push(Backend {
+            name: objects.name(),
+            objects: objects.objects(),
+            runtime_store: Box::new(move || Arc::new(records.runtime_store("runs"))),
+            _objects: objects,
+        });
+    }
+    backends
 }
 
 /// A new runtime over existing stores.
@@ -86,10 +72,6 @@ fn runtime(
 
 /// The default lease, in ms: how long a crashed worker holds its run.
 const LEASE_MS: u64 = memo_runtime::workflow::DEFAULT_LEASE.as_millis() as u64;
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
-}
 
 /// Counts how often each side effect really ran.
 #[derive(Default)]
@@ -224,7 +206,7 @@ async fn a_crash_mid_step_resumes_without_repeating_committed_side_effects() {
 
 #[tokio::test]
 async fn a_completed_run_returns_its_stored_result_without_running_anything() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let objects = fixtures::Backend::in_memory().objects();
     let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let clock = Arc::new(ManualClock::new(5));
     let effects = Arc::new(Effects::default());
@@ -240,7 +222,7 @@ async fn a_completed_run_returns_its_stored_result_without_running_anything() {
 
 #[tokio::test]
 async fn another_input_under_the_same_run_id_is_a_conflict() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let objects = fixtures::Backend::in_memory().objects();
     let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let runtime = runtime(&objects, &store, &Arc::new(ManualClock::new(0)));
     let workflow = order_workflow(Arc::default(), None);
@@ -251,7 +233,7 @@ async fn another_input_under_the_same_run_id_is_a_conflict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_step_order_is_non_determinism_naming_both_steps() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let objects = fixtures::Backend::in_memory().objects();
     let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let clock = Arc::new(ManualClock::new(0));
     let id = run("nondet");
@@ -295,7 +277,7 @@ async fn a_changed_step_order_is_non_determinism_naming_both_steps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_slower_of_two_workers_on_one_run_loses_its_lease_and_commits_nothing() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let objects = fixtures::Backend::in_memory().objects();
     let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let clock = Arc::new(ManualClock::new(0));
     let id = run("raced");
@@ -368,7 +350,7 @@ async fn transient_errors_are_retried_and_permanent_ones_fail_the_run() {
         }
     }
 
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let objects = fixtures::Backend::in_memory().objects();
     let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let runtime = runtime(&objects, &store, &Arc::new(ManualClock::new(0)));
     let tries = Arc::new(AtomicUsize::new(0));
@@ -506,7 +488,7 @@ async fn a_run_waiting_for_a_signal_is_resumed_by_another_runtime() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_can_wait_in_process_for_a_signal_sent_meanwhile() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let objects = fixtures::Backend::in_memory().objects();
     let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let clock = Arc::new(ManualClock::new(0));
     let waiting = Runtime::builder()
@@ -592,7 +574,7 @@ async fn a_terminal_run_is_marked_and_a_lost_marker_is_rewritten_by_recover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recover_resumes_the_open_runs_of_its_workflow() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let objects = fixtures::Backend::in_memory().objects();
     let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let clock = Arc::new(ManualClock::new(0));
     let effects = Arc::new(Effects::default());

@@ -10,13 +10,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
-use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, memoized};
+use memo_tests::fixtures::{Backend, run};
 
 /// How a worker dies after its first `writes` acknowledged creates.
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +110,7 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
     // order and each counts the creates it skips, so both skip `writes`.)
     faulty.inject(FaultRule::fail_before(RequestKind::Create).skip(writes));
     let effects = Arc::new(Effects::default());
-    let run = RunId::new("order").unwrap();
+    let run = run("order");
     let workflow = |effects: Arc<Effects>| {
         Workflow::new("order", move |ctx, amount| {
             order(ctx, amount, effects.clone())
@@ -190,11 +189,12 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
     true
 }
 
-async fn every_crash_point(make: impl Fn() -> (Arc<dyn ObjectStore>, Option<tempfile::TempDir>)) {
+async fn every_crash_point(make: impl Fn() -> Backend) {
     for death in [Death::BeforeWrite, Death::AfterWrite] {
         let mut writes = 0;
         loop {
-            let (objects, _dir) = make();
+            let backend = make();
+            let objects = backend.objects();
             if !crash_and_recover(objects, writes, death).await {
                 break;
             }
@@ -211,16 +211,10 @@ async fn every_crash_point(make: impl Fn() -> (Arc<dyn ObjectStore>, Option<temp
 
 #[tokio::test]
 async fn every_crash_point_on_in_memory() {
-    every_crash_point(|| (Arc::new(InMemory::new()) as Arc<dyn ObjectStore>, None)).await;
+    every_crash_point(Backend::in_memory).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_on_a_local_folder() {
-    every_crash_point(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let objects: Arc<dyn ObjectStore> =
-            Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-        (objects, Some(dir))
-    })
-    .await;
+    every_crash_point(Backend::local_folder).await;
 }

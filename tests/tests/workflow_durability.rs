@@ -19,6 +19,7 @@ use memo_runtime::workflow::{Context, RetryPolicy, Runtime, RuntimeBuilder, Work
 use memo_runtime::{
     Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
 };
+use memo_tests::fixtures::run;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
@@ -60,10 +61,6 @@ impl Folder {
     }
 }
 
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
-}
-
 /// The workflows' own error type: memo errors are converted into it.
 #[derive(Debug)]
 struct AppError(String);
@@ -97,7 +94,7 @@ async fn status(runtime: &Runtime, run_id: &RunId) -> RunStatus {
     runtime.status(run_id).await.unwrap().unwrap().status
 }
 
-// Case 5: store faults are runtime faults.
+// Case 5: store faults interrupt the attempt; they never fail the run.
 
 /// A checkout whose step converts every memo error into the workflow's own
 /// error, as users' code does.

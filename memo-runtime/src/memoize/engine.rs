@@ -173,12 +173,12 @@ impl<R, T, E> Call<'_, R, T, E> {
     /// type (the type changed incompatibly, or a foreign value sits under
     /// the key): the call fails with [`Error::Decode`] and the body is not
     /// run, because its side effect has already happened once. Reporting
-    /// such a fault anywhere else belongs here.
+    /// such an error anywhere else belongs here.
     fn undecodable(&self, key: &str, error: DecodeError) -> Error {
         let error = Error::decode(self.describe(), self.memo.entry_path(key), error);
         // A code fix can read the value: in a workflow, the attempt stops and
         // the run stays open, whatever the caller does with the error.
-        self.memo.report_fault(&error);
+        self.memo.report_transient(&error);
         error
     }
 

@@ -47,11 +47,7 @@ mod memory;
 mod object;
 mod state;
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -94,6 +90,19 @@ impl RunStatus {
             self,
             RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
         )
+    }
+
+    /// The status's folder name in the status-hint index: part of the
+    /// stored layout (see `layout.rs`), so spelled out here rather than
+    /// derived from the variant's name.
+    pub(crate) fn path_segment(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "Pending",
+            RunStatus::Running => "Running",
+            RunStatus::Completed => "Completed",
+            RunStatus::Failed => "Failed",
+            RunStatus::Cancelled => "Cancelled",
+        }
     }
 }
 
@@ -347,7 +356,7 @@ impl StatusChange {
     ) -> StatusChange {
         StatusChange::Running {
             attempt,
-            token: unique_token(),
+            token: crate::run_id::unique_token(),
             owner: owner.into(),
             lease_until_ms,
         }
@@ -693,20 +702,6 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// [`Error::Conflict`](crate::Error::Conflict) if the run is that
     /// incarnation and not terminal.
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool>;
-}
-
-/// A number no other call returns: std's randomly keyed hasher (seeded from
-/// the operating system) over the time, the process id and a counter.
-pub(crate) fn unique_token() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = RandomState::new().build_hasher();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    hasher.write_u128(nanos);
-    hasher.write_u32(std::process::id());
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.finish()
 }
 
 /// A shared store is a store: `Arc<dyn RuntimeStore>` can go wherever a

@@ -33,13 +33,13 @@ pub(crate) enum Change {
 pub(crate) enum Verdict {
     /// Every part of the change is already in effect: nothing to apply.
     AlreadyApplied,
-    /// The change applies; pass the plan to [`RunState::apply`].
-    Apply(Plan),
+    /// The change applies; pass the approval to [`RunState::apply`].
+    Apply(Approval),
 }
 
 /// What [`RunState::apply`] needs from the check (so applying cannot fail).
 #[derive(Debug)]
-pub(crate) struct Plan {
+pub(crate) struct Approval {
     commit_digest: Option<[u8; 32]>,
 }
 
@@ -135,10 +135,10 @@ impl RunState {
         }
     }
 
-    /// Applies a change that [`check`](Self::check) accepted with `plan`.
-    pub(crate) fn apply(&mut self, change: Change, plan: Plan) {
+    /// Applies a change that [`check`](Self::check) accepted with `approval`.
+    pub(crate) fn apply(&mut self, change: Change, approval: Approval) {
         match change {
-            Change::Commit(commit) => self.apply_commit(commit, plan),
+            Change::Commit(commit) => self.apply_commit(commit, approval),
             Change::Input(input) => self.apply_input(input),
         }
     }
@@ -252,7 +252,7 @@ impl RunState {
             return Err(self.conflict("", format!("the run is already {}", self.record.status)));
         }
         Ok(if changes {
-            Verdict::Apply(Plan {
+            Verdict::Apply(Approval {
                 commit_digest: commit.receipt.as_ref().map(|_| digest),
             })
         } else {
@@ -369,11 +369,11 @@ impl RunState {
         }
     }
 
-    fn apply_commit(&mut self, commit: Commit, plan: Plan) {
+    fn apply_commit(&mut self, commit: Commit, approval: Approval) {
         let record = &mut self.record;
         record.updated_at_ms = record.updated_at_ms.max(commit.at_ms);
         let consumer = commit.receipt.as_ref().map(|r| r.sequence);
-        if let (Some(receipt), Some(digest)) = (commit.receipt, plan.commit_digest) {
+        if let (Some(receipt), Some(digest)) = (commit.receipt, approval.commit_digest) {
             self.receipts.push(receipt);
             self.commit_digests.push(digest);
         }
@@ -446,7 +446,7 @@ impl RunState {
                 format!("the run is already {}", self.record.status),
             ));
         }
-        Ok(Verdict::Apply(Plan {
+        Ok(Verdict::Apply(Approval {
             commit_digest: None,
         }))
     }

@@ -16,7 +16,7 @@ use super::Shared;
 use super::lease::HeldLease;
 use crate::codec;
 use crate::error::Error;
-use crate::memo::{FaultSink, Memo, MemoStore};
+use crate::memo::{AttemptInterruption, Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{Commit, InputPhase, StepReceipt};
 use crate::workflow::RetryPolicy;
@@ -44,9 +44,9 @@ struct Inner {
     lease: Arc<HeldLease>,
     history: Vec<StepReceipt>,
     cursor: tokio::sync::Mutex<u64>,
-    /// The first runtime fault of this attempt, shared with the memos of its
+    /// The first transient error of this attempt (its interruption), shared with the memos of its
     /// steps: once set, the attempt is over and the run stays open.
-    faults: FaultSink,
+    interruption: AttemptInterruption,
 }
 
 impl std::fmt::Debug for Context {
@@ -75,7 +75,7 @@ impl Context {
                 lease,
                 history,
                 cursor: tokio::sync::Mutex::new(0),
-                faults: FaultSink::default(),
+                interruption: AttemptInterruption::default(),
             }),
         }
     }
@@ -123,12 +123,12 @@ impl Context {
     /// time. To branch on kinds of failure, make them the step's value (a
     /// step returning `Ok(Err(Declined))`), which replays exactly.
     ///
-    /// Runtime faults, converted into `E`, stop the attempt without failing
+    /// Runtime errors, converted into `E`, interrupt the attempt without failing
     /// the run, so it can be resumed: [`Error::NonDeterminism`] if the history
     /// records another step at this position; [`Error::Conflict`] if another
     /// worker committed this step first; [`Error::Decode`] if a recorded
     /// output does not decode as `T`; [`Error::Store`] if the commit fails;
-    /// [`Error::Aborted`] for a step called after an earlier fault stopped
+    /// [`Error::Aborted`] for a step called after an earlier error interrupted
     /// the attempt. A transient failure of the step's [`Memo`] (see
     /// [`Error::is_transient`]) stops the attempt too, even if the body
     /// converted it into an error of its own: the step records nothing, and
@@ -182,7 +182,7 @@ impl Context {
     /// # Errors
     ///
     /// [`Error::Suspended`] as above; [`Error::Decode`] if the payload does
-    /// not decode as `T`; and the runtime faults of [`Context::step`]. None
+    /// not decode as `T`; and the runtime errors of [`Context::step`]. None
     /// of these fail the run.
     pub async fn wait_for_signal<T: DeserializeOwned>(&self, name: &str) -> Result<T, Error> {
         let step_name = format!("signal:{name}");
@@ -201,7 +201,7 @@ impl Context {
                 .store
                 .load_inputs(&self.inner.run_id)
                 .await
-                .map_err(|e| self.fault(e))?;
+                .map_err(|e| self.interrupt(e))?;
             let pending = inputs.into_iter().find(|input| {
                 input.name == name
                     && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
@@ -210,7 +210,7 @@ impl Context {
                 break input;
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(self.fault(Error::Suspended {
+                return Err(self.interrupt(Error::Suspended {
                     run_id: self.inner.run_id.to_string(),
                     signal: name.to_string(),
                 }));
@@ -226,25 +226,26 @@ impl Context {
     }
 
     /// The runtime error that stopped this attempt, if any.
-    pub(super) fn take_fault(&self) -> Option<String> {
-        self.inner.faults.take()
+    pub(super) fn take_interruption(&self) -> Option<String> {
+        self.inner.interruption.take()
     }
 
     /// Records a runtime-side failure, if it is transient (the run must not
     /// be failed for it), and converts it for the workflow.
-    fn fault<E: From<Error>>(&self, error: Error) -> E {
-        self.inner.faults.record(&error);
+    fn interrupt<E: From<Error>>(&self, error: Error) -> E {
+        self.inner.interruption.record(&error);
         E::from(error)
     }
 
-    /// Refuses to start a step once a fault has stopped the attempt: the
-    /// workflow may have handled the fault's error, but nothing more of this
+    /// Refuses to start a step once a transient error interrupted the attempt: the
+    /// workflow may have handled that error, but nothing more of this
     /// attempt may be recorded.
     fn check_not_stopped<E: From<Error>>(&self) -> Result<(), E> {
-        if self.inner.faults.is_set() {
+        if self.inner.interruption.is_set() {
             return Err(E::from(Error::Aborted {
                 run_id: self.inner.run_id.to_string(),
-                reason: "a runtime fault stopped this attempt earlier; no further step runs".into(),
+                reason: "a transient error interrupted this attempt earlier; no further step runs"
+                    .into(),
             }));
         }
         Ok(())
@@ -272,7 +273,7 @@ impl Context {
             return Ok(None);
         };
         if receipt.step != step {
-            return Err(self.fault(Error::NonDeterminism {
+            return Err(self.interrupt(Error::NonDeterminism {
                 run_id: self.inner.run_id.to_string(),
                 sequence,
                 recorded: receipt.step.clone(),
@@ -290,7 +291,7 @@ impl Context {
     ) -> Result<T, E> {
         let what = format!("the output of step {step:?}");
         let location = format!("run {} receipt {sequence}", self.inner.run_id);
-        codec::decode_value(&what, &location, bytes).map_err(|e| self.fault(e))
+        codec::decode_value(&what, &location, bytes).map_err(|e| self.interrupt(e))
     }
 
     fn receipt(&self, sequence: u64, step: String, outcome: Result<Bytes, String>) -> StepReceipt {
@@ -318,7 +319,7 @@ impl Context {
             .atomic_apply(&self.inner.run_id, commit)
             .await
             .map(drop)
-            .map_err(|e| self.fault(e))
+            .map_err(|e| self.interrupt(e))
     }
 
     async fn run_step<F, Fut, T, E>(&self, step: Step<'_, F, T, E>) -> Result<T, E>
@@ -344,7 +345,7 @@ impl Context {
             return self.replayed(receipt);
         }
         let step_number = u32::try_from(sequence).map_err(|_| {
-            self.fault(Error::InvalidWrite {
+            self.interrupt(Error::InvalidWrite {
                 run_id: self.inner.run_id.to_string(),
                 reason: "a run has at most 2^32 steps".into(),
             })
@@ -356,18 +357,18 @@ impl Context {
             .lease
             .ensure_live(&self.inner.shared, &self.inner.run_id)
             .await
-            .map_err(|e| self.fault(e))?;
-        let faults = &self.inner.faults;
+            .map_err(|e| self.interrupt(e))?;
+        let interruption = &self.inner.interruption;
         let memo = self
             .inner
             .shared
             .memo
             .memo_for(&self.inner.run_id, self.inner.incarnation, step_number)
-            .with_fault_sink(faults.clone());
+            .with_interruption(interruption.clone());
         let attempt = || {
-            // Each try starts clean: a fault that a retry got past is no
+            // Each try starts clean: an interruption that a retry got past is no
             // reason to stop the attempt.
-            faults.take();
+            interruption.take();
             body(memo.clone())
         };
         let outcome = attempt
@@ -377,14 +378,14 @@ impl Context {
             .notify(|_, wait| tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying"))
             .await;
         let (recorded, result) = match outcome {
-            // The body met a runtime fault (kept in `faults`): record
+            // The body met a transient error (kept in `interruption`): record
             // nothing, so that the next attempt runs the step again.
-            Err(e) if faults.is_set() => return Err(e),
+            Err(e) if interruption.is_set() => return Err(e),
             Err(e) => (Err(e.to_string()), Err(e)),
             Ok(value) => {
                 // What the body got past on its way to a value is its own
                 // business: the value is committed.
-                faults.take();
+                interruption.take();
                 match codec::encode_value(&format!("the output of step {name:?}"), &value) {
                     Ok(output) => (Ok(output), Ok(value)),
                     // A value that cannot be encoded fails the step for good.

@@ -293,7 +293,7 @@ impl RuntimeBuilder {
                     format!(
                         "pid{}-{:08x}",
                         std::process::id(),
-                        crate::runtime_store::unique_token() as u32
+                        crate::run_id::unique_token() as u32
                     )
                 }),
             }),
@@ -677,7 +677,7 @@ impl Runtime {
         let outcome = lease.hold(body.catch_unwind()).await;
         let (result, ended) = match outcome {
             Ok(Ok(Ok(done))) => done,
-            Ok(Ok(Err(fault))) => (Err(E::from(fault)), false),
+            Ok(Ok(Err(interruption))) => (Err(E::from(interruption)), false),
             Ok(Err(panic)) => {
                 let message = panic_message(panic.as_ref());
                 tracing::error!(%run_id, panic = %message, "the workflow panicked; the run stays open");
@@ -698,8 +698,8 @@ impl Runtime {
 
     /// The body of one attempt, under its lease: replays the history, runs
     /// the workflow and commits its outcome. `true` with the result if the
-    /// run ended (its terminal status committed); an error for a runtime
-    /// fault that stopped the attempt before the workflow ran or after it.
+    /// run ended (its terminal status committed); an error for a transient
+    /// error that interrupted the attempt before the workflow ran or after it.
     async fn attempt<I, O, E, F, Fut>(
         &self,
         record: &RunRecord,
@@ -727,16 +727,16 @@ impl Runtime {
             history,
         );
         let result = (workflow.run)(ctx.clone(), input).await;
-        if let Some(fault) = ctx.take_fault() {
+        if let Some(interruption) = ctx.take_interruption() {
             // The runtime, not the workflow, stopped this attempt: leave the run
             // open so that it can be resumed.
-            tracing::warn!(%fault, "attempt stopped; the run stays open");
+            tracing::warn!(%interruption, "attempt stopped; the run stays open");
             return Ok(match result {
                 Err(e) => (Err(e), false),
                 Ok(_) => {
                     let aborted = Error::Aborted {
                         run_id: run_id.to_string(),
-                        reason: fault,
+                        reason: interruption,
                     };
                     (Err(aborted.into()), false)
                 }

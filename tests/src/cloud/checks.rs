@@ -15,15 +15,12 @@ use memo_runtime::testing::runtime_store as runtime_suite;
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Error, MARKER_BUCKET_MS, ManualClock, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
-    RunId, RuntimeStore, probe_conditional_create,
+    Error, MARKER_PARTITION_MS, ManualClock, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
+    RuntimeStore, probe_conditional_create,
 };
 
 use super::CloudBucket;
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
-}
+use crate::fixtures::{run, stored_entries};
 
 /// The start-up probe passes on a store opened from the cloud's URL, and
 /// leaves nothing behind.
@@ -44,29 +41,18 @@ pub async fn store_from_url_honours_conditional_creates(bucket: &CloudBucket) {
 /// The memo-store conformance suite.
 pub async fn memo_conformance_suite(bucket: &CloudBucket) {
     let opened = bucket.open();
-    suite::run_all(|| MemoStore::new(opened.store.clone(), opened.prefix.clone())).await;
+    suite::run_suite(|| MemoStore::new(opened.store.clone(), opened.prefix.clone())).await;
 }
 
-/// The runtime-store conformance suite and the object-store checks for
-/// corrupt records and unfinished deletions.
+/// The runtime-store conformance suite, object-storage checks included.
 pub async fn runtime_store_conformance_suite(bucket: &CloudBucket) {
+    let prefix = bucket.open().prefix;
     // A new client per instance, as separate workers would have.
-    let make = || {
-        let opened = bucket.open();
-        ObjectStoreRuntimeStore::new(opened.store, opened.prefix)
-    };
-    runtime_suite::run_all(make).await;
-    runtime_suite::corrupt_records_are_errors(&make).await;
-    runtime_suite::an_unfinished_deletion_is_finished_not_inherited(&make).await;
-}
-
-/// Injected faults before and after requests never leave a step commit
-/// half applied.
-pub async fn runtime_store_faults_never_leave_a_partial_commit(bucket: &CloudBucket) {
-    let opened = bucket.open();
-    let faults = Arc::new(FaultInjectingStore::new(opened.store).with_seed(13));
-    let make = || ObjectStoreRuntimeStore::new(faults.clone(), opened.prefix.clone());
-    runtime_suite::faults_never_leave_a_partial_commit(&make, &faults).await;
+    runtime_suite::run_object_store_suite(
+        || bucket.open().store,
+        |objects| ObjectStoreRuntimeStore::new(objects, prefix.clone()),
+    )
+    .await;
 }
 
 /// Thirty-two clients, each with its own connection, racing to write one
@@ -107,16 +93,16 @@ pub async fn listing_expired_markers_lists_about_as_many_objects_as_are_expired(
     let counting = Arc::new(CountingStore::new(opened.store.clone()));
     let store = MemoStore::new(counting.clone(), opened.prefix.clone());
 
-    // The cutoff falls mid-bucket: 12 expired markers span its bucket and the
+    // The cutoff falls mid-partition: 12 expired markers span its partition and the
     // one before; 100 retained ones (one exactly at the cutoff) share the
-    // cutoff's bucket, and 100 more fill the ten buckets after it.
-    let cutoff = 1_000 * MARKER_BUCKET_MS + MARKER_BUCKET_MS / 2;
-    let expired_at = (1..=12).map(|i| cutoff - i * MARKER_BUCKET_MS / 10);
-    let retained_in_cutoff_bucket = (0..100).map(|i| cutoff + i * MARKER_BUCKET_MS / 400);
+    // cutoff's partition, and 100 more fill the ten partitions after it.
+    let cutoff = 1_000 * MARKER_PARTITION_MS + MARKER_PARTITION_MS / 2;
+    let expired_at = (1..=12).map(|i| cutoff - i * MARKER_PARTITION_MS / 10);
+    let retained_in_cutoff_partition = (0..100).map(|i| cutoff + i * MARKER_PARTITION_MS / 400);
     let retained_later =
-        (1..=100).map(|i| cutoff + MARKER_BUCKET_MS / 2 + i * MARKER_BUCKET_MS / 10);
+        (1..=100).map(|i| cutoff + MARKER_PARTITION_MS / 2 + i * MARKER_PARTITION_MS / 10);
     let markers: Vec<(usize, u64)> = expired_at
-        .chain(retained_in_cutoff_bucket)
+        .chain(retained_in_cutoff_partition)
         .chain(retained_later)
         .enumerate()
         .collect();
@@ -197,7 +183,7 @@ pub async fn clearing_a_large_run_uses_batched_deletes(bucket: &CloudBucket) {
 /// Two workflow runs finished longer ago than their retention are swept
 /// (runtime records, memo entries, markers); a recent one is kept.
 pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &CloudBucket) {
-    const DAY: u64 = 24 * MARKER_BUCKET_MS;
+    const DAY: u64 = 24 * MARKER_PARTITION_MS;
     const NOW: u64 = 100 * DAY;
     let opened = bucket.open();
     let memo = MemoStore::new(opened.store.clone(), opened.prefix.clone().join("memo"));
@@ -250,10 +236,10 @@ pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &Cl
     );
     for id in ["old-a", "old-b"] {
         assert_eq!(records.load_run(&run(id)).await.unwrap(), None, "{id}");
-        assert_eq!(entries_of(&memo, id).await, 0, "{id}");
+        assert_eq!(stored_entries(&memo, &run(id)).await, 0, "{id}");
     }
     assert!(records.load_run(&run("recent")).await.unwrap().is_some());
-    assert!(entries_of(&memo, "recent").await > 0);
+    assert!(stored_entries(&memo, &run("recent")).await > 0);
     let markers = memo.list_terminal_markers().await.unwrap();
     assert_eq!(
         markers
@@ -263,20 +249,4 @@ pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &Cl
         ["recent"]
     );
     assert_eq!(sweeper.sweep_once(NOW).await.unwrap().markers_expired, 0);
-}
-
-/// The memo and step-output objects of run `id`, as the server lists them.
-async fn entries_of(memo: &MemoStore, id: &str) -> usize {
-    let mut count = 0;
-    for folder in ["memos", "step-outputs"] {
-        let prefix = memo.prefix().clone().join(folder).join(id);
-        let listed: Vec<_> = memo
-            .object_store()
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .unwrap();
-        count += listed.len();
-    }
-    count
 }

@@ -43,7 +43,9 @@ impl ObjectStoreRuntimeStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<()> {
-        let path = self.layout.status_hint(status, run_id, incarnation);
+        let path = self
+            .layout
+            .status_hint(status.path_segment(), run_id, incarnation);
         write_once::create_once(self.store.as_ref(), &path, run_id.as_str().as_bytes()).await?;
         Ok(())
     }
@@ -58,7 +60,9 @@ impl ObjectStoreRuntimeStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) {
-        let hint = self.layout.status_hint(left, run_id, incarnation);
+        let hint = self
+            .layout
+            .status_hint(left.path_segment(), run_id, incarnation);
         if let Err(e) = self.delete_all(vec![hint]).await {
             tracing::debug!(run_id = %run_id, status = %left, error = %e, "stale status hint kept");
         }
@@ -70,7 +74,7 @@ impl ObjectStoreRuntimeStore {
         &self,
         status: RunStatus,
     ) -> Result<Vec<(RunId, Incarnation)>> {
-        let folder = self.layout.status_folder(status);
+        let folder = self.layout.status_folder(status.path_segment());
         let hints: Vec<_> = self
             .store
             .list(Some(&folder))

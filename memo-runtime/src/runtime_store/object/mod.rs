@@ -330,7 +330,9 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                     None => true,
                 };
                 if stale {
-                    let hint = self.layout.status_hint(status, &run_id, incarnation);
+                    let hint = self
+                        .layout
+                        .status_hint(status.path_segment(), &run_id, incarnation);
                     self.delete_all(vec![hint]).await?;
                 }
                 Ok::<_, Error>(current.filter(|r| r.status == status))
@@ -386,9 +388,10 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             .try_collect()
             .await
             .map_err(|e| Error::store(&folder, e))?;
-        let hints = RunStatus::ALL
-            .iter()
-            .map(|&status| self.layout.status_hint(status, run_id, incarnation));
+        let hints = RunStatus::ALL.iter().map(|&status| {
+            self.layout
+                .status_hint(status.path_segment(), run_id, incarnation)
+        });
         self.delete_all(leftovers.into_iter().chain(hints).collect())
             .await?;
         Ok(existed)

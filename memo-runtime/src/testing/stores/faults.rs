@@ -616,7 +616,8 @@ mod tests {
     use object_store::{ObjectStoreExt, PutMode};
 
     use super::*;
-    use crate::testing::{CountingStore, exercise_every_method};
+    use crate::testing::CountingStore;
+    use crate::testing::stores::exercise_every_method;
 
     async fn exists(store: &dyn ObjectStore, path: &str) -> bool {
         match store.head(&Path::from(path)).await {

@@ -142,7 +142,7 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
-    use crate::testing::exercise_every_method;
+    use crate::testing::stores::exercise_every_method;
 
     #[tokio::test]
     async fn every_method_reaches_the_inner_store() {

@@ -7,8 +7,14 @@
 //! (races, reopening) take a factory that returns a new instance over the
 //! same records each time it is called, as another process would build it.
 //! The object-storage checks ([`corrupt_records_are_errors`],
+//! [`an_unfinished_deletion_is_finished_not_inherited`],
 //! [`faults_never_leave_a_partial_commit`]) take the concrete
 //! [`ObjectStoreRuntimeStore`] factory and the fault-injecting wrapper.
+//!
+//! A backend runs the suite through one entry point: [`run_suite`] for any
+//! [`RuntimeStore`], [`run_object_store_suite`] for an
+//! [`ObjectStoreRuntimeStore`] (which runs everything [`run_suite`] does).
+//! A new check goes into one of the two, so it reaches every backend.
 //!
 //! Every check works in runs of its own, named with [`unique_run_id`], so
 //! checks can share one store, run in parallel, and run against a shared
@@ -22,11 +28,9 @@
 //! # async fn main() {
 //! let store = InMemoryRuntimeStore::new();
 //! // Clones share the runs: "another instance over the same storage".
-//! suite::run_all(|| store.clone()).await;
+//! suite::run_suite(|| store.clone()).await;
 //! # }
 //! ```
-//!
-//! [`ObjectStoreRuntimeStore`]: crate::ObjectStoreRuntimeStore
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +39,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures::future::join_all;
 
+use crate::ObjectStoreRuntimeStore;
 use crate::error::Error;
 use crate::run_id::RunId;
 use crate::runtime_store::{
@@ -87,9 +92,10 @@ fn input(id: &str, payload: &'static [u8]) -> NewInput {
     }
 }
 
-/// Runs every check that holds for any backend. `make` returns a new
-/// instance over the same records each time it is called.
-pub async fn run_all<S: RuntimeStore + 'static>(make: impl Fn() -> S) {
+/// Runs every check that holds for any backend: the one entry point for a
+/// [`RuntimeStore`] that is not an [`ObjectStoreRuntimeStore`]. `make`
+/// returns a new instance over the same records each time it is called.
+pub async fn run_suite<S: RuntimeStore + 'static>(make: impl Fn() -> S) {
     runs_round_trip(&make()).await;
     step_commits_round_trip(&make()).await;
     repeated_writes_are_idempotent(&make()).await;
@@ -99,6 +105,49 @@ pub async fn run_all<S: RuntimeStore + 'static>(make: impl Fn() -> S) {
     racing_committers_of_one_sequence_have_one_winner(&make).await;
     reopened_store_sees_every_acknowledged_commit(&make).await;
     a_reused_run_id_is_a_new_run_everywhere(&make).await;
+}
+
+/// Runs the whole suite on an [`ObjectStoreRuntimeStore`]: every check of
+/// [`run_suite`], then the object-storage ones ([`corrupt_records_are_errors`],
+/// [`an_unfinished_deletion_is_finished_not_inherited`] and
+/// [`faults_never_leave_a_partial_commit`], under a [`FaultInjectingStore`]
+/// over `objects()`). The one entry point for that backend, whatever object
+/// store it runs on.
+///
+/// `objects` returns a client of the same storage each time it is called (a
+/// clone of one `Arc`, or a new connection, as another process would make);
+/// `open` builds the runtime store on it, as the backend under test is
+/// configured (its prefix, its cache).
+///
+/// ```
+/// use std::sync::Arc;
+/// use memo_runtime::ObjectStoreRuntimeStore;
+/// use memo_runtime::object_store::{ObjectStore, memory::InMemory};
+/// use memo_runtime::testing::runtime_store as suite;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+/// suite::run_object_store_suite(
+///     || objects.clone(),
+///     |objects| ObjectStoreRuntimeStore::new(objects, "memo"),
+/// )
+/// .await;
+/// # }
+/// ```
+///
+/// [`FaultInjectingStore`]: crate::testing::FaultInjectingStore
+pub async fn run_object_store_suite(
+    objects: impl Fn() -> Arc<dyn object_store::ObjectStore>,
+    open: impl Fn(Arc<dyn object_store::ObjectStore>) -> ObjectStoreRuntimeStore,
+) {
+    let make = || open(objects());
+    run_suite(make).await;
+    corrupt_records_are_errors(&make).await;
+    an_unfinished_deletion_is_finished_not_inherited(&make).await;
+    let faults = Arc::new(crate::testing::FaultInjectingStore::new(objects()).with_seed(7));
+    let over_faults = || open(faults.clone());
+    faults_never_leave_a_partial_commit(&over_faults, &faults).await;
 }
 
 /// Creates a run and starts its first attempt.
@@ -937,8 +986,6 @@ pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
 /// are never skipped, and the failed calls change nothing.
 ///
 /// `make` returns a new instance over the same objects each time.
-///
-/// [`ObjectStoreRuntimeStore`]: crate::ObjectStoreRuntimeStore
 pub async fn corrupt_records_are_errors(make: &impl Fn() -> crate::ObjectStoreRuntimeStore) {
     use object_store::{ObjectStoreExt, PutPayload};
 
@@ -1210,8 +1257,6 @@ async fn assert_commits(
 /// that id is another incarnation that inherits nothing of the old run's
 /// log, and finishing the old deletion (`delete_run` with the old
 /// incarnation) removes the leftovers without touching the new run.
-///
-/// [`ObjectStoreRuntimeStore`]: crate::ObjectStoreRuntimeStore
 pub async fn an_unfinished_deletion_is_finished_not_inherited(
     make: &impl Fn() -> crate::ObjectStoreRuntimeStore,
 ) {

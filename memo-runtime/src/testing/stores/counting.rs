@@ -257,7 +257,7 @@ mod tests {
     use object_store::{ObjectStoreExt, PutMode};
 
     use super::*;
-    use crate::testing::exercise_every_method;
+    use crate::testing::stores::exercise_every_method;
 
     #[tokio::test]
     async fn every_method_is_counted_and_reaches_the_inner_store() {

@@ -4,7 +4,7 @@
 //! Each function takes a factory that returns a [`MemoStore`] over the *same*
 //! objects each time it is called (a new instance, as another process would
 //! build it) under a prefix no other test uses, and panics if a promise is
-//! broken. [`run_all`] runs them in turn.
+//! broken. [`run_suite`] runs them in turn.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -12,7 +12,7 @@
 //! use memo_runtime::{MemoStore, object_store::memory::InMemory};
 //!
 //! let objects = Arc::new(InMemory::new());
-//! memo_runtime::testing::memo_store::run_all(|| MemoStore::new(objects.clone(), "suite")).await;
+//! memo_runtime::testing::memo_store::run_suite(|| MemoStore::new(objects.clone(), "suite")).await;
 //! # }
 //! ```
 
@@ -29,7 +29,7 @@ fn run(id: &str) -> RunId {
 }
 
 /// Runs every check of this suite.
-pub async fn run_all(make: impl Fn() -> MemoStore) {
+pub async fn run_suite(make: impl Fn() -> MemoStore) {
     missing_keys_are_misses(&make()).await;
     values_round_trip_for_any_key(&make()).await;
     entries_are_write_once(&make()).await;
@@ -306,7 +306,7 @@ pub async fn terminal_markers_round_trip(store: &MemoStore) {
 /// Expiry is strict (a marker at exactly the cutoff is kept) and correct at
 /// every bucket boundary, whether the expired markers are listed or streamed.
 pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
-    let hour = crate::MARKER_BUCKET_MS;
+    let hour = crate::MARKER_PARTITION_MS;
     let base = 1_000 * hour;
     let times = [
         0,

@@ -1,0 +1,179 @@
+//! Fixtures every test file shares: the backends a test runs on, run-id
+//! helpers and the side effects the workflow tests count.
+//!
+//! ```
+//! use memo_tests::fixtures::{Backend, run};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! for backend in Backend::all() {
+//!     let memo = backend.memo_store("memo").new_memo(&run("order-1"), 0);
+//!     assert_eq!(memo.put("k", b"v").await.unwrap(), "v", "{}", backend.name());
+//! }
+//! # }
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::TryStreamExt;
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::local::LocalFileSystem;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::testing::FaultInjectingStore;
+use memo_runtime::{Memo, MemoStore, ObjectStoreRuntimeStore, RunId};
+
+/// A checked run id; panics on an invalid one (a typo in a test).
+pub fn run(id: &str) -> RunId {
+    RunId::new(id).unwrap()
+}
+
+/// A run id no other call returns, starting with `label`: for tests that
+/// share a store with others (see [`memo_runtime::testing::runtime_store::unique_run_id`]).
+pub fn unique_run(label: &str) -> RunId {
+    memo_runtime::testing::runtime_store::unique_run_id(label)
+}
+
+/// An object store a test runs on: fresh and empty when made, shared by
+/// every store built from it, and (for a folder) deleted when the last
+/// clone is dropped.
+#[derive(Clone)]
+pub struct Backend {
+    name: &'static str,
+    objects: Arc<dyn ObjectStore>,
+    /// Keeps a local folder alive as long as the backend.
+    folder: Option<Arc<tempfile::TempDir>>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend").field("name", &self.name).finish()
+    }
+}
+
+impl Backend {
+    /// Every embedded backend, each fresh: an `InMemory` store and a
+    /// `LocalFileSystem` in a new temporary folder.
+    pub fn all() -> Vec<Backend> {
+        vec![Backend::in_memory(), Backend::local_folder()]
+    }
+
+    /// A fresh `InMemory` store.
+    pub fn in_memory() -> Backend {
+        Backend {
+            name: "in memory",
+            objects: Arc::new(InMemory::new()),
+            folder: None,
+        }
+    }
+
+    /// A `LocalFileSystem` rooted at a new temporary folder.
+    pub fn local_folder() -> Backend {
+        let folder = tempfile::tempdir().unwrap();
+        Backend {
+            name: "local folder",
+            objects: Arc::new(LocalFileSystem::new_with_prefix(folder.path()).unwrap()),
+            folder: Some(Arc::new(folder)),
+        }
+    }
+
+    /// Every embedded backend behind a [`FaultInjectingStore`].
+    pub fn all_faulty() -> Vec<Faulty> {
+        Backend::all().into_iter().map(Backend::faulty).collect()
+    }
+
+    /// This backend behind a [`FaultInjectingStore`] with no rules yet.
+    pub fn faulty(self) -> Faulty {
+        let faults = Arc::new(FaultInjectingStore::new(self.objects.clone()));
+        Faulty {
+            backend: Backend {
+                objects: faults.clone(),
+                ..self
+            },
+            faults,
+        }
+    }
+
+    /// The backend's name, for assertion messages.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether deleting a folder's last object leaves the folder behind (a
+    /// local folder does; it then still costs a listing).
+    pub fn keeps_empty_folders(&self) -> bool {
+        self.folder.is_some()
+    }
+
+    /// The object store (a new handle on the same objects each call).
+    pub fn objects(&self) -> Arc<dyn ObjectStore> {
+        self.objects.clone()
+    }
+
+    /// A client of the backend's objects as another process would open
+    /// it: a new `LocalFileSystem` over the folder (single-flight and caches
+    /// are per store instance, so two of them are two processes); the one
+    /// `InMemory` store, which cannot be opened twice.
+    pub fn open(&self) -> Arc<dyn ObjectStore> {
+        match &self.folder {
+            Some(folder) => Arc::new(LocalFileSystem::new_with_prefix(folder.path()).unwrap()),
+            None => self.objects(),
+        }
+    }
+
+    /// A memo store at `prefix`.
+    pub fn memo_store(&self, prefix: &str) -> MemoStore {
+        MemoStore::new(self.objects(), prefix)
+    }
+
+    /// An object-store runtime store at `prefix`.
+    pub fn runtime_store(&self, prefix: &str) -> ObjectStoreRuntimeStore {
+        ObjectStoreRuntimeStore::new(self.objects(), prefix)
+    }
+}
+
+/// A [`Backend`] whose requests go through a [`FaultInjectingStore`].
+#[derive(Clone)]
+pub struct Faulty {
+    /// The backend as the code under test sees it: every request passes the
+    /// fault injector.
+    pub backend: Backend,
+    /// The injector: add rules to it, read how many faults fired.
+    pub faults: Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
+}
+
+/// A paid side effect, memoized by hand on `("charge", cents)`: the first
+/// call in a memo's namespace charges (counts one in `charges`) and commits
+/// the charge's number; every later call returns the committed number.
+///
+/// # Errors
+///
+/// The memo's errors.
+pub async fn charge(memo: &Memo, cents: u64, charges: &AtomicU64) -> memo_runtime::Result<u64> {
+    if let Some(hit) = memo.content_get(&("charge", cents)).await? {
+        return Ok(u64::from_le_bytes(hit[..].try_into().unwrap()));
+    }
+    let n = charges.fetch_add(1, Ordering::SeqCst) + 1;
+    let committed = memo
+        .content_put(&("charge", cents), n.to_le_bytes())
+        .await?;
+    Ok(u64::from_le_bytes(committed[..].try_into().unwrap()))
+}
+
+/// How many memo and step-output objects of `run` the object store lists,
+/// counted without asking [`MemoStore`] (so a bug in its own listing cannot
+/// hide them).
+pub async fn stored_entries(store: &MemoStore, run: &RunId) -> usize {
+    let mut count = 0;
+    for folder in ["memos", "step-outputs"] {
+        let prefix = store.prefix().clone().join(folder).join(run.as_str());
+        let listed: Vec<_> = store
+            .object_store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .unwrap();
+        count += listed.len();
+    }
+    count
+}
