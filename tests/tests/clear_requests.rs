@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::testing::CountingStore;
-use memo_runtime::{Incarnation, MemoStore, RunId};
+use memo_runtime::{Incarnation, MemoStore};
+use memo_tests::fixtures::run;
 
 #[tokio::test]
 async fn clearing_a_run_lists_each_folder_once_and_deletes_in_one_stream_each() {
     for (memos, outputs) in [(100u32, 0u32), (1_500, 700)] {
         let counting = Arc::new(CountingStore::new(InMemory::new()));
         let store = MemoStore::new(counting.clone(), "memo");
-        let run = RunId::new(format!("run-{memos}")).unwrap();
+        let run = run(&format!("run-{memos}"));
         let memo = store.memo_for(&run, Incarnation::from_u64(3), 0);
         for key in 0..memos {
             memo.content_put(&key, b"v").await.unwrap();

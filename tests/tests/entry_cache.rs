@@ -9,11 +9,8 @@ use std::time::Duration;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::testing::{CountingStore, RequestCounts};
-use memo_runtime::{DEFAULT_ENTRY_CACHE_BYTES, Incarnation, MemoStore, RetentionSweeper, RunId};
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
-}
+use memo_runtime::{DEFAULT_ENTRY_CACHE_BYTES, Incarnation, MemoStore, RetentionSweeper};
+use memo_tests::fixtures::run;
 
 /// Objects shared by every `MemoStore` of a test, counted.
 fn counted_objects() -> (Arc<CountingStore<InMemory>>, Arc<dyn ObjectStore>) {

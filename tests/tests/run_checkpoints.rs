@@ -23,12 +23,9 @@ use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
     Bytes, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
 };
+use memo_tests::fixtures::run;
 
 const PREFIX: &str = "memo";
-
-fn run(id: &str) -> RunId {
-    RunId::new(id).unwrap()
-}
 
 /// Every request made, of any kind.
 fn total(c: RequestCounts) -> u64 {
