@@ -2,8 +2,14 @@
 //! without a request, a miss is not kept, a lost create keeps the stored
 //! value, and no cleared entry is ever served again, whoever cleared it in
 //! the process (a clear, a retention sweep, another instance).
+//!
+//! A clear reaches every cache in the process by path, whichever store it
+//! went through, and the tests of this file run in parallel: each keeps its
+//! objects under a prefix of its own ([`own_prefix`]), so that another
+//! test's clear never evicts what it counts on.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use memo_runtime::object_store::ObjectStore;
@@ -11,6 +17,12 @@ use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::testing::{CountingStore, RequestCounts};
 use memo_runtime::{DEFAULT_ENTRY_CACHE_BYTES, Incarnation, MemoStore, RetentionSweeper};
 use memo_tests::fixtures::run;
+
+/// A store prefix no other test of this binary uses.
+fn own_prefix() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("memo-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
 
 /// Objects shared by every `MemoStore` of a test, counted.
 fn counted_objects() -> (Arc<CountingStore<InMemory>>, Arc<dyn ObjectStore>) {
@@ -28,7 +40,8 @@ fn requests(counting: &CountingStore<InMemory>) -> RequestCounts {
 
 #[tokio::test]
 async fn the_cache_is_on_by_default_with_the_documented_size() {
-    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let prefix = own_prefix();
+    let store = MemoStore::new(Arc::new(InMemory::new()), &prefix);
     assert_eq!(store.entry_cache_bytes(), DEFAULT_ENTRY_CACHE_BYTES);
     assert_eq!(
         store.clone().with_max_value_size(8).entry_cache_bytes(),
@@ -39,13 +52,14 @@ async fn the_cache_is_on_by_default_with_the_documented_size() {
 
 #[tokio::test]
 async fn a_second_read_of_a_committed_entry_makes_no_request() {
+    let prefix = own_prefix();
     let (counting, objects) = counted_objects();
-    MemoStore::new(Arc::clone(&objects), "memo")
+    MemoStore::new(Arc::clone(&objects), &prefix)
         .new_memo(&run("r"), 0)
         .put("k", b"v")
         .await
         .unwrap();
-    let memo = MemoStore::new(objects, "memo").new_memo(&run("r"), 0);
+    let memo = MemoStore::new(objects, &prefix).new_memo(&run("r"), 0);
     requests(&counting);
     assert_eq!(&memo.get("k").await.unwrap().unwrap()[..], b"v");
     assert_eq!(requests(&counting).gets, 1, "the first read is cold");
@@ -55,8 +69,9 @@ async fn a_second_read_of_a_committed_entry_makes_no_request() {
 
 #[tokio::test]
 async fn clones_share_the_cache_and_a_committed_put_fills_it() {
+    let prefix = own_prefix();
     let (counting, objects) = counted_objects();
-    let store = MemoStore::new(objects, "memo");
+    let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("r"), 0);
     memo.put("k", b"v").await.unwrap();
     store
@@ -89,21 +104,23 @@ async fn clones_share_the_cache_and_a_committed_put_fills_it() {
 
 #[tokio::test]
 async fn two_instances_do_not_share_a_cache() {
+    let prefix = own_prefix();
     let (counting, objects) = counted_objects();
-    let first = MemoStore::new(Arc::clone(&objects), "memo");
+    let first = MemoStore::new(Arc::clone(&objects), &prefix);
     first.new_memo(&run("r"), 0).put("k", b"v").await.unwrap();
     requests(&counting);
-    let second = MemoStore::new(objects, "memo").new_memo(&run("r"), 0);
+    let second = MemoStore::new(objects, &prefix).new_memo(&run("r"), 0);
     assert_eq!(&second.get("k").await.unwrap().unwrap()[..], b"v");
     assert_eq!(requests(&counting).gets, 1);
 }
 
 #[tokio::test]
 async fn misses_are_not_cached() {
+    let prefix = own_prefix();
     let (_, objects) = counted_objects();
-    let reader = MemoStore::new(Arc::clone(&objects), "memo").new_memo(&run("r"), 0);
+    let reader = MemoStore::new(Arc::clone(&objects), &prefix).new_memo(&run("r"), 0);
     assert_eq!(reader.get("k").await.unwrap(), None);
-    MemoStore::new(objects, "memo")
+    MemoStore::new(objects, &prefix)
         .new_memo(&run("r"), 0)
         .put("k", b"v")
         .await
@@ -113,9 +130,10 @@ async fn misses_are_not_cached() {
 
 #[tokio::test]
 async fn a_lost_create_caches_the_stored_value_not_its_own() {
+    let prefix = own_prefix();
     let (counting, objects) = counted_objects();
-    let winner = MemoStore::new(Arc::clone(&objects), "memo").new_memo(&run("r"), 0);
-    let loser = MemoStore::new(objects, "memo").new_memo(&run("r"), 0);
+    let winner = MemoStore::new(Arc::clone(&objects), &prefix).new_memo(&run("r"), 0);
+    let loser = MemoStore::new(objects, &prefix).new_memo(&run("r"), 0);
     winner.put("k", b"first").await.unwrap();
     assert_eq!(&loser.put("k", b"second").await.unwrap()[..], b"first");
     requests(&counting);
@@ -125,8 +143,9 @@ async fn a_lost_create_caches_the_stored_value_not_its_own() {
 
 #[tokio::test]
 async fn without_the_cache_every_read_makes_a_request() {
+    let prefix = own_prefix();
     let (counting, objects) = counted_objects();
-    let store = MemoStore::new(objects, "memo").with_entry_cache(0);
+    let store = MemoStore::new(objects, &prefix).with_entry_cache(0);
     assert_eq!(store.entry_cache_bytes(), 0);
     let memo = store.new_memo(&run("r"), 0);
     memo.put("k", b"v").await.unwrap();
@@ -138,8 +157,9 @@ async fn without_the_cache_every_read_makes_a_request() {
 
 #[tokio::test]
 async fn a_cleared_standalone_run_is_read_from_the_store_again() {
+    let prefix = own_prefix();
     let (counting, objects) = counted_objects();
-    let store = MemoStore::new(objects, "memo");
+    let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("r"), 0);
     memo.put("k", b"old").await.unwrap();
     store
@@ -160,8 +180,9 @@ async fn a_cleared_standalone_run_is_read_from_the_store_again() {
 
 #[tokio::test]
 async fn a_cleared_incarnation_is_never_served_and_others_stay_cached() {
+    let prefix = own_prefix();
     let (counting, objects) = counted_objects();
-    let store = MemoStore::new(objects, "memo");
+    let store = MemoStore::new(objects, &prefix);
     let (doomed, kept) = (Incarnation::from_u64(1), Incarnation::from_u64(2));
     store
         .memo_for(&run("r"), doomed, 0)
@@ -193,10 +214,11 @@ async fn a_cleared_incarnation_is_never_served_and_others_stay_cached() {
 
 #[tokio::test]
 async fn a_clear_through_another_instance_reaches_this_cache() {
+    let prefix = own_prefix();
     let (_, objects) = counted_objects();
-    let cached = MemoStore::new(Arc::clone(&objects), "memo").new_memo(&run("r"), 0);
+    let cached = MemoStore::new(Arc::clone(&objects), &prefix).new_memo(&run("r"), 0);
     cached.put("k", b"v").await.unwrap();
-    MemoStore::new(objects, "memo")
+    MemoStore::new(objects, &prefix)
         .clear_memos_for_run(&run("r"))
         .await
         .unwrap();
@@ -205,8 +227,9 @@ async fn a_clear_through_another_instance_reaches_this_cache() {
 
 #[tokio::test]
 async fn a_swept_run_is_never_served_from_the_cache() {
+    let prefix = own_prefix();
     let (_, objects) = counted_objects();
-    let store = MemoStore::new(objects, "memo");
+    let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("swept"), 0);
     memo.put("k", b"v").await.unwrap();
     store
@@ -215,7 +238,7 @@ async fn a_swept_run_is_never_served_from_the_cache() {
         .unwrap();
     store.write_terminal_marker(&run("swept"), 0).await.unwrap();
     // A sweeper of its own instance, as a separate sweeper task builds it.
-    let sweeper_store = MemoStore::new(Arc::clone(store.object_store()), "memo");
+    let sweeper_store = MemoStore::new(Arc::clone(store.object_store()), &prefix);
     let day = Duration::from_secs(24 * 3600);
     let report = RetentionSweeper::builder(sweeper_store, day)
         .build()
