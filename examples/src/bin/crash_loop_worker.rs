@@ -31,10 +31,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use memo_examples::open_store;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{
-    Error, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, memoized, store_from_url,
-};
+use memo_runtime::{Error, Memo, RunId, memoized};
 
 /// Runs the `crash-loop` run to completion, resuming it if it exists.
 #[derive(Parser)]
@@ -103,17 +102,10 @@ async fn step(memo: Memo, effects: Arc<Effects>, step: u32) -> Result<String, Er
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let opened = store_from_url(&args.store, Vec::<(String, String)>::new())
-        .with_context(|| format!("opening {}", args.store))?;
+    let stores = open_store(&args.store)?;
     let runtime = Runtime::builder()
-        .memo_store(MemoStore::new(
-            opened.store.clone(),
-            opened.prefix.clone().join("memo"),
-        ))
-        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-            opened.store,
-            opened.prefix.join("runtime"),
-        )))
+        .memo_store(stores.memo)
+        .runtime_store(stores.runs)
         .lease(Duration::from_millis(args.lease_ms))
         .build()?;
     let effects = Arc::new(Effects {
