@@ -11,6 +11,10 @@
 //! `InMemory` store, so the figures are the store's own work (decoding a
 //! checkpoint, folding the entries after it) without network round trips;
 //! on S3 each counted request is also a round trip.
+//!
+//! `write_run` times writing a finished run of 100 and 1,000 steps and
+//! prints the bytes uploaded, with checkpoints at the default interval and
+//! with only the final one: what checkpoints cost a writer.
 
 use std::sync::Arc;
 
@@ -38,6 +42,19 @@ fn stored_run(
 ) -> (Arc<CountingStore<InMemory>>, RunId) {
     let counting = Arc::new(CountingStore::new(InMemory::new()));
     let store = ObjectStoreRuntimeStore::new(counting.clone(), "memo");
+    let run_id = write_run(rt, &store, steps, 64, finished);
+    (counting, run_id)
+}
+
+/// Writes a run of `steps` steps with outputs of `output_bytes` bytes
+/// through `store`, finished or left open.
+fn write_run(
+    rt: &tokio::runtime::Runtime,
+    store: &ObjectStoreRuntimeStore,
+    steps: u64,
+    output_bytes: usize,
+    finished: bool,
+) -> RunId {
     let run_id = RunId::new("bench").expect("a run id");
     rt.block_on(async {
         let new = NewRun {
@@ -54,7 +71,7 @@ fn stored_run(
                 run_id: run_id.clone(),
                 sequence,
                 step: "step".into(),
-                output: Bytes::from(vec![7u8; 64]),
+                output: Bytes::from(vec![7u8; output_bytes]),
                 recorded_at_ms: 2,
                 error: None,
             };
@@ -71,7 +88,7 @@ fn stored_run(
             store.atomic_apply(&run_id, done).await.expect("finish");
         }
     });
-    (counting, run_id)
+    run_id
 }
 
 /// What a fresh process does first: load the run and its history.
@@ -121,4 +138,31 @@ fn load_finished_run(bencher: divan::Bencher, steps: u64) {
 #[divan::bench(args = [10, 1_000, 10_000], sample_count = 20)]
 fn load_open_run(bencher: divan::Bencher, steps: u64) {
     bench_load(bencher, steps, false);
+}
+
+/// Writing a finished run of 256-byte step outputs: the time, and the bytes
+/// uploaded with checkpoints every 5 entries (the default) against only the
+/// final checkpoint (the log alone, plus one copy of the run).
+#[divan::bench(args = [100, 1_000], sample_count = 10)]
+fn write_finished_run(bencher: divan::Bencher, steps: u64) {
+    let rt = runtime();
+    let bytes_put = |interval: u64| {
+        let counting = Arc::new(CountingStore::new(InMemory::new()));
+        let store = ObjectStoreRuntimeStore::new(counting.clone(), "memo")
+            .with_checkpoint_interval(interval);
+        write_run(&rt, &store, steps, 256, true);
+        counting.counts().bytes_put
+    };
+    let (checkpointed, final_only) = (bytes_put(5), bytes_put(u64::MAX));
+    println!(
+        "writing a finished run of {steps} steps (256-byte outputs): {:.1} MB uploaded \
+         with checkpoints every 5 entries, {:.1} MB with the final one only ({:.1}x)",
+        checkpointed as f64 / 1e6,
+        final_only as f64 / 1e6,
+        checkpointed as f64 / final_only as f64
+    );
+    bencher.bench_local(|| {
+        let store = ObjectStoreRuntimeStore::new(Arc::new(InMemory::new()), "memo");
+        write_run(&rt, &store, steps, 256, true)
+    });
 }

@@ -188,7 +188,10 @@ async fn a_fresh_instance_reads_a_finished_run_of_any_length_in_three_requests()
 
 #[tokio::test]
 async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_requests() {
-    for steps in [10, 1_000] {
+    // Five consecutive lengths give every length of tail after the newest
+    // checkpoint (0 to 4 entries at the default interval), so the worst
+    // case is among them.
+    for steps in (10..15).chain(1_000..1_005) {
         let counting = Arc::new(CountingStore::new(InMemory::new()));
         let writer = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
         let run_id = run_of(&writer, "open", steps).await;
@@ -197,14 +200,21 @@ async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_reque
         let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
         counting.reset();
         assert_eq!(fresh.load_run(&run_id).await.unwrap().unwrap().attempts, 1);
+        let folding = total(counting.counts());
+        let history = fresh.load_receipts(&run_id, None).await.unwrap();
+        assert_eq!(history.len() as u64, steps);
         let loading = total(counting.counts());
-        println!("an open {steps}-step run, loaded fresh: {loading} requests");
+        // The fold: the pointer, the checkpoint listing, the checkpoint, the
+        // log listing and up to 4 entries; then the history of the cached
+        // run: its next position and its pointer.
+        assert!(
+            folding <= 8,
+            "{steps} steps: folding took {folding} requests"
+        );
         assert!(
             loading <= 10,
             "{steps} steps: loading took {loading} requests"
         );
-        let history = fresh.load_receipts(&run_id, None).await.unwrap();
-        assert_eq!(history.len() as u64, steps);
         counting.reset();
         fresh
             .atomic_apply(&run_id, step(&run_id, steps))
@@ -300,13 +310,25 @@ async fn checkpoints_racing_commits_of_another_instance_lose_and_reorder_nothing
 
 #[tokio::test]
 async fn a_crash_between_a_log_entry_and_its_checkpoint_leaves_the_log_authoritative() {
-    for fault in [
-        FaultRule::fail_before(RequestKind::Create),
-        FaultRule::fail_after(RequestKind::Create),
+    // Checkpoints every 5 entries (set here, so the positions below do not
+    // follow the default). The run's log: its start at 0, step `s` at
+    // `s + 1`; the first checkpoint is at 5.
+    let interval = 5;
+    // Where the newest checkpoint is once a fresh writer has committed step
+    // 20 (at position 21): a failed create leaves every later checkpoint to
+    // that writer, which checkpoints at once (22); a lost acknowledgement is
+    // settled by reading back, so the writer's own checkpoints (10, 15, 20)
+    // were written and the fresh writer has nothing due.
+    for (fault, newest_at) in [
+        (FaultRule::fail_before(RequestKind::Create), 22),
+        (FaultRule::fail_after(RequestKind::Create), 20),
     ] {
         let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
         let objects: Arc<dyn ObjectStore> = faults.clone();
-        let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let instance = || {
+            ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(interval)
+        };
+        let writer = instance();
         let run_id = run_of(&writer, "crashing", 5).await;
         // Every checkpoint write fails (or loses its acknowledgement) while
         // the log entries before it commit.
@@ -319,26 +341,19 @@ async fn a_crash_between_a_log_entry_and_its_checkpoint_leaves_the_log_authorita
         }
         drop(writer);
         faults.clear_faults();
-        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let fresh = instance();
         let loaded = load(&fresh, &run_id).await;
         assert_eq!(loaded.receipts.len(), 20);
-        // The next writer checkpoints the run if its writer could not (a
-        // lost acknowledgement is settled by reading back, so the checkpoint
-        // at entry 21 was written then).
         fresh
             .atomic_apply(&run_id, step(&run_id, 20))
             .await
             .unwrap();
-        let after = load(
-            &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
-            &run_id,
-        )
-        .await;
+        let after = load(&instance(), &run_id).await;
         assert_eq!(after.receipts.len(), 21);
         let newest = checkpoints(objects.as_ref(), &run_id).await;
-        let ends = ["00000000000000000021", "00000000000000000022"];
+        let end = format!("{newest_at:020}");
         assert!(
-            newest.len() == 1 && ends.iter().any(|end| newest[0].as_ref().ends_with(end)),
+            newest.len() == 1 && newest[0].as_ref().ends_with(&end),
             "{newest:?}"
         );
         assert_eq!(after, folded_from_the_log_alone(&objects, &run_id).await);
@@ -428,7 +443,10 @@ async fn a_run_created_again_after_deletion_never_reads_the_old_checkpoints() {
 #[tokio::test]
 async fn the_run_cache_keeps_a_run_in_use_while_many_others_are_loaded_once() {
     let counting = Arc::new(CountingStore::new(InMemory::new()));
-    let store = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX).with_cached_runs(8);
+    // No checkpoint falls due in this test: it counts the cache's requests.
+    let store = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX)
+        .with_cached_runs(8)
+        .with_checkpoint_interval(1_000);
     let busy = run_of(&store, "busy", 3).await;
     for i in 0..100 {
         let other = run(&format!("other-{i}"));

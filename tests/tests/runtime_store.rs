@@ -143,6 +143,8 @@ mod costs {
     async fn a_fresh_instance_folds_a_run_before_its_first_checkpoint_with_two_listings_and_a_get_per_entry()
      {
         let (counting, store) = counted();
+        // No checkpoint before the tenth entry.
+        let store = store.with_checkpoint_interval(10);
         let run_id = started(&store, "fresh").await;
         for seq in 0..5 {
             store

@@ -35,8 +35,11 @@ use cache::{Cache, Folded};
 /// How many runs an instance keeps folded in memory.
 const DEFAULT_CACHED_RUNS: usize = 256;
 
-/// How many log entries a run gets between checkpoints, by default.
-const DEFAULT_CHECKPOINT_INTERVAL: u64 = 7;
+/// How many log entries a run gets between checkpoints, by default: the
+/// largest interval at which a fresh instance reads an open run and its
+/// history (`load_run`, then `load_receipts`) in at most 10 requests: the
+/// fold's `interval + 3`, then 2 to check the cached run is current.
+const DEFAULT_CHECKPOINT_INTERVAL: u64 = 5;
 
 /// How many objects are read or deleted at once.
 const CONCURRENCY: usize = 8;
@@ -113,7 +116,7 @@ const CONCURRENCY: usize = 8;
 /// - a commit or input to a cached run: one create and a `GET` of the run
 ///   pointer, plus a `GET` per change another writer made first; a change of
 ///   status adds the new status's hint (one create) and deletes the old one;
-///   every 7th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
+///   every 5th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
 ///   and the terminal change add a checkpoint (one create) and delete the
 ///   checkpoint it supersedes;
 /// - a read of a cached run: at most two `GET`s (the next log position, to
@@ -122,7 +125,9 @@ const CONCURRENCY: usize = 8;
 /// - any call on a run not in the cache first reads its pointer, lists its
 ///   checkpoints (about one object) and reads the newest, then lists the log
 ///   from there (with an offset) and reads each entry after it: 3 requests
-///   for a finished run, at most 10 for an open one, whatever its length;
+///   for a finished run, at most 8 for an open one, whatever its length
+///   (with writers that checkpoint at the same interval: a checkpoint whose
+///   write failed leaves a longer tail until the next one);
 /// - creating a run: a `GET` of its pointer and two creates (the hint and
 ///   the pointer);
 /// - listing run ids by status: one listing of that status's hints (a run
@@ -197,7 +202,7 @@ impl ObjectStoreRuntimeStore {
         }
     }
 
-    /// Checkpoints a run every `entries` log entries (default 7; at least
+    /// Checkpoints a run every `entries` log entries (default 5; at least
     /// 1), and when it ends.
     ///
     /// A fresh instance loads an open run with at most `entries + 3`

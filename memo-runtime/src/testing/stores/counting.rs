@@ -27,6 +27,9 @@ pub struct RequestCounts {
     pub puts: u64,
     /// `put_opts` in `PutMode::Create`.
     pub creates: u64,
+    /// Bytes of the payloads given to `put_opts`, in any mode: what a
+    /// writer uploads (counted whether the put succeeds or not).
+    pub bytes_put: u64,
     /// `put_multipart_opts` (`put_multipart`).
     pub multipart_uploads: u64,
     /// `get_opts` without `head` (`get`, `get_range`).
@@ -84,7 +87,7 @@ pub struct RequestCounts {
 ///
 /// assert_eq!(
 ///     counting.counts(),
-///     RequestCounts { puts: 2, lists: 1, objects_listed: 2, ..RequestCounts::default() }
+///     RequestCounts { puts: 2, bytes_put: 2, lists: 1, objects_listed: 2, ..RequestCounts::default() }
 /// );
 /// counting.reset();
 /// assert_eq!(counting.counts(), RequestCounts::default());
@@ -169,9 +172,12 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        self.count(|c| match opts.mode {
-            PutMode::Create => c.creates += 1,
-            PutMode::Overwrite | PutMode::Update(_) => c.puts += 1,
+        self.count(|c| {
+            match opts.mode {
+                PutMode::Create => c.creates += 1,
+                PutMode::Overwrite | PutMode::Update(_) => c.puts += 1,
+            }
+            c.bytes_put += payload.content_length() as u64;
         });
         self.inner.put_opts(location, payload, opts).await
     }
@@ -330,6 +336,8 @@ mod tests {
             store.counts(),
             RequestCounts {
                 creates: 2,
+                // "v", then "w", whose create failed.
+                bytes_put: 2,
                 gets: 2,
                 heads: 1,
                 copies: 1,

@@ -99,6 +99,8 @@ async fn exercise_every_method(store: &dyn object_store::ObjectStore) -> Request
     RequestCounts {
         puts: 1,
         creates: 1,
+        // "one" and "two"; a multipart upload's parts are not counted.
+        bytes_put: 6,
         multipart_uploads: 1,
         gets: 1,
         get_ranges: 1,
