@@ -74,14 +74,15 @@ where
         function,
         codec: &codec,
     };
-    let answer = call.run(key, body);
     // As `#[tracing::instrument]` does, a span nobody listens to is not
     // entered: entering it does nothing, but the wrapper's extra poll layer
-    // and drop glue cost every hit some 3% (callgrind, bench-compare).
+    // and drop glue cost every hit some 3%. Each branch builds its future
+    // where it is awaited: built once before the `if`, the ~2 KB future
+    // was copied into place on every call (callgrind: 170 instructions).
     let result = if span.is_disabled() {
-        answer.await
+        call.run(key, body).await
     } else {
-        answer.instrument(span.clone()).await
+        call.run(key, body).instrument(span.clone()).await
     };
     let outcome = match &result {
         Ok((_, outcome)) => *outcome,
