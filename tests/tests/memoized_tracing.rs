@@ -8,6 +8,7 @@ use memo_runtime::object_store::ObjectStore;
 use memo_runtime::{Memo, MemoStore, memoized};
 use memo_tests::fixtures::{Backend, run};
 use tokio::sync::Notify;
+use tracing::Instrument;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -130,4 +131,48 @@ async fn a_call_that_loses_the_race_records_committed_by_other() {
     assert_eq!(fast_value, "1 by fast");
     assert_eq!(slow_value.unwrap(), fast_value);
     assert_eq!(spans.outcomes(), ["committed-by-other", "miss"]);
+}
+
+/// Each event as "message in span < parent span < ...", innermost first.
+#[derive(Clone, Default)]
+struct EventScopes(Arc<Mutex<Vec<String>>>);
+
+impl<S> Layer<S> for EventScopes
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        let scope: Vec<_> = ctx
+            .event_scope(event)
+            .map(|scope| scope.map(|span| span.name()).collect())
+            .unwrap_or_default();
+        let message = &fields["message"];
+        let line = format!("{message} in {}", scope.join(" < "));
+        self.0.lock().unwrap().push(line);
+    }
+}
+
+#[memoized]
+async fn logged(memo: &Memo, id: u32) -> anyhow::Result<u32> {
+    tracing::info!("in the body");
+    Ok(id)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn events_of_the_body_are_inside_the_memoized_span() {
+    let events = EventScopes::default();
+    let subscriber = tracing_subscriber::registry().with(events.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let memo = memo_on(Backend::in_memory().objects());
+    async {
+        logged(&memo, 1).await.unwrap();
+    }
+    .instrument(tracing::info_span!("caller"))
+    .await;
+    assert_eq!(
+        *events.0.lock().unwrap(),
+        ["in the body in memoized < caller"]
+    );
 }
