@@ -53,12 +53,7 @@ impl ObjectStoreRuntimeStore {
         let incarnation = creation.incarnation;
         let mut folded = match self.load_checkpoint(run_id, incarnation).await? {
             Some(folded) => folded,
-            None => Folded {
-                state: RunState::new(creation.run, incarnation),
-                next: 0,
-                incarnation,
-                checkpoint: 0,
-            },
+            None => Folded::created(RunState::new(creation.run, incarnation), incarnation),
         };
         // Nothing follows a terminal change.
         if folded.state.record().status.is_terminal() {

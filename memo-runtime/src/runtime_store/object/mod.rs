@@ -39,7 +39,7 @@ const DEFAULT_CACHED_RUNS: usize = 256;
 /// largest interval at which a fresh instance reads an open run and its
 /// history (`load_run`, then `load_receipts`) in at most 10 requests: the
 /// fold's `interval + 3`, then 2 to check the cached run is current.
-const DEFAULT_CHECKPOINT_INTERVAL: u64 = 5;
+const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 
 /// How many objects are read or deleted at once.
 const CONCURRENCY: usize = 8;
@@ -302,12 +302,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                 let record = state.record().clone();
                 let slot = self.slot(&run_id);
                 // Whatever was cached is of an earlier run of this id.
-                *slot.lock().await = Some(Folded {
-                    state,
-                    next: 0,
-                    incarnation: creation.incarnation,
-                    checkpoint: 0,
-                });
+                *slot.lock().await = Some(Folded::created(state, creation.incarnation));
                 Ok(record)
             }
             // Created meanwhile, or our acknowledgement was lost: the run may
