@@ -537,6 +537,87 @@ async fn a_reader_that_knows_only_bases_and_data_with_bases_only_read_the_same_r
     }
 }
 
+#[tokio::test]
+async fn a_writer_that_loses_a_delta_race_deletes_no_base_the_winner_names() {
+    let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+    let objects: Arc<dyn ObjectStore> = faults.clone();
+    // A delta after every entry, so both writers write one at each position.
+    let instance =
+        || ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(1);
+    let (a, b) = (instance(), instance());
+    let run_id = run_of(&a, "lost-race", 40).await;
+    let first_base = bases(objects.as_ref(), &run_id).await;
+    assert_eq!(first_base.len(), 1);
+    // A's later bases fail to be written, so its deltas keep naming the first.
+    faults.inject(
+        FaultRule::fail_before(RequestKind::Create)
+            .matching(|path| path.as_ref().contains("/checkpoint/")),
+    );
+    for sequence in 40..99 {
+        let commit = step(&run_id, sequence);
+        a.atomic_apply(&run_id, commit).await.unwrap();
+    }
+    b.load_run(&run_id).await.unwrap();
+    a.atomic_apply(&run_id, step(&run_id, 99)).await.unwrap();
+    faults.clear_faults();
+    // B commits the same step (its log entry is A's) and writes a new base,
+    // but A's delta at that position, naming the first base, stands.
+    b.atomic_apply(&run_id, step(&run_id, 99)).await.unwrap();
+    assert_eq!(bases(objects.as_ref(), &run_id).await.len(), 2);
+    assert!(
+        bases(objects.as_ref(), &run_id)
+            .await
+            .contains(&first_base[0])
+    );
+
+    let counting = Arc::new(CountingStore::new(objects.clone()));
+    let fresh = load(
+        &ObjectStoreRuntimeStore::new(counting.clone(), PREFIX),
+        &run_id,
+    )
+    .await;
+    assert_eq!(fresh.receipts.len(), 100);
+    // The delta listing and the log's: the newest delta's base is there.
+    let c = counting.counts();
+    assert_eq!(c.lists + c.lists_with_offset, 2, "{c:?}");
+    assert_eq!(fresh, folded_from_the_log_alone(&objects, &run_id).await);
+}
+
+#[tokio::test]
+async fn a_delta_whose_base_is_gone_is_read_around_and_replaced_by_the_next_writer() {
+    for (name, objects, _dir) in shared_objects() {
+        let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run_of(&writer, "base-gone", 100).await;
+        let expected = load(&writer, &run_id).await;
+        // The base the newest delta names is deleted, as by a writer that
+        // moved on to a newer base while another was behind.
+        delete_all(&objects, bases(objects.as_ref(), &run_id).await).await;
+        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        assert_eq!(load(&fresh, &run_id).await, expected, "{name}");
+        // Its next commit writes a delta that reads again, and deletes the
+        // unusable one.
+        fresh
+            .atomic_apply(&run_id, step(&run_id, 100))
+            .await
+            .unwrap();
+        assert_eq!(deltas(objects.as_ref(), &run_id).await.len(), 1, "{name}");
+        let counting = Arc::new(CountingStore::new(objects.clone()));
+        let again = load(
+            &ObjectStoreRuntimeStore::new(counting.clone(), PREFIX),
+            &run_id,
+        )
+        .await;
+        assert_eq!(again.receipts.len(), 101, "{name}");
+        let c = counting.counts();
+        assert_eq!(c.lists + c.lists_with_offset, 2, "{name}: {c:?}");
+        assert_eq!(
+            again,
+            folded_from_the_log_alone(&objects, &run_id).await,
+            "{name}"
+        );
+    }
+}
+
 /// A step of 256 bytes of output, as the `runs` bench writes them.
 fn large_step(run_id: &RunId, sequence: u64) -> Commit {
     let receipt = StepReceipt {

@@ -123,41 +123,47 @@ enum DeltaRead {
 }
 
 impl ObjectStoreRuntimeStore {
-    /// The run folded up to its newest checkpoint; `None` if it has none.
+    /// The run folded up to its newest checkpoint, or as `created` if it
+    /// has none.
     pub(super) async fn load_checkpoint(
         &self,
         run_id: &RunId,
-        incarnation: Incarnation,
-    ) -> Result<Option<Folded>> {
+        created: RunState,
+    ) -> Result<Folded> {
+        let incarnation = created.record().incarnation;
         let folder = self.layout.delta_folder(run_id, incarnation);
         for _ in 0..LISTING_ATTEMPTS {
             let Some(newest) = self.positions(run_id, &folder, "delta").await?.pop() else {
-                return self.load_base(run_id, incarnation, None).await;
+                return self.load_base(run_id, created, None).await;
             };
             match self.read_delta(run_id, incarnation, newest).await? {
-                DeltaRead::Loaded(folded) => return Ok(Some(*folded)),
+                DeltaRead::Loaded(folded) => return Ok(*folded),
                 DeltaRead::Gone => {}
-                DeltaRead::BaseGone => {
-                    return self.load_base(run_id, incarnation, Some(newest)).await;
-                }
+                DeltaRead::BaseGone => return self.load_base(run_id, created, Some(newest)).await,
             }
         }
-        self.load_base(run_id, incarnation, None).await
+        self.load_base(run_id, created, None).await
     }
 
-    /// The run folded up to its newest base; `None` if it has none.
-    /// `unusable` is a delta that names a base that is gone: it is deleted
-    /// once a newer delta of this instance settles.
+    /// The run folded up to its newest base, or as `created` if it has
+    /// none. `unusable` is a delta that names a base that is gone: it is
+    /// deleted once a newer delta of this instance settles.
     async fn load_base(
         &self,
         run_id: &RunId,
-        incarnation: Incarnation,
+        created: RunState,
         unusable: Option<u64>,
-    ) -> Result<Option<Folded>> {
+    ) -> Result<Folded> {
+        let incarnation = created.record().incarnation;
+        let mut none = Folded::created(created, incarnation);
+        if let Some(q) = unusable {
+            let path = self.layout.delta(run_id, incarnation, q);
+            none.checkpoints.superseded.push(path);
+        }
         let folder = self.layout.checkpoint_folder(run_id, incarnation);
         for _ in 0..LISTING_ATTEMPTS {
             let Some(newest) = self.positions(run_id, &folder, "checkpoint").await?.pop() else {
-                return Ok(None);
+                return Ok(none);
             };
             let path = self.layout.checkpoint(run_id, incarnation, newest);
             // Deleted since the listing: a newer one replaced it.
@@ -169,22 +175,18 @@ impl ObjectStoreRuntimeStore {
                 position: newest,
                 receipts: state.receipt_count(),
             };
-            let superseded = unusable
-                .map(|q| self.layout.delta(run_id, incarnation, q))
-                .into_iter()
-                .collect();
-            return Ok(Some(Folded {
+            return Ok(Folded {
                 state: state.reindexed(),
                 next: newest,
                 incarnation,
                 checkpoints: Checkpoints {
                     delta: 0,
                     base: Some(base),
-                    superseded,
+                    superseded: none.checkpoints.superseded,
                 },
-            }));
+            });
         }
-        Ok(None)
+        Ok(none)
     }
 
     /// Reads the delta at `position` and the base it names, and joins them.

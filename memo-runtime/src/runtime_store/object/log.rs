@@ -51,10 +51,8 @@ impl ObjectStoreRuntimeStore {
             return Ok(None);
         };
         let incarnation = creation.incarnation;
-        let mut folded = match self.load_checkpoint(run_id, incarnation).await? {
-            Some(folded) => folded,
-            None => Folded::created(RunState::new(creation.run, incarnation), incarnation),
-        };
+        let created = RunState::new(creation.run, incarnation);
+        let mut folded = self.load_checkpoint(run_id, created).await?;
         // Nothing follows a terminal change.
         if folded.state.record().status.is_terminal() {
             return Ok(Some(folded));
