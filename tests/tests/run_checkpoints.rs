@@ -618,6 +618,34 @@ async fn a_delta_whose_base_is_gone_is_read_around_and_replaced_by_the_next_writ
     }
 }
 
+#[tokio::test]
+async fn a_damaged_delta_or_base_is_an_error_naming_it_never_a_shorter_run() {
+    for folder in ["delta", "checkpoint"] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run_of(&writer, "damaged", 100).await;
+        let damaged = objects_in(objects.as_ref(), &run_id, folder).await;
+        assert_eq!(damaged.len(), 1, "{folder}");
+        let path = &damaged[0];
+        let mut bytes = objects
+            .get(path)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x10;
+        objects.put(path, bytes.into()).await.unwrap();
+        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        match fresh.load_run(&run_id).await {
+            Err(Error::Corrupt { path: at, .. }) => assert_eq!(at, path.to_string()),
+            other => panic!("{folder}: expected Corrupt at {path}, got {other:?}"),
+        }
+    }
+}
+
 /// A step of 256 bytes of output, as the `runs` bench writes them.
 fn large_step(run_id: &RunId, sequence: u64) -> Commit {
     let receipt = StepReceipt {

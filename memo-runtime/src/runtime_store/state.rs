@@ -144,7 +144,8 @@ impl RunState {
     /// last).
     pub(crate) fn after_receipts_of(mut self, mut base: RunState) -> Option<RunState> {
         let joins = (self.receipts.first()).is_none_or(|r| r.sequence == base.receipt_count());
-        if !joins || base.receipts.len() != base.commit_digests.len() {
+        let whole = |state: &RunState| state.receipts.len() == state.commit_digests.len();
+        if !joins || !whole(&self) || !whole(&base) {
             return None;
         }
         base.receipts.append(&mut self.receipts);
