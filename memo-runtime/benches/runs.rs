@@ -12,9 +12,9 @@
 //! checkpoint, folding the entries after it) without network round trips;
 //! on S3 each counted request is also a round trip.
 //!
-//! `write_run` times writing a finished run of 100 and 1,000 steps and
-//! prints the bytes uploaded, with checkpoints at the default interval and
-//! with only the final one: what checkpoints cost a writer.
+//! `write_finished_run` times writing a finished run of 100, 1,000 and 10,000
+//! steps and prints the bytes uploaded, with checkpoints at the default
+//! interval and with only the final one: what checkpoints cost a writer.
 
 use std::sync::Arc;
 
@@ -141,9 +141,10 @@ fn load_open_run(bencher: divan::Bencher, steps: u64) {
 }
 
 /// Writing a finished run of 256-byte step outputs: the time, and the bytes
-/// uploaded with checkpoints every 5 entries (the default) against only the
-/// final checkpoint (the log alone, plus one copy of the run).
-#[divan::bench(args = [100, 1_000], sample_count = 10)]
+/// uploaded with checkpoint deltas every 4 entries and bases every
+/// `2·√receipts` (the default) against only the final delta (the log alone,
+/// plus one copy of the run).
+#[divan::bench(args = [100, 1_000, 10_000], sample_count = 10)]
 fn write_finished_run(bencher: divan::Bencher, steps: u64) {
     let rt = runtime();
     let bytes_put = |interval: u64| {
@@ -153,10 +154,10 @@ fn write_finished_run(bencher: divan::Bencher, steps: u64) {
         write_run(&rt, &store, steps, 256, true);
         counting.counts().bytes_put
     };
-    let (checkpointed, final_only) = (bytes_put(5), bytes_put(u64::MAX));
+    let (checkpointed, final_only) = (bytes_put(4), bytes_put(u64::MAX));
     println!(
         "writing a finished run of {steps} steps (256-byte outputs): {:.1} MB uploaded \
-         with checkpoints every 5 entries, {:.1} MB with the final one only ({:.1}x)",
+         with checkpoints (deltas every 4 entries), {:.1} MB with the final one only ({:.1}x)",
         checkpointed as f64 / 1e6,
         final_only as f64 / 1e6,
         checkpointed as f64 / final_only as f64

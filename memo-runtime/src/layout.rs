@@ -14,7 +14,8 @@
 //! | terminal marker | `terminals/<hour>/<u64::MAX - at_ms>_<run>.<inc>` |
 //! | run pointer (runtime store) | `runs/<run>/run` |
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
-//! | run checkpoint | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
+//! | run checkpoint (a base) | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
+//! | run checkpoint delta | `runs/<run>/<inc>/delta/<position, 20 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //!
@@ -26,6 +27,16 @@
 //! read by folding the log from its start, as before; and a reader that does
 //! not know checkpoints folds the whole log, which is still complete, and
 //! deletes the checkpoint folder with the rest of the incarnation's folder.
+//!
+//! A checkpoint delta holds the run folded from its log entries before
+//! `<position>` without the step receipts that the base it names (a
+//! checkpoint) holds, or the whole run if it names none. Deltas were added
+//! the same way, additive both ways: data without deltas (written before
+//! them) is read from the newest checkpoint and the log after it, as before,
+//! at the cost of one more listing (of the empty delta folder); a reader
+//! that knows checkpoints only reads the newest base and folds the longer
+//! log tail after it (the log is complete, so it reads the same run), and
+//! deletes the delta folder with the rest of the incarnation's folder.
 //!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
@@ -244,6 +255,18 @@ impl Layout {
             .join(format!("{position:020}"))
     }
 
+    /// `runs/<run>/<inc>/delta`: the incarnation's checkpoint deltas.
+    pub(crate) fn delta_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.incarnation_records(run_id, incarnation).join("delta")
+    }
+
+    /// The checkpoint delta of the run folded from its log entries before
+    /// `position`.
+    pub(crate) fn delta(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
+        self.delta_folder(run_id, incarnation)
+            .join(format!("{position:020}"))
+    }
+
     /// The folder of one status in the status-hint index; `status` is the
     /// status's own segment (`RunStatus::path_segment`), so that this
     /// module stays below the runtime store.
@@ -287,7 +310,7 @@ pub(crate) fn parse_status_hint(path: &Path) -> Option<(RunId, Incarnation)> {
     parse_incarnation_name(path.filename()?)
 }
 
-/// Parses a log entry's (or a checkpoint's) file name into its position.
+/// Parses a log entry's (or a checkpoint's, or a delta's) file name into its position.
 pub(crate) fn parse_log_position(path: &Path) -> Option<u64> {
     parse_digits(path.filename()?)
 }
@@ -342,6 +365,7 @@ mod tests {
                 .status_hint(RunStatus::Running.path_segment(), &id, inc)
                 .to_string(),
             layout.checkpoint(&id, inc, 64).to_string(),
+            layout.delta(&id, inc, 68).to_string(),
             probe(layout.prefix(), 0xcd).to_string(),
         ];
         assert_eq!(
@@ -357,6 +381,7 @@ mod tests {
                 "pre/fix/runs/=run_1/00000000000000ab/log/00000000000000000003".to_string(),
                 "pre/fix/runs-by-status/Running/=run_1.00000000000000ab".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/checkpoint/00000000000000000064".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/delta/00000000000000000068".to_string(),
                 "pre/fix/probes/00000000000000cd".to_string(),
             ]
         );

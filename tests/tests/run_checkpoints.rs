@@ -141,19 +141,53 @@ async fn paths_under(objects: &dyn ObjectStore, folder: &str) -> Vec<Path> {
         .unwrap()
 }
 
-async fn checkpoints(objects: &dyn ObjectStore, run_id: &RunId) -> Vec<Path> {
+/// The run's objects in its incarnations' `folder`s (`checkpoint` for
+/// bases, `delta` for deltas).
+async fn objects_in(objects: &dyn ObjectStore, run_id: &RunId, folder: &str) -> Vec<Path> {
     let all = paths_under(objects, &format!("{PREFIX}/runs/{run_id}")).await;
+    let folder = format!("/{folder}/");
     all.into_iter()
-        .filter(|path| path.as_ref().contains("/checkpoint/"))
+        .filter(|path| path.as_ref().contains(&folder))
         .collect()
+}
+
+async fn bases(objects: &dyn ObjectStore, run_id: &RunId) -> Vec<Path> {
+    objects_in(objects, run_id, "checkpoint").await
+}
+
+async fn deltas(objects: &dyn ObjectStore, run_id: &RunId) -> Vec<Path> {
+    objects_in(objects, run_id, "delta").await
+}
+
+/// Every checkpoint of the run, bases and deltas.
+async fn checkpoints(objects: &dyn ObjectStore, run_id: &RunId) -> Vec<Path> {
+    let mut all = bases(objects, run_id).await;
+    all.extend(deltas(objects, run_id).await);
+    all
+}
+
+async fn delete_all(objects: &Arc<dyn ObjectStore>, paths: Vec<Path>) {
+    for path in paths {
+        objects.delete(&path).await.unwrap();
+    }
 }
 
 /// What the log alone says: the run loaded by a fresh instance after every
 /// checkpoint is removed (as a reader that predates checkpoints reads it).
 async fn folded_from_the_log_alone(objects: &Arc<dyn ObjectStore>, run_id: &RunId) -> Loaded {
-    for path in checkpoints(objects.as_ref(), run_id).await {
-        objects.delete(&path).await.unwrap();
-    }
+    delete_all(objects, checkpoints(objects.as_ref(), run_id).await).await;
+    load(
+        &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+        run_id,
+    )
+    .await
+}
+
+/// What a reader that knows bases only (the release before deltas) reads:
+/// the run loaded by a fresh instance after every delta is removed, which
+/// also leaves the data as that release wrote it (bases only).
+async fn read_without_deltas(objects: &Arc<dyn ObjectStore>, run_id: &RunId) -> Loaded {
+    delete_all(objects, deltas(objects.as_ref(), run_id).await).await;
     load(
         &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
         run_id,
@@ -175,8 +209,9 @@ async fn a_fresh_instance_reads_a_finished_run_of_any_length_in_three_requests()
         assert_eq!(loaded.receipts.len() as u64, steps);
         assert_eq!(loaded.record.unwrap().status, RunStatus::Completed);
         let c = counting.counts();
-        // The run pointer, the checkpoint listing, the checkpoint; the later
-        // reads of the cached, finished run read only its pointer again.
+        // The run pointer, the delta listing, the final delta (which holds
+        // the whole run); the later reads of the cached, finished run read
+        // only its pointer again.
         assert_eq!(
             (c.gets, c.lists, c.objects_listed),
             (2 + 3, 1, 1),
@@ -188,10 +223,10 @@ async fn a_fresh_instance_reads_a_finished_run_of_any_length_in_three_requests()
 
 #[tokio::test]
 async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_requests() {
-    // Five consecutive lengths give every length of tail after the newest
-    // checkpoint (0 to 4 entries at the default interval), so the worst
-    // case is among them.
-    for steps in (10..15).chain(1_000..1_005) {
+    // Four consecutive lengths give every length of tail after the newest
+    // delta (0 to 3 entries at the default interval), so the worst case is
+    // among them; at 1,000 steps the delta names a base.
+    for steps in (10..14).chain(1_000..1_004) {
         let counting = Arc::new(CountingStore::new(InMemory::new()));
         let writer = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
         let run_id = run_of(&writer, "open", steps).await;
@@ -204,9 +239,9 @@ async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_reque
         let history = fresh.load_receipts(&run_id, None).await.unwrap();
         assert_eq!(history.len() as u64, steps);
         let loading = total(counting.counts());
-        // The fold: the pointer, the checkpoint listing, the checkpoint, the
-        // log listing and up to 4 entries; then the history of the cached
-        // run: its next position and its pointer.
+        // The fold: the pointer, the delta listing, the delta, its base,
+        // the log listing and up to 3 entries; then the history of the
+        // cached run: its next position and its pointer.
         assert!(
             folding <= 8,
             "{steps} steps: folding took {folding} requests"
@@ -221,8 +256,8 @@ async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_reque
             .await
             .unwrap();
         let c = counting.counts();
-        // The entry and the pointer check, and maybe a checkpoint (a create
-        // and the delete of the one it supersedes).
+        // The entry and the pointer check, and maybe a delta and a base
+        // (two creates; deletes are not counted here).
         assert!(total(c) <= 4, "{steps} steps: committing took {c:?}");
     }
 }
@@ -238,12 +273,14 @@ async fn a_run_written_without_checkpoints_is_read_from_its_log() {
     let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
     let loaded = load(&fresh, &run_id).await;
     assert_eq!(loaded.receipts.len(), 30);
-    // A writer that knows checkpoints takes the run on and checkpoints it.
+    // A writer that knows checkpoints takes the run on and checkpoints it:
+    // a delta that holds the whole run (31 receipts are too few for a base).
     fresh
         .atomic_apply(&run_id, step(&run_id, 30))
         .await
         .unwrap();
-    assert_eq!(checkpoints(objects.as_ref(), &run_id).await.len(), 1);
+    assert_eq!(deltas(objects.as_ref(), &run_id).await.len(), 1);
+    assert!(bases(objects.as_ref(), &run_id).await.is_empty());
     let again = load(
         &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
         &run_id,
@@ -254,11 +291,38 @@ async fn a_run_written_without_checkpoints_is_read_from_its_log() {
 }
 
 #[tokio::test]
-async fn superseded_checkpoints_are_deleted_so_the_folder_stays_one_object() {
+async fn superseded_checkpoints_are_deleted_so_each_folder_stays_one_object() {
     let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let store = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
-    let run_id = run_of(&store, "bounded", 100).await;
-    assert_eq!(checkpoints(objects.as_ref(), &run_id).await.len(), 1);
+    let run_id = run_of(&store, "bounded", 0).await;
+    let mut rebased = 0;
+    let mut base = Vec::new();
+    for sequence in 0..400 {
+        store
+            .atomic_apply(&run_id, step(&run_id, sequence))
+            .await
+            .unwrap();
+        // After every commit: at most one delta and one base.
+        let (d, b) = (
+            deltas(objects.as_ref(), &run_id).await,
+            bases(objects.as_ref(), &run_id).await,
+        );
+        assert!(
+            d.len() <= 1 && b.len() <= 1,
+            "after step {sequence}: {d:?} {b:?}"
+        );
+        if b != base {
+            rebased += 1;
+            base = b;
+        }
+    }
+    // Bases come further apart as the run grows (every 2·√receipts).
+    assert!((4..=12).contains(&rebased), "{rebased} bases");
+    store.atomic_apply(&run_id, done(9_999)).await.unwrap();
+    // The finished run: its whole-run delta, and the newest base kept for
+    // readers that know bases only.
+    assert_eq!(deltas(objects.as_ref(), &run_id).await.len(), 1);
+    assert_eq!(bases(objects.as_ref(), &run_id).await, base);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -309,55 +373,307 @@ async fn checkpoints_racing_commits_of_another_instance_lose_and_reorder_nothing
 }
 
 #[tokio::test]
-async fn a_crash_between_a_log_entry_and_its_checkpoint_leaves_the_log_authoritative() {
-    // Checkpoints every 5 entries (set here, so the positions below do not
-    // follow the default). The run's log: its start at 0, step `s` at
-    // `s + 1`; the first checkpoint is at 5.
-    let interval = 5;
-    // Where the newest checkpoint is once a fresh writer has committed step
-    // 20 (at position 21): a failed create leaves every later checkpoint to
-    // that writer, which checkpoints at once (22); a lost acknowledgement is
-    // settled by reading back, so the writer's own checkpoints (10, 15, 20)
-    // were written and the fresh writer has nothing due.
-    for (fault, newest_at) in [
-        (FaultRule::fail_before(RequestKind::Create), 22),
-        (FaultRule::fail_after(RequestKind::Create), 20),
-    ] {
-        let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
-        let objects: Arc<dyn ObjectStore> = faults.clone();
-        let instance = || {
-            ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(interval)
-        };
-        let writer = instance();
-        let run_id = run_of(&writer, "crashing", 5).await;
-        // Every checkpoint write fails (or loses its acknowledgement) while
-        // the log entries before it commit.
-        faults.inject(fault.matching(|path| path.as_ref().contains("/checkpoint/")));
-        for sequence in 5..20 {
-            writer
-                .atomic_apply(&run_id, step(&run_id, sequence))
+async fn a_checkpoint_write_that_fails_or_loses_its_ack_loses_nothing_and_names_no_missing_base() {
+    // Every base write (or every delta write) fails before it is applied, or
+    // is applied and reported failed, from step 40 on: the run then has a
+    // base (written at about 34 receipts) that later deltas may name.
+    for folder in ["checkpoint", "delta"] {
+        for fault in [
+            FaultRule::fail_before(RequestKind::Create),
+            FaultRule::fail_after(RequestKind::Create),
+        ] {
+            let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+            let objects: Arc<dyn ObjectStore> = faults.clone();
+            let counting = Arc::new(CountingStore::new(objects.clone()));
+            let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+            let run_id = run_of(&writer, "crashing", 40).await;
+            assert_eq!(bases(objects.as_ref(), &run_id).await.len(), 1);
+            let name = format!("/{folder}/");
+            faults.inject(fault.matching(move |path| path.as_ref().contains(&name)));
+            for sequence in 40..140 {
+                writer
+                    .atomic_apply(&run_id, step(&run_id, sequence))
+                    .await
+                    .unwrap();
+            }
+            drop(writer);
+            faults.clear_faults();
+
+            // A fresh reader uses the newest delta: it names a base that
+            // exists (else the reader would list the bases too).
+            let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+            let loaded = load(&fresh, &run_id).await;
+            assert_eq!(loaded.receipts.len(), 140, "{folder}");
+            let c = counting.counts();
+            assert_eq!(c.lists + c.lists_with_offset, 2, "{folder}: {c:?}");
+            fresh
+                .atomic_apply(&run_id, step(&run_id, 140))
                 .await
                 .unwrap();
+            let after = load(
+                &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+                &run_id,
+            )
+            .await;
+            assert_eq!(after.receipts.len(), 141, "{folder}");
+            assert_eq!(
+                after,
+                read_without_deltas(&objects, &run_id).await,
+                "{folder}"
+            );
+            assert_eq!(
+                after,
+                folded_from_the_log_alone(&objects, &run_id).await,
+                "{folder}"
+            );
         }
-        drop(writer);
-        faults.clear_faults();
-        let fresh = instance();
-        let loaded = load(&fresh, &run_id).await;
-        assert_eq!(loaded.receipts.len(), 20);
-        fresh
-            .atomic_apply(&run_id, step(&run_id, 20))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deltas_racing_another_instances_commits_and_bases_lose_and_reorder_nothing() {
+    for (name, objects, _dir) in shared_objects() {
+        let run_id = run("racing-bases");
+        let setup = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        create(&setup, &run_id, b"input").await;
+        start(&setup, &run_id).await;
+        // One process commits steps (writing bases as the receipts grow)
+        // while another appends inputs, each writing deltas at its own
+        // interval over bases it read or wrote.
+        let stepper = {
+            let store = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+            let run_id = run_id.clone();
+            tokio::spawn(async move {
+                for sequence in 0..200 {
+                    let commit = step(&run_id, sequence);
+                    store.atomic_apply(&run_id, commit).await.unwrap();
+                }
+            })
+        };
+        let signaller = {
+            let store =
+                ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(3);
+            let run_id = run_id.clone();
+            tokio::spawn(async move {
+                for i in 0..60 {
+                    let input = signal(format!("s-{i}"));
+                    store.append_input(&run_id, input).await.unwrap();
+                }
+            })
+        };
+        stepper.await.unwrap();
+        signaller.await.unwrap();
+        let fresh = load(
+            &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+            &run_id,
+        )
+        .await;
+        assert_eq!(fresh.receipts.len(), 200, "{name}");
+        let sequences: Vec<u64> = fresh.receipts.iter().map(|r| r.sequence).collect();
+        assert_eq!(sequences, (0..200).collect::<Vec<_>>(), "{name}");
+        let inputs: Vec<_> = fresh.inputs.iter().map(|i| i.input_id.clone()).collect();
+        assert_eq!(
+            inputs,
+            (0..60).map(|i| format!("s-{i}")).collect::<Vec<_>>(),
+            "{name}"
+        );
+        assert_eq!(fresh.snapshot.as_deref(), Some(&b"after 199"[..]), "{name}");
+        assert_eq!(
+            fresh,
+            read_without_deltas(&objects, &run_id).await,
+            "{name}: the deltas disagree with the bases"
+        );
+        assert_eq!(
+            fresh,
+            folded_from_the_log_alone(&objects, &run_id).await,
+            "{name}: the checkpoints disagree with the log"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_reader_that_knows_only_bases_and_data_with_bases_only_read_the_same_run() {
+    for (name, objects, _dir) in shared_objects() {
+        let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run_of(&writer, "bases-only", 301).await;
+        writer
+            .append_input(&run_id, signal("late".into()))
             .await
             .unwrap();
-        let after = load(&instance(), &run_id).await;
-        assert_eq!(after.receipts.len(), 21);
-        let newest = checkpoints(objects.as_ref(), &run_id).await;
-        let end = format!("{newest_at:020}");
-        assert!(
-            newest.len() == 1 && newest[0].as_ref().ends_with(&end),
-            "{newest:?}"
+        let open = load(
+            &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+            &run_id,
+        )
+        .await;
+        assert_eq!(open.receipts.len(), 301, "{name}");
+        assert!(!bases(objects.as_ref(), &run_id).await.is_empty(), "{name}");
+        // Without its deltas the run is what the release before deltas
+        // wrote: read from the newest base and the longer tail after it.
+        assert_eq!(open, read_without_deltas(&objects, &run_id).await, "{name}");
+        // A writer that knows deltas takes that data on and writes them.
+        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        for sequence in 301..305 {
+            let commit = step(&run_id, sequence);
+            fresh.atomic_apply(&run_id, commit).await.unwrap();
+        }
+        fresh.atomic_apply(&run_id, done(9_999)).await.unwrap();
+        let finished = load(
+            &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+            &run_id,
+        )
+        .await;
+        assert_eq!(finished.receipts.len(), 305, "{name}");
+        assert_eq!(deltas(objects.as_ref(), &run_id).await.len(), 1, "{name}");
+        assert_eq!(
+            finished,
+            read_without_deltas(&objects, &run_id).await,
+            "{name}"
         );
-        assert_eq!(after, folded_from_the_log_alone(&objects, &run_id).await);
+        assert_eq!(
+            finished,
+            folded_from_the_log_alone(&objects, &run_id).await,
+            "{name}"
+        );
     }
+}
+
+#[tokio::test]
+async fn a_writer_that_loses_a_delta_race_deletes_no_base_the_winner_names() {
+    let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+    let objects: Arc<dyn ObjectStore> = faults.clone();
+    // A delta after every entry, so both writers write one at each position.
+    let instance =
+        || ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(1);
+    let (a, b) = (instance(), instance());
+    let run_id = run_of(&a, "lost-race", 40).await;
+    let first_base = bases(objects.as_ref(), &run_id).await;
+    assert_eq!(first_base.len(), 1);
+    // A's later bases fail to be written, so its deltas keep naming the first.
+    faults.inject(
+        FaultRule::fail_before(RequestKind::Create)
+            .matching(|path| path.as_ref().contains("/checkpoint/")),
+    );
+    for sequence in 40..99 {
+        let commit = step(&run_id, sequence);
+        a.atomic_apply(&run_id, commit).await.unwrap();
+    }
+    b.load_run(&run_id).await.unwrap();
+    a.atomic_apply(&run_id, step(&run_id, 99)).await.unwrap();
+    faults.clear_faults();
+    // B commits the same step (its log entry is A's) and writes a new base,
+    // but A's delta at that position, naming the first base, stands.
+    b.atomic_apply(&run_id, step(&run_id, 99)).await.unwrap();
+    assert_eq!(bases(objects.as_ref(), &run_id).await.len(), 2);
+    assert!(
+        bases(objects.as_ref(), &run_id)
+            .await
+            .contains(&first_base[0])
+    );
+
+    let counting = Arc::new(CountingStore::new(objects.clone()));
+    let fresh = load(
+        &ObjectStoreRuntimeStore::new(counting.clone(), PREFIX),
+        &run_id,
+    )
+    .await;
+    assert_eq!(fresh.receipts.len(), 100);
+    // The delta listing and the log's: the newest delta's base is there.
+    let c = counting.counts();
+    assert_eq!(c.lists + c.lists_with_offset, 2, "{c:?}");
+    assert_eq!(fresh, folded_from_the_log_alone(&objects, &run_id).await);
+}
+
+#[tokio::test]
+async fn a_delta_whose_base_is_gone_is_read_around_and_replaced_by_the_next_writer() {
+    for (name, objects, _dir) in shared_objects() {
+        let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run_of(&writer, "base-gone", 100).await;
+        let expected = load(&writer, &run_id).await;
+        // The base the newest delta names is deleted, as by a writer that
+        // moved on to a newer base while another was behind.
+        delete_all(&objects, bases(objects.as_ref(), &run_id).await).await;
+        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        assert_eq!(load(&fresh, &run_id).await, expected, "{name}");
+        // Its next commit writes a delta that reads again, and deletes the
+        // unusable one.
+        fresh
+            .atomic_apply(&run_id, step(&run_id, 100))
+            .await
+            .unwrap();
+        assert_eq!(deltas(objects.as_ref(), &run_id).await.len(), 1, "{name}");
+        let counting = Arc::new(CountingStore::new(objects.clone()));
+        let again = load(
+            &ObjectStoreRuntimeStore::new(counting.clone(), PREFIX),
+            &run_id,
+        )
+        .await;
+        assert_eq!(again.receipts.len(), 101, "{name}");
+        let c = counting.counts();
+        assert_eq!(c.lists + c.lists_with_offset, 2, "{name}: {c:?}");
+        assert_eq!(
+            again,
+            folded_from_the_log_alone(&objects, &run_id).await,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_damaged_delta_or_base_is_an_error_naming_it_never_a_shorter_run() {
+    for folder in ["delta", "checkpoint"] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run_of(&writer, "damaged", 100).await;
+        let damaged = objects_in(objects.as_ref(), &run_id, folder).await;
+        assert_eq!(damaged.len(), 1, "{folder}");
+        let path = &damaged[0];
+        let mut bytes = objects
+            .get(path)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x10;
+        objects.put(path, bytes.into()).await.unwrap();
+        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        match fresh.load_run(&run_id).await {
+            Err(Error::Corrupt { path: at, .. }) => assert_eq!(at, path.to_string()),
+            other => panic!("{folder}: expected Corrupt at {path}, got {other:?}"),
+        }
+    }
+}
+
+/// A step of 256 bytes of output, as the `runs` bench writes them.
+fn large_step(run_id: &RunId, sequence: u64) -> Commit {
+    let receipt = StepReceipt {
+        run_id: run_id.clone(),
+        sequence,
+        step: "step".into(),
+        output: Bytes::from(vec![7u8; 256]),
+        recorded_at_ms: 2,
+        error: None,
+    };
+    Commit::step(receipt, 2)
+}
+
+#[tokio::test]
+async fn a_finished_run_of_a_thousand_steps_uploads_a_few_copies_of_itself_not_dozens() {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let writer = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let run_id = run_of(&writer, "uploads", 0).await;
+    for sequence in 0..1_000 {
+        let commit = large_step(&run_id, sequence);
+        writer.atomic_apply(&run_id, commit).await.unwrap();
+    }
+    writer.atomic_apply(&run_id, done(9_999)).await.unwrap();
+    let uploaded = counting.counts().bytes_put;
+    println!("a finished 1,000-step run uploaded {uploaded} bytes");
+    // The run itself (its log, and one copy in the final delta) is about
+    // 0.8 MB; whole-run checkpoints every few entries uploaded 36.6 MB.
+    assert!(uploaded < 8_000_000, "{uploaded} bytes uploaded");
 }
 
 #[tokio::test]
@@ -410,9 +726,13 @@ async fn two_processes_writing_one_run_in_turns_across_checkpoints_agree_with_th
 async fn a_run_created_again_after_deletion_never_reads_the_old_checkpoints() {
     for (name, objects, _dir) in shared_objects() {
         let old = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
-        let run_id = run_of(&old, "reused", 20).await;
+        let run_id = run_of(&old, "reused", 40).await;
         let finished = old.atomic_apply(&run_id, done(50)).await.unwrap();
-        assert!(!checkpoints(objects.as_ref(), &run_id).await.is_empty());
+        assert!(!bases(objects.as_ref(), &run_id).await.is_empty(), "{name}");
+        assert!(
+            !deltas(objects.as_ref(), &run_id).await.is_empty(),
+            "{name}"
+        );
         assert!(old.delete_run(&run_id, finished.incarnation).await.unwrap());
         assert!(
             checkpoints(objects.as_ref(), &run_id).await.is_empty(),

@@ -140,7 +140,7 @@ mod costs {
     }
 
     #[tokio::test]
-    async fn a_fresh_instance_folds_a_run_before_its_first_checkpoint_with_two_listings_and_a_get_per_entry()
+    async fn a_fresh_instance_folds_a_run_before_its_first_checkpoint_with_three_listings_and_a_get_per_entry()
      {
         let (counting, store) = counted();
         // No checkpoint before the tenth entry.
@@ -156,9 +156,9 @@ mod costs {
         counting.reset();
         assert_eq!(fresh.load_receipts(&run_id, None).await.unwrap().len(), 5);
         let c = counting.counts();
-        // The creation record, the (empty) checkpoint listing, then the log:
-        // the attempt start and five steps.
-        assert_eq!((c.lists, c.gets, c.objects_listed), (2, 1 + 6, 6), "{c:?}");
+        // The creation record, the (empty) delta and base listings, then
+        // the log: the attempt start and five steps.
+        assert_eq!((c.lists, c.gets, c.objects_listed), (3, 1 + 6, 6), "{c:?}");
     }
 
     #[tokio::test]
@@ -189,9 +189,9 @@ mod costs {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].run_id, pending);
         let c = counting.counts();
-        // One hint listed; one run loaded (its creation, its checkpoints and
-        // its log, both empty).
-        assert_eq!((c.objects_listed, c.gets, c.lists), (1, 1, 3), "{c:?}");
+        // One hint listed; one run loaded (its creation, its deltas, its
+        // bases and its log, all empty).
+        assert_eq!((c.objects_listed, c.gets, c.lists), (1, 1, 4), "{c:?}");
         assert_eq!(fresh.list_runs(RunStatus::Running).await.unwrap().len(), 0);
         assert_eq!(
             fresh.list_runs(RunStatus::Completed).await.unwrap().len(),

@@ -45,7 +45,8 @@ pub(crate) struct Approval {
 
 /// A run and everything committed to it.
 ///
-/// It is also the stored form of the object-store backend's checkpoints, so
+/// It is also the stored form of the object-store backend's checkpoints
+/// (whole, in a base; without the receipts the base holds, in a delta), so
 /// its encoding (named fields, no maps: the same state always encodes to the
 /// same bytes) is a data format.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -114,6 +115,44 @@ impl RunState {
             .map(|(i, input)| (input.input_id.clone(), i))
             .collect();
         self
+    }
+
+    /// How many step receipts the run holds.
+    pub(crate) fn receipt_count(&self) -> u64 {
+        self.receipts.len() as u64
+    }
+
+    /// The state without its first `from` receipts (and their commit
+    /// digests): what a checkpoint delta stores over a base that holds them.
+    pub(crate) fn without_receipts_before(&self, from: u64) -> RunState {
+        let from =
+            usize::try_from(from).map_or(self.receipts.len(), |f| f.min(self.receipts.len()));
+        RunState {
+            record: self.record.clone(),
+            receipts: self.receipts[from..].to_vec(),
+            commit_digests: self.commit_digests[from..].to_vec(),
+            snapshot: self.snapshot.clone(),
+            inputs: self.inputs.clone(),
+            input_index: HashMap::new(),
+            attempt_token: self.attempt_token,
+        }
+    }
+
+    /// This state (a delta's, holding the receipts from `base`'s last one
+    /// on) with `base`'s receipts put back before its own; `None` if the two
+    /// do not join (the delta's first receipt is not the one after `base`'s
+    /// last).
+    pub(crate) fn after_receipts_of(mut self, mut base: RunState) -> Option<RunState> {
+        let joins = (self.receipts.first()).is_none_or(|r| r.sequence == base.receipt_count());
+        let whole = |state: &RunState| state.receipts.len() == state.commit_digests.len();
+        if !joins || !whole(&self) || !whole(&base) {
+            return None;
+        }
+        base.receipts.append(&mut self.receipts);
+        base.commit_digests.append(&mut self.commit_digests);
+        self.receipts = base.receipts;
+        self.commit_digests = base.commit_digests;
+        Some(self)
     }
 
     /// The run as a listing shows it.

@@ -6,6 +6,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use super::ObjectStoreRuntimeStore;
+use super::checkpoint::Checkpoints;
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::RunState;
@@ -16,9 +17,20 @@ pub(super) struct Folded {
     pub(super) state: RunState,
     pub(super) next: u64,
     pub(super) incarnation: Incarnation,
-    /// The position of the newest checkpoint this instance read or wrote
-    /// (0: none).
-    pub(super) checkpoint: u64,
+    /// What this instance knows of the run's checkpoints.
+    pub(super) checkpoints: Checkpoints,
+}
+
+impl Folded {
+    /// A run as created, before its first log entry.
+    pub(super) fn created(state: RunState, incarnation: Incarnation) -> Folded {
+        Folded {
+            state,
+            next: 0,
+            incarnation,
+            checkpoints: Checkpoints::default(),
+        }
+    }
 }
 
 /// What [`ObjectStoreRuntimeStore::refresh`] found.

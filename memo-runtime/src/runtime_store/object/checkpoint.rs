@@ -1,6 +1,24 @@
-//! Run checkpoints: the run folded up to a log position, written once every
-//! few entries so that loading a run reads the newest checkpoint and the few
-//! entries after it instead of the whole log.
+//! Run checkpoints: the run folded up to a log position, so that loading a
+//! run reads a checkpoint and the few entries after it instead of the whole
+//! log.
+//!
+//! Checkpoints come at two levels, so that a long run is not copied whole
+//! every few entries (which uploads bytes growing with the square of its
+//! length):
+//!
+//! - a *base* (`checkpoint/<p>`) is the whole run up to `p`, written rarely:
+//!   when the receipts since the previous base reach `2·√receipts` (at least
+//!   [`MIN_BASE_RECEIPTS`]), so a run of `n` steps uploads about `n^1.5`
+//!   receipts' worth of checkpoints rather than `n²`;
+//! - a *delta* (`delta/<q>`) is the run up to `q` without the receipts of the
+//!   base it names (the record, inputs and snapshot stay whole: they are
+//!   small, and change in place), written every few entries; at the
+//!   terminal change it names no base and holds the whole run, so a finished
+//!   run is read from it alone.
+//!
+//! A load reads the newest delta and its base and folds the log after the
+//! delta; with no delta (data written before deltas existed, or a run
+//! younger than its first one) it reads the newest base, as before.
 //!
 //! A checkpoint is a copy of what the log says, never the only record of a
 //! change, so every rule of the log still holds with checkpoints:
@@ -8,20 +26,30 @@
 //! - it is derived only from committed entries: a writer checkpoints the
 //!   state it folded from entries it read or created (and whose run pointer
 //!   it checked), up to but not including the position it names;
-//! - it is write-once (`PutMode::Create`), and its content is a function of
+//! - it is write-once (`PutMode::Create`). A base's content is a function of
 //!   the entries before its position (the state encodes deterministically),
-//!   so two writers of one position write the same bytes, whoever wins;
+//!   so two writers of one base write the same bytes. Two writers of one
+//!   delta position may not (one may name an older base): the first create
+//!   stands, and the loser deletes nothing on the strength of its own;
+//! - a delta is created only after the base it names exists: one this
+//!   instance read, or whose create it saw settle. A base write that fails
+//!   leaves the next delta naming the previous base;
 //! - the log stays authoritative: a commit racing a checkpoint write goes to
 //!   the log, after the checkpoint's position, where a reader finds it; a
 //!   checkpoint write that fails or never happens only leaves a longer tail
 //!   to fold (the next writer checkpoints it);
-//! - superseded checkpoints are deleted (best effort), so the folder holds
-//!   about one object and listing it is one request whatever the run's
-//!   length. A reader whose checkpoint was deleted between its listing and
-//!   its read lists again.
+//! - superseded deltas and bases are deleted (best effort), but only once a
+//!   newer delta of this instance settled, so each folder holds about one
+//!   object and listing it is one request whatever the run's length. The
+//!   newest base is kept when the run ends, for readers that know bases
+//!   only. A reader whose delta was deleted between its listing and its
+//!   read lists again; one whose delta names a base deleted meanwhile (a
+//!   writer that was behind named an old base) reads the newest base and
+//!   the longer tail after it instead.
 
 use bytes::Bytes;
 use futures::TryStreamExt;
+use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::ObjectStoreRuntimeStore;
@@ -31,14 +59,20 @@ use crate::error::{Error, Result};
 use crate::layout;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::RunState;
-use crate::write_once;
+use crate::write_once::{self, Created};
 
-/// How many listings of the checkpoint folder a load tries before folding
-/// the whole log: each retry means a newer checkpoint replaced the one
-/// listed, which takes other writers `interval` commits each time.
+/// How many listings of a checkpoint folder a load tries before it reads
+/// less: each retry means a newer checkpoint replaced the one listed, which
+/// takes other writers `interval` commits each time.
 const LISTING_ATTEMPTS: usize = 3;
 
-/// A stored checkpoint: the run folded from its log entries before `next`.
+/// The fewest receipts a new base takes over the previous one. Below
+/// `2·√receipts` (the interval that balances the bytes of bases against
+/// those of deltas) a run of a few hundred steps would write a base every
+/// few dozen; runs shorter than this never write one.
+const MIN_BASE_RECEIPTS: u64 = 32;
+
+/// A stored base: the run folded from its log entries before `next`.
 #[derive(Debug, Serialize, Deserialize)]
 struct Checkpoint<S> {
     incarnation: Incarnation,
@@ -46,49 +80,201 @@ struct Checkpoint<S> {
     state: S,
 }
 
+/// A stored delta: the run folded from its log entries before `next`,
+/// without the first `receipts_from` receipts, which the base at `base`
+/// holds (`None`: no base, `receipts_from` is 0 and `state` is whole).
+#[derive(Debug, Serialize, Deserialize)]
+struct Delta<S> {
+    incarnation: Incarnation,
+    next: u64,
+    base: Option<u64>,
+    receipts_from: u64,
+    state: S,
+}
+
+/// A base, as the deltas that name it need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Base {
+    position: u64,
+    receipts: u64,
+}
+
+/// What one instance knows of a run's checkpoints.
+#[derive(Debug, Default)]
+pub(super) struct Checkpoints {
+    /// The position of the newest delta this instance read or wrote (0:
+    /// none, so one is due as soon as the run has `interval` entries).
+    delta: u64,
+    /// The base the next delta names: one this instance read, or whose
+    /// create it saw settle.
+    base: Option<Base>,
+    /// Deltas and bases newer ones replaced, deleted once a delta of this
+    /// instance settles.
+    superseded: Vec<Path>,
+}
+
+/// What reading the newest delta found.
+enum DeltaRead {
+    Loaded(Box<Folded>),
+    /// Deleted since the listing: a newer one replaced it.
+    Gone,
+    /// It names a base that is gone.
+    BaseGone,
+}
+
 impl ObjectStoreRuntimeStore {
-    /// The run folded up to its newest checkpoint; `None` if it has none.
+    /// The run folded up to its newest checkpoint, or as `created` if it
+    /// has none.
     pub(super) async fn load_checkpoint(
         &self,
         run_id: &RunId,
-        incarnation: Incarnation,
-    ) -> Result<Option<Folded>> {
+        created: RunState,
+    ) -> Result<Folded> {
+        let incarnation = created.record().incarnation;
+        let folder = self.layout.delta_folder(run_id, incarnation);
         for _ in 0..LISTING_ATTEMPTS {
-            let mut positions = self.checkpoint_positions(run_id, incarnation).await?;
-            let Some(newest) = positions.pop() else {
-                return Ok(None);
+            let Some(newest) = self.positions(run_id, &folder, "delta").await?.pop() else {
+                return self.load_base(run_id, created, None).await;
+            };
+            match self.read_delta(run_id, incarnation, newest).await? {
+                DeltaRead::Loaded(folded) => return Ok(*folded),
+                DeltaRead::Gone => {}
+                DeltaRead::BaseGone => return self.load_base(run_id, created, Some(newest)).await,
+            }
+        }
+        self.load_base(run_id, created, None).await
+    }
+
+    /// The run folded up to its newest base, or as `created` if it has
+    /// none. `unusable` is a delta that names a base that is gone: it is
+    /// deleted once a newer delta of this instance settles.
+    async fn load_base(
+        &self,
+        run_id: &RunId,
+        created: RunState,
+        unusable: Option<u64>,
+    ) -> Result<Folded> {
+        let incarnation = created.record().incarnation;
+        let mut none = Folded::created(created, incarnation);
+        if let Some(q) = unusable {
+            let path = self.layout.delta(run_id, incarnation, q);
+            none.checkpoints.superseded.push(path);
+        }
+        let folder = self.layout.checkpoint_folder(run_id, incarnation);
+        for _ in 0..LISTING_ATTEMPTS {
+            let Some(newest) = self.positions(run_id, &folder, "checkpoint").await?.pop() else {
+                return Ok(none);
             };
             let path = self.layout.checkpoint(run_id, incarnation, newest);
             // Deleted since the listing: a newer one replaced it.
-            if let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? {
-                return self
-                    .decode_checkpoint(run_id, incarnation, newest, &bytes)
-                    .map(Some);
-            }
+            let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
+                continue;
+            };
+            let state = self.decode_base(run_id, incarnation, newest, &bytes)?;
+            let base = Base {
+                position: newest,
+                receipts: state.receipt_count(),
+            };
+            return Ok(Folded {
+                state: state.reindexed(),
+                next: newest,
+                incarnation,
+                checkpoints: Checkpoints {
+                    delta: 0,
+                    base: Some(base),
+                    superseded: none.checkpoints.superseded,
+                },
+            });
         }
-        Ok(None)
+        Ok(none)
     }
 
-    /// The positions of the incarnation's checkpoints, in order.
-    async fn checkpoint_positions(
+    /// Reads the delta at `position` and the base it names, and joins them.
+    async fn read_delta(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
-    ) -> Result<Vec<u64>> {
-        let folder = self.layout.checkpoint_folder(run_id, incarnation);
+        position: u64,
+    ) -> Result<DeltaRead> {
+        let path = self.layout.delta(run_id, incarnation, position);
+        let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
+            return Ok(DeltaRead::Gone);
+        };
+        let what = format!("run {run_id} checkpoint delta {position}");
+        let delta: Delta<RunState> = codec::decode_record(&what, &path, &bytes)?;
+        let record = delta.state.record();
+        let base_after = delta.base.is_some_and(|p| p > position);
+        if delta.incarnation != incarnation
+            || delta.next != position
+            || record.incarnation != incarnation
+            || record.run_id != *run_id
+            || base_after
+            || (delta.base.is_none() && delta.receipts_from != 0)
+        {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "{what} holds run {} incarnation {} up to entry {} over base {:?}",
+                    record.run_id, delta.incarnation, delta.next, delta.base
+                ),
+            ));
+        }
+        let (state, base) = match delta.base {
+            None => (delta.state, None),
+            Some(p) => {
+                let base_path = self.layout.checkpoint(run_id, incarnation, p);
+                let Some(bytes) = write_once::read(self.store.as_ref(), &base_path).await? else {
+                    return Ok(DeltaRead::BaseGone);
+                };
+                let base = self.decode_base(run_id, incarnation, p, &bytes)?;
+                let held = base.receipt_count();
+                let joined = (held == delta.receipts_from)
+                    .then(|| delta.state.after_receipts_of(base))
+                    .flatten();
+                let Some(state) = joined else {
+                    return Err(Error::corrupt(
+                        &path,
+                        format!(
+                            "{what} follows receipt {} of base {p}, which holds {held}",
+                            delta.receipts_from
+                        ),
+                    ));
+                };
+                let base = Base {
+                    position: p,
+                    receipts: held,
+                };
+                (state, Some(base))
+            }
+        };
+        Ok(DeltaRead::Loaded(Box::new(Folded {
+            state: state.reindexed(),
+            next: position,
+            incarnation,
+            checkpoints: Checkpoints {
+                delta: position,
+                base,
+                superseded: Vec::new(),
+            },
+        })))
+    }
+
+    /// The positions in a checkpoint folder (`what`: "delta" or
+    /// "checkpoint"), in order.
+    async fn positions(&self, run_id: &RunId, folder: &Path, what: &str) -> Result<Vec<u64>> {
         let metas: Vec<_> = self
             .store
-            .list(Some(&folder))
+            .list(Some(folder))
             .try_collect()
             .await
-            .map_err(|e| Error::store(&folder, e))?;
+            .map_err(|e| Error::store(folder, e))?;
         let mut positions = metas
             .iter()
             .map(|meta| {
                 layout::parse_log_position(&meta.location).ok_or_else(|| {
                     Error::corrupt(
                         &meta.location,
-                        format!("run {run_id}: not a checkpoint name (20 digits expected)"),
+                        format!("run {run_id}: not a {what} name (20 digits expected)"),
                     )
                 })
             })
@@ -98,13 +284,14 @@ impl ObjectStoreRuntimeStore {
         Ok(positions)
     }
 
-    fn decode_checkpoint(
+    /// Decodes the base at `position` (its input index not yet rebuilt).
+    fn decode_base(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
         position: u64,
         bytes: &[u8],
-    ) -> Result<Folded> {
+    ) -> Result<RunState> {
         let path = self.layout.checkpoint(run_id, incarnation, position);
         let what = format!("run {run_id} checkpoint {position}");
         let stored: Checkpoint<RunState> = codec::decode_record(&what, &path, bytes)?;
@@ -122,37 +309,85 @@ impl ObjectStoreRuntimeStore {
                 ),
             ));
         }
-        Ok(Folded {
-            state: stored.state.reindexed(),
-            next: position,
-            incarnation,
-            checkpoint: position,
-        })
+        Ok(stored.state)
     }
 
-    /// After a commit: checkpoints the run if `interval` entries were
-    /// committed since the newest checkpoint this instance knows of, or if
-    /// the run just ended (nothing follows a terminal change, so a reader of
-    /// a finished run reads the checkpoint alone). Best effort: the commit
-    /// is durable in the log whatever happens here.
+    /// After a commit: writes a delta if `interval` entries were committed
+    /// since the newest delta this instance knows of (and first a new base
+    /// if enough receipts came since the last), or a whole-run delta if the
+    /// run just ended (nothing follows a terminal change, so a reader of a
+    /// finished run reads that delta alone). Best effort: the commit is
+    /// durable in the log whatever happens here.
     pub(super) async fn checkpoint_if_due(&self, run_id: &RunId, folded: &mut Folded) {
-        let due = folded.next - folded.checkpoint >= self.checkpoint_interval
-            || folded.state.record().status.is_terminal();
-        if !due || folded.next == folded.checkpoint {
+        let terminal = folded.state.record().status.is_terminal();
+        let last = folded.checkpoints.delta;
+        let due = folded.next - last >= self.checkpoint_interval || terminal;
+        if !due || folded.next == last {
             return;
         }
-        match self.write_checkpoint(run_id, folded).await {
-            Ok(()) => {
-                let superseded = folded.checkpoint;
-                folded.checkpoint = folded.next;
-                if superseded > 0 {
-                    let path = self
+        if !terminal && base_due(folded) {
+            self.rebase(run_id, folded).await;
+        }
+        let base = if terminal {
+            None
+        } else {
+            folded.checkpoints.base
+        };
+        let created = match self.write_delta(run_id, folded, base).await {
+            Ok(created) => created,
+            Err(e) => {
+                tracing::debug!(%run_id, position = folded.next, error = %e, "checkpoint delta not written");
+                return;
+            }
+        };
+        let checkpoints = &mut folded.checkpoints;
+        if last > 0 {
+            let replaced = self.layout.delta(run_id, folded.incarnation, last);
+            checkpoints.superseded.push(replaced);
+        }
+        checkpoints.delta = folded.next;
+        // Another writer's delta at this position may name a base this
+        // instance replaced: only a delta of ours makes deleting it safe.
+        if let Created::Theirs(_) = created {
+            return;
+        }
+        let superseded = std::mem::take(&mut checkpoints.superseded);
+        if let Err(e) = self.delete_all(superseded).await {
+            tracing::debug!(%run_id, error = %e, "superseded checkpoints kept");
+        }
+    }
+
+    /// Writes a base at `folded.next` and makes the next delta name it, if
+    /// its create settles as this state.
+    async fn rebase(&self, run_id: &RunId, folded: &mut Folded) {
+        let checkpoint = Checkpoint {
+            incarnation: folded.incarnation,
+            next: folded.next,
+            state: &folded.state,
+        };
+        let path = self
+            .layout
+            .checkpoint(run_id, folded.incarnation, folded.next);
+        let written = match codec::encode_value("a run checkpoint", &checkpoint) {
+            Ok(encoded) => write_once::create_once(self.store.as_ref(), &path, &encoded).await,
+            Err(e) => Err(e),
+        };
+        match written {
+            Ok(Created::Ours(_) | Created::Same(_)) => {
+                let base = Base {
+                    position: folded.next,
+                    receipts: folded.state.receipt_count(),
+                };
+                let checkpoints = &mut folded.checkpoints;
+                if let Some(old) = checkpoints.base.replace(base) {
+                    let old = self
                         .layout
-                        .checkpoint(run_id, folded.incarnation, superseded);
-                    if let Err(e) = self.delete_all(vec![path]).await {
-                        tracing::debug!(%run_id, error = %e, "superseded checkpoint kept");
-                    }
+                        .checkpoint(run_id, folded.incarnation, old.position);
+                    checkpoints.superseded.push(old);
                 }
+            }
+            Ok(Created::Theirs(_)) => {
+                tracing::debug!(%run_id, position = folded.next, "another checkpoint at this position");
             }
             Err(e) => {
                 tracing::debug!(%run_id, position = folded.next, error = %e, "checkpoint not written");
@@ -160,18 +395,32 @@ impl ObjectStoreRuntimeStore {
         }
     }
 
-    async fn write_checkpoint(&self, run_id: &RunId, folded: &Folded) -> Result<()> {
-        let checkpoint = Checkpoint {
+    async fn write_delta(
+        &self,
+        run_id: &RunId,
+        folded: &Folded,
+        base: Option<Base>,
+    ) -> Result<Created> {
+        let receipts_from = base.map_or(0, |b| b.receipts);
+        let delta = Delta {
             incarnation: folded.incarnation,
             next: folded.next,
-            state: &folded.state,
+            base: base.map(|b| b.position),
+            receipts_from,
+            state: folded.state.without_receipts_before(receipts_from),
         };
-        let encoded: Bytes = codec::encode_value("a run checkpoint", &checkpoint)?;
-        let path = self
-            .layout
-            .checkpoint(run_id, folded.incarnation, folded.next);
-        // Whoever wrote it, the checkpoint at this position holds this state.
-        write_once::create_once(self.store.as_ref(), &path, &encoded).await?;
-        Ok(())
+        let encoded: Bytes = codec::encode_value("a run checkpoint delta", &delta)?;
+        let path = self.layout.delta(run_id, folded.incarnation, folded.next);
+        write_once::create_once(self.store.as_ref(), &path, &encoded).await
     }
+}
+
+/// Whether enough receipts came since the base for a new one: at least
+/// `2·√receipts`, which keeps the bytes of deltas (each up to that many
+/// receipts, every `interval` entries) and of bases (each the whole run) of
+/// the same order, about `n^1.5` receipts' worth for a run of `n` steps.
+fn base_due(folded: &Folded) -> bool {
+    let receipts = folded.state.receipt_count();
+    let since = receipts.saturating_sub(folded.checkpoints.base.map_or(0, |b| b.receipts));
+    since >= MIN_BASE_RECEIPTS.max(2 * receipts.isqrt())
 }

@@ -46,23 +46,37 @@ impl ObjectStoreRuntimeStore {
 
     /// Reads the run's creation, its newest checkpoint and the log entries
     /// after it, and folds them.
+    ///
+    /// A deletion removes the pointer first and then the rest, so a fold
+    /// that began before it may find checkpoints and entries gone and take
+    /// the run for corrupt: a corrupt fold counts only if the pointer still
+    /// names the incarnation; otherwise the run is read again as it is now.
     pub(super) async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
-        let Some(creation) = self.read_creation(run_id).await? else {
-            return Ok(None);
-        };
+        let mut deleted_meanwhile = false;
+        loop {
+            let Some(creation) = self.read_creation(run_id).await? else {
+                return Ok(None);
+            };
+            let incarnation = creation.incarnation;
+            match self.fold_incarnation(run_id, creation).await {
+                Err(e @ Error::Corrupt { .. }) if !deleted_meanwhile => {
+                    if self.is_current(run_id, incarnation).await? {
+                        return Err(e);
+                    }
+                    deleted_meanwhile = true;
+                }
+                folded => return folded.map(Some),
+            }
+        }
+    }
+
+    async fn fold_incarnation(&self, run_id: &RunId, creation: Creation) -> Result<Folded> {
         let incarnation = creation.incarnation;
-        let mut folded = match self.load_checkpoint(run_id, incarnation).await? {
-            Some(folded) => folded,
-            None => Folded {
-                state: RunState::new(creation.run, incarnation),
-                next: 0,
-                incarnation,
-                checkpoint: 0,
-            },
-        };
+        let created = RunState::new(creation.run, incarnation);
+        let mut folded = self.load_checkpoint(run_id, created).await?;
         // Nothing follows a terminal change.
         if folded.state.record().status.is_terminal() {
-            return Ok(Some(folded));
+            return Ok(folded);
         }
         let positions = self.log_positions(run_id, incarnation, folded.next).await?;
         let mut entries = futures::stream::iter(positions)
@@ -77,7 +91,7 @@ impl ObjectStoreRuntimeStore {
             };
             self.fold_entry(run_id, &mut folded, &bytes)?;
         }
-        Ok(Some(folded))
+        Ok(folded)
     }
 
     /// The positions from `from` on in the run's log folder, checked to be

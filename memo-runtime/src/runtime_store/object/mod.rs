@@ -35,11 +35,13 @@ use cache::{Cache, Folded};
 /// How many runs an instance keeps folded in memory.
 const DEFAULT_CACHED_RUNS: usize = 256;
 
-/// How many log entries a run gets between checkpoints, by default: the
-/// largest interval at which a fresh instance reads an open run and its
+/// How many log entries a run gets between checkpoint deltas, by default:
+/// the largest interval at which a fresh instance reads an open run and its
 /// history (`load_run`, then `load_receipts`) in at most 10 requests: the
-/// fold's `interval + 3`, then 2 to check the cached run is current.
-const DEFAULT_CHECKPOINT_INTERVAL: u64 = 5;
+/// fold's `interval + 4` (the pointer, the delta listing, the delta, its
+/// base, the log listing and the `interval - 1` entries after the delta),
+/// then 2 to check the cached run is current.
+const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 
 /// How many objects are read or deleted at once.
 const CONCURRENCY: usize = 8;
@@ -65,11 +67,16 @@ const CONCURRENCY: usize = 8;
 ///   with the incarnation), at dense positions from 0 written as 20
 ///   zero-padded digits so they list in order. Each incarnation has its own
 ///   log folder, so a deleted run's leftovers never mix with a new run's.
-/// - `runs/<run>/<inc>/checkpoint/<position>`: the incarnation folded from
-///   its log entries before `<position>`, written once every few entries and
-///   when the run ends, so that loading a run reads the newest checkpoint
-///   and the entries after it. The log stays complete and authoritative (see
-///   the `checkpoint` module); superseded checkpoints are deleted.
+/// - `runs/<run>/<inc>/checkpoint/<position>`: a base: the incarnation
+///   folded from its log entries before `<position>`, written when enough
+///   receipts came since the previous base (every `2·√receipts`, at least
+///   32).
+/// - `runs/<run>/<inc>/delta/<position>`: a delta: the same, without the
+///   receipts of the base it names, written every few entries; when the run
+///   ends, one that names no base and holds the whole run. Loading a run
+///   reads the newest delta, its base and the log entries after the delta.
+///   The log stays complete and authoritative (see the `checkpoint`
+///   module); superseded deltas and bases are deleted.
 /// - `runs-by-status/<status>/<run>.<inc>`: a hint that the incarnation is,
 ///   or was about to be, in `<status>`, so listing by status reads only
 ///   those runs.
@@ -116,18 +123,26 @@ const CONCURRENCY: usize = 8;
 /// - a commit or input to a cached run: one create and a `GET` of the run
 ///   pointer, plus a `GET` per change another writer made first; a change of
 ///   status adds the new status's hint (one create) and deletes the old one;
-///   every 5th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
-///   and the terminal change add a checkpoint (one create) and delete the
-///   checkpoint it supersedes;
+///   every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
+///   and the terminal change add a delta (one create) and delete the one it
+///   supersedes; every `2·√receipts` receipts (at least 32) a base comes
+///   before it (one create), and the base it supersedes is deleted;
 /// - a read of a cached run: at most two `GET`s (the next log position, to
 ///   catch up, and the run pointer, to check the incarnation still exists;
 ///   only the pointer if the run is terminal);
 /// - any call on a run not in the cache first reads its pointer, lists its
-///   checkpoints (about one object) and reads the newest, then lists the log
-///   from there (with an offset) and reads each entry after it: 3 requests
-///   for a finished run, at most 8 for an open one, whatever its length
-///   (with writers that checkpoint at the same interval: a checkpoint whose
-///   write failed leaves a longer tail until the next one);
+///   deltas (about one object) and reads the newest and the base it names,
+///   then lists the log from there (with an offset) and reads each entry
+///   after it: 3 requests for a finished run, at most 8 for an open one,
+///   whatever its length (with writers that checkpoint at the same
+///   interval: a checkpoint whose write failed leaves a longer tail until
+///   the next one). A run with no delta yet (younger than the interval, or
+///   written before deltas existed) takes one more listing, of its bases;
+/// - in bytes, a run of `n` steps uploads its log, plus about `n^1.5`
+///   receipts' worth of checkpoints (deltas of up to `2·√n` receipts every
+///   4 entries, and a whole-run base every `2·√n` receipts): for 1,000
+///   steps of 256-byte outputs, 6.4 MB in all against 0.8 MB for its log
+///   and one copy of the run;
 /// - creating a run: a `GET` of its pointer and two creates (the hint and
 ///   the pointer);
 /// - listing run ids by status: one listing of that status's hints (a run
@@ -202,15 +217,17 @@ impl ObjectStoreRuntimeStore {
         }
     }
 
-    /// Checkpoints a run every `entries` log entries (default 5; at least
-    /// 1), and when it ends.
+    /// Writes a checkpoint delta of a run every `entries` log entries
+    /// (default 4; at least 1), and when it ends.
     ///
-    /// A fresh instance loads an open run with at most `entries + 3`
-    /// requests, a finished one with 3, whatever their length; each
-    /// checkpoint costs a create and a delete, and writes the whole run
-    /// (its receipts, inputs and snapshot), so a run of `n` steps writes
-    /// about `n² / 2·entries` receipts' worth of checkpoints over its life.
-    /// Raise it for runs of many thousands of steps with large outputs.
+    /// A fresh instance loads an open run with at most `entries + 4`
+    /// requests, a finished one with 3, whatever their length. Each delta
+    /// costs a create and a delete, and writes the run without the receipts
+    /// of its base (so up to `2·√n` receipts of a run of `n` steps, with its
+    /// inputs and snapshot whole), so a run of `n` steps writes about
+    /// `n^1.5 / 2·entries` receipts' worth of deltas over its life, and as
+    /// much again in bases. Raise it for runs of many thousands of steps
+    /// with large outputs, or of many inputs (which every delta holds).
     #[must_use]
     pub fn with_checkpoint_interval(mut self, entries: u64) -> ObjectStoreRuntimeStore {
         self.checkpoint_interval = entries.max(1);
@@ -302,12 +319,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                 let record = state.record().clone();
                 let slot = self.slot(&run_id);
                 // Whatever was cached is of an earlier run of this id.
-                *slot.lock().await = Some(Folded {
-                    state,
-                    next: 0,
-                    incarnation: creation.incarnation,
-                    checkpoint: 0,
-                });
+                *slot.lock().await = Some(Folded::created(state, creation.incarnation));
                 Ok(record)
             }
             // Created meanwhile, or our acknowledgement was lost: the run may
