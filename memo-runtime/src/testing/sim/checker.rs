@@ -332,14 +332,20 @@ impl Checker {
     }
 
     /// A worker's store acknowledged creating `run_id` (or appending input
-    /// `input_id` to it): a fresh instance must see it.
-    pub(super) fn acknowledged_run(&self, run_id: &RunId, input_id: Option<&str>) {
+    /// `input_id` to it): a fresh instance must see it. `terminal`: the
+    /// store answered with a terminal run (a create of an id whose run had
+    /// ended returns that run), which a deletion running at the same time
+    /// may have removed since, legitimately: the create read the run before
+    /// the deletion removed it.
+    pub(super) fn acknowledged_run(&self, run_id: &RunId, input_id: Option<&str>, terminal: bool) {
         let visible = match input_id {
             None => fresh_run(&self.objects, run_id).map(|run| run.map(|r| r.is_some())),
             Some(id) => fresh_inputs(&self.objects, run_id)
                 .map(|inputs| inputs.map(|all| all.iter().any(|i| i.input_id == id))),
         };
-        if let Some(Ok(false)) = visible {
+        if let Some(Ok(false)) = visible
+            && !(terminal && input_id.is_none())
+        {
             self.violation(
                 "every acknowledged commit is visible to a fresh instance",
                 format!("run {run_id}: acknowledged {input_id:?} is not visible"),

@@ -192,8 +192,9 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
         let run_id = run.run_id.clone();
         let created = self.inner.create_run(run).await;
-        if created.is_ok() {
-            self.checker.acknowledged_run(&run_id, None);
+        if let Ok(record) = &created {
+            let terminal = record.status.is_terminal();
+            self.checker.acknowledged_run(&run_id, None, terminal);
         }
         self.seen("create_run", created)
     }
@@ -225,7 +226,8 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         let input_id = input.input_id.clone();
         let appended = self.inner.append_input(run_id, input).await;
         if appended.is_ok() {
-            self.checker.acknowledged_run(run_id, Some(&input_id));
+            self.checker
+                .acknowledged_run(run_id, Some(&input_id), false);
         }
         self.seen("append_input", appended)
     }
