@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
@@ -176,4 +176,18 @@ pub async fn stored_entries(store: &MemoStore, run: &RunId) -> usize {
         count += listed.len();
     }
     count
+}
+
+/// Commits `entries` memo entries of `run` (`key-<i>` in steps `i % 50`),
+/// 32 at a time: a large run to clear.
+pub async fn put_entries(store: &MemoStore, run: &RunId, entries: u32) {
+    futures::stream::iter(0..entries)
+        .map(|i| {
+            let memo = store.new_memo(run, i % 50);
+            async move { memo.put(&format!("key-{i}"), i.to_le_bytes()).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
 }

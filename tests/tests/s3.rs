@@ -10,7 +10,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::aws::{AmazonS3Builder, S3ConditionalPut};
 use memo_runtime::object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
@@ -18,9 +17,21 @@ use memo_runtime::object_store::client::{
 use memo_runtime::object_store::{ClientOptions, RetryConfig};
 use memo_runtime::{Error, MemoStore, probe_conditional_create};
 use memo_tests::cloud::{Cloud, CloudBucket};
-use memo_tests::fixtures::run;
+use memo_tests::fixtures::{put_entries, run};
 
 memo_tests::cloud_checks!(Cloud::S3);
+
+/// An S3 client of the test server's bucket, built by hand (not from a URL)
+/// so that a test can set what a URL cannot.
+fn client(s3: &CloudBucket) -> AmazonS3Builder {
+    AmazonS3Builder::new()
+        .with_endpoint(s3.endpoint())
+        .with_allow_http(true)
+        .with_bucket_name(s3.bucket())
+        .with_region("us-east-1")
+        .with_access_key_id("memo-tests")
+        .with_secret_access_key("memo-tests")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn probe_reports_an_s3_client_without_conditional_puts() {
@@ -28,13 +39,7 @@ async fn probe_reports_an_s3_client_without_conditional_puts() {
     let Some(s3) = CloudBucket::shared(Cloud::S3, test).await else {
         return;
     };
-    let store = AmazonS3Builder::new()
-        .with_endpoint(s3.endpoint())
-        .with_allow_http(true)
-        .with_bucket_name(s3.bucket())
-        .with_region("us-east-1")
-        .with_access_key_id("memo-tests")
-        .with_secret_access_key("memo-tests")
+    let store = client(&s3)
         .with_retry(RetryConfig {
             max_retries: 2,
             ..RetryConfig::default()
@@ -122,13 +127,7 @@ async fn clearing_a_run_sends_one_list_page_and_one_delete_batch_per_thousand_en
     };
     let connector = CountingConnector::default();
     let sent = Arc::clone(&connector.sent);
-    let client = AmazonS3Builder::new()
-        .with_endpoint(s3.endpoint())
-        .with_allow_http(true)
-        .with_bucket_name(s3.bucket())
-        .with_region("us-east-1")
-        .with_access_key_id("memo-tests")
-        .with_secret_access_key("memo-tests")
+    let client = client(&s3)
         .with_conditional_put(S3ConditionalPut::ETagMatch)
         .with_http_connector(connector)
         .build()
@@ -136,15 +135,7 @@ async fn clearing_a_run_sends_one_list_page_and_one_delete_batch_per_thousand_en
     let store = MemoStore::new(Arc::new(client), s3.prefix());
     let doomed = run("doomed");
     let entries: u32 = 2_000;
-    futures::stream::iter(0..entries)
-        .map(|i| {
-            let memo = store.new_memo(&doomed, i % 50);
-            async move { memo.put(&format!("key-{i}"), i.to_le_bytes()).await }
-        })
-        .buffer_unordered(32)
-        .try_collect::<Vec<_>>()
-        .await
-        .unwrap();
+    put_entries(&store, &doomed, entries).await;
 
     *sent.lock().unwrap() = Sent::default();
     let cleared = store.clear_memos_for_run(&doomed).await.unwrap();

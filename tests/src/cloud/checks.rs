@@ -20,7 +20,7 @@ use memo_runtime::{
 };
 
 use super::CloudBucket;
-use crate::fixtures::{run, stored_entries};
+use crate::fixtures::{put_entries, run, stored_entries};
 
 /// The start-up probe passes on a store opened from the cloud's URL, and
 /// leaves nothing behind.
@@ -142,15 +142,7 @@ pub async fn clearing_a_large_run_uses_batched_deletes(bucket: &CloudBucket) {
     let doomed = run("doomed");
     let kept = run("kept");
 
-    futures::stream::iter(0..entries)
-        .map(|i| {
-            let memo = store.new_memo(&doomed, i % 50);
-            async move { memo.put(&format!("key-{i}"), i.to_le_bytes()).await }
-        })
-        .buffer_unordered(32)
-        .try_collect::<Vec<_>>()
-        .await
-        .unwrap();
+    put_entries(&store, &doomed, entries).await;
     store
         .new_memo(&kept, 0)
         .put("key-0", b"kept")
