@@ -207,6 +207,7 @@ impl MemoStore {
             incarnation,
             step_number,
             interruption: None,
+            lease: None,
         }
     }
 
@@ -423,6 +424,26 @@ pub struct Memo {
     /// attempt stops even if the step's code converted or swallowed the
     /// error; `None` for a standalone memo.
     interruption: Option<AttemptInterruption>,
+    /// The lease of the workflow attempt this memo belongs to, checked just
+    /// before a memoized call runs its body; `None` for a standalone memo.
+    lease: Option<Arc<dyn LeaseGuard>>,
+}
+
+/// A workflow attempt's hold on its run, as a memoized call checks it.
+pub(crate) trait LeaseGuard: Send + Sync + std::fmt::Debug {
+    /// Renews the lease if it expired by the local clock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] (or a conflict) if another attempt took the run
+    /// over; a store error if the renewal failed.
+    fn ensure_live(&self) -> futures::future::BoxFuture<'_, Result<()>>;
+
+    /// Whether the lease is live by the local clock now.
+    fn is_live(&self) -> bool;
+
+    /// The attempt holding the lease.
+    fn attempt(&self) -> u32;
 }
 
 /// The first transient memo-layer error of a workflow attempt (its interruption), shared by the
@@ -528,6 +549,40 @@ impl Memo {
     pub(crate) fn with_interruption(mut self, interruption: AttemptInterruption) -> Memo {
         self.interruption = Some(interruption);
         self
+    }
+
+    /// This memo, checking `lease` before a memoized call runs its body.
+    pub(crate) fn with_lease(mut self, lease: Arc<dyn LeaseGuard>) -> Memo {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Makes sure the workflow attempt this memo belongs to holds its run's
+    /// lease, renewing it if it expired; the caller runs a body only if this
+    /// succeeds, with no await in between, so that a pause or a clock jump
+    /// since the step began cannot let an attempt that lost its lease start
+    /// a side effect. A standalone memo has no lease: always `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeaseGuard::ensure_live`]; [`Error::LeaseLost`] if the lease
+    /// keeps expiring while it is renewed.
+    pub(crate) async fn ensure_lease(&self) -> Result<()> {
+        let Some(lease) = &self.lease else {
+            return Ok(());
+        };
+        // A renewal awaits a commit, during which the clock may jump again.
+        for _ in 0..3 {
+            lease.ensure_live().await?;
+            if lease.is_live() {
+                return Ok(());
+            }
+        }
+        Err(Error::LeaseLost {
+            run_id: self.run_id().to_string(),
+            attempt: lease.attempt(),
+            reason: "the lease expired again each time it was renewed".into(),
+        })
     }
 
     /// Reports a memo-layer failure met while using this memo (such as a

@@ -230,3 +230,109 @@ async fn an_attempt_that_ends_in_any_way_releases_its_lease() {
         assert_eq!((record.status, record.attempts), (RunStatus::Running, 2));
     }
 }
+
+/// Charges made by [`charge_card`]'s body, in this binary.
+static CARD_CHARGES: AtomicU64 = AtomicU64::new(0);
+
+#[memo_runtime::memoized]
+async fn charge_card(memo: &memo_runtime::Memo, cents: u64) -> Result<u64, Error> {
+    Ok(CARD_CHARGES.fetch_add(cents, Ordering::SeqCst) + cents)
+}
+
+/// A step that makes one `#[memoized]` charge, after telling `entered` and
+/// waiting at `gate` (if any).
+fn pay(
+    entered: mpsc::UnboundedSender<()>,
+    gate: Option<oneshot::Receiver<()>>,
+) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Send + Sync + 'static> {
+    let gate = Arc::new(std::sync::Mutex::new(gate));
+    Workflow::new("pay", move |ctx: Context, cents: u64| {
+        let (entered, gate) = (entered.clone(), gate.clone());
+        Box::pin(async move {
+            ctx.step("charge", |memo| {
+                let (entered, gate) = (entered.clone(), gate.clone());
+                async move {
+                    let _ = entered.send(());
+                    let gate = gate.lock().unwrap().take();
+                    if let Some(gate) = gate {
+                        gate.await.unwrap();
+                    }
+                    charge_card(&memo, cents).await
+                }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+/// Worker A starts the step under a live lease, then pauses while its
+/// `#[memoized]` call reads the memo (a GC pause, a slow read, a clock
+/// jump); its lease expires and worker B takes the run over and enters the
+/// step. When A resumes and misses, it must not run the side effect: its
+/// attempt lost the lease after the step began, and the check at the start
+/// of the step alone would let it charge while B's attempt is live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_lost_its_lease_during_a_memo_read_does_not_run_the_side_effect() {
+    let objects: Arc<dyn ObjectStore> =
+        Arc::new(memo_runtime::object_store::memory::InMemory::new());
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    // A's store pauses A's first memo read until the test lets it go on.
+    let (paused_tx, mut paused_rx) = mpsc::unbounded_channel();
+    let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();
+    let resume_rx = std::sync::Mutex::new(Some(resume_rx));
+    let faults = Arc::new(memo_runtime::testing::FaultInjectingStore::new(
+        objects.clone(),
+    ));
+    faults.inject(
+        memo_runtime::testing::FaultRule::fail_before(memo_runtime::testing::RequestKind::Get)
+            .matching(move |path| {
+                if path.as_ref().starts_with("memo/memos/")
+                    && let Some(resume) = resume_rx.lock().unwrap().take()
+                {
+                    let _ = paused_tx.send(());
+                    // Blocks A's worker thread: A is paused mid-read.
+                    resume.recv().unwrap();
+                }
+                false
+            }),
+    );
+    let a_objects: Arc<dyn ObjectStore> = faults;
+    let a = process(&a_objects, &clock, "worker-a");
+    let b = process(&objects, &clock, "worker-b");
+    let order = RunId::new("pay-1").unwrap();
+    let (entered, mut entered_rx) = mpsc::unbounded_channel();
+
+    let a_run = tokio::spawn({
+        let (order, workflow) = (order.clone(), pay(entered.clone(), None));
+        async move { a.run(&order, &7, &workflow).await }
+    });
+    paused_rx.recv().await.unwrap();
+
+    // A is paused past its lease: B takes the run over and waits in the
+    // step, before its charge.
+    clock.advance_ms(LEASE.as_millis() as u64 + 1);
+    let (open_gate, gate) = oneshot::channel();
+    let b_workflow = pay(entered, Some(gate));
+    let mut b_run = Box::pin(b.run(&order, &7, &b_workflow));
+    entered_rx.recv().await.unwrap(); // A entered the step
+    tokio::select! {
+        done = &mut b_run => panic!("B finished inside the gate: {done:?}"),
+        _ = entered_rx.recv() => {}
+    }
+
+    // A resumes, misses, and must stop before the body.
+    resume_tx.send(()).unwrap();
+    match a_run.await.unwrap() {
+        Err(Error::LeaseLost { attempt, .. }) => assert_eq!(attempt, 1),
+        other => panic!("A's attempt went on after losing its lease: {other:?}"),
+    }
+    assert_eq!(
+        CARD_CHARGES.load(Ordering::SeqCst),
+        0,
+        "A charged while B's attempt held the run"
+    );
+
+    open_gate.send(()).unwrap();
+    assert_eq!(b_run.await.unwrap(), 7);
+    assert_eq!(CARD_CHARGES.load(Ordering::SeqCst), 7, "charged once");
+}

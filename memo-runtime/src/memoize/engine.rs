@@ -176,6 +176,14 @@ impl<R, T, E> Call<'_, R, T, E> {
         if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
             return Ok((self.decode(key, &committed)?, Outcome::Hit));
         }
+        // The step checked its lease before it began, but this call has
+        // awaited reads since: a pause or a clock jump there may have let
+        // the lease expire and another attempt take the run over. Check it
+        // again, with no await between the check and the body's start.
+        self.memo.ensure_lease().await.map_err(|e| {
+            self.memo.report_transient(&e);
+            Failure::Memo(e)
+        })?;
         let value = (self.codec.split)(body.await).map_err(Failure::Body)?;
         let encoded = (self.codec.encode)(&value).map_err(|e| {
             Failure::Memo(Error::serialization(

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use super::Shared;
-use super::lease::HeldLease;
+use super::lease::{HeldLease, StepLease};
 use crate::codec;
 use crate::error::Error;
 use crate::memo::{AttemptInterruption, Memo, MemoStore};
@@ -424,7 +424,12 @@ impl Context {
             .shared
             .memo
             .memo_for(&self.inner.run_id, self.inner.incarnation, step_number)
-            .with_interruption(interruption.clone());
+            .with_interruption(interruption.clone())
+            .with_lease(Arc::new(StepLease {
+                shared: Arc::clone(&self.inner.shared),
+                run_id: self.inner.run_id.clone(),
+                held: Arc::clone(&self.inner.lease),
+            }));
         let attempt = || {
             // Each try starts clean: an interruption that a retry got past is no
             // reason to stop the attempt.
