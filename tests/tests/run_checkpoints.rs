@@ -7,8 +7,9 @@
 //! it keeps the runs in use, not the runs loaded last.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use futures::TryStreamExt;
+use futures::{FutureExt, TryStreamExt};
 use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
@@ -868,4 +869,33 @@ async fn listing_runs_gives_summaries_with_their_step_counts() {
         (&run_id, 12, 1)
     );
     assert_eq!(summary.workflow, "w");
+}
+
+/// A deletion removes the run pointer first and the log after it, so a
+/// fresh instance folding the run while another process deletes it finds
+/// log entries gone: the run is gone, not corrupt. (A simulation seed once
+/// reported "log entry 0 missing" for a run a retention sweep deleted.)
+#[tokio::test]
+async fn a_run_deleted_while_a_fresh_instance_folds_it_is_read_as_gone_not_corrupt() {
+    let objects = Arc::new(InMemory::new());
+    let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    let run_id = run_of(&writer, "doomed", 2).await;
+    let doomed = paths_under(objects.as_ref(), &format!("{PREFIX}/runs/{run_id}")).await;
+    assert!(doomed.iter().any(|p| p.as_ref().contains("/log/")));
+    let faults = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let deleted = std::sync::atomic::AtomicBool::new(false);
+    // When the fresh instance reads its first log entry, another process
+    // has just deleted the whole run (InMemory answers at once).
+    faults.inject(
+        FaultRule::fail_before(RequestKind::Get).matching(move |path| {
+            if path.as_ref().contains("/log/") && !deleted.swap(true, Ordering::SeqCst) {
+                for path in &doomed {
+                    objects.delete(path).now_or_never().unwrap().unwrap();
+                }
+            }
+            false
+        }),
+    );
+    let fresh = ObjectStoreRuntimeStore::new(faults, PREFIX);
+    assert_eq!(fresh.load_run(&run_id).await.unwrap(), None);
 }
