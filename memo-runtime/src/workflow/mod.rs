@@ -129,8 +129,9 @@ struct Shared {
 /// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
 ///
 /// Cheap to clone. Several runtimes, in one process or many, may share the
-/// same stores: two of them racing on one run cannot both commit a step (the
-/// loser gets [`Error::Conflict`]).
+/// same stores: two of them racing on one run cannot both drive it (one
+/// holds the run's lease; the other gets [`Error::LeaseHeld`] when it starts,
+/// or [`Error::LeaseLost`] at its next commit once its lease was taken over).
 #[derive(Clone)]
 pub struct Runtime {
     shared: Arc<Shared>,
