@@ -385,3 +385,49 @@ async fn the_memo_and_runs_prefixes_say_where_the_stores_are() {
     let expired = ok_json(&with(&["markers", "--expired", "--json"]));
     assert_eq!(run_ids(&expired), ["old-1"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_longest_run_ids_of_every_shape_are_listed_shown_and_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    let ended_ms = support::now_ms() - support::OLD_RUN_AGE.as_millis() as u64;
+    let runtime = support::runtime(
+        &opened.store,
+        "",
+        Arc::new(memo_runtime::ManualClock::new(ended_ms)),
+    );
+    let orders = Workflow::new("orders", support::orders);
+    let ids = ["A".repeat(128), "a".repeat(128), "-_".repeat(64)];
+    for id in &ids {
+        runtime
+            .run(&run(id), id, &orders)
+            .await
+            .expect("the run completes");
+    }
+    let listed = ok_json(&memoctl(&url, NO_OPTIONS, &["runs", "--json"]));
+    let mut listed = run_ids(&listed);
+    listed.sort();
+    let mut expected: Vec<_> = ids.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+    for id in &ids {
+        // `--`: an id may start with '-'.
+        let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "--json", "--", id]));
+        assert_eq!(shown["run"]["run_id"], id.as_str());
+        assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
+    }
+    let markers = ok_json(&memoctl(
+        &url,
+        NO_OPTIONS,
+        &["markers", "--expired", "--json"],
+    ));
+    assert_eq!(run_ids(&markers).len(), 3, "{markers}");
+    let swept = ok_json(&memoctl(
+        &url,
+        NO_OPTIONS,
+        &["sweep", "--retention", "7d", "--json"],
+    ));
+    assert_eq!(swept["runs_cleared"], 3, "{swept}");
+    assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
+}
