@@ -1,6 +1,66 @@
 //! How results are printed: aligned tables for people, JSON for scripts.
+//!
+//! Everything memoctl prints goes through [`out!`], [`outln!`] and
+//! [`errln!`] (the crate denies `print!` and friends): a reader that went
+//! away (`memoctl show RUN | head`) ends the process quietly, as it ends a
+//! Unix tool, instead of a panic.
 
+use std::fmt;
+use std::io::{self, Write as _};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `print!` to stdout; see [`write_stdout`]. (Used in this module only.)
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(::std::format_args!($($arg)*))
+    };
+}
+
+/// `println!` to stdout; see [`write_stdout`].
+macro_rules! outln {
+    () => {
+        $crate::output::write_stdout(::std::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(::std::format_args!(
+            "{}\n",
+            ::std::format_args!($($arg)*)
+        ))
+    };
+}
+
+/// `eprintln!` that never panics: a message that cannot be written to
+/// stderr is dropped.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::write_stderr(::std::format_args!(
+            "{}\n",
+            ::std::format_args!($($arg)*)
+        ))
+    };
+}
+
+pub(crate) use {errln, outln};
+
+/// Writes to stdout. If stdout is a pipe whose reader closed, the process
+/// exits at once with status 0 and prints nothing more (the reader wanted no
+/// more output: `memoctl runs | head`); any other failure to write (a full
+/// disk) exits with status 1 and the error on stderr. Either way, whatever
+/// the command did before printing (a sweep, a signal) is done.
+pub(crate) fn write_stdout(args: fmt::Arguments<'_>) {
+    if let Err(error) = io::stdout().lock().write_fmt(args) {
+        if error.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        errln!("memoctl: error: cannot write to stdout: {error}");
+        std::process::exit(1);
+    }
+}
+
+/// Writes to stderr; a failure is ignored (there is nowhere left to say so).
+pub(crate) fn write_stderr(args: fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(args);
+}
 
 /// A table whose columns are padded to their widest cell.
 #[derive(Debug)]
@@ -51,16 +111,16 @@ impl Table {
     /// Prints the table, or `empty` if it has no rows.
     pub(crate) fn print_or(&self, empty: &str) {
         if self.is_empty() {
-            println!("{empty}");
+            outln!("{empty}");
         } else {
-            print!("{}", self.render());
+            out!("{}", self.render());
         }
     }
 }
 
 /// Prints `value` as pretty JSON.
 pub(crate) fn print_json(value: &serde_json::Value) {
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
     );

@@ -431,3 +431,43 @@ async fn the_longest_run_ids_of_every_shape_are_listed_shown_and_swept() {
     assert_eq!(swept["runs_cleared"], 3, "{swept}");
     assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_command_exits_quietly_when_its_reader_closed_the_pipe() {
+    let folder = Folder::filled().await;
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["show", "order-1"],
+        &["show", "Ticket-42", "--json"],
+        &["markers"],
+        &["markers", "--json"],
+        &["signal", "Ticket-42", "approval", "--payload", "true"],
+        &["probe"],
+        &["sweep", "--retention", "7d", "--dry-run"],
+        &["sweep", "--retention", "7d", "--json"],
+    ] {
+        // `memoctl ... | head -0`: the reader is gone before memoctl writes.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_memoctl"))
+            .args(["--store", &folder.url])
+            .args(args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}: {stderr}",
+            output.status
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    // What the commands did before printing is done: the sweep cleared the
+    // expired run, the signal was recorded.
+    let runs = ok_json(&folder.memoctl(&["runs", "--json"]));
+    assert_eq!(run_ids(&runs).len(), 3, "{runs}");
+    let shown = ok_json(&folder.memoctl(&["show", "Ticket-42", "--json"]));
+    assert_eq!(shown["signals"].as_array().unwrap().len(), 1, "{shown}");
+}
