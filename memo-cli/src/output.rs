@@ -126,8 +126,16 @@ pub(crate) fn print_json(value: &serde_json::Value) {
     );
 }
 
-/// Milliseconds since the Unix epoch as an RFC 3339 time, to the second.
+/// The last millisecond RFC 3339 can write: 9999-12-31T23:59:59.999Z.
+const LAST_RFC3339_MS: u64 = 253_402_300_799_999;
+
+/// Milliseconds since the Unix epoch as an RFC 3339 time, to the second; a
+/// time past the year 9999, which RFC 3339 cannot write (often microseconds
+/// written as milliseconds by mistake), as its raw milliseconds.
 pub(crate) fn time(ms: u64) -> String {
+    if ms > LAST_RFC3339_MS {
+        return format!("{ms} ms since the epoch");
+    }
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
@@ -191,6 +199,17 @@ mod tests {
             table.render(),
             "run         status\norder-1234  Completed\na           Running\n"
         );
+    }
+
+    #[test]
+    fn times_past_the_year_9999_are_printed_as_raw_milliseconds() {
+        assert_eq!(time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(time(LAST_RFC3339_MS), "9999-12-31T23:59:59Z");
+        for ms in [LAST_RFC3339_MS + 1, 1_700_000_000_000_000, u64::MAX] {
+            assert_eq!(time(ms), format!("{ms} ms since the epoch"));
+        }
+        // The age of such a marker, or of one dated 1970.
+        assert!(!duration(u64::MAX).is_empty());
     }
 
     #[test]

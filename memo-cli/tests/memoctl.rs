@@ -471,3 +471,45 @@ async fn every_command_exits_quietly_when_its_reader_closed_the_pipe() {
     let shown = ok_json(&folder.memoctl(&["show", "Ticket-42", "--json"]));
     assert_eq!(shown["signals"].as_array().unwrap().len(), 1, "{shown}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn times_past_the_year_9999_are_printed_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    // Microseconds written as milliseconds: the year 55,800 or so.
+    let micros = 1_700_000_000_000_000;
+    let runtime = support::runtime(
+        &opened.store,
+        "",
+        Arc::new(memo_runtime::ManualClock::new(micros)),
+    );
+    let orders = Workflow::new("orders", support::orders);
+    runtime
+        .run(&run("future-1"), &"future-1".to_string(), &orders)
+        .await
+        .expect("the run completes");
+    runtime
+        .memo_store()
+        .write_terminal_marker(&run("far-future"), u64::MAX)
+        .await
+        .unwrap();
+    let raw = format!("{micros} ms since the epoch");
+    let listed = ok(&memoctl(&url, NO_OPTIONS, &["runs"]));
+    assert!(listed.contains(&raw), "{listed}");
+    let shown = ok(&memoctl(&url, NO_OPTIONS, &["show", "future-1"]));
+    assert!(shown.contains(&format!("created:     {raw}")), "{shown}");
+    let markers = ok(&memoctl(&url, NO_OPTIONS, &["markers"]));
+    assert!(markers.contains(&raw), "{markers}");
+    assert!(
+        markers.contains(&format!("{} ms since the epoch", u64::MAX)),
+        "{markers}"
+    );
+    let json = ok_json(&memoctl(&url, NO_OPTIONS, &["markers", "--json"]));
+    assert_eq!(json.as_array().unwrap().len(), 2, "{json}");
+    ok(&memoctl(
+        &url,
+        NO_OPTIONS,
+        &["markers", "--expired", "--retention", "0s"],
+    ));
+}
