@@ -5,6 +5,7 @@
 //! away (`memoctl show RUN | head`) ends the process quietly, as it ends a
 //! Unix tool, instead of a panic.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write as _};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,14 +30,12 @@ macro_rules! outln {
     };
 }
 
-/// `eprintln!` that never panics: a message that cannot be written to
-/// stderr is dropped.
+/// `eprintln!` that never panics (a message that cannot be written to
+/// stderr is dropped) and prints the message [`escape`]d: errors quote what
+/// the store holds.
 macro_rules! errln {
     ($($arg:tt)*) => {
-        $crate::output::write_stderr(::std::format_args!(
-            "{}\n",
-            ::std::format_args!($($arg)*)
-        ))
+        $crate::output::write_stderr(&::std::format!($($arg)*))
     };
 }
 
@@ -57,9 +56,48 @@ pub(crate) fn write_stdout(args: fmt::Arguments<'_>) {
     }
 }
 
-/// Writes to stderr; a failure is ignored (there is nowhere left to say so).
-pub(crate) fn write_stderr(args: fmt::Arguments<'_>) {
-    let _ = io::stderr().lock().write_fmt(args);
+/// Writes `message`, [`escape`]d, and a line break to stderr; a failure is
+/// ignored (there is nowhere left to say so).
+pub(crate) fn write_stderr(message: &str) {
+    let _ = writeln!(io::stderr().lock(), "{}", escape(message));
+}
+
+/// Whether `c` would act on a terminal instead of showing as text: C0 and C1
+/// controls and DEL (escape sequences, line breaks, a cleared screen, OSC 8
+/// links), the bidirectional overrides, isolates and marks (text shown in
+/// another order than it is stored) and the line and paragraph separators.
+fn acts_on_a_terminal(c: char) -> bool {
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{61c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// `text` with every character that would act on a terminal written as a
+/// Rust escape (`\n`, `\u{1b}`, `\u{202e}`), so that whatever the store
+/// holds (a workflow's error, a signal's name, another writer's bytes) shows
+/// as text. Every cell and message memoctl prints that comes from the store
+/// passes through here: [`Table::row`], [`print_fields`], [`errln!`]; and
+/// [`print_json`] escapes the same characters the JSON way.
+pub(crate) fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts_on_a_terminal) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if acts_on_a_terminal(c) {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    Cow::Owned(escaped)
 }
 
 /// A table whose columns are padded to their widest cell.
@@ -77,7 +115,15 @@ impl Table {
         }
     }
 
+    /// Adds a row; each cell is [`escape`]d.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
+        let cells = cells
+            .into_iter()
+            .map(|cell| match escape(&cell) {
+                Cow::Borrowed(_) => cell,
+                Cow::Owned(escaped) => escaped,
+            })
+            .collect();
         self.rows.push(cells);
     }
 
@@ -118,12 +164,29 @@ impl Table {
     }
 }
 
-/// Prints `value` as pretty JSON.
+/// Prints `name: value` lines, the values aligned and [`escape`]d.
+pub(crate) fn print_fields(fields: &[(&str, String)]) {
+    for (name, value) in fields {
+        outln!("{:<12} {}", format!("{name}:"), escape(value));
+    }
+}
+
+/// Prints `value` as pretty JSON, with every character that would act on a
+/// terminal escaped: serde_json escapes the C0 controls in strings, and the
+/// others (DEL, C1, bidirectional and separators, never part of JSON's own
+/// syntax) are written as `\uXXXX` here, which JSON reads as the same
+/// string.
 pub(crate) fn print_json(value: &serde_json::Value) {
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-    );
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c > '\u{1f}' && acts_on_a_terminal(c) {
+            escaped.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            escaped.push(c);
+        }
+    }
+    outln!("{escaped}");
 }
 
 /// The last millisecond RFC 3339 can write: 9999-12-31T23:59:59.999Z.
@@ -210,6 +273,17 @@ mod tests {
         }
         // The age of such a marker, or of one dated 1970.
         assert!(!duration(u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn controls_bidi_overrides_and_separators_are_escaped_and_text_is_kept() {
+        assert_eq!(
+            escape("a\u{1b}[2J\n\u{9b}\u{7f}\u{202e}\u{2066}\u{2028}b"),
+            r"a\u{1b}[2J\n\u{9b}\u{7f}\u{202e}\u{2066}\u{2028}b"
+        );
+        let text = "Grüße, 東京 \\ \u{1b}";
+        assert_eq!(escape(text), "Grüße, 東京 \\ \\u{1b}");
+        assert!(matches!(escape("order-1 é"), Cow::Borrowed(_)));
     }
 
     #[test]

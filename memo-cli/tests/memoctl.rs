@@ -513,3 +513,86 @@ async fn times_past_the_year_9999_are_printed_not_a_panic() {
         &["markers", "--expired", "--retention", "0s"],
     ));
 }
+
+/// What a hostile or careless writer can put in the store: a cleared
+/// screen, a fake second line, an OSC 8 link, a right-to-left override, C1
+/// and DEL, a line separator.
+const HOSTILE: &str = "\u{1b}[2J\nstatus:      Completed\u{1b}]8;;https://evil.example\u{7}link\u{1b}]8;;\u{7} \u{202e}gnp.exe \u{9b}31m\u{7f}\u{2028}\u{2067}x";
+
+/// Whether `text` holds a character that acts on a terminal, other than
+/// the line breaks between lines.
+fn acts_on_a_terminal(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| {
+            c != '\n'
+                && (c.is_control()
+                    || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_the_store_holds_is_printed_as_text_never_as_terminal_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    let runtime = support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock));
+    let hostile = Workflow::new(
+        HOSTILE,
+        |ctx: memo_runtime::workflow::Context, _: u64| async move {
+            ctx.step(HOSTILE, |_memo| async move {
+                Ok::<_, memo_runtime::Error>(HOSTILE.to_string())
+            })
+            .await?;
+            Err::<u64, _>(anyhow::anyhow!("upstream said: {HOSTILE}"))
+        },
+    );
+    runtime
+        .run(&run("hostile-1"), &1u64, &hostile)
+        .await
+        .expect_err("the workflow fails");
+    let approval = Workflow::new("approval", support::approval);
+    runtime
+        .run(&run("waiting-1"), &HOSTILE.to_string(), &approval)
+        .await
+        .expect_err("waits for its approval");
+    runtime
+        .signal(&run("waiting-1"), HOSTILE, &HOSTILE)
+        .await
+        .unwrap();
+
+    let none: Vec<char> = Vec::new();
+    for args in [
+        &["runs"][..],
+        &["show", "hostile-1"],
+        &["show", "waiting-1"],
+        &["markers"],
+    ] {
+        let text = ok(&memoctl(&url, NO_OPTIONS, args));
+        assert_eq!(acts_on_a_terminal(&text), none, "{args:?}:\n{text}");
+        if args[0] != "markers" {
+            assert!(text.contains(r"\u{1b}[2J\nstatus:"), "{args:?}:\n{text}");
+        }
+        let status_lines = text.lines().filter(|l| l.starts_with("status:")).count();
+        assert!(status_lines <= 1, "{args:?}:\n{text}");
+        // Valid JSON, escaped the JSON way.
+        let json = ok(&memoctl(&url, NO_OPTIONS, &[args, &["--json"]].concat()));
+        assert_eq!(acts_on_a_terminal(&json), none, "{args:?}:\n{json}");
+        serde_json::from_str::<serde_json::Value>(&json).unwrap();
+    }
+    // The JSON holds exactly what the store holds.
+    let runs = ok_json(&memoctl(&url, NO_OPTIONS, &["runs", "--json"]));
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["workflow"] == HOSTILE),
+        "{runs}"
+    );
+    let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "hostile-1", "--json"]));
+    assert_eq!(shown["run"]["workflow"], HOSTILE);
+    assert_eq!(shown["steps"][0]["step"], HOSTILE);
+    let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "waiting-1", "--json"]));
+    assert_eq!(shown["signals"][0]["name"], HOSTILE);
+    assert_eq!(shown["signals"][0]["payload"], HOSTILE);
+}

@@ -10,7 +10,9 @@ use memo_runtime::{Incarnation, RunId};
 use serde_json::{Value, json};
 
 use super::{existing_run, run_id};
-use crate::output::{Table, duration, now_ms, outln, payload, payload_line, print_json, time};
+use crate::output::{
+    Table, duration, now_ms, outln, payload, payload_line, print_fields, print_json, time,
+};
 use crate::store::Store;
 
 /// The memo store's folders that hold a run's entries, by kind.
@@ -138,9 +140,7 @@ fn print_record(record: &RunRecord, now: u64) {
     if let Some(error) = &record.error {
         lines.push(("error", error.clone()));
     }
-    for (name, value) in lines {
-        outln!("{:<12} {value}", format!("{name}:"));
-    }
+    print_fields(&lines);
 }
 
 fn lease_line(record: &RunRecord, now: u64) -> String {
