@@ -596,3 +596,47 @@ async fn what_the_store_holds_is_printed_as_text_never_as_terminal_controls() {
     assert_eq!(shown["signals"][0]["name"], HOSTILE);
     assert_eq!(shown["signals"][0]["payload"], HOSTILE);
 }
+
+#[test]
+fn credentials_in_the_url_or_the_options_never_reach_the_terminal() {
+    const SECRET: &str = "wJalrXUtnFEMI-SUPERSECRET";
+    for url in [
+        format!("s3://AKIDEXAMPLE:{SECRET}@memo-ci/x"),
+        format!("az://container/x?sv=2024-01-01&sig={SECRET}"),
+        format!("memory:///x?sig={SECRET}"),
+        format!("nope://user:{SECRET}@host/x"),
+    ] {
+        let stderr = failed(&memoctl(&url, NO_OPTIONS, &["runs"]));
+        assert!(!stderr.contains(SECRET), "{url}: {stderr}");
+        assert!(stderr.contains("***"), "{url}: {stderr}");
+    }
+    let refused = failed(&memoctl(
+        &format!("s3://AKIDEXAMPLE:{SECRET}@memo-ci/x"),
+        NO_OPTIONS,
+        &["runs"],
+    ));
+    assert!(refused.contains("s3://***@memo-ci/x"), "{refused}");
+    assert!(refused.contains("pass credentials as options"), "{refused}");
+
+    // A secret given as an option with the wrong separator is not echoed.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_memoctl"))
+        .args(["--store", "s3://memo-ci/x", "--option"])
+        .arg(format!("secret_access_key:{SECRET}"))
+        .arg("runs")
+        .output()
+        .unwrap();
+    let stderr = failed(&output);
+    assert!(!stderr.contains(SECRET), "{stderr}");
+    assert!(stderr.contains("--option expects KEY=VALUE"), "{stderr}");
+
+    // Nor is one given right, to a store that cannot be reached.
+    let options = [
+        ("endpoint", "http://127.0.0.1:1".to_string()),
+        ("region", "us-east-1".into()),
+        ("access_key_id", "AKIDEXAMPLE".into()),
+        ("secret_access_key", SECRET.into()),
+        ("max_retries", "0".into()),
+    ];
+    let stderr = failed(&memoctl("s3://memo-ci/x", &options, &["runs"]));
+    assert!(!stderr.contains(SECRET), "{stderr}");
+}
