@@ -61,8 +61,8 @@ fn parse_option(s: &str) -> anyhow::Result<(String, String)> {
     }
 }
 
-/// The opened store.
-#[derive(Debug)]
+/// The opened store. Its `Debug` is the URL and the prefixes: the object
+/// store's own `Debug` may print credentials.
 pub(crate) struct Store {
     /// The URL as it may be printed (no user info, no query string), for
     /// messages.
@@ -70,6 +70,16 @@ pub(crate) struct Store {
     pub(crate) objects: Arc<dyn ObjectStore>,
     pub(crate) memo: MemoStore,
     pub(crate) runs: Arc<ObjectStoreRuntimeStore>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("url", &self.url)
+            .field("memo", &self.memo)
+            .field("runs", &self.runs)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StoreArgs {

@@ -26,13 +26,26 @@ use crate::run_id::unique_token;
 
 /// A (store, prefix) pair: the store [`store_from_url`] built, and the path
 /// within it that the URL points at.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` names the store by its `Display` (backend, bucket or account
+/// and container), never by the store's own `Debug`, which for some
+/// backends prints their credentials.
+#[derive(Clone)]
 pub struct StoreAndPrefix {
     /// The store, shared by everything that uses it.
     pub store: Arc<dyn ObjectStore>,
     /// The path within `store` that the URL names (empty for a bucket root or
     /// a `file://` folder); pass it as the prefix of a `MemoStore`.
     pub prefix: Path,
+}
+
+impl std::fmt::Debug for StoreAndPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreAndPrefix")
+            .field("store", &format_args!("{}", self.store))
+            .field("prefix", &self.prefix.as_ref())
+            .finish()
+    }
 }
 
 /// Memo's own option key: how many times a failed cloud request is retried.
@@ -542,7 +555,6 @@ async fn create_twice(store: &dyn ObjectStore, path: &Path) -> Result<()> {
 /// [`probe_conditional_create`]: if the backend lets a create overwrite, this
 /// store refuses every conditional create with `NotImplemented`, which memo
 /// reports as [`Error::ConditionalPutUnsupported`].
-#[derive(Debug)]
 struct CheckedCreates {
     inner: Arc<dyn ObjectStore>,
     prefix: Path,
@@ -577,6 +589,17 @@ impl CheckedCreates {
                 implementer: self.inner.to_string(),
             })
         }
+    }
+}
+
+/// As its `Display`: the inner store's `Debug` may print credentials.
+impl std::fmt::Debug for CheckedCreates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedCreates")
+            .field("inner", &format_args!("{}", self.inner))
+            .field("prefix", &self.prefix.as_ref())
+            .field("supported", &self.supported.get())
+            .finish()
     }
 }
 
