@@ -182,12 +182,24 @@ const CONCURRENCY: usize = 8;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct ObjectStoreRuntimeStore {
     store: Arc<dyn ObjectStore>,
     layout: Layout,
     cache: Cache,
     checkpoint_interval: u64,
+}
+
+/// Names the store by its `Display` (backend, bucket or account and
+/// container), never by its `Debug`, which for some backends prints their
+/// credentials (an Azure access key, a SAS token).
+impl std::fmt::Debug for ObjectStoreRuntimeStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectStoreRuntimeStore")
+            .field("store", &format_args!("{}", self.store))
+            .field("prefix", &self.layout.prefix().as_ref())
+            .field("checkpoint_interval", &self.checkpoint_interval)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The stored run pointer. `incarnation` is drawn at random for each
