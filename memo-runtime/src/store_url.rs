@@ -9,7 +9,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
@@ -53,7 +52,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 ///
 /// | URL | store | cargo feature |
 /// |---|---|---|
-/// | `file:///var/lib/memo` | [`LocalFileSystem`] rooted at the folder, which is created if missing | always |
+/// | `file:///var/lib/memo` | a [`LocalFolder`](crate::LocalFolder) (a [`LocalFileSystem`](object_store::local::LocalFileSystem) that never acts through a symlink) rooted at the folder, which is created if missing | always |
 /// | `memory://` | a fresh [`InMemory`] | always |
 /// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` |
 /// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
@@ -162,8 +161,9 @@ where
     Ok(StoreAndPrefix { store, prefix })
 }
 
-/// A [`LocalFileSystem`] rooted at the folder of a `file://` URL, created if
-/// missing.
+/// A [`LocalFolder`](crate::LocalFolder) rooted at the folder of a `file://`
+/// URL, created if missing: a folder shared with other writers must never
+/// steer memo outside it through a symlink.
 fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
     let folder = parsed
         .to_file_path()
@@ -174,7 +174,11 @@ fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
             format!("cannot create folder {}: {e}", folder.display()),
         )
     })?;
-    let store = LocalFileSystem::new_with_prefix(&folder).map_err(|e| store_err(url, e))?;
+    #[cfg(unix)]
+    let store = crate::local::LocalFolder::new(&folder).map_err(|e| store_err(url, e))?;
+    #[cfg(not(unix))]
+    let store = object_store::local::LocalFileSystem::new_with_prefix(&folder)
+        .map_err(|e| store_err(url, e))?;
     Ok(Arc::new(store))
 }
 
@@ -727,7 +731,7 @@ mod tests {
     async fn probe_passes_on_stores_with_conditional_create_and_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let local: Arc<dyn ObjectStore> =
-            Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+            Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
         let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         for store in [local, memory] {
             probe_conditional_create(store.as_ref(), &"memo".into())
