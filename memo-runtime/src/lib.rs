@@ -38,6 +38,7 @@ mod layout;
 mod local;
 mod memo;
 mod memoize;
+mod read_limit;
 mod run_id;
 pub mod runtime_store;
 mod store_url;

@@ -762,7 +762,13 @@ mod tests {
         let careless = Arc::new(IgnoresConditionalCreates::new(InMemory::new()));
         let store = options.checked(careless.clone(), &"memo".into());
         let path = Path::from("memo/memos/r/0/k");
-        let refused = crate::write_once::create_once(store.as_ref(), &path, b"v").await;
+        let refused = crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await;
         assert!(
             matches!(&refused, Err(Error::ConditionalPutUnsupported { .. })),
             "{refused:?}"
@@ -781,9 +787,14 @@ mod tests {
         let options = StoreOptions::default();
         let store = options.checked(Arc::new(InMemory::new()), &"memo".into());
         let path = Path::from("memo/memos/r/0/k");
-        crate::write_once::create_once(store.as_ref(), &path, b"v")
-            .await
-            .unwrap();
+        crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await
+        .unwrap();
         let left: Vec<_> = store
             .list(None)
             .map(|m| m.unwrap().location)
@@ -799,9 +810,14 @@ mod tests {
         let careless = Arc::new(IgnoresConditionalCreates::new(InMemory::new()));
         let store = options.checked(careless, &"memo".into());
         let path = Path::from("memo/k");
-        crate::write_once::create_once(store.as_ref(), &path, b"v")
-            .await
-            .unwrap();
+        crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await
+        .unwrap();
         let bad = StoreOptions::collect("s3://b", [(CHECK_CONDITIONAL_CREATE_OPTION, "maybe")]);
         assert!(matches!(bad, Err(Error::InvalidStoreUrl { .. })), "{bad:?}");
     }
