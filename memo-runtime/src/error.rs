@@ -326,7 +326,15 @@ impl Error {
     }
 
     /// Wraps an object-store error with the path it concerns.
+    ///
+    /// A local folder's refusal to act through a symlink or on a non-regular
+    /// file is [`Error::Corrupt`], naming the object it refused: another
+    /// writer of the folder put something there that memo never writes.
     pub(crate) fn store(path: impl std::fmt::Display, source: object_store::Error) -> Self {
+        #[cfg(unix)]
+        if let Some(refused) = crate::local::refusal(&source) {
+            return Error::corrupt(&refused.location, refused.to_string());
+        }
         Error::Store {
             path: path.to_string(),
             source,

@@ -34,8 +34,11 @@ mod envelope;
 mod error;
 mod key;
 mod layout;
+#[cfg(unix)]
+mod local;
 mod memo;
 mod memoize;
+mod read_limit;
 mod run_id;
 pub mod runtime_store;
 mod store_url;
@@ -51,6 +54,8 @@ pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
 pub use key::content_key;
+#[cfg(unix)]
+pub use local::LocalFolder;
 pub use memo::{DEFAULT_ENTRY_CACHE_BYTES, DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use memo_macros::memoized;
 pub use object_store;

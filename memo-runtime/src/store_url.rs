@@ -9,7 +9,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
@@ -66,7 +65,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 ///
 /// | URL | store | cargo feature |
 /// |---|---|---|
-/// | `file:///var/lib/memo` | [`LocalFileSystem`] rooted at the folder, which is created if missing | always |
+/// | `file:///var/lib/memo` | a [`LocalFolder`](crate::LocalFolder) (a [`LocalFileSystem`](object_store::local::LocalFileSystem) that never acts through a symlink) rooted at the folder, which is created if missing | always |
 /// | `memory://` | a fresh [`InMemory`] | always |
 /// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` |
 /// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
@@ -255,8 +254,9 @@ fn refuse_secrets(shown: &str, parsed: &Url) -> Result<()> {
     Ok(())
 }
 
-/// A [`LocalFileSystem`] rooted at the folder of a `file://` URL, created if
-/// missing.
+/// A [`LocalFolder`](crate::LocalFolder) rooted at the folder of a `file://`
+/// URL, created if missing: a folder shared with other writers must never
+/// steer memo outside it through a symlink.
 fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
     let folder = parsed
         .to_file_path()
@@ -267,7 +267,11 @@ fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
             format!("cannot create folder {}: {e}", folder.display()),
         )
     })?;
-    let store = LocalFileSystem::new_with_prefix(&folder).map_err(|e| store_err(url, e))?;
+    #[cfg(unix)]
+    let store = crate::local::LocalFolder::new(&folder).map_err(|e| store_err(url, e))?;
+    #[cfg(not(unix))]
+    let store = object_store::local::LocalFileSystem::new_with_prefix(&folder)
+        .map_err(|e| store_err(url, e))?;
     Ok(Arc::new(store))
 }
 
@@ -882,7 +886,7 @@ mod tests {
     async fn probe_passes_on_stores_with_conditional_create_and_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let local: Arc<dyn ObjectStore> =
-            Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+            Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
         let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         for store in [local, memory] {
             probe_conditional_create(store.as_ref(), &"memo".into())
@@ -913,7 +917,13 @@ mod tests {
         let careless = Arc::new(IgnoresConditionalCreates::new(InMemory::new()));
         let store = options.checked(careless.clone(), &"memo".into());
         let path = Path::from("memo/memos/r/0/k");
-        let refused = crate::write_once::create_once(store.as_ref(), &path, b"v").await;
+        let refused = crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await;
         assert!(
             matches!(&refused, Err(Error::ConditionalPutUnsupported { .. })),
             "{refused:?}"
@@ -932,9 +942,14 @@ mod tests {
         let options = StoreOptions::default();
         let store = options.checked(Arc::new(InMemory::new()), &"memo".into());
         let path = Path::from("memo/memos/r/0/k");
-        crate::write_once::create_once(store.as_ref(), &path, b"v")
-            .await
-            .unwrap();
+        crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await
+        .unwrap();
         let left: Vec<_> = store
             .list(None)
             .map(|m| m.unwrap().location)
@@ -950,9 +965,14 @@ mod tests {
         let careless = Arc::new(IgnoresConditionalCreates::new(InMemory::new()));
         let store = options.checked(careless, &"memo".into());
         let path = Path::from("memo/k");
-        crate::write_once::create_once(store.as_ref(), &path, b"v")
-            .await
-            .unwrap();
+        crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await
+        .unwrap();
         let bad = StoreOptions::collect("s3://b", [(CHECK_CONDITIONAL_CREATE_OPTION, "maybe")]);
         assert!(matches!(bad, Err(Error::InvalidStoreUrl { .. })), "{bad:?}");
     }

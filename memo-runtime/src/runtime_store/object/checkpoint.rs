@@ -57,6 +57,7 @@ use super::cache::Folded;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::RunState;
 use crate::write_once::{self, Created};
@@ -167,7 +168,9 @@ impl ObjectStoreRuntimeStore {
             };
             let path = self.layout.checkpoint(run_id, incarnation, newest);
             // Deleted since the listing: a newer one replaced it.
-            let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
+            let Some(bytes) =
+                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+            else {
                 continue;
             };
             let state = self.decode_base(run_id, incarnation, newest, &bytes)?;
@@ -197,7 +200,8 @@ impl ObjectStoreRuntimeStore {
         position: u64,
     ) -> Result<DeltaRead> {
         let path = self.layout.delta(run_id, incarnation, position);
-        let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
+        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+        else {
             return Ok(DeltaRead::Gone);
         };
         let what = format!("run {run_id} checkpoint delta {position}");
@@ -223,7 +227,9 @@ impl ObjectStoreRuntimeStore {
             None => (delta.state, None),
             Some(p) => {
                 let base_path = self.layout.checkpoint(run_id, incarnation, p);
-                let Some(bytes) = write_once::read(self.store.as_ref(), &base_path).await? else {
+                let Some(bytes) =
+                    write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT).await?
+                else {
                     return Ok(DeltaRead::BaseGone);
                 };
                 let base = self.decode_base(run_id, incarnation, p, &bytes)?;
@@ -369,7 +375,10 @@ impl ObjectStoreRuntimeStore {
             .layout
             .checkpoint(run_id, folded.incarnation, folded.next);
         let written = match codec::encode_value("a run checkpoint", &checkpoint) {
-            Ok(encoded) => write_once::create_once(self.store.as_ref(), &path, &encoded).await,
+            Ok(encoded) => {
+                write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT)
+                    .await
+            }
             Err(e) => Err(e),
         };
         match written {
@@ -411,7 +420,7 @@ impl ObjectStoreRuntimeStore {
         };
         let encoded: Bytes = codec::encode_value("a run checkpoint delta", &delta)?;
         let path = self.layout.delta(run_id, folded.incarnation, folded.next);
-        write_once::create_once(self.store.as_ref(), &path, &encoded).await
+        write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT).await
     }
 }
 

@@ -10,6 +10,7 @@ use super::{CONCURRENCY, Creation, Entry, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState, Verdict};
 use crate::write_once::{self, Created};
@@ -28,7 +29,8 @@ impl ObjectStoreRuntimeStore {
     /// Reads the run pointer; `None` if the run does not exist.
     pub(super) async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
         let run_path = self.run_path(run_id);
-        let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? else {
+        let Some(bytes) = write_once::read(self.store.as_ref(), &run_path, Limit::RECORD).await?
+        else {
             return Ok(None);
         };
         let creation: Creation = codec::decode_record("the run's creation", &run_path, &bytes)?;
@@ -148,7 +150,7 @@ impl ObjectStoreRuntimeStore {
         position: u64,
     ) -> Result<Option<Bytes>> {
         let path = self.log_path(run_id, incarnation, position);
-        write_once::read(self.store.as_ref(), &path)
+        write_once::read(self.store.as_ref(), &path, Limit::RECORD)
             .await
             .map_err(|e| match e {
                 Error::Corrupt { path, reason } => Error::Corrupt {
@@ -262,7 +264,9 @@ impl ObjectStoreRuntimeStore {
             };
             let encoded = codec::encode_value("a runtime-store change", &entry)?;
             let path = self.log_path(run_id, folded.incarnation, folded.next);
-            match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
+            match write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::RECORD)
+                .await?
+            {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
                 created @ (Created::Ours(_) | Created::Same(_)) => {

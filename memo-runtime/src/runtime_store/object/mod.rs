@@ -28,6 +28,7 @@ use super::{
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
 use cache::{Cache, Folded};
@@ -313,7 +314,8 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
         let run_id = run.run_id.clone();
         let run_path = self.run_path(&run_id);
-        if let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? {
+        if let Some(bytes) = write_once::read(self.store.as_ref(), &run_path, Limit::RECORD).await?
+        {
             return self.recreate(&run, &run_path, &bytes).await;
         }
         // A new incarnation gets its own log folder: whatever a deletion that
@@ -325,7 +327,9 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.write_hint(RunStatus::Pending, &run_id, creation.incarnation)
             .await?;
         let encoded = codec::encode_value("a run", &creation)?;
-        match write_once::create_once(self.store.as_ref(), &run_path, &encoded).await? {
+        match write_once::create_once(self.store.as_ref(), &run_path, &encoded, Limit::RECORD)
+            .await?
+        {
             Created::Ours(_) => {
                 let state = RunState::new(creation.run, creation.incarnation);
                 let record = state.record().clone();
