@@ -899,3 +899,96 @@ async fn a_run_deleted_while_a_fresh_instance_folds_it_is_read_as_gone_not_corru
     let fresh = ObjectStoreRuntimeStore::new(faults, PREFIX);
     assert_eq!(fresh.load_run(&run_id).await.unwrap(), None);
 }
+
+/// A process that cached a run (`cached`), and another (`other`) that
+/// commits `behind` more steps to it meanwhile, on one counted bucket.
+async fn a_cached_run_left_behind(
+    behind: u64,
+) -> (Arc<CountingStore<InMemory>>, ObjectStoreRuntimeStore, RunId) {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let cached = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let run_id = run_of(&cached, "left-behind", 3).await;
+    assert_eq!(cached.load_receipts(&run_id, None).await.unwrap().len(), 3);
+    let other = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    for sequence in 3..3 + behind {
+        other
+            .atomic_apply(&run_id, step(&run_id, sequence))
+            .await
+            .unwrap();
+    }
+    counting.reset();
+    (counting, cached, run_id)
+}
+
+#[tokio::test]
+async fn a_cached_run_that_fell_far_behind_is_read_from_its_checkpoints_not_entry_by_entry() {
+    // Every tail length after the newest delta, as in the fresh-load test.
+    for behind in 300..304 {
+        let (counting, cached, run_id) = a_cached_run_left_behind(behind).await;
+        assert_eq!(cached.load_run(&run_id).await.unwrap().unwrap().attempts, 1);
+        // Within a fresh load's bound: one read to learn the run moved on,
+        // then the fold a fresh instance makes (its pointer read comes last
+        // here, and the base is not read where the cache holds it).
+        let reading = total(counting.counts());
+        assert!(reading <= 9, "{behind} behind: reading took {reading}");
+        let receipts = cached.load_receipts(&run_id, None).await.unwrap();
+        assert_eq!(receipts.len() as u64, 3 + behind);
+
+        counting.reset();
+        let next = 3 + behind;
+        cached
+            .atomic_apply(&run_id, step(&run_id, next))
+            .await
+            .unwrap();
+        let c = counting.counts();
+        // The entry and the pointer check, and maybe a delta and a base
+        // (deleting what they supersede is tidying, not counted).
+        assert!(
+            total(c) - c.delete_streams <= 4,
+            "{behind} behind: committing took {c:?}"
+        );
+
+        let objects: Arc<dyn ObjectStore> = counting.clone();
+        let read = load(&cached, &run_id).await;
+        assert_eq!(read, folded_from_the_log_alone(&objects, &run_id).await);
+    }
+}
+
+#[tokio::test]
+async fn a_commit_to_a_cached_run_that_fell_far_behind_costs_what_a_fresh_instances_does() {
+    for behind in 300..304 {
+        // A step commit, which the stale cache refuses as out of order, and
+        // a signal, which it accepts and whose create finds the position
+        // taken: both catch up from the checkpoints.
+        let (counting, cached, run_id) = a_cached_run_left_behind(behind).await;
+        let next = 3 + behind;
+        cached
+            .atomic_apply(&run_id, step(&run_id, next))
+            .await
+            .unwrap();
+        let stepping = counting.counts();
+
+        let (counting, cached, run_id) = a_cached_run_left_behind(behind).await;
+        let input = cached
+            .append_input(&run_id, signal("late".into()))
+            .await
+            .unwrap();
+        assert_eq!(input.input_id, "late");
+        let signalling = counting.counts();
+        let (stepping, signalling) = (
+            total(stepping) - stepping.delete_streams,
+            total(signalling) - signalling.delete_streams,
+        );
+
+        // A fresh instance's commit: the fold (at most 8) and the commit
+        // (the entry, the pointer check, maybe a delta and a base).
+        assert!(
+            stepping <= 12 && signalling <= 12,
+            "{behind} behind: a step took {stepping} requests, a signal {signalling}"
+        );
+        let objects: Arc<dyn ObjectStore> = counting.clone();
+        let read = load(&cached, &run_id).await;
+        assert_eq!(read.receipts.len() as u64, 3 + behind);
+        assert_eq!(read, folded_from_the_log_alone(&objects, &run_id).await);
+    }
+}

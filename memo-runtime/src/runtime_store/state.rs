@@ -138,6 +138,24 @@ impl RunState {
         }
     }
 
+    /// The state with only its first `count` receipts (and their commit
+    /// digests): what a base of `count` receipts holds of them, for joining a
+    /// delta that names that base.
+    pub(crate) fn with_receipts_before(&self, count: u64) -> RunState {
+        let count =
+            usize::try_from(count).map_or(self.receipts.len(), |c| c.min(self.receipts.len()));
+        let digests = count.min(self.commit_digests.len());
+        RunState {
+            record: self.record.clone(),
+            receipts: self.receipts[..count].to_vec(),
+            commit_digests: self.commit_digests[..digests].to_vec(),
+            snapshot: None,
+            inputs: Vec::new(),
+            input_index: HashMap::new(),
+            attempt_token: None,
+        }
+    }
+
     /// This state (a delta's, holding the receipts from `base`'s last one
     /// on) with `base`'s receipts put back before its own; `None` if the two
     /// do not join (the delta's first receipt is not the one after `base`'s

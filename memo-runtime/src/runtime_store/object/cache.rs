@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::ObjectStoreRuntimeStore;
 use super::checkpoint::Checkpoints;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::RunState;
 
@@ -94,14 +94,29 @@ impl ObjectStoreRuntimeStore {
             // Nothing follows a terminal change, so a terminal run has nothing
             // to catch up on.
             let terminal = folded.state.record().status.is_terminal();
-            if !terminal && self.catch_up(run_id, folded).await? {
-                return Ok(Refreshed::Changed);
-            }
-            // Deleting a run frees its log positions, so an empty next
-            // position proves nothing: the incarnation is current only if the
-            // pointer still names it.
-            if self.is_current(run_id, folded.incarnation).await? {
-                return Ok(Refreshed::Unchanged);
+            let caught_up = if terminal {
+                Ok(false)
+            } else {
+                self.catch_up(run_id, folded).await
+            };
+            match caught_up {
+                Ok(true) => return Ok(Refreshed::Changed),
+                // Deleting a run frees its log positions, so an empty next
+                // position proves nothing: the incarnation is current only
+                // if the pointer still names it.
+                Ok(false) if self.is_current(run_id, folded.incarnation).await? => {
+                    return Ok(Refreshed::Unchanged);
+                }
+                Ok(false) => {}
+                // A deletion removes the pointer first: checkpoints and
+                // entries that vanished under the catch-up are of a run
+                // that is gone, not a corrupt one.
+                Err(e @ Error::Corrupt { .. }) => {
+                    if self.is_current(run_id, folded.incarnation).await? {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
         *slot = self.fold_from_storage(run_id).await?;

@@ -136,13 +136,66 @@ impl ObjectStoreRuntimeStore {
             let Some(newest) = self.positions(run_id, &folder, "delta").await?.pop() else {
                 return self.load_base(run_id, created, None).await;
             };
-            match self.read_delta(run_id, incarnation, newest).await? {
+            match self.read_delta(run_id, incarnation, newest, None).await? {
                 DeltaRead::Loaded(folded) => return Ok(*folded),
                 DeltaRead::Gone => {}
                 DeltaRead::BaseGone => return self.load_base(run_id, created, Some(newest)).await,
             }
         }
         self.load_base(run_id, created, None).await
+    }
+
+    /// Replaces `folded` with the run read from the newest delta if that is
+    /// ahead of it: how a cached run that fell behind skips the log entries
+    /// the delta covers. The cached receipts stand in for the delta's base
+    /// where they cover it (both are copies of the same log entries), so the
+    /// base is read only if it is ahead of the cache too. A delta whose base
+    /// is gone is passed over: the log after `folded` is read instead.
+    pub(super) async fn skip_to_newer_checkpoint(
+        &self,
+        run_id: &RunId,
+        folded: &mut Folded,
+    ) -> Result<()> {
+        let incarnation = folded.incarnation;
+        let folder = self.layout.delta_folder(run_id, incarnation);
+        for _ in 0..LISTING_ATTEMPTS {
+            let Some(newest) = self.positions(run_id, &folder, "delta").await?.pop() else {
+                return Ok(());
+            };
+            if newest <= folded.next {
+                return Ok(());
+            }
+            match self
+                .read_delta(run_id, incarnation, newest, Some(&folded.state))
+                .await?
+            {
+                DeltaRead::Loaded(newer) => {
+                    let mut newer = *newer;
+                    let known = std::mem::take(&mut folded.checkpoints);
+                    let checkpoints = &mut newer.checkpoints;
+                    checkpoints.superseded = known.superseded;
+                    // What this instance wrote before is older than the
+                    // delta read, and deleted with what it supersedes.
+                    if known.delta > 0 {
+                        let old = self.layout.delta(run_id, incarnation, known.delta);
+                        checkpoints.superseded.push(old);
+                    }
+                    if let Some(old) = known.base.filter(|old| Some(*old) != checkpoints.base)
+                        && checkpoints
+                            .base
+                            .is_some_and(|new| new.position > old.position)
+                    {
+                        let old = self.layout.checkpoint(run_id, incarnation, old.position);
+                        checkpoints.superseded.push(old);
+                    }
+                    *folded = newer;
+                    return Ok(());
+                }
+                DeltaRead::Gone => {}
+                DeltaRead::BaseGone => return Ok(()),
+            }
+        }
+        Ok(())
     }
 
     /// The run folded up to its newest base, or as `created` if it has
@@ -190,11 +243,15 @@ impl ObjectStoreRuntimeStore {
     }
 
     /// Reads the delta at `position` and the base it names, and joins them.
+    /// `known` is the run folded from the log up to an earlier position:
+    /// where it holds every receipt the base holds, they are taken from it
+    /// rather than read again.
     async fn read_delta(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
         position: u64,
+        known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.layout.delta(run_id, incarnation, position);
         let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
@@ -222,11 +279,18 @@ impl ObjectStoreRuntimeStore {
         let (state, base) = match delta.base {
             None => (delta.state, None),
             Some(p) => {
-                let base_path = self.layout.checkpoint(run_id, incarnation, p);
-                let Some(bytes) = write_once::read(self.store.as_ref(), &base_path).await? else {
-                    return Ok(DeltaRead::BaseGone);
+                let covered = known.filter(|k| k.receipt_count() >= delta.receipts_from);
+                let base = match covered {
+                    Some(known) => known.with_receipts_before(delta.receipts_from),
+                    None => {
+                        let base_path = self.layout.checkpoint(run_id, incarnation, p);
+                        let read = write_once::read(self.store.as_ref(), &base_path).await?;
+                        let Some(bytes) = read else {
+                            return Ok(DeltaRead::BaseGone);
+                        };
+                        self.decode_base(run_id, incarnation, p, &bytes)?
+                    }
                 };
-                let base = self.decode_base(run_id, incarnation, p, &bytes)?;
                 let held = base.receipt_count();
                 let joined = (held == delta.receipts_from)
                     .then(|| delta.state.after_receipts_of(base))

@@ -74,10 +74,18 @@ impl ObjectStoreRuntimeStore {
         let incarnation = creation.incarnation;
         let created = RunState::new(creation.run, incarnation);
         let mut folded = self.load_checkpoint(run_id, created).await?;
+        self.fold_tail(run_id, &mut folded).await?;
+        Ok(folded)
+    }
+
+    /// Folds every log entry from `folded.next` on: one listing, then the
+    /// entries, read concurrently.
+    async fn fold_tail(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
         // Nothing follows a terminal change.
         if folded.state.record().status.is_terminal() {
-            return Ok(folded);
+            return Ok(());
         }
+        let incarnation = folded.incarnation;
         let positions = self.log_positions(run_id, incarnation, folded.next).await?;
         let mut entries = futures::stream::iter(positions)
             .map(|position| async move {
@@ -89,9 +97,9 @@ impl ObjectStoreRuntimeStore {
             let Some(bytes) = bytes else {
                 return Err(self.missing_entry(run_id, incarnation, position));
             };
-            self.fold_entry(run_id, &mut folded, &bytes)?;
+            self.fold_entry(run_id, folded, &bytes)?;
         }
-        Ok(folded)
+        Ok(())
     }
 
     /// The positions from `from` on in the run's log folder, checked to be
@@ -173,16 +181,29 @@ impl ObjectStoreRuntimeStore {
 
     /// Folds the changes written after `folded.next`: `true` if there were
     /// any.
+    ///
+    /// One read tells whether the run moved on. If it did, it may have moved
+    /// by one entry or by thousands, so the rest is caught up as a fresh load
+    /// reads a run: from the newest checkpoint delta if it is ahead of the
+    /// cached state, then the log after it, so the cost is that of a fresh
+    /// load plus that one read, whatever happened since the run was cached.
     pub(super) async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
-        let mut grew = false;
-        while let Some(bytes) = self
+        let Some(bytes) = self
             .read_entry(run_id, folded.incarnation, folded.next)
             .await?
-        {
-            self.fold_entry(run_id, folded, &bytes)?;
-            grew = true;
-        }
-        Ok(grew)
+        else {
+            return Ok(false);
+        };
+        self.fold_entry(run_id, folded, &bytes)?;
+        self.fold_newer(run_id, folded).await?;
+        Ok(true)
+    }
+
+    /// Folds the changes after `folded.next`, known to be behind: from the
+    /// newest delta if it is ahead, then the log after it.
+    async fn fold_newer(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
+        self.skip_to_newer_checkpoint(run_id, folded).await?;
+        self.fold_tail(run_id, folded).await
     }
 
     /// Folds the log entry at `folded.next`, which every writer checked
@@ -290,7 +311,11 @@ impl ObjectStoreRuntimeStore {
                     self.checkpoint_if_due(run_id, folded).await;
                     return Ok(answer(&folded.state));
                 }
-                Created::Theirs(bytes) => self.fold_entry(run_id, folded, &bytes)?,
+                // Another writer came first, maybe by many entries.
+                Created::Theirs(bytes) => {
+                    self.fold_entry(run_id, folded, &bytes)?;
+                    self.fold_newer(run_id, folded).await?;
+                }
             }
         }
     }

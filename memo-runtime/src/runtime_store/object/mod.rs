@@ -121,15 +121,21 @@ const CONCURRENCY: usize = 8;
 /// out. In requests:
 ///
 /// - a commit or input to a cached run: one create and a `GET` of the run
-///   pointer, plus a `GET` per change another writer made first; a change of
+///   pointer; if another writer took the position first, a `GET` of its
+///   entry and a catch-up as below, then the create again; a change of
 ///   status adds the new status's hint (one create) and deletes the old one;
 ///   every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
 ///   and the terminal change add a delta (one create) and delete the one it
 ///   supersedes; every `2·√receipts` receipts (at least 32) a base comes
 ///   before it (one create), and the base it supersedes is deleted;
-/// - a read of a cached run: at most two `GET`s (the next log position, to
-///   catch up, and the run pointer, to check the incarnation still exists;
-///   only the pointer if the run is terminal);
+/// - a read of a cached run: two `GET`s if it did not change (the next log
+///   position, and the run pointer, to check the incarnation still exists;
+///   only the pointer if the run is terminal). If it did, other writers may
+///   have added one entry or thousands, so it is caught up as a fresh load
+///   reads it: the delta listing, the newest delta if it is ahead of the
+///   cache (and its base, unless the cache holds the base's receipts), the
+///   log listing and the entries after it: at most 9 requests, whatever
+///   happened since the run was cached;
 /// - any call on a run not in the cache first reads its pointer, lists its
 ///   deltas (about one object) and reads the newest and the base it names,
 ///   then lists the log from there (with an offset) and reads each entry
