@@ -22,7 +22,7 @@ use memo_runtime::testing::{
 };
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+    Bytes, Error, Incarnation, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
 };
 use memo_tests::fixtures::run;
 
@@ -990,5 +990,167 @@ async fn a_commit_to_a_cached_run_that_fell_far_behind_costs_what_a_fresh_instan
         let read = load(&cached, &run_id).await;
         assert_eq!(read.receipts.len() as u64, 3 + behind);
         assert_eq!(read, folded_from_the_log_alone(&objects, &run_id).await);
+    }
+}
+
+/// A run's state as checkpoints store it, restated here to forge them (the
+/// format is `RunState` in `runtime_store/state.rs`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct StoredState {
+    record: RunRecord,
+    receipts: Vec<StepReceipt>,
+    commit_digests: Bytes,
+    snapshot: Option<Bytes>,
+    inputs: Vec<InputRecord>,
+    attempt_token: Option<u64>,
+}
+
+/// A stored base or delta (a base has no `base` nor `receipts_from`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct StoredCheckpoint {
+    incarnation: Incarnation,
+    next: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    receipts_from: Option<u64>,
+    state: StoredState,
+}
+
+/// The frame every stored object has (see `envelope.rs`): magic, version,
+/// flags, length, payload, CRC-32.
+fn framed(payload: &[u8]) -> Bytes {
+    let mut out = b"MEMO\x01\x00".to_vec();
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.into()
+}
+
+/// Rewrites the checkpoint at `path` as `forge` makes it, well framed and
+/// well encoded, at `to` (a new position) or in place.
+async fn forge(
+    objects: &Arc<dyn ObjectStore>,
+    path: &Path,
+    to: Option<u64>,
+    forge: impl FnOnce(&mut StoredCheckpoint),
+) -> Path {
+    let bytes = objects.get(path).await.unwrap().bytes().await.unwrap();
+    let mut stored: StoredCheckpoint = rmp_serde::from_slice(&bytes[14..bytes.len() - 4]).unwrap();
+    forge(&mut stored);
+    let to = match to {
+        Some(position) => {
+            stored.next = position;
+            let folder = path.as_ref().rsplit_once('/').unwrap().0;
+            Path::from(format!("{folder}/{position:020}"))
+        }
+        None => path.clone(),
+    };
+    let payload = rmp_serde::to_vec_named(&stored).unwrap();
+    objects.put(&to, framed(&payload).into()).await.unwrap();
+    to
+}
+
+/// A fresh instance's load of the run, expected to be `Corrupt` at `at`.
+async fn assert_corrupt_at(objects: &Arc<dyn ObjectStore>, run_id: &RunId, at: &Path, case: &str) {
+    let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    match fresh.load_run(run_id).await {
+        Err(Error::Corrupt { path, reason }) => {
+            assert_eq!(path, at.to_string(), "{case}: {reason}");
+        }
+        other => panic!("{case}: expected Corrupt at {at}, got {other:?}"),
+    }
+}
+
+/// An open run of 100 steps (a base and a delta that names it) and a
+/// finished one of 10 (a whole-run delta, no base), each with only the
+/// checkpoint `folder` ("delta" or "checkpoint") a load reads first.
+async fn forgeable(objects: &Arc<dyn ObjectStore>, finished: bool) -> (RunId, Path) {
+    let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    if finished {
+        let run_id = run_of(&writer, "forged-finished", 10).await;
+        writer.atomic_apply(&run_id, done(9_999)).await.unwrap();
+        let delta = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+        return (run_id, delta);
+    }
+    let run_id = run_of(&writer, "forged-open", 100).await;
+    // Read from the base alone.
+    delete_all(objects, deltas(objects.as_ref(), &run_id).await).await;
+    let base = bases(objects.as_ref(), &run_id).await.pop().unwrap();
+    (run_id, base)
+}
+
+#[tokio::test]
+async fn a_checkpoint_with_receipts_but_no_digests_is_corrupt_and_a_retried_commit_does_not_panic()
+{
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        forge(&objects, &path, None, |c| {
+            c.state.commit_digests = Bytes::new()
+        })
+        .await;
+        assert_corrupt_at(&objects, &run_id, &path, "no digests").await;
+        // A retry of a committed step is judged against the digests.
+        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let retried = fresh.atomic_apply(&run_id, step(&run_id, 0)).await;
+        assert!(matches!(retried, Err(Error::Corrupt { .. })), "{retried:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_at_the_last_log_position_is_corrupt_not_an_overflow() {
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        let last = forge(&objects, &path, Some(u64::MAX), |_| {}).await;
+        assert_corrupt_at(&objects, &run_id, &last, "at u64::MAX").await;
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_of_the_largest_attempt_number_is_corrupt_not_an_overflow() {
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        forge(&objects, &path, None, |c| {
+            c.state.record.attempts = u32::MAX
+        })
+        .await;
+        assert_corrupt_at(&objects, &run_id, &path, "u32::MAX attempts").await;
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_whose_receipts_skip_a_sequence_is_corrupt() {
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        forge(&objects, &path, None, |c| {
+            let receipts = &mut c.state.receipts;
+            let last = receipts.len() - 1;
+            receipts[last].sequence += 1;
+        })
+        .await;
+        assert_corrupt_at(&objects, &run_id, &path, "a gap").await;
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_that_holds_one_input_twice_is_corrupt() {
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        forge(&objects, &path, None, |c| {
+            let input: InputRecord = serde_json::from_value(serde_json::json!({
+                "input_id": "twice", "name": "signal", "payload": [1],
+                "phase": "Accepted", "consumed_by": null, "accepted_at_ms": 5,
+            }))
+            .unwrap();
+            c.state.inputs = vec![input.clone(), input];
+        })
+        .await;
+        assert_corrupt_at(&objects, &run_id, &path, "an input twice").await;
     }
 }

@@ -20,6 +20,13 @@
 //! delta; with no delta (data written before deltas existed, or a run
 //! younger than its first one) it reads the newest base, as before.
 //!
+//! A checkpoint is read with the distrust a log entry gets: a log entry is
+//! checked against the rules as it is folded, a checkpoint against what
+//! those rules keep true (`RunState::check_stored`: receipts dense and each
+//! with its commit digest, positions and attempt counts below their
+//! largest value, each input once), so a damaged or forged one is
+//! `Corrupt` naming it, never a panic or an overflow later.
+//!
 //! A checkpoint is a copy of what the log says, never the only record of a
 //! change, so every rule of the log still holds with checkpoints:
 //!
@@ -263,6 +270,7 @@ impl ObjectStoreRuntimeStore {
         let base_after = delta.base.is_some_and(|p| p > position);
         if delta.incarnation != incarnation
             || delta.next != position
+            || position == u64::MAX
             || record.incarnation != incarnation
             || record.run_id != *run_id
             || base_after
@@ -275,6 +283,9 @@ impl ObjectStoreRuntimeStore {
                     record.run_id, delta.incarnation, delta.next, delta.base
                 ),
             ));
+        }
+        if let Err(reason) = delta.state.check_stored(delta.receipts_from) {
+            return Err(Error::corrupt(&path, format!("{what}: {reason}")));
         }
         let (state, base) = match delta.base {
             None => (delta.state, None),
@@ -362,6 +373,7 @@ impl ObjectStoreRuntimeStore {
         let record = stored.state.record();
         if stored.incarnation != incarnation
             || stored.next != position
+            || position == u64::MAX
             || record.incarnation != incarnation
             || record.run_id != *run_id
         {
@@ -372,6 +384,9 @@ impl ObjectStoreRuntimeStore {
                     record.run_id, stored.incarnation, stored.next
                 ),
             ));
+        }
+        if let Err(reason) = stored.state.check_stored(0) {
+            return Err(Error::corrupt(&path, format!("{what}: {reason}")));
         }
         Ok(stored.state)
     }
@@ -385,7 +400,7 @@ impl ObjectStoreRuntimeStore {
     pub(super) async fn checkpoint_if_due(&self, run_id: &RunId, folded: &mut Folded) {
         let terminal = folded.state.record().status.is_terminal();
         let last = folded.checkpoints.delta;
-        let due = folded.next - last >= self.checkpoint_interval || terminal;
+        let due = folded.next.saturating_sub(last) >= self.checkpoint_interval || terminal;
         if !due || folded.next == last {
             return;
         }

@@ -138,11 +138,12 @@ impl ObjectStoreRuntimeStore {
         }
         // LocalFileSystem lists in no particular order.
         positions.sort_unstable();
-        if let Some((expected, _)) = (from..)
-            .zip(&positions)
-            .find(|&(expected, &p)| expected != p)
+        // Dense from `from`: each position is `from` plus its index (which,
+        // as the positions are distinct and sorted, cannot overflow).
+        if let Some((i, _)) =
+            (positions.iter().enumerate()).find(|&(i, &p)| from.checked_add(i as u64) != Some(p))
         {
-            return Err(self.missing_entry(run_id, incarnation, expected));
+            return Err(self.missing_entry(run_id, incarnation, from.saturating_add(i as u64)));
         }
         Ok(positions)
     }
@@ -228,6 +229,12 @@ impl ObjectStoreRuntimeStore {
                 ),
             ));
         }
+        let Some(after) = position.checked_add(1) else {
+            return Err(Error::corrupt(
+                &path,
+                format!("{what} is past the last position"),
+            ));
+        };
         match folded.state.check(&entry.change) {
             Ok(Verdict::Apply(plan)) => folded.state.apply(entry.change, plan),
             Ok(Verdict::AlreadyApplied) => {
@@ -243,7 +250,7 @@ impl ObjectStoreRuntimeStore {
                 ));
             }
         }
-        folded.next += 1;
+        folded.next = after;
         Ok(())
     }
 
@@ -283,6 +290,12 @@ impl ObjectStoreRuntimeStore {
             };
             let encoded = codec::encode_value("a runtime-store change", &entry)?;
             let path = self.log_path(run_id, folded.incarnation, folded.next);
+            let Some(after) = folded.next.checked_add(1) else {
+                return Err(Error::corrupt(
+                    &path,
+                    format!("run {run_id}: the log has no position after its last"),
+                ));
+            };
             match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
@@ -303,7 +316,7 @@ impl ObjectStoreRuntimeStore {
                     }
                     let before = folded.state.record().status;
                     folded.state.apply(change, plan);
-                    folded.next += 1;
+                    folded.next = after;
                     if folded.state.record().status != before {
                         self.drop_stale_hint(before, run_id, folded.incarnation)
                             .await;
