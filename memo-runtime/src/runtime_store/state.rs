@@ -260,6 +260,14 @@ impl RunState {
         self.inputs.clone()
     }
 
+    /// How many inputs stand in a phase `phase` accepts.
+    pub(crate) fn inputs_in(&self, phase: impl Fn(InputPhase) -> bool) -> usize {
+        self.inputs
+            .iter()
+            .filter(|input| phase(input.phase))
+            .count()
+    }
+
     pub(crate) fn input(&self, input_id: &str) -> Option<&InputRecord> {
         self.input_index.get(input_id).map(|&i| &self.inputs[i])
     }

@@ -273,7 +273,15 @@ impl ObjectStoreRuntimeStore {
                     run_id: run_id.to_string(),
                 });
             };
-            let plan = match folded.state.check(&change) {
+            // A new change must also fit the limits (a run's pending inputs
+            // are counted as it stands, so judged like the rules).
+            let verdict = folded.state.check(&change).and_then(|verdict| {
+                if let Verdict::Apply(_) = verdict {
+                    self.limits.admit(&folded.state, &change)?;
+                }
+                Ok(verdict)
+            });
+            let plan = match verdict {
                 Ok(Verdict::AlreadyApplied) => return Ok(answer(&folded.state)),
                 Ok(Verdict::Apply(plan)) => plan,
                 // The cache may be behind: judge only against the latest log.

@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
-    StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunLimits, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt,
 };
 use crate::codec;
 use crate::error::{Error, Result};
@@ -194,6 +194,7 @@ pub struct ObjectStoreRuntimeStore {
     layout: Layout,
     cache: Cache,
     checkpoint_interval: u64,
+    limits: RunLimits,
 }
 
 /// The stored run pointer. `incarnation` is drawn at random for each
@@ -220,7 +221,20 @@ impl ObjectStoreRuntimeStore {
             layout: Layout::new(prefix),
             cache: Cache::new(DEFAULT_CACHED_RUNS),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
+            limits: RunLimits::default(),
         }
+    }
+
+    /// Takes what `limits` allow (default [`RunLimits::default`]): values
+    /// larger than its maximum are refused with
+    /// [`Error::TooLarge`](crate::Error::TooLarge), inputs past its most
+    /// pending with [`Error::Conflict`](crate::Error::Conflict), before
+    /// anything is written. Runs already stored stay readable whatever the
+    /// limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: RunLimits) -> ObjectStoreRuntimeStore {
+        self.limits = limits;
+        self
     }
 
     /// Writes a checkpoint delta of a run every `entries` log entries
@@ -305,6 +319,7 @@ impl ObjectStoreRuntimeStore {
 #[async_trait]
 impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        self.limits.admit_run(&run)?;
         let run_id = run.run_id.clone();
         let run_path = self.run_path(&run_id);
         if let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? {
