@@ -784,6 +784,42 @@ async fn the_run_cache_keeps_a_run_in_use_while_many_others_are_loaded_once() {
     assert_eq!((c.creates, c.gets, c.lists), (1, 1, 0), "{c:?}");
 }
 
+#[tokio::test]
+async fn the_run_cache_is_bounded_by_bytes_so_large_runs_do_not_fill_memory() {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store =
+        ObjectStoreRuntimeStore::new(counting.clone(), PREFIX).with_run_cache_bytes(1 << 20);
+    // Ten finished runs of 300 KB each, 3 MB in all, and a hundred small ones.
+    let mut large = Vec::new();
+    for i in 0..10 {
+        let run_id = run_of(&store, &format!("large-{i}"), 0).await;
+        let mut commit = large_step(&run_id, 0);
+        commit.receipt.as_mut().unwrap().output = Bytes::from(vec![7u8; 300_000]);
+        store.atomic_apply(&run_id, commit).await.unwrap();
+        store.atomic_apply(&run_id, done(9_999)).await.unwrap();
+        large.push(run_id);
+    }
+    let mut small = Vec::new();
+    for i in 0..100 {
+        let run_id = run(&format!("small-{i}"));
+        create(&store, &run_id, b"input").await;
+        assert!(store.load_run(&run_id).await.unwrap().is_some());
+        small.push(run_id);
+    }
+    counting.reset();
+    for run_id in &small {
+        store.load_run(run_id).await.unwrap();
+    }
+    // A hundred small runs fit in the budget: no fold from storage.
+    assert_eq!(counting.counts().lists, 0, "{:?}", counting.counts());
+    for run_id in &large {
+        assert_eq!(store.load_receipts(run_id, None).await.unwrap().len(), 1);
+    }
+    // A count of runs kept all ten; a budget of 1 MB keeps few of them.
+    let folded = counting.counts().lists;
+    assert!(folded >= 8, "{folded} of 10 large runs folded again");
+}
+
 /// A runtime over `objects`, with a fresh runtime-store instance: a process
 /// that just started.
 fn fresh_runtime(objects: Arc<dyn ObjectStore>) -> Runtime {

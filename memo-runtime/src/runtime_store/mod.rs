@@ -59,7 +59,7 @@ use crate::run_id::{Incarnation, RunId};
 
 pub use limits::{DEFAULT_MAX_PENDING_INPUTS, RunLimits};
 pub use memory::InMemoryRuntimeStore;
-pub use object::ObjectStoreRuntimeStore;
+pub use object::{DEFAULT_RUN_CACHE_BYTES, ObjectStoreRuntimeStore};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -180,6 +180,30 @@ impl RunState {
         Ok(())
     }
 
+    /// About how many bytes the state holds in memory: its payloads and
+    /// strings, and a rough allowance per receipt and input. For bounding a
+    /// cache by bytes, not an exact count.
+    pub(crate) fn approximate_bytes(&self) -> u64 {
+        const PER_ITEM: usize = 96;
+        let record = &self.record;
+        let record_bytes = record.input.len()
+            + record.workflow.len()
+            + record.output.as_ref().map_or(0, Bytes::len)
+            + record.error.as_ref().map_or(0, String::len)
+            + PER_ITEM;
+        let receipts: usize = (self.receipts.iter())
+            .map(|r| r.step.len() + r.output.len() + r.error.as_ref().map_or(0, String::len))
+            .sum();
+        let inputs: usize = (self.inputs.iter())
+            .map(|i| i.input_id.len() * 2 + i.name.len() + i.payload.len())
+            .sum();
+        let items = (self.receipts.len() + self.inputs.len()) * PER_ITEM;
+        let digests = self.commit_digests.len() * 32;
+        let snapshot = self.snapshot.as_ref().map_or(0, Bytes::len);
+        let total = record_bytes + receipts + inputs + items + digests + snapshot;
+        u64::try_from(total).unwrap_or(u64::MAX)
+    }
+
     /// How many step receipts the run holds.
     pub(crate) fn receipt_count(&self) -> u64 {
         self.receipts.len() as u64

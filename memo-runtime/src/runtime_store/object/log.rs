@@ -330,7 +330,9 @@ impl ObjectStoreRuntimeStore {
                             .await;
                     }
                     self.checkpoint_if_due(run_id, folded).await;
-                    return Ok(answer(&folded.state));
+                    let answered = answer(&folded.state);
+                    self.reweigh(run_id, &slot, guard.as_ref());
+                    return Ok(answered);
                 }
                 // Another writer came first, maybe by many entries.
                 Created::Theirs(bytes) => {

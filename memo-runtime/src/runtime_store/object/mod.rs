@@ -30,10 +30,11 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
-use cache::{Cache, Folded};
+use cache::{Bound, Cache, Folded};
 
-/// How many runs an instance keeps folded in memory.
-const DEFAULT_CACHED_RUNS: usize = 256;
+/// How many bytes of folded runs an instance keeps in memory, by default:
+/// 64 MiB.
+pub const DEFAULT_RUN_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How many log entries a run gets between checkpoint deltas, by default:
 /// the largest interval at which a fresh instance reads an open run and its
@@ -116,9 +117,9 @@ const CONCURRENCY: usize = 8;
 ///
 /// # Costs
 ///
-/// Each instance keeps the folded state of up to 256 runs in memory
-/// ([`with_cached_runs`](Self::with_cached_runs)), the least used first
-/// out. In requests:
+/// Each instance keeps up to 64 MiB of folded runs in memory
+/// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)), the least used
+/// first out. In requests:
 ///
 /// - a commit or input to a cached run: one create and a `GET` of the run
 ///   pointer; if another writer took the position first, a `GET` of its
@@ -219,7 +220,7 @@ impl ObjectStoreRuntimeStore {
         ObjectStoreRuntimeStore {
             store,
             layout: Layout::new(prefix),
-            cache: Cache::new(DEFAULT_CACHED_RUNS),
+            cache: Cache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             limits: RunLimits::default(),
         }
@@ -254,12 +255,27 @@ impl ObjectStoreRuntimeStore {
         self
     }
 
-    /// Keeps at most `runs` runs folded in memory (default 256; at least 1).
+    /// Keeps about `bytes` of folded runs in memory (default
+    /// [`DEFAULT_RUN_CACHE_BYTES`], 64 MiB): each run weighs its payloads
+    /// (input, receipts' outputs, inputs, snapshot, output) and a few
+    /// hundred bytes more. The budget is split over up to 4 shards, so a
+    /// run larger than a quarter of it is read from storage on each call
+    /// rather than kept.
     #[must_use]
-    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+    pub fn with_run_cache_bytes(mut self, bytes: u64) -> ObjectStoreRuntimeStore {
         // A new cache rather than a new capacity: the cache sizes its
         // shards for the capacity it is built with.
-        self.cache = Cache::new(runs);
+        self.cache = Cache::new(Bound::Bytes(bytes));
+        self
+    }
+
+    /// Keeps at most `runs` runs folded in memory, whatever their size (at
+    /// least 1), instead of a budget in bytes
+    /// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)): for tests and
+    /// for runs known to be small.
+    #[must_use]
+    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+        self.cache = Cache::new(Bound::Runs(runs));
         self
     }
 
@@ -340,7 +356,9 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                 let record = state.record().clone();
                 let slot = self.slot(&run_id);
                 // Whatever was cached is of an earlier run of this id.
-                *slot.lock().await = Some(Folded::created(state, creation.incarnation));
+                let mut guard = slot.lock().await;
+                *guard = Some(Folded::created(state, creation.incarnation));
+                self.reweigh(&run_id, &slot, guard.as_ref());
                 Ok(record)
             }
             // Created meanwhile, or our acknowledgement was lost: the run may
