@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
-    StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunLimits, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt,
 };
 use crate::codec;
 use crate::error::{Error, Result};
@@ -31,10 +31,11 @@ use crate::layout::Layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
-use cache::{Cache, Folded};
+use cache::{Bound, Cache, Folded};
 
-/// How many runs an instance keeps folded in memory.
-const DEFAULT_CACHED_RUNS: usize = 256;
+/// How many bytes of folded runs an instance keeps in memory, by default:
+/// 64 MiB.
+pub const DEFAULT_RUN_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How many log entries a run gets between checkpoint deltas, by default:
 /// the largest interval at which a fresh instance reads an open run and its
@@ -117,20 +118,26 @@ const CONCURRENCY: usize = 8;
 ///
 /// # Costs
 ///
-/// Each instance keeps the folded state of up to 256 runs in memory
-/// ([`with_cached_runs`](Self::with_cached_runs)), the least used first
-/// out. In requests:
+/// Each instance keeps up to 64 MiB of folded runs in memory
+/// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)), the least used
+/// first out. In requests:
 ///
 /// - a commit or input to a cached run: one create and a `GET` of the run
-///   pointer, plus a `GET` per change another writer made first; a change of
+///   pointer; if another writer took the position first, a `GET` of its
+///   entry and a catch-up as below, then the create again; a change of
 ///   status adds the new status's hint (one create) and deletes the old one;
 ///   every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
 ///   and the terminal change add a delta (one create) and delete the one it
 ///   supersedes; every `2·√receipts` receipts (at least 32) a base comes
 ///   before it (one create), and the base it supersedes is deleted;
-/// - a read of a cached run: at most two `GET`s (the next log position, to
-///   catch up, and the run pointer, to check the incarnation still exists;
-///   only the pointer if the run is terminal);
+/// - a read of a cached run: two `GET`s if it did not change (the next log
+///   position, and the run pointer, to check the incarnation still exists;
+///   only the pointer if the run is terminal). If it did, other writers may
+///   have added one entry or thousands, so it is caught up as a fresh load
+///   reads it: the delta listing, the newest delta if it is ahead of the
+///   cache (and its base, unless the cache holds the base's receipts), the
+///   log listing and the entries after it: at most 9 requests, whatever
+///   happened since the run was cached;
 /// - any call on a run not in the cache first reads its pointer, lists its
 ///   deltas (about one object) and reads the newest and the base it names,
 ///   then lists the log from there (with an offset) and reads each entry
@@ -188,6 +195,7 @@ pub struct ObjectStoreRuntimeStore {
     layout: Layout,
     cache: Cache,
     checkpoint_interval: u64,
+    limits: RunLimits,
 }
 
 /// Names the store by its `Display` (backend, bucket or account and
@@ -225,9 +233,22 @@ impl ObjectStoreRuntimeStore {
         ObjectStoreRuntimeStore {
             store,
             layout: Layout::new(prefix),
-            cache: Cache::new(DEFAULT_CACHED_RUNS),
+            cache: Cache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
+            limits: RunLimits::default(),
         }
+    }
+
+    /// Takes what `limits` allow (default [`RunLimits::default`]): values
+    /// larger than its maximum are refused with
+    /// [`Error::TooLarge`](crate::Error::TooLarge), inputs past its most
+    /// pending with [`Error::Conflict`](crate::Error::Conflict), before
+    /// anything is written. Runs already stored stay readable whatever the
+    /// limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: RunLimits) -> ObjectStoreRuntimeStore {
+        self.limits = limits;
+        self
     }
 
     /// Writes a checkpoint delta of a run every `entries` log entries
@@ -247,12 +268,27 @@ impl ObjectStoreRuntimeStore {
         self
     }
 
-    /// Keeps at most `runs` runs folded in memory (default 256; at least 1).
+    /// Keeps about `bytes` of folded runs in memory (default
+    /// [`DEFAULT_RUN_CACHE_BYTES`], 64 MiB): each run weighs its payloads
+    /// (input, receipts' outputs, inputs, snapshot, output) and a few
+    /// hundred bytes more. The budget is split over up to 4 shards, so a
+    /// run larger than a quarter of it is read from storage on each call
+    /// rather than kept.
     #[must_use]
-    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+    pub fn with_run_cache_bytes(mut self, bytes: u64) -> ObjectStoreRuntimeStore {
         // A new cache rather than a new capacity: the cache sizes its
         // shards for the capacity it is built with.
-        self.cache = Cache::new(runs);
+        self.cache = Cache::new(Bound::Bytes(bytes));
+        self
+    }
+
+    /// Keeps at most `runs` runs folded in memory, whatever their size (at
+    /// least 1), instead of a budget in bytes
+    /// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)): for tests and
+    /// for runs known to be small.
+    #[must_use]
+    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+        self.cache = Cache::new(Bound::Runs(runs));
         self
     }
 
@@ -312,6 +348,7 @@ impl ObjectStoreRuntimeStore {
 #[async_trait]
 impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        self.limits.admit_run(&run)?;
         let run_id = run.run_id.clone();
         let run_path = self.run_path(&run_id);
         if let Some(bytes) = write_once::read(self.store.as_ref(), &run_path, Limit::RECORD).await?
@@ -335,7 +372,9 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                 let record = state.record().clone();
                 let slot = self.slot(&run_id);
                 // Whatever was cached is of an earlier run of this id.
-                *slot.lock().await = Some(Folded::created(state, creation.incarnation));
+                let mut guard = slot.lock().await;
+                *guard = Some(Folded::created(state, creation.incarnation));
+                self.reweigh(&run_id, &slot, guard.as_ref());
                 Ok(record)
             }
             // Created meanwhile, or our acknowledgement was lost: the run may
