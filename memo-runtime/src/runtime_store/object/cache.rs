@@ -94,14 +94,17 @@ impl ObjectStoreRuntimeStore {
             // Nothing follows a terminal change, so a terminal run has nothing
             // to catch up on.
             let terminal = folded.state.record().status.is_terminal();
-            if !terminal && self.catch_up(run_id, folded).await? {
-                return Ok(Refreshed::Changed);
-            }
-            // Deleting a run frees its log positions, so an empty next
-            // position proves nothing: the incarnation is current only if the
-            // pointer still names it.
+            let grew = !terminal && self.catch_up(run_id, folded).await?;
+            // Deleting a run frees its log positions, and a deletion that
+            // stopped part-way leaves some of its entries behind, so neither
+            // an empty nor a found next position proves anything: the
+            // incarnation is current only if the pointer still names it.
             if self.is_current(run_id, folded.incarnation).await? {
-                return Ok(Refreshed::Unchanged);
+                return Ok(if grew {
+                    Refreshed::Changed
+                } else {
+                    Refreshed::Unchanged
+                });
             }
         }
         *slot = self.fold_from_storage(run_id).await?;
