@@ -13,6 +13,7 @@
 //! | step-output entry | `step-outputs/<run>/<inc>/<step>/<sha256(payload)>` |
 //! | terminal marker | `terminals/<hour>/<u64::MAX - at_ms>_<run>.<inc>` |
 //! | run pointer (runtime store) | `runs/<run>/run` |
+//! | incarnation record (runtime store) | `runs/<run>/<inc>/run` |
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
 //! | run checkpoint (a base) | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
 //! | run checkpoint delta | `runs/<run>/<inc>/delta/<position, 20 digits>` |
@@ -52,6 +53,15 @@
 //! version does not read such data: its run is not found, its markers and
 //! status hints are skipped as foreign. Finish or delete such runs before
 //! upgrading.
+//!
+//! An incarnation record is a copy of the run pointer in the incarnation's
+//! own folder, from which a pointer that a stalled deletion removed is
+//! restored. Records were added to version 2 the same way, additive both
+//! ways: an incarnation written before them has none until the next
+//! `create_run` of its id writes it (until then a stalled deletion can
+//! remove its pointer for good, as before); a reader that does not know
+//! records never reads them, and deletes them with the rest of the
+//! incarnation's folder.
 //!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
@@ -328,6 +338,12 @@ impl Layout {
         self.runs_folder(run_id).join(incarnation.to_string())
     }
 
+    /// `runs/<run>/<inc>/run`: the incarnation's copy of its run pointer,
+    /// from which a pointer removed by a stale deletion is restored.
+    pub(crate) fn incarnation_record(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.incarnation_records(run_id, incarnation).join("run")
+    }
+
     pub(crate) fn log_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
         self.incarnation_records(run_id, incarnation).join("log")
     }
@@ -584,6 +600,7 @@ mod tests {
             layout.entry(STEP_OUTPUTS, &id, inc, 2, "d2").to_string(),
             layout.marker(&id, inc, 3_600_001).to_string(),
             layout.run_pointer(&id).to_string(),
+            layout.incarnation_record(&id, inc).to_string(),
             layout.log_entry(&id, inc, 3).to_string(),
             layout
                 .status_hint(RunStatus::Running.path_segment(), &id, inc)
@@ -602,6 +619,7 @@ mod tests {
                     u64::MAX - 3_600_001
                 ),
                 "pre/fix/runs/=run_1/run".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/run".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/log/00000000000000000003".to_string(),
                 "pre/fix/runs-by-status/Running/=run_1.00000000000000ab".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/checkpoint/00000000000000000064".to_string(),

@@ -26,26 +26,6 @@ impl ObjectStoreRuntimeStore {
         Ok(current.is_some_and(|c| c.incarnation == incarnation))
     }
 
-    /// Reads the run pointer; `None` if the run does not exist.
-    pub(super) async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
-        let run_path = self.run_path(run_id);
-        let Some(bytes) = write_once::read(self.store.as_ref(), &run_path, Limit::RECORD).await?
-        else {
-            return Ok(None);
-        };
-        let creation: Creation = codec::decode_record("the run's creation", &run_path, &bytes)?;
-        if creation.run.run_id != *run_id {
-            return Err(Error::corrupt(
-                &run_path,
-                format!(
-                    "the creation record of run {run_id} names run {}",
-                    creation.run.run_id
-                ),
-            ));
-        }
-        Ok(Some(creation))
-    }
-
     /// Reads the run's creation, its newest checkpoint and the log entries
     /// after it, and folds them.
     ///
