@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
-use backon::Retryable;
+use backon::BackoffBuilder;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -410,14 +410,6 @@ impl Context {
                 reason: "a run has at most 2^32 steps".into(),
             })
         })?;
-        // A body starts only under a lease known to be live: an attempt that
-        // was paused past its lease (and may have been taken over) renews it,
-        // or stops here, before any side effect.
-        self.inner
-            .lease
-            .ensure_live(&self.inner.shared, &self.inner.run_id)
-            .await
-            .map_err(|e| self.interrupt(e))?;
         let interruption = &self.inner.interruption;
         let memo = self
             .inner
@@ -430,18 +422,35 @@ impl Context {
                 run_id: self.inner.run_id.clone(),
                 held: Arc::clone(&self.inner.lease),
             }));
-        let attempt = || {
-            // Each try starts clean: an interruption that a retry got past is no
-            // reason to stop the attempt.
+        let mut waits = retry.backoff().build();
+        let outcome = loop {
+            // Every try starts only under a lease known to be live: an
+            // attempt that was paused past its lease (in a try, in its
+            // backoff, anywhere since the last check) and may have been taken
+            // over renews it, or stops here, before the body runs again.
+            self.inner
+                .lease
+                .ensure_live(&self.inner.shared, &self.inner.run_id)
+                .await
+                .map_err(|e| self.interrupt(e))?;
+            // Each try starts clean: an interruption that a retry got past is
+            // no reason to stop the attempt.
             interruption.take();
-            body(memo.clone())
+            let error = match body(memo.clone()).await {
+                Ok(value) => break Ok(value),
+                Err(error) => error,
+            };
+            let retryable = transient
+                .as_ref()
+                .is_none_or(|is_transient| is_transient(&error));
+            match waits.next().filter(|_| retryable) {
+                Some(wait) => {
+                    tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                None => break Err(error),
+            }
         };
-        let outcome = attempt
-            .retry(retry.backoff())
-            .sleep(tokio::time::sleep)
-            .when(|e| transient.as_ref().is_none_or(|is_transient| is_transient(e)))
-            .notify(|_, wait| tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying"))
-            .await;
         let (recorded, result) = match outcome {
             // The body met a transient error (kept in `interruption`): record
             // nothing, so that the next attempt runs the step again.
@@ -513,6 +522,12 @@ impl<'c, F, T, E> Step<'c, F, T, E> {
     /// Retries the body under `policy` (default: one try). Every error is
     /// retried unless [`when`](Step::when) narrows it. Set it before the
     /// step is first polled: a step already started keeps its policy.
+    ///
+    /// Every try starts only under a live lease: a try after a wait that
+    /// outlasted the attempt's lease renews it first, and if another worker
+    /// took the run over meanwhile, the step stops with
+    /// [`Error::LeaseLost`] (the run stays open) instead of starting the
+    /// body beside the new attempt's.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         if let StepState::Ready(spec) = &mut self.state {
             spec.retry = policy;
