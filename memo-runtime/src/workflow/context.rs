@@ -253,11 +253,12 @@ impl Context {
             *cursor += 1;
             return self.replayed(receipt);
         }
-        let deadline = tokio::time::Instant::now() + self.inner.shared.signal_wait;
+        let shared = &self.inner.shared;
+        // A wait past the end of the clock's range (`Duration::MAX`) has no
+        // deadline: the run waits in-process as long as it takes.
+        let deadline = tokio::time::Instant::now().checked_add(shared.signal_wait);
         let input = loop {
-            let inputs = self
-                .inner
-                .shared
+            let inputs = shared
                 .store
                 .load_inputs(&self.inner.run_id)
                 .await
@@ -269,13 +270,17 @@ impl Context {
             if let Some(input) = pending {
                 break input;
             }
-            if tokio::time::Instant::now() >= deadline {
+            let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+            if left.is_some_and(|left| left.is_zero()) {
                 return Err(self.interrupt(Error::Suspended {
                     run_id: self.inner.run_id.to_string(),
                     signal: name.to_string(),
                 }));
             }
-            tokio::time::sleep(self.inner.shared.signal_poll_interval).await;
+            // The last poll comes when the wait is up, not a poll interval
+            // after it.
+            let poll = shared.signal_poll_interval;
+            tokio::time::sleep(left.map_or(poll, |left| left.min(poll))).await;
         };
         let receipt = self.receipt(sequence, step_name.clone(), Ok(input.payload.clone()));
         let commit = Commit::step(receipt, self.inner.shared.clock.now_ms())
