@@ -19,7 +19,7 @@ use crate::codec;
 use crate::error::Error;
 use crate::memo::{AttemptInterruption, Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::{Commit, InputPhase, StepReceipt};
+use crate::runtime_store::{Commit, InputPhase, InputRecord, InputUpdate, StepReceipt};
 use crate::workflow::RetryPolicy;
 
 /// What a workflow function receives: its run's identity and the means to
@@ -236,14 +236,22 @@ impl Context {
     /// `Running`, and running it again once the signal is sent, from any
     /// process, resumes it here.
     ///
+    /// A signal whose payload does not decode as `T` (a `"yes"` sent to a
+    /// wait for a `bool`, as `memoctl signal` can send) is never consumed:
+    /// it is refused, recorded as [`InputPhase::Abandoned`] (so operators
+    /// see it among the run's signals, and no later wait takes it either),
+    /// and the wait goes on for the next signal `name` that does decode.
+    /// Signals are taken in the order they were recorded.
+    ///
     /// The error is memo's own, so `?` converts it into the workflow's error
     /// type, whatever it is.
     ///
     /// # Errors
     ///
-    /// [`Error::Suspended`] as above; [`Error::Decode`] if the payload does
-    /// not decode as `T`; and the runtime errors of [`Context::step`]. None
-    /// of these fail the run.
+    /// [`Error::Suspended`] as above; [`Error::Decode`] if a recorded
+    /// payload does not decode as `T` on replay (the code changed the
+    /// type); and the runtime errors of [`Context::step`]. None of these
+    /// fail the run.
     pub async fn wait_for_signal<T: DeserializeOwned>(&self, name: &str) -> Result<T, Error> {
         let step_name = format!("signal:{name}");
         let mut cursor = self.inner.cursor.lock().await;
@@ -257,18 +265,9 @@ impl Context {
         // A wait past the end of the clock's range (`Duration::MAX`) has no
         // deadline: the run waits in-process as long as it takes.
         let deadline = tokio::time::Instant::now().checked_add(shared.signal_wait);
-        let input = loop {
-            let inputs = shared
-                .store
-                .load_inputs(&self.inner.run_id)
-                .await
-                .map_err(|e| self.interrupt(e))?;
-            let pending = inputs.into_iter().find(|input| {
-                input.name == name
-                    && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
-            });
-            if let Some(input) = pending {
-                break input;
+        let (input, value) = loop {
+            if let Some(found) = self.next_signal(name, &step_name).await? {
+                break found;
             }
             let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
             if left.is_some_and(|left| left.is_zero()) {
@@ -287,7 +286,52 @@ impl Context {
             .with_input_update(input.input_id, InputPhase::Consumed);
         self.commit(commit).await?;
         *cursor += 1;
-        self.decode_output(sequence, &step_name, &input.payload)
+        Ok(value)
+    }
+
+    /// The first pending signal `name` whose payload decodes as `T`, with
+    /// its value. Each pending one before it that does not decode is
+    /// refused: committed as [`InputPhase::Abandoned`], so that no attempt
+    /// consumes it (its value could never be replayed) and the next good
+    /// one gets through.
+    async fn next_signal<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        step_name: &str,
+    ) -> Result<Option<(InputRecord, T)>, Error> {
+        let inputs = self
+            .inner
+            .shared
+            .store
+            .load_inputs(&self.inner.run_id)
+            .await
+            .map_err(|e| self.interrupt(e))?;
+        let pending = inputs.into_iter().filter(|input| {
+            input.name == name && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
+        });
+        for input in pending {
+            let what = format!("the payload of signal {name:?} for {step_name:?}");
+            let location = format!("run {} input {:?}", self.inner.run_id, input.input_id);
+            match codec::decode_value::<T>(&what, &location, &input.payload) {
+                Ok(value) => return Ok(Some((input, value))),
+                Err(refused) => {
+                    tracing::warn!(
+                        run_id = %self.inner.run_id,
+                        signal = name,
+                        input_id = %input.input_id,
+                        error = %refused,
+                        "signal refused: its payload is not what the run waits for"
+                    );
+                    let update = InputUpdate {
+                        input_id: input.input_id,
+                        phase: InputPhase::Abandoned,
+                    };
+                    let now = self.inner.shared.clock.now_ms();
+                    self.commit(Commit::inputs(vec![update], now)).await?;
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The runtime error that stopped this attempt, if any.
