@@ -265,7 +265,11 @@ pub enum InputPhase {
     Queued,
     /// Consumed by a step (terminal); the record names its sequence.
     Consumed,
-    /// Dropped without being consumed (terminal).
+    /// Dropped without being consumed (terminal): the workflow runtime
+    /// refuses so a signal whose payload does not decode as what the run
+    /// waits for (see [`Context::wait_for_signal`]).
+    ///
+    /// [`Context::wait_for_signal`]: crate::workflow::Context::wait_for_signal
     Abandoned,
 }
 
