@@ -119,6 +119,7 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
         .step("reserve", |memo| {
             let (ledger, items) = (ledger.clone(), order.items.clone());
             async move {
+                let _body = ledger.step_body(&memo);
                 let reserved = reserve(&memo, &ledger, id, &items).await?;
                 ledger.observed(
                     &memo,
@@ -137,6 +138,7 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
         move |memo: Memo| {
             let ledger = ledger.clone();
             async move {
+                let _body = ledger.step_body(&memo);
                 let charged = charge(&memo, &ledger, id, order.cents, via).await?;
                 let key = memoized_key("charge", 0, &(id, order.cents, via))?;
                 ledger.observed(&memo, &key, &charged);
@@ -170,6 +172,7 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
         .step("mail", |memo| {
             let ledger = ledger.clone();
             async move {
+                let _body = ledger.step_body(&memo);
                 let mailed = send_mail(&memo, &ledger, id).await?;
                 ledger.observed(&memo, &memoized_key("send_mail", 0, &(id,))?, &mailed);
                 Ok::<_, OrderError>(mailed)
@@ -230,6 +233,12 @@ fn check(order: &Order, outcome: &RunOutcome<Receipt>) -> Result<(), String> {
         }
         other => Err(format!("unexpected outcome {other:?}")),
     }
+}
+
+/// `MEMO_SIM_DEPLOYMENT=1`: simulate the deployment the README recommends
+/// (`Simulation::deployment`), not only the default world.
+fn deployment() -> bool {
+    std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
 fn turned_off() -> Vec<String> {
@@ -310,6 +319,9 @@ fn survey(simulation: &OrderSimulation, seeds: u64) {
 fn simulated_histories_keep_every_invariant() {
     let reorder = !turned_off().iter().any(|name| name == "reordered-input");
     let mut simulation = order_simulation(reorder);
+    if deployment() {
+        simulation = simulation.deployment();
+    }
     for event in events_turned_off() {
         simulation = simulation.without(event);
     }

@@ -62,7 +62,12 @@ struct Entry {
     key: String,
 }
 
-/// A side effect being executed (between its start and its end).
+/// The key a step body's own execution is recorded under (no memo key is
+/// empty: they are hex digests).
+const BODY: &str = "";
+
+/// A step body or a side effect being executed (between its start and its
+/// end).
 #[derive(Debug)]
 struct Running {
     task: u64,
@@ -92,6 +97,7 @@ pub(super) struct Checker {
     clock: Arc<ManualClock>,
     retention_ms: u64,
     lease_ms: u64,
+    check_bodies: bool,
 }
 
 /// How many events a failure report shows, up to the first violation
@@ -105,6 +111,7 @@ impl Checker {
         seed: u64,
         retention_ms: u64,
         lease_ms: u64,
+        check_bodies: bool,
     ) -> Checker {
         Checker {
             state: Arc::new(Mutex::new(State {
@@ -123,6 +130,7 @@ impl Checker {
             clock,
             retention_ms,
             lease_ms,
+            check_bodies,
         }
     }
 
@@ -204,25 +212,89 @@ impl Checker {
         }
     }
 
+    /// The body of the step `memo` belongs to starts (the step's own code,
+    /// memoized or not); returns its execution number, for
+    /// [`effect_ended`](Self::effect_ended).
+    pub(super) fn body_started(&self, memo: &Memo) -> u64 {
+        let mut found = Vec::new();
+        self.check_lease(memo, "step body", &mut found);
+        self.started(memo, None, found)
+    }
+
     /// A side effect for `key` of `memo` starts; returns its execution number.
     pub(super) fn effect_started(&self, memo: &Memo, key: &str) -> u64 {
-        let committed = compat::committed_entry(&self.objects, memo, key);
-        let now_ms = self.clock.now_ms();
-        let mut state = self.lock();
-        let entry = self.entry(memo, key);
-        let number = state.next_execution;
-        state.next_execution += 1;
-        let task = current_task().unwrap_or(u64::MAX);
         let mut found = Vec::new();
-        if let Some(Ok(Some(_))) = committed {
+        if let Some(Ok(Some(_))) = compat::committed_entry(&self.objects, memo, key) {
             found.push((
                 "a side effect whose memo entry committed never runs again",
                 format!(
-                    "execution #{number} of {entry:?} by task {task}: the entry was already committed"
+                    "{:?} by task {}: the entry was already committed",
+                    self.entry(memo, key),
+                    current_task().unwrap_or(u64::MAX)
                 ),
             ));
         }
-        for running in state.running.values() {
+        self.check_lease(memo, "memoized side effect", &mut found);
+        self.started(memo, Some(key), found)
+    }
+
+    /// Something of a step starts only while the attempt it belongs to
+    /// holds the run's lease, as the store records it: the run is this
+    /// incarnation, running, leased to this attempt until later than now.
+    /// The attempt checks its lease with no await before a body starts, so
+    /// this holds at the very start whatever the attempt went through.
+    fn check_lease(&self, memo: &Memo, what: &str, found: &mut Vec<(&'static str, String)>) {
+        let Some(attempt) = compat::attempt_of(memo).filter(|_| self.check_bodies) else {
+            return;
+        };
+        let Some(Ok(fresh)) = fresh_run(&self.objects, memo.run_id()) else {
+            return;
+        };
+        let now_ms = self.clock.now_ms();
+        let held = fresh.as_ref().is_some_and(|run| {
+            run.incarnation == memo.incarnation()
+                && run.status == crate::runtime_store::RunStatus::Running
+                && run
+                    .lease
+                    .as_ref()
+                    .is_some_and(|lease| lease.attempt == attempt && lease.until_ms > now_ms)
+        });
+        if !held {
+            found.push((
+                "a step body starts only under a live lease",
+                format!(
+                    "task {} started a {what} of {} step {} as attempt {attempt} at {now_ms} ms; the store has {:?}",
+                    current_task().unwrap_or(u64::MAX),
+                    memo.run_id(),
+                    memo.step_number(),
+                    fresh.map(|run| (run.incarnation == memo.incarnation(), run.status, run.lease)),
+                ),
+            ));
+        }
+    }
+
+    /// Records a start of a body (`key` `None`) or a side effect, checking
+    /// that no other live attempt runs anything of the same step.
+    fn started(
+        &self,
+        memo: &Memo,
+        key: Option<&str>,
+        mut found: Vec<(&'static str, String)>,
+    ) -> u64 {
+        let now_ms = self.clock.now_ms();
+        let mut state = self.lock();
+        let entry = self.entry(memo, key.unwrap_or(BODY));
+        let number = state.next_execution;
+        state.next_execution += 1;
+        let task = current_task().unwrap_or(u64::MAX);
+        // Without body checks, only side effects are checked against each
+        // other (bodies are still recorded, as the frame of their effects).
+        let checked = |entry: &Entry| entry.key != BODY || self.check_bodies;
+        let against = state
+            .running
+            .values()
+            .filter(|running| checked(&entry) && checked(&running.entry));
+        for running in against {
             let same_step = running.entry.run_id == entry.run_id
                 && running.entry.incarnation == entry.incarnation
                 && running.entry.step == entry.step;
@@ -237,7 +309,9 @@ impl Checker {
                 ));
             }
         }
-        *state.executions.entry(entry.clone()).or_default() += 1;
+        if key.is_some() {
+            *state.executions.entry(entry.clone()).or_default() += 1;
+        }
         state.running.insert(
             number,
             Running {

@@ -42,6 +42,12 @@ pub(super) fn incarnation_of(memo: &Memo) -> u64 {
     memo.incarnation().as_u64()
 }
 
+/// The attempt whose lease a workflow step's memo carries; `None` for a
+/// standalone memo.
+pub(super) fn attempt_of(memo: &Memo) -> Option<u32> {
+    memo.lease_attempt()
+}
+
 /// A fault-free instance over the shared objects, as a new process would
 /// open it.
 fn fresh_store(objects: &Shared) -> ObjectStoreRuntimeStore {

@@ -47,6 +47,22 @@ impl Ledger {
         number
     }
 
+    /// Records that the body of the step `memo` belongs to starts, and
+    /// returns a guard that records its end when dropped (when the body
+    /// returns, or when its worker crashes in the middle of it). Call it
+    /// first thing in every step body: a body's own code is a side effect
+    /// no memo protects.
+    ///
+    /// Checks, when it starts, that the attempt holds the run's lease as
+    /// the store records it (a step body starts only under a live lease),
+    /// and that no other live attempt runs anything of the same step.
+    pub fn step_body(&self, memo: &Memo) -> StepBody {
+        StepBody {
+            checker: self.checker.clone(),
+            number: self.checker.body_started(memo),
+        }
+    }
+
     /// Records that a caller of the entry `key` of `memo` got `value`.
     /// Checks that every caller of one entry sees one value, produced by an
     /// execution of this run (not of an earlier run with the same id).
@@ -60,6 +76,21 @@ impl Ledger {
     /// history stays a function of the seed.
     pub fn chance(&self, p: f64) -> bool {
         self.checker.chance(p)
+    }
+}
+
+/// A step body in progress, as [`Ledger::step_body`] recorded its start;
+/// dropping it records its end.
+#[must_use = "the body ends when this guard is dropped: bind it for the body's whole run"]
+#[derive(Debug)]
+pub struct StepBody {
+    checker: Checker,
+    number: u64,
+}
+
+impl Drop for StepBody {
+    fn drop(&mut self) {
+        self.checker.effect_ended(self.number);
     }
 }
 

@@ -31,7 +31,11 @@
 //!   terminal inside its retention;
 //! - no two live attempts of one run execute a side effect of the same step
 //!   at once (an attempt whose lease has expired, by the simulated clock, no
-//!   longer counts as live).
+//!   longer counts as live);
+//! - with [`Simulation::check_step_bodies`], the same for step bodies (a
+//!   body's own code is a side effect no memo protects: report its start
+//!   with [`Ledger::step_body`]), and every body and memoized side effect
+//!   starts only under a live lease, as the store records it.
 //!
 //! A history is a function of the seed alone: the scheduler, the faults,
 //! the clock and the workflow's [`Ledger::chance`] all draw from it. Keep
@@ -93,7 +97,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use ledger::{Ledger, memoized_key};
+pub use ledger::{Ledger, StepBody, memoized_key};
 
 use crate::error::Error;
 use crate::run_id::RunId;
@@ -136,6 +140,7 @@ struct Config {
     lease: Duration,
     liveness_rounds: usize,
     without: Vec<Event>,
+    check_bodies: bool,
 }
 
 impl Config {
@@ -323,6 +328,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 lease: Duration::from_secs(30),
                 liveness_rounds: 4,
                 without: Vec::new(),
+                check_bodies: false,
             },
             signals: Vec::new(),
             check: None,
@@ -374,6 +380,26 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
+    }
+
+    /// Checks every start of a step body ([`Ledger::step_body`]) and of a
+    /// memoized side effect against the lease the store records (the run is
+    /// the memo's incarnation, running, and leased to the memo's attempt
+    /// until later than now), and every start of a body against the bodies
+    /// of the same step other attempts are running. Off by default, so that
+    /// only side effects are checked against each other;
+    /// [`deployment`](Self::deployment) turns it on.
+    #[must_use]
+    pub fn check_step_bodies(mut self, on: bool) -> Self {
+        self.config.check_bodies = on;
+        self
+    }
+
+    /// The world the README recommends deploying, with every check that
+    /// goes with it: [`check_step_bodies`](Self::check_step_bodies).
+    #[must_use]
+    pub fn deployment(self) -> Self {
+        self.check_step_bodies(true)
     }
 
     /// Turns off one kind of random event.

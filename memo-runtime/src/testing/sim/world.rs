@@ -67,6 +67,7 @@ where
         seed,
         millis(config.retention),
         millis(config.lease),
+        config.check_bodies,
     );
     let workflow = (sim.make_workflow)(Ledger {
         checker: checker.clone(),
