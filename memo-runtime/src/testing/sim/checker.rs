@@ -2,8 +2,8 @@
 //! which side effects ran for which memo entry, what every caller saw, and
 //! the violations found so far.
 
-use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use object_store::path::Path;
@@ -31,6 +31,34 @@ pub(super) fn as_task<R>(id: u64, poll: impl FnOnce() -> R) -> R {
         current.set(before);
         result
     })
+}
+
+thread_local! {
+    /// The checker of the history this thread is simulating, if any.
+    static ACTIVE: RefCell<Option<Checker>> = const { RefCell::new(None) };
+}
+
+/// Runs `history` with `checker` told of every memoized call that returns
+/// on this thread.
+pub(super) fn while_active<R>(checker: &Checker, history: impl FnOnce() -> R) -> R {
+    struct Deactivate;
+    impl Drop for Deactivate {
+        fn drop(&mut self) {
+            ACTIVE.with(|active| active.borrow_mut().take());
+        }
+    }
+    ACTIVE.with(|active| *active.borrow_mut() = Some(checker.clone()));
+    let _deactivate = Deactivate;
+    history()
+}
+
+/// A `#[memoized]` call of `memo` returns the value committed under `key`:
+/// in a simulation, a caller of that entry observed it.
+pub(crate) fn memoized_returned(memo: &Memo, key: &str, committed: &[u8]) {
+    let checker = ACTIVE.with(|active| active.borrow().clone());
+    if let Some(checker) = checker {
+        checker.observed(memo, key, committed.to_vec(), false);
+    }
 }
 
 fn current_task() -> Option<u64> {
@@ -66,6 +94,10 @@ struct Entry {
 /// empty: they are hex digests).
 const BODY: &str = "";
 
+/// The key a side effect reported outside any memoized call is recorded
+/// under.
+const OUTSIDE: &str = "<outside a #[memoized] body>";
+
 /// A step body or a side effect being executed (between its start and its
 /// end).
 #[derive(Debug)]
@@ -82,6 +114,10 @@ struct State {
     executions: BTreeMap<Entry, u64>,
     running: HashMap<u64, Running>,
     observed: HashMap<Entry, Vec<u8>>,
+    /// The (step, key) of every side effect recorded, in any run.
+    effect_keys: HashSet<(u32, String)>,
+    /// Whether some caller got the value of an entry a side effect ran for.
+    matched: bool,
     next_execution: u64,
     rng: StdRng,
     trace: VecDeque<String>,
@@ -120,6 +156,8 @@ impl Checker {
                 executions: BTreeMap::new(),
                 running: HashMap::new(),
                 observed: HashMap::new(),
+                effect_keys: HashSet::new(),
+                matched: false,
                 next_execution: 0,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_1ed6),
                 trace: VecDeque::new(),
@@ -222,7 +260,7 @@ impl Checker {
     }
 
     /// A side effect for `key` of `memo` starts; returns its execution number.
-    pub(super) fn effect_started(&self, memo: &Memo, key: &str) -> u64 {
+    fn effect_started(&self, memo: &Memo, key: &str) -> u64 {
         let mut found = Vec::new();
         if let Some(Ok(Some(_))) = compat::committed_entry(&self.objects, memo, key) {
             found.push((
@@ -236,6 +274,68 @@ impl Checker {
         }
         self.check_lease(memo, "memoized side effect", &mut found);
         self.started(memo, Some(key), found)
+    }
+
+    /// A side effect of the `#[memoized]` call whose body is running starts
+    /// for `memo`; returns its execution number. The key is the call's own,
+    /// as the memoize engine knows it: a side effect reported outside a
+    /// memoized body, or for another memo than the call's, would check
+    /// nothing, so it is a violation.
+    pub(super) fn call_effect_started(&self, memo: &Memo) -> u64 {
+        let call = crate::memoize::engine::current_call();
+        let key = match &call {
+            Some(call) => {
+                let same = call.memo.run_id() == memo.run_id()
+                    && call.memo.incarnation() == memo.incarnation()
+                    && call.memo.step_number() == memo.step_number();
+                if !same {
+                    self.violation(
+                        "a side effect is reported with its memoized call's memo",
+                        format!(
+                            "Ledger::side_effect got the memo of {} step {}; the call's memo is {} step {}",
+                            memo.run_id(),
+                            memo.step_number(),
+                            call.memo.run_id(),
+                            call.memo.step_number()
+                        ),
+                    );
+                }
+                call.key.as_str()
+            }
+            None => {
+                self.violation(
+                    "a side effect is reported inside a #[memoized] body",
+                    format!(
+                        "Ledger::side_effect for {} step {} ran outside any memoized call, so no memo entry can match it",
+                        memo.run_id(),
+                        memo.step_number()
+                    ),
+                );
+                OUTSIDE
+            }
+        };
+        self.lock()
+            .effect_keys
+            .insert((memo.step_number(), key.to_string()));
+        self.effect_started(memo, key)
+    }
+
+    /// After the history: if side effects ran, some caller got a value one
+    /// of them committed; else the ledger's keys match no memo entry and the
+    /// history checked nothing.
+    pub(super) fn check_effects_matched(&self) {
+        let state = self.lock();
+        let unmatched = !state.executions.is_empty() && !state.matched;
+        let effects = state.executions.len();
+        drop(state);
+        if unmatched {
+            self.violation(
+                "the ledger's side effects match committed memo entries",
+                format!(
+                    "{effects} side effect entries ran, and no memoized call ever returned the value of one of them: the side effects are not the memoized calls' own"
+                ),
+            );
+        }
     }
 
     /// Something of a step starts only while the attempt it belongs to
@@ -331,12 +431,18 @@ impl Checker {
         self.lock().running.remove(&number);
     }
 
-    /// A caller of `key` in `memo` got `value` (encoded).
-    pub(super) fn observed(&self, memo: &Memo, key: &str, value: Vec<u8>) {
+    /// A caller of `key` in `memo` got `value` (encoded): `explicit` if the
+    /// workflow reported it ([`Ledger::observed`](super::Ledger::observed)),
+    /// else a `#[memoized]` call returned it. Only the values of keys the
+    /// ledger saw a side effect for must come from an execution.
+    pub(super) fn observed(&self, memo: &Memo, key: &str, value: Vec<u8>, explicit: bool) {
         let mut state = self.lock();
         let entry = self.entry(memo, key);
         let mut found = Vec::new();
-        if !state.executions.contains_key(&entry) {
+        let executed = state.executions.contains_key(&entry);
+        state.matched |= executed;
+        let effect_key = state.effect_keys.contains(&(entry.step, entry.key.clone()));
+        if !executed && (explicit || effect_key) {
             found.push((
                 "a reused run id shares nothing with the earlier run",
                 format!(

@@ -46,14 +46,14 @@
 //! # Example
 //!
 //! ```
-//! use memo_runtime::testing::sim::{Ledger, Simulation, memoized_key};
+//! use memo_runtime::testing::sim::{Ledger, Simulation};
 //! use memo_runtime::workflow::{Context, Workflow};
 //! use memo_runtime::{Error, Memo, memoized};
 //!
 //! #[memoized(skip(ledger))]
 //! async fn send_email(memo: &Memo, ledger: &Ledger, to: &str) -> Result<String, Error> {
-//!     let key = memoized_key("send_email", 0, &(to,))?;
-//!     let n = ledger.side_effect(memo, &key).await; // stands for the real e-mail
+//!     // Stands for the real e-mail; the ledger learns the call's key itself.
+//!     let n = ledger.side_effect(memo).await;
 //!     Ok(format!("mail #{n} to {to}"))
 //! }
 //!
@@ -65,9 +65,8 @@
 //!                 ctx.step("email", |memo| {
 //!                     let (ledger, to) = (ledger.clone(), to.clone());
 //!                     async move {
-//!                         let sent = send_email(&memo, &ledger, &to).await?;
-//!                         ledger.observed(&memo, &memoized_key("send_email", 0, &(&to,))?, &sent);
-//!                         Ok::<_, Error>(sent)
+//!                         let _body = ledger.step_body(&memo); // a step body starts
+//!                         send_email(&memo, &ledger, &to).await
 //!                     }
 //!                 })
 //!                 .await
@@ -97,7 +96,10 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+#[allow(deprecated)]
 pub use ledger::{Ledger, StepBody, memoized_key};
+
+pub(crate) use checker::memoized_returned;
 
 use crate::error::Error;
 use crate::run_id::RunId;

@@ -15,7 +15,7 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::checker::{Checker, TaskKind, as_task};
+use super::checker::{self, Checker, TaskKind, as_task};
 use super::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
 use super::stores::{Audited, Preemptible};
 use super::{Config, Event, History, Ledger, RunOutcome, Simulation, Violation};
@@ -99,7 +99,8 @@ where
         crashes: 0,
         sends: 0,
     };
-    runtime.block_on(world.run());
+    let checker = world.checker.clone();
+    checker::while_active(&checker, || runtime.block_on(world.run()));
     let violations = world.checker.violations();
     if violations.is_empty() {
         Ok(History {
@@ -687,6 +688,7 @@ where
     }
 
     fn final_checks(&mut self) {
+        self.checker.check_effects_matched();
         for run in 0..self.runs.len() {
             let slot = &self.runs[run];
             let record = match fresh_run(self.checker.objects(), &slot.run_id) {
