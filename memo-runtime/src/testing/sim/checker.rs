@@ -73,6 +73,7 @@ pub(super) enum TaskKind {
     Signal,
     Sweep,
     Delete,
+    Operator,
 }
 
 /// A live task.
@@ -118,6 +119,11 @@ struct State {
     effect_keys: HashSet<(u32, String)>,
     /// Whether some caller got the value of an entry a side effect ran for.
     matched: bool,
+    /// Every incarnation any worker wrote a record of, with the number of
+    /// record writes before its first one.
+    incarnations: HashMap<(RunId, u64), u64>,
+    /// Record writes so far.
+    record_writes: u64,
     next_execution: u64,
     rng: StdRng,
     trace: VecDeque<String>,
@@ -158,6 +164,8 @@ impl Checker {
                 observed: HashMap::new(),
                 effect_keys: HashSet::new(),
                 matched: false,
+                incarnations: HashMap::new(),
+                record_writes: 0,
                 next_execution: 0,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_1ed6),
                 trace: VecDeque::new(),
@@ -477,6 +485,41 @@ impl Checker {
             return 0;
         }
         self.lock().rng.random_range(0..n)
+    }
+
+    /// A worker's store is about to write `path`: if it is a record of a
+    /// run incarnation, that incarnation exists from now on.
+    pub(super) fn writing(&self, path: &Path) {
+        let Some((run_id, Some(incarnation))) = compat::run_of(path) else {
+            return;
+        };
+        let mut state = self.lock();
+        state.record_writes += 1;
+        let at = state.record_writes;
+        state
+            .incarnations
+            .entry((run_id, incarnation))
+            .or_insert(at);
+    }
+
+    /// How many record writes there have been: a mark to tell which
+    /// incarnations were first written after it.
+    pub(super) fn write_mark(&self) -> u64 {
+        self.lock().record_writes
+    }
+
+    /// Whether incarnation `incarnation` of `run_id` is one a worker wrote,
+    /// first after `mark` (any time, with `mark` `None`).
+    pub(super) fn written_since(
+        &self,
+        run_id: &RunId,
+        incarnation: u64,
+        mark: Option<u64>,
+    ) -> bool {
+        self.lock()
+            .incarnations
+            .get(&(run_id.clone(), incarnation))
+            .is_some_and(|&first| mark.is_none_or(|mark| first > mark))
     }
 
     /// A worker's store is about to delete `path`: if a retention sweep does

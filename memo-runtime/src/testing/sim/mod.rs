@@ -83,6 +83,7 @@
 mod checker;
 mod compat;
 mod ledger;
+mod operator;
 mod stores;
 mod world;
 
@@ -143,6 +144,9 @@ struct Config {
     liveness_rounds: usize,
     without: Vec<Event>,
     check_bodies: bool,
+    sweeper_per_worker: bool,
+    operator: bool,
+    sweep_all_at_end: bool,
 }
 
 impl Config {
@@ -331,6 +335,9 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 liveness_rounds: 4,
                 without: Vec::new(),
                 check_bodies: false,
+                sweeper_per_worker: false,
+                operator: false,
+                sweep_all_at_end: false,
             },
             signals: Vec::new(),
             check: None,
@@ -397,11 +404,47 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
+    /// Every worker runs its own retention sweeper, so sweeps of the same
+    /// runs overlap (by default one sweep runs at a time).
+    #[must_use]
+    pub fn sweeper_per_worker(mut self, on: bool) -> Self {
+        self.config.sweeper_per_worker = on;
+        self
+    }
+
+    /// An operator process beside the workers, as `memoctl` is: through
+    /// its own store instances, at random moments, it lists runs by status,
+    /// reads runs (record, receipts, inputs), lists markers, sends signals
+    /// and sweeps. Its reads are checked: a run is never read as another
+    /// incarnation than existed during the read, and a run that existed
+    /// throughout a read or a listing is never read or listed as absent.
+    #[must_use]
+    pub fn operator(mut self, on: bool) -> Self {
+        self.config.operator = on;
+        self
+    }
+
+    /// After each history, sweeps every run with no retention (from a
+    /// fault-free process, after its `recover()`), and checks that nothing
+    /// of any run is left in the store: an object left then is unreachable
+    /// for ever.
+    #[must_use]
+    pub fn sweep_all_at_end(mut self, on: bool) -> Self {
+        self.config.sweep_all_at_end = on;
+        self
+    }
+
     /// The world the README recommends deploying, with every check that
-    /// goes with it: [`check_step_bodies`](Self::check_step_bodies).
+    /// goes with it: [`check_step_bodies`](Self::check_step_bodies),
+    /// [`sweeper_per_worker`](Self::sweeper_per_worker),
+    /// [`operator`](Self::operator) and
+    /// [`sweep_all_at_end`](Self::sweep_all_at_end).
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
+            .sweeper_per_worker(true)
+            .operator(true)
+            .sweep_all_at_end(true)
     }
 
     /// Turns off one kind of random event.
