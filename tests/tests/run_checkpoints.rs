@@ -1361,3 +1361,27 @@ async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
     );
     assert_checkpoints_agree_with_the_log(&objects, &run_id, "taken on").await;
 }
+
+#[tokio::test]
+async fn a_cached_run_behind_a_delta_whose_base_is_gone_catches_up_as_a_fresh_load_does() {
+    let (counting, cached, run_id) = a_cached_run_left_behind(300).await;
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    // The newest delta names a base that is gone (its writer was behind).
+    let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+    forge(&objects, &newest, None, |d| d.base = Some(Some(1))).await;
+
+    let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    counting.reset();
+    fresh.load_run(&run_id).await.unwrap();
+    let fresh_cost = total(counting.counts());
+    counting.reset();
+    cached.load_run(&run_id).await.unwrap();
+    let catching_up = total(counting.counts());
+    // The newest base and the log after it, as the fresh load reads them,
+    // and the one read that tells the cache it is behind.
+    assert!(
+        catching_up <= fresh_cost + 1,
+        "catching up took {catching_up} requests, a fresh load {fresh_cost}"
+    );
+    assert_eq!(load(&cached, &run_id).await, load(&fresh, &run_id).await);
+}

@@ -200,7 +200,8 @@ impl ObjectStoreRuntimeStore {
     /// the delta covers. The cached receipts stand in for the delta's base
     /// where they cover it (both are copies of the same log entries), so the
     /// base is read only if it is ahead of the cache too. A delta whose base
-    /// is gone is passed over: the log after `folded` is read instead.
+    /// is gone is passed over for the newest base, as in a fresh load, if
+    /// that is ahead of `folded`.
     pub(super) async fn skip_to_newer_checkpoint(
         &self,
         run_id: &RunId,
@@ -237,7 +238,21 @@ impl ObjectStoreRuntimeStore {
                     return Ok(());
                 }
                 DeltaRead::Gone => {}
-                DeltaRead::BaseGone => return Ok(()),
+                DeltaRead::BaseGone => {
+                    // As a fresh load does: the newest base, if it is ahead.
+                    let unusable = self.delta_path(run_id, incarnation, newest);
+                    let fallback = folded.state.clone();
+                    let based = self.load_base(run_id, fallback, Some(unusable)).await?;
+                    if based.next > folded.next {
+                        let mut based = based;
+                        let known = std::mem::take(&mut folded.checkpoints);
+                        let superseded = &mut based.checkpoints.superseded;
+                        superseded.extend(known.superseded);
+                        superseded.extend(known.delta_at);
+                        *folded = based;
+                    }
+                    return Ok(());
+                }
             }
         }
         Ok(())
