@@ -23,15 +23,17 @@ fn limits() -> RunLimits {
         .with_max_pending_inputs(3)
 }
 
-/// Each backend, with the small limits above.
-fn stores() -> Vec<(&'static str, Arc<dyn RuntimeStore>)> {
-    let mut stores: Vec<(&'static str, Arc<dyn RuntimeStore>)> = vec![(
+/// Each backend, with the small limits above (and the backend, which
+/// keeps a local folder alive while it is held).
+fn stores() -> Vec<(&'static str, Arc<dyn RuntimeStore>, Option<Backend>)> {
+    let mut stores: Vec<(&'static str, Arc<dyn RuntimeStore>, Option<Backend>)> = vec![(
         "in-memory store",
         Arc::new(InMemoryRuntimeStore::new().with_limits(limits())),
+        None,
     )];
     for backend in Backend::all() {
         let store = ObjectStoreRuntimeStore::new(backend.open(), "memo").with_limits(limits());
-        stores.push((backend.name(), Arc::new(store)));
+        stores.push((backend.name(), Arc::new(store), Some(backend)));
     }
     stores
 }
@@ -78,7 +80,7 @@ fn assert_too_large<T: std::fmt::Debug>(result: memo_runtime::Result<T>, key: &s
 
 #[tokio::test]
 async fn every_value_a_run_stores_over_the_limit_is_refused_as_too_large_and_changes_nothing() {
-    for (name, store) in stores() {
+    for (name, store, _backend) in stores() {
         let run_id = run("limits");
         let refused = store.create_run(new_run(&run_id, LIMIT + 1)).await;
         assert_too_large(refused, "run limits input", name);
@@ -140,7 +142,7 @@ async fn every_value_a_run_stores_over_the_limit_is_refused_as_too_large_and_cha
 
 #[tokio::test]
 async fn a_run_holds_a_bounded_number_of_pending_signals_and_takes_more_once_one_is_consumed() {
-    for (name, store) in stores() {
+    for (name, store, _backend) in stores() {
         let run_id = run("flooded");
         store.create_run(new_run(&run_id, 1)).await.unwrap();
         let start = Commit::status(StatusChange::start_attempt(1), 1);

@@ -173,14 +173,19 @@ impl ObjectStoreRuntimeStore {
                 self.catch_up(run_id, folded).await
             };
             match caught_up {
-                Ok(true) => return Ok(Refreshed::Changed),
-                // Deleting a run frees its log positions, so an empty next
-                // position proves nothing: the incarnation is current only
-                // if the pointer still names it.
-                Ok(false) if self.is_current(run_id, folded.incarnation).await? => {
-                    return Ok(Refreshed::Unchanged);
+                // Deleting a run frees its log positions, and a deletion that
+                // stopped part-way leaves some of its entries behind, so
+                // neither an empty nor a found next position proves anything:
+                // the incarnation is current only if the pointer still names
+                // it.
+                Ok(grew) if self.is_current(run_id, folded.incarnation).await? => {
+                    return Ok(if grew {
+                        Refreshed::Changed
+                    } else {
+                        Refreshed::Unchanged
+                    });
                 }
-                Ok(false) => {}
+                Ok(_) => {}
                 // A deletion removes the pointer first: checkpoints and
                 // entries that vanished under the catch-up are of a run
                 // that is gone, not a corrupt one.

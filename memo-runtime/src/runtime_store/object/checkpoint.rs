@@ -67,6 +67,7 @@ use super::cache::Folded;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::InputPhase;
 use crate::runtime_store::state::{RunState, Standing};
@@ -277,7 +278,9 @@ impl ObjectStoreRuntimeStore {
             };
             let path = self.layout.checkpoint(run_id, incarnation, newest);
             // Deleted since the listing: a newer one replaced it.
-            let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
+            let Some(bytes) =
+                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+            else {
                 continue;
             };
             let state = self.decode_base(run_id, incarnation, newest, &bytes)?;
@@ -309,7 +312,8 @@ impl ObjectStoreRuntimeStore {
         known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.delta_path(run_id, incarnation, (position, form));
-        let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
+        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+        else {
             return Ok(DeltaRead::Gone);
         };
         let what = format!("run {run_id} checkpoint delta {position}");
@@ -346,7 +350,9 @@ impl ObjectStoreRuntimeStore {
                     Some(known) => known.with_receipts_before(delta.receipts_from),
                     None => {
                         let base_path = self.layout.checkpoint(run_id, incarnation, p);
-                        let read = write_once::read(self.store.as_ref(), &base_path).await?;
+                        let read =
+                            write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT)
+                                .await?;
                         let Some(bytes) = read else {
                             return Ok(DeltaRead::BaseGone);
                         };
@@ -557,7 +563,10 @@ impl ObjectStoreRuntimeStore {
             .layout
             .checkpoint(run_id, folded.incarnation, folded.next);
         let written = match codec::encode_value("a run checkpoint", &checkpoint) {
-            Ok(encoded) => write_once::create_once(self.store.as_ref(), &path, &encoded).await,
+            Ok(encoded) => {
+                write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT)
+                    .await
+            }
             Err(e) => Err(e),
         };
         match written {
@@ -612,7 +621,7 @@ impl ObjectStoreRuntimeStore {
         let path = self
             .layout
             .delta_v2(run_id, folded.incarnation, folded.next);
-        write_once::create_once(self.store.as_ref(), &path, &encoded).await
+        write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT).await
     }
 }
 

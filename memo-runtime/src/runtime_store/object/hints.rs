@@ -7,6 +7,7 @@ use futures::TryStreamExt;
 use super::ObjectStoreRuntimeStore;
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
 use crate::runtime_store::{Commit, RunStatus};
@@ -46,7 +47,13 @@ impl ObjectStoreRuntimeStore {
         let path = self
             .layout
             .status_hint(status.path_segment(), run_id, incarnation);
-        write_once::create_once(self.store.as_ref(), &path, run_id.as_str().as_bytes()).await?;
+        write_once::create_once(
+            self.store.as_ref(),
+            &path,
+            run_id.as_str().as_bytes(),
+            Limit::MARKER,
+        )
+        .await?;
         Ok(())
     }
 

@@ -10,6 +10,7 @@ use super::{CONCURRENCY, Creation, Entry, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState, Verdict};
 use crate::write_once::{self, Created};
@@ -23,25 +24,6 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<bool> {
         let current = self.read_creation(run_id).await?;
         Ok(current.is_some_and(|c| c.incarnation == incarnation))
-    }
-
-    /// Reads the run pointer; `None` if the run does not exist.
-    pub(super) async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
-        let run_path = self.run_path(run_id);
-        let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? else {
-            return Ok(None);
-        };
-        let creation: Creation = codec::decode_record("the run's creation", &run_path, &bytes)?;
-        if creation.run.run_id != *run_id {
-            return Err(Error::corrupt(
-                &run_path,
-                format!(
-                    "the creation record of run {run_id} names run {}",
-                    creation.run.run_id
-                ),
-            ));
-        }
-        Ok(Some(creation))
     }
 
     /// Reads the run's creation, its newest checkpoint and the log entries
@@ -157,7 +139,7 @@ impl ObjectStoreRuntimeStore {
         position: u64,
     ) -> Result<Option<Bytes>> {
         let path = self.log_path(run_id, incarnation, position);
-        write_once::read(self.store.as_ref(), &path)
+        write_once::read(self.store.as_ref(), &path, Limit::RECORD)
             .await
             .map_err(|e| match e {
                 Error::Corrupt { path, reason } => Error::Corrupt {
@@ -304,7 +286,9 @@ impl ObjectStoreRuntimeStore {
                     format!("run {run_id}: the log has no position after its last"),
                 ));
             };
-            match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
+            match write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::RECORD)
+                .await?
+            {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
                 created @ (Created::Ours(_) | Created::Same(_)) => {
