@@ -16,7 +16,8 @@
 //! | incarnation record (runtime store) | `runs/<run>/<inc>/run` |
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
 //! | run checkpoint (a base) | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
-//! | run checkpoint delta | `runs/<run>/<inc>/delta/<position, 20 digits>` |
+//! | run checkpoint delta (before inputs were kept in bases; read, no longer written) | `runs/<run>/<inc>/delta/<position, 20 digits>` |
+//! | run checkpoint delta | `runs/<run>/<inc>/delta/v2/<position, 20 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //!
@@ -38,6 +39,18 @@
 //! that knows checkpoints only reads the newest base and folds the longer
 //! log tail after it (the log is complete, so it reads the same run), and
 //! deletes the delta folder with the rest of the incarnation's folder.
+//!
+//! Deltas under `delta/v2/` leave the base's inputs (signals) to the base,
+//! as deltas leave it its receipts, and say only where those inputs stand
+//! now: a delta that copied every input made a run of `n` signals write
+//! about `n²` signals' worth. The move is safe both ways: this version reads
+//! deltas of either form (both are listed by the one listing of `delta/`,
+//! and an old one holds every input); a reader of the release before it
+//! finds a `v2` delta's position in its listing, finds no delta of its own
+//! form there, takes it for one deleted meanwhile and, after its retries,
+//! reads the newest base and the longer log tail after it (the log is
+//! complete, so it reads the same run), and it deletes the `v2` folder with
+//! the rest of the incarnation's folder. Bases are unchanged.
 //!
 //! Run segments have two forms (see [`run_segment`]): the short form (the
 //! id with each capital written `=` and the letter in lower case) for every
@@ -388,6 +401,19 @@ impl Layout {
             .join(format!("{position:020}"))
     }
 
+    /// `runs/<run>/<inc>/delta/v2`: the incarnation's checkpoint deltas
+    /// that leave the base's inputs to it.
+    pub(crate) fn delta_v2_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.delta_folder(run_id, incarnation).join("v2")
+    }
+
+    /// The checkpoint delta (inputs kept in the base) of the run folded
+    /// from its log entries before `position`.
+    pub(crate) fn delta_v2(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
+        self.delta_v2_folder(run_id, incarnation)
+            .join(format!("{position:020}"))
+    }
+
     /// The folder of one status in the status-hint index; `status` is the
     /// status's own segment (`RunStatus::path_segment`), so that this
     /// module stays below the runtime store.
@@ -607,6 +633,7 @@ mod tests {
                 .to_string(),
             layout.checkpoint(&id, inc, 64).to_string(),
             layout.delta(&id, inc, 68).to_string(),
+            layout.delta_v2(&id, inc, 72).to_string(),
             probe(layout.prefix(), 0xcd).to_string(),
         ];
         assert_eq!(
@@ -624,6 +651,7 @@ mod tests {
                 "pre/fix/runs-by-status/Running/=run_1.00000000000000ab".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/checkpoint/00000000000000000064".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/delta/00000000000000000068".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/delta/v2/00000000000000000072".to_string(),
                 "pre/fix/probes/00000000000000cd".to_string(),
             ]
         );

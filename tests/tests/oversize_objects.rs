@@ -56,10 +56,17 @@ fn files_below(folder: &Path) -> Vec<PathBuf> {
 /// The files of `kind` ("log", "delta", "checkpoint", "run") of the one run
 /// in the folder.
 fn run_files(root: &Path, kind: &str) -> Vec<PathBuf> {
-    files_below(&root.join("memo").join("runs"))
+    let runs = root.join("memo").join("runs");
+    files_below(&runs)
         .into_iter()
         .filter(|f| {
-            f.parent().unwrap().file_name().unwrap() == kind || f.file_name().unwrap() == kind
+            let folder = f.strip_prefix(&runs).unwrap().parent().unwrap();
+            match kind {
+                // The pointer (`runs/<run>/run`), not the incarnation's copy.
+                "run" => f.file_name().unwrap() == "run" && folder.components().count() == 1,
+                // Deltas of either form (`delta/<p>`, `delta/v2/<p>`).
+                _ => folder.components().any(|c| c.as_os_str() == kind),
+            }
         })
         .collect()
 }

@@ -15,7 +15,8 @@ use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, StatusChange, StepReceipt,
+    Commit, InputPhase, InputRecord, NewInput, NewRun, RunRecord, RunStatus, StatusChange,
+    StepReceipt,
 };
 use memo_runtime::testing::{
     CountingStore, FaultInjectingStore, FaultRule, RequestCounts, RequestKind,
@@ -1050,6 +1051,10 @@ struct StoredCheckpoint {
     base: Option<Option<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     receipts_from: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inputs_from: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    standings: Option<Vec<(u64, InputPhase, Option<u64>)>>,
     state: StoredState,
 }
 
@@ -1189,4 +1194,194 @@ async fn a_checkpoint_that_holds_one_input_twice_is_corrupt() {
         .await;
         assert_corrupt_at(&objects, &run_id, &path, "an input twice").await;
     }
+}
+
+#[tokio::test]
+async fn a_flood_of_signals_to_one_run_writes_a_few_times_their_bytes_not_their_square() {
+    const SIGNALS: usize = 256;
+    const PAYLOAD: usize = 4 * 1024;
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let run_id = run_of(&store, "flooded", 0).await;
+    counting.reset();
+    for i in 0..SIGNALS {
+        let input = NewInput {
+            input_id: format!("signal-{i}"),
+            name: "signal".into(),
+            payload: Bytes::from(vec![9u8; PAYLOAD]),
+            accepted_at_ms: 5,
+        };
+        store.append_input(&run_id, input).await.unwrap();
+    }
+    let written = counting.counts().bytes_put;
+    let ratio = written as f64 / (SIGNALS * PAYLOAD) as f64;
+    println!("{SIGNALS} signals of {PAYLOAD} bytes wrote {written} bytes ({ratio:.1}x)");
+    // The log holds each once; bases and deltas about as much again each
+    // few dozen signals. Deltas that copied every input wrote 34 times.
+    assert!(
+        ratio < 12.0,
+        "{written} bytes written: {ratio:.1} times the payloads"
+    );
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    let read = load(
+        &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+        &run_id,
+    )
+    .await;
+    assert_eq!(read.inputs.len(), SIGNALS);
+    assert_eq!(read, folded_from_the_log_alone(&objects, &run_id).await);
+}
+
+/// The run as a fresh instance reads it from its checkpoints, checked
+/// against what its log alone says (without removing the checkpoints).
+async fn assert_checkpoints_agree_with_the_log(
+    objects: &Arc<dyn ObjectStore>,
+    run_id: &RunId,
+    case: &str,
+) -> Loaded {
+    let fresh = load(
+        &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+        run_id,
+    )
+    .await;
+    // A copy of the objects without checkpoints: the log alone.
+    let copy: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    for path in paths_under(objects.as_ref(), PREFIX).await {
+        let bytes = objects.get(&path).await.unwrap().bytes().await.unwrap();
+        copy.put(&path, bytes.into()).await.unwrap();
+    }
+    assert_eq!(
+        fresh,
+        folded_from_the_log_alone(&copy, run_id).await,
+        "{case}"
+    );
+    fresh
+}
+
+#[tokio::test]
+async fn signals_consumed_and_abandoned_across_bases_and_deltas_read_as_the_log_says() {
+    for (name, objects, _dir) in shared_objects() {
+        let a = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(3);
+        let b = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run("signalled");
+        create(&a, &run_id, b"input").await;
+        start(&a, &run_id).await;
+        // Two signals a step, each taken a few steps later (consumed or
+        // abandoned), by two processes in turns: bases fall due with the
+        // inputs, and later deltas move the inputs their base holds.
+        for sequence in 0..60u64 {
+            let writer = if sequence % 3 == 0 { &b } else { &a };
+            for k in 0..2 {
+                let id = format!("s{sequence}-{k}");
+                writer.append_input(&run_id, signal(id)).await.unwrap();
+            }
+            let mut commit = step(&run_id, sequence);
+            if let Some(earlier) = sequence.checked_sub(5) {
+                commit = commit
+                    .with_input_update(format!("s{earlier}-0"), InputPhase::Consumed)
+                    .with_input_update(format!("s{earlier}-1"), InputPhase::Abandoned);
+            }
+            writer.atomic_apply(&run_id, commit).await.unwrap();
+            if sequence % 10 == 9 {
+                let case = format!("{name}: after step {sequence}");
+                assert_checkpoints_agree_with_the_log(&objects, &run_id, &case).await;
+            }
+        }
+        assert!(!bases(objects.as_ref(), &run_id).await.is_empty(), "{name}");
+        let open = assert_checkpoints_agree_with_the_log(&objects, &run_id, name).await;
+        assert_eq!(open.inputs.len(), 120, "{name}");
+        let consumed = open
+            .inputs
+            .iter()
+            .filter(|i| i.phase == InputPhase::Consumed);
+        assert_eq!(consumed.count(), 55, "{name}");
+        assert_eq!(load(&a, &run_id).await, open, "{name}: a");
+        assert_eq!(load(&b, &run_id).await, open, "{name}: b");
+        a.atomic_apply(&run_id, done(100)).await.unwrap();
+        assert_checkpoints_agree_with_the_log(&objects, &run_id, name).await;
+    }
+}
+
+#[tokio::test]
+async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    let run_id = run_of(&writer, "old-delta", 0).await;
+    for sequence in 0..80 {
+        writer
+            .append_input(&run_id, signal(format!("s{sequence}")))
+            .await
+            .unwrap();
+        let commit =
+            step(&run_id, sequence).with_input_update(format!("s{sequence}"), InputPhase::Queued);
+        writer.atomic_apply(&run_id, commit).await.unwrap();
+    }
+    let expected = assert_checkpoints_agree_with_the_log(&objects, &run_id, "new form").await;
+    // Rewrite the newest delta as the release before wrote it: directly
+    // under `delta/`, every input in its state, no `inputs_from`.
+    let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+    assert!(newest.as_ref().contains("/delta/v2/"), "{newest}");
+    let bytes = objects.get(&newest).await.unwrap().bytes().await.unwrap();
+    let stored: StoredCheckpoint = rmp_serde::from_slice(&bytes[14..bytes.len() - 4]).unwrap();
+    assert!(
+        stored.inputs_from.unwrap() > 0,
+        "the delta leaves inputs to its base"
+    );
+    let old_path = Path::from(newest.as_ref().replace("/delta/v2/", "/delta/"));
+    let forged = forge(&objects, &newest, None, |d| {
+        d.inputs_from = None;
+        d.standings = None;
+        d.state.inputs = expected.inputs.clone();
+    })
+    .await;
+    let old_bytes = objects.get(&forged).await.unwrap().bytes().await.unwrap();
+    objects.put(&old_path, old_bytes.into()).await.unwrap();
+    objects.delete(&forged).await.unwrap();
+
+    let counting = Arc::new(CountingStore::new(objects.clone()));
+    let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    fresh.load_run(&run_id).await.unwrap();
+    // The old delta was read: the pointer, the delta, its base and the
+    // short tail after it (the base alone leaves dozens of entries).
+    let c = counting.counts();
+    assert!(c.gets <= 6, "{c:?}");
+    assert_eq!(load(&fresh, &run_id).await, expected);
+    // A writer of this release takes the run on with a delta of its own.
+    for sequence in 80..84 {
+        fresh
+            .atomic_apply(&run_id, step(&run_id, sequence))
+            .await
+            .unwrap();
+    }
+    assert!(
+        deltas(objects.as_ref(), &run_id)
+            .await
+            .iter()
+            .all(|d| d.as_ref().contains("/v2/"))
+    );
+    assert_checkpoints_agree_with_the_log(&objects, &run_id, "taken on").await;
+}
+
+#[tokio::test]
+async fn a_cached_run_behind_a_delta_whose_base_is_gone_catches_up_as_a_fresh_load_does() {
+    let (counting, cached, run_id) = a_cached_run_left_behind(300).await;
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    // The newest delta names a base that is gone (its writer was behind).
+    let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+    forge(&objects, &newest, None, |d| d.base = Some(Some(1))).await;
+
+    let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    counting.reset();
+    fresh.load_run(&run_id).await.unwrap();
+    let fresh_cost = total(counting.counts());
+    counting.reset();
+    cached.load_run(&run_id).await.unwrap();
+    let catching_up = total(counting.counts());
+    // The newest base and the log after it, as the fresh load reads them,
+    // and the one read that tells the cache it is behind.
+    assert!(
+        catching_up <= fresh_cost + 1,
+        "catching up took {catching_up} requests, a fresh load {fresh_cost}"
+    );
+    assert_eq!(load(&cached, &run_id).await, load(&fresh, &run_id).await);
 }

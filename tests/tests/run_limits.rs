@@ -23,13 +23,10 @@ fn limits() -> RunLimits {
         .with_max_pending_inputs(3)
 }
 
-/// A store's name, the store, and its backend (kept so that a local
-/// folder lives as long as its store).
-type Store = (&'static str, Arc<dyn RuntimeStore>, Option<Backend>);
-
-/// Each backend, with the small limits above.
-fn stores() -> Vec<Store> {
-    let mut stores: Vec<Store> = vec![(
+/// Each backend, with the small limits above (and the backend, which
+/// keeps a local folder alive while it is held).
+fn stores() -> Vec<(&'static str, Arc<dyn RuntimeStore>, Option<Backend>)> {
+    let mut stores: Vec<(&'static str, Arc<dyn RuntimeStore>, Option<Backend>)> = vec![(
         "in-memory store",
         Arc::new(InMemoryRuntimeStore::new().with_limits(limits())),
         None,

@@ -17,6 +17,10 @@ use crate::codec;
 use crate::error::{Error, Result};
 use crate::run_id::Incarnation;
 
+/// Where an input stands: its phase and, once consumed, the step that
+/// consumed it.
+pub(crate) type Standing = (InputPhase, Option<u64>);
+
 /// One change to a run after its creation, in the order the run saw them.
 /// This is also the stored form of the object-store backend's log entries,
 /// so its encoding is a data format.
@@ -209,25 +213,40 @@ impl RunState {
         self.receipts.len() as u64
     }
 
-    /// The state without its first `from` receipts (and their commit
-    /// digests): what a checkpoint delta stores over a base that holds them.
-    pub(crate) fn without_receipts_before(&self, from: u64) -> RunState {
-        let from =
-            usize::try_from(from).map_or(self.receipts.len(), |f| f.min(self.receipts.len()));
+    /// How many inputs the run holds.
+    pub(crate) fn input_count(&self) -> u64 {
+        self.inputs.len() as u64
+    }
+
+    /// Where each of the run's first `count` inputs stands.
+    pub(crate) fn standings(&self, count: u64) -> Vec<Standing> {
+        let count = usize::try_from(count).map_or(self.inputs.len(), |c| c.min(self.inputs.len()));
+        (self.inputs[..count].iter())
+            .map(|input| (input.phase, input.consumed_by))
+            .collect()
+    }
+
+    /// The state without its first `receipts` receipts (and their commit
+    /// digests) and its first `inputs` inputs: what a checkpoint delta
+    /// stores over a base that holds them.
+    pub(crate) fn without_first(&self, receipts: u64, inputs: u64) -> RunState {
+        let after = |count: u64, len: usize| usize::try_from(count).map_or(len, |c| c.min(len));
+        let receipts = after(receipts, self.receipts.len());
+        let inputs = after(inputs, self.inputs.len());
         RunState {
             record: self.record.clone(),
-            receipts: self.receipts[from..].to_vec(),
-            commit_digests: self.commit_digests[from..].to_vec(),
+            receipts: self.receipts[receipts..].to_vec(),
+            commit_digests: self.commit_digests[receipts.min(self.commit_digests.len())..].to_vec(),
             snapshot: self.snapshot.clone(),
-            inputs: self.inputs.clone(),
+            inputs: self.inputs[inputs..].to_vec(),
             input_index: HashMap::new(),
             attempt_token: self.attempt_token,
         }
     }
 
     /// The state with only its first `count` receipts (and their commit
-    /// digests): what a base of `count` receipts holds of them, for joining a
-    /// delta that names that base.
+    /// digests) and no inputs: what a base of `count` receipts and no
+    /// inputs holds of them, for joining a delta that names that base.
     pub(crate) fn with_receipts_before(&self, count: u64) -> RunState {
         let count =
             usize::try_from(count).map_or(self.receipts.len(), |c| c.min(self.receipts.len()));
@@ -244,19 +263,34 @@ impl RunState {
     }
 
     /// This state (a delta's, holding the receipts from `base`'s last one
-    /// on) with `base`'s receipts put back before its own; `None` if the two
-    /// do not join (the delta's first receipt is not the one after `base`'s
-    /// last).
-    pub(crate) fn after_receipts_of(mut self, mut base: RunState) -> Option<RunState> {
+    /// on, and the inputs after the first `inputs_from` of `base`) with
+    /// `base`'s receipts and those inputs put back before its own, moved to
+    /// where `standings` says they stand now (`(index, phase, consumer)`;
+    /// those not named stand as in `base`). `None` if the two do not join.
+    pub(crate) fn joined_to(
+        mut self,
+        mut base: RunState,
+        inputs_from: u64,
+        standings: &[(u64, InputPhase, Option<u64>)],
+    ) -> Option<RunState> {
         let joins = (self.receipts.first()).is_none_or(|r| r.sequence == base.receipt_count());
         let whole = |state: &RunState| state.receipts.len() == state.commit_digests.len();
-        if !joins || !whole(&self) || !whole(&base) {
+        let inputs_from = usize::try_from(inputs_from).ok()?;
+        if !joins || !whole(&self) || !whole(&base) || base.inputs.len() < inputs_from {
             return None;
+        }
+        base.inputs.truncate(inputs_from);
+        for &(index, phase, consumed_by) in standings {
+            let input = base.inputs.get_mut(usize::try_from(index).ok()?)?;
+            input.phase = phase;
+            input.consumed_by = consumed_by;
         }
         base.receipts.append(&mut self.receipts);
         base.commit_digests.append(&mut self.commit_digests);
+        base.inputs.append(&mut self.inputs);
         self.receipts = base.receipts;
         self.commit_digests = base.commit_digests;
+        self.inputs = base.inputs;
         Some(self)
     }
 

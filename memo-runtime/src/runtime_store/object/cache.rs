@@ -138,7 +138,8 @@ impl ObjectStoreRuntimeStore {
     /// run the cache dropped meanwhile, or another slot of it, is left as
     /// it is.
     pub(super) fn reweigh(&self, run_id: &RunId, slot: &Slot, folded: Option<&Folded>) {
-        let bytes = RUN_OVERHEAD_BYTES + folded.map_or(0, |f| f.state.approximate_bytes());
+        let bytes =
+            RUN_OVERHEAD_BYTES.saturating_add(folded.map_or(0, |f| f.state.approximate_bytes()));
         let runs = &self.cache.runs;
         let held = runs.peek(run_id);
         if held.is_some_and(|h| Arc::ptr_eq(&h.slot, slot) && h.bytes != bytes) {

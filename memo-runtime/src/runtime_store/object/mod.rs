@@ -72,10 +72,11 @@ const CONCURRENCY: usize = 8;
 ///   log folder, so a deleted run's leftovers never mix with a new run's.
 /// - `runs/<run>/<inc>/checkpoint/<position>`: a base: the incarnation
 ///   folded from its log entries before `<position>`, written when enough
-///   receipts came since the previous base (every `2·√receipts`, at least
-///   32).
-/// - `runs/<run>/<inc>/delta/<position>`: a delta: the same, without the
-///   receipts of the base it names, written every few entries; when the run
+///   receipts and inputs came since the previous base (every `2·√items`, at
+///   least 32).
+/// - `runs/<run>/<inc>/delta/v2/<position>`: a delta: the same, without the
+///   receipts and inputs of the base it names, written every few entries
+///   (`delta/<position>`, read still, holds every input); when the run
 ///   ends, one that names no base and holds the whole run. Loading a run
 ///   reads the newest delta, its base and the log entries after the delta.
 ///   The log stays complete and authoritative (see the `checkpoint`
@@ -132,7 +133,7 @@ const CONCURRENCY: usize = 8;
 ///   status adds the new status's hint (one create) and deletes the old one;
 ///   every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
 ///   and the terminal change add a delta (one create) and delete the one it
-///   supersedes; every `2·√receipts` receipts (at least 32) a base comes
+///   supersedes; every `2·√items` receipts and inputs (at least 32) a base comes
 ///   before it (one create), and the base it supersedes is deleted;
 /// - a read of a cached run: two `GET`s if it did not change (the next log
 ///   position, and the run pointer, to check the incarnation still exists;
@@ -268,11 +269,11 @@ impl ObjectStoreRuntimeStore {
     /// A fresh instance loads an open run with at most `entries + 4`
     /// requests, a finished one with 3, whatever their length. Each delta
     /// costs a create and a delete, and writes the run without the receipts
-    /// of its base (so up to `2·√n` receipts of a run of `n` steps, with its
-    /// inputs and snapshot whole), so a run of `n` steps writes about
-    /// `n^1.5 / 2·entries` receipts' worth of deltas over its life, and as
+    /// and inputs of its base (so up to `2·√n` of a run of `n` steps and
+    /// inputs, with its snapshot whole), so such a run writes about
+    /// `n^1.5 / 2·entries` items' worth of deltas over its life, and as
     /// much again in bases. Raise it for runs of many thousands of steps
-    /// with large outputs, or of many inputs (which every delta holds).
+    /// or signals with large outputs or payloads.
     #[must_use]
     pub fn with_checkpoint_interval(mut self, entries: u64) -> ObjectStoreRuntimeStore {
         self.checkpoint_interval = entries.max(1);
