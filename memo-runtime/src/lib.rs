@@ -49,6 +49,7 @@ pub mod testing;
 
 pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use codec::MAX_NESTING_DEPTH;
 pub use error::{Error, Result};
 pub use key::content_key;
 pub use memo::{DEFAULT_ENTRY_CACHE_BYTES, DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
