@@ -107,8 +107,10 @@ impl StoreArgs {
             Path::from_iter(opened.prefix.parts().chain(Path::from(prefix).parts()))
         };
         let memo = MemoStore::new(Arc::clone(&opened.store), under(&self.memo_prefix));
+        // An operator's listing must not change the store it inspects.
         let runs =
-            ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix));
+            ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix))
+                .with_read_only_listings();
         Ok(Store {
             url,
             objects: opened.store,

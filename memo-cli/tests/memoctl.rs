@@ -640,3 +640,26 @@ fn credentials_in_the_url_or_the_options_never_reach_the_terminal() {
     let stderr = failed(&memoctl("s3://memo-ci/x", &options, &["runs"]));
     assert!(!stderr.contains(SECRET), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_leaves_stale_status_hints_where_they_are() {
+    let folder = Folder::filled().await;
+    let shown = ok_json(&folder.memoctl(&["show", "order-1", "--json"]));
+    let incarnation = shown["run"]["incarnation"].as_str().unwrap();
+    // A Running hint of the completed run, as a worker that crashed between
+    // the commit and the hint's deletion leaves one.
+    let dir = folder.url.strip_prefix("file://").unwrap();
+    let running = std::path::Path::new(dir).join("runtime/runs-by-status/Running");
+    let hint = running.join(format!("order-1.{incarnation}"));
+    std::fs::write(&hint, b"order-1").unwrap();
+
+    let listed = ok_json(&folder.memoctl(&["runs", "--json"]));
+    let order = run_ids(&listed)
+        .iter()
+        .filter(|id| **id == "order-1")
+        .count();
+    assert_eq!(order, 1, "{listed}");
+    let running_runs = ok_json(&folder.memoctl(&["runs", "--status", "running", "--json"]));
+    assert_eq!(run_ids(&running_runs), ["Ticket-42"]);
+    assert!(hint.is_file(), "memoctl runs deleted the stale hint");
+}
