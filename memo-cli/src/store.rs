@@ -68,6 +68,8 @@ pub(crate) struct Store {
     /// messages.
     pub(crate) url: String,
     pub(crate) objects: Arc<dyn ObjectStore>,
+    /// The prefix the URL names, which the memo and runs prefixes are under.
+    pub(crate) base: Path,
     pub(crate) memo: MemoStore,
     pub(crate) runs: Arc<ObjectStoreRuntimeStore>,
 }
@@ -113,6 +115,7 @@ impl StoreArgs {
                 .with_read_only_listings();
         Ok(Store {
             url,
+            base: opened.prefix.clone(),
             objects: opened.store,
             memo,
             runs: Arc::new(runs),

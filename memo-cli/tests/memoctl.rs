@@ -371,7 +371,13 @@ async fn the_memo_and_runs_prefixes_say_where_the_stores_are() {
     let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
     support::fill(&opened.store, "app/prod").await;
 
-    assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
+    // The default prefixes hold nothing here, and memoctl says so.
+    let nothing = ok(&memoctl(&url, NO_OPTIONS, &["runs"]));
+    assert!(
+        nothing.starts_with(r#"no runs: nothing is stored under "runtime" in file://"#),
+        "{nothing}"
+    );
+    assert!(nothing.contains(r#"the folders "app""#), "{nothing}");
     let prefixes = [
         "--memo-prefix",
         "app/prod/memo",
@@ -429,7 +435,7 @@ async fn the_longest_run_ids_of_every_shape_are_listed_shown_and_swept() {
         &["sweep", "--retention", "7d", "--json"],
     ));
     assert_eq!(swept["runs_cleared"], 3, "{swept}");
-    assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
+    assert!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])).starts_with("no runs"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -662,4 +668,41 @@ async fn runs_leaves_stale_status_hints_where_they_are() {
     let running_runs = ok_json(&folder.memoctl(&["runs", "--status", "running", "--json"]));
     assert_eq!(run_ids(&running_runs), ["Ticket-42"]);
     assert!(hint.is_file(), "memoctl runs deleted the stale hint");
+}
+
+#[test]
+fn runs_on_a_prefix_that_holds_nothing_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    std::fs::create_dir_all(dir.path().join("runs/runs-by-status")).unwrap();
+    let said = ok(&memoctl(&url, NO_OPTIONS, &["runs"]));
+    assert_eq!(
+        said,
+        format!(
+            "no runs: nothing is stored under \"runtime\" in {url} (the runtime store's prefix: \
+             is --runs-prefix where the workers keep their runs?); the store's prefix holds \
+             the folders \"runs\"\n"
+        )
+    );
+    // JSON stays one document; the note goes to stderr.
+    let output = memoctl(&url, NO_OPTIONS, &["runs", "--json"]);
+    assert_eq!(ok_json(&output), json!([]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("memoctl: no runs: nothing is stored"),
+        "{stderr}"
+    );
+    // A prefix that holds runs, none in the status asked for: just that.
+    let with = |args: &[&str]| {
+        memoctl(
+            &url,
+            NO_OPTIONS,
+            &[&["--runs-prefix", "runs"], args].concat(),
+        )
+    };
+    assert_eq!(ok(&with(&["runs", "--status", "failed"])), "no runs\n");
+    assert_eq!(
+        String::from_utf8_lossy(&with(&["runs", "--json"]).stderr),
+        ""
+    );
 }
