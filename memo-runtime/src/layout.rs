@@ -558,12 +558,14 @@ mod tests {
         let layout = Layout::new(prefix.clone());
         let inc = Incarnation::from_u64(u64::MAX);
         // A name's length depends on the id's length, its number of
-        // capitals and its number of letters: every combination of the
-        // three extremes, at every length and number of capitals.
+        // capitals and (in the long form) its number of letters: every
+        // length and number of capitals, the rest letters or not.
         let mut longest = 0;
         for len in 1..=MAX_RUN_ID_LEN {
             for capitals in 0..=len {
-                for filler in ['z', '-'] {
+                let long_form = len + capitals > MAX_SHORT_RUN_SEGMENT;
+                let fillers: &[char] = if long_form { &['z', '-'] } else { &['z'] };
+                for &filler in fillers {
                     let id: String = (0..len)
                         .map(|i| if i < capitals { 'A' } else { filler })
                         .collect();
