@@ -706,3 +706,38 @@ fn runs_on_a_prefix_that_holds_nothing_says_so() {
         ""
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_payload_nested_too_deep_for_json_readers_is_shown_by_its_size() {
+    use memo_runtime::RuntimeStore as _;
+    use memo_runtime::runtime_store::NewRun;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    let records = memo_runtime::ObjectStoreRuntimeStore::new(opened.store, "runtime");
+    // MessagePack arrays of one element, 1,000 deep, around a nil: what a
+    // buggy or hostile writer can store as a run's input.
+    let mut input = vec![0x91; 1_000];
+    input.push(0xc0);
+    records
+        .create_run(NewRun {
+            run_id: run("deep-1"),
+            workflow: "w".into(),
+            input: input.into(),
+            created_at_ms: 1,
+        })
+        .await
+        .unwrap();
+    let shown = ok(&memoctl(&url, NO_OPTIONS, &["show", "deep-1"]));
+    assert!(
+        shown.contains(r#"input:       "(1001 bytes, MessagePack nested deeper than 128)""#),
+        "{shown}"
+    );
+    // serde_json (128 levels at most) reads the whole document.
+    let json = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "deep-1", "--json"]));
+    assert_eq!(
+        json["run"]["input"],
+        "(1001 bytes, MessagePack nested deeper than 128)"
+    );
+}
