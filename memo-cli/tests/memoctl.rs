@@ -418,10 +418,12 @@ async fn the_longest_run_ids_of_every_shape_are_listed_shown_and_swept() {
     expected.sort();
     assert_eq!(listed, expected);
     for id in &ids {
-        // `--`: an id may start with '-'.
-        let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "--json", "--", id]));
-        assert_eq!(shown["run"]["run_id"], id.as_str());
-        assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
+        // An id may start with '-', and is still an id, with or without `--`.
+        for args in [&["show", id, "--json"][..], &["show", "--json", "--", id]] {
+            let shown = ok_json(&memoctl(&url, NO_OPTIONS, args));
+            assert_eq!(shown["run"]["run_id"], id.as_str());
+            assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
+        }
     }
     let markers = ok_json(&memoctl(
         &url,
