@@ -53,12 +53,14 @@ enum Command {
     /// Shows one run: its record and lease, its steps with their receipts,
     /// the signals delivered to it, and its memo entries with their sizes.
     Show {
-        /// The run id.
+        /// The run id (one that starts with `-` too).
+        #[arg(allow_hyphen_values = true)]
         run: String,
     },
     /// Sends a signal to a run, as `Runtime::signal` does.
     Signal {
-        /// The run id.
+        /// The run id (one that starts with `-` too).
+        #[arg(allow_hyphen_values = true)]
         run: String,
         /// The signal's name (what the workflow's `wait_for_signal` waits for).
         name: String,

@@ -229,14 +229,26 @@ pub(crate) fn retention(retention: Duration) -> String {
     }
 }
 
+/// How deep a payload memoctl shows may nest: serde_json's own limit, so
+/// that a script parsing `--json` with it can read every document.
+const MAX_PAYLOAD_DEPTH: usize = 128;
+
 /// A stored payload for people: the JSON of its MessagePack (how the
 /// workflow runtime encodes inputs, outputs and signals), or its size if it
-/// is not MessagePack.
+/// is not MessagePack or nests deeper than [`MAX_PAYLOAD_DEPTH`].
 pub(crate) fn payload(bytes: &[u8]) -> serde_json::Value {
-    match rmp_serde::from_slice::<serde_json::Value>(bytes) {
-        Ok(value) => value,
-        Err(_) => serde_json::Value::String(format!("({} bytes, not MessagePack)", bytes.len())),
-    }
+    use serde::Deserialize as _;
+
+    let mut decoder = rmp_serde::Deserializer::from_read_ref(bytes);
+    decoder.set_max_depth(MAX_PAYLOAD_DEPTH);
+    let shown = match serde_json::Value::deserialize(&mut decoder) {
+        Ok(value) => return value,
+        Err(rmp_serde::decode::Error::DepthLimitExceeded) => {
+            format!("MessagePack nested deeper than {MAX_PAYLOAD_DEPTH}")
+        }
+        Err(_) => "not MessagePack".into(),
+    };
+    serde_json::Value::String(format!("({} bytes, {shown})", bytes.len()))
 }
 
 /// [`payload`] on one line, cut to `max` characters.

@@ -68,6 +68,8 @@ pub(crate) struct Store {
     /// messages.
     pub(crate) url: String,
     pub(crate) objects: Arc<dyn ObjectStore>,
+    /// The prefix the URL names, which the memo and runs prefixes are under.
+    pub(crate) base: Path,
     pub(crate) memo: MemoStore,
     pub(crate) runs: Arc<ObjectStoreRuntimeStore>,
 }
@@ -107,10 +109,13 @@ impl StoreArgs {
             Path::from_iter(opened.prefix.parts().chain(Path::from(prefix).parts()))
         };
         let memo = MemoStore::new(Arc::clone(&opened.store), under(&self.memo_prefix));
+        // An operator's listing must not change the store it inspects.
         let runs =
-            ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix));
+            ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix))
+                .with_read_only_listings();
         Ok(Store {
             url,
+            base: opened.prefix.clone(),
             objects: opened.store,
             memo,
             runs: Arc::new(runs),

@@ -371,7 +371,13 @@ async fn the_memo_and_runs_prefixes_say_where_the_stores_are() {
     let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
     support::fill(&opened.store, "app/prod").await;
 
-    assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
+    // The default prefixes hold nothing here, and memoctl says so.
+    let nothing = ok(&memoctl(&url, NO_OPTIONS, &["runs"]));
+    assert!(
+        nothing.starts_with(r#"no runs: nothing is stored under "runtime" in file://"#),
+        "{nothing}"
+    );
+    assert!(nothing.contains(r#"the folders "app""#), "{nothing}");
     let prefixes = [
         "--memo-prefix",
         "app/prod/memo",
@@ -412,10 +418,12 @@ async fn the_longest_run_ids_of_every_shape_are_listed_shown_and_swept() {
     expected.sort();
     assert_eq!(listed, expected);
     for id in &ids {
-        // `--`: an id may start with '-'.
-        let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "--json", "--", id]));
-        assert_eq!(shown["run"]["run_id"], id.as_str());
-        assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
+        // An id may start with '-', and is still an id, with or without `--`.
+        for args in [&["show", id, "--json"][..], &["show", "--json", "--", id]] {
+            let shown = ok_json(&memoctl(&url, NO_OPTIONS, args));
+            assert_eq!(shown["run"]["run_id"], id.as_str());
+            assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
+        }
     }
     let markers = ok_json(&memoctl(
         &url,
@@ -429,7 +437,7 @@ async fn the_longest_run_ids_of_every_shape_are_listed_shown_and_swept() {
         &["sweep", "--retention", "7d", "--json"],
     ));
     assert_eq!(swept["runs_cleared"], 3, "{swept}");
-    assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
+    assert!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])).starts_with("no runs"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -639,4 +647,99 @@ fn credentials_in_the_url_or_the_options_never_reach_the_terminal() {
     ];
     let stderr = failed(&memoctl("s3://memo-ci/x", &options, &["runs"]));
     assert!(!stderr.contains(SECRET), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_leaves_stale_status_hints_where_they_are() {
+    let folder = Folder::filled().await;
+    let shown = ok_json(&folder.memoctl(&["show", "order-1", "--json"]));
+    let incarnation = shown["run"]["incarnation"].as_str().unwrap();
+    // A Running hint of the completed run, as a worker that crashed between
+    // the commit and the hint's deletion leaves one.
+    let dir = folder.url.strip_prefix("file://").unwrap();
+    let running = std::path::Path::new(dir).join("runtime/runs-by-status/Running");
+    let hint = running.join(format!("order-1.{incarnation}"));
+    std::fs::write(&hint, b"order-1").unwrap();
+
+    let listed = ok_json(&folder.memoctl(&["runs", "--json"]));
+    let order = run_ids(&listed)
+        .iter()
+        .filter(|id| **id == "order-1")
+        .count();
+    assert_eq!(order, 1, "{listed}");
+    let running_runs = ok_json(&folder.memoctl(&["runs", "--status", "running", "--json"]));
+    assert_eq!(run_ids(&running_runs), ["Ticket-42"]);
+    assert!(hint.is_file(), "memoctl runs deleted the stale hint");
+}
+
+#[test]
+fn runs_on_a_prefix_that_holds_nothing_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    std::fs::create_dir_all(dir.path().join("runs/runs-by-status")).unwrap();
+    let said = ok(&memoctl(&url, NO_OPTIONS, &["runs"]));
+    assert_eq!(
+        said,
+        format!(
+            "no runs: nothing is stored under \"runtime\" in {url} (the runtime store's prefix: \
+             is --runs-prefix where the workers keep their runs?); the store's prefix holds \
+             the folders \"runs\"\n"
+        )
+    );
+    // JSON stays one document; the note goes to stderr.
+    let output = memoctl(&url, NO_OPTIONS, &["runs", "--json"]);
+    assert_eq!(ok_json(&output), json!([]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("memoctl: no runs: nothing is stored"),
+        "{stderr}"
+    );
+    // A prefix that holds runs, none in the status asked for: just that.
+    let with = |args: &[&str]| {
+        memoctl(
+            &url,
+            NO_OPTIONS,
+            &[&["--runs-prefix", "runs"], args].concat(),
+        )
+    };
+    assert_eq!(ok(&with(&["runs", "--status", "failed"])), "no runs\n");
+    assert_eq!(
+        String::from_utf8_lossy(&with(&["runs", "--json"]).stderr),
+        ""
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_payload_nested_too_deep_for_json_readers_is_shown_by_its_size() {
+    use memo_runtime::RuntimeStore as _;
+    use memo_runtime::runtime_store::NewRun;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    let records = memo_runtime::ObjectStoreRuntimeStore::new(opened.store, "runtime");
+    // MessagePack arrays of one element, 1,000 deep, around a nil: what a
+    // buggy or hostile writer can store as a run's input.
+    let mut input = vec![0x91; 1_000];
+    input.push(0xc0);
+    records
+        .create_run(NewRun {
+            run_id: run("deep-1"),
+            workflow: "w".into(),
+            input: input.into(),
+            created_at_ms: 1,
+        })
+        .await
+        .unwrap();
+    let shown = ok(&memoctl(&url, NO_OPTIONS, &["show", "deep-1"]));
+    assert!(
+        shown.contains(r#"input:       "(1001 bytes, MessagePack nested deeper than 128)""#),
+        "{shown}"
+    );
+    // serde_json (128 levels at most) reads the whole document.
+    let json = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "deep-1", "--json"]));
+    assert_eq!(
+        json["run"]["input"],
+        "(1001 bytes, MessagePack nested deeper than 128)"
+    );
 }

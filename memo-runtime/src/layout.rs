@@ -57,15 +57,17 @@
 //! segment of up to [`MAX_SHORT_RUN_SEGMENT`] (196) bytes, and a long form
 //! (the id in lower case, `==` and a hex case mask, at most 162 bytes) for
 //! ids with more capitals, so that every name fits a local folder's 255-byte
-//! file names. The long form was added to version 2 without changing its
-//! number: every id whose short form is at most 196 bytes (every id with at
-//! most 68 capitals) maps to the paths it always had, so its data reads
-//! unchanged. An id with more capitals was written in the short form before
-//! (up to 256 bytes; on a local folder most such runs could not be created or
-//! could not get their terminal marker, names over 255 bytes), and this
-//! version does not read such data: its run is not found, its markers and
-//! status hints are skipped as foreign. Finish or delete such runs before
-//! upgrading.
+//! file names, and every key under a prefix of up to 512 bytes fits S3's,
+//! GCS's and Azure's 1,024 (pinned for every valid id by
+//! `every_name_fits_every_backend_for_every_valid_id`). The long form was
+//! added to version 2 without changing its number: every id whose short
+//! form is at most 196 bytes (every id with at most 68 capitals) maps to the
+//! paths it always had, so its data reads unchanged. An id with more
+//! capitals was written in the short form before (up to 256 bytes; on a
+//! local folder most such runs could not be created or could not get their
+//! terminal marker, names over 255 bytes), and this version does not read
+//! such data: its run is not found, its markers and status hints are skipped
+//! as foreign. Finish or delete such runs before upgrading.
 //!
 //! An incarnation record is a copy of the run pointer in the incarnation's
 //! own folder, from which a pointer that a stalled deletion removed is
@@ -577,19 +579,22 @@ mod tests {
         // The longest file name a local folder takes, less what
         // `LocalFileSystem` appends to stage a write (`#` and a counter).
         const MAX_NAME: usize = 255 - 21;
-        // S3's and GCS's longest key, Azure's longest blob name.
+        // S3's and GCS's longest key (in bytes), Azure's longest blob name
+        // (in characters, here all ASCII).
         const MAX_KEY: usize = 1024;
         // A prefix as long as any deployment would use: 512 bytes.
         let prefix = vec!["p".repeat(63); 8].join("/");
         let layout = Layout::new(prefix.clone());
         let inc = Incarnation::from_u64(u64::MAX);
         // A name's length depends on the id's length, its number of
-        // capitals and its number of letters: every combination of the
-        // three extremes, at every length and number of capitals.
+        // capitals and (in the long form) its number of letters: every
+        // length and number of capitals, the rest letters or not.
         let mut longest = 0;
         for len in 1..=MAX_RUN_ID_LEN {
             for capitals in 0..=len {
-                for filler in ['z', '-'] {
+                let long_form = len + capitals > MAX_SHORT_RUN_SEGMENT;
+                let fillers: &[char] = if long_form { &['z', '-'] } else { &['z'] };
+                for &filler in fillers {
                     let id: String = (0..len)
                         .map(|i| if i < capitals { 'A' } else { filler })
                         .collect();
@@ -600,6 +605,8 @@ mod tests {
                         let key = path.as_ref();
                         assert_eq!(Path::parse(key).ok().as_ref(), Some(&path), "{key}");
                         assert!(key.len() <= MAX_KEY, "{} bytes: {key}", key.len());
+                        // Azure's limit on a blob name's segments.
+                        assert!(path.parts().count() <= 254, "{key}");
                         longest = longest.max(key.len() - prefix.len());
                         for part in path.parts() {
                             let name = part.as_ref();

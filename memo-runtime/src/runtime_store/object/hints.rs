@@ -60,7 +60,7 @@ impl ObjectStoreRuntimeStore {
     /// Deletes the hint of a status the run has left for good (statuses
     /// only move forward). Best effort: the change is committed whatever
     /// happens here, and a hint left behind only costs a later listing a
-    /// read, after which that listing deletes it.
+    /// read, after which that listing deletes it (unless it is read-only).
     pub(super) async fn drop_stale_hint(
         &self,
         left: RunStatus,
@@ -98,6 +98,23 @@ impl ObjectStoreRuntimeStore {
                 parsed
             })
             .collect())
+    }
+
+    /// Deletes a hint that a listing found stale, unless listings are
+    /// read-only ([`ObjectStoreRuntimeStore::with_read_only_listings`]).
+    pub(super) async fn tidy_stale_hint(
+        &self,
+        status: RunStatus,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<()> {
+        if !self.tidy_hints {
+            return Ok(());
+        }
+        let hint = self
+            .layout
+            .status_hint(status.path_segment(), run_id, incarnation);
+        self.delete_all(vec![hint]).await
     }
 
     /// Whether a hint of `hinted` can never again be true of a run in `actual`

@@ -166,8 +166,9 @@ const CONCURRENCY: usize = 8;
 ///   its hint);
 /// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
-///   listing deletes the hints it finds out of date, so the cost follows the
-///   runs in that status, not every run ever stored;
+///   listing deletes the hints it finds out of date (unless listings are
+///   [read-only](ObjectStoreRuntimeStore::with_read_only_listings)), so the
+///   cost follows the runs in that status, not every run ever stored;
 /// - reading a run that does not exist: a `GET` of its pointer and a
 ///   listing of the id's folder;
 /// - deleting a run: its reads, one listing, a delete per object, and a
@@ -208,6 +209,8 @@ pub struct ObjectStoreRuntimeStore {
     cache: Cache,
     checkpoint_interval: u64,
     limits: RunLimits,
+    /// Whether `list_runs` deletes the stale status hints it meets.
+    tidy_hints: bool,
 }
 
 /// Names the store by its `Display` (backend, bucket or account and
@@ -219,6 +222,7 @@ impl std::fmt::Debug for ObjectStoreRuntimeStore {
             .field("store", &format_args!("{}", self.store))
             .field("prefix", &self.layout.prefix().as_ref())
             .field("checkpoint_interval", &self.checkpoint_interval)
+            .field("tidy_hints", &self.tidy_hints)
             .finish_non_exhaustive()
     }
 }
@@ -248,6 +252,7 @@ impl ObjectStoreRuntimeStore {
             cache: Cache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             limits: RunLimits::default(),
+            tidy_hints: true,
         }
     }
 
@@ -260,6 +265,18 @@ impl ObjectStoreRuntimeStore {
     #[must_use]
     pub fn with_limits(mut self, limits: RunLimits) -> ObjectStoreRuntimeStore {
         self.limits = limits;
+        self
+    }
+
+    /// Makes listings read-only: [`list_runs`](RuntimeStore::list_runs)
+    /// skips a stale status hint (of a run that left the status, or of a
+    /// deleted run) instead of deleting it, so it writes nothing. For an
+    /// operator's tool, which must not change the store it inspects; a
+    /// worker keeps the default, where a listing deletes the stale hints it
+    /// reads so that later listings do not read them again.
+    #[must_use]
+    pub fn with_read_only_listings(mut self) -> ObjectStoreRuntimeStore {
+        self.tidy_hints = false;
         self
     }
 
@@ -402,10 +419,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                     None => true,
                 };
                 if stale {
-                    let hint = self
-                        .layout
-                        .status_hint(status.path_segment(), &run_id, incarnation);
-                    self.delete_all(vec![hint]).await?;
+                    self.tidy_stale_hint(status, &run_id, incarnation).await?;
                 }
                 Ok::<_, Error>(current.filter(|r| r.status == status))
             })
