@@ -552,11 +552,19 @@ fn delete(root: &std::path::Path, location: &Path) -> object_store::Result<()> {
 struct Walk {
     root: Arc<PathBuf>,
     prefix: Path,
-    /// Folders still to read, with their store paths.
-    pending: Vec<(Folder, Path)>,
-    /// The folder being read.
-    current: Option<(Dir, Folder, Path)>,
+    /// Folders found and not read yet.
+    pending: Vec<Found>,
+    /// The folder being read, with its store path.
+    current: Option<(Dir, Arc<Folder>, Path)>,
     started: bool,
+}
+
+/// A folder a walk found: opened only when its turn comes, so that a walk
+/// holds a few files open (about one per level) however wide the tree.
+struct Found {
+    parent: Arc<Folder>,
+    name: String,
+    location: Path,
 }
 
 impl Walk {
@@ -577,8 +585,16 @@ impl Walk {
         let folder =
             Folder::root(&self.root)?.descend(parts.iter().map(|p| p.as_ref()), &self.prefix)?;
         if let Some(folder) = folder {
-            self.pending.push((folder, self.prefix.clone()));
+            self.read(folder, self.prefix.clone())?;
         }
+        Ok(())
+    }
+
+    /// Makes `folder` the one being read.
+    fn read(&mut self, folder: Folder, location: Path) -> object_store::Result<()> {
+        self.current = None;
+        let dir = Dir::read_from(&folder.fd).map_err(|e| io_error(&folder.file, e.into()))?;
+        self.current = Some((dir, Arc::new(folder), location));
         Ok(())
     }
 
@@ -598,7 +614,11 @@ impl Walk {
             match visit(folder, at, &name) {
                 Ok(Visit::Skip) => {}
                 Ok(Visit::File(meta)) => return Some(Ok(meta)),
-                Ok(Visit::Folder(child, path)) => self.pending.push((child, path)),
+                Ok(Visit::Folder(location)) => self.pending.push(Found {
+                    parent: Arc::clone(folder),
+                    name,
+                    location,
+                }),
                 Err(e) => return Some(Err(e)),
             }
         }
@@ -618,13 +638,18 @@ impl Iterator for Walk {
             if let Some(item) = self.next_in_current() {
                 return Some(item);
             }
-            let (folder, at) = self.pending.pop()?;
-            match Dir::read_from(&folder.fd) {
-                Ok(dir) => self.current = Some((dir, folder, at)),
-                Err(e) => {
-                    self.current = None;
-                    return Some(Err(io_error(&folder.file, e.into())));
-                }
+            let found = self.pending.pop()?;
+            // Opened without following: a folder swapped for a symlink since
+            // it was found is refused here.
+            let opened = found.parent.child(&found.name, &found.location);
+            let read = match opened {
+                Ok(Some(folder)) => self.read(folder, found.location),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = read {
+                self.current = None;
+                return Some(Err(e));
             }
         }
     }
@@ -635,7 +660,8 @@ enum Visit {
     /// Gone meanwhile, or a half-written upload.
     Skip,
     File(ObjectMeta),
-    Folder(Folder, Path),
+    /// A real folder, at this store path.
+    Folder(Path),
 }
 
 fn visit(folder: &Folder, at: &Path, name: &str) -> object_store::Result<Visit> {
@@ -647,10 +673,7 @@ fn visit(folder: &Folder, at: &Path, name: &str) -> object_store::Result<Visit> 
     match file_type(&stat) {
         FileType::RegularFile if is_upload_in_progress(name) => Ok(Visit::Skip),
         FileType::RegularFile => Ok(Visit::File(stat_meta(location, &stat))),
-        FileType::Directory => Ok(match folder.child(name, &location)? {
-            Some(child) => Visit::Folder(child, location),
-            None => Visit::Skip,
-        }),
+        FileType::Directory => Ok(Visit::Folder(location)),
         other => Err(refused(&location, file, kind(other))),
     }
 }
@@ -675,7 +698,7 @@ fn list_one_level(root: &std::path::Path, prefix: &Path) -> object_store::Result
         match visit(&folder, prefix, &name)? {
             Visit::Skip => {}
             Visit::File(meta) => listed.objects.push(meta),
-            Visit::Folder(_, path) => listed.common_prefixes.push(path),
+            Visit::Folder(path) => listed.common_prefixes.push(path),
         }
     }
     listed.common_prefixes.sort();
