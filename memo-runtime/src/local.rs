@@ -831,3 +831,44 @@ fn io_error(file: &std::path::Path, source: io::Error) -> object_store::Error {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_method_acts_in_the_folder_as_local_file_system_does() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::testing::exercise_every_method(&LocalFolder::new(dir.path()).unwrap()).await;
+    }
+
+    /// Paths, sizes, times and e-tags as `LocalFileSystem` reports them, so
+    /// that the two can share a folder.
+    #[tokio::test]
+    async fn both_stores_agree_on_what_a_listing_and_a_read_report() {
+        use futures::TryStreamExt;
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let ours = LocalFolder::new(dir.path()).unwrap();
+        let theirs = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        ours.put(&"a/b/c".into(), "v".into()).await.unwrap();
+        ours.put(&"a/d".into(), "vv".into()).await.unwrap();
+        let sorted = |mut listed: Vec<ObjectMeta>| {
+            listed.sort_by(|x, y| x.location.cmp(&y.location));
+            listed
+        };
+        let listed = sorted(ours.list(Some(&"a".into())).try_collect().await.unwrap());
+        let expected = sorted(theirs.list(Some(&"a".into())).try_collect().await.unwrap());
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed, expected);
+        let top = ours.list_with_delimiter(Some(&"a".into())).await.unwrap();
+        let expected = theirs.list_with_delimiter(Some(&"a".into())).await.unwrap();
+        assert_eq!(
+            (top.common_prefixes, top.objects),
+            (expected.common_prefixes, expected.objects)
+        );
+        let head = ours.head(&"a/b/c".into()).await.unwrap();
+        assert_eq!(head, theirs.head(&"a/b/c".into()).await.unwrap());
+    }
+}
