@@ -13,13 +13,17 @@
 //!
 //! # How each call is made safe, and the window that is left
 //!
-//! Reads and deletes leave no window: they walk the path one folder at a
-//! time with `openat(O_DIRECTORY | O_NOFOLLOW)` from the root, so every
-//! folder they pass is a real folder at the moment it is passed, and then
-//! act on the last name *relative to the folder handle they hold*: a read
-//! opens it with `O_NOFOLLOW | O_NONBLOCK` (a FIFO opens without blocking)
-//! and checks the opened handle with `fstat` before returning it; a delete
-//! `unlinkat`s it, which removes a symlink itself, never its target.
+//! Reads, deletes and creates leave no window: they walk the path one
+//! folder at a time with `openat(O_DIRECTORY | O_NOFOLLOW)` from the root, so
+//! every folder they pass is a real folder at the moment it is passed, and
+//! then act on the last name *relative to the folder handle they hold*: a
+//! read opens it with `O_NOFOLLOW | O_NONBLOCK` (a FIFO opens without
+//! blocking) and checks the opened handle with `fstat` before returning it;
+//! a delete `unlinkat`s it, which removes a symlink itself, never its
+//! target; a `put` (the only write memo makes) creates the folders it lacks
+//! with `mkdirat`, writes a staging file opened with `O_CREAT | O_EXCL |
+//! O_NOFOLLOW` and publishes it with `linkat` (a create) or `renameat` (an
+//! overwrite), all in that folder, as `LocalFileSystem` does by path.
 //! Swapping a folder for a symlink after the walk passed it changes nothing:
 //! the handles already point at the real folders.
 //!
@@ -28,23 +32,17 @@
 //! or a non-regular file in a listed folder is an error item naming it, and
 //! the walk goes on beside it.
 //!
-//! Writes (`put`, multipart uploads, `copy`, `rename`) are checked by the
-//! same walk and then delegated to `LocalFileSystem`, which resolves the path
-//! again: a writer that swaps a folder on the way for a symlink between the
-//! check and the write can make memo's write land in the symlink's target.
-//! What lands there is memo's own object (its frame, under its own name,
-//! created without overwriting in memo's write-once creates): memo never
-//! reads, deletes or lists anything outside the root through it, because
-//! those calls check again with no window. Closing this last window would
-//! mean writing the staging file and its link relative to a folder handle,
-//! i.e. a store of our own instead of `LocalFileSystem`.
+//! Multipart uploads, copies and renames, which memo never makes, are
+//! checked by the same walk and then delegated to `LocalFileSystem`, which
+//! resolves the path again: a writer that swaps a folder on the way for a
+//! symlink between the check and the call could redirect them.
 //!
 //! The root itself, as given by the user, may be a symlink: it is resolved
 //! once, when the store is built. Everything below it must be real.
 
 use std::ffi::CStr;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::ops::Range;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -59,7 +57,8 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
     Attributes, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    RenameOptions,
 };
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
@@ -82,10 +81,10 @@ const DELETE_CONCURRENCY: usize = 10;
 /// is read by the other. A path that reaches through a symlink, or ends at
 /// a FIFO, a socket or a device, is refused; memo reports the refusal as
 /// [`Error::Corrupt`](crate::Error::Corrupt) naming the object and the file.
-/// Reads, deletes and listings act relative to folder handles opened without
-/// following symlinks, so no race can redirect them; a write is checked and
-/// then made by path, which leaves one window (a write raced by another
-/// writer of the folder can land in a symlink's target), described in the
+/// Reads, deletes, listings and `put`s act relative to folder handles
+/// opened without following symlinks, so no race can redirect them;
+/// multipart uploads, copies and renames (which memo never makes) are
+/// checked and then made by path, which leaves the window described in the
 /// repository's `SECURITY.md`.
 ///
 /// # Example
@@ -194,8 +193,13 @@ impl ObjectStore for LocalFolder {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.check_write(location).await?;
-        self.inner.put_opts(location, payload, opts).await
+        if matches!(opts.mode, PutMode::Update(_)) || !opts.attributes.is_empty() {
+            // As LocalFileSystem, which answers NotImplemented for these.
+            return self.inner.put_opts(location, payload, opts).await;
+        }
+        let root = Arc::clone(&self.root);
+        let location = location.clone();
+        blocking(move || put(&root, &location, &payload, &opts.mode)).await
     }
 
     async fn put_multipart_opts(
@@ -390,6 +394,62 @@ impl Folder {
         Ok(Some(folder))
     }
 
+    /// The real folder `name` in this one, created if missing.
+    fn child_or_create(&self, name: &str, location: &Path) -> object_store::Result<Folder> {
+        if let Some(child) = self.child(name, location)? {
+            return Ok(child);
+        }
+        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(io_error(&self.file.join(name), e.into())),
+        }
+        // Opened again without following: a symlink put in its place since
+        // is refused.
+        self.child(name, location)?
+            .ok_or_else(|| not_found(&self.file.join(name)))
+    }
+
+    /// Writes `payload` to a new staging file `<name>#<n>` in this folder
+    /// (hidden from listings); its name, size, inode and modified time.
+    fn stage(
+        &self,
+        name: &str,
+        payload: &PutPayload,
+    ) -> object_store::Result<(String, u64, u64, SystemTime)> {
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::EXCL
+            | OFlags::NOFOLLOW
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC;
+        for n in 0u32.. {
+            let staging = format!("{name}#{n}");
+            let file = self.file.join(&staging);
+            let fd = match rustix::fs::openat(&self.fd, &staging, flags, Mode::from_raw_mode(0o666))
+            {
+                Ok(fd) => fd,
+                Err(Errno::EXIST) => continue,
+                Err(e) => return Err(io_error(&file, e.into())),
+            };
+            let mut written = File::from(fd);
+            let outcome = payload
+                .iter()
+                .try_for_each(|chunk| written.write_all(chunk))
+                .and_then(|()| written.metadata());
+            return match outcome {
+                Ok(metadata) => {
+                    let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
+                    Ok((staging, metadata.len(), metadata.ino(), modified))
+                }
+                Err(e) => {
+                    let _ = rustix::fs::unlinkat(&self.fd, &staging, AtFlags::empty());
+                    Err(io_error(&file, e))
+                }
+            };
+        }
+        unreachable!("a staging name is free before u32::MAX of them are taken")
+    }
+
     /// What `name` in this folder is, without following it; `None` if absent.
     fn stat(&self, name: &str) -> io::Result<Option<Stat>> {
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -470,6 +530,67 @@ fn open_regular(root: &std::path::Path, location: &Path) -> object_store::Result
         FileType::RegularFile => Ok((file, path)),
         FileType::Directory => Err(not_found(&path)),
         other => Err(refused(location, path, kind(other))),
+    }
+}
+
+/// Writes `payload` at `location` as `LocalFileSystem` does (a staging file
+/// `<name>#<n>`, published by a hard link for a create, by a rename for an
+/// overwrite), but relative to real folders opened from the root without
+/// following a symlink, creating the missing ones: no race can make the
+/// write land outside the folder.
+fn put(
+    root: &std::path::Path,
+    location: &Path,
+    payload: &PutPayload,
+    mode: &PutMode,
+) -> object_store::Result<PutResult> {
+    let parts: Vec<_> = location.parts().collect();
+    let Some((name, folders)) = parts.split_last() else {
+        return Err(object_store::Error::Generic {
+            store: STORE,
+            source: format!("{location:?} names no file").into(),
+        });
+    };
+    let mut folder = match Folder::root(root) {
+        // The root itself is the user's: recreated as given, as
+        // LocalFileSystem does.
+        Err(object_store::Error::NotFound { .. }) => {
+            std::fs::create_dir_all(root).map_err(|e| io_error(root, e))?;
+            Folder::root(root)?
+        }
+        opened => opened?,
+    };
+    for part in folders {
+        folder = folder.child_or_create(part.as_ref(), location)?;
+    }
+    let name = name.as_ref();
+    let path = folder.file.join(name);
+    if let Some(stat) = folder.stat(name).map_err(|e| io_error(&path, e))? {
+        match file_type(&stat) {
+            FileType::RegularFile | FileType::Directory => {}
+            other => return Err(refused(location, path, kind(other))),
+        }
+    }
+    let (staging, size, inode, modified) = folder.stage(name, payload)?;
+    let published = match mode {
+        PutMode::Create => {
+            rustix::fs::linkat(&folder.fd, &staging, &folder.fd, name, AtFlags::empty())
+        }
+        _ => rustix::fs::renameat(&folder.fd, &staging, &folder.fd, name),
+    };
+    // Gone already after a rename; the link's other name after a link.
+    let _ = rustix::fs::unlinkat(&folder.fd, &staging, AtFlags::empty());
+    match published {
+        Ok(()) => Ok(PutResult {
+            e_tag: meta(location.clone(), modified, size, inode).e_tag,
+            version: None,
+            extensions: Default::default(),
+        }),
+        Err(Errno::EXIST) => Err(object_store::Error::AlreadyExists {
+            path: path.display().to_string(),
+            source: Box::new(io::Error::from(Errno::EXIST)),
+        }),
+        Err(e) => Err(io_error(&path, e.into())),
     }
 }
 
