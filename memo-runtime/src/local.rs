@@ -13,7 +13,7 @@
 //!
 //! # How each call is made safe, and the window that is left
 //!
-//! Reads, deletes and creates leave no window: they walk the path one
+//! Reads, deletes and puts leave no window: they walk the path one
 //! folder at a time with `openat(O_DIRECTORY | O_NOFOLLOW)` from the root, so
 //! every folder they pass is a real folder at the moment it is passed, and
 //! then act on the last name *relative to the folder handle they hold*: a
