@@ -6,6 +6,10 @@
 //! `--memo-prefix` and `--runs-prefix` within it, and prints a table, or JSON
 //! with `--json`. Errors go to stderr with a non-zero exit status.
 
+// Every line goes through `output`'s macros, which never panic on a closed
+// pipe.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod commands;
 mod output;
 mod progress;
@@ -17,6 +21,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use memo_runtime::runtime_store::RunStatus;
 
+use crate::output::errln;
 use crate::store::StoreArgs;
 
 /// Look inside a memo store and operate it: runs, signals, terminal markers,
@@ -117,7 +122,7 @@ fn main() -> ExitCode {
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
-    eprintln!("memoctl: error: {error:#}");
+    errln!("memoctl: error: {error:#}");
     ExitCode::FAILURE
 }
 

@@ -45,7 +45,8 @@ pub enum Error {
     /// A store URL (or one of its options) names no store memo can open.
     #[error("cannot open a store from {url:?}: {reason}")]
     InvalidStoreUrl {
-        /// The URL as given.
+        /// The URL as given, with any user info and query string replaced by
+        /// `***` (see [`redact_store_url`](crate::redact_store_url)).
         url: String,
         /// What is wrong with it, or with its options.
         reason: String,
@@ -57,7 +58,8 @@ pub enum Error {
          memo-runtime = {{ version = \"...\", features = [\"{feature}\"] }}"
     )]
     StoreFeatureDisabled {
-        /// The URL as given.
+        /// The URL as given, with any user info and query string replaced by
+        /// `***` (see [`redact_store_url`](crate::redact_store_url)).
         url: String,
         /// The memo-runtime feature to enable: `aws`, `gcp` or `azure`.
         feature: &'static str,

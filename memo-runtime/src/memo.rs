@@ -567,6 +567,13 @@ impl Memo {
         self
     }
 
+    /// The attempt of the workflow run this memo's lease belongs to; `None`
+    /// for a standalone memo.
+    #[cfg(feature = "testing")]
+    pub(crate) fn lease_attempt(&self) -> Option<u32> {
+        self.lease.as_ref().map(|lease| lease.attempt())
+    }
+
     /// Makes sure the workflow attempt this memo belongs to holds its run's
     /// lease, renewing it if it expired; the caller runs a body only if this
     /// succeeds, with no await in between, so that a pause or a clock jump

@@ -7,7 +7,7 @@ use memo_runtime::RunId;
 use memo_runtime::runtime_store::{RunStatus, RunSummary, RuntimeStore};
 use serde_json::json;
 
-use crate::output::{Table, print_json, time};
+use crate::output::{Table, errln, print_json, time};
 use crate::store::Store;
 
 /// Lists the runs in `status` (every status if `None`) of `workflow` (every
@@ -85,7 +85,7 @@ async fn one_by_one(
             Ok(Some(run)) if run.status == status => runs.push(run),
             Ok(_) => {}
             Err(e) => {
-                eprintln!("memoctl: error: cannot load run {run_id}: {e:#}");
+                errln!("memoctl: error: cannot load run {run_id}: {e:#}");
                 *damaged += 1;
             }
         }

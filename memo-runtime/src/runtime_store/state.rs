@@ -117,6 +117,93 @@ impl RunState {
         self
     }
 
+    /// Checks what every state folded from a valid log keeps true, for a
+    /// state read from a checkpoint (a log entry is checked against the
+    /// rules as it is folded; a checkpoint is a copy, and would otherwise be
+    /// trusted). `receipts_from` is the sequence of its first receipt (a
+    /// delta leaves out those of its base). The error names the first
+    /// broken promise.
+    pub(crate) fn check_stored(&self, receipts_from: u64) -> std::result::Result<(), String> {
+        let record = &self.record;
+        if self.receipts.len() != self.commit_digests.len() {
+            return Err(format!(
+                "{} receipts but {} commit digests",
+                self.receipts.len(),
+                self.commit_digests.len()
+            ));
+        }
+        let total = receipts_from
+            .checked_add(self.receipts.len() as u64)
+            .ok_or_else(|| format!("receipts from {receipts_from} overflow their count"))?;
+        for (expected, receipt) in (receipts_from..total).zip(&self.receipts) {
+            if receipt.sequence != expected {
+                return Err(format!(
+                    "receipt {} where receipt {expected} belongs: receipts are dense from 0",
+                    receipt.sequence
+                ));
+            }
+            if receipt.run_id != record.run_id {
+                return Err(format!(
+                    "receipt {expected} belongs to run {}",
+                    receipt.run_id
+                ));
+            }
+        }
+        if record.attempts == u32::MAX {
+            return Err(format!("{} attempts leave none to start", record.attempts));
+        }
+        if record.status.is_terminal() != record.terminal_at_ms.is_some() {
+            return Err(format!(
+                "a {} run with terminal time {:?}",
+                record.status, record.terminal_at_ms
+            ));
+        }
+        if self.snapshot.is_some() && total == 0 {
+            return Err("a snapshot without a receipt".into());
+        }
+        let mut ids = std::collections::HashSet::new();
+        for input in &self.inputs {
+            let id = &input.input_id;
+            if id.is_empty() || !ids.insert(id.as_str()) {
+                return Err(format!("input id {id:?} is empty or held twice"));
+            }
+            let consumed = input.phase == InputPhase::Consumed;
+            if consumed != input.consumed_by.is_some()
+                || input.consumed_by.is_some_and(|s| s >= total)
+            {
+                return Err(format!(
+                    "input {id:?} is {:?}, consumed by step {:?} of {total}",
+                    input.phase, input.consumed_by
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// About how many bytes the state holds in memory: its payloads and
+    /// strings, and a rough allowance per receipt and input. For bounding a
+    /// cache by bytes, not an exact count.
+    pub(crate) fn approximate_bytes(&self) -> u64 {
+        const PER_ITEM: usize = 96;
+        let record = &self.record;
+        let record_bytes = record.input.len()
+            + record.workflow.len()
+            + record.output.as_ref().map_or(0, Bytes::len)
+            + record.error.as_ref().map_or(0, String::len)
+            + PER_ITEM;
+        let receipts: usize = (self.receipts.iter())
+            .map(|r| r.step.len() + r.output.len() + r.error.as_ref().map_or(0, String::len))
+            .sum();
+        let inputs: usize = (self.inputs.iter())
+            .map(|i| i.input_id.len() * 2 + i.name.len() + i.payload.len())
+            .sum();
+        let items = (self.receipts.len() + self.inputs.len()) * PER_ITEM;
+        let digests = self.commit_digests.len() * 32;
+        let snapshot = self.snapshot.as_ref().map_or(0, Bytes::len);
+        let total = record_bytes + receipts + inputs + items + digests + snapshot;
+        u64::try_from(total).unwrap_or(u64::MAX)
+    }
+
     /// How many step receipts the run holds.
     pub(crate) fn receipt_count(&self) -> u64 {
         self.receipts.len() as u64
@@ -135,6 +222,24 @@ impl RunState {
             inputs: self.inputs.clone(),
             input_index: HashMap::new(),
             attempt_token: self.attempt_token,
+        }
+    }
+
+    /// The state with only its first `count` receipts (and their commit
+    /// digests): what a base of `count` receipts holds of them, for joining a
+    /// delta that names that base.
+    pub(crate) fn with_receipts_before(&self, count: u64) -> RunState {
+        let count =
+            usize::try_from(count).map_or(self.receipts.len(), |c| c.min(self.receipts.len()));
+        let digests = count.min(self.commit_digests.len());
+        RunState {
+            record: self.record.clone(),
+            receipts: self.receipts[..count].to_vec(),
+            commit_digests: self.commit_digests[..digests].to_vec(),
+            snapshot: None,
+            inputs: Vec::new(),
+            input_index: HashMap::new(),
+            attempt_token: None,
         }
     }
 
@@ -177,6 +282,14 @@ impl RunState {
 
     pub(crate) fn inputs(&self) -> Vec<InputRecord> {
         self.inputs.clone()
+    }
+
+    /// How many inputs stand in a phase `phase` accepts.
+    pub(crate) fn inputs_in(&self, phase: impl Fn(InputPhase) -> bool) -> usize {
+        self.inputs
+            .iter()
+            .filter(|input| phase(input.phase))
+            .count()
     }
 
     pub(crate) fn input(&self, input_id: &str) -> Option<&InputRecord> {
@@ -270,8 +383,12 @@ impl RunState {
                 let n = receipt.sequence;
                 let next = self.receipts.len() as u64;
                 if n < next {
-                    let committed = self.commit_digests[n as usize];
-                    if committed == digest {
+                    // Paired with the receipts wherever the state came from
+                    // (`check_stored`).
+                    let committed = usize::try_from(n)
+                        .ok()
+                        .and_then(|n| self.commit_digests.get(n));
+                    if committed == Some(&digest) {
                         return Ok(Verdict::AlreadyApplied);
                     }
                     return Err(self.conflict(
@@ -391,8 +508,14 @@ impl RunState {
             }
             _ => return Ok(true),
         };
-        let next = record.attempts + 1;
+        // Saturating: at `u32::MAX` attempts no attempt is next.
+        let next = record.attempts.saturating_add(1);
         if attempt == next {
+            if next == u32::MAX {
+                return Err(self.invalid(format!(
+                    "attempt {attempt} cannot start: it is the largest attempt number"
+                )));
+            }
             if let Some(lease) = record.lease.as_ref().filter(|l| l.until_ms > at_ms) {
                 return Err(Error::LeaseHeld {
                     run_id: record.run_id.to_string(),
@@ -453,7 +576,8 @@ impl RunState {
             None => {}
             Some(_) if record.status.is_terminal() => {}
             // A start that is already in effect changes nothing.
-            Some(StatusChange::Running { attempt, .. }) if attempt != record.attempts + 1 => {}
+            Some(StatusChange::Running { attempt, .. })
+                if Some(attempt) != record.attempts.checked_add(1) => {}
             Some(StatusChange::Running {
                 attempt,
                 token,
@@ -556,5 +680,45 @@ mod digests {
             ));
         }
         Ok(digests.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_id::RunId;
+
+    fn running_with(attempts: u32) -> RunState {
+        let run = NewRun {
+            run_id: RunId::new("r").unwrap(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+        };
+        let mut state = RunState::new(run, Incarnation::random());
+        state.record.status = RunStatus::Running;
+        state.record.attempts = attempts;
+        state
+    }
+
+    fn start(attempt: u32) -> Change {
+        Change::Commit(Commit::status(StatusChange::start_attempt(attempt), 1))
+    }
+
+    #[test]
+    fn the_largest_attempt_number_never_starts_so_attempts_stay_countable() {
+        let state = running_with(u32::MAX - 1);
+        let refused = state.check(&start(u32::MAX));
+        assert!(
+            matches!(refused, Err(Error::InvalidWrite { .. })),
+            "{refused:?}"
+        );
+        assert!(state.check_stored(0).is_ok());
+        // A state no log can make is refused as stored, and judged without
+        // overflowing where it is met anyway.
+        let exhausted = running_with(u32::MAX);
+        assert!(exhausted.check_stored(0).is_err());
+        assert!(exhausted.check(&start(u32::MAX)).is_err());
+        assert!(exhausted.check(&start(1)).is_err());
     }
 }

@@ -20,6 +20,13 @@
 //! delta; with no delta (data written before deltas existed, or a run
 //! younger than its first one) it reads the newest base, as before.
 //!
+//! A checkpoint is read with the distrust a log entry gets: a log entry is
+//! checked against the rules as it is folded, a checkpoint against what
+//! those rules keep true (`RunState::check_stored`: receipts dense and each
+//! with its commit digest, positions and attempt counts below their
+//! largest value, each input once), so a damaged or forged one is
+//! `Corrupt` naming it, never a panic or an overflow later.
+//!
 //! A checkpoint is a copy of what the log says, never the only record of a
 //! change, so every rule of the log still holds with checkpoints:
 //!
@@ -137,13 +144,66 @@ impl ObjectStoreRuntimeStore {
             let Some(newest) = self.positions(run_id, &folder, "delta").await?.pop() else {
                 return self.load_base(run_id, created, None).await;
             };
-            match self.read_delta(run_id, incarnation, newest).await? {
+            match self.read_delta(run_id, incarnation, newest, None).await? {
                 DeltaRead::Loaded(folded) => return Ok(*folded),
                 DeltaRead::Gone => {}
                 DeltaRead::BaseGone => return self.load_base(run_id, created, Some(newest)).await,
             }
         }
         self.load_base(run_id, created, None).await
+    }
+
+    /// Replaces `folded` with the run read from the newest delta if that is
+    /// ahead of it: how a cached run that fell behind skips the log entries
+    /// the delta covers. The cached receipts stand in for the delta's base
+    /// where they cover it (both are copies of the same log entries), so the
+    /// base is read only if it is ahead of the cache too. A delta whose base
+    /// is gone is passed over: the log after `folded` is read instead.
+    pub(super) async fn skip_to_newer_checkpoint(
+        &self,
+        run_id: &RunId,
+        folded: &mut Folded,
+    ) -> Result<()> {
+        let incarnation = folded.incarnation;
+        let folder = self.layout.delta_folder(run_id, incarnation);
+        for _ in 0..LISTING_ATTEMPTS {
+            let Some(newest) = self.positions(run_id, &folder, "delta").await?.pop() else {
+                return Ok(());
+            };
+            if newest <= folded.next {
+                return Ok(());
+            }
+            match self
+                .read_delta(run_id, incarnation, newest, Some(&folded.state))
+                .await?
+            {
+                DeltaRead::Loaded(newer) => {
+                    let mut newer = *newer;
+                    let known = std::mem::take(&mut folded.checkpoints);
+                    let checkpoints = &mut newer.checkpoints;
+                    checkpoints.superseded = known.superseded;
+                    // What this instance wrote before is older than the
+                    // delta read, and deleted with what it supersedes.
+                    if known.delta > 0 {
+                        let old = self.layout.delta(run_id, incarnation, known.delta);
+                        checkpoints.superseded.push(old);
+                    }
+                    if let Some(old) = known.base.filter(|old| Some(*old) != checkpoints.base)
+                        && checkpoints
+                            .base
+                            .is_some_and(|new| new.position > old.position)
+                    {
+                        let old = self.layout.checkpoint(run_id, incarnation, old.position);
+                        checkpoints.superseded.push(old);
+                    }
+                    *folded = newer;
+                    return Ok(());
+                }
+                DeltaRead::Gone => {}
+                DeltaRead::BaseGone => return Ok(()),
+            }
+        }
+        Ok(())
     }
 
     /// The run folded up to its newest base, or as `created` if it has
@@ -193,11 +253,15 @@ impl ObjectStoreRuntimeStore {
     }
 
     /// Reads the delta at `position` and the base it names, and joins them.
+    /// `known` is the run folded from the log up to an earlier position:
+    /// where it holds every receipt the base holds, they are taken from it
+    /// rather than read again.
     async fn read_delta(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
         position: u64,
+        known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.layout.delta(run_id, incarnation, position);
         let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
@@ -210,6 +274,7 @@ impl ObjectStoreRuntimeStore {
         let base_after = delta.base.is_some_and(|p| p > position);
         if delta.incarnation != incarnation
             || delta.next != position
+            || position == u64::MAX
             || record.incarnation != incarnation
             || record.run_id != *run_id
             || base_after
@@ -223,16 +288,26 @@ impl ObjectStoreRuntimeStore {
                 ),
             ));
         }
+        if let Err(reason) = delta.state.check_stored(delta.receipts_from) {
+            return Err(Error::corrupt(&path, format!("{what}: {reason}")));
+        }
         let (state, base) = match delta.base {
             None => (delta.state, None),
             Some(p) => {
-                let base_path = self.layout.checkpoint(run_id, incarnation, p);
-                let Some(bytes) =
-                    write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT).await?
-                else {
-                    return Ok(DeltaRead::BaseGone);
+                let covered = known.filter(|k| k.receipt_count() >= delta.receipts_from);
+                let base = match covered {
+                    Some(known) => known.with_receipts_before(delta.receipts_from),
+                    None => {
+                        let base_path = self.layout.checkpoint(run_id, incarnation, p);
+                        let read =
+                            write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT)
+                                .await?;
+                        let Some(bytes) = read else {
+                            return Ok(DeltaRead::BaseGone);
+                        };
+                        self.decode_base(run_id, incarnation, p, &bytes)?
+                    }
                 };
-                let base = self.decode_base(run_id, incarnation, p, &bytes)?;
                 let held = base.receipt_count();
                 let joined = (held == delta.receipts_from)
                     .then(|| delta.state.after_receipts_of(base))
@@ -304,6 +379,7 @@ impl ObjectStoreRuntimeStore {
         let record = stored.state.record();
         if stored.incarnation != incarnation
             || stored.next != position
+            || position == u64::MAX
             || record.incarnation != incarnation
             || record.run_id != *run_id
         {
@@ -314,6 +390,9 @@ impl ObjectStoreRuntimeStore {
                     record.run_id, stored.incarnation, stored.next
                 ),
             ));
+        }
+        if let Err(reason) = stored.state.check_stored(0) {
+            return Err(Error::corrupt(&path, format!("{what}: {reason}")));
         }
         Ok(stored.state)
     }
@@ -327,7 +406,7 @@ impl ObjectStoreRuntimeStore {
     pub(super) async fn checkpoint_if_due(&self, run_id: &RunId, folded: &mut Folded) {
         let terminal = folded.state.record().status.is_terminal();
         let last = folded.checkpoints.delta;
-        let due = folded.next - last >= self.checkpoint_interval || terminal;
+        let due = folded.next.saturating_sub(last) >= self.checkpoint_interval || terminal;
         if !due || folded.next == last {
             return;
         }
