@@ -353,6 +353,16 @@ impl Folder {
         })
     }
 
+    /// The root folder; `None` if it is gone (a listing of it is empty, as
+    /// with `LocalFileSystem`).
+    fn root_if_present(root: &std::path::Path) -> object_store::Result<Option<Folder>> {
+        match Folder::root(root) {
+            Ok(folder) => Ok(Some(folder)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The real folder `name` in this one; `None` if it does not exist.
     fn child(&self, name: &str, location: &Path) -> object_store::Result<Option<Folder>> {
         let file = self.file.join(name);
@@ -703,8 +713,10 @@ impl Walk {
     fn start(&mut self) -> object_store::Result<()> {
         self.started = true;
         let parts: Vec<_> = self.prefix.parts().collect();
-        let folder =
-            Folder::root(&self.root)?.descend(parts.iter().map(|p| p.as_ref()), &self.prefix)?;
+        let Some(root) = Folder::root_if_present(&self.root)? else {
+            return Ok(());
+        };
+        let folder = root.descend(parts.iter().map(|p| p.as_ref()), &self.prefix)?;
         if let Some(folder) = folder {
             self.read(folder, self.prefix.clone())?;
         }
@@ -806,8 +818,10 @@ fn list_one_level(root: &std::path::Path, prefix: &Path) -> object_store::Result
         extensions: Default::default(),
     };
     let parts: Vec<_> = prefix.parts().collect();
-    let Some(folder) = Folder::root(root)?.descend(parts.iter().map(|p| p.as_ref()), prefix)?
-    else {
+    let Some(root) = Folder::root_if_present(root)? else {
+        return Ok(listed);
+    };
+    let Some(folder) = root.descend(parts.iter().map(|p| p.as_ref()), prefix)? else {
         return Ok(listed);
     };
     let mut dir = Dir::read_from(&folder.fd).map_err(|e| io_error(&folder.file, e.into()))?;
@@ -991,5 +1005,43 @@ mod tests {
         );
         let head = ours.head(&"a/b/c".into()).await.unwrap();
         assert_eq!(head, theirs.head(&"a/b/c".into()).await.unwrap());
+    }
+
+    /// As `LocalFileSystem`: a root removed under the store lists nothing,
+    /// reads nothing, and a write makes it again.
+    #[tokio::test]
+    async fn a_store_whose_root_is_gone_lists_nothing_and_a_write_recreates_it() {
+        use futures::TryStreamExt;
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        std::fs::create_dir(&root).unwrap();
+        let store = LocalFolder::new(&root).unwrap();
+        std::fs::remove_dir(&root).unwrap();
+
+        let listed: Vec<_> = store.list(None).try_collect().await.unwrap();
+        assert!(listed.is_empty());
+        assert!(
+            store
+                .list_with_delimiter(None)
+                .await
+                .unwrap()
+                .objects
+                .is_empty()
+        );
+        let missing = store.get(&"a/b".into()).await;
+        assert!(matches!(missing, Err(object_store::Error::NotFound { .. })));
+        store.put(&"a/b".into(), "v".into()).await.unwrap();
+        assert_eq!(
+            store
+                .get(&"a/b".into())
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap(),
+            "v"
+        );
     }
 }
