@@ -68,6 +68,8 @@ pub mod sim;
 mod stores;
 mod suites;
 
+#[cfg(test)]
+pub(crate) use stores::exercise_every_method;
 pub use stores::{
     CaseFoldingStore, CountingStore, Fault, FaultInjectingStore, FaultRule, HugeObjects,
     IgnoresConditionalCreates, InjectedFault, RequestCounts, RequestKind,
