@@ -350,6 +350,31 @@ impl MemoStore {
         Ok(count)
     }
 
+    /// Whether incarnation `incarnation` of the run has any memo or
+    /// step-output entry; stops at the first one found.
+    pub(crate) async fn has_incarnation_entries(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<bool> {
+        for folder in [MEMOS, STEP_OUTPUTS] {
+            let prefix = self
+                .inner
+                .layout
+                .incarnation_folder(folder, run_id, incarnation);
+            let first = self
+                .store()
+                .list(Some(&prefix))
+                .try_next()
+                .await
+                .map_err(|e| Error::store(&prefix, e))?;
+            if first.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     pub(crate) fn store(&self) -> &dyn ObjectStore {
         self.inner.store.as_ref()
     }

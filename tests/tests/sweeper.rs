@@ -851,3 +851,89 @@ fn the_cutoff_saturates_at_zero() {
     let forever = RetentionSweeper::builder(store, Duration::MAX).build();
     assert_eq!(forever.cutoff_ms(u64::MAX), 0);
 }
+
+/// An operator's sweep with the wrong runtime-store prefix (issue 20, case
+/// 11: the workers keep runs under `runs`, the sweep looks under `runtime`)
+/// finds the marker's run nowhere: it reports the run and deletes nothing
+/// of it, neither its entries, nor its marker, nor its records; the sweep
+/// with the right prefix then clears it.
+#[tokio::test]
+async fn a_marker_of_a_run_the_runtime_store_does_not_hold_deletes_nothing() {
+    for backend in Backend::all() {
+        let (name, store) = (backend.name(), backend.memo_store("memo"));
+        let workers: Arc<dyn RuntimeStore> = Arc::new(backend.runtime_store("runs"));
+        let elsewhere: Arc<dyn RuntimeStore> = Arc::new(backend.runtime_store("runtime"));
+        let order = run("order-11");
+        let incarnation = finished_run(workers.as_ref(), &order, CUTOFF - DAY).await;
+        seed_run(&store, &order, incarnation, 2, CUTOFF - DAY).await;
+
+        let mistaken = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(elsewhere)
+            .build();
+        let report = mistaken.sweep_once(NOW).await.unwrap();
+        assert_eq!(
+            (
+                report.runs_cleared,
+                report.entries_deleted,
+                report.failures.len()
+            ),
+            (0, 0, 1),
+            "{name}: {report:?}"
+        );
+        assert!(!report.is_complete(), "{name}");
+        assert_eq!(stored_entries(&store, &order).await, 4, "{name}");
+        assert_eq!(
+            store.list_terminal_markers().await.unwrap().len(),
+            1,
+            "{name}"
+        );
+        assert!(workers.load_run(&order).await.unwrap().is_some(), "{name}");
+
+        let right = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(workers.clone())
+            .build();
+        let report = right.sweep_once(NOW).await.unwrap();
+        assert_eq!(
+            (report.runs_cleared, report.entries_deleted),
+            (1, 4),
+            "{name}"
+        );
+        assert!(workers.load_run(&order).await.unwrap().is_none(), "{name}");
+    }
+}
+
+/// A pass that deleted a run's entries and records but not its marker
+/// leaves a marker whose run the runtime store no longer holds: the next
+/// pass deletes it, as nothing else of the run is left.
+#[tokio::test]
+async fn a_marker_left_after_its_run_was_deleted_is_swept_by_the_next_pass() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let (name, store) = (backend.name(), backend.memo_store("memo"));
+        let runtime: Arc<dyn RuntimeStore> = Arc::new(backend.runtime_store("runs"));
+        let order = run("order-12");
+        let incarnation = finished_run(runtime.as_ref(), &order, CUTOFF - DAY).await;
+        seed_run(&store, &order, incarnation, 2, CUTOFF - DAY).await;
+        faults.inject(
+            FaultRule::fail_before(RequestKind::Delete)
+                .at_prefix("memo/terminals")
+                .times(1),
+        );
+        let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(runtime.clone())
+            .build();
+        let first = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(first.failures.len(), 1, "{name}: {first:?}");
+        assert!(runtime.load_run(&order).await.unwrap().is_none(), "{name}");
+
+        let second = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(
+            (second.runs_cleared, second.failures.len()),
+            (1, 0),
+            "{name}: {second:?}"
+        );
+        assert!(
+            store.list_terminal_markers().await.unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}
