@@ -53,7 +53,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 ///
 /// | URL | store | cargo feature |
 /// |---|---|---|
-/// | `file:///var/lib/memo` | [`LocalFileSystem`] rooted at the folder, which is created if missing | always |
+/// | `file:///var/lib/memo` | [`LocalFileSystem`] rooted at the folder, which is created if missing; deletes remove the folders they empty | always |
 /// | `memory://` | a fresh [`InMemory`] | always |
 /// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` |
 /// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
@@ -163,7 +163,7 @@ where
 }
 
 /// A [`LocalFileSystem`] rooted at the folder of a `file://` URL, created if
-/// missing.
+/// missing, that removes the folders its deletes empty.
 fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
     let folder = parsed
         .to_file_path()
@@ -175,7 +175,12 @@ fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
         )
     })?;
     let store = LocalFileSystem::new_with_prefix(&folder).map_err(|e| store_err(url, e))?;
-    Ok(Arc::new(store))
+    // A delete removes the folders it empties, up to the root and never the
+    // root itself: clears and sweeps otherwise leave every run's folders
+    // behind, and later listings walk them. A writer racing the removal of
+    // its folder creates it again (object_store retries a staged upload whose
+    // folder is gone), and a folder holding a write in progress is not empty.
+    Ok(Arc::new(store.with_automatic_cleanup(true)))
 }
 
 /// The options given to [`store_from_url`], with memo's own keys taken out.

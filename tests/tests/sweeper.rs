@@ -937,3 +937,51 @@ async fn a_marker_left_after_its_run_was_deleted_is_swept_by_the_next_pass() {
         );
     }
 }
+
+/// Every folder under `root`, the root excluded.
+fn folders_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                found.push(entry.path());
+                pending.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// A sweep on a local folder opened from its URL removes the folders it
+/// empties (issue 20, case 12: three runs left 35 behind), and the folder
+/// itself stays.
+#[tokio::test]
+async fn a_sweep_on_a_local_folder_leaves_no_empty_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = memo_runtime::store_from_url(&url, Vec::<(String, String)>::new()).unwrap();
+    let store = MemoStore::new(opened.store.clone(), "memo");
+    let runtime: Arc<dyn RuntimeStore> = Arc::new(memo_runtime::ObjectStoreRuntimeStore::new(
+        opened.store.clone(),
+        "runtime",
+    ));
+    for id in ["order-1", "order-2", "order-3"] {
+        let incarnation = finished_run(runtime.as_ref(), &run(id), CUTOFF - DAY).await;
+        seed_run(&store, &run(id), incarnation, 2, CUTOFF - DAY).await;
+    }
+    assert!(!folders_under(dir.path()).is_empty());
+
+    let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+        .runtime_store(runtime)
+        .build();
+    let report = sweeper.sweep_once(NOW).await.unwrap();
+    assert_eq!(
+        (report.runs_cleared, report.failures.len()),
+        (3, 0),
+        "{report:?}"
+    );
+    assert_eq!(folders_under(dir.path()), Vec::<std::path::PathBuf>::new());
+    assert!(dir.path().is_dir());
+}
