@@ -1,5 +1,5 @@
-//! `MemoStore` and `Memo`: write-once memo entries and step-output replay
-//! entries over any [`ObjectStore`].
+//! `MemoStore` and `Memo`: write-once memo entries over any
+//! [`ObjectStore`].
 //!
 //! # Layout
 //!
@@ -8,7 +8,8 @@
 //! - `memos/<run>/<incarnation>/<step>/<sha256(key)>`: memo entries
 //!   ([`Memo::put`]).
 //! - `step-outputs/<run>/<incarnation>/<step>/<sha256(payload)>`: step-output
-//!   replay entries ([`Memo::put_step_output`]).
+//!   entries, written by earlier versions only (step receipts in the runtime
+//!   store replaced them); clears and sweeps still delete them.
 //! - `terminals/...`: terminal markers (see [`TerminalMarker`]).
 //!
 //! `<run>` is a checked [`RunId`] written as one lower-case segment (see
@@ -28,7 +29,7 @@ use object_store::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::key::{content_key, sha256_digest, sha256_hex};
+use crate::key::{content_key, sha256_digest};
 use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
@@ -209,43 +210,6 @@ impl MemoStore {
             interruption: None,
             lease: None,
         }
-    }
-
-    /// The committed output of step `step_number` for the step input
-    /// `step_payload`, if any.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Store`] if the read fails; [`Error::Corrupt`] if the entry is
-    /// damaged.
-    pub async fn get_step_output(
-        &self,
-        run_id: &RunId,
-        step_number: u32,
-        step_payload: &[u8],
-    ) -> Result<Option<Bytes>> {
-        self.new_memo(run_id, step_number)
-            .get_step_output(step_payload)
-            .await
-    }
-
-    /// Commits `value` as the output of step `step_number` for the step
-    /// input `step_payload`, unless an output is committed already; returns
-    /// the committed output.
-    ///
-    /// # Errors
-    ///
-    /// As [`Memo::put`].
-    pub async fn put_step_output(
-        &self,
-        run_id: &RunId,
-        step_number: u32,
-        step_payload: &[u8],
-        value: &[u8],
-    ) -> Result<Bytes> {
-        self.new_memo(run_id, step_number)
-            .put_step_output(step_payload, value)
-            .await
     }
 
     /// Deletes every memo entry and step-output entry of `run_id`, of every
@@ -703,42 +667,6 @@ impl Memo {
         self.put(&content_key(input)?, value).await
     }
 
-    /// The committed output of this step for the step input
-    /// `step_payload`, if any.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Store`] if the read fails; [`Error::Corrupt`] if the entry is
-    /// damaged.
-    pub async fn get_step_output(&self, step_payload: &[u8]) -> Result<Option<Bytes>> {
-        self.store.read(&self.step_output_path(step_payload)).await
-    }
-
-    /// Commits `value` as the output of this step for the step input
-    /// `step_payload`, unless an output is committed already; returns the
-    /// committed output.
-    ///
-    /// # Errors
-    ///
-    /// As [`Memo::put`].
-    pub async fn put_step_output(&self, step_payload: &[u8], value: &[u8]) -> Result<Bytes> {
-        let path = self.step_output_path(step_payload);
-        self.store
-            .create(&path, value, || path.to_string())
-            .await
-            .map(Created::into_payload)
-    }
-
-    fn step_output_path(&self, step_payload: &[u8]) -> Path {
-        self.store.layout().entry(
-            STEP_OUTPUTS,
-            &self.run_id,
-            self.incarnation,
-            self.step_number,
-            &sha256_hex(step_payload),
-        )
-    }
-
     /// The object path of `key`'s entry.
     pub(crate) fn key_path(&self, key: &str) -> Path {
         self.memo_folder
@@ -762,6 +690,8 @@ impl Memo {
 #[cfg(test)]
 mod tests {
     use object_store::memory::InMemory;
+
+    use crate::key::sha256_hex;
 
     use super::*;
 

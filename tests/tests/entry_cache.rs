@@ -74,10 +74,6 @@ async fn clones_share_the_cache_and_a_committed_put_fills_it() {
     let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("r"), 0);
     memo.put("k", b"v").await.unwrap();
-    store
-        .put_step_output(&run("r"), 0, b"in", b"out")
-        .await
-        .unwrap();
     requests(&counting);
     let clone = store.clone();
     assert_eq!(
@@ -88,14 +84,6 @@ async fn clones_share_the_cache_and_a_committed_put_fills_it() {
             .unwrap()
             .unwrap()[..],
         b"v"
-    );
-    assert_eq!(
-        &clone
-            .get_step_output(&run("r"), 0, b"in")
-            .await
-            .unwrap()
-            .unwrap()[..],
-        b"out"
     );
     // A put of a committed key answers from the cache too.
     assert_eq!(&memo.put("k", b"other").await.unwrap()[..], b"v");
@@ -162,18 +150,10 @@ async fn a_cleared_standalone_run_is_read_from_the_store_again() {
     let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("r"), 0);
     memo.put("k", b"old").await.unwrap();
-    store
-        .put_step_output(&run("r"), 0, b"in", b"old")
-        .await
-        .unwrap();
-    assert_eq!(store.clear_memos_for_run(&run("r")).await.unwrap(), 2);
+    assert_eq!(store.clear_memos_for_run(&run("r")).await.unwrap(), 1);
     requests(&counting);
     assert_eq!(memo.get("k").await.unwrap(), None);
-    assert_eq!(
-        store.get_step_output(&run("r"), 0, b"in").await.unwrap(),
-        None
-    );
-    assert_eq!(requests(&counting).gets, 2, "both reads went to the store");
+    assert_eq!(requests(&counting).gets, 1, "the read went to the store");
     // The id used again is a new run: its value, not the cleared one.
     assert_eq!(&memo.put("k", b"new").await.unwrap()[..], b"new");
 }
@@ -232,10 +212,6 @@ async fn a_swept_run_is_never_served_from_the_cache() {
     let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("swept"), 0);
     memo.put("k", b"v").await.unwrap();
-    store
-        .put_step_output(&run("swept"), 0, b"in", b"out")
-        .await
-        .unwrap();
     store.write_terminal_marker(&run("swept"), 0).await.unwrap();
     // A sweeper of its own instance, as a separate sweeper task builds it.
     let sweeper_store = MemoStore::new(Arc::clone(store.object_store()), &prefix);
@@ -247,11 +223,4 @@ async fn a_swept_run_is_never_served_from_the_cache() {
         .unwrap();
     assert_eq!(report.runs_cleared, 1, "{report:?}");
     assert_eq!(memo.get("k").await.unwrap(), None);
-    assert_eq!(
-        store
-            .get_step_output(&run("swept"), 0, b"in")
-            .await
-            .unwrap(),
-        None
-    );
 }

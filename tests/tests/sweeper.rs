@@ -14,7 +14,9 @@ use memo_runtime::runtime_store::{
     Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, RunRecord, RunStatus,
     StatusChange, StepReceipt,
 };
-use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::testing::{
+    CountingStore, FaultInjectingStore, FaultRule, RequestKind, write_legacy_step_output,
+};
 use memo_runtime::{
     Error, Incarnation, MARKER_PARTITION_MS, ManualClock, MemoStore, RetentionSweeper, RunId,
     RuntimeStore, TerminalMarker,
@@ -30,7 +32,8 @@ const NOW: u64 = 100 * DAY + HOUR / 2;
 /// The cutoff at `NOW` with `RETENTION`.
 const CUTOFF: u64 = NOW - 7 * DAY;
 
-/// Gives `run` `steps` memo entries and `steps` step-output entries.
+/// Gives `run` `steps` memo entries and `steps` step-output entries (as
+/// earlier versions wrote them: a sweep still clears them).
 async fn seed_entries(store: &MemoStore, run: &RunId, steps: u32) {
     for step in 0..steps {
         store
@@ -38,10 +41,16 @@ async fn seed_entries(store: &MemoStore, run: &RunId, steps: u32) {
             .put("key", b"value")
             .await
             .unwrap();
-        store
-            .put_step_output(run, step, b"payload", b"output")
-            .await
-            .unwrap();
+        write_legacy_step_output(
+            store,
+            run,
+            Incarnation::STANDALONE,
+            step,
+            b"payload",
+            b"output",
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -56,7 +65,9 @@ async fn seed_run(
     for step in 0..steps {
         let memo = store.memo_for(run, incarnation, step);
         memo.put("key", b"value").await.unwrap();
-        memo.put_step_output(b"payload", b"output").await.unwrap();
+        write_legacy_step_output(store, run, incarnation, step, b"payload", b"output")
+            .await
+            .unwrap();
     }
     let marker = TerminalMarker {
         run_id: run.clone(),

@@ -61,10 +61,12 @@
 //!
 //! [`ObjectStore`]: object_store::ObjectStore
 
+mod legacy;
 pub mod sim;
 mod stores;
 mod suites;
 
+pub use legacy::{read_legacy_step_output, write_legacy_step_output};
 pub use stores::{
     CaseFoldingStore, CountingStore, Fault, FaultInjectingStore, FaultRule,
     IgnoresConditionalCreates, InjectedFault, RequestCounts, RequestKind,
