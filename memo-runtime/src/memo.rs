@@ -66,8 +66,17 @@ pub const DEFAULT_ENTRY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// ([`clear_memos_for_run`](Self::clear_memos_for_run),
 /// [`clear_incarnation`](Self::clear_incarnation), a retention sweep)
 /// through any `MemoStore` of the process drops its entries from every
-/// cache in the process, so a cleared entry is never served again. Other
-/// processes have caches of their own.
+/// cache in the process, so a cleared entry is never served again.
+///
+/// Only the entries of workflow runs are cached (memos of a
+/// [`Context`](crate::workflow::Context) step, or made with
+/// [`memo_for`](Self::memo_for) and an incarnation), and those a clear in
+/// another process cannot make stale: a run is cleared only once it ended,
+/// and a run created again under its id is a new incarnation, stored
+/// elsewhere. Standalone memos ([`new_memo`](Self::new_memo)) are read from
+/// the store every time: all standalone runs of an id share one
+/// incarnation, so a value cached in one process could outlive a clear by
+/// another process and a new value committed after it.
 ///
 /// # Example
 ///
@@ -347,10 +356,10 @@ impl MemoStore {
         &self.inner.layout
     }
 
-    /// The committed payload at `path`, if any: from the cache, else read
-    /// (and checked) and kept.
-    async fn read(&self, path: &Path) -> Result<Option<Bytes>> {
-        let Some(cache) = &self.inner.cache else {
+    /// The committed payload at `path`, if any: from `cache`, else read
+    /// (and checked) and kept there.
+    async fn read(&self, path: &Path, cache: Option<&EntryCache>) -> Result<Option<Bytes>> {
+        let Some(cache) = cache else {
             return write_once::read(self.store(), path).await;
         };
         if let Some(hit) = cache.get(path) {
@@ -366,11 +375,12 @@ impl MemoStore {
 
     /// Creates `path` with `value` unless it exists, after the size check;
     /// `key` names the entry in a `TooLarge` error. A committed payload in
-    /// the cache answers without a request.
+    /// `cache` answers without a request.
     async fn create(
         &self,
         path: &Path,
         value: &[u8],
+        cache: Option<&EntryCache>,
         key: impl FnOnce() -> String,
     ) -> Result<Created> {
         if value.len() > self.inner.max_value_size {
@@ -380,7 +390,7 @@ impl MemoStore {
                 limit: self.inner.max_value_size,
             });
         }
-        let Some(cache) = &self.inner.cache else {
+        let Some(cache) = cache else {
             return write_once::create_once(self.store(), path, value).await;
         };
         if let Some(committed) = cache.get(path) {
@@ -584,6 +594,20 @@ impl Memo {
         }
     }
 
+    /// The store's entry cache, if this memo's entries may be kept in it.
+    ///
+    /// A standalone memo's are not: every standalone run of an id shares
+    /// [`Incarnation::STANDALONE`], so after another process clears the run
+    /// and a third commits a new value for a key, a value cached here would
+    /// be the old one. A workflow run's entries cannot go stale that way: a
+    /// run is cleared only once it ended, and a run created again under its
+    /// id is another incarnation, at other paths.
+    fn cached(&self) -> Option<&EntryCache> {
+        (self.incarnation != Incarnation::STANDALONE)
+            .then_some(self.store.inner.cache.as_deref())
+            .flatten()
+    }
+
     /// The committed value of `key`, if any. The returned bytes share the
     /// buffer read from the store (no copy).
     ///
@@ -593,7 +617,7 @@ impl Memo {
     /// if the entry is damaged (never reported as a miss).
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
         self.store
-            .read(&self.key_path(key))
+            .read(&self.key_path(key), self.cached())
             .await
             .inspect_err(|e| self.report_transient(e))
     }
@@ -617,7 +641,7 @@ impl Memo {
         };
         let created = self
             .store
-            .create(&self.key_path(key), value.as_ref(), describe)
+            .create(&self.key_path(key), value.as_ref(), self.cached(), describe)
             .await
             .inspect_err(|e| self.report_transient(e))?;
         if let Created::Theirs(_) = created {
