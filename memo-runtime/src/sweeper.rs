@@ -52,7 +52,14 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 /// A failure at any step is recorded in the [`SweepReport`] and leaves the
 /// marker in place, so the next pass finishes the run; a crash mid-pass does
 /// the same. Every step is idempotent, so running passes concurrently (two
-/// processes) is safe, only wasteful.
+/// processes, a sweeper in every worker) is safe, only wasteful: a pass that
+/// checked a run and stalled while another pass deleted it and a new run of
+/// the same id began touches nothing of the new run (see
+/// [`RuntimeStore::delete_run`]). Standalone runs (memos outside a
+/// workflow) have no incarnations of their own: a standalone run id used
+/// again while a stalled pass clears its expired predecessor may lose the
+/// entries the new use wrote before the pass ended; use a fresh id for each
+/// standalone run, or workflow runs, where that matters.
 ///
 /// Cheap to clone: clones share their configuration.
 ///
