@@ -16,10 +16,9 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::pin::Pin;
 use std::time::Duration;
 
-use memo_runtime::testing::sim::{Event, Ledger, RunOutcome, Simulation, memoized_key};
+use memo_runtime::testing::sim::{Event, Ledger, RunOutcome, Simulation};
 use memo_runtime::workflow::{Context, RetryPolicy, Workflow};
 use memo_runtime::{Error, Memo, memoized};
-use memo_tests::fixtures::{Backend, run};
 use serde::{Deserialize, Serialize};
 
 /// How many seeds `cargo test` runs, and how long each history is: the CI
@@ -71,21 +70,23 @@ impl fmt::Display for OrderError {
     }
 }
 
+/// Generic, so its key names its type parameter: a key restated by hand
+/// would miss it, the ledger learns it from the call.
 #[memoized(skip(ledger))]
-async fn reserve(
+async fn reserve<M: Serialize + Sync>(
     memo: &Memo,
     ledger: &Ledger,
     order: u32,
-    items: &Items,
+    items: &M,
 ) -> Result<String, OrderError> {
-    let key = memoized_key("reserve", 0, &(order, items))?;
-    let n = ledger.side_effect(memo, &key).await;
+    let n = ledger.side_effect(memo).await;
     Ok(format!("reservation #{n}"))
 }
 
 /// A flaky payment API: it declines half the calls before doing anything.
-#[memoized(skip(ledger))]
-async fn charge(
+/// Renamed, so its key is not its function's name.
+#[memoized(name = "charge", skip(ledger))]
+async fn charge_card(
     memo: &Memo,
     ledger: &Ledger,
     order: u32,
@@ -95,16 +96,21 @@ async fn charge(
     if ledger.chance(0.5) {
         return Err(OrderError::Declined);
     }
-    let key = memoized_key("charge", 0, &(order, cents, via))?;
-    let n = ledger.side_effect(memo, &key).await;
+    let n = ledger.side_effect(memo).await;
     Ok(format!("{via} charge #{n}"))
 }
 
-#[memoized(skip(ledger))]
-async fn send_mail(memo: &Memo, ledger: &Ledger, order: u32) -> Result<String, OrderError> {
-    let key = memoized_key("send_mail", 0, &(order,))?;
-    let n = ledger.side_effect(memo, &key).await;
-    Ok(format!("mail #{n}"))
+/// The mail service, called through a method.
+struct Mailer {
+    ledger: Ledger,
+}
+
+impl Mailer {
+    #[memoized(skip(self))]
+    async fn send_mail(&self, memo: &Memo, order: u32) -> Result<String, OrderError> {
+        let n = self.ledger.side_effect(memo).await;
+        Ok(format!("mail #{n}"))
+    }
 }
 
 fn retry_declines(tries: u32) -> RetryPolicy {
@@ -119,13 +125,8 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
         .step("reserve", |memo| {
             let (ledger, items) = (ledger.clone(), order.items.clone());
             async move {
-                let reserved = reserve(&memo, &ledger, id, &items).await?;
-                ledger.observed(
-                    &memo,
-                    &memoized_key("reserve", 0, &(id, &items))?,
-                    &reserved,
-                );
-                Ok::<_, OrderError>(reserved)
+                let _body = ledger.step_body(&memo);
+                reserve(&memo, &ledger, id, &items).await
             }
         })
         .await?;
@@ -137,10 +138,8 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
         move |memo: Memo| {
             let ledger = ledger.clone();
             async move {
-                let charged = charge(&memo, &ledger, id, order.cents, via).await?;
-                let key = memoized_key("charge", 0, &(id, order.cents, via))?;
-                ledger.observed(&memo, &key, &charged);
-                Ok::<_, OrderError>(charged)
+                let _body = ledger.step_body(&memo);
+                charge_card(&memo, &ledger, id, order.cents, via).await
             }
         }
     };
@@ -168,11 +167,12 @@ async fn place_order(ctx: Context, order: Order, ledger: Ledger) -> Result<Recei
     };
     let mailed = ctx
         .step("mail", |memo| {
-            let ledger = ledger.clone();
+            let mailer = Mailer {
+                ledger: ledger.clone(),
+            };
             async move {
-                let mailed = send_mail(&memo, &ledger, id).await?;
-                ledger.observed(&memo, &memoized_key("send_mail", 0, &(id,))?, &mailed);
-                Ok::<_, OrderError>(mailed)
+                let _body = mailer.ledger.step_body(&memo);
+                mailer.send_mail(&memo, id).await
             }
         })
         .await?;
@@ -230,6 +230,12 @@ fn check(order: &Order, outcome: &RunOutcome<Receipt>) -> Result<(), String> {
         }
         other => Err(format!("unexpected outcome {other:?}")),
     }
+}
+
+/// `MEMO_SIM_DEPLOYMENT=1`: simulate the deployment the README recommends
+/// (`Simulation::deployment`), not only the default world.
+fn deployment() -> bool {
+    std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
 fn turned_off() -> Vec<String> {
@@ -310,6 +316,9 @@ fn survey(simulation: &OrderSimulation, seeds: u64) {
 fn simulated_histories_keep_every_invariant() {
     let reorder = !turned_off().iter().any(|name| name == "reordered-input");
     let mut simulation = order_simulation(reorder);
+    if deployment() {
+        simulation = simulation.deployment();
+    }
     for event in events_turned_off() {
         simulation = simulation.without(event);
     }
@@ -345,25 +354,79 @@ fn a_seed_replays_exactly() {
     }
 }
 
+/// A generic store of outbound messages, whose memoized method's key
+/// names both type parameters: no key restated by hand would match it.
+struct Outbox<T> {
+    ledger: Ledger,
+    _kind: std::marker::PhantomData<T>,
+}
+
+impl<T: Send + Sync> Outbox<T> {
+    #[memoized(skip(self))]
+    async fn send<U: Serialize + Sync>(&self, memo: &Memo, to: &U) -> Result<u64, Error> {
+        Ok(self.ledger.side_effect(memo).await)
+    }
+}
+
+type SendFuture = Pin<Box<dyn Future<Output = Result<u64, Error>>>>;
+type SendWorkflow = Workflow<Box<dyn Fn(Context, String) -> SendFuture>>;
+
+/// A workflow whose one step sends through a generic method; with
+/// `effect_after_call`, the step also performs the side effect itself
+/// after the call, as code that runs on every attempt would (a planted
+/// double call).
+fn outbox_simulation(
+    effect_after_call: bool,
+) -> Simulation<String, u64, impl Fn(Ledger) -> SendWorkflow> {
+    let make = move |ledger: Ledger| {
+        Workflow::new(
+            "outbox",
+            Box::new(move |ctx: Context, to: String| {
+                let ledger = ledger.clone();
+                Box::pin(async move {
+                    ctx.step("send", |memo| {
+                        let outbox = Outbox::<u8> {
+                            ledger: ledger.clone(),
+                            _kind: std::marker::PhantomData,
+                        };
+                        let to = to.clone();
+                        async move {
+                            let _body = outbox.ledger.step_body(&memo);
+                            let sent = outbox.send(&memo, &to).await?;
+                            if effect_after_call {
+                                outbox.ledger.side_effect(&memo).await;
+                            }
+                            Ok::<_, Error>(sent)
+                        }
+                    })
+                    .await
+                }) as SendFuture
+            }) as Box<dyn Fn(Context, String) -> SendFuture>,
+        )
+    };
+    Simulation::new(make, vec!["ada".to_string(), "grace".to_string()]).polls(300)
+}
+
 #[test]
-fn memoized_key_is_the_key_memoized_commits_under() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        #[memoized]
-        async fn quote(memo: &Memo, order: u32, via: &str) -> Result<String, Error> {
-            Ok(format!("{order} via {via}"))
-        }
-        let store = Backend::in_memory().memo_store("memo");
-        let memo = store.new_memo(&run("r"), 0);
-        let value = quote(&memo, 7, "card").await.unwrap();
-        let key = memoized_key("quote", 0, &(7_u32, "card")).unwrap();
-        let committed = memo
-            .get(&key)
-            .await
-            .unwrap()
-            .expect("committed under the key");
-        assert_eq!(rmp_serde::from_slice::<String>(&committed).unwrap(), value);
-    });
+fn the_ledger_learns_a_generic_methods_key_from_the_call() {
+    // Its keys match the committed entries, or the history fails
+    // "the ledger's side effects match committed memo entries".
+    let summary = outbox_simulation(false)
+        .run_seeds(0..10)
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.seeds, 10);
+}
+
+#[test]
+fn a_side_effect_outside_its_memoized_call_fails_the_simulation() {
+    let failure = outbox_simulation(true)
+        .run_seed(0)
+        .expect_err("the planted double call is caught");
+    assert!(
+        failure
+            .violations
+            .iter()
+            .any(|v| v.invariant == "a side effect is reported inside a #[memoized] body"),
+        "{failure}"
+    );
 }

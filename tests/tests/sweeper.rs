@@ -662,17 +662,16 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
         assert_eq!(store.list_terminal_markers().await.unwrap().len(), 300);
 
         // A second pass lists no marker, only the cutoff's hour (it holds
-        // retained markers too) and, on LocalFileSystem, which keeps empty
-        // folders, the two emptied hours before it.
+        // retained markers too): the emptied hours before it are gone, on a
+        // local folder too, which removes the folders its deletes empty.
         counting.reset();
         let again = sweeper(&store).sweep_once(NOW).await.unwrap();
         assert_eq!(again.markers_expired, 0, "{name}");
         let counts = counting.counts();
         assert_eq!(counts.objects_listed, 0, "{name}: {counts:?}");
-        let hours_listed = if backend.keeps_empty_folders() { 3 } else { 1 };
         assert_eq!(
             counts.lists + counts.lists_with_offset,
-            hours_listed,
+            1,
             "{name}: {counts:?}"
         );
     }
@@ -995,4 +994,30 @@ async fn a_sweep_on_a_local_folder_leaves_no_empty_folders() {
     );
     assert_eq!(folders_under(dir.path()), Vec::<std::path::PathBuf>::new());
     assert!(dir.path().is_dir());
+}
+
+/// The folders a sweep empties are removed up to a symlink another writer
+/// planted beside them, never the symlink nor the empty folder it points
+/// to outside the store.
+#[cfg(unix)]
+#[tokio::test]
+async fn emptied_folders_are_removed_up_to_a_planted_symlink_and_never_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let outside_empty = outside.path().join("empty");
+    std::fs::create_dir(&outside_empty).unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = memo_runtime::store_from_url(&url, Vec::<(String, String)>::new()).unwrap();
+    let store = MemoStore::new(opened.store.clone(), "memo");
+    let incarnation = Incarnation::from_u64(5);
+    seed_run(&store, &run("order-1"), incarnation, 1, CUTOFF - DAY).await;
+    let run_folder = dir.path().join("memo/memos/order-1");
+    let planted = run_folder.join("planted");
+    std::os::unix::fs::symlink(&outside_empty, &planted).unwrap();
+
+    let report = sweeper(&store).sweep_once(NOW).await.unwrap();
+    assert_eq!(report.runs_cleared, 1, "{report:?}");
+    assert!(!run_folder.join(incarnation.to_string()).exists());
+    assert!(std::fs::symlink_metadata(&planted).unwrap().is_symlink());
+    assert!(outside_empty.is_dir());
 }

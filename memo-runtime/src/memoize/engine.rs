@@ -13,6 +13,32 @@ use crate::{Error, Memo, Result};
 use super::bounds::{FromMemoError, MemoResult, StoredValue};
 use super::flight::Flight;
 
+#[cfg(any(test, feature = "testing"))]
+tokio::task_local! {
+    /// The memoized call whose body is being polled: how the `testing`
+    /// simulator's ledger learns a side effect's key from the call itself
+    /// instead of the user restating it (a restated key silently misses for
+    /// a generic function, a method or a renamed one).
+    static CURRENT_CALL: CurrentCall;
+}
+
+/// A memoized call whose body is running: its memo and its key.
+#[cfg(any(test, feature = "testing"))]
+#[derive(Debug, Clone)]
+pub(crate) struct CurrentCall {
+    /// The memo the call commits to.
+    pub(crate) memo: Memo,
+    /// The key it commits under (the memo-level key, a hex digest).
+    pub(crate) key: String,
+}
+
+/// The innermost memoized call whose body the current task is running, if
+/// any.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn current_call() -> Option<CurrentCall> {
+    CURRENT_CALL.try_with(Clone::clone).ok()
+}
+
 /// What a memoized call needs to know about its return type `R`, as plain
 /// function pointers: splitting `R` into its `Ok` type `T` and error `E`,
 /// encoding and decoding `T`, carrying memo's errors as `E`.
@@ -167,14 +193,14 @@ impl<R, T, E> Call<'_, R, T, E> {
         let key = key.map_err(|e| Failure::Memo(self.key_error(e)))?;
         let key = key.as_str();
         if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
-            return Ok((self.decode(key, &committed)?, Outcome::Hit));
+            return Ok((self.returned(key, &committed)?, Outcome::Hit));
         }
         // Whoever holds the flight for this entry runs the body; the others
         // wait and then find its committed value on the re-read, so
         // identical calls in one process run the body once.
         let _flight = Flight::enter(self.memo.flight_key(key)).await;
         if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
-            return Ok((self.decode(key, &committed)?, Outcome::Hit));
+            return Ok((self.returned(key, &committed)?, Outcome::Hit));
         }
         // The step checked its lease before it began, but this call has
         // awaited reads since: a pause or a clock jump there may have let
@@ -184,6 +210,14 @@ impl<R, T, E> Call<'_, R, T, E> {
             self.memo.report_transient(&e);
             Failure::Memo(e)
         })?;
+        #[cfg(any(test, feature = "testing"))]
+        let body = CURRENT_CALL.scope(
+            CurrentCall {
+                memo: self.memo.clone(),
+                key: key.to_string(),
+            },
+            body,
+        );
         let value = (self.codec.split)(body.await).map_err(Failure::Body)?;
         let encoded = (self.codec.encode)(&value).map_err(|e| {
             Failure::Memo(Error::serialization(
@@ -193,13 +227,23 @@ impl<R, T, E> Call<'_, R, T, E> {
         })?;
         let committed = self.memo.put(key, &encoded).await.map_err(Failure::Memo)?;
         if committed == encoded {
+            #[cfg(any(test, feature = "testing"))]
+            crate::testing::sim::memoized_returned(self.memo, key, &committed);
             Ok((value, Outcome::Miss))
         } else {
             // Another attempt (another process, a lost acknowledgement)
             // committed first: every caller must see one value, so ours is
             // dropped.
-            Ok((self.decode(key, &committed)?, Outcome::CommittedByOther))
+            Ok((self.returned(key, &committed)?, Outcome::CommittedByOther))
         }
+    }
+
+    /// The committed value the call returns, decoded.
+    fn returned(&self, key: &str, committed: &Bytes) -> Result<T, Failure<E>> {
+        let value = self.decode(key, committed)?;
+        #[cfg(any(test, feature = "testing"))]
+        crate::testing::sim::memoized_returned(self.memo, key, committed);
+        Ok(value)
     }
 
     fn decode(&self, key: &str, committed: &Bytes) -> Result<T, Failure<E>> {

@@ -43,6 +43,7 @@
 //! (milliseconds since the Unix epoch) so that a store never reads a clock
 //! and a retried commit is byte-for-byte the same commit.
 
+mod limits;
 mod memory;
 mod object;
 mod state;
@@ -56,8 +57,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 
+pub use limits::{DEFAULT_MAX_PENDING_INPUTS, RunLimits};
 pub use memory::InMemoryRuntimeStore;
-pub use object::ObjectStoreRuntimeStore;
+pub use object::{DEFAULT_RUN_CACHE_BYTES, ObjectStoreRuntimeStore};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -263,7 +265,11 @@ pub enum InputPhase {
     Queued,
     /// Consumed by a step (terminal); the record names its sequence.
     Consumed,
-    /// Dropped without being consumed (terminal).
+    /// Dropped without being consumed (terminal): the workflow runtime
+    /// refuses so a signal whose payload does not decode as what the run
+    /// waits for (see [`Context::wait_for_signal`]).
+    ///
+    /// [`Context::wait_for_signal`]: crate::workflow::Context::wait_for_signal
     Abandoned,
 }
 

@@ -8,8 +8,14 @@ use crate::error::Result;
 use crate::key::sha256_hex;
 use crate::layout::STEP_OUTPUTS;
 use crate::memo::MemoStore;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once;
+
+/// What a step-output entry could hold: what a memo entry can.
+fn limit(store: &MemoStore) -> Limit {
+    Limit::memo_entry(store.max_value_size())
+}
 
 /// The path of a step-output entry (`step-outputs/<run>/<inc>/<step>/<sha256(payload)>`).
 fn step_output_path(
@@ -44,7 +50,7 @@ pub async fn write_legacy_step_output(
     value: &[u8],
 ) -> Result<()> {
     let path = step_output_path(store, run_id, incarnation, step, payload);
-    write_once::create_once(store.store(), &path, value).await?;
+    write_once::create_once(store.store(), &path, value, limit(store)).await?;
     Ok(())
 }
 
@@ -62,5 +68,5 @@ pub async fn read_legacy_step_output(
     payload: &[u8],
 ) -> Result<Option<Bytes>> {
     let path = step_output_path(store, run_id, incarnation, step, payload);
-    write_once::read(store.store(), &path).await
+    write_once::read(store.store(), &path, limit(store)).await
 }

@@ -12,6 +12,9 @@
 //!   folder (macOS, Windows) does.
 //! - [`IgnoresConditionalCreates`] overwrites where a create should be
 //!   refused, as some S3-compatible servers do.
+//! - [`HugeObjects`] makes chosen objects huge (say 1 TiB) without storing
+//!   or allocating their bytes, as another writer's sparse file or large
+//!   object is.
 //!
 //! Every wrapper forwards every [`ObjectStore`] method to the wrapped store,
 //! the defaulted ones included, so it keeps its behaviour (a pushed-down
@@ -68,7 +71,7 @@ mod suites;
 
 pub use legacy::{read_legacy_step_output, write_legacy_step_output};
 pub use stores::{
-    CaseFoldingStore, CountingStore, Fault, FaultInjectingStore, FaultRule,
+    CaseFoldingStore, CountingStore, Fault, FaultInjectingStore, FaultRule, HugeObjects,
     IgnoresConditionalCreates, InjectedFault, RequestCounts, RequestKind,
 };
 pub use suites::{memo_store, runtime_store};

@@ -23,16 +23,17 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
-    StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunLimits, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt,
 };
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::run_id::{Incarnation, RunId};
-use cache::Cache;
+use cache::{Bound, Cache};
 
-/// How many runs an instance keeps folded in memory.
-const DEFAULT_CACHED_RUNS: usize = 256;
+/// How many bytes of folded runs an instance keeps in memory, by default:
+/// 64 MiB.
+pub const DEFAULT_RUN_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How many log entries a run gets between checkpoint deltas, by default:
 /// the largest interval at which a fresh instance reads an open run and its
@@ -71,10 +72,11 @@ const CONCURRENCY: usize = 8;
 ///   log folder, so a deleted run's leftovers never mix with a new run's.
 /// - `runs/<run>/<inc>/checkpoint/<position>`: a base: the incarnation
 ///   folded from its log entries before `<position>`, written when enough
-///   receipts came since the previous base (every `2·√receipts`, at least
-///   32).
-/// - `runs/<run>/<inc>/delta/<position>`: a delta: the same, without the
-///   receipts of the base it names, written every few entries; when the run
+///   receipts and inputs came since the previous base (every `2·√items`, at
+///   least 32).
+/// - `runs/<run>/<inc>/delta/v2/<position>`: a delta: the same, without the
+///   receipts and inputs of the base it names, written every few entries
+///   (`delta/<position>`, read still, holds every input); when the run
 ///   ends, one that names no base and holds the whole run. Loading a run
 ///   reads the newest delta, its base and the log entries after the delta.
 ///   The log stays complete and authoritative (see the `checkpoint`
@@ -121,20 +123,26 @@ const CONCURRENCY: usize = 8;
 ///
 /// # Costs
 ///
-/// Each instance keeps the folded state of up to 256 runs in memory
-/// ([`with_cached_runs`](Self::with_cached_runs)), the least used first
-/// out. In requests:
+/// Each instance keeps up to 64 MiB of folded runs in memory
+/// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)), the least used
+/// first out. In requests:
 ///
 /// - a commit or input to a cached run: one create and a `GET` of the run
-///   pointer, plus a `GET` per change another writer made first; a change of
+///   pointer; if another writer took the position first, a `GET` of its
+///   entry and a catch-up as below, then the create again; a change of
 ///   status adds the new status's hint (one create) and deletes the old one;
 ///   every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
 ///   and the terminal change add a delta (one create) and delete the one it
-///   supersedes; every `2·√receipts` receipts (at least 32) a base comes
+///   supersedes; every `2·√items` receipts and inputs (at least 32) a base comes
 ///   before it (one create), and the base it supersedes is deleted;
-/// - a read of a cached run: at most two `GET`s (the next log position, to
-///   catch up, and the run pointer, to check the incarnation still exists;
-///   only the pointer if the run is terminal);
+/// - a read of a cached run: two `GET`s if it did not change (the next log
+///   position, and the run pointer, to check the incarnation still exists;
+///   only the pointer if the run is terminal). If it did, other writers may
+///   have added one entry or thousands, so it is caught up as a fresh load
+///   reads it: the delta listing, the newest delta if it is ahead of the
+///   cache (and its base, unless the cache holds the base's receipts), the
+///   log listing and the entries after it: at most 9 requests, whatever
+///   happened since the run was cached;
 /// - any call on a run not in the cache first reads its pointer, lists its
 ///   deltas (about one object) and reads the newest and the base it names,
 ///   then lists the log from there (with an offset) and reads each entry
@@ -158,8 +166,9 @@ const CONCURRENCY: usize = 8;
 ///   its hint);
 /// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
-///   listing deletes the hints it finds out of date, so the cost follows the
-///   runs in that status, not every run ever stored;
+///   listing deletes the hints it finds out of date (unless listings are
+///   [read-only](ObjectStoreRuntimeStore::with_read_only_listings)), so the
+///   cost follows the runs in that status, not every run ever stored;
 /// - reading a run that does not exist: a `GET` of its pointer and a
 ///   listing of the id's folder;
 /// - deleting a run: its reads, one listing, a delete per object, and a
@@ -194,12 +203,28 @@ const CONCURRENCY: usize = 8;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct ObjectStoreRuntimeStore {
     store: Arc<dyn ObjectStore>,
     layout: Layout,
     cache: Cache,
     checkpoint_interval: u64,
+    limits: RunLimits,
+    /// Whether `list_runs` deletes the stale status hints it meets.
+    tidy_hints: bool,
+}
+
+/// Names the store by its `Display` (backend, bucket or account and
+/// container), never by its `Debug`, which for some backends prints their
+/// credentials (an Azure access key, a SAS token).
+impl std::fmt::Debug for ObjectStoreRuntimeStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectStoreRuntimeStore")
+            .field("store", &format_args!("{}", self.store))
+            .field("prefix", &self.layout.prefix().as_ref())
+            .field("checkpoint_interval", &self.checkpoint_interval)
+            .field("tidy_hints", &self.tidy_hints)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The stored run pointer. `incarnation` is drawn at random for each
@@ -224,9 +249,35 @@ impl ObjectStoreRuntimeStore {
         ObjectStoreRuntimeStore {
             store,
             layout: Layout::new(prefix),
-            cache: Cache::new(DEFAULT_CACHED_RUNS),
+            cache: Cache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
+            limits: RunLimits::default(),
+            tidy_hints: true,
         }
+    }
+
+    /// Takes what `limits` allow (default [`RunLimits::default`]): values
+    /// larger than its maximum are refused with
+    /// [`Error::TooLarge`](crate::Error::TooLarge), inputs past its most
+    /// pending with [`Error::Conflict`](crate::Error::Conflict), before
+    /// anything is written. Runs already stored stay readable whatever the
+    /// limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: RunLimits) -> ObjectStoreRuntimeStore {
+        self.limits = limits;
+        self
+    }
+
+    /// Makes listings read-only: [`list_runs`](RuntimeStore::list_runs)
+    /// skips a stale status hint (of a run that left the status, or of a
+    /// deleted run) instead of deleting it, so it writes nothing. For an
+    /// operator's tool, which must not change the store it inspects; a
+    /// worker keeps the default, where a listing deletes the stale hints it
+    /// reads so that later listings do not read them again.
+    #[must_use]
+    pub fn with_read_only_listings(mut self) -> ObjectStoreRuntimeStore {
+        self.tidy_hints = false;
+        self
     }
 
     /// Writes a checkpoint delta of a run every `entries` log entries
@@ -235,23 +286,38 @@ impl ObjectStoreRuntimeStore {
     /// A fresh instance loads an open run with at most `entries + 4`
     /// requests, a finished one with 3, whatever their length. Each delta
     /// costs a create and a delete, and writes the run without the receipts
-    /// of its base (so up to `2·√n` receipts of a run of `n` steps, with its
-    /// inputs and snapshot whole), so a run of `n` steps writes about
-    /// `n^1.5 / 2·entries` receipts' worth of deltas over its life, and as
+    /// and inputs of its base (so up to `2·√n` of a run of `n` steps and
+    /// inputs, with its snapshot whole), so such a run writes about
+    /// `n^1.5 / 2·entries` items' worth of deltas over its life, and as
     /// much again in bases. Raise it for runs of many thousands of steps
-    /// with large outputs, or of many inputs (which every delta holds).
+    /// or signals with large outputs or payloads.
     #[must_use]
     pub fn with_checkpoint_interval(mut self, entries: u64) -> ObjectStoreRuntimeStore {
         self.checkpoint_interval = entries.max(1);
         self
     }
 
-    /// Keeps at most `runs` runs folded in memory (default 256; at least 1).
+    /// Keeps about `bytes` of folded runs in memory (default
+    /// [`DEFAULT_RUN_CACHE_BYTES`], 64 MiB): each run weighs its payloads
+    /// (input, receipts' outputs, inputs, snapshot, output) and a few
+    /// hundred bytes more. The budget is split over up to 4 shards, so a
+    /// run larger than a quarter of it is read from storage on each call
+    /// rather than kept.
     #[must_use]
-    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+    pub fn with_run_cache_bytes(mut self, bytes: u64) -> ObjectStoreRuntimeStore {
         // A new cache rather than a new capacity: the cache sizes its
         // shards for the capacity it is built with.
-        self.cache = Cache::new(runs);
+        self.cache = Cache::new(Bound::Bytes(bytes));
+        self
+    }
+
+    /// Keeps at most `runs` runs folded in memory, whatever their size (at
+    /// least 1), instead of a budget in bytes
+    /// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)): for tests and
+    /// for runs known to be small.
+    #[must_use]
+    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+        self.cache = Cache::new(Bound::Runs(runs));
         self
     }
 
@@ -297,6 +363,7 @@ impl ObjectStoreRuntimeStore {
 #[async_trait]
 impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        self.limits.admit_run(&run)?;
         self.create_or_recreate(run).await
     }
 
@@ -352,10 +419,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                     None => true,
                 };
                 if stale {
-                    let hint = self
-                        .layout
-                        .status_hint(status.path_segment(), &run_id, incarnation);
-                    self.delete_all(vec![hint]).await?;
+                    self.tidy_stale_hint(status, &run_id, incarnation).await?;
                 }
                 Ok::<_, Error>(current.filter(|r| r.status == status))
             })

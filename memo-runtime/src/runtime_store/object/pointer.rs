@@ -50,6 +50,7 @@ use super::cache::Folded;
 use super::{Creation, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::RunState;
 use crate::runtime_store::{NewRun, RunRecord, RunStatus};
@@ -90,7 +91,7 @@ impl ObjectStoreRuntimeStore {
     /// Reads the pointer object only; `None` if it is missing.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
+        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD).await? else {
             return Ok(None);
         };
         let creation = decode_creation(run_id, &path, &bytes, None)?;
@@ -115,7 +116,8 @@ impl ObjectStoreRuntimeStore {
                 continue;
             };
             let path = self.layout.incarnation_record(run_id, incarnation);
-            let Some(bytes) = write_once::read(self.store.as_ref(), &path).await? else {
+            let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD).await?
+            else {
                 continue;
             };
             let creation = decode_creation(run_id, &path, &bytes, Some(incarnation))?;
@@ -144,10 +146,10 @@ impl ObjectStoreRuntimeStore {
         bytes: Bytes,
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        match write_once::create_once(self.store.as_ref(), &path, &bytes).await? {
+        match write_once::create_once(self.store.as_ref(), &path, &bytes, Limit::RECORD).await? {
             Created::Ours(_) => {
                 let record = self.layout.incarnation_record(run_id, orphan.incarnation);
-                if write_once::read(self.store.as_ref(), &record)
+                if write_once::read(self.store.as_ref(), &record, Limit::RECORD)
                     .await?
                     .is_some()
                 {
@@ -184,7 +186,7 @@ impl ObjectStoreRuntimeStore {
         bytes: &[u8],
     ) -> Result<bool> {
         let path = self.layout.incarnation_record(run_id, creation.incarnation);
-        if write_once::read(self.store.as_ref(), &path)
+        if write_once::read(self.store.as_ref(), &path, Limit::RECORD)
             .await?
             .is_some()
         {
@@ -203,7 +205,7 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<bool> {
         let path = self.layout.incarnation_record(run_id, creation.incarnation);
         if let Created::Theirs(_) =
-            write_once::create_once(self.store.as_ref(), &path, bytes).await?
+            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD).await?
         {
             return Err(Error::corrupt(
                 &path,
@@ -244,7 +246,9 @@ impl ObjectStoreRuntimeStore {
                 .await?;
             let encoded = codec::encode_value("a run", &creation)?;
             let path = self.run_path(&run_id);
-            match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
+            match write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::RECORD)
+                .await?
+            {
                 // `Same`: our create, whose acknowledgement was lost.
                 Created::Ours(bytes) | Created::Same(bytes) => {
                     // Acknowledged only once its record exists: a stale
@@ -255,7 +259,9 @@ impl ObjectStoreRuntimeStore {
                         let record = state.record().clone();
                         let slot = self.slot(&run_id);
                         // Whatever was cached is of an earlier run of this id.
-                        *slot.lock().await = Some(Folded::created(state, creation.incarnation));
+                        let mut guard = slot.lock().await;
+                        *guard = Some(Folded::created(state, creation.incarnation));
+                        self.reweigh(&run_id, &slot, guard.as_ref());
                         return Ok(record);
                     }
                 }

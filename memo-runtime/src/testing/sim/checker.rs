@@ -2,8 +2,8 @@
 //! which side effects ran for which memo entry, what every caller saw, and
 //! the violations found so far.
 
-use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use object_store::path::Path;
@@ -33,6 +33,34 @@ pub(super) fn as_task<R>(id: u64, poll: impl FnOnce() -> R) -> R {
     })
 }
 
+thread_local! {
+    /// The checker of the history this thread is simulating, if any.
+    static ACTIVE: RefCell<Option<Checker>> = const { RefCell::new(None) };
+}
+
+/// Runs `history` with `checker` told of every memoized call that returns
+/// on this thread.
+pub(super) fn while_active<R>(checker: &Checker, history: impl FnOnce() -> R) -> R {
+    struct Deactivate;
+    impl Drop for Deactivate {
+        fn drop(&mut self) {
+            ACTIVE.with(|active| active.borrow_mut().take());
+        }
+    }
+    ACTIVE.with(|active| *active.borrow_mut() = Some(checker.clone()));
+    let _deactivate = Deactivate;
+    history()
+}
+
+/// A `#[memoized]` call of `memo` returns the value committed under `key`:
+/// in a simulation, a caller of that entry observed it.
+pub(crate) fn memoized_returned(memo: &Memo, key: &str, committed: &[u8]) {
+    let checker = ACTIVE.with(|active| active.borrow().clone());
+    if let Some(checker) = checker {
+        checker.observed(memo, key, committed.to_vec(), false);
+    }
+}
+
 fn current_task() -> Option<u64> {
     CURRENT.with(Cell::get)
 }
@@ -45,6 +73,7 @@ pub(super) enum TaskKind {
     Signal,
     Sweep,
     Delete,
+    Operator,
 }
 
 /// A live task.
@@ -62,7 +91,16 @@ struct Entry {
     key: String,
 }
 
-/// A side effect being executed (between its start and its end).
+/// The key a step body's own execution is recorded under (no memo key is
+/// empty: they are hex digests).
+const BODY: &str = "";
+
+/// The key a side effect reported outside any memoized call is recorded
+/// under.
+const OUTSIDE: &str = "<outside a #[memoized] body>";
+
+/// A step body or a side effect being executed (between its start and its
+/// end).
 #[derive(Debug)]
 struct Running {
     task: u64,
@@ -77,6 +115,15 @@ struct State {
     executions: BTreeMap<Entry, u64>,
     running: HashMap<u64, Running>,
     observed: HashMap<Entry, Vec<u8>>,
+    /// The (step, key) of every side effect recorded, in any run.
+    effect_keys: HashSet<(u32, String)>,
+    /// Whether some caller got the value of an entry a side effect ran for.
+    matched: bool,
+    /// Every incarnation any worker wrote a record of, with the number of
+    /// record writes before its first one.
+    incarnations: HashMap<(RunId, u64), u64>,
+    /// Record writes so far.
+    record_writes: u64,
     next_execution: u64,
     rng: StdRng,
     trace: VecDeque<String>,
@@ -92,6 +139,7 @@ pub(super) struct Checker {
     clock: Arc<ManualClock>,
     retention_ms: u64,
     lease_ms: u64,
+    check_bodies: bool,
 }
 
 /// How many events a failure report shows, up to the first violation
@@ -105,6 +153,7 @@ impl Checker {
         seed: u64,
         retention_ms: u64,
         lease_ms: u64,
+        check_bodies: bool,
     ) -> Checker {
         Checker {
             state: Arc::new(Mutex::new(State {
@@ -113,6 +162,10 @@ impl Checker {
                 executions: BTreeMap::new(),
                 running: HashMap::new(),
                 observed: HashMap::new(),
+                effect_keys: HashSet::new(),
+                matched: false,
+                incarnations: HashMap::new(),
+                record_writes: 0,
                 next_execution: 0,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_1ed6),
                 trace: VecDeque::new(),
@@ -123,6 +176,7 @@ impl Checker {
             clock,
             retention_ms,
             lease_ms,
+            check_bodies,
         }
     }
 
@@ -204,25 +258,151 @@ impl Checker {
         }
     }
 
-    /// A side effect for `key` of `memo` starts; returns its execution number.
-    pub(super) fn effect_started(&self, memo: &Memo, key: &str) -> u64 {
-        let committed = compat::committed_entry(&self.objects, memo, key);
-        let now_ms = self.clock.now_ms();
-        let mut state = self.lock();
-        let entry = self.entry(memo, key);
-        let number = state.next_execution;
-        state.next_execution += 1;
-        let task = current_task().unwrap_or(u64::MAX);
+    /// The body of the step `memo` belongs to starts (the step's own code,
+    /// memoized or not); returns its execution number, for
+    /// [`effect_ended`](Self::effect_ended).
+    pub(super) fn body_started(&self, memo: &Memo) -> u64 {
         let mut found = Vec::new();
-        if let Some(Ok(Some(_))) = committed {
+        self.check_lease(memo, "step body", &mut found);
+        self.started(memo, None, found)
+    }
+
+    /// A side effect for `key` of `memo` starts; returns its execution number.
+    fn effect_started(&self, memo: &Memo, key: &str) -> u64 {
+        let mut found = Vec::new();
+        if let Some(Ok(Some(_))) = compat::committed_entry(&self.objects, memo, key) {
             found.push((
                 "a side effect whose memo entry committed never runs again",
                 format!(
-                    "execution #{number} of {entry:?} by task {task}: the entry was already committed"
+                    "{:?} by task {}: the entry was already committed",
+                    self.entry(memo, key),
+                    current_task().unwrap_or(u64::MAX)
                 ),
             ));
         }
-        for running in state.running.values() {
+        self.check_lease(memo, "memoized side effect", &mut found);
+        self.started(memo, Some(key), found)
+    }
+
+    /// A side effect of the `#[memoized]` call whose body is running starts
+    /// for `memo`; returns its execution number. The key is the call's own,
+    /// as the memoize engine knows it: a side effect reported outside a
+    /// memoized body, or for another memo than the call's, would check
+    /// nothing, so it is a violation.
+    pub(super) fn call_effect_started(&self, memo: &Memo) -> u64 {
+        let call = crate::memoize::engine::current_call();
+        let key = match &call {
+            Some(call) => {
+                let same = call.memo.run_id() == memo.run_id()
+                    && call.memo.incarnation() == memo.incarnation()
+                    && call.memo.step_number() == memo.step_number();
+                if !same {
+                    self.violation(
+                        "a side effect is reported with its memoized call's memo",
+                        format!(
+                            "Ledger::side_effect got the memo of {} step {}; the call's memo is {} step {}",
+                            memo.run_id(),
+                            memo.step_number(),
+                            call.memo.run_id(),
+                            call.memo.step_number()
+                        ),
+                    );
+                }
+                call.key.as_str()
+            }
+            None => {
+                self.violation(
+                    "a side effect is reported inside a #[memoized] body",
+                    format!(
+                        "Ledger::side_effect for {} step {} ran outside any memoized call, so no memo entry can match it",
+                        memo.run_id(),
+                        memo.step_number()
+                    ),
+                );
+                OUTSIDE
+            }
+        };
+        self.lock()
+            .effect_keys
+            .insert((memo.step_number(), key.to_string()));
+        self.effect_started(memo, key)
+    }
+
+    /// After the history: if side effects ran, some caller got a value one
+    /// of them committed; else the ledger's keys match no memo entry and the
+    /// history checked nothing.
+    pub(super) fn check_effects_matched(&self) {
+        let state = self.lock();
+        let unmatched = !state.executions.is_empty() && !state.matched;
+        let effects = state.executions.len();
+        drop(state);
+        if unmatched {
+            self.violation(
+                "the ledger's side effects match committed memo entries",
+                format!(
+                    "{effects} side effect entries ran, and no memoized call ever returned the value of one of them: the side effects are not the memoized calls' own"
+                ),
+            );
+        }
+    }
+
+    /// Something of a step starts only while the attempt it belongs to
+    /// holds the run's lease, as the store records it: the run is this
+    /// incarnation, running, leased to this attempt until later than now.
+    /// The attempt checks its lease with no await before a body starts, so
+    /// this holds at the very start whatever the attempt went through.
+    fn check_lease(&self, memo: &Memo, what: &str, found: &mut Vec<(&'static str, String)>) {
+        let Some(attempt) = compat::attempt_of(memo).filter(|_| self.check_bodies) else {
+            return;
+        };
+        let Some(Ok(fresh)) = fresh_run(&self.objects, memo.run_id()) else {
+            return;
+        };
+        let now_ms = self.clock.now_ms();
+        let held = fresh.as_ref().is_some_and(|run| {
+            run.incarnation == memo.incarnation()
+                && run.status == crate::runtime_store::RunStatus::Running
+                && run
+                    .lease
+                    .as_ref()
+                    .is_some_and(|lease| lease.attempt == attempt && lease.until_ms > now_ms)
+        });
+        if !held {
+            found.push((
+                "a step body starts only under a live lease",
+                format!(
+                    "task {} started a {what} of {} step {} as attempt {attempt} at {now_ms} ms; the store has {:?}",
+                    current_task().unwrap_or(u64::MAX),
+                    memo.run_id(),
+                    memo.step_number(),
+                    fresh.map(|run| (run.incarnation == memo.incarnation(), run.status, run.lease)),
+                ),
+            ));
+        }
+    }
+
+    /// Records a start of a body (`key` `None`) or a side effect, checking
+    /// that no other live attempt runs anything of the same step.
+    fn started(
+        &self,
+        memo: &Memo,
+        key: Option<&str>,
+        mut found: Vec<(&'static str, String)>,
+    ) -> u64 {
+        let now_ms = self.clock.now_ms();
+        let mut state = self.lock();
+        let entry = self.entry(memo, key.unwrap_or(BODY));
+        let number = state.next_execution;
+        state.next_execution += 1;
+        let task = current_task().unwrap_or(u64::MAX);
+        // Without body checks, only side effects are checked against each
+        // other (bodies are still recorded, as the frame of their effects).
+        let checked = |entry: &Entry| entry.key != BODY || self.check_bodies;
+        let against = state
+            .running
+            .values()
+            .filter(|running| checked(&entry) && checked(&running.entry));
+        for running in against {
             let same_step = running.entry.run_id == entry.run_id
                 && running.entry.incarnation == entry.incarnation
                 && running.entry.step == entry.step;
@@ -237,7 +417,9 @@ impl Checker {
                 ));
             }
         }
-        *state.executions.entry(entry.clone()).or_default() += 1;
+        if key.is_some() {
+            *state.executions.entry(entry.clone()).or_default() += 1;
+        }
         state.running.insert(
             number,
             Running {
@@ -257,12 +439,18 @@ impl Checker {
         self.lock().running.remove(&number);
     }
 
-    /// A caller of `key` in `memo` got `value` (encoded).
-    pub(super) fn observed(&self, memo: &Memo, key: &str, value: Vec<u8>) {
+    /// A caller of `key` in `memo` got `value` (encoded): `explicit` if the
+    /// workflow reported it ([`Ledger::observed`](super::Ledger::observed)),
+    /// else a `#[memoized]` call returned it. Only the values of keys the
+    /// ledger saw a side effect for must come from an execution.
+    pub(super) fn observed(&self, memo: &Memo, key: &str, value: Vec<u8>, explicit: bool) {
         let mut state = self.lock();
         let entry = self.entry(memo, key);
         let mut found = Vec::new();
-        if !state.executions.contains_key(&entry) {
+        let executed = state.executions.contains_key(&entry);
+        state.matched |= executed;
+        let effect_key = state.effect_keys.contains(&(entry.step, entry.key.clone()));
+        if !executed && (explicit || effect_key) {
             found.push((
                 "a reused run id shares nothing with the earlier run",
                 format!(
@@ -297,6 +485,41 @@ impl Checker {
             return 0;
         }
         self.lock().rng.random_range(0..n)
+    }
+
+    /// A worker's store is about to write `path`: if it is a record of a
+    /// run incarnation, that incarnation exists from now on.
+    pub(super) fn writing(&self, path: &Path) {
+        let Some((run_id, Some(incarnation))) = compat::run_of(path) else {
+            return;
+        };
+        let mut state = self.lock();
+        state.record_writes += 1;
+        let at = state.record_writes;
+        state
+            .incarnations
+            .entry((run_id, incarnation))
+            .or_insert(at);
+    }
+
+    /// How many record writes there have been: a mark to tell which
+    /// incarnations were first written after it.
+    pub(super) fn write_mark(&self) -> u64 {
+        self.lock().record_writes
+    }
+
+    /// Whether incarnation `incarnation` of `run_id` is one a worker wrote,
+    /// first after `mark` (any time, with `mark` `None`).
+    pub(super) fn written_since(
+        &self,
+        run_id: &RunId,
+        incarnation: u64,
+        mark: Option<u64>,
+    ) -> bool {
+        self.lock()
+            .incarnations
+            .get(&(run_id.clone(), incarnation))
+            .is_some_and(|&first| mark.is_none_or(|mark| first > mark))
     }
 
     /// A worker's store is about to delete `path`: if a retention sweep does

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt;
+use object_store::ObjectStore;
 use object_store::path::Path;
 use serde::de::DeserializeOwned;
 
@@ -40,6 +41,12 @@ pub(super) async fn delete_run(store: &dyn RuntimeStore, run_id: &RunId) -> Resu
 /// The incarnation of the run a memo belongs to, as a number.
 pub(super) fn incarnation_of(memo: &Memo) -> u64 {
     memo.incarnation().as_u64()
+}
+
+/// The attempt whose lease a workflow step's memo carries; `None` for a
+/// standalone memo.
+pub(super) fn attempt_of(memo: &Memo) -> Option<u32> {
+    memo.lease_attempt()
 }
 
 /// A fault-free instance over the shared objects, as a new process would
@@ -77,6 +84,29 @@ pub(super) fn committed_entry(
         .memo_for(memo.run_id(), memo.incarnation(), memo.step_number())
         .get(key)
         .now_or_never()
+}
+
+/// Every object of a run left in the shared store: memo and step-output
+/// entries, runtime records, status hints and terminal markers (not
+/// conditional-create probes, which belong to no run).
+pub(super) fn objects_of_runs(objects: &Shared) -> Vec<Path> {
+    use futures::TryStreamExt;
+    let listed = objects
+        .list(Some(&Path::from(PREFIX)))
+        .try_collect::<Vec<_>>()
+        .now_or_never();
+    let Some(Ok(listed)) = listed else {
+        return Vec::new();
+    };
+    listed
+        .into_iter()
+        .map(|meta| meta.location)
+        .filter(|path| {
+            path.parts()
+                .nth(1)
+                .is_some_and(|folder| folder.as_ref() != "probes")
+        })
+        .collect()
 }
 
 /// The output of a completed run, decoded as the runtime encoded it.

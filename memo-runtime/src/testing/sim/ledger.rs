@@ -13,10 +13,11 @@ use crate::memo::Memo;
 /// [`Simulation`](super::Simulation).
 ///
 /// Call [`side_effect`](Ledger::side_effect) where the real side effect
-/// would be (inside the `#[memoized]` body, which runs only on a miss), and
-/// [`observed`](Ledger::observed) with the value the memoized call returned.
-/// `key` is the memo key the call is committed under; for a `#[memoized]`
-/// function it is [`memoized_key`] of its name, version and key arguments.
+/// would be, inside the `#[memoized]` body (which runs only on a miss): the
+/// ledger learns the entry from the call itself. Every value a memoized
+/// call returns is recorded as its caller's observation, with no call of
+/// yours. Call [`step_body`](Ledger::step_body) first thing in every step
+/// body.
 ///
 /// Cheap to clone.
 #[derive(Clone, Debug)]
@@ -25,17 +26,20 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Runs a simulated side effect for the entry `key` of `memo`, taking a
-    /// seeded number of await points (during which the simulator may run
-    /// other workers or crash this one), and returns its execution number,
-    /// unique in the history: make it part of the returned value so that
-    /// two executions are told apart.
+    /// Runs a simulated side effect of the `#[memoized]` call whose body
+    /// calls it, taking a seeded number of await points (during which the
+    /// simulator may run other workers or crash this one), and returns its
+    /// execution number, unique in the history: make it part of the
+    /// returned value so that two executions are told apart. `memo` is the
+    /// call's memo.
     ///
-    /// Checks, when it starts, that the entry has not committed (a committed
-    /// side effect never runs again) and that no other live attempt is
-    /// executing a side effect of the same step of the same run.
-    pub async fn side_effect(&self, memo: &Memo, key: &str) -> u64 {
-        let number = self.checker.effect_started(memo, key);
+    /// Checks, when it starts, that the call's entry has not committed (a
+    /// committed side effect never runs again) and that no other live
+    /// attempt is executing a side effect of the same step of the same run.
+    /// Called outside a memoized body (where no entry can match it), it is
+    /// a violation.
+    pub async fn side_effect(&self, memo: &Memo) -> u64 {
+        let number = self.checker.call_effect_started(memo);
         let running = Running {
             checker: &self.checker,
             number,
@@ -47,12 +51,31 @@ impl Ledger {
         number
     }
 
+    /// Records that the body of the step `memo` belongs to starts, and
+    /// returns a guard that records its end when dropped (when the body
+    /// returns, or when its worker crashes in the middle of it). Call it
+    /// first thing in every step body: a body's own code is a side effect
+    /// no memo protects.
+    ///
+    /// Checks, when it starts, that the attempt holds the run's lease as
+    /// the store records it (a step body starts only under a live lease),
+    /// and that no other live attempt runs anything of the same step.
+    pub fn step_body(&self, memo: &Memo) -> StepBody {
+        StepBody {
+            checker: self.checker.clone(),
+            number: self.checker.body_started(memo),
+        }
+    }
+
     /// Records that a caller of the entry `key` of `memo` got `value`.
     /// Checks that every caller of one entry sees one value, produced by an
     /// execution of this run (not of an earlier run with the same id).
+    #[deprecated(
+        note = "every value a #[memoized] call returns is recorded by itself; a restated key silently misses for generic, method or renamed functions"
+    )]
     pub fn observed<T: Serialize + ?Sized>(&self, memo: &Memo, key: &str, value: &T) {
         let encoded = crate::codec::encode(value).unwrap_or_default();
-        self.checker.observed(memo, key, encoded);
+        self.checker.observed(memo, key, encoded, true);
     }
 
     /// A seeded coin flip that comes up `true` with probability `p`: for a
@@ -60,6 +83,21 @@ impl Ledger {
     /// history stays a function of the seed.
     pub fn chance(&self, p: f64) -> bool {
         self.checker.chance(p)
+    }
+}
+
+/// A step body in progress, as [`Ledger::step_body`] recorded its start;
+/// dropping it records its end.
+#[must_use = "the body ends when this guard is dropped: bind it for the body's whole run"]
+#[derive(Debug)]
+pub struct StepBody {
+    checker: Checker,
+    number: u64,
+}
+
+impl Drop for StepBody {
+    fn drop(&mut self) {
+        self.checker.effect_ended(self.number);
     }
 }
 
@@ -86,9 +124,13 @@ impl Drop for Running<'_> {
 /// [`Error::Serialization`](crate::Error::Serialization) if an argument
 /// cannot be encoded.
 ///
+/// A restated key silently misses for a generic function, a method or a
+/// renamed one: [`Ledger::side_effect`] learns the key from the call.
+///
 /// # Example
 ///
 /// ```
+/// # #![allow(deprecated)]
 /// use memo_runtime::testing::sim::memoized_key;
 ///
 /// let key = memoized_key("charge", 0, &("order-7", 1250_u64))?;
@@ -96,6 +138,7 @@ impl Drop for Running<'_> {
 /// assert_ne!(key, memoized_key("charge", 1, &("order-7", 1250_u64))?);
 /// # Ok::<(), memo_runtime::Error>(())
 /// ```
+#[deprecated(note = "Ledger::side_effect learns the key from the memoized call itself")]
 pub fn memoized_key<A: Serialize + ?Sized>(name: &str, version: u32, args: &A) -> Result<String> {
     crate::content_key(&(name, version, args))
 }

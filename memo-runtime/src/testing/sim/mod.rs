@@ -31,7 +31,11 @@
 //!   terminal inside its retention;
 //! - no two live attempts of one run execute a side effect of the same step
 //!   at once (an attempt whose lease has expired, by the simulated clock, no
-//!   longer counts as live).
+//!   longer counts as live);
+//! - with [`Simulation::check_step_bodies`], the same for step bodies (a
+//!   body's own code is a side effect no memo protects: report its start
+//!   with [`Ledger::step_body`]), and every body and memoized side effect
+//!   starts only under a live lease, as the store records it.
 //!
 //! A history is a function of the seed alone: the scheduler, the faults,
 //! the clock and the workflow's [`Ledger::chance`] all draw from it. Keep
@@ -42,14 +46,14 @@
 //! # Example
 //!
 //! ```
-//! use memo_runtime::testing::sim::{Ledger, Simulation, memoized_key};
+//! use memo_runtime::testing::sim::{Ledger, Simulation};
 //! use memo_runtime::workflow::{Context, Workflow};
 //! use memo_runtime::{Error, Memo, memoized};
 //!
 //! #[memoized(skip(ledger))]
 //! async fn send_email(memo: &Memo, ledger: &Ledger, to: &str) -> Result<String, Error> {
-//!     let key = memoized_key("send_email", 0, &(to,))?;
-//!     let n = ledger.side_effect(memo, &key).await; // stands for the real e-mail
+//!     // Stands for the real e-mail; the ledger learns the call's key itself.
+//!     let n = ledger.side_effect(memo).await;
 //!     Ok(format!("mail #{n} to {to}"))
 //! }
 //!
@@ -61,9 +65,8 @@
 //!                 ctx.step("email", |memo| {
 //!                     let (ledger, to) = (ledger.clone(), to.clone());
 //!                     async move {
-//!                         let sent = send_email(&memo, &ledger, &to).await?;
-//!                         ledger.observed(&memo, &memoized_key("send_email", 0, &(&to,))?, &sent);
-//!                         Ok::<_, Error>(sent)
+//!                         let _body = ledger.step_body(&memo); // a step body starts
+//!                         send_email(&memo, &ledger, &to).await
 //!                     }
 //!                 })
 //!                 .await
@@ -80,6 +83,7 @@
 mod checker;
 mod compat;
 mod ledger;
+mod operator;
 mod stores;
 mod world;
 
@@ -93,7 +97,10 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use ledger::{Ledger, memoized_key};
+#[allow(deprecated)]
+pub use ledger::{Ledger, StepBody, memoized_key};
+
+pub(crate) use checker::memoized_returned;
 
 use crate::error::Error;
 use crate::run_id::RunId;
@@ -136,6 +143,10 @@ struct Config {
     lease: Duration,
     liveness_rounds: usize,
     without: Vec<Event>,
+    check_bodies: bool,
+    sweeper_per_worker: bool,
+    operator: bool,
+    sweep_all_at_end: bool,
 }
 
 impl Config {
@@ -323,6 +334,10 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 lease: Duration::from_secs(30),
                 liveness_rounds: 4,
                 without: Vec::new(),
+                check_bodies: false,
+                sweeper_per_worker: false,
+                operator: false,
+                sweep_all_at_end: false,
             },
             signals: Vec::new(),
             check: None,
@@ -374,6 +389,62 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
+    }
+
+    /// Checks every start of a step body ([`Ledger::step_body`]) and of a
+    /// memoized side effect against the lease the store records (the run is
+    /// the memo's incarnation, running, and leased to the memo's attempt
+    /// until later than now), and every start of a body against the bodies
+    /// of the same step other attempts are running. Off by default, so that
+    /// only side effects are checked against each other;
+    /// [`deployment`](Self::deployment) turns it on.
+    #[must_use]
+    pub fn check_step_bodies(mut self, on: bool) -> Self {
+        self.config.check_bodies = on;
+        self
+    }
+
+    /// Every worker runs its own retention sweeper, so sweeps of the same
+    /// runs overlap (by default one sweep runs at a time).
+    #[must_use]
+    pub fn sweeper_per_worker(mut self, on: bool) -> Self {
+        self.config.sweeper_per_worker = on;
+        self
+    }
+
+    /// An operator process beside the workers, as `memoctl` is: through
+    /// its own store instances, at random moments, it lists runs by status,
+    /// reads runs (record, receipts, inputs), lists markers, sends signals
+    /// and sweeps. Its reads are checked: a run is never read as another
+    /// incarnation than existed during the read, and a run that existed
+    /// throughout a read or a listing is never read or listed as absent.
+    #[must_use]
+    pub fn operator(mut self, on: bool) -> Self {
+        self.config.operator = on;
+        self
+    }
+
+    /// After each history, sweeps every run with no retention (from a
+    /// fault-free process, after its `recover()`), and checks that nothing
+    /// of any run is left in the store: an object left then is unreachable
+    /// for ever.
+    #[must_use]
+    pub fn sweep_all_at_end(mut self, on: bool) -> Self {
+        self.config.sweep_all_at_end = on;
+        self
+    }
+
+    /// The world the README recommends deploying, with every check that
+    /// goes with it: [`check_step_bodies`](Self::check_step_bodies),
+    /// [`sweeper_per_worker`](Self::sweeper_per_worker),
+    /// [`operator`](Self::operator) and
+    /// [`sweep_all_at_end`](Self::sweep_all_at_end).
+    #[must_use]
+    pub fn deployment(self) -> Self {
+        self.check_step_bodies(true)
+            .sweeper_per_worker(true)
+            .operator(true)
+            .sweep_all_at_end(true)
     }
 
     /// Turns off one kind of random event.

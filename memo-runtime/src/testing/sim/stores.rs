@@ -104,6 +104,7 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
         payload: PutPayload,
         opts: PutOptions,
     ) -> StoreResult<PutResult> {
+        self.checker.writing(location);
         self.write(self.inner.put_opts(location, payload, opts))
             .await
     }

@@ -15,11 +15,12 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::checker::{Checker, TaskKind, as_task};
+use super::checker::{self, Checker, TaskKind, as_task};
 use super::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
+use super::operator::{self, Visit};
 use super::stores::{Audited, Preemptible};
 use super::{Config, Event, History, Ledger, RunOutcome, Simulation, Violation};
-use crate::clock::ManualClock;
+use crate::clock::{Clock, ManualClock};
 use crate::error::Error;
 use crate::memo::MemoStore;
 use crate::run_id::RunId;
@@ -33,6 +34,9 @@ const TOKIO_STEP: Duration = Duration::from_millis(5);
 
 /// The simulated wall clock starts on 2026-01-01.
 const EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// The worker index of the operator's tasks.
+const OPERATOR: usize = usize::MAX;
 
 /// How many scheduler steps the end of a history may take before the tasks
 /// still running count as hung.
@@ -67,6 +71,7 @@ where
         seed,
         millis(config.retention),
         millis(config.lease),
+        config.check_bodies,
     );
     let workflow = (sim.make_workflow)(Ledger {
         checker: checker.clone(),
@@ -90,6 +95,7 @@ where
         clock,
         workflow: &workflow,
         workers: Vec::new(),
+        operator: None,
         tasks: Vec::new(),
         runs,
         next_task: 0,
@@ -98,7 +104,8 @@ where
         crashes: 0,
         sends: 0,
     };
-    runtime.block_on(world.run());
+    let checker = world.checker.clone();
+    checker::while_active(&checker, || runtime.block_on(world.run()));
     let violations = world.checker.violations();
     if violations.is_empty() {
         Ok(History {
@@ -110,6 +117,17 @@ where
         })
     } else {
         Err((violations, world.checker.trace()))
+    }
+}
+
+/// The share of random events that are an operator's visits, with one.
+const OPERATOR_SHARE: f64 = 0.2;
+
+fn process_name(worker: usize) -> String {
+    if worker == OPERATOR {
+        "the operator".into()
+    } else {
+        format!("worker {worker}")
     }
 }
 
@@ -156,6 +174,9 @@ struct World<'w, I, O, Mk, F> {
     clock: Arc<ManualClock>,
     workflow: &'w Workflow<F>,
     workers: Vec<Option<Worker>>,
+    /// The operator process beside the workers, with
+    /// [`Simulation::operator`].
+    operator: Option<Worker>,
     tasks: Vec<Task<'w>>,
     runs: Vec<SimRun<I>>,
     next_task: u64,
@@ -180,10 +201,20 @@ where
             self.workers.push(Some(worker));
             self.checker.event(format!("worker {w} started"));
         }
+        if self.config.operator {
+            self.operator = Some(self.start_worker(self.config.has(Event::StoreFault)));
+            self.checker.event("operator started".into());
+        }
         // Idle workers make no history: events come until some task runs.
         while self.polls < self.config.polls {
             if self.tasks.is_empty() || self.rng.random_bool(self.config.event_rate) {
-                self.random_event();
+                // Only a world with an operator draws for it, so that the
+                // default world's histories stay what they were.
+                if self.config.operator && self.rng.random_bool(OPERATOR_SHARE) {
+                    self.operator_visit();
+                } else {
+                    self.random_event();
+                }
             }
             if self.config.has(Event::Crash) && self.rng.random_bool(self.config.crash_rate) {
                 self.crash_random_worker();
@@ -192,6 +223,9 @@ where
         }
         self.settle().await;
         self.final_checks();
+        if self.config.sweep_all_at_end {
+            self.sweep_everything().await;
+        }
     }
 
     /// Polls one task, chosen at random, and moves tokio's clock on.
@@ -250,8 +284,114 @@ where
         self.workers
             .iter()
             .flatten()
+            .chain(&self.operator)
             .map(|w| w.faults.faults_injected())
             .sum()
+    }
+
+    /// The runtime of worker `worker` (or of the operator, [`OPERATOR`]).
+    fn runtime_of(&self, worker: usize) -> Runtime {
+        let process = if worker == OPERATOR {
+            self.operator.as_ref()
+        } else {
+            self.workers[worker].as_ref()
+        };
+        process.expect("a live worker").runtime.clone()
+    }
+
+    /// The operator visits the store: lists, reads, signals or sweeps.
+    fn operator_visit(&mut self) {
+        let Some(operator) = &self.operator else {
+            return;
+        };
+        if self.tasks.iter().filter(|t| t.worker == OPERATOR).count() >= 2 {
+            return;
+        }
+        let runtime = operator.runtime.clone();
+        let checker = self.checker.clone();
+        let run_ids: Vec<RunId> = self.runs.iter().map(|r| r.run_id.clone()).collect();
+        let visit = match self.rng.random_range(0..10u32) {
+            0..3 => Visit::List(RunStatus::ALL[self.rng.random_range(0..RunStatus::ALL.len())]),
+            3..7 => Visit::Read,
+            7 => Visit::Markers,
+            8 => {
+                if !self.sim.signals.is_empty() && !self.runs.is_empty() {
+                    let run = self.rng.random_range(0..self.runs.len());
+                    let signal = self.rng.random_range(0..self.sim.signals.len());
+                    self.send_signal(OPERATOR, run, signal);
+                }
+                return;
+            }
+            _ => {
+                self.sweep_on(OPERATOR);
+                return;
+            }
+        };
+        let future: Pin<Box<dyn Future<Output = crate::Result<()>> + 'w>> = match visit {
+            Visit::List(status) => Box::pin(operator::list(checker, runtime, run_ids, status)),
+            Visit::Read => {
+                let run = self.rng.random_range(0..run_ids.len().max(1));
+                let Some(run_id) = run_ids.get(run).cloned() else {
+                    return;
+                };
+                Box::pin(operator::read(checker, runtime, run_id))
+            }
+            Visit::Markers => Box::pin(operator::markers(runtime)),
+        };
+        self.checker.event(format!("operator: {visit:?}"));
+        let future = async move { Outcome::Done(future.await.map_err(|e| e.to_string())) };
+        self.spawn(OPERATOR, TaskKind::Operator, None, Box::pin(future));
+    }
+
+    /// After the history, every run is swept with no retention by a
+    /// fault-free process (after its `recover()` marks what needs marking):
+    /// then nothing of any run may be left in the store, or some object
+    /// was left unreachable, for ever.
+    async fn sweep_everything(&mut self) {
+        let objects: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects()) as _;
+        let store: Arc<dyn crate::runtime_store::RuntimeStore> =
+            Arc::new(ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX));
+        let memo = MemoStore::new(Arc::clone(&objects), PREFIX);
+        let builder = Runtime::builder()
+            .memo_store(memo.clone())
+            .runtime_store(Arc::clone(&store))
+            .clock(Arc::clone(&self.clock) as _)
+            .retention(self.config.retention);
+        let runtime = compat::configure(builder, self.config.lease)
+            .build()
+            .expect("a memo store and a runtime store are set");
+        self.checker
+            .event("every run is swept, with no retention".into());
+        if let Err(error) = runtime.recover(self.workflow).await {
+            self.checker
+                .event(format!("the last recover fails: {error}"));
+        }
+        self.clock.advance_ms(1);
+        let sweeper = crate::RetentionSweeper::builder(memo, Duration::ZERO)
+            .runtime_store(store)
+            .build();
+        if let Err(error) = sweeper.sweep_once(self.clock.now_ms()).await {
+            self.checker.violation(
+                "no object is left unreachable after every run is swept",
+                format!("the last sweep fails: {error}"),
+            );
+            return;
+        }
+        let left = compat::objects_of_runs(self.checker.objects());
+        if !left.is_empty() {
+            self.checker.violation(
+                "no object is left unreachable after every run is swept",
+                format!(
+                    "{} object(s) of runs are left, such as {}",
+                    left.len(),
+                    left.iter()
+                        .take(4)
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
     }
 
     fn random_event(&mut self) {
@@ -349,18 +489,15 @@ where
     }
 
     fn send_signal(&mut self, worker: usize, run: usize, signal: usize) {
-        let runtime = self.workers[worker]
-            .as_ref()
-            .expect("a live worker")
-            .runtime
-            .clone();
+        let runtime = self.runtime_of(worker);
         let run_id = self.runs[run].run_id.clone();
         let (name, send) = &self.sim.signals[signal];
         let send = Arc::clone(send);
         self.sends += 1;
         let id = format!("sim-signal-{}", self.sends);
         self.checker.event(format!(
-            "signal {name} ({id}) to {run_id} via worker {worker}"
+            "signal {name} ({id}) to {run_id} via {}",
+            process_name(worker)
         ));
         let future = async move {
             let sent = send(runtime, run_id, id).await;
@@ -380,18 +517,29 @@ where
     }
 
     fn sweep_random(&mut self) {
-        if self.tasks.iter().any(|t| t.kind == TaskKind::Sweep) {
+        let per_worker = self.config.sweeper_per_worker;
+        if !per_worker && self.tasks.iter().any(|t| t.kind == TaskKind::Sweep) {
             return;
         }
         let Some(worker) = self.random_live_worker() else {
             return;
         };
-        let sweeper = self.workers[worker]
-            .as_ref()
-            .expect("a live worker")
-            .runtime
-            .retention_sweeper();
-        self.checker.event(format!("sweep on worker {worker}"));
+        self.sweep_on(worker);
+    }
+
+    /// A sweep on `worker` (or the operator), unless one runs there: with a
+    /// sweeper in every worker, sweeps of the same runs overlap.
+    fn sweep_on(&mut self, worker: usize) {
+        let busy = self
+            .tasks
+            .iter()
+            .any(|t| t.kind == TaskKind::Sweep && t.worker == worker);
+        if busy {
+            return;
+        }
+        let sweeper = self.runtime_of(worker).retention_sweeper();
+        self.checker
+            .event(format!("sweep on {}", process_name(worker)));
         let future = async move {
             let swept = sweeper.sweep_now().await;
             Outcome::Done(swept.map(drop).map_err(|e| e.to_string()))
@@ -686,6 +834,7 @@ where
     }
 
     fn final_checks(&mut self) {
+        self.checker.check_effects_matched();
         for run in 0..self.runs.len() {
             let slot = &self.runs[run];
             let record = match fresh_run(self.checker.objects(), &slot.run_id) {

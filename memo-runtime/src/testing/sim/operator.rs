@@ -1,0 +1,131 @@
+//! The operator beside the workers (as `memoctl` is): through its own
+//! store instances it lists runs by status, reads runs, lists markers,
+//! sends signals and sweeps, at random moments; what it reads is checked
+//! against the truth before and after each read.
+
+use crate::run_id::RunId;
+use crate::runtime_store::{RunStatus, RuntimeStore};
+use crate::workflow::Runtime;
+
+use super::checker::Checker;
+use super::compat::fresh_run;
+
+/// What an operator does in one visit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Visit {
+    /// Lists the runs in one status (`memoctl runs --status`).
+    List(RunStatus),
+    /// Reads one run: its record, receipts, inputs (`memoctl show`).
+    Read,
+    /// Lists the terminal markers (`memoctl markers`).
+    Markers,
+}
+
+/// A run as the truth has it: its incarnation and status.
+type Truth = Option<(u64, RunStatus)>;
+
+fn truth(checker: &Checker, run_id: &RunId) -> Truth {
+    match fresh_run(checker.objects(), run_id) {
+        Some(Ok(Some(run))) => Some((run.incarnation.as_u64(), run.status)),
+        _ => None,
+    }
+}
+
+/// Lists the runs in `status` and checks the listing: every listed run is
+/// an incarnation that existed, and every run of `run_ids` that was in
+/// `status` before and after the listing (the same incarnation) is listed.
+pub(super) async fn list(
+    checker: Checker,
+    runtime: Runtime,
+    run_ids: Vec<RunId>,
+    status: RunStatus,
+) -> crate::Result<()> {
+    let before: Vec<Truth> = run_ids.iter().map(|id| truth(&checker, id)).collect();
+    let listed = runtime.runtime_store().list_runs(status).await?;
+    for summary in &listed {
+        let incarnation = summary.incarnation.as_u64();
+        // A run's pointer names no incarnation in its path: one that only
+        // its pointer holds is known by the truth after the listing.
+        let current = truth(&checker, &summary.run_id).is_some_and(|t| t.0 == incarnation);
+        if !current && !checker.written_since(&summary.run_id, incarnation, None) {
+            checker.violation(
+                "an operator never reads a run as another incarnation than existed",
+                format!(
+                    "listing {status} runs showed {} as incarnation {}, which no worker wrote",
+                    summary.run_id, summary.incarnation
+                ),
+            );
+        }
+    }
+    for (run_id, before) in run_ids.iter().zip(before) {
+        let after = truth(&checker, run_id);
+        let Some((incarnation, was)) = before.filter(|_| before == after) else {
+            continue;
+        };
+        let shown = listed
+            .iter()
+            .any(|s| s.run_id == *run_id && s.incarnation.as_u64() == incarnation);
+        if was == status && !shown {
+            checker.violation(
+                "an operator never lists a run that exists as absent",
+                format!("run {run_id} was {status} throughout a listing of {status} runs that left it out"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Reads `run_id` as `memoctl show` does and checks the read: a run that
+/// existed throughout is never read as absent, and a run is read as an
+/// incarnation that existed when the read started or was written during
+/// it (its last state, or a later one), never another.
+pub(super) async fn read(checker: Checker, runtime: Runtime, run_id: RunId) -> crate::Result<()> {
+    let mark = checker.write_mark();
+    let before = truth(&checker, &run_id);
+    let store = runtime.runtime_store();
+    let read = store.load_run(&run_id).await?;
+    let after = truth(&checker, &run_id);
+    match read {
+        None if before.is_some() && before.map(|t| t.0) == after.map(|t| t.0) => {
+            checker.violation(
+                "an operator never reads a run that exists as absent",
+                format!("run {run_id} existed throughout a read that found nothing"),
+            );
+        }
+        Some(run) => {
+            let incarnation = run.incarnation.as_u64();
+            // A run that existed throughout is read as that incarnation (or
+            // one written since); else, as any incarnation that existed (a
+            // deleted run's last state is fine), never as one that did not.
+            let throughout = before.filter(|_| before.map(|t| t.0) == after.map(|t| t.0));
+            let known = match throughout {
+                Some((current, _)) => {
+                    current == incarnation
+                        || checker.written_since(&run_id, incarnation, Some(mark))
+                }
+                None => {
+                    [before, after].iter().flatten().any(|t| t.0 == incarnation)
+                        || checker.written_since(&run_id, incarnation, None)
+                }
+            };
+            if !known {
+                checker.violation(
+                    "an operator never reads a run as another incarnation than existed",
+                    format!(
+                        "run {run_id} read as incarnation {} ({}, attempt {}); it was {before:?} before the read, {after:?} after",
+                        run.incarnation, run.status, run.attempts
+                    ),
+                );
+            }
+            store.load_receipts(&run_id, None).await?;
+            store.load_inputs(&run_id).await?;
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// Lists the terminal markers.
+pub(super) async fn markers(runtime: Runtime) -> crate::Result<()> {
+    runtime.memo_store().list_terminal_markers().await.map(drop)
+}
