@@ -673,9 +673,40 @@ fn delete(root: &std::path::Path, location: &Path) -> object_store::Result<()> {
     // longer matters, and a symlink swapped in for the file is what unlinkat
     // removes, never its target.
     match rustix::fs::unlinkat(&folder.fd, name.as_str(), AtFlags::empty()) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            drop(folder);
+            remove_emptied_folders(root, location);
+            Ok(())
+        }
         Err(Errno::NOENT) => Err(not_found(&path)),
         Err(e) => Err(io_error(&path, e.into())),
+    }
+}
+
+/// After `location`'s file was deleted, removes the folders on its way that
+/// are now empty, deepest first, stopping at the first that is not (or is
+/// gone, or is not a real folder) and never removing the root: clears and
+/// sweeps otherwise leave every run's folders behind, and later listings
+/// walk them. Best effort: the delete succeeded whatever happens here.
+///
+/// Each folder is removed relative to a handle on its parent, reached from
+/// the root through real folders only (as every call of this store walks),
+/// with `unlinkat(AT_REMOVEDIR)`, which removes an empty real folder and
+/// refuses a symlink: nothing outside the root is touched. A writer racing
+/// the removal of its folder creates it again (`LocalFileSystem` retries a
+/// staged upload whose folder is gone), and a folder holding a write in
+/// progress is not empty.
+fn remove_emptied_folders(root: &std::path::Path, location: &Path) {
+    let parts: Vec<_> = location.parts().collect();
+    // The folders holding the file, deepest first; the root is not one.
+    for depth in (1..parts.len()).rev() {
+        let folder: Path = parts[..depth].iter().cloned().collect();
+        let Ok(Some((parent, name))) = parent_of(root, &folder) else {
+            return;
+        };
+        if rustix::fs::unlinkat(&parent.fd, name.as_str(), AtFlags::REMOVEDIR).is_err() {
+            return;
+        }
     }
 }
 
