@@ -147,6 +147,7 @@ struct Config {
     sweeper_per_worker: bool,
     operator: bool,
     sweep_all_at_end: bool,
+    wide_run_ids: bool,
 }
 
 impl Config {
@@ -314,8 +315,9 @@ impl std::error::Error for Failure {}
 impl<I, O, Mk> Simulation<I, O, Mk> {
     /// A simulation of the workflow `make_workflow` builds (it is called once
     /// per history, with that history's [`Ledger`]), run on `inputs`: run
-    /// `i` is `sim-<i>` with input `inputs[i]`, and a reused run id gets one
-    /// of the inputs at random.
+    /// `i` is `sim-<i>` (or a drawn id, with
+    /// [`wide_run_ids`](Self::wide_run_ids)) with input `inputs[i]`, and a
+    /// reused run id gets one of the inputs at random.
     ///
     /// Defaults: 3 workers, 2,000 task polls, 2% of store requests
     /// failing, a crash every 500 steps on average, 7 days of retention, a
@@ -338,6 +340,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 sweeper_per_worker: false,
                 operator: false,
                 sweep_all_at_end: false,
+                wide_run_ids: false,
             },
             signals: Vec::new(),
             check: None,
@@ -434,17 +437,31 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
+    /// Runs get ids drawn from the whole valid alphabet and length range
+    /// (1 to 128 bytes of `[A-Za-z0-9_-]`, long ones and case variants of
+    /// each other often) instead of `sim-<i>`, and every worker's store
+    /// refuses names a local folder or S3 cannot store
+    /// ([`NameLimitedStore`](crate::testing::NameLimitedStore)) and folds
+    /// case ([`CaseFoldingStore`](crate::testing::CaseFoldingStore)).
+    #[must_use]
+    pub fn wide_run_ids(mut self, on: bool) -> Self {
+        self.config.wide_run_ids = on;
+        self
+    }
+
     /// The world the README recommends deploying, with every check that
     /// goes with it: [`check_step_bodies`](Self::check_step_bodies),
     /// [`sweeper_per_worker`](Self::sweeper_per_worker),
-    /// [`operator`](Self::operator) and
-    /// [`sweep_all_at_end`](Self::sweep_all_at_end).
+    /// [`operator`](Self::operator),
+    /// [`sweep_all_at_end`](Self::sweep_all_at_end) and
+    /// [`wide_run_ids`](Self::wide_run_ids).
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
             .sweeper_per_worker(true)
             .operator(true)
             .sweep_all_at_end(true)
+            .wide_run_ids(true)
     }
 
     /// Turns off one kind of random event.

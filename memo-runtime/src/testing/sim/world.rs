@@ -25,7 +25,9 @@ use crate::error::Error;
 use crate::memo::MemoStore;
 use crate::run_id::RunId;
 use crate::runtime_store::{ObjectStoreRuntimeStore, RunRecord, RunStatus};
-use crate::testing::{FaultInjectingStore, FaultRule, RequestKind};
+use crate::testing::{
+    CaseFoldingStore, FaultInjectingStore, FaultRule, NameLimitedStore, RequestKind,
+};
 use crate::workflow::{Context, RetryPolicy, Runtime, Workflow};
 
 /// How far tokio's paused clock moves per scheduler step (for the
@@ -76,12 +78,19 @@ where
     let workflow = (sim.make_workflow)(Ledger {
         checker: checker.clone(),
     });
+    let run_ids = if config.wide_run_ids {
+        wide_run_ids(sim.inputs.len(), seed)
+    } else {
+        (0..sim.inputs.len())
+            .map(|i| RunId::new(format!("sim-{i}")).expect("a valid run id"))
+            .collect()
+    };
     let runs = sim
         .inputs
         .iter()
-        .enumerate()
-        .map(|(i, input)| SimRun {
-            run_id: RunId::new(format!("sim-{i}")).expect("a valid run id"),
+        .zip(run_ids)
+        .map(|(input, run_id)| SimRun {
+            run_id,
             input: input.clone(),
             delivered: false,
             last_error: None,
@@ -131,6 +140,59 @@ fn process_name(worker: usize) -> String {
     }
 }
 
+/// `n` distinct run ids drawn from the whole valid alphabet and length
+/// range, weighted towards the edges: every other one 100 to 128 bytes
+/// long, each with a share of capitals drawn from none, half and all (a
+/// capital takes two bytes in a path), and every fourth the case variant
+/// of the one before.
+fn wide_run_ids(n: usize, seed: u64) -> Vec<RunId> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x1d5_a1fa_be75);
+    let mut ids: Vec<RunId> = Vec::with_capacity(n);
+    while ids.len() < n {
+        let previous = ids.last().map(|id| id.as_str().to_string());
+        let id = match previous {
+            Some(previous)
+                if ids.len() % 4 == 3 && previous.bytes().any(|b| b.is_ascii_alphabetic()) =>
+            {
+                previous
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_uppercase() {
+                            c.to_ascii_lowercase()
+                        } else {
+                            c.to_ascii_uppercase()
+                        }
+                    })
+                    .collect()
+            }
+            _ => {
+                let len = if rng.random_bool(0.5) {
+                    rng.random_range(100..=128)
+                } else {
+                    rng.random_range(1..=128)
+                };
+                let capitals = [0.0, 0.5, 1.0][rng.random_range(0..3)];
+                (0..len)
+                    .map(|_| {
+                        let c = ALPHABET[rng.random_range(0..ALPHABET.len())] as char;
+                        if c.is_ascii_alphabetic() && rng.random_bool(capitals) {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c.to_ascii_lowercase()
+                        }
+                    })
+                    .collect::<String>()
+            }
+        };
+        let id = RunId::new(id).expect("drawn from the valid alphabet and lengths");
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -144,7 +206,7 @@ struct SimRun<I> {
 
 struct Worker {
     runtime: Runtime,
-    faults: Arc<FaultInjectingStore<Arc<InMemory>>>,
+    faults: Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
 }
 
 /// A run `recover()` resumed, and how its attempt ended.
@@ -247,7 +309,13 @@ where
 
     /// A worker process: its own store instances over the shared objects.
     fn start_worker(&mut self, faulty: bool) -> Worker {
-        let shared = Arc::clone(self.checker.objects());
+        let shared: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects()) as _;
+        // As a backend with name limits and case-insensitive names would.
+        let shared: Arc<dyn ObjectStore> = if self.config.wide_run_ids {
+            Arc::new(CaseFoldingStore::new(NameLimitedStore::new(shared)))
+        } else {
+            shared
+        };
         let faults = Arc::new(FaultInjectingStore::new(shared).with_seed(self.rng.random()));
         if faulty && self.config.fault_rate > 0.0 {
             let half = self.config.fault_rate / 2.0;
