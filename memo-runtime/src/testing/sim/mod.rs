@@ -84,6 +84,7 @@ mod checker;
 mod compat;
 mod ledger;
 mod operator;
+mod reader;
 mod stores;
 mod world;
 
@@ -148,6 +149,7 @@ struct Config {
     operator: bool,
     sweep_all_at_end: bool,
     wide_run_ids: bool,
+    cached_reader: bool,
 }
 
 impl Config {
@@ -341,6 +343,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 operator: false,
                 sweep_all_at_end: false,
                 wide_run_ids: false,
+                cached_reader: false,
             },
             signals: Vec::new(),
             check: None,
@@ -449,12 +452,24 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
+    /// A long-lived reader beside the workers: its runtime-store instance
+    /// reads a run now and then (and every run at the end), so its cache
+    /// falls behind; each read is compared, at the same moment, with a
+    /// fresh instance's, which it must equal, at a cost of at most one
+    /// request more than the costliest fresh read of the history.
+    #[must_use]
+    pub fn cached_reader(mut self, on: bool) -> Self {
+        self.config.cached_reader = on;
+        self
+    }
+
     /// The world the README recommends deploying, with every check that
     /// goes with it: [`check_step_bodies`](Self::check_step_bodies),
     /// [`sweeper_per_worker`](Self::sweeper_per_worker),
     /// [`operator`](Self::operator),
-    /// [`sweep_all_at_end`](Self::sweep_all_at_end) and
-    /// [`wide_run_ids`](Self::wide_run_ids).
+    /// [`sweep_all_at_end`](Self::sweep_all_at_end),
+    /// [`wide_run_ids`](Self::wide_run_ids) and
+    /// [`cached_reader`](Self::cached_reader).
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
@@ -462,6 +477,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .operator(true)
             .sweep_all_at_end(true)
             .wide_run_ids(true)
+            .cached_reader(true)
     }
 
     /// Turns off one kind of random event.

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use super::checker::{self, Checker, TaskKind, as_task};
 use super::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
 use super::operator::{self, Visit};
+use super::reader::CachedReader;
 use super::stores::{Audited, Preemptible};
 use super::{Config, Event, History, Ledger, RunOutcome, Simulation, Violation};
 use crate::clock::{Clock, ManualClock};
@@ -105,6 +106,7 @@ where
         workflow: &workflow,
         workers: Vec::new(),
         operator: None,
+        reader: config.cached_reader.then(|| CachedReader::new(&objects)),
         tasks: Vec::new(),
         runs,
         next_task: 0,
@@ -128,6 +130,10 @@ where
         Err((violations, world.checker.trace()))
     }
 }
+
+/// The chance, per scheduler step, that the long-lived reader reads a run,
+/// with one.
+const READ_RATE: f64 = 0.01;
 
 /// The share of random events that are an operator's visits, with one.
 const OPERATOR_SHARE: f64 = 0.2;
@@ -239,6 +245,8 @@ struct World<'w, I, O, Mk, F> {
     /// The operator process beside the workers, with
     /// [`Simulation::operator`].
     operator: Option<Worker>,
+    /// A long-lived reader, with [`Simulation::cached_reader`].
+    reader: Option<CachedReader>,
     tasks: Vec<Task<'w>>,
     runs: Vec<SimRun<I>>,
     next_task: u64,
@@ -281,9 +289,15 @@ where
             if self.config.has(Event::Crash) && self.rng.random_bool(self.config.crash_rate) {
                 self.crash_random_worker();
             }
+            if self.reader.is_some() && self.rng.random_bool(READ_RATE) {
+                self.cached_read(None);
+            }
             self.step().await;
         }
         self.settle().await;
+        for run in 0..self.runs.len() {
+            self.cached_read(Some(run));
+        }
         self.final_checks();
         if self.config.sweep_all_at_end {
             self.sweep_everything().await;
@@ -365,6 +379,20 @@ where
             self.workers[worker].as_ref()
         };
         process.expect("a live worker").runtime.clone()
+    }
+
+    /// The long-lived reader and a fresh instance read `run` (a random
+    /// one if `None`).
+    fn cached_read(&mut self, run: Option<usize>) {
+        let Some(reader) = &self.reader else {
+            return;
+        };
+        let Some(run) = run
+            .or_else(|| (!self.runs.is_empty()).then(|| self.rng.random_range(0..self.runs.len())))
+        else {
+            return;
+        };
+        reader.read(&self.checker, &self.runs[run].run_id);
     }
 
     /// The operator visits the store: lists, reads, signals or sweeps.
