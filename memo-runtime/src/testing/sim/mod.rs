@@ -150,6 +150,7 @@ struct Config {
     sweep_all_at_end: bool,
     wide_run_ids: bool,
     cached_reader: bool,
+    pauses: bool,
 }
 
 impl Config {
@@ -344,6 +345,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 sweep_all_at_end: false,
                 wide_run_ids: false,
                 cached_reader: false,
+                pauses: false,
             },
             signals: Vec::new(),
             check: None,
@@ -463,13 +465,24 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
+    /// Workers pause at any await point (not only crash): a paused
+    /// worker's tasks are not polled for a while and the clock moves past a
+    /// lease, so it resumes with stale state, its lease expired and maybe
+    /// taken over; a step retry's backoff can outlast the lease the same
+    /// way.
+    #[must_use]
+    pub fn pauses(mut self, on: bool) -> Self {
+        self.config.pauses = on;
+        self
+    }
+
     /// The world the README recommends deploying, with every check that
     /// goes with it: [`check_step_bodies`](Self::check_step_bodies),
     /// [`sweeper_per_worker`](Self::sweeper_per_worker),
     /// [`operator`](Self::operator),
     /// [`sweep_all_at_end`](Self::sweep_all_at_end),
-    /// [`wide_run_ids`](Self::wide_run_ids) and
-    /// [`cached_reader`](Self::cached_reader).
+    /// [`wide_run_ids`](Self::wide_run_ids),
+    /// [`cached_reader`](Self::cached_reader) and [`pauses`](Self::pauses).
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
@@ -478,6 +491,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .sweep_all_at_end(true)
             .wide_run_ids(true)
             .cached_reader(true)
+            .pauses(true)
     }
 
     /// Turns off one kind of random event.

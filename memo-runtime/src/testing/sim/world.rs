@@ -107,6 +107,7 @@ where
         workers: Vec::new(),
         operator: None,
         reader: config.cached_reader.then(|| CachedReader::new(&objects)),
+        paused_until: vec![0; config.workers],
         tasks: Vec::new(),
         runs,
         next_task: 0,
@@ -130,6 +131,9 @@ where
         Err((violations, world.checker.trace()))
     }
 }
+
+/// The chance, per scheduler step, that a worker pauses, with pauses.
+const PAUSE_RATE: f64 = 0.003;
 
 /// The chance, per scheduler step, that the long-lived reader reads a run,
 /// with one.
@@ -247,6 +251,9 @@ struct World<'w, I, O, Mk, F> {
     operator: Option<Worker>,
     /// A long-lived reader, with [`Simulation::cached_reader`].
     reader: Option<CachedReader>,
+    /// Per worker, the poll count until which its tasks are not polled
+    /// (with [`Simulation::pauses`]).
+    paused_until: Vec<u64>,
     tasks: Vec<Task<'w>>,
     runs: Vec<SimRun<I>>,
     next_task: u64,
@@ -292,6 +299,9 @@ where
             if self.reader.is_some() && self.rng.random_bool(READ_RATE) {
                 self.cached_read(None);
             }
+            if self.config.pauses && self.rng.random_bool(PAUSE_RATE) {
+                self.pause_random_worker();
+            }
             self.step().await;
         }
         self.settle().await;
@@ -304,10 +314,25 @@ where
         }
     }
 
-    /// Polls one task, chosen at random, and moves tokio's clock on.
+    /// Polls one task, chosen at random among those of workers not paused,
+    /// and moves tokio's clock on.
     async fn step(&mut self) {
-        if !self.tasks.is_empty() {
-            let index = self.rng.random_range(0..self.tasks.len());
+        let runnable: Vec<usize> = if self.config.pauses {
+            (0..self.tasks.len())
+                .filter(|&i| !self.is_paused(self.tasks[i].worker))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if self.config.pauses && runnable.is_empty() && !self.tasks.is_empty() {
+            // Every task waits for a paused worker: time passes.
+            self.polls += 1;
+        } else if !self.tasks.is_empty() {
+            let index = if self.config.pauses {
+                runnable[self.rng.random_range(0..runnable.len())]
+            } else {
+                self.rng.random_range(0..self.tasks.len())
+            };
             let task = &mut self.tasks[index];
             let mut cx = TaskContext::from_waker(Waker::noop());
             let polled = as_task(task.id, || task.future.as_mut().poll(&mut cx));
@@ -319,6 +344,30 @@ where
             }
         }
         tokio::time::advance(TOKIO_STEP).await;
+    }
+
+    fn is_paused(&self, worker: usize) -> bool {
+        self.paused_until
+            .get(worker)
+            .is_some_and(|&until| until > self.polls)
+    }
+
+    /// A worker stops being polled for a while, wherever its tasks are
+    /// waiting (a stop-the-world pause, a swapped-out process), and the
+    /// clock moves past a lease meanwhile: when it resumes, its tasks carry
+    /// on with what they knew before, their leases expired and maybe taken
+    /// over.
+    fn pause_random_worker(&mut self) {
+        let Some(worker) = self.random_live_worker() else {
+            return;
+        };
+        let polls = self.rng.random_range(10..300);
+        self.paused_until[worker] = self.polls + polls;
+        let jump = millis(self.config.lease) + self.rng.random_range(1..60_000);
+        self.clock.advance_ms(jump);
+        self.checker.event(format!(
+            "worker {worker} pauses for {polls} polls; the clock jumps {jump} ms"
+        ));
     }
 
     /// A worker process: its own store instances over the shared objects.
@@ -851,6 +900,7 @@ where
     /// run is redelivered (with every signal) until it is terminal.
     async fn settle(&mut self) {
         self.checker.event("faults stop".into());
+        self.paused_until.fill(0);
         for worker in 0..self.workers.len() {
             match &self.workers[worker] {
                 Some(live) => live.faults.set_enabled(false),
