@@ -82,6 +82,7 @@
 
 mod checker;
 mod compat;
+mod folder;
 mod ledger;
 mod operator;
 mod reader;
@@ -151,6 +152,7 @@ struct Config {
     wide_run_ids: bool,
     cached_reader: bool,
     pauses: bool,
+    local_folder_share: f64,
 }
 
 impl Config {
@@ -346,6 +348,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 wide_run_ids: false,
                 cached_reader: false,
                 pauses: false,
+                local_folder_share: 0.0,
             },
             signals: Vec::new(),
             check: None,
@@ -476,13 +479,25 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
+    /// The share of seeds (0 to 1, drawn from each seed) whose shared
+    /// bucket is a fresh local folder (real files, real renames, hard-link
+    /// publishes, `NotFound` on deleting a missing file) instead of
+    /// `InMemory`; default 0.
+    #[must_use]
+    pub fn local_folder_share(mut self, share: f64) -> Self {
+        self.config.local_folder_share = share.clamp(0.0, 1.0);
+        self
+    }
+
     /// The world the README recommends deploying, with every check that
     /// goes with it: [`check_step_bodies`](Self::check_step_bodies),
     /// [`sweeper_per_worker`](Self::sweeper_per_worker),
     /// [`operator`](Self::operator),
     /// [`sweep_all_at_end`](Self::sweep_all_at_end),
     /// [`wide_run_ids`](Self::wide_run_ids),
-    /// [`cached_reader`](Self::cached_reader) and [`pauses`](Self::pauses).
+    /// [`cached_reader`](Self::cached_reader), [`pauses`](Self::pauses),
+    /// and a [`local_folder_share`](Self::local_folder_share) of one seed in
+    /// ten.
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
@@ -492,6 +507,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .wide_run_ids(true)
             .cached_reader(true)
             .pauses(true)
+            .local_folder_share(0.1)
     }
 
     /// Turns off one kind of random event.

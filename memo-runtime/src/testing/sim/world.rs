@@ -17,8 +17,10 @@ use serde::de::DeserializeOwned;
 
 use super::checker::{self, Checker, TaskKind, as_task};
 use super::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
+use super::folder::Folder;
 use super::operator::{self, Visit};
 use super::reader::CachedReader;
+use super::stores::Shared;
 use super::stores::{Audited, Preemptible};
 use super::{Config, Event, History, Ledger, RunOutcome, Simulation, Violation};
 use crate::clock::{Clock, ManualClock};
@@ -65,7 +67,14 @@ where
         .start_paused(true)
         .build()
         .expect("a current-thread tokio runtime");
-    let objects = Arc::new(InMemory::new());
+    let objects: Shared = if in_local_folder(&sim.config, seed) {
+        match Folder::new(seed) {
+            Ok(folder) => Arc::new(folder),
+            Err(error) => panic!("simulation seed {seed}: no local folder: {error}"),
+        }
+    } else {
+        Arc::new(InMemory::new())
+    };
     let clock = Arc::new(ManualClock::new(EPOCH_MS));
     let config = &sim.config;
     let checker = Checker::new(
@@ -148,6 +157,14 @@ fn process_name(worker: usize) -> String {
     } else {
         format!("worker {worker}")
     }
+}
+
+/// Whether the history of `seed` runs on a local folder rather than
+/// `InMemory` (a seeded share of them, with
+/// [`Simulation::local_folder_share`]).
+fn in_local_folder(config: &Config, seed: u64) -> bool {
+    config.local_folder_share > 0.0
+        && StdRng::seed_from_u64(seed ^ 0xf01d_e125).random_bool(config.local_folder_share)
 }
 
 /// `n` distinct run ids drawn from the whole valid alphabet and length
@@ -372,7 +389,7 @@ where
 
     /// A worker process: its own store instances over the shared objects.
     fn start_worker(&mut self, faulty: bool) -> Worker {
-        let shared: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects()) as _;
+        let shared: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects());
         // As a backend with name limits and case-insensitive names would.
         let shared: Arc<dyn ObjectStore> = if self.config.wide_run_ids {
             Arc::new(CaseFoldingStore::new(NameLimitedStore::new(shared)))
@@ -493,7 +510,7 @@ where
     /// then nothing of any run may be left in the store, or some object
     /// was left unreachable, for ever.
     async fn sweep_everything(&mut self) {
-        let objects: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects()) as _;
+        let objects: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects());
         let store: Arc<dyn crate::runtime_store::RuntimeStore> =
             Arc::new(ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX));
         let memo = MemoStore::new(Arc::clone(&objects), PREFIX);
