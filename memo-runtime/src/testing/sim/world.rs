@@ -679,8 +679,17 @@ where
     }
 
     fn sweep_random(&mut self) {
-        let per_worker = self.config.sweeper_per_worker;
-        if !per_worker && self.tasks.iter().any(|t| t.kind == TaskKind::Sweep) {
+        if self.config.sweeper_per_worker {
+            // Every worker's sweeper wakes on its own timer; after the same
+            // clock jump, they all find the same expired runs at once.
+            for worker in 0..self.workers.len() {
+                if self.workers[worker].is_some() {
+                    self.sweep_on(worker);
+                }
+            }
+            return;
+        }
+        if self.tasks.iter().any(|t| t.kind == TaskKind::Sweep) {
             return;
         }
         let Some(worker) = self.random_live_worker() else {
