@@ -15,6 +15,19 @@
 //! on restart). Then faults stop, time moves on, every open run is
 //! redelivered, and the final state is checked.
 //!
+//! [`Simulation::deployment`] widens that world to the deployment the
+//! README recommends, each part behind its own knob: a sweeper in every
+//! worker ([`sweeper_per_worker`](Simulation::sweeper_per_worker)), an
+//! operator process beside the workers ([`operator`](Simulation::operator)),
+//! a sweep of every run after the history that must leave nothing
+//! ([`sweep_all_at_end`](Simulation::sweep_all_at_end)), run ids of every
+//! valid length and case on a store with a backend's name limits
+//! ([`wide_run_ids`](Simulation::wide_run_ids)), a long-lived cached reader
+//! ([`cached_reader`](Simulation::cached_reader)), workers paused past their
+//! lease ([`pauses`](Simulation::pauses)), a share of seeds on a local
+//! folder ([`local_folder_share`](Simulation::local_folder_share)), and
+//! every step body checked ([`check_step_bodies`](Simulation::check_step_bodies)).
+//!
 //! # Invariants
 //!
 //! During and after each history:
@@ -35,7 +48,12 @@
 //! - with [`Simulation::check_step_bodies`], the same for step bodies (a
 //!   body's own code is a side effect no memo protects: report its start
 //!   with [`Ledger::step_body`]), and every body and memoized side effect
-//!   starts only under a live lease, as the store records it.
+//!   starts only under a live lease, as the store records it;
+//! - a side effect is reported from inside its `#[memoized]` body (the
+//!   ledger learns its key from the call), and some caller gets the value
+//!   of an entry a side effect ran for, or the history checked nothing;
+//! - with an operator, cached reader or final sweep, the invariants each
+//!   knob documents.
 //!
 //! A history is a function of the seed alone: the scheduler, the faults,
 //! the clock and the workflow's [`Ledger::chance`] all draw from it. Keep
