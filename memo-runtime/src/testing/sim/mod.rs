@@ -444,7 +444,8 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// An operator process beside the workers, as `memoctl` is: through
     /// its own store instances, at random moments, it lists runs by status,
     /// reads runs (record, receipts, inputs), lists markers, sends signals
-    /// and sweeps. Its reads are checked: a run is never read as another
+    /// (half of them with a payload of the wrong type, as `memoctl signal`
+    /// can) and sweeps. Its reads are checked: a run is never read as another
     /// incarnation than existed during the read, and a run that existed
     /// throughout a read or a listing is never read or listed as absent.
     #[must_use]

@@ -480,7 +480,11 @@ where
                 if !self.sim.signals.is_empty() && !self.runs.is_empty() {
                     let run = self.rng.random_range(0..self.runs.len());
                     let signal = self.rng.random_range(0..self.sim.signals.len());
-                    self.send_signal(OPERATOR, run, signal);
+                    if self.rng.random_bool(0.5) {
+                        self.send_signal(OPERATOR, run, signal);
+                    } else {
+                        self.send_wrong_signal(run, signal);
+                    }
                 }
                 return;
             }
@@ -503,6 +507,28 @@ where
         self.checker.event(format!("operator: {visit:?}"));
         let future = async move { Outcome::Done(future.await.map_err(|e| e.to_string())) };
         self.spawn(OPERATOR, TaskKind::Operator, None, Box::pin(future));
+    }
+
+    /// The operator sends signal `signal` to `run` with a payload of
+    /// another type than the workflow waits for (`memoctl signal` takes any
+    /// JSON): it may be refused, or recorded as refused, but it must never
+    /// keep the run from ending once the right signal comes.
+    fn send_wrong_signal(&mut self, run: usize, signal: usize) {
+        let runtime = self.runtime_of(OPERATOR);
+        let run_id = self.runs[run].run_id.clone();
+        let name = self.sim.signals[signal].0.clone();
+        self.sends += 1;
+        let id = format!("sim-signal-{}", self.sends);
+        self.checker.event(format!(
+            "signal {name} ({id}) of the wrong type to {run_id} via the operator"
+        ));
+        let future = async move {
+            let payload =
+                std::collections::BTreeMap::from([("memo-sim", "a payload of the wrong type")]);
+            let sent = runtime.signal_with_id(&run_id, &id, &name, &payload).await;
+            Outcome::Done(sent.map_err(|e| e.to_string()))
+        };
+        self.spawn(OPERATOR, TaskKind::Signal, None, Box::pin(future));
     }
 
     /// After the history, every run is swept with no retention by a
