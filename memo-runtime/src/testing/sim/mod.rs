@@ -120,7 +120,7 @@ use serde::de::DeserializeOwned;
 #[allow(deprecated)]
 pub use ledger::{Ledger, StepBody, memoized_key};
 
-pub(crate) use checker::memoized_returned;
+pub(crate) use checker::{memoized_returned, simulating};
 
 use crate::error::Error;
 use crate::run_id::RunId;
