@@ -6,6 +6,10 @@
 //! `--memo-prefix` and `--runs-prefix` within it, and prints a table, or JSON
 //! with `--json`. Errors go to stderr with a non-zero exit status.
 
+// Every line goes through `output`'s macros, which never panic on a closed
+// pipe.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod commands;
 mod output;
 mod progress;
@@ -17,6 +21,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use memo_runtime::runtime_store::RunStatus;
 
+use crate::output::errln;
 use crate::store::StoreArgs;
 
 /// Look inside a memo store and operate it: runs, signals, terminal markers,
@@ -48,12 +53,14 @@ enum Command {
     /// Shows one run: its record and lease, its steps with their receipts,
     /// the signals delivered to it, and its memo entries with their sizes.
     Show {
-        /// The run id.
+        /// The run id (one that starts with `-` too).
+        #[arg(allow_hyphen_values = true)]
         run: String,
     },
     /// Sends a signal to a run, as `Runtime::signal` does.
     Signal {
-        /// The run id.
+        /// The run id (one that starts with `-` too).
+        #[arg(allow_hyphen_values = true)]
         run: String,
         /// The signal's name (what the workflow's `wait_for_signal` waits for).
         name: String,
@@ -117,7 +124,7 @@ fn main() -> ExitCode {
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
-    eprintln!("memoctl: error: {error:#}");
+    errln!("memoctl: error: {error:#}");
     ExitCode::FAILURE
 }
 

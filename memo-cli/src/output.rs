@@ -1,6 +1,104 @@
 //! How results are printed: aligned tables for people, JSON for scripts.
+//!
+//! Everything memoctl prints goes through [`out!`], [`outln!`] and
+//! [`errln!`] (the crate denies `print!` and friends): a reader that went
+//! away (`memoctl show RUN | head`) ends the process quietly, as it ends a
+//! Unix tool, instead of a panic.
 
+use std::borrow::Cow;
+use std::fmt;
+use std::io::{self, Write as _};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `print!` to stdout; see [`write_stdout`]. (Used in this module only.)
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(::std::format_args!($($arg)*))
+    };
+}
+
+/// `println!` to stdout; see [`write_stdout`].
+macro_rules! outln {
+    () => {
+        $crate::output::write_stdout(::std::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(::std::format_args!(
+            "{}\n",
+            ::std::format_args!($($arg)*)
+        ))
+    };
+}
+
+/// `eprintln!` that never panics (a message that cannot be written to
+/// stderr is dropped) and prints the message [`escape`]d: errors quote what
+/// the store holds.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::write_stderr(&::std::format!($($arg)*))
+    };
+}
+
+pub(crate) use {errln, outln};
+
+/// Writes to stdout. If stdout is a pipe whose reader closed, the process
+/// exits at once with status 0 and prints nothing more (the reader wanted no
+/// more output: `memoctl runs | head`); any other failure to write (a full
+/// disk) exits with status 1 and the error on stderr. Either way, whatever
+/// the command did before printing (a sweep, a signal) is done.
+pub(crate) fn write_stdout(args: fmt::Arguments<'_>) {
+    if let Err(error) = io::stdout().lock().write_fmt(args) {
+        if error.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        errln!("memoctl: error: cannot write to stdout: {error}");
+        std::process::exit(1);
+    }
+}
+
+/// Writes `message`, [`escape`]d, and a line break to stderr; a failure is
+/// ignored (there is nowhere left to say so).
+pub(crate) fn write_stderr(message: &str) {
+    let _ = writeln!(io::stderr().lock(), "{}", escape(message));
+}
+
+/// Whether `c` would act on a terminal instead of showing as text: C0 and C1
+/// controls and DEL (escape sequences, line breaks, a cleared screen, OSC 8
+/// links), the bidirectional overrides, isolates and marks (text shown in
+/// another order than it is stored) and the line and paragraph separators.
+fn acts_on_a_terminal(c: char) -> bool {
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{61c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// `text` with every character that would act on a terminal written as a
+/// Rust escape (`\n`, `\u{1b}`, `\u{202e}`), so that whatever the store
+/// holds (a workflow's error, a signal's name, another writer's bytes) shows
+/// as text. Every cell and message memoctl prints that comes from the store
+/// passes through here: [`Table::row`], [`print_fields`], [`errln!`]; and
+/// [`print_json`] escapes the same characters the JSON way.
+pub(crate) fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts_on_a_terminal) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if acts_on_a_terminal(c) {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    Cow::Owned(escaped)
+}
 
 /// A table whose columns are padded to their widest cell.
 #[derive(Debug)]
@@ -17,7 +115,15 @@ impl Table {
         }
     }
 
+    /// Adds a row; each cell is [`escape`]d.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
+        let cells = cells
+            .into_iter()
+            .map(|cell| match escape(&cell) {
+                Cow::Borrowed(_) => cell,
+                Cow::Owned(escaped) => escaped,
+            })
+            .collect();
         self.rows.push(cells);
     }
 
@@ -51,23 +157,48 @@ impl Table {
     /// Prints the table, or `empty` if it has no rows.
     pub(crate) fn print_or(&self, empty: &str) {
         if self.is_empty() {
-            println!("{empty}");
+            outln!("{empty}");
         } else {
-            print!("{}", self.render());
+            out!("{}", self.render());
         }
     }
 }
 
-/// Prints `value` as pretty JSON.
-pub(crate) fn print_json(value: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-    );
+/// Prints `name: value` lines, the values aligned and [`escape`]d.
+pub(crate) fn print_fields(fields: &[(&str, String)]) {
+    for (name, value) in fields {
+        outln!("{:<12} {}", format!("{name}:"), escape(value));
+    }
 }
 
-/// Milliseconds since the Unix epoch as an RFC 3339 time, to the second.
+/// Prints `value` as pretty JSON, with every character that would act on a
+/// terminal escaped: serde_json escapes the C0 controls in strings, and the
+/// others (DEL, C1, bidirectional and separators, never part of JSON's own
+/// syntax) are written as `\uXXXX` here, which JSON reads as the same
+/// string.
+pub(crate) fn print_json(value: &serde_json::Value) {
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c > '\u{1f}' && acts_on_a_terminal(c) {
+            escaped.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            escaped.push(c);
+        }
+    }
+    outln!("{escaped}");
+}
+
+/// The last millisecond RFC 3339 can write: 9999-12-31T23:59:59.999Z.
+const LAST_RFC3339_MS: u64 = 253_402_300_799_999;
+
+/// Milliseconds since the Unix epoch as an RFC 3339 time, to the second; a
+/// time past the year 9999, which RFC 3339 cannot write (often microseconds
+/// written as milliseconds by mistake), as its raw milliseconds.
 pub(crate) fn time(ms: u64) -> String {
+    if ms > LAST_RFC3339_MS {
+        return format!("{ms} ms since the epoch");
+    }
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
@@ -98,14 +229,26 @@ pub(crate) fn retention(retention: Duration) -> String {
     }
 }
 
+/// How deep a payload memoctl shows may nest: serde_json's own limit, so
+/// that a script parsing `--json` with it can read every document.
+const MAX_PAYLOAD_DEPTH: usize = 128;
+
 /// A stored payload for people: the JSON of its MessagePack (how the
 /// workflow runtime encodes inputs, outputs and signals), or its size if it
-/// is not MessagePack.
+/// is not MessagePack or nests deeper than [`MAX_PAYLOAD_DEPTH`].
 pub(crate) fn payload(bytes: &[u8]) -> serde_json::Value {
-    match rmp_serde::from_slice::<serde_json::Value>(bytes) {
-        Ok(value) => value,
-        Err(_) => serde_json::Value::String(format!("({} bytes, not MessagePack)", bytes.len())),
-    }
+    use serde::Deserialize as _;
+
+    let mut decoder = rmp_serde::Deserializer::from_read_ref(bytes);
+    decoder.set_max_depth(MAX_PAYLOAD_DEPTH);
+    let shown = match serde_json::Value::deserialize(&mut decoder) {
+        Ok(value) => return value,
+        Err(rmp_serde::decode::Error::DepthLimitExceeded) => {
+            format!("MessagePack nested deeper than {MAX_PAYLOAD_DEPTH}")
+        }
+        Err(_) => "not MessagePack".into(),
+    };
+    serde_json::Value::String(format!("({} bytes, {shown})", bytes.len()))
 }
 
 /// [`payload`] on one line, cut to `max` characters.
@@ -131,6 +274,28 @@ mod tests {
             table.render(),
             "run         status\norder-1234  Completed\na           Running\n"
         );
+    }
+
+    #[test]
+    fn times_past_the_year_9999_are_printed_as_raw_milliseconds() {
+        assert_eq!(time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(time(LAST_RFC3339_MS), "9999-12-31T23:59:59Z");
+        for ms in [LAST_RFC3339_MS + 1, 1_700_000_000_000_000, u64::MAX] {
+            assert_eq!(time(ms), format!("{ms} ms since the epoch"));
+        }
+        // The age of such a marker, or of one dated 1970.
+        assert!(!duration(u64::MAX).is_empty());
+    }
+
+    #[test]
+    fn controls_bidi_overrides_and_separators_are_escaped_and_text_is_kept() {
+        assert_eq!(
+            escape("a\u{1b}[2J\n\u{9b}\u{7f}\u{202e}\u{2066}\u{2028}b"),
+            r"a\u{1b}[2J\n\u{9b}\u{7f}\u{202e}\u{2066}\u{2028}b"
+        );
+        let text = "Grüße, 東京 \\ \u{1b}";
+        assert_eq!(escape(text), "Grüße, 東京 \\ \\u{1b}");
+        assert!(matches!(escape("order-1 é"), Cow::Borrowed(_)));
     }
 
     #[test]

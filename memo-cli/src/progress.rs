@@ -20,6 +20,8 @@ use tracing_subscriber::filter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::output::errln;
+
 /// The span `RetentionSweeper` opens around each run it sweeps.
 const SWEEP_RUN_SPAN: &str = "memo.sweep.run";
 
@@ -57,7 +59,7 @@ impl Progress {
                 bar.inc(1);
                 bar.set_message(run_id.to_string());
             }
-            None => eprintln!("[{done}/{}] {run_id}", self.total),
+            None => errln!("[{done}/{}] {run_id}", self.total),
         }
     }
 

@@ -6,12 +6,12 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::{MemoStore, ObjectStoreRuntimeStore, store_from_url};
+use memo_runtime::{MemoStore, ObjectStoreRuntimeStore, redact_store_url, store_from_url};
 
 /// Where the store is and how its parts are laid out in it. The defaults are
 /// what the example workers use: `<url prefix>/memo` and
 /// `<url prefix>/runtime`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub(crate) struct StoreArgs {
     /// The store: `file:///var/lib/memo`, `s3://bucket/prefix`,
     /// `gs://bucket/prefix`, `az://container/prefix`.
@@ -20,8 +20,10 @@ pub(crate) struct StoreArgs {
     /// A store option `key=value` (`endpoint=http://127.0.0.1:9000`,
     /// `region=eu-west-1`, `retry_timeout=10s`); repeatable. Credentials come
     /// from the usual environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
-    #[arg(long = "option", global = true, value_name = "KEY=VALUE", value_parser = parse_option)]
-    options: Vec<(String, String)>,
+    // Split in `open`, not by a clap value parser: clap echoes a value it
+    // refuses, and a mistyped option may be a secret.
+    #[arg(long = "option", global = true, value_name = "KEY=VALUE")]
+    options: Vec<String>,
     /// Where the memo store is, under the URL's prefix.
     #[arg(long, global = true, default_value = "memo", value_name = "PREFIX")]
     memo_prefix: String,
@@ -31,43 +33,89 @@ pub(crate) struct StoreArgs {
     runs_prefix: String,
 }
 
-fn parse_option(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| format!("expected key=value, got {s:?}"))
+/// The URL redacted and the options' keys only: their values may be secrets.
+impl std::fmt::Debug for StoreArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreArgs")
+            .field("store", &self.store.as_deref().map(redact_store_url))
+            .field(
+                "options",
+                &self
+                    .options
+                    .iter()
+                    .map(|o| o.split_once('=').map_or("?", |(key, _)| key))
+                    .collect::<Vec<_>>(),
+            )
+            .field("memo_prefix", &self.memo_prefix)
+            .field("runs_prefix", &self.runs_prefix)
+            .finish()
+    }
 }
 
-/// The opened store.
-#[derive(Debug)]
+/// `key=value`; an argument without `=` is refused without being echoed
+/// (it may be a secret typed with the wrong separator).
+fn parse_option(s: &str) -> anyhow::Result<(String, String)> {
+    match s.split_once('=') {
+        Some((key, value)) => Ok((key.to_string(), value.to_string())),
+        None => bail!("--option expects KEY=VALUE (the argument is not shown: it may be a secret)"),
+    }
+}
+
+/// The opened store. Its `Debug` is the URL and the prefixes: the object
+/// store's own `Debug` may print credentials.
 pub(crate) struct Store {
-    /// The URL, for messages.
+    /// The URL as it may be printed (no user info, no query string), for
+    /// messages.
     pub(crate) url: String,
     pub(crate) objects: Arc<dyn ObjectStore>,
+    /// The prefix the URL names, which the memo and runs prefixes are under.
+    pub(crate) base: Path,
     pub(crate) memo: MemoStore,
     pub(crate) runs: Arc<ObjectStoreRuntimeStore>,
 }
 
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("url", &self.url)
+            .field("memo", &self.memo)
+            .field("runs", &self.runs)
+            .finish_non_exhaustive()
+    }
+}
+
 impl StoreArgs {
     pub(crate) fn open(&self) -> anyhow::Result<Store> {
-        let Some(url) = self.store.clone() else {
+        let Some(given) = &self.store else {
             bail!("no store given: pass --store URL (file:///path, s3://bucket/prefix, ...)");
         };
-        if url.starts_with("memory:") {
+        // A URL may carry credentials (which `store_from_url` refuses): it is
+        // only ever printed redacted.
+        let url = redact_store_url(given);
+        if given.starts_with("memory:") {
             bail!(
                 "{url:?} is a store in this process's memory, empty at every start: \
                  point --store at a folder (file://) or a bucket"
             );
         }
-        let opened = store_from_url(&url, self.options.clone())
+        let options = self
+            .options
+            .iter()
+            .map(|option| parse_option(option))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let opened = store_from_url(given, options)
             .with_context(|| format!("cannot open the store {url:?}"))?;
         let under = |prefix: &str| -> Path {
             Path::from_iter(opened.prefix.parts().chain(Path::from(prefix).parts()))
         };
         let memo = MemoStore::new(Arc::clone(&opened.store), under(&self.memo_prefix));
+        // An operator's listing must not change the store it inspects.
         let runs =
-            ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix));
+            ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix))
+                .with_read_only_listings();
         Ok(Store {
             url,
+            base: opened.prefix.clone(),
             objects: opened.store,
             memo,
             runs: Arc::new(runs),

@@ -371,7 +371,13 @@ async fn the_memo_and_runs_prefixes_say_where_the_stores_are() {
     let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
     support::fill(&opened.store, "app/prod").await;
 
-    assert_eq!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])), "no runs\n");
+    // The default prefixes hold nothing here, and memoctl says so.
+    let nothing = ok(&memoctl(&url, NO_OPTIONS, &["runs"]));
+    assert!(
+        nothing.starts_with(r#"no runs: nothing is stored under "runtime" in file://"#),
+        "{nothing}"
+    );
+    assert!(nothing.contains(r#"the folders "app""#), "{nothing}");
     let prefixes = [
         "--memo-prefix",
         "app/prod/memo",
@@ -384,4 +390,356 @@ async fn the_memo_and_runs_prefixes_say_where_the_stores_are() {
     assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
     let expired = ok_json(&with(&["markers", "--expired", "--json"]));
     assert_eq!(run_ids(&expired), ["old-1"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_longest_run_ids_of_every_shape_are_listed_shown_and_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    let ended_ms = support::now_ms() - support::OLD_RUN_AGE.as_millis() as u64;
+    let runtime = support::runtime(
+        &opened.store,
+        "",
+        Arc::new(memo_runtime::ManualClock::new(ended_ms)),
+    );
+    let orders = Workflow::new("orders", support::orders);
+    let ids = ["A".repeat(128), "a".repeat(128), "-_".repeat(64)];
+    for id in &ids {
+        runtime
+            .run(&run(id), id, &orders)
+            .await
+            .expect("the run completes");
+    }
+    let listed = ok_json(&memoctl(&url, NO_OPTIONS, &["runs", "--json"]));
+    let mut listed = run_ids(&listed);
+    listed.sort();
+    let mut expected: Vec<_> = ids.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+    for id in &ids {
+        // An id may start with '-', and is still an id, with or without `--`.
+        for args in [&["show", id, "--json"][..], &["show", "--json", "--", id]] {
+            let shown = ok_json(&memoctl(&url, NO_OPTIONS, args));
+            assert_eq!(shown["run"]["run_id"], id.as_str());
+            assert_eq!(shown["entries"].as_array().unwrap().len(), 2, "{shown}");
+        }
+    }
+    let markers = ok_json(&memoctl(
+        &url,
+        NO_OPTIONS,
+        &["markers", "--expired", "--json"],
+    ));
+    assert_eq!(run_ids(&markers).len(), 3, "{markers}");
+    let swept = ok_json(&memoctl(
+        &url,
+        NO_OPTIONS,
+        &["sweep", "--retention", "7d", "--json"],
+    ));
+    assert_eq!(swept["runs_cleared"], 3, "{swept}");
+    assert!(ok(&memoctl(&url, NO_OPTIONS, &["runs"])).starts_with("no runs"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_command_exits_quietly_when_its_reader_closed_the_pipe() {
+    let folder = Folder::filled().await;
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["show", "order-1"],
+        &["show", "Ticket-42", "--json"],
+        &["markers"],
+        &["markers", "--json"],
+        &["signal", "Ticket-42", "approval", "--payload", "true"],
+        &["probe"],
+        &["sweep", "--retention", "7d", "--dry-run"],
+        &["sweep", "--retention", "7d", "--json"],
+    ] {
+        // `memoctl ... | head -0`: the reader is gone before memoctl writes.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_memoctl"))
+            .args(["--store", &folder.url])
+            .args(args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}: {stderr}",
+            output.status
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    // What the commands did before printing is done: the sweep cleared the
+    // expired run, the signal was recorded.
+    let runs = ok_json(&folder.memoctl(&["runs", "--json"]));
+    assert_eq!(run_ids(&runs).len(), 3, "{runs}");
+    let shown = ok_json(&folder.memoctl(&["show", "Ticket-42", "--json"]));
+    assert_eq!(shown["signals"].as_array().unwrap().len(), 1, "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn times_past_the_year_9999_are_printed_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    // Microseconds written as milliseconds: the year 55,800 or so.
+    let micros = 1_700_000_000_000_000;
+    let runtime = support::runtime(
+        &opened.store,
+        "",
+        Arc::new(memo_runtime::ManualClock::new(micros)),
+    );
+    let orders = Workflow::new("orders", support::orders);
+    runtime
+        .run(&run("future-1"), &"future-1".to_string(), &orders)
+        .await
+        .expect("the run completes");
+    runtime
+        .memo_store()
+        .write_terminal_marker(&run("far-future"), u64::MAX)
+        .await
+        .unwrap();
+    let raw = format!("{micros} ms since the epoch");
+    let listed = ok(&memoctl(&url, NO_OPTIONS, &["runs"]));
+    assert!(listed.contains(&raw), "{listed}");
+    let shown = ok(&memoctl(&url, NO_OPTIONS, &["show", "future-1"]));
+    assert!(shown.contains(&format!("created:     {raw}")), "{shown}");
+    let markers = ok(&memoctl(&url, NO_OPTIONS, &["markers"]));
+    assert!(markers.contains(&raw), "{markers}");
+    assert!(
+        markers.contains(&format!("{} ms since the epoch", u64::MAX)),
+        "{markers}"
+    );
+    let json = ok_json(&memoctl(&url, NO_OPTIONS, &["markers", "--json"]));
+    assert_eq!(json.as_array().unwrap().len(), 2, "{json}");
+    ok(&memoctl(
+        &url,
+        NO_OPTIONS,
+        &["markers", "--expired", "--retention", "0s"],
+    ));
+}
+
+/// What a hostile or careless writer can put in the store: a cleared
+/// screen, a fake second line, an OSC 8 link, a right-to-left override, C1
+/// and DEL, a line separator.
+const HOSTILE: &str = "\u{1b}[2J\nstatus:      Completed\u{1b}]8;;https://evil.example\u{7}link\u{1b}]8;;\u{7} \u{202e}gnp.exe \u{9b}31m\u{7f}\u{2028}\u{2067}x";
+
+/// Whether `text` holds a character that acts on a terminal, other than
+/// the line breaks between lines.
+fn acts_on_a_terminal(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| {
+            c != '\n'
+                && (c.is_control()
+                    || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_the_store_holds_is_printed_as_text_never_as_terminal_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    let runtime = support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock));
+    let hostile = Workflow::new(
+        HOSTILE,
+        |ctx: memo_runtime::workflow::Context, _: u64| async move {
+            ctx.step(HOSTILE, |_memo| async move {
+                Ok::<_, memo_runtime::Error>(HOSTILE.to_string())
+            })
+            .await?;
+            Err::<u64, _>(anyhow::anyhow!("upstream said: {HOSTILE}"))
+        },
+    );
+    runtime
+        .run(&run("hostile-1"), &1u64, &hostile)
+        .await
+        .expect_err("the workflow fails");
+    let approval = Workflow::new("approval", support::approval);
+    runtime
+        .run(&run("waiting-1"), &HOSTILE.to_string(), &approval)
+        .await
+        .expect_err("waits for its approval");
+    runtime
+        .signal(&run("waiting-1"), HOSTILE, &HOSTILE)
+        .await
+        .unwrap();
+
+    let none: Vec<char> = Vec::new();
+    for args in [
+        &["runs"][..],
+        &["show", "hostile-1"],
+        &["show", "waiting-1"],
+        &["markers"],
+    ] {
+        let text = ok(&memoctl(&url, NO_OPTIONS, args));
+        assert_eq!(acts_on_a_terminal(&text), none, "{args:?}:\n{text}");
+        if args[0] != "markers" {
+            assert!(text.contains(r"\u{1b}[2J\nstatus:"), "{args:?}:\n{text}");
+        }
+        let status_lines = text.lines().filter(|l| l.starts_with("status:")).count();
+        assert!(status_lines <= 1, "{args:?}:\n{text}");
+        // Valid JSON, escaped the JSON way.
+        let json = ok(&memoctl(&url, NO_OPTIONS, &[args, &["--json"]].concat()));
+        assert_eq!(acts_on_a_terminal(&json), none, "{args:?}:\n{json}");
+        serde_json::from_str::<serde_json::Value>(&json).unwrap();
+    }
+    // The JSON holds exactly what the store holds.
+    let runs = ok_json(&memoctl(&url, NO_OPTIONS, &["runs", "--json"]));
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["workflow"] == HOSTILE),
+        "{runs}"
+    );
+    let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "hostile-1", "--json"]));
+    assert_eq!(shown["run"]["workflow"], HOSTILE);
+    assert_eq!(shown["steps"][0]["step"], HOSTILE);
+    let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "waiting-1", "--json"]));
+    assert_eq!(shown["signals"][0]["name"], HOSTILE);
+    assert_eq!(shown["signals"][0]["payload"], HOSTILE);
+}
+
+#[test]
+fn credentials_in_the_url_or_the_options_never_reach_the_terminal() {
+    const SECRET: &str = "wJalrXUtnFEMI-SUPERSECRET";
+    for url in [
+        format!("s3://AKIDEXAMPLE:{SECRET}@memo-ci/x"),
+        format!("az://container/x?sv=2024-01-01&sig={SECRET}"),
+        format!("memory:///x?sig={SECRET}"),
+        format!("nope://user:{SECRET}@host/x"),
+    ] {
+        let stderr = failed(&memoctl(&url, NO_OPTIONS, &["runs"]));
+        assert!(!stderr.contains(SECRET), "{url}: {stderr}");
+        assert!(stderr.contains("***"), "{url}: {stderr}");
+    }
+    let refused = failed(&memoctl(
+        &format!("s3://AKIDEXAMPLE:{SECRET}@memo-ci/x"),
+        NO_OPTIONS,
+        &["runs"],
+    ));
+    assert!(refused.contains("s3://***@memo-ci/x"), "{refused}");
+    assert!(refused.contains("pass credentials as options"), "{refused}");
+
+    // A secret given as an option with the wrong separator is not echoed.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_memoctl"))
+        .args(["--store", "s3://memo-ci/x", "--option"])
+        .arg(format!("secret_access_key:{SECRET}"))
+        .arg("runs")
+        .output()
+        .unwrap();
+    let stderr = failed(&output);
+    assert!(!stderr.contains(SECRET), "{stderr}");
+    assert!(stderr.contains("--option expects KEY=VALUE"), "{stderr}");
+
+    // Nor is one given right, to a store that cannot be reached.
+    let options = [
+        ("endpoint", "http://127.0.0.1:1".to_string()),
+        ("region", "us-east-1".into()),
+        ("access_key_id", "AKIDEXAMPLE".into()),
+        ("secret_access_key", SECRET.into()),
+        ("max_retries", "0".into()),
+    ];
+    let stderr = failed(&memoctl("s3://memo-ci/x", &options, &["runs"]));
+    assert!(!stderr.contains(SECRET), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_leaves_stale_status_hints_where_they_are() {
+    let folder = Folder::filled().await;
+    let shown = ok_json(&folder.memoctl(&["show", "order-1", "--json"]));
+    let incarnation = shown["run"]["incarnation"].as_str().unwrap();
+    // A Running hint of the completed run, as a worker that crashed between
+    // the commit and the hint's deletion leaves one.
+    let dir = folder.url.strip_prefix("file://").unwrap();
+    let running = std::path::Path::new(dir).join("runtime/runs-by-status/Running");
+    let hint = running.join(format!("order-1.{incarnation}"));
+    std::fs::write(&hint, b"order-1").unwrap();
+
+    let listed = ok_json(&folder.memoctl(&["runs", "--json"]));
+    let order = run_ids(&listed)
+        .iter()
+        .filter(|id| **id == "order-1")
+        .count();
+    assert_eq!(order, 1, "{listed}");
+    let running_runs = ok_json(&folder.memoctl(&["runs", "--status", "running", "--json"]));
+    assert_eq!(run_ids(&running_runs), ["Ticket-42"]);
+    assert!(hint.is_file(), "memoctl runs deleted the stale hint");
+}
+
+#[test]
+fn runs_on_a_prefix_that_holds_nothing_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    std::fs::create_dir_all(dir.path().join("runs/runs-by-status")).unwrap();
+    let said = ok(&memoctl(&url, NO_OPTIONS, &["runs"]));
+    assert_eq!(
+        said,
+        format!(
+            "no runs: nothing is stored under \"runtime\" in {url} (the runtime store's prefix: \
+             is --runs-prefix where the workers keep their runs?); the store's prefix holds \
+             the folders \"runs\"\n"
+        )
+    );
+    // JSON stays one document; the note goes to stderr.
+    let output = memoctl(&url, NO_OPTIONS, &["runs", "--json"]);
+    assert_eq!(ok_json(&output), json!([]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("memoctl: no runs: nothing is stored"),
+        "{stderr}"
+    );
+    // A prefix that holds runs, none in the status asked for: just that.
+    let with = |args: &[&str]| {
+        memoctl(
+            &url,
+            NO_OPTIONS,
+            &[&["--runs-prefix", "runs"], args].concat(),
+        )
+    };
+    assert_eq!(ok(&with(&["runs", "--status", "failed"])), "no runs\n");
+    assert_eq!(
+        String::from_utf8_lossy(&with(&["runs", "--json"]).stderr),
+        ""
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_payload_nested_too_deep_for_json_readers_is_shown_by_its_size() {
+    use memo_runtime::RuntimeStore as _;
+    use memo_runtime::runtime_store::NewRun;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
+    let records = memo_runtime::ObjectStoreRuntimeStore::new(opened.store, "runtime");
+    // MessagePack arrays of one element, 1,000 deep, around a nil: what a
+    // buggy or hostile writer can store as a run's input.
+    let mut input = vec![0x91; 1_000];
+    input.push(0xc0);
+    records
+        .create_run(NewRun {
+            run_id: run("deep-1"),
+            workflow: "w".into(),
+            input: input.into(),
+            created_at_ms: 1,
+        })
+        .await
+        .unwrap();
+    let shown = ok(&memoctl(&url, NO_OPTIONS, &["show", "deep-1"]));
+    assert!(
+        shown.contains(r#"input:       "(1001 bytes, MessagePack nested deeper than 128)""#),
+        "{shown}"
+    );
+    // serde_json (128 levels at most) reads the whole document.
+    let json = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "deep-1", "--json"]));
+    assert_eq!(
+        json["run"]["input"],
+        "(1001 bytes, MessagePack nested deeper than 128)"
+    );
 }

@@ -18,7 +18,7 @@ mod valid;
 use proc_macro::TokenStream;
 
 // The documentation is a file of its own so that memo-runtime can run its
-// examples as doctests (see `memoized_doc_examples` there): this is a
+// examples as doctests (see `MemoizedDocExamples` in its `lib.rs`): this is a
 // proc-macro crate, whose doctests cargo builds for the host, with a second
 // copy of memo-runtime and everything under it.
 #[doc = include_str!("memoized.md")]

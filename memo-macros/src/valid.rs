@@ -1,5 +1,6 @@
 //! Checks the options against the function signature and turns them into a
-//! span-free [`Plan`] for the expansion. Every problem is collected, each at
+//! [`Plan`] for the expansion: checked values, each keeping only the span a
+//! later type error must point at. Every problem is collected, each at
 //! its own token, and reported together.
 
 use proc_macro2::{Span, TokenStream, TokenTree};

@@ -50,9 +50,14 @@ impl ManualClock {
         }
     }
 
-    /// Moves the clock forward by `ms`.
+    /// Moves the clock forward by `ms`, stopping at `u64::MAX` (the end of
+    /// time) rather than wrapping to the epoch.
     pub fn advance_ms(&self, ms: u64) {
-        self.now_ms.fetch_add(ms, Ordering::SeqCst);
+        let _ = self
+            .now_ms
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
+                Some(now.saturating_add(ms))
+            });
     }
 
     /// Sets the clock to `now_ms`.

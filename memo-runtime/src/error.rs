@@ -45,7 +45,8 @@ pub enum Error {
     /// A store URL (or one of its options) names no store memo can open.
     #[error("cannot open a store from {url:?}: {reason}")]
     InvalidStoreUrl {
-        /// The URL as given.
+        /// The URL as given, with any user info and query string replaced by
+        /// `***` (see [`redact_store_url`](crate::redact_store_url)).
         url: String,
         /// What is wrong with it, or with its options.
         reason: String,
@@ -57,7 +58,8 @@ pub enum Error {
          memo-runtime = {{ version = \"...\", features = [\"{feature}\"] }}"
     )]
     StoreFeatureDisabled {
-        /// The URL as given.
+        /// The URL as given, with any user info and query string replaced by
+        /// `***` (see [`redact_store_url`](crate::redact_store_url)).
         url: String,
         /// The memo-runtime feature to enable: `aws`, `gcp` or `azure`.
         feature: &'static str,
@@ -324,7 +326,15 @@ impl Error {
     }
 
     /// Wraps an object-store error with the path it concerns.
+    ///
+    /// A local folder's refusal to act through a symlink or on a non-regular
+    /// file is [`Error::Corrupt`], naming the object it refused: another
+    /// writer of the folder put something there that memo never writes.
     pub(crate) fn store(path: impl std::fmt::Display, source: object_store::Error) -> Self {
+        #[cfg(unix)]
+        if let Some(refused) = crate::local::refusal(&source) {
+            return Error::corrupt(&refused.location, refused.to_string());
+        }
         Error::Store {
             path: path.to_string(),
             source,

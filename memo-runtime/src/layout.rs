@@ -13,9 +13,11 @@
 //! | step-output entry | `step-outputs/<run>/<inc>/<step>/<sha256(payload)>` |
 //! | terminal marker | `terminals/<hour>/<u64::MAX - at_ms>_<run>.<inc>` |
 //! | run pointer (runtime store) | `runs/<run>/run` |
+//! | incarnation record (runtime store) | `runs/<run>/<inc>/run` |
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
 //! | run checkpoint (a base) | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
-//! | run checkpoint delta | `runs/<run>/<inc>/delta/<position, 20 digits>` |
+//! | run checkpoint delta (before inputs were kept in bases; read, no longer written) | `runs/<run>/<inc>/delta/<position, 20 digits>` |
+//! | run checkpoint delta | `runs/<run>/<inc>/delta/v2/<position, 20 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //!
@@ -38,6 +40,44 @@
 //! log tail after it (the log is complete, so it reads the same run), and
 //! deletes the delta folder with the rest of the incarnation's folder.
 //!
+//! Deltas under `delta/v2/` leave the base's inputs (signals) to the base,
+//! as deltas leave it its receipts, and say only where those inputs stand
+//! now: a delta that copied every input made a run of `n` signals write
+//! about `n²` signals' worth. The move is safe both ways: this version reads
+//! deltas of either form (both are listed by the one listing of `delta/`,
+//! and an old one holds every input); a reader of the release before it
+//! finds a `v2` delta's position in its listing, finds no delta of its own
+//! form there, takes it for one deleted meanwhile and, after its retries,
+//! reads the newest base and the longer log tail after it (the log is
+//! complete, so it reads the same run), and it deletes the `v2` folder with
+//! the rest of the incarnation's folder. Bases are unchanged.
+//!
+//! Run segments have two forms (see [`run_segment`]): the short form (the
+//! id with each capital written `=` and the letter in lower case) for every
+//! segment of up to [`MAX_SHORT_RUN_SEGMENT`] (196) bytes, and a long form
+//! (the id in lower case, `==` and a hex case mask, at most 162 bytes) for
+//! ids with more capitals, so that every name fits a local folder's 255-byte
+//! file names, and every key under a prefix of up to 512 bytes fits S3's,
+//! GCS's and Azure's 1,024 (pinned for every valid id by
+//! `every_name_fits_every_backend_for_every_valid_id`). The long form was
+//! added to version 2 without changing its number: every id whose short
+//! form is at most 196 bytes (every id with at most 68 capitals) maps to the
+//! paths it always had, so its data reads unchanged. An id with more
+//! capitals was written in the short form before (up to 256 bytes; on a
+//! local folder most such runs could not be created or could not get their
+//! terminal marker, names over 255 bytes), and this version does not read
+//! such data: its run is not found, its markers and status hints are skipped
+//! as foreign. Finish or delete such runs before upgrading.
+//!
+//! An incarnation record is a copy of the run pointer in the incarnation's
+//! own folder, from which a pointer that a stalled deletion removed is
+//! restored. Records were added to version 2 the same way, additive both
+//! ways: an incarnation written before them has none until the next
+//! `create_run` of its id writes it (until then a stalled deletion can
+//! remove its pointer for good, as before); a reader that does not know
+//! records never reads them, and deletes them with the rest of the
+//! incarnation's folder.
+//!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
 //! miss, a v1 marker is skipped as foreign); [`MemoStore::clear_memos_for_run`]
@@ -59,15 +99,50 @@ const PROBES: &str = "probes";
 /// The width of a marker's hour folder, in milliseconds.
 pub(crate) const MARKER_HOUR_MS: u64 = 60 * 60 * 1000;
 
-/// The path segment of a run id: the id with every upper-case letter written
-/// as `=` and the letter in lower case.
+/// The longest run segment written in the short form (the id with its
+/// capitals escaped): longer ones are written in the long form.
 ///
-/// The segment is all lower case, and the mapping is one-to-one (`=` is not
-/// in the run-id alphabet), so two ids that differ only in case get segments
-/// that differ in more than case: they stay apart on a case-insensitive
-/// folder (macOS, Windows) as everywhere else.
+/// The bound comes from the tightest name that holds a segment, a terminal
+/// marker's (`<20 digits>_<run>.<16 hex digits>`, 38 bytes besides the
+/// segment), on the tightest backend, a local folder (255-byte file names),
+/// where `LocalFileSystem` stages every write at `<name>#<counter>` (up to 21
+/// more bytes): 255 - 38 - 21 = 196.
+pub(crate) const MAX_SHORT_RUN_SEGMENT: usize = 196;
+
+/// What separates a long-form segment's lower-cased id from its case mask:
+/// never in a short-form segment, where `=` is always followed by a letter.
+const CASE_MASK_SEPARATOR: &str = "==";
+
+/// The path segment of a run id.
+///
+/// **Short form** (every segment up to [`MAX_SHORT_RUN_SEGMENT`] bytes, which
+/// covers every id with at most 68 capitals): the id with every upper-case
+/// letter written as `=` and the letter in lower case (`Order-1` is
+/// `=order-1`).
+///
+/// **Long form** (ids with so many capitals that the short form would be
+/// longer): the id in lower case, `==`, then its case mask: one bit per
+/// letter of the id, in order, 1 for a capital, packed four to a lower-case
+/// hex digit (the first letter is the first digit's high bit, the last digit
+/// padded with zeros). `ABc` is `abc==c`. At most 128 + 2 + 32 = 162 bytes.
+///
+/// Either form is all lower case, and the mapping is one-to-one (`=` is not
+/// in the run-id alphabet, and `==` appears only in the long form), so two
+/// ids that differ only in case get segments that differ in more than case:
+/// they stay apart on a case-insensitive folder (macOS, Windows) as
+/// everywhere else. Both forms are read back by [`parse_run_segment`], so a
+/// listing (markers, status hints) names every run without reading it.
 pub(crate) fn run_segment(run_id: &RunId) -> String {
     let id = run_id.as_str();
+    let capitals = id.bytes().filter(u8::is_ascii_uppercase).count();
+    if id.len() + capitals <= MAX_SHORT_RUN_SEGMENT {
+        short_segment(id)
+    } else {
+        long_segment(id)
+    }
+}
+
+fn short_segment(id: &str) -> String {
     let mut segment = String::with_capacity(id.len() + 4);
     for c in id.chars() {
         if c.is_ascii_uppercase() {
@@ -80,8 +155,38 @@ pub(crate) fn run_segment(run_id: &RunId) -> String {
     segment
 }
 
-/// The run id a [`run_segment`] was made from; `None` for anything else.
+fn long_segment(id: &str) -> String {
+    let letters: Vec<bool> = id
+        .bytes()
+        .filter(u8::is_ascii_alphabetic)
+        .map(|b| b.is_ascii_uppercase())
+        .collect();
+    let mask = letters.chunks(4).map(|bits| {
+        let nibble = bits
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &upper)| n | (u32::from(upper) << (3 - i)));
+        char::from_digit(nibble, 16).unwrap_or('0')
+    });
+    let mut segment = id.to_ascii_lowercase();
+    segment.push_str(CASE_MASK_SEPARATOR);
+    segment.extend(mask);
+    segment
+}
+
+/// The run id a [`run_segment`] was made from; `None` for anything else,
+/// including a segment in the other form than the one its id is written in
+/// (so no two names parse to one run).
 pub(crate) fn parse_run_segment(segment: &str) -> Option<RunId> {
+    let id = match segment.split_once(CASE_MASK_SEPARATOR) {
+        Some((lower, mask)) => parse_long_segment(lower, mask)?,
+        None => parse_short_segment(segment)?,
+    };
+    let run_id = RunId::new(id).ok()?;
+    (run_segment(&run_id) == segment).then_some(run_id)
+}
+
+fn parse_short_segment(segment: &str) -> Option<String> {
     let mut id = String::with_capacity(segment.len());
     let mut chars = segment.chars();
     while let Some(c) = chars.next() {
@@ -94,7 +199,32 @@ pub(crate) fn parse_run_segment(segment: &str) -> Option<RunId> {
             c => id.push(c),
         }
     }
-    RunId::new(id).ok()
+    Some(id)
+}
+
+fn parse_long_segment(lower: &str, mask: &str) -> Option<String> {
+    let mut bits = Vec::with_capacity(mask.len() * 4);
+    for digit in mask.chars() {
+        if digit.is_ascii_uppercase() {
+            return None;
+        }
+        let nibble = digit.to_digit(16)?;
+        bits.extend((0..4).rev().map(|i| nibble >> i & 1 == 1));
+    }
+    let mut bits = bits.into_iter();
+    let mut id = String::with_capacity(lower.len());
+    for c in lower.chars() {
+        if c.is_ascii_uppercase() {
+            return None;
+        }
+        if c.is_ascii_alphabetic() && bits.next()? {
+            id.push(c.to_ascii_uppercase());
+        } else {
+            id.push(c);
+        }
+    }
+    // Only padding may be left; a canonical mask is checked by the caller.
+    Some(id)
 }
 
 /// `<run>.<inc>`: a run incarnation in one file name.
@@ -223,6 +353,12 @@ impl Layout {
         self.runs_folder(run_id).join(incarnation.to_string())
     }
 
+    /// `runs/<run>/<inc>/run`: the incarnation's copy of its run pointer,
+    /// from which a pointer removed by a stale deletion is restored.
+    pub(crate) fn incarnation_record(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.incarnation_records(run_id, incarnation).join("run")
+    }
+
     pub(crate) fn log_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
         self.incarnation_records(run_id, incarnation).join("log")
     }
@@ -264,6 +400,19 @@ impl Layout {
     /// `position`.
     pub(crate) fn delta(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
         self.delta_folder(run_id, incarnation)
+            .join(format!("{position:020}"))
+    }
+
+    /// `runs/<run>/<inc>/delta/v2`: the incarnation's checkpoint deltas
+    /// that leave the base's inputs to it.
+    pub(crate) fn delta_v2_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.delta_folder(run_id, incarnation).join("v2")
+    }
+
+    /// The checkpoint delta (inputs kept in the base) of the run folded
+    /// from its log entries before `position`.
+    pub(crate) fn delta_v2(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
+        self.delta_v2_folder(run_id, incarnation)
             .join(format!("{position:020}"))
     }
 
@@ -326,6 +475,7 @@ fn parse_digits(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run_id::MAX_RUN_ID_LEN;
     use crate::runtime_store::RunStatus;
 
     fn run(id: &str) -> RunId {
@@ -352,6 +502,129 @@ mod tests {
     }
 
     #[test]
+    fn ids_with_many_capitals_get_the_long_form_and_round_trip() {
+        // Pinned: a change here is a change of the stored format.
+        let capitals = "A".repeat(128);
+        let mixed = format!("{}{}", "Ab-".repeat(42), "CD");
+        let goldens = [
+            (
+                capitals.clone(),
+                format!("{}=={}", "a".repeat(128), "f".repeat(32)),
+            ),
+            // 86 letters, 44 capitals + 42 '-': 128 + 44 = 172, short form.
+            (mixed.clone(), short_segment(&mixed)),
+            // 69 capitals and 59 digits: 197 bytes, one over the short form.
+            (
+                format!("{}{}", "Q".repeat(69), "7".repeat(59)),
+                format!("{}{}=={}8", "q".repeat(69), "7".repeat(59), "f".repeat(17)),
+            ),
+            // 68 capitals: exactly the short form's bound.
+            (
+                format!("{}{}", "Q".repeat(68), "7".repeat(60)),
+                format!("{}{}", "=q".repeat(68), "7".repeat(60)),
+            ),
+            // Letters X y Z then 100 Q: 1011, 24 times 1111, then 111 and a
+            // padding 0.
+            (
+                format!("XyZ{}", "Q".repeat(100)),
+                format!("xyz{}==b{}e", "q".repeat(100), "f".repeat(24)),
+            ),
+            // '-' is not a letter: 94 letters, all capitals.
+            (
+                format!("{}{}", "A-".repeat(34), "B".repeat(60)),
+                format!("{}{}=={}c", "a-".repeat(34), "b".repeat(60), "f".repeat(23)),
+            ),
+        ];
+        for (id, segment) in &goldens {
+            let run_id = run(id);
+            assert_eq!(&run_segment(&run_id), segment, "{id}");
+            assert_eq!(parse_run_segment(segment), Some(run_id), "{segment}");
+            assert_eq!(segment, &segment.to_ascii_lowercase());
+        }
+        // Names no id is written as: a short form too long, a long form for
+        // an id whose short form fits, a mask with bits past the letters.
+        for foreign in [
+            "=a".repeat(99),
+            "abc==e".to_string(),
+            format!("{}==", "a".repeat(128)),
+            format!("{}=={}1", "a".repeat(128), "f".repeat(32)),
+            format!("{}=={}", "a".repeat(128), "F".repeat(32)),
+            format!("{}=={}", "A".repeat(128), "f".repeat(32)),
+        ] {
+            assert_eq!(parse_run_segment(&foreign), None, "{foreign:?}");
+        }
+    }
+
+    /// Every name of one run incarnation, under `layout`.
+    fn every_path(layout: &Layout, id: &RunId, inc: Incarnation) -> Vec<Path> {
+        let mut paths = vec![
+            layout.entry(MEMOS, id, inc, u32::MAX, &"f".repeat(64)),
+            layout.entry(STEP_OUTPUTS, id, inc, u32::MAX, &"f".repeat(64)),
+            layout.marker(id, inc, u64::MAX),
+            layout.marker(id, inc, 0),
+            layout.run_pointer(id),
+            layout.log_entry(id, inc, u64::MAX),
+            layout.checkpoint(id, inc, u64::MAX),
+            layout.delta(id, inc, u64::MAX),
+            probe(layout.prefix(), u64::MAX),
+        ];
+        for status in RunStatus::ALL {
+            paths.push(layout.status_hint(status.path_segment(), id, inc));
+        }
+        paths
+    }
+
+    #[test]
+    fn every_name_fits_every_backend_for_every_valid_id() {
+        // The longest file name a local folder takes, less what
+        // `LocalFileSystem` appends to stage a write (`#` and a counter).
+        const MAX_NAME: usize = 255 - 21;
+        // S3's and GCS's longest key (in bytes), Azure's longest blob name
+        // (in characters, here all ASCII).
+        const MAX_KEY: usize = 1024;
+        // A prefix as long as any deployment would use: 512 bytes.
+        let prefix = vec!["p".repeat(63); 8].join("/");
+        let layout = Layout::new(prefix.clone());
+        let inc = Incarnation::from_u64(u64::MAX);
+        // A name's length depends on the id's length, its number of
+        // capitals and (in the long form) its number of letters: every
+        // length and number of capitals, the rest letters or not.
+        let mut longest = 0;
+        for len in 1..=MAX_RUN_ID_LEN {
+            for capitals in 0..=len {
+                let long_form = len + capitals > MAX_SHORT_RUN_SEGMENT;
+                let fillers: &[char] = if long_form { &['z', '-'] } else { &['z'] };
+                for &filler in fillers {
+                    let id: String = (0..len)
+                        .map(|i| if i < capitals { 'A' } else { filler })
+                        .collect();
+                    let id = run(&id);
+                    let segment = run_segment(&id);
+                    assert_eq!(parse_run_segment(&segment).as_ref(), Some(&id));
+                    for path in every_path(&layout, &id, inc) {
+                        let key = path.as_ref();
+                        assert_eq!(Path::parse(key).ok().as_ref(), Some(&path), "{key}");
+                        assert!(key.len() <= MAX_KEY, "{} bytes: {key}", key.len());
+                        // Azure's limit on a blob name's segments.
+                        assert!(path.parts().count() <= 254, "{key}");
+                        longest = longest.max(key.len() - prefix.len());
+                        for part in path.parts() {
+                            let name = part.as_ref();
+                            assert!(name.len() <= MAX_NAME, "{} bytes: {name}", name.len());
+                        }
+                    }
+                    let marker = layout.marker(&id, inc, 7);
+                    assert_eq!(parse_marker(&marker), Some((0, id.clone(), inc, 7)));
+                    let hint = layout.status_hint("Running", &id, inc);
+                    assert_eq!(parse_status_hint(&hint), Some((id, inc)));
+                }
+            }
+        }
+        // What the prefix may take, as the module's note says.
+        assert!(longest + 512 <= MAX_KEY, "{longest}");
+    }
+
+    #[test]
     fn the_layout_is_pinned() {
         let layout = Layout::new("pre/fix");
         let (id, inc) = (run("Run_1"), Incarnation::from_u64(0xab));
@@ -360,12 +633,14 @@ mod tests {
             layout.entry(STEP_OUTPUTS, &id, inc, 2, "d2").to_string(),
             layout.marker(&id, inc, 3_600_001).to_string(),
             layout.run_pointer(&id).to_string(),
+            layout.incarnation_record(&id, inc).to_string(),
             layout.log_entry(&id, inc, 3).to_string(),
             layout
                 .status_hint(RunStatus::Running.path_segment(), &id, inc)
                 .to_string(),
             layout.checkpoint(&id, inc, 64).to_string(),
             layout.delta(&id, inc, 68).to_string(),
+            layout.delta_v2(&id, inc, 72).to_string(),
             probe(layout.prefix(), 0xcd).to_string(),
         ];
         assert_eq!(
@@ -378,10 +653,12 @@ mod tests {
                     u64::MAX - 3_600_001
                 ),
                 "pre/fix/runs/=run_1/run".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/run".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/log/00000000000000000003".to_string(),
                 "pre/fix/runs-by-status/Running/=run_1.00000000000000ab".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/checkpoint/00000000000000000064".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/delta/00000000000000000068".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/delta/v2/00000000000000000072".to_string(),
                 "pre/fix/probes/00000000000000cd".to_string(),
             ]
         );

@@ -34,8 +34,11 @@ mod envelope;
 mod error;
 mod key;
 mod layout;
+#[cfg(unix)]
+mod local;
 mod memo;
 mod memoize;
+mod read_limit;
 mod run_id;
 pub mod runtime_store;
 mod store_url;
@@ -49,8 +52,11 @@ pub mod testing;
 
 pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use codec::MAX_NESTING_DEPTH;
 pub use error::{Error, Result};
 pub use key::content_key;
+#[cfg(unix)]
+pub use local::LocalFolder;
 pub use memo::{DEFAULT_ENTRY_CACHE_BYTES, DEFAULT_MAX_VALUE_SIZE, Memo, MemoStore};
 pub use memo_macros::memoized;
 pub use object_store;
@@ -58,7 +64,7 @@ pub use run_id::{Incarnation, MAX_RUN_ID_LEN, RunId};
 pub use runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 pub use store_url::{
     CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, StoreAndPrefix,
-    probe_conditional_create, store_from_url,
+    probe_conditional_create, redact_store_url, store_from_url,
 };
 pub use sweeper::{
     DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper, RetentionSweeperBuilder,

@@ -30,6 +30,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::key::{content_key, sha256_digest, sha256_hex};
 use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once::{self, Created};
 
@@ -125,8 +126,10 @@ impl MemoStore {
 
     /// The same store with another maximum value size in bytes (default
     /// [`DEFAULT_MAX_VALUE_SIZE`]). A larger value is refused with
-    /// [`Error::TooLarge`] before anything is written. The committed-entry
-    /// cache is kept.
+    /// [`Error::TooLarge`] before anything is written. A stored entry larger
+    /// than the limit and its frame is refused as [`Error::Corrupt`] before
+    /// its body is read, so give every process that shares a store the same
+    /// limit. The committed-entry cache is kept.
     pub fn with_max_value_size(self, bytes: usize) -> MemoStore {
         MemoStore {
             inner: Arc::new(Inner {
@@ -358,17 +361,23 @@ impl MemoStore {
         &self.inner.layout
     }
 
+    /// The most an entry of this store may take in the store: a larger one
+    /// is refused before it is read.
+    fn entry_limit(&self) -> Limit {
+        Limit::memo_entry(self.inner.max_value_size)
+    }
+
     /// The committed payload at `path`, if any: from the cache, else read
     /// (and checked) and kept.
     async fn read(&self, path: &Path) -> Result<Option<Bytes>> {
         let Some(cache) = &self.inner.cache else {
-            return write_once::read(self.store(), path).await;
+            return write_once::read(self.store(), path, self.entry_limit()).await;
         };
         if let Some(hit) = cache.get(path) {
             return Ok(Some(hit));
         }
         let start = EntryCache::read_start();
-        let read = write_once::read(self.store(), path).await?;
+        let read = write_once::read(self.store(), path, self.entry_limit()).await?;
         if let Some(payload) = &read {
             cache.insert(path.clone(), payload.clone(), start);
         }
@@ -392,13 +401,14 @@ impl MemoStore {
             });
         }
         let Some(cache) = &self.inner.cache else {
-            return write_once::create_once(self.store(), path, value).await;
+            return write_once::create_once(self.store(), path, value, self.entry_limit()).await;
         };
         if let Some(committed) = cache.get(path) {
             return Ok(Created::of_committed(value, committed));
         }
         let start = EntryCache::read_start();
-        let created = write_once::create_once(self.store(), path, value).await?;
+        let created =
+            write_once::create_once(self.store(), path, value, self.entry_limit()).await?;
         // Whoever won, the payload is the committed one: ours only if our
         // create succeeded, else what was read back from the store.
         cache.insert(path.clone(), created.payload().clone(), start);

@@ -21,7 +21,10 @@ pub const MAX_RUN_ID_LEN: usize = 128;
 /// `run-suffix` or `run/x`. Ids are case-sensitive, and the segment keeps
 /// them apart on case-insensitive folders too: each upper-case letter is
 /// written as `=` and the letter in lower case (`Order-1` is `=order-1`), so
-/// `Order-1` and `order-1` never share an object.
+/// `Order-1` and `order-1` never share an object. An id whose escaped form
+/// would exceed 196 bytes (it has more than 68 capitals) is written in lower
+/// case followed by a mask of its capitals instead, so that every valid id, up to 128 capitals, fits every backend's
+/// name limits (255-byte file names on a local folder, 1,024-byte keys).
 ///
 /// # Example
 ///

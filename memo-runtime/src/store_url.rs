@@ -9,7 +9,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
@@ -26,13 +25,26 @@ use crate::run_id::unique_token;
 
 /// A (store, prefix) pair: the store [`store_from_url`] built, and the path
 /// within it that the URL points at.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` names the store by its `Display` (backend, bucket or account
+/// and container), never by the store's own `Debug`, which for some
+/// backends prints their credentials.
+#[derive(Clone)]
 pub struct StoreAndPrefix {
     /// The store, shared by everything that uses it.
     pub store: Arc<dyn ObjectStore>,
     /// The path within `store` that the URL names (empty for a bucket root or
     /// a `file://` folder); pass it as the prefix of a `MemoStore`.
     pub prefix: Path,
+}
+
+impl std::fmt::Debug for StoreAndPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreAndPrefix")
+            .field("store", &format_args!("{}", self.store))
+            .field("prefix", &self.prefix.as_ref())
+            .finish()
+    }
 }
 
 /// Memo's own option key: how many times a failed cloud request is retried.
@@ -53,7 +65,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 ///
 /// | URL | store | cargo feature |
 /// |---|---|---|
-/// | `file:///var/lib/memo` | [`LocalFileSystem`] rooted at the folder, which is created if missing | always |
+/// | `file:///var/lib/memo` | a [`LocalFolder`](crate::LocalFolder) (a [`LocalFileSystem`](object_store::local::LocalFileSystem) that never acts through a symlink) rooted at the folder, which is created if missing | always |
 /// | `memory://` | a fresh [`InMemory`] | always |
 /// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` |
 /// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
@@ -125,45 +137,126 @@ where
     K: AsRef<str>,
     V: Into<String>,
 {
-    let parsed = Url::parse(url).map_err(|e| invalid(url, e))?;
-    let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(url, e))?;
-    let options = StoreOptions::collect(url, options)?;
+    // Every error names the URL as it may be printed; the builders get it whole.
+    let shown = redact_store_url(url);
+    let parsed = Url::parse(url).map_err(|e| invalid(&shown, e))?;
+    refuse_secrets(&shown, &parsed)?;
+    let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(&shown, e))?;
+    let options = StoreOptions::collect(&shown, options)?;
+    store_for_scheme(url, &shown, &parsed, scheme, prefix, options)
+}
+
+/// The store of a parsed URL; `shown` is the URL for errors.
+fn store_for_scheme(
+    url: &str,
+    shown: &str,
+    parsed: &Url,
+    scheme: ObjectStoreScheme,
+    prefix: Path,
+    options: StoreOptions,
+) -> Result<StoreAndPrefix> {
     let (store, prefix) = match scheme {
         ObjectStoreScheme::Local => {
-            options.expect_none(url)?;
+            options.expect_none(shown)?;
             // The whole URL path is the folder, so nothing is left as prefix.
-            (local_folder(url, &parsed)?, Path::default())
+            (local_folder(shown, parsed)?, Path::default())
         }
         ObjectStoreScheme::Memory => {
-            options.expect_none(url)?;
+            options.expect_none(shown)?;
             (Arc::new(InMemory::new()) as Arc<dyn ObjectStore>, prefix)
         }
         ObjectStoreScheme::AmazonS3 => (
-            options.checked(cloud::s3(url, options.clone())?, &prefix),
+            options.checked(cloud::s3(url, shown, options.clone())?, &prefix),
             prefix,
         ),
         ObjectStoreScheme::GoogleCloudStorage => (
-            options.checked(cloud::gcs(url, options.clone())?, &prefix),
+            options.checked(cloud::gcs(url, shown, options.clone())?, &prefix),
             prefix,
         ),
         ObjectStoreScheme::MicrosoftAzure => (
-            options.checked(cloud::azure(url, options.clone())?, &prefix),
+            options.checked(cloud::azure(url, shown, options.clone())?, &prefix),
             prefix,
         ),
         ObjectStoreScheme::Http => {
             return Err(invalid(
-                url,
+                shown,
                 "plain http(s) URLs name no bucket; use s3://, gs:// or az:// \
                  (set the S3 endpoint with the \"endpoint\" option)",
             ));
         }
-        other => return Err(invalid(url, format!("unsupported store {other:?}"))),
+        other => return Err(invalid(shown, format!("unsupported store {other:?}"))),
     };
     Ok(StoreAndPrefix { store, prefix })
 }
 
-/// A [`LocalFileSystem`] rooted at the folder of a `file://` URL, created if
-/// missing.
+/// A store URL as it may be printed: any user info (`KEY:SECRET@`) and any
+/// query string or fragment (`?sig=...`) replaced by `***`, whether or not
+/// the URL parses.
+///
+/// [`store_from_url`] names URLs this way in every error, and refuses a URL
+/// that holds a password or a query string (credentials go in its options
+/// or the environment); print a URL you were given this way too.
+///
+/// # Example
+///
+/// ```
+/// use memo_runtime::redact_store_url;
+///
+/// assert_eq!(redact_store_url("s3://KEY:SECRET@bucket/memo"), "s3://***@bucket/memo");
+/// assert_eq!(
+///     redact_store_url("az://container/memo?sv=2024&sig=SECRET"),
+///     "az://container/memo?***"
+/// );
+/// assert_eq!(redact_store_url("file:///var/lib/memo"), "file:///var/lib/memo");
+/// ```
+pub fn redact_store_url(url: &str) -> String {
+    let (head, tail) = url.split_at(url.find(['?', '#']).unwrap_or(url.len()));
+    let (scheme, rest) = match head.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, head),
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => authority.to_string(),
+    };
+    let mut shown = match scheme {
+        Some(scheme) => format!("{scheme}://{authority}{path}"),
+        None => format!("{authority}{path}"),
+    };
+    if let Some(mark) = tail.chars().next() {
+        shown.push(mark);
+        shown.push_str("***");
+    }
+    shown
+}
+
+/// Refuses a URL that carries a password or a query string: `object_store`
+/// reads credentials only from options and the environment (it ignores
+/// both), and a URL is printed in errors and logs.
+fn refuse_secrets(shown: &str, parsed: &Url) -> Result<()> {
+    if parsed.password().is_some() {
+        return Err(invalid(
+            shown,
+            "a store URL cannot hold a password (it would be printed in errors and logs): \
+             pass credentials as options (\"access_key_id\", \"secret_access_key\", \
+             ...) or in the environment (AWS_*, GOOGLE_*, AZURE_*)",
+        ));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(invalid(
+            shown,
+            "a store URL cannot have a query string or fragment (it would be printed in \
+             errors and logs): pass a SAS token or other credentials as options \
+             (\"sas_token\", ...) or in the environment (AZURE_STORAGE_SAS_TOKEN, ...)",
+        ));
+    }
+    Ok(())
+}
+
+/// A [`LocalFolder`](crate::LocalFolder) rooted at the folder of a `file://`
+/// URL, created if missing: a folder shared with other writers must never
+/// steer memo outside it through a symlink.
 fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
     let folder = parsed
         .to_file_path()
@@ -174,7 +267,11 @@ fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
             format!("cannot create folder {}: {e}", folder.display()),
         )
     })?;
-    let store = LocalFileSystem::new_with_prefix(&folder).map_err(|e| store_err(url, e))?;
+    #[cfg(unix)]
+    let store = crate::local::LocalFolder::new(&folder).map_err(|e| store_err(url, e))?;
+    #[cfg(not(unix))]
+    let store = object_store::local::LocalFileSystem::new_with_prefix(&folder)
+        .map_err(|e| store_err(url, e))?;
     Ok(Arc::new(store))
 }
 
@@ -303,11 +400,15 @@ mod cloud {
     use super::*;
 
     #[cfg(feature = "aws")]
-    pub(super) fn s3(url: &str, options: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+    pub(super) fn s3(
+        url: &str,
+        shown: &str,
+        options: StoreOptions,
+    ) -> Result<Arc<dyn ObjectStore>> {
         use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
 
         let builder = AmazonS3Builder::from_env().with_url(url);
-        let mut builder = options.apply(url, builder, |b, k, v| b.with_config(k, v))?;
+        let mut builder = options.apply(shown, builder, |b, k, v| b.with_config(k, v))?;
         let plain_http = builder
             .get_config_value(&AmazonS3ConfigKey::Endpoint)
             .is_some_and(|endpoint| endpoint.starts_with("http://"));
@@ -322,28 +423,36 @@ mod cloud {
         let store = builder
             .with_conditional_put(S3ConditionalPut::ETagMatch)
             .build()
-            .map_err(|e| store_err(url, e))?;
+            .map_err(|e| store_err(shown, e))?;
         Ok(Arc::new(store))
     }
 
     #[cfg(feature = "gcp")]
-    pub(super) fn gcs(url: &str, options: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+    pub(super) fn gcs(
+        url: &str,
+        shown: &str,
+        options: StoreOptions,
+    ) -> Result<Arc<dyn ObjectStore>> {
         use object_store::gcp::GoogleCloudStorageBuilder;
 
         let builder = GoogleCloudStorageBuilder::from_env().with_url(url);
-        let mut builder = options.apply(url, builder, |b, k, v| b.with_config(k, v))?;
+        let mut builder = options.apply(shown, builder, |b, k, v| b.with_config(k, v))?;
         if let Some(retry) = options.retry() {
             builder = builder.with_retry(retry);
         }
-        Ok(Arc::new(builder.build().map_err(|e| store_err(url, e))?))
+        Ok(Arc::new(builder.build().map_err(|e| store_err(shown, e))?))
     }
 
     #[cfg(feature = "azure")]
-    pub(super) fn azure(url: &str, options: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+    pub(super) fn azure(
+        url: &str,
+        shown: &str,
+        options: StoreOptions,
+    ) -> Result<Arc<dyn ObjectStore>> {
         use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 
         let builder = MicrosoftAzureBuilder::from_env().with_url(url);
-        let mut builder = options.apply(url, builder, |b, k, v| b.with_config(k, v))?;
+        let mut builder = options.apply(shown, builder, |b, k, v| b.with_config(k, v))?;
         let plain_http = builder
             .get_config_value(&AzureConfigKey::Endpoint)
             .is_some_and(|endpoint| endpoint.starts_with("http://"));
@@ -353,22 +462,22 @@ mod cloud {
         if let Some(retry) = options.retry() {
             builder = builder.with_retry(retry);
         }
-        Ok(Arc::new(builder.build().map_err(|e| store_err(url, e))?))
+        Ok(Arc::new(builder.build().map_err(|e| store_err(shown, e))?))
     }
 
     #[cfg(not(feature = "aws"))]
-    pub(super) fn s3(url: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
-        Err(disabled(url, "aws"))
+    pub(super) fn s3(_: &str, shown: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        Err(disabled(shown, "aws"))
     }
 
     #[cfg(not(feature = "gcp"))]
-    pub(super) fn gcs(url: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
-        Err(disabled(url, "gcp"))
+    pub(super) fn gcs(_: &str, shown: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        Err(disabled(shown, "gcp"))
     }
 
     #[cfg(not(feature = "azure"))]
-    pub(super) fn azure(url: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
-        Err(disabled(url, "azure"))
+    pub(super) fn azure(_: &str, shown: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
+        Err(disabled(shown, "azure"))
     }
 
     #[cfg_attr(
@@ -450,7 +559,6 @@ async fn create_twice(store: &dyn ObjectStore, path: &Path) -> Result<()> {
 /// [`probe_conditional_create`]: if the backend lets a create overwrite, this
 /// store refuses every conditional create with `NotImplemented`, which memo
 /// reports as [`Error::ConditionalPutUnsupported`].
-#[derive(Debug)]
 struct CheckedCreates {
     inner: Arc<dyn ObjectStore>,
     prefix: Path,
@@ -485,6 +593,17 @@ impl CheckedCreates {
                 implementer: self.inner.to_string(),
             })
         }
+    }
+}
+
+/// As its `Display`: the inner store's `Debug` may print credentials.
+impl std::fmt::Debug for CheckedCreates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedCreates")
+            .field("inner", &format_args!("{}", self.inner))
+            .field("prefix", &self.prefix.as_ref())
+            .field("supported", &self.supported.get())
+            .finish()
     }
 }
 
@@ -723,11 +842,51 @@ mod tests {
         );
     }
 
+    #[test]
+    fn redacted_urls_keep_no_user_info_query_or_fragment() {
+        for (url, shown) in [
+            ("s3://KEY:SECRET@bucket/memo", "s3://***@bucket/memo"),
+            ("s3://KEY@bucket", "s3://***@bucket"),
+            ("az://c/memo?sv=1&sig=SECRET", "az://c/memo?***"),
+            ("gs://b/p#SECRET", "gs://b/p#***"),
+            ("KEY:SECRET@bucket/x?sig=S", "***@bucket/x?***"),
+            ("not a url", "not a url"),
+            ("file:///var/lib/memo", "file:///var/lib/memo"),
+            ("s3://bucket/a@b", "s3://bucket/a@b"),
+        ] {
+            assert_eq!(redact_store_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn urls_with_a_password_or_a_query_are_refused_without_echoing_it() {
+        for url in [
+            "s3://AKID:SECRET@bucket/memo",
+            "gs://user:SECRET@bucket/memo",
+            "az://container/memo?sv=2024-01-01&sig=SECRET",
+            "memory:///memo?token=SECRET",
+            "file:///tmp/memo#SECRET",
+            "az://user:SECRET@container/memo?sig=SECRET",
+            "nope://user:SECRET@host/x?sig=SECRET",
+            "::user:SECRET@ not a url ?sig=SECRET",
+        ] {
+            let err = store_from_url(url, NO_OPTIONS).unwrap_err();
+            for shown in [err.to_string(), format!("{err:?}"), format!("{err:#?}")] {
+                assert!(!shown.contains("SECRET"), "{url}: {shown}");
+            }
+            assert!(matches!(err, Error::InvalidStoreUrl { .. }), "{url}: {err}");
+        }
+        let err = store_from_url("s3://AKID:SECRET@bucket/memo", NO_OPTIONS).unwrap_err();
+        assert!(err.to_string().contains("cannot hold a password"), "{err}");
+        let err = store_from_url("az://c/memo?sig=SECRET", NO_OPTIONS).unwrap_err();
+        assert!(err.to_string().contains("\"sas_token\""), "{err}");
+    }
+
     #[tokio::test]
     async fn probe_passes_on_stores_with_conditional_create_and_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let local: Arc<dyn ObjectStore> =
-            Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+            Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
         let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         for store in [local, memory] {
             probe_conditional_create(store.as_ref(), &"memo".into())
@@ -758,7 +917,13 @@ mod tests {
         let careless = Arc::new(IgnoresConditionalCreates::new(InMemory::new()));
         let store = options.checked(careless.clone(), &"memo".into());
         let path = Path::from("memo/memos/r/0/k");
-        let refused = crate::write_once::create_once(store.as_ref(), &path, b"v").await;
+        let refused = crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await;
         assert!(
             matches!(&refused, Err(Error::ConditionalPutUnsupported { .. })),
             "{refused:?}"
@@ -777,9 +942,14 @@ mod tests {
         let options = StoreOptions::default();
         let store = options.checked(Arc::new(InMemory::new()), &"memo".into());
         let path = Path::from("memo/memos/r/0/k");
-        crate::write_once::create_once(store.as_ref(), &path, b"v")
-            .await
-            .unwrap();
+        crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await
+        .unwrap();
         let left: Vec<_> = store
             .list(None)
             .map(|m| m.unwrap().location)
@@ -795,9 +965,14 @@ mod tests {
         let careless = Arc::new(IgnoresConditionalCreates::new(InMemory::new()));
         let store = options.checked(careless, &"memo".into());
         let path = Path::from("memo/k");
-        crate::write_once::create_once(store.as_ref(), &path, b"v")
-            .await
-            .unwrap();
+        crate::write_once::create_once(
+            store.as_ref(),
+            &path,
+            b"v",
+            crate::read_limit::Limit::MARKER,
+        )
+        .await
+        .unwrap();
         let bad = StoreOptions::collect("s3://b", [(CHECK_CONDITIONAL_CREATE_OPTION, "maybe")]);
         assert!(matches!(bad, Err(Error::InvalidStoreUrl { .. })), "{bad:?}");
     }

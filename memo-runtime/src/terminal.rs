@@ -9,6 +9,7 @@ use object_store::path::Path;
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::memo::MemoStore;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::write_once;
 
@@ -77,7 +78,7 @@ impl MemoStore {
     /// [`Error::Store`] if the write fails.
     pub async fn write_marker(&self, marker: &TerminalMarker) -> Result<()> {
         let path = self.marker_path(marker);
-        write_once::create_once(self.store(), &path, &[]).await?;
+        write_once::create_once(self.store(), &path, &[], Limit::MARKER).await?;
         Ok(())
     }
 

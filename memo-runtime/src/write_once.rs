@@ -4,10 +4,11 @@
 
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 
 use crate::envelope;
 use crate::error::{Error, Result};
+use crate::read_limit::{Limit, read_bounded};
 
 /// How many times a create whose outcome is unknown is tried before the error
 /// is returned.
@@ -51,23 +52,17 @@ impl Created {
 ///
 /// # Errors
 ///
-/// [`Error::Store`] if the read fails, [`Error::Corrupt`] if the frame does
+/// [`Error::Store`] if the read fails, [`Error::Corrupt`] if the object is
+/// larger than `limit` (checked before its body is read) or the frame does
 /// not check.
-pub(crate) async fn read(store: &dyn ObjectStore, path: &Path) -> Result<Option<Bytes>> {
-    let got = match store.get(path).await {
-        Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(Error::store(path, e)),
-    };
-    let framed = got.bytes().await.map_err(|e| match e {
-        // Deleted between the head of the response and its body.
-        object_store::Error::NotFound { .. } => None,
-        e => Some(Error::store(path, e)),
-    });
-    match framed {
-        Ok(framed) => envelope::open(path, framed).map(Some),
-        Err(None) => Ok(None),
-        Err(Some(e)) => Err(e),
+pub(crate) async fn read(
+    store: &dyn ObjectStore,
+    path: &Path,
+    limit: Limit,
+) -> Result<Option<Bytes>> {
+    match read_bounded(store, path, limit).await? {
+        Some(framed) => envelope::open(path, framed).map(Some),
+        None => Ok(None),
     }
 }
 
@@ -78,17 +73,30 @@ pub(crate) async fn read(store: &dyn ObjectStore, path: &Path) -> Result<Option<
 /// settled by reading back: if the object exists, its content is the answer,
 /// whoever wrote it; if not, the create is tried again.
 ///
+/// The framed object must fit `limit`, the limit its reads are held to,
+/// so that memo never writes what it would refuse to read.
+///
 /// # Errors
 ///
-/// [`Error::ConditionalPutUnsupported`] if the backend cannot create
-/// conditionally; [`Error::Store`] if the create keeps failing and nothing is
-/// committed; [`Error::Corrupt`] if the committed object does not check.
+/// [`Error::TooLarge`] if the framed object is larger than `limit` (nothing
+/// is written); [`Error::ConditionalPutUnsupported`] if the backend cannot
+/// create conditionally; [`Error::Store`] if the create keeps failing and
+/// nothing is committed; [`Error::Corrupt`] if the committed object does not
+/// check.
 pub(crate) async fn create_once(
     store: &dyn ObjectStore,
     path: &Path,
     payload: &[u8],
+    limit: Limit,
 ) -> Result<Created> {
     let framed = envelope::seal(payload);
+    if !limit.admits(framed.len() as u64) {
+        return Err(Error::TooLarge {
+            key: path.to_string(),
+            size: framed.len(),
+            limit: usize::try_from(limit.bytes()).unwrap_or(usize::MAX),
+        });
+    }
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -105,13 +113,13 @@ pub(crate) async fn create_once(
             }
             Err(e @ object_store::Error::AlreadyExists { .. })
             | Err(e @ object_store::Error::Precondition { .. }) => {
-                match read(store, path).await? {
+                match read(store, path, limit).await? {
                     Some(committed) => return Ok(classify(payload, committed)),
                     // Swept between our create and the read: try again.
                     None => e,
                 }
             }
-            Err(e) => match read(store, path).await {
+            Err(e) => match read(store, path, limit).await {
                 Ok(Some(committed)) => return Ok(classify(payload, committed)),
                 Ok(None) | Err(_) => e,
             },

@@ -18,10 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::testing::FaultInjectingStore;
-use memo_runtime::{Memo, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{LocalFolder, Memo, MemoStore, ObjectStoreRuntimeStore, RunId};
 
 /// A checked run id; panics on an invalid one (a typo in a test).
 pub fn run(id: &str) -> RunId {
@@ -53,7 +52,7 @@ impl std::fmt::Debug for Backend {
 
 impl Backend {
     /// Every embedded backend, each fresh: an `InMemory` store and a
-    /// `LocalFileSystem` in a new temporary folder.
+    /// `LocalFolder` in a new temporary folder.
     pub fn all() -> Vec<Backend> {
         vec![Backend::in_memory(), Backend::local_folder()]
     }
@@ -67,12 +66,13 @@ impl Backend {
         }
     }
 
-    /// A `LocalFileSystem` rooted at a new temporary folder.
+    /// A `LocalFolder` (the store a `file://` URL opens) rooted at a new
+    /// temporary folder.
     pub fn local_folder() -> Backend {
         let folder = tempfile::tempdir().unwrap();
         Backend {
             name: "local folder",
-            objects: Arc::new(LocalFileSystem::new_with_prefix(folder.path()).unwrap()),
+            objects: Arc::new(LocalFolder::new(folder.path()).unwrap()),
             folder: Some(Arc::new(folder)),
         }
     }
@@ -111,12 +111,12 @@ impl Backend {
     }
 
     /// A client of the backend's objects as another process would open
-    /// it: a new `LocalFileSystem` over the folder (single-flight and caches
+    /// it: a new `LocalFolder` over the folder (single-flight and caches
     /// are per store instance, so two of them are two processes); the one
     /// `InMemory` store, which cannot be opened twice.
     pub fn open(&self) -> Arc<dyn ObjectStore> {
         match &self.folder {
-            Some(folder) => Arc::new(LocalFileSystem::new_with_prefix(folder.path()).unwrap()),
+            Some(folder) => Arc::new(LocalFolder::new(folder.path()).unwrap()),
             None => self.objects(),
         }
     }

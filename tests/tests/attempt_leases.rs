@@ -336,3 +336,127 @@ async fn an_attempt_that_lost_its_lease_during_a_memo_read_does_not_run_the_side
     assert_eq!(b_run.await.unwrap(), 7);
     assert_eq!(CARD_CHARGES.load(Ordering::SeqCst), 7, "charged once");
 }
+
+/// Holds the first caller of [`PauseBeforeRetry::pause`] until the test
+/// lets it go on, blocking its thread: a GC pause, a suspended VM.
+struct PauseBeforeRetry {
+    paused: mpsc::UnboundedSender<()>,
+    resume: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl PauseBeforeRetry {
+    fn pause(&self) {
+        let resume = self.resume.lock().unwrap().take();
+        if let Some(resume) = resume {
+            let _ = self.paused.send(());
+            resume.recv().unwrap();
+        }
+    }
+}
+
+/// One step retried up to three times: worker `who`'s body records that it
+/// started, then (for `"a"`) fails, or (for anyone else) waits at `gate` and
+/// returns 1. Before each retry the step passes `pause`.
+fn flaky(
+    who: &'static str,
+    starts: Arc<std::sync::Mutex<Vec<&'static str>>>,
+    entered: mpsc::UnboundedSender<()>,
+    gate: Option<oneshot::Receiver<()>>,
+    pause: Option<Arc<PauseBeforeRetry>>,
+) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Send + Sync + 'static> {
+    let gate = Arc::new(std::sync::Mutex::new(gate));
+    Workflow::new("flaky", move |ctx: Context, _: u64| {
+        let (starts, entered, gate, pause) =
+            (starts.clone(), entered.clone(), gate.clone(), pause.clone());
+        Box::pin(async move {
+            ctx.step("call", |_memo| {
+                let (starts, entered, gate) = (starts.clone(), entered.clone(), gate.clone());
+                async move {
+                    starts.lock().unwrap().push(who);
+                    let _ = entered.send(());
+                    if who == "a" {
+                        return Err(Error::InvalidConfig {
+                            what: "the upstream".into(),
+                            reason: "503".into(),
+                        });
+                    }
+                    let gate = gate.lock().unwrap().take();
+                    if let Some(gate) = gate {
+                        gate.await.unwrap();
+                    }
+                    Ok(1u64)
+                }
+            })
+            .retry(
+                RetryPolicy::attempts(3)
+                    .with_min_delay(Duration::from_millis(1))
+                    .without_jitter(),
+            )
+            .when(move |_| {
+                if let Some(pause) = &pause {
+                    pause.pause();
+                }
+                true
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+/// Worker A's step body fails, and A pauses before its retry past its
+/// lease; worker B takes the run over and enters the same step. When A goes
+/// on, its retry must not start the body while B's attempt holds the run:
+/// every try starts only under a live lease, not only the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_retry_does_not_start_the_body_after_its_attempt_lost_the_lease() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let clock = Arc::new(ManualClock::new(2_000_000));
+        let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (entered, mut entered_rx) = mpsc::unbounded_channel();
+        let (paused, mut paused_rx) = mpsc::unbounded_channel();
+        let (resume, resume_rx) = std::sync::mpsc::channel();
+        let pause = Arc::new(PauseBeforeRetry {
+            paused,
+            resume: std::sync::Mutex::new(Some(resume_rx)),
+        });
+        let a = process(&backend.open(), &clock, "worker-a");
+        let b = process(&backend.open(), &clock, "worker-b");
+        let order = RunId::new("retry-1").unwrap();
+
+        let a_run = tokio::spawn({
+            let workflow = flaky("a", starts.clone(), entered.clone(), None, Some(pause));
+            let order = order.clone();
+            async move { a.run(&order, &1, &workflow).await }
+        });
+        paused_rx.recv().await.unwrap(); // A failed once and waits to retry
+
+        // A is paused past its lease: B takes the run over and waits inside
+        // the step.
+        clock.advance_ms(LEASE.as_millis() as u64 + 1);
+        let (open_gate, gate) = oneshot::channel();
+        let b_workflow = flaky("b", starts.clone(), entered, Some(gate), None);
+        let mut b_run = Box::pin(b.run(&order, &1, &b_workflow));
+        entered_rx.recv().await.unwrap(); // A's first try
+        tokio::select! {
+            done = &mut b_run => panic!("{name}: B finished inside the gate: {done:?}"),
+            _ = entered_rx.recv() => {}
+        }
+
+        // A goes on: its retry must stop before the body.
+        resume.send(()).unwrap();
+        match a_run.await.unwrap() {
+            Err(Error::LeaseLost { attempt, .. }) => assert_eq!(attempt, 1, "{name}"),
+            other => panic!("{name}: A's attempt went on after losing its lease: {other:?}"),
+        }
+        assert_eq!(
+            *starts.lock().unwrap(),
+            ["a", "b"],
+            "{name}: A's retry started the body while B's attempt held the run"
+        );
+
+        open_gate.send(()).unwrap();
+        assert_eq!(b_run.await.unwrap(), 1, "{name}");
+        assert_eq!(*starts.lock().unwrap(), ["a", "b"], "{name}");
+    }
+}

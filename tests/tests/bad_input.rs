@@ -453,4 +453,18 @@ fn credentials_never_appear_in_errors_or_debug_output() {
     for shown in [format!("{opened:?}"), opened.store.to_string()] {
         assert!(!shown.contains(SECRET), "the secret leaked: {shown}");
     }
+    // Credentials in the URL itself: refused, and never echoed.
+    for url in [
+        format!("s3://AKIDEXAMPLE:{SECRET}@bucket/memo"),
+        format!("gs://user:{SECRET}@bucket/memo"),
+        format!("az://container/memo?sv=2024-01-01&sig={SECRET}"),
+        format!("abfss://fs:{SECRET}@account.dfs.core.windows.net/memo"),
+        format!("https://account.blob.core.windows.net/container?sig={SECRET}"),
+    ] {
+        let err = store_from_url(&url, credentials).unwrap_err();
+        for shown in [err.to_string(), format!("{err:?}"), format!("{err:#}")] {
+            assert!(!shown.contains(SECRET), "the secret leaked: {shown}");
+        }
+        assert!(matches!(err, Error::InvalidStoreUrl { .. }), "{url}: {err}");
+    }
 }

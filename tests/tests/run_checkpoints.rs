@@ -15,14 +15,15 @@ use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, StatusChange, StepReceipt,
+    Commit, InputPhase, InputRecord, NewInput, NewRun, RunRecord, RunStatus, StatusChange,
+    StepReceipt,
 };
 use memo_runtime::testing::{
     CountingStore, FaultInjectingStore, FaultRule, RequestCounts, RequestKind,
 };
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+    Bytes, Error, Incarnation, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
 };
 use memo_tests::fixtures::run;
 
@@ -784,6 +785,42 @@ async fn the_run_cache_keeps_a_run_in_use_while_many_others_are_loaded_once() {
     assert_eq!((c.creates, c.gets, c.lists), (1, 1, 0), "{c:?}");
 }
 
+#[tokio::test]
+async fn the_run_cache_is_bounded_by_bytes_so_large_runs_do_not_fill_memory() {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store =
+        ObjectStoreRuntimeStore::new(counting.clone(), PREFIX).with_run_cache_bytes(1 << 20);
+    // Ten finished runs of 300 KB each, 3 MB in all, and a hundred small ones.
+    let mut large = Vec::new();
+    for i in 0..10 {
+        let run_id = run_of(&store, &format!("large-{i}"), 0).await;
+        let mut commit = large_step(&run_id, 0);
+        commit.receipt.as_mut().unwrap().output = Bytes::from(vec![7u8; 300_000]);
+        store.atomic_apply(&run_id, commit).await.unwrap();
+        store.atomic_apply(&run_id, done(9_999)).await.unwrap();
+        large.push(run_id);
+    }
+    let mut small = Vec::new();
+    for i in 0..100 {
+        let run_id = run(&format!("small-{i}"));
+        create(&store, &run_id, b"input").await;
+        assert!(store.load_run(&run_id).await.unwrap().is_some());
+        small.push(run_id);
+    }
+    counting.reset();
+    for run_id in &small {
+        store.load_run(run_id).await.unwrap();
+    }
+    // A hundred small runs fit in the budget: no fold from storage.
+    assert_eq!(counting.counts().lists, 0, "{:?}", counting.counts());
+    for run_id in &large {
+        assert_eq!(store.load_receipts(run_id, None).await.unwrap().len(), 1);
+    }
+    // A count of runs kept all ten; a budget of 1 MB keeps few of them.
+    let folded = counting.counts().lists;
+    assert!(folded >= 8, "{folded} of 10 large runs folded again");
+}
+
 /// A runtime over `objects`, with a fresh runtime-store instance: a process
 /// that just started.
 fn fresh_runtime(objects: Arc<dyn ObjectStore>) -> Runtime {
@@ -898,4 +935,453 @@ async fn a_run_deleted_while_a_fresh_instance_folds_it_is_read_as_gone_not_corru
     );
     let fresh = ObjectStoreRuntimeStore::new(faults, PREFIX);
     assert_eq!(fresh.load_run(&run_id).await.unwrap(), None);
+}
+
+/// A process that cached a run (`cached`), and another (`other`) that
+/// commits `behind` more steps to it meanwhile, on one counted bucket.
+async fn a_cached_run_left_behind(
+    behind: u64,
+) -> (Arc<CountingStore<InMemory>>, ObjectStoreRuntimeStore, RunId) {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let cached = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let run_id = run_of(&cached, "left-behind", 3).await;
+    assert_eq!(cached.load_receipts(&run_id, None).await.unwrap().len(), 3);
+    let other = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    for sequence in 3..3 + behind {
+        other
+            .atomic_apply(&run_id, step(&run_id, sequence))
+            .await
+            .unwrap();
+    }
+    counting.reset();
+    (counting, cached, run_id)
+}
+
+#[tokio::test]
+async fn a_cached_run_that_fell_far_behind_is_read_from_its_checkpoints_not_entry_by_entry() {
+    // Every tail length after the newest delta, as in the fresh-load test.
+    for behind in 300..304 {
+        let (counting, cached, run_id) = a_cached_run_left_behind(behind).await;
+        assert_eq!(cached.load_run(&run_id).await.unwrap().unwrap().attempts, 1);
+        // Within a fresh load's bound: one read to learn the run moved on,
+        // then the fold a fresh instance makes (its pointer read comes last
+        // here, and the base is not read where the cache holds it).
+        let reading = total(counting.counts());
+        assert!(reading <= 9, "{behind} behind: reading took {reading}");
+        let receipts = cached.load_receipts(&run_id, None).await.unwrap();
+        assert_eq!(receipts.len() as u64, 3 + behind);
+
+        counting.reset();
+        let next = 3 + behind;
+        cached
+            .atomic_apply(&run_id, step(&run_id, next))
+            .await
+            .unwrap();
+        let c = counting.counts();
+        // The entry and the pointer check, and maybe a delta and a base
+        // (deleting what they supersede is tidying, not counted).
+        assert!(
+            total(c) - c.delete_streams <= 4,
+            "{behind} behind: committing took {c:?}"
+        );
+
+        let objects: Arc<dyn ObjectStore> = counting.clone();
+        let read = load(&cached, &run_id).await;
+        assert_eq!(read, folded_from_the_log_alone(&objects, &run_id).await);
+    }
+}
+
+#[tokio::test]
+async fn a_commit_to_a_cached_run_that_fell_far_behind_costs_what_a_fresh_instances_does() {
+    for behind in 300..304 {
+        // A step commit, which the stale cache refuses as out of order, and
+        // a signal, which it accepts and whose create finds the position
+        // taken: both catch up from the checkpoints.
+        let (counting, cached, run_id) = a_cached_run_left_behind(behind).await;
+        let next = 3 + behind;
+        cached
+            .atomic_apply(&run_id, step(&run_id, next))
+            .await
+            .unwrap();
+        let stepping = counting.counts();
+
+        let (counting, cached, run_id) = a_cached_run_left_behind(behind).await;
+        let input = cached
+            .append_input(&run_id, signal("late".into()))
+            .await
+            .unwrap();
+        assert_eq!(input.input_id, "late");
+        let signalling = counting.counts();
+        let (stepping, signalling) = (
+            total(stepping) - stepping.delete_streams,
+            total(signalling) - signalling.delete_streams,
+        );
+
+        // A fresh instance's commit: the fold (at most 8) and the commit
+        // (the entry, the pointer check, maybe a delta and a base).
+        assert!(
+            stepping <= 12 && signalling <= 12,
+            "{behind} behind: a step took {stepping} requests, a signal {signalling}"
+        );
+        let objects: Arc<dyn ObjectStore> = counting.clone();
+        let read = load(&cached, &run_id).await;
+        assert_eq!(read.receipts.len() as u64, 3 + behind);
+        assert_eq!(read, folded_from_the_log_alone(&objects, &run_id).await);
+    }
+}
+
+/// A run's state as checkpoints store it, restated here to forge them (the
+/// format is `RunState` in `runtime_store/state.rs`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct StoredState {
+    record: RunRecord,
+    receipts: Vec<StepReceipt>,
+    commit_digests: Bytes,
+    snapshot: Option<Bytes>,
+    inputs: Vec<InputRecord>,
+    attempt_token: Option<u64>,
+}
+
+/// A stored base or delta (a base has no `base` nor `receipts_from`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct StoredCheckpoint {
+    incarnation: Incarnation,
+    next: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    receipts_from: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inputs_from: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    standings: Option<Vec<(u64, InputPhase, Option<u64>)>>,
+    state: StoredState,
+}
+
+/// The frame every stored object has (see `envelope.rs`): magic, version,
+/// flags, length, payload, CRC-32.
+fn framed(payload: &[u8]) -> Bytes {
+    let mut out = b"MEMO\x01\x00".to_vec();
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.into()
+}
+
+/// Rewrites the checkpoint at `path` as `forge` makes it, well framed and
+/// well encoded, at `to` (a new position) or in place.
+async fn forge(
+    objects: &Arc<dyn ObjectStore>,
+    path: &Path,
+    to: Option<u64>,
+    forge: impl FnOnce(&mut StoredCheckpoint),
+) -> Path {
+    let bytes = objects.get(path).await.unwrap().bytes().await.unwrap();
+    let mut stored: StoredCheckpoint = rmp_serde::from_slice(&bytes[14..bytes.len() - 4]).unwrap();
+    forge(&mut stored);
+    let to = match to {
+        Some(position) => {
+            stored.next = position;
+            let folder = path.as_ref().rsplit_once('/').unwrap().0;
+            Path::from(format!("{folder}/{position:020}"))
+        }
+        None => path.clone(),
+    };
+    let payload = rmp_serde::to_vec_named(&stored).unwrap();
+    objects.put(&to, framed(&payload).into()).await.unwrap();
+    to
+}
+
+/// A fresh instance's load of the run, expected to be `Corrupt` at `at`.
+async fn assert_corrupt_at(objects: &Arc<dyn ObjectStore>, run_id: &RunId, at: &Path, case: &str) {
+    let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    match fresh.load_run(run_id).await {
+        Err(Error::Corrupt { path, reason }) => {
+            assert_eq!(path, at.to_string(), "{case}: {reason}");
+        }
+        other => panic!("{case}: expected Corrupt at {at}, got {other:?}"),
+    }
+}
+
+/// An open run of 100 steps (a base and a delta that names it) and a
+/// finished one of 10 (a whole-run delta, no base), each with only the
+/// checkpoint `folder` ("delta" or "checkpoint") a load reads first.
+async fn forgeable(objects: &Arc<dyn ObjectStore>, finished: bool) -> (RunId, Path) {
+    let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    if finished {
+        let run_id = run_of(&writer, "forged-finished", 10).await;
+        writer.atomic_apply(&run_id, done(9_999)).await.unwrap();
+        let delta = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+        return (run_id, delta);
+    }
+    let run_id = run_of(&writer, "forged-open", 100).await;
+    // Read from the base alone.
+    delete_all(objects, deltas(objects.as_ref(), &run_id).await).await;
+    let base = bases(objects.as_ref(), &run_id).await.pop().unwrap();
+    (run_id, base)
+}
+
+#[tokio::test]
+async fn a_checkpoint_with_receipts_but_no_digests_is_corrupt_and_a_retried_commit_does_not_panic()
+{
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        forge(&objects, &path, None, |c| {
+            c.state.commit_digests = Bytes::new()
+        })
+        .await;
+        assert_corrupt_at(&objects, &run_id, &path, "no digests").await;
+        // A retry of a committed step is judged against the digests.
+        let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let retried = fresh.atomic_apply(&run_id, step(&run_id, 0)).await;
+        assert!(matches!(retried, Err(Error::Corrupt { .. })), "{retried:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_at_the_last_log_position_is_corrupt_not_an_overflow() {
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        let last = forge(&objects, &path, Some(u64::MAX), |_| {}).await;
+        assert_corrupt_at(&objects, &run_id, &last, "at u64::MAX").await;
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_of_the_largest_attempt_number_is_corrupt_not_an_overflow() {
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        forge(&objects, &path, None, |c| {
+            c.state.record.attempts = u32::MAX
+        })
+        .await;
+        assert_corrupt_at(&objects, &run_id, &path, "u32::MAX attempts").await;
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_whose_receipts_skip_a_sequence_is_corrupt() {
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        forge(&objects, &path, None, |c| {
+            let receipts = &mut c.state.receipts;
+            let last = receipts.len() - 1;
+            receipts[last].sequence += 1;
+        })
+        .await;
+        assert_corrupt_at(&objects, &run_id, &path, "a gap").await;
+    }
+}
+
+#[tokio::test]
+async fn a_checkpoint_that_holds_one_input_twice_is_corrupt() {
+    for finished in [false, true] {
+        let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (run_id, path) = forgeable(&objects, finished).await;
+        forge(&objects, &path, None, |c| {
+            let input: InputRecord = serde_json::from_value(serde_json::json!({
+                "input_id": "twice", "name": "signal", "payload": [1],
+                "phase": "Accepted", "consumed_by": null, "accepted_at_ms": 5,
+            }))
+            .unwrap();
+            c.state.inputs = vec![input.clone(), input];
+        })
+        .await;
+        assert_corrupt_at(&objects, &run_id, &path, "an input twice").await;
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_signals_to_one_run_writes_a_few_times_their_bytes_not_their_square() {
+    const SIGNALS: usize = 256;
+    const PAYLOAD: usize = 4 * 1024;
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let run_id = run_of(&store, "flooded", 0).await;
+    counting.reset();
+    for i in 0..SIGNALS {
+        let input = NewInput {
+            input_id: format!("signal-{i}"),
+            name: "signal".into(),
+            payload: Bytes::from(vec![9u8; PAYLOAD]),
+            accepted_at_ms: 5,
+        };
+        store.append_input(&run_id, input).await.unwrap();
+    }
+    let written = counting.counts().bytes_put;
+    let ratio = written as f64 / (SIGNALS * PAYLOAD) as f64;
+    println!("{SIGNALS} signals of {PAYLOAD} bytes wrote {written} bytes ({ratio:.1}x)");
+    // The log holds each once; bases and deltas about as much again each
+    // few dozen signals. Deltas that copied every input wrote 34 times.
+    assert!(
+        ratio < 12.0,
+        "{written} bytes written: {ratio:.1} times the payloads"
+    );
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    let read = load(
+        &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+        &run_id,
+    )
+    .await;
+    assert_eq!(read.inputs.len(), SIGNALS);
+    assert_eq!(read, folded_from_the_log_alone(&objects, &run_id).await);
+}
+
+/// The run as a fresh instance reads it from its checkpoints, checked
+/// against what its log alone says (without removing the checkpoints).
+async fn assert_checkpoints_agree_with_the_log(
+    objects: &Arc<dyn ObjectStore>,
+    run_id: &RunId,
+    case: &str,
+) -> Loaded {
+    let fresh = load(
+        &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+        run_id,
+    )
+    .await;
+    // A copy of the objects without checkpoints: the log alone.
+    let copy: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    for path in paths_under(objects.as_ref(), PREFIX).await {
+        let bytes = objects.get(&path).await.unwrap().bytes().await.unwrap();
+        copy.put(&path, bytes.into()).await.unwrap();
+    }
+    assert_eq!(
+        fresh,
+        folded_from_the_log_alone(&copy, run_id).await,
+        "{case}"
+    );
+    fresh
+}
+
+#[tokio::test]
+async fn signals_consumed_and_abandoned_across_bases_and_deltas_read_as_the_log_says() {
+    for (name, objects, _dir) in shared_objects() {
+        let a = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX).with_checkpoint_interval(3);
+        let b = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run("signalled");
+        create(&a, &run_id, b"input").await;
+        start(&a, &run_id).await;
+        // Two signals a step, each taken a few steps later (consumed or
+        // abandoned), by two processes in turns: bases fall due with the
+        // inputs, and later deltas move the inputs their base holds.
+        for sequence in 0..60u64 {
+            let writer = if sequence % 3 == 0 { &b } else { &a };
+            for k in 0..2 {
+                let id = format!("s{sequence}-{k}");
+                writer.append_input(&run_id, signal(id)).await.unwrap();
+            }
+            let mut commit = step(&run_id, sequence);
+            if let Some(earlier) = sequence.checked_sub(5) {
+                commit = commit
+                    .with_input_update(format!("s{earlier}-0"), InputPhase::Consumed)
+                    .with_input_update(format!("s{earlier}-1"), InputPhase::Abandoned);
+            }
+            writer.atomic_apply(&run_id, commit).await.unwrap();
+            if sequence % 10 == 9 {
+                let case = format!("{name}: after step {sequence}");
+                assert_checkpoints_agree_with_the_log(&objects, &run_id, &case).await;
+            }
+        }
+        assert!(!bases(objects.as_ref(), &run_id).await.is_empty(), "{name}");
+        let open = assert_checkpoints_agree_with_the_log(&objects, &run_id, name).await;
+        assert_eq!(open.inputs.len(), 120, "{name}");
+        let consumed = open
+            .inputs
+            .iter()
+            .filter(|i| i.phase == InputPhase::Consumed);
+        assert_eq!(consumed.count(), 55, "{name}");
+        assert_eq!(load(&a, &run_id).await, open, "{name}: a");
+        assert_eq!(load(&b, &run_id).await, open, "{name}: b");
+        a.atomic_apply(&run_id, done(100)).await.unwrap();
+        assert_checkpoints_agree_with_the_log(&objects, &run_id, name).await;
+    }
+}
+
+#[tokio::test]
+async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    let run_id = run_of(&writer, "old-delta", 0).await;
+    for sequence in 0..80 {
+        writer
+            .append_input(&run_id, signal(format!("s{sequence}")))
+            .await
+            .unwrap();
+        let commit =
+            step(&run_id, sequence).with_input_update(format!("s{sequence}"), InputPhase::Queued);
+        writer.atomic_apply(&run_id, commit).await.unwrap();
+    }
+    let expected = assert_checkpoints_agree_with_the_log(&objects, &run_id, "new form").await;
+    // Rewrite the newest delta as the release before wrote it: directly
+    // under `delta/`, every input in its state, no `inputs_from`.
+    let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+    assert!(newest.as_ref().contains("/delta/v2/"), "{newest}");
+    let bytes = objects.get(&newest).await.unwrap().bytes().await.unwrap();
+    let stored: StoredCheckpoint = rmp_serde::from_slice(&bytes[14..bytes.len() - 4]).unwrap();
+    assert!(
+        stored.inputs_from.unwrap() > 0,
+        "the delta leaves inputs to its base"
+    );
+    let old_path = Path::from(newest.as_ref().replace("/delta/v2/", "/delta/"));
+    let forged = forge(&objects, &newest, None, |d| {
+        d.inputs_from = None;
+        d.standings = None;
+        d.state.inputs = expected.inputs.clone();
+    })
+    .await;
+    let old_bytes = objects.get(&forged).await.unwrap().bytes().await.unwrap();
+    objects.put(&old_path, old_bytes.into()).await.unwrap();
+    objects.delete(&forged).await.unwrap();
+
+    let counting = Arc::new(CountingStore::new(objects.clone()));
+    let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    fresh.load_run(&run_id).await.unwrap();
+    // The old delta was read: the pointer, the delta, its base and the
+    // short tail after it (the base alone leaves dozens of entries).
+    let c = counting.counts();
+    assert!(c.gets <= 6, "{c:?}");
+    assert_eq!(load(&fresh, &run_id).await, expected);
+    // A writer of this release takes the run on with a delta of its own.
+    for sequence in 80..84 {
+        fresh
+            .atomic_apply(&run_id, step(&run_id, sequence))
+            .await
+            .unwrap();
+    }
+    assert!(
+        deltas(objects.as_ref(), &run_id)
+            .await
+            .iter()
+            .all(|d| d.as_ref().contains("/v2/"))
+    );
+    assert_checkpoints_agree_with_the_log(&objects, &run_id, "taken on").await;
+}
+
+#[tokio::test]
+async fn a_cached_run_behind_a_delta_whose_base_is_gone_catches_up_as_a_fresh_load_does() {
+    let (counting, cached, run_id) = a_cached_run_left_behind(300).await;
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    // The newest delta names a base that is gone (its writer was behind).
+    let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+    forge(&objects, &newest, None, |d| d.base = Some(Some(1))).await;
+
+    let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    counting.reset();
+    fresh.load_run(&run_id).await.unwrap();
+    let fresh_cost = total(counting.counts());
+    counting.reset();
+    cached.load_run(&run_id).await.unwrap();
+    let catching_up = total(counting.counts());
+    // The newest base and the log after it, as the fresh load reads them,
+    // and the one read that tells the cache it is behind.
+    assert!(
+        catching_up <= fresh_cost + 1,
+        "catching up took {catching_up} requests, a fresh load {fresh_cost}"
+    );
+    assert_eq!(load(&cached, &run_id).await, load(&fresh, &run_id).await);
 }

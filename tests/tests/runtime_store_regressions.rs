@@ -16,7 +16,9 @@ type Pair = (&'static str, Arc<dyn RuntimeStore>, Arc<dyn RuntimeStore>);
 async fn regression_recreating_an_advanced_run_returns_its_current_state() {
     let shared: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
     let mut pairs: Vec<Pair> = vec![("in-memory store", shared.clone(), shared)];
-    for backend in Backend::all() {
+    // Held to the end: a backend keeps its local folder alive.
+    let backends = Backend::all();
+    for backend in &backends {
         pairs.push((
             backend.name(),
             Arc::new(backend.runtime_store("runs")),

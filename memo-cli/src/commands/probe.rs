@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use memo_runtime::probe_conditional_create;
 use serde_json::json;
 
-use crate::output::print_json;
+use crate::output::{outln, print_json};
 use crate::store::Store;
 
 /// Creates a probe object twice under the memo store's `probes/` folder and
@@ -19,7 +19,7 @@ pub(crate) async fn probe(store: &Store, json: bool) -> anyhow::Result<ExitCode>
     if json {
         print_json(&json!({ "store": store.url, "conditional_create": true }));
     } else {
-        println!(
+        outln!(
             "ok: {} refuses a second conditional create (probed under {:?})",
             store.url,
             prefix.as_ref()

@@ -4,10 +4,11 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use memo_runtime::RunId;
+use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{RunStatus, RunSummary, RuntimeStore};
 use serde_json::json;
 
-use crate::output::{Table, print_json, time};
+use crate::output::{Table, errln, print_json, time};
 use crate::store::Store;
 
 /// Lists the runs in `status` (every status if `None`) of `workflow` (every
@@ -36,6 +37,11 @@ pub(crate) async fn runs(
     }
     if json {
         print_json(&json!(listed.iter().map(run_json).collect::<Vec<_>>()));
+        if listed.is_empty()
+            && let Some(note) = store_is_empty(store).await?
+        {
+            errln!("memoctl: no runs: {note}");
+        }
     } else {
         let mut table = Table::new(&[
             "RUN",
@@ -55,13 +61,56 @@ pub(crate) async fn runs(
                 time(run.updated_at_ms),
             ]);
         }
-        table.print_or("no runs");
+        let empty = match store_is_empty(store).await? {
+            Some(note) => format!("no runs: {note}"),
+            None => "no runs".into(),
+        };
+        table.print_or(&empty);
     }
     Ok(if damaged == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// When the runtime store's prefix holds nothing at all (not even an ended
+/// run's hint), which is more often a wrong `--runs-prefix` than a store with
+/// no runs: a note saying so, with the folders the URL's prefix does hold.
+async fn store_is_empty(store: &Store) -> anyhow::Result<Option<String>> {
+    let prefix = store.runs.prefix();
+    let listing = |at: &Path| {
+        let at = at.clone();
+        async move {
+            store
+                .objects
+                .list_with_delimiter(Some(&at))
+                .await
+                .with_context(|| format!("cannot list {at} in {}", store.url))
+        }
+    };
+    let under_runs = listing(prefix).await?;
+    if !under_runs.objects.is_empty() || !under_runs.common_prefixes.is_empty() {
+        return Ok(None);
+    }
+    let under_base = listing(&store.base).await?;
+    let folders: Vec<_> = under_base
+        .common_prefixes
+        .iter()
+        .filter_map(|folder| folder.filename())
+        .map(|name| format!("{name:?}"))
+        .collect();
+    let found = if folders.is_empty() {
+        "nothing".to_string()
+    } else {
+        format!("the folders {}", folders.join(", "))
+    };
+    Ok(Some(format!(
+        "nothing is stored under {:?} in {} (the runtime store's prefix: is --runs-prefix \
+         where the workers keep their runs?); the store's prefix holds {found}",
+        prefix.as_ref(),
+        store.url
+    )))
 }
 
 /// The runs in `status`, each listed on its own, so that the ones that
@@ -85,7 +134,7 @@ async fn one_by_one(
             Ok(Some(run)) if run.status == status => runs.push(run),
             Ok(_) => {}
             Err(e) => {
-                eprintln!("memoctl: error: cannot load run {run_id}: {e:#}");
+                errln!("memoctl: error: cannot load run {run_id}: {e:#}");
                 *damaged += 1;
             }
         }

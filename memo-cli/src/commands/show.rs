@@ -10,7 +10,9 @@ use memo_runtime::{Incarnation, RunId};
 use serde_json::{Value, json};
 
 use super::{existing_run, run_id};
-use crate::output::{Table, duration, now_ms, payload, payload_line, print_json, time};
+use crate::output::{
+    Table, duration, now_ms, outln, payload, payload_line, print_fields, print_json, time,
+};
 use crate::store::Store;
 
 /// The memo store's folders that hold a run's entries, by kind.
@@ -67,7 +69,7 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
         return Ok(ExitCode::SUCCESS);
     }
     print_record(&record, now);
-    println!("\nsteps");
+    outln!("\nsteps");
     let mut steps = Table::new(&["SEQ", "STEP", "RECORDED", "OUTPUT"]);
     for r in &receipts {
         let output = match &r.error {
@@ -82,7 +84,7 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
         ]);
     }
     steps.print_or("  (none)");
-    println!("\nsignals");
+    outln!("\nsignals");
     let mut signals = Table::new(&["NAME", "PHASE", "ACCEPTED", "PAYLOAD", "INPUT ID"]);
     for i in &inputs {
         let phase = match (i.phase, i.consumed_by) {
@@ -99,7 +101,7 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
         ]);
     }
     signals.print_or("  (none)");
-    println!("\nentries");
+    outln!("\nentries");
     let mut table = Table::new(&["KIND", "STEP", "DIGEST", "SIZE"]);
     for e in &entries {
         table.row(vec![
@@ -138,9 +140,7 @@ fn print_record(record: &RunRecord, now: u64) {
     if let Some(error) = &record.error {
         lines.push(("error", error.clone()));
     }
-    for (name, value) in lines {
-        println!("{:<12} {value}", format!("{name}:"));
-    }
+    print_fields(&lines);
 }
 
 fn lease_line(record: &RunRecord, now: u64) -> String {

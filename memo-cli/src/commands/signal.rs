@@ -9,7 +9,7 @@ use memo_runtime::workflow::Runtime;
 use serde_json::{Value, json};
 
 use super::{existing_run, run_id};
-use crate::output::print_json;
+use crate::output::{outln, print_json};
 use crate::store::Store;
 
 /// Sends signal `name` with the JSON `payload` to run `run`, through
@@ -50,7 +50,7 @@ pub(crate) async fn signal(
             "input_id": input_id,
         }));
     } else {
-        println!("sent signal {name:?} to run {run_id} (payload {payload}, input id {input_id})");
+        outln!("sent signal {name:?} to run {run_id} (payload {payload}, input id {input_id})");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use memo_runtime::{RetentionSweeper, SweepReport};
 use serde_json::json;
 
-use crate::output::{self, now_ms, print_json, time};
+use crate::output::{self, now_ms, outln, print_json, time};
 use crate::progress::Progress;
 use crate::store::Store;
 
@@ -62,7 +62,7 @@ fn print_report(report: &SweepReport, retention: Duration) {
     } else {
         "runtime records deleted"
     };
-    println!(
+    outln!(
         "retention {}: runs that ended before {} are expired{}",
         output::retention(retention),
         time(report.cutoff_ms),
@@ -80,12 +80,13 @@ fn print_report(report: &SweepReport, retention: Duration) {
         ("failures", report.failures.len()),
     ];
     for (what, n) in lines {
-        println!("{what:<26} {n}");
+        outln!("{what:<26} {n}");
     }
     for failure in &report.failures {
-        println!(
+        outln!(
             "failed: run {}: {} (its marker is kept)",
-            failure.run_id, failure.message
+            failure.run_id,
+            failure.message
         );
     }
 }

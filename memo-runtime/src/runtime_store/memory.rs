@@ -9,8 +9,8 @@ use bytes::Bytes;
 
 use super::state::{Change, RunState, Verdict};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
-    StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunLimits, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt,
 };
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
@@ -46,12 +46,23 @@ use crate::run_id::{Incarnation, RunId};
 #[derive(Debug, Clone, Default)]
 pub struct InMemoryRuntimeStore {
     runs: Arc<Mutex<BTreeMap<RunId, RunState>>>,
+    limits: RunLimits,
 }
 
 impl InMemoryRuntimeStore {
     /// An empty store.
     pub fn new() -> InMemoryRuntimeStore {
         InMemoryRuntimeStore::default()
+    }
+
+    /// The same store (its clones share the runs) taking what `limits`
+    /// allow: values larger than its maximum are refused with
+    /// [`Error::TooLarge`], inputs past its most pending with
+    /// [`Error::Conflict`].
+    #[must_use]
+    pub fn with_limits(mut self, limits: RunLimits) -> InMemoryRuntimeStore {
+        self.limits = limits;
+        self
     }
 
     /// Locks the runs. A panic while the lock was held cannot have left a
@@ -73,6 +84,7 @@ impl InMemoryRuntimeStore {
             run_id: run_id.to_string(),
         })?;
         if let Verdict::Apply(plan) = run.check(&change)? {
+            self.limits.admit(run, &change)?;
             run.apply(change, plan);
         }
         Ok(answer(run))
@@ -82,6 +94,7 @@ impl InMemoryRuntimeStore {
 #[async_trait]
 impl RuntimeStore for InMemoryRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        self.limits.admit_run(&run)?;
         let mut runs = self.runs();
         if let Some(existing) = runs.get(&run.run_id) {
             existing.check_same_run(&run)?;

@@ -43,6 +43,7 @@
 //! (milliseconds since the Unix epoch) so that a store never reads a clock
 //! and a retried commit is byte-for-byte the same commit.
 
+mod limits;
 mod memory;
 mod object;
 mod state;
@@ -56,8 +57,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 
+pub use limits::{DEFAULT_MAX_PENDING_INPUTS, RunLimits};
 pub use memory::InMemoryRuntimeStore;
-pub use object::ObjectStoreRuntimeStore;
+pub use object::{DEFAULT_RUN_CACHE_BYTES, ObjectStoreRuntimeStore};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -263,7 +265,11 @@ pub enum InputPhase {
     Queued,
     /// Consumed by a step (terminal); the record names its sequence.
     Consumed,
-    /// Dropped without being consumed (terminal).
+    /// Dropped without being consumed (terminal): the workflow runtime
+    /// refuses so a signal whose payload does not decode as what the run
+    /// waits for (see [`Context::wait_for_signal`]).
+    ///
+    /// [`Context::wait_for_signal`]: crate::workflow::Context::wait_for_signal
     Abandoned,
 }
 
@@ -741,8 +747,29 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// then not touched (a later run of the same id is another run).
     ///
     /// Only terminal runs can be deleted, so no worker can be writing to a
-    /// run while it disappears. Deleting is idempotent, and a deletion that
-    /// failed part-way is finished by calling it again.
+    /// run while it disappears. Deleting is idempotent, and concurrent
+    /// deletions of one run (a sweeper in every worker) are safe: nothing of
+    /// another incarnation is ever removed, whatever runs between a
+    /// deletion's check and its deletes, including a new run of the same id
+    /// created meanwhile.
+    ///
+    /// # After an error
+    ///
+    /// A deletion that returns an error part-way leaves the run in one of
+    /// two states, both safe to act on:
+    ///
+    /// - not deleted: the run exists and reads as it was (terminal), and a
+    ///   `create_run` of its id answers with it;
+    /// - deleted: the run does not exist for any reader (every read returns
+    ///   `None`, also from an instance that cached it, and `list_runs`
+    ///   skips it; `list_run_ids` may still list its id, as it may list any
+    ///   run that left a status), and a `create_run` of its id creates a new
+    ///   incarnation that inherits nothing of it. Objects of the deleted
+    ///   incarnation may be left behind, unreachable to every reader.
+    ///
+    /// In both, calling `delete_run` again with the same incarnation
+    /// finishes the deletion and removes what was left (it returns `false`
+    /// if the run was already gone), also after the id was used again.
     ///
     /// # Errors
     ///

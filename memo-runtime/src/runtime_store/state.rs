@@ -17,6 +17,10 @@ use crate::codec;
 use crate::error::{Error, Result};
 use crate::run_id::Incarnation;
 
+/// Where an input stands: its phase and, once consumed, the step that
+/// consumed it.
+pub(crate) type Standing = (InputPhase, Option<u64>);
+
 /// One change to a run after its creation, in the order the run saw them.
 /// This is also the stored form of the object-store backend's log entries,
 /// so its encoding is a data format.
@@ -117,41 +121,176 @@ impl RunState {
         self
     }
 
+    /// Checks what every state folded from a valid log keeps true, for a
+    /// state read from a checkpoint (a log entry is checked against the
+    /// rules as it is folded; a checkpoint is a copy, and would otherwise be
+    /// trusted). `receipts_from` is the sequence of its first receipt (a
+    /// delta leaves out those of its base). The error names the first
+    /// broken promise.
+    pub(crate) fn check_stored(&self, receipts_from: u64) -> std::result::Result<(), String> {
+        let record = &self.record;
+        if self.receipts.len() != self.commit_digests.len() {
+            return Err(format!(
+                "{} receipts but {} commit digests",
+                self.receipts.len(),
+                self.commit_digests.len()
+            ));
+        }
+        let total = receipts_from
+            .checked_add(self.receipts.len() as u64)
+            .ok_or_else(|| format!("receipts from {receipts_from} overflow their count"))?;
+        for (expected, receipt) in (receipts_from..total).zip(&self.receipts) {
+            if receipt.sequence != expected {
+                return Err(format!(
+                    "receipt {} where receipt {expected} belongs: receipts are dense from 0",
+                    receipt.sequence
+                ));
+            }
+            if receipt.run_id != record.run_id {
+                return Err(format!(
+                    "receipt {expected} belongs to run {}",
+                    receipt.run_id
+                ));
+            }
+        }
+        if record.attempts == u32::MAX {
+            return Err(format!("{} attempts leave none to start", record.attempts));
+        }
+        if record.status.is_terminal() != record.terminal_at_ms.is_some() {
+            return Err(format!(
+                "a {} run with terminal time {:?}",
+                record.status, record.terminal_at_ms
+            ));
+        }
+        if self.snapshot.is_some() && total == 0 {
+            return Err("a snapshot without a receipt".into());
+        }
+        let mut ids = std::collections::HashSet::new();
+        for input in &self.inputs {
+            let id = &input.input_id;
+            if id.is_empty() || !ids.insert(id.as_str()) {
+                return Err(format!("input id {id:?} is empty or held twice"));
+            }
+            let consumed = input.phase == InputPhase::Consumed;
+            if consumed != input.consumed_by.is_some()
+                || input.consumed_by.is_some_and(|s| s >= total)
+            {
+                return Err(format!(
+                    "input {id:?} is {:?}, consumed by step {:?} of {total}",
+                    input.phase, input.consumed_by
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// About how many bytes the state holds in memory: its payloads and
+    /// strings, and a rough allowance per receipt and input. For bounding a
+    /// cache by bytes, not an exact count.
+    pub(crate) fn approximate_bytes(&self) -> u64 {
+        const PER_ITEM: usize = 96;
+        let record = &self.record;
+        let record_bytes = record.input.len()
+            + record.workflow.len()
+            + record.output.as_ref().map_or(0, Bytes::len)
+            + record.error.as_ref().map_or(0, String::len)
+            + PER_ITEM;
+        let receipts: usize = (self.receipts.iter())
+            .map(|r| r.step.len() + r.output.len() + r.error.as_ref().map_or(0, String::len))
+            .sum();
+        let inputs: usize = (self.inputs.iter())
+            .map(|i| i.input_id.len() * 2 + i.name.len() + i.payload.len())
+            .sum();
+        let items = (self.receipts.len() + self.inputs.len()) * PER_ITEM;
+        let digests = self.commit_digests.len() * 32;
+        let snapshot = self.snapshot.as_ref().map_or(0, Bytes::len);
+        let total = record_bytes + receipts + inputs + items + digests + snapshot;
+        u64::try_from(total).unwrap_or(u64::MAX)
+    }
+
     /// How many step receipts the run holds.
     pub(crate) fn receipt_count(&self) -> u64 {
         self.receipts.len() as u64
     }
 
-    /// The state without its first `from` receipts (and their commit
-    /// digests): what a checkpoint delta stores over a base that holds them.
-    pub(crate) fn without_receipts_before(&self, from: u64) -> RunState {
-        let from =
-            usize::try_from(from).map_or(self.receipts.len(), |f| f.min(self.receipts.len()));
+    /// How many inputs the run holds.
+    pub(crate) fn input_count(&self) -> u64 {
+        self.inputs.len() as u64
+    }
+
+    /// Where each of the run's first `count` inputs stands.
+    pub(crate) fn standings(&self, count: u64) -> Vec<Standing> {
+        let count = usize::try_from(count).map_or(self.inputs.len(), |c| c.min(self.inputs.len()));
+        (self.inputs[..count].iter())
+            .map(|input| (input.phase, input.consumed_by))
+            .collect()
+    }
+
+    /// The state without its first `receipts` receipts (and their commit
+    /// digests) and its first `inputs` inputs: what a checkpoint delta
+    /// stores over a base that holds them.
+    pub(crate) fn without_first(&self, receipts: u64, inputs: u64) -> RunState {
+        let after = |count: u64, len: usize| usize::try_from(count).map_or(len, |c| c.min(len));
+        let receipts = after(receipts, self.receipts.len());
+        let inputs = after(inputs, self.inputs.len());
         RunState {
             record: self.record.clone(),
-            receipts: self.receipts[from..].to_vec(),
-            commit_digests: self.commit_digests[from..].to_vec(),
+            receipts: self.receipts[receipts..].to_vec(),
+            commit_digests: self.commit_digests[receipts.min(self.commit_digests.len())..].to_vec(),
             snapshot: self.snapshot.clone(),
-            inputs: self.inputs.clone(),
+            inputs: self.inputs[inputs..].to_vec(),
             input_index: HashMap::new(),
             attempt_token: self.attempt_token,
         }
     }
 
+    /// The state with only its first `count` receipts (and their commit
+    /// digests) and no inputs: what a base of `count` receipts and no
+    /// inputs holds of them, for joining a delta that names that base.
+    pub(crate) fn with_receipts_before(&self, count: u64) -> RunState {
+        let count =
+            usize::try_from(count).map_or(self.receipts.len(), |c| c.min(self.receipts.len()));
+        let digests = count.min(self.commit_digests.len());
+        RunState {
+            record: self.record.clone(),
+            receipts: self.receipts[..count].to_vec(),
+            commit_digests: self.commit_digests[..digests].to_vec(),
+            snapshot: None,
+            inputs: Vec::new(),
+            input_index: HashMap::new(),
+            attempt_token: None,
+        }
+    }
+
     /// This state (a delta's, holding the receipts from `base`'s last one
-    /// on) with `base`'s receipts put back before its own; `None` if the two
-    /// do not join (the delta's first receipt is not the one after `base`'s
-    /// last).
-    pub(crate) fn after_receipts_of(mut self, mut base: RunState) -> Option<RunState> {
+    /// on, and the inputs after the first `inputs_from` of `base`) with
+    /// `base`'s receipts and those inputs put back before its own, moved to
+    /// where `standings` says they stand now (`(index, phase, consumer)`;
+    /// those not named stand as in `base`). `None` if the two do not join.
+    pub(crate) fn joined_to(
+        mut self,
+        mut base: RunState,
+        inputs_from: u64,
+        standings: &[(u64, InputPhase, Option<u64>)],
+    ) -> Option<RunState> {
         let joins = (self.receipts.first()).is_none_or(|r| r.sequence == base.receipt_count());
         let whole = |state: &RunState| state.receipts.len() == state.commit_digests.len();
-        if !joins || !whole(&self) || !whole(&base) {
+        let inputs_from = usize::try_from(inputs_from).ok()?;
+        if !joins || !whole(&self) || !whole(&base) || base.inputs.len() < inputs_from {
             return None;
+        }
+        base.inputs.truncate(inputs_from);
+        for &(index, phase, consumed_by) in standings {
+            let input = base.inputs.get_mut(usize::try_from(index).ok()?)?;
+            input.phase = phase;
+            input.consumed_by = consumed_by;
         }
         base.receipts.append(&mut self.receipts);
         base.commit_digests.append(&mut self.commit_digests);
+        base.inputs.append(&mut self.inputs);
         self.receipts = base.receipts;
         self.commit_digests = base.commit_digests;
+        self.inputs = base.inputs;
         Some(self)
     }
 
@@ -177,6 +316,14 @@ impl RunState {
 
     pub(crate) fn inputs(&self) -> Vec<InputRecord> {
         self.inputs.clone()
+    }
+
+    /// How many inputs stand in a phase `phase` accepts.
+    pub(crate) fn inputs_in(&self, phase: impl Fn(InputPhase) -> bool) -> usize {
+        self.inputs
+            .iter()
+            .filter(|input| phase(input.phase))
+            .count()
     }
 
     pub(crate) fn input(&self, input_id: &str) -> Option<&InputRecord> {
@@ -270,8 +417,12 @@ impl RunState {
                 let n = receipt.sequence;
                 let next = self.receipts.len() as u64;
                 if n < next {
-                    let committed = self.commit_digests[n as usize];
-                    if committed == digest {
+                    // Paired with the receipts wherever the state came from
+                    // (`check_stored`).
+                    let committed = usize::try_from(n)
+                        .ok()
+                        .and_then(|n| self.commit_digests.get(n));
+                    if committed == Some(&digest) {
                         return Ok(Verdict::AlreadyApplied);
                     }
                     return Err(self.conflict(
@@ -391,8 +542,14 @@ impl RunState {
             }
             _ => return Ok(true),
         };
-        let next = record.attempts + 1;
+        // Saturating: at `u32::MAX` attempts no attempt is next.
+        let next = record.attempts.saturating_add(1);
         if attempt == next {
+            if next == u32::MAX {
+                return Err(self.invalid(format!(
+                    "attempt {attempt} cannot start: it is the largest attempt number"
+                )));
+            }
             if let Some(lease) = record.lease.as_ref().filter(|l| l.until_ms > at_ms) {
                 return Err(Error::LeaseHeld {
                     run_id: record.run_id.to_string(),
@@ -453,7 +610,8 @@ impl RunState {
             None => {}
             Some(_) if record.status.is_terminal() => {}
             // A start that is already in effect changes nothing.
-            Some(StatusChange::Running { attempt, .. }) if attempt != record.attempts + 1 => {}
+            Some(StatusChange::Running { attempt, .. })
+                if Some(attempt) != record.attempts.checked_add(1) => {}
             Some(StatusChange::Running {
                 attempt,
                 token,
@@ -556,5 +714,45 @@ mod digests {
             ));
         }
         Ok(digests.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_id::RunId;
+
+    fn running_with(attempts: u32) -> RunState {
+        let run = NewRun {
+            run_id: RunId::new("r").unwrap(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+        };
+        let mut state = RunState::new(run, Incarnation::random());
+        state.record.status = RunStatus::Running;
+        state.record.attempts = attempts;
+        state
+    }
+
+    fn start(attempt: u32) -> Change {
+        Change::Commit(Commit::status(StatusChange::start_attempt(attempt), 1))
+    }
+
+    #[test]
+    fn the_largest_attempt_number_never_starts_so_attempts_stay_countable() {
+        let state = running_with(u32::MAX - 1);
+        let refused = state.check(&start(u32::MAX));
+        assert!(
+            matches!(refused, Err(Error::InvalidWrite { .. })),
+            "{refused:?}"
+        );
+        assert!(state.check_stored(0).is_ok());
+        // A state no log can make is refused as stored, and judged without
+        // overflowing where it is met anyway.
+        let exhausted = running_with(u32::MAX);
+        assert!(exhausted.check_stored(0).is_err());
+        assert!(exhausted.check(&start(u32::MAX)).is_err());
+        assert!(exhausted.check(&start(1)).is_err());
     }
 }

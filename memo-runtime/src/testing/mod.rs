@@ -14,6 +14,9 @@
 //!   (255-byte file names, 1,024-byte keys).
 //! - [`IgnoresConditionalCreates`] overwrites where a create should be
 //!   refused, as some S3-compatible servers do.
+//! - [`HugeObjects`] makes chosen objects huge (say 1 TiB) without storing
+//!   or allocating their bytes, as another writer's sparse file or large
+//!   object is.
 //!
 //! Every wrapper forwards every [`ObjectStore`] method to the wrapped store,
 //! the defaulted ones included, so it keeps its behaviour (a pushed-down
@@ -68,7 +71,7 @@ mod stores;
 mod suites;
 
 pub use stores::{
-    CaseFoldingStore, CountingStore, Fault, FaultInjectingStore, FaultRule,
+    CaseFoldingStore, CountingStore, Fault, FaultInjectingStore, FaultRule, HugeObjects,
     IgnoresConditionalCreates, InjectedFault, LOCAL_NAME_BYTES, NameLimitedStore, RequestCounts,
     RequestKind, S3_KEY_BYTES,
 };

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
-use backon::Retryable;
+use backon::BackoffBuilder;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -19,7 +19,7 @@ use crate::codec;
 use crate::error::Error;
 use crate::memo::{AttemptInterruption, Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::{Commit, InputPhase, StepReceipt};
+use crate::runtime_store::{Commit, InputPhase, InputRecord, InputUpdate, StepReceipt};
 use crate::workflow::RetryPolicy;
 
 /// What a workflow function receives: its run's identity and the means to
@@ -236,14 +236,22 @@ impl Context {
     /// `Running`, and running it again once the signal is sent, from any
     /// process, resumes it here.
     ///
+    /// A signal whose payload does not decode as `T` (a `"yes"` sent to a
+    /// wait for a `bool`, as `memoctl signal` can send) is never consumed:
+    /// it is refused, recorded as [`InputPhase::Abandoned`] (so operators
+    /// see it among the run's signals, and no later wait takes it either),
+    /// and the wait goes on for the next signal `name` that does decode.
+    /// Signals are taken in the order they were recorded.
+    ///
     /// The error is memo's own, so `?` converts it into the workflow's error
     /// type, whatever it is.
     ///
     /// # Errors
     ///
-    /// [`Error::Suspended`] as above; [`Error::Decode`] if the payload does
-    /// not decode as `T`; and the runtime errors of [`Context::step`]. None
-    /// of these fail the run.
+    /// [`Error::Suspended`] as above; [`Error::Decode`] if a recorded
+    /// payload does not decode as `T` on replay (the code changed the
+    /// type); and the runtime errors of [`Context::step`]. None of these
+    /// fail the run.
     pub async fn wait_for_signal<T: DeserializeOwned>(&self, name: &str) -> Result<T, Error> {
         let step_name = format!("signal:{name}");
         let mut cursor = self.inner.cursor.lock().await;
@@ -253,36 +261,77 @@ impl Context {
             *cursor += 1;
             return self.replayed(receipt);
         }
-        let deadline = tokio::time::Instant::now() + self.inner.shared.signal_wait;
-        let input = loop {
-            let inputs = self
-                .inner
-                .shared
-                .store
-                .load_inputs(&self.inner.run_id)
-                .await
-                .map_err(|e| self.interrupt(e))?;
-            let pending = inputs.into_iter().find(|input| {
-                input.name == name
-                    && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
-            });
-            if let Some(input) = pending {
-                break input;
+        let shared = &self.inner.shared;
+        // A wait past the end of the clock's range (`Duration::MAX`) has no
+        // deadline: the run waits in-process as long as it takes.
+        let deadline = tokio::time::Instant::now().checked_add(shared.signal_wait);
+        let (input, value) = loop {
+            if let Some(found) = self.next_signal(name, &step_name).await? {
+                break found;
             }
-            if tokio::time::Instant::now() >= deadline {
+            let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+            if left.is_some_and(|left| left.is_zero()) {
                 return Err(self.interrupt(Error::Suspended {
                     run_id: self.inner.run_id.to_string(),
                     signal: name.to_string(),
                 }));
             }
-            tokio::time::sleep(self.inner.shared.signal_poll_interval).await;
+            // The last poll comes when the wait is up, not a poll interval
+            // after it.
+            let poll = shared.signal_poll_interval;
+            tokio::time::sleep(left.map_or(poll, |left| left.min(poll))).await;
         };
         let receipt = self.receipt(sequence, step_name.clone(), Ok(input.payload.clone()));
         let commit = Commit::step(receipt, self.inner.shared.clock.now_ms())
             .with_input_update(input.input_id, InputPhase::Consumed);
         self.commit(commit).await?;
         *cursor += 1;
-        self.decode_output(sequence, &step_name, &input.payload)
+        Ok(value)
+    }
+
+    /// The first pending signal `name` whose payload decodes as `T`, with
+    /// its value. Each pending one before it that does not decode is
+    /// refused: committed as [`InputPhase::Abandoned`], so that no attempt
+    /// consumes it (its value could never be replayed) and the next good
+    /// one gets through.
+    async fn next_signal<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        step_name: &str,
+    ) -> Result<Option<(InputRecord, T)>, Error> {
+        let inputs = self
+            .inner
+            .shared
+            .store
+            .load_inputs(&self.inner.run_id)
+            .await
+            .map_err(|e| self.interrupt(e))?;
+        let pending = inputs.into_iter().filter(|input| {
+            input.name == name && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
+        });
+        for input in pending {
+            let what = format!("the payload of signal {name:?} for {step_name:?}");
+            let location = format!("run {} input {:?}", self.inner.run_id, input.input_id);
+            match codec::decode_value::<T>(&what, &location, &input.payload) {
+                Ok(value) => return Ok(Some((input, value))),
+                Err(refused) => {
+                    tracing::warn!(
+                        run_id = %self.inner.run_id,
+                        signal = name,
+                        input_id = %input.input_id,
+                        error = %refused,
+                        "signal refused: its payload is not what the run waits for"
+                    );
+                    let update = InputUpdate {
+                        input_id: input.input_id,
+                        phase: InputPhase::Abandoned,
+                    };
+                    let now = self.inner.shared.clock.now_ms();
+                    self.commit(Commit::inputs(vec![update], now)).await?;
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The runtime error that stopped this attempt, if any.
@@ -410,14 +459,6 @@ impl Context {
                 reason: "a run has at most 2^32 steps".into(),
             })
         })?;
-        // A body starts only under a lease known to be live: an attempt that
-        // was paused past its lease (and may have been taken over) renews it,
-        // or stops here, before any side effect.
-        self.inner
-            .lease
-            .ensure_live(&self.inner.shared, &self.inner.run_id)
-            .await
-            .map_err(|e| self.interrupt(e))?;
         let interruption = &self.inner.interruption;
         let memo = self
             .inner
@@ -430,18 +471,35 @@ impl Context {
                 run_id: self.inner.run_id.clone(),
                 held: Arc::clone(&self.inner.lease),
             }));
-        let attempt = || {
-            // Each try starts clean: an interruption that a retry got past is no
-            // reason to stop the attempt.
+        let mut waits = retry.backoff().build();
+        let outcome = loop {
+            // Every try starts only under a lease known to be live: an
+            // attempt that was paused past its lease (in a try, in its
+            // backoff, anywhere since the last check) and may have been taken
+            // over renews it, or stops here, before the body runs again.
+            self.inner
+                .lease
+                .ensure_live(&self.inner.shared, &self.inner.run_id)
+                .await
+                .map_err(|e| self.interrupt(e))?;
+            // Each try starts clean: an interruption that a retry got past is
+            // no reason to stop the attempt.
             interruption.take();
-            body(memo.clone())
+            let error = match body(memo.clone()).await {
+                Ok(value) => break Ok(value),
+                Err(error) => error,
+            };
+            let retryable = transient
+                .as_ref()
+                .is_none_or(|is_transient| is_transient(&error));
+            match waits.next().filter(|_| retryable) {
+                Some(wait) => {
+                    tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                None => break Err(error),
+            }
         };
-        let outcome = attempt
-            .retry(retry.backoff())
-            .sleep(tokio::time::sleep)
-            .when(|e| transient.as_ref().is_none_or(|is_transient| is_transient(e)))
-            .notify(|_, wait| tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying"))
-            .await;
         let (recorded, result) = match outcome {
             // The body met a transient error (kept in `interruption`): record
             // nothing, so that the next attempt runs the step again.
@@ -513,6 +571,12 @@ impl<'c, F, T, E> Step<'c, F, T, E> {
     /// Retries the body under `policy` (default: one try). Every error is
     /// retried unless [`when`](Step::when) narrows it. Set it before the
     /// step is first polled: a step already started keeps its policy.
+    ///
+    /// Every try starts only under a live lease: a try after a wait that
+    /// outlasted the attempt's lease renews it first, and if another worker
+    /// took the run over meanwhile, the step stops with
+    /// [`Error::LeaseLost`] (the run stays open) instead of starting the
+    /// body beside the new attempt's.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         if let StepState::Ready(spec) = &mut self.state {
             spec.retry = policy;

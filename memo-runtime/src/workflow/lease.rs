@@ -78,7 +78,7 @@ impl HeldLease {
 
     async fn renew(&self, shared: &Shared, run_id: &RunId) -> Result<()> {
         let now = shared.clock.now_ms();
-        let until_ms = now + shared.lease_ms();
+        let until_ms = now.saturating_add(shared.lease_ms());
         self.set_expiry(shared, run_id, now, until_ms).await?;
         self.until_ms.store(until_ms, Ordering::Release);
         Ok(())
@@ -125,7 +125,7 @@ impl<'a> AttemptLease<'a> {
         attempt: u32,
     ) -> Result<AttemptLease<'a>> {
         let now = shared.clock.now_ms();
-        let until_ms = now + shared.lease_ms();
+        let until_ms = now.saturating_add(shared.lease_ms());
         let start = StatusChange::start_leased(attempt, &shared.worker_id, until_ms);
         let fence = start.fence().expect("an attempt start has a fence");
         shared

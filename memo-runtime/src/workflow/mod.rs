@@ -78,6 +78,14 @@ use lease::AttemptLease;
 /// How long an attempt holds its run without renewing, by default: 60 s.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
+/// How often a run waiting in-process for a signal checks for it, by
+/// default: 200 ms.
+pub const DEFAULT_SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The shortest signal poll interval [`RuntimeBuilder::build`] accepts:
+/// 1 ms.
+pub const MIN_SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(1);
+
 /// How long terminal runs are kept by default: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
@@ -129,8 +137,9 @@ struct Shared {
 /// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
 ///
 /// Cheap to clone. Several runtimes, in one process or many, may share the
-/// same stores: two of them racing on one run cannot both commit a step (the
-/// loser gets [`Error::Conflict`]).
+/// same stores: two of them racing on one run cannot both drive it (one
+/// holds the run's lease; the other gets [`Error::LeaseHeld`] when it starts,
+/// or [`Error::LeaseLost`] at its next commit once its lease was taken over).
 #[derive(Clone)]
 pub struct Runtime {
     shared: Arc<Shared>,
@@ -184,12 +193,17 @@ impl RuntimeBuilder {
 
     /// How long [`Context::wait_for_signal`] waits in-process for a signal
     /// before the run suspends (default: zero, suspend at once).
+    /// `Duration::MAX` waits as long as it takes: the attempt keeps its
+    /// lease and polls until the signal comes.
     pub fn signal_wait(mut self, wait: Duration) -> Self {
         self.signal_wait = wait;
         self
     }
 
-    /// How often a waiting run checks for its signal (default 200 ms).
+    /// How often a waiting run checks for its signal (default 200 ms; at
+    /// least [`MIN_SIGNAL_POLL_INTERVAL`], so that a wait never polls the
+    /// store without pause). A wait's last check comes when its
+    /// [`signal_wait`](Self::signal_wait) is up, however long the interval.
     pub fn signal_poll_interval(mut self, interval: Duration) -> Self {
         self.signal_poll_interval = Some(interval);
         self
@@ -204,6 +218,8 @@ impl RuntimeBuilder {
 
     /// How long a terminal run's memo entries and records are kept before
     /// [`Runtime::retention_sweeper`] clears them (default: 7 days).
+    /// `Duration::MAX` keeps them for ever; zero lets the first sweep after
+    /// a run ended clear it.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = Some(retention);
         self
@@ -217,7 +233,9 @@ impl RuntimeBuilder {
     }
 
     /// How long an attempt holds its run's lease without renewing it
-    /// (default [`DEFAULT_LEASE`]; at least 3 ms). A running attempt renews
+    /// (default [`DEFAULT_LEASE`]; at least 3 ms, shorter counts as 3 ms;
+    /// a lease that would end past the last millisecond a `u64` holds ends
+    /// there, so `Duration::MAX` never expires). A running attempt renews
     /// its lease every third of this; no other worker starts an attempt of
     /// the run until the lease has expired, and an attempt taken over after
     /// its lease expired can commit nothing more.
@@ -264,21 +282,32 @@ impl RuntimeBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] if the memo store or the runtime store is
-    /// missing.
+    /// missing, or the signal poll interval is shorter than
+    /// [`MIN_SIGNAL_POLL_INTERVAL`].
     pub fn build(self) -> Result<Runtime> {
         let missing = |what: &str| Error::InvalidConfig {
             what: "Runtime".into(),
             reason: format!("{what} is required"),
         };
+        let signal_poll_interval = self
+            .signal_poll_interval
+            .unwrap_or(DEFAULT_SIGNAL_POLL_INTERVAL);
+        if signal_poll_interval < MIN_SIGNAL_POLL_INTERVAL {
+            return Err(Error::InvalidConfig {
+                what: "Runtime".into(),
+                reason: format!(
+                    "signal_poll_interval is {signal_poll_interval:?}; it must be at least \
+                     {MIN_SIGNAL_POLL_INTERVAL:?}, or a waiting run would poll the store without pause"
+                ),
+            });
+        }
         Ok(Runtime {
             shared: Arc::new(Shared {
                 memo: self.memo.ok_or_else(|| missing("a memo store"))?,
                 store: self.store.ok_or_else(|| missing("a runtime store"))?,
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 signal_wait: self.signal_wait,
-                signal_poll_interval: self
-                    .signal_poll_interval
-                    .unwrap_or(Duration::from_millis(200)),
+                signal_poll_interval,
                 marker_retry: self.marker_retry.unwrap_or_else(|| {
                     RetryPolicy::attempts(5).with_min_delay(Duration::from_millis(50))
                 }),

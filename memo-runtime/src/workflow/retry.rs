@@ -50,13 +50,16 @@ impl RetryPolicy {
         RetryPolicy::attempts(1)
     }
 
-    /// The first wait.
+    /// The first wait. Zero retries at once; `Duration::MAX` (or any wait
+    /// the timer cannot reach) waits as long as the timer can, about 30
+    /// years.
     pub fn with_min_delay(mut self, delay: Duration) -> RetryPolicy {
         self.min_delay = delay;
         self
     }
 
-    /// The longest wait.
+    /// The longest wait; waits grow (saturating, never wrapping) until
+    /// they reach it. Zero makes every wait after the first zero.
     pub fn with_max_delay(mut self, delay: Duration) -> RetryPolicy {
         self.max_delay = delay;
         self

@@ -7,6 +7,7 @@ use futures::TryStreamExt;
 use super::ObjectStoreRuntimeStore;
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
 use crate::runtime_store::{Commit, RunStatus};
@@ -46,14 +47,20 @@ impl ObjectStoreRuntimeStore {
         let path = self
             .layout
             .status_hint(status.path_segment(), run_id, incarnation);
-        write_once::create_once(self.store.as_ref(), &path, run_id.as_str().as_bytes()).await?;
+        write_once::create_once(
+            self.store.as_ref(),
+            &path,
+            run_id.as_str().as_bytes(),
+            Limit::MARKER,
+        )
+        .await?;
         Ok(())
     }
 
     /// Deletes the hint of a status the run has left for good (statuses
     /// only move forward). Best effort: the change is committed whatever
     /// happens here, and a hint left behind only costs a later listing a
-    /// read, after which that listing deletes it.
+    /// read, after which that listing deletes it (unless it is read-only).
     pub(super) async fn drop_stale_hint(
         &self,
         left: RunStatus,
@@ -91,6 +98,23 @@ impl ObjectStoreRuntimeStore {
                 parsed
             })
             .collect())
+    }
+
+    /// Deletes a hint that a listing found stale, unless listings are
+    /// read-only ([`ObjectStoreRuntimeStore::with_read_only_listings`]).
+    pub(super) async fn tidy_stale_hint(
+        &self,
+        status: RunStatus,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<()> {
+        if !self.tidy_hints {
+            return Ok(());
+        }
+        let hint = self
+            .layout
+            .status_hint(status.path_segment(), run_id, incarnation);
+        self.delete_all(vec![hint]).await
     }
 
     /// Whether a hint of `hinted` can never again be true of a run in `actual`

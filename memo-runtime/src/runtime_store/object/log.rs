@@ -10,6 +10,7 @@ use super::{CONCURRENCY, Creation, Entry, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
+use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState, Verdict};
 use crate::write_once::{self, Created};
@@ -23,25 +24,6 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<bool> {
         let current = self.read_creation(run_id).await?;
         Ok(current.is_some_and(|c| c.incarnation == incarnation))
-    }
-
-    /// Reads the run pointer; `None` if the run does not exist.
-    pub(super) async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
-        let run_path = self.run_path(run_id);
-        let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? else {
-            return Ok(None);
-        };
-        let creation: Creation = codec::decode_record("the run's creation", &run_path, &bytes)?;
-        if creation.run.run_id != *run_id {
-            return Err(Error::corrupt(
-                &run_path,
-                format!(
-                    "the creation record of run {run_id} names run {}",
-                    creation.run.run_id
-                ),
-            ));
-        }
-        Ok(Some(creation))
     }
 
     /// Reads the run's creation, its newest checkpoint and the log entries
@@ -74,10 +56,18 @@ impl ObjectStoreRuntimeStore {
         let incarnation = creation.incarnation;
         let created = RunState::new(creation.run, incarnation);
         let mut folded = self.load_checkpoint(run_id, created).await?;
+        self.fold_tail(run_id, &mut folded).await?;
+        Ok(folded)
+    }
+
+    /// Folds every log entry from `folded.next` on: one listing, then the
+    /// entries, read concurrently.
+    async fn fold_tail(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
         // Nothing follows a terminal change.
         if folded.state.record().status.is_terminal() {
-            return Ok(folded);
+            return Ok(());
         }
+        let incarnation = folded.incarnation;
         let positions = self.log_positions(run_id, incarnation, folded.next).await?;
         let mut entries = futures::stream::iter(positions)
             .map(|position| async move {
@@ -89,9 +79,9 @@ impl ObjectStoreRuntimeStore {
             let Some(bytes) = bytes else {
                 return Err(self.missing_entry(run_id, incarnation, position));
             };
-            self.fold_entry(run_id, &mut folded, &bytes)?;
+            self.fold_entry(run_id, folded, &bytes)?;
         }
-        Ok(folded)
+        Ok(())
     }
 
     /// The positions from `from` on in the run's log folder, checked to be
@@ -130,11 +120,12 @@ impl ObjectStoreRuntimeStore {
         }
         // LocalFileSystem lists in no particular order.
         positions.sort_unstable();
-        if let Some((expected, _)) = (from..)
-            .zip(&positions)
-            .find(|&(expected, &p)| expected != p)
+        // Dense from `from`: each position is `from` plus its index (which,
+        // as the positions are distinct and sorted, cannot overflow).
+        if let Some((i, _)) =
+            (positions.iter().enumerate()).find(|&(i, &p)| from.checked_add(i as u64) != Some(p))
         {
-            return Err(self.missing_entry(run_id, incarnation, expected));
+            return Err(self.missing_entry(run_id, incarnation, from.saturating_add(i as u64)));
         }
         Ok(positions)
     }
@@ -148,7 +139,7 @@ impl ObjectStoreRuntimeStore {
         position: u64,
     ) -> Result<Option<Bytes>> {
         let path = self.log_path(run_id, incarnation, position);
-        write_once::read(self.store.as_ref(), &path)
+        write_once::read(self.store.as_ref(), &path, Limit::RECORD)
             .await
             .map_err(|e| match e {
                 Error::Corrupt { path, reason } => Error::Corrupt {
@@ -173,16 +164,29 @@ impl ObjectStoreRuntimeStore {
 
     /// Folds the changes written after `folded.next`: `true` if there were
     /// any.
+    ///
+    /// One read tells whether the run moved on. If it did, it may have moved
+    /// by one entry or by thousands, so the rest is caught up as a fresh load
+    /// reads a run: from the newest checkpoint delta if it is ahead of the
+    /// cached state, then the log after it, so the cost is that of a fresh
+    /// load plus that one read, whatever happened since the run was cached.
     pub(super) async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
-        let mut grew = false;
-        while let Some(bytes) = self
+        let Some(bytes) = self
             .read_entry(run_id, folded.incarnation, folded.next)
             .await?
-        {
-            self.fold_entry(run_id, folded, &bytes)?;
-            grew = true;
-        }
-        Ok(grew)
+        else {
+            return Ok(false);
+        };
+        self.fold_entry(run_id, folded, &bytes)?;
+        self.fold_newer(run_id, folded).await?;
+        Ok(true)
+    }
+
+    /// Folds the changes after `folded.next`, known to be behind: from the
+    /// newest delta if it is ahead, then the log after it.
+    async fn fold_newer(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
+        self.skip_to_newer_checkpoint(run_id, folded).await?;
+        self.fold_tail(run_id, folded).await
     }
 
     /// Folds the log entry at `folded.next`, which every writer checked
@@ -207,6 +211,12 @@ impl ObjectStoreRuntimeStore {
                 ),
             ));
         }
+        let Some(after) = position.checked_add(1) else {
+            return Err(Error::corrupt(
+                &path,
+                format!("{what} is past the last position"),
+            ));
+        };
         match folded.state.check(&entry.change) {
             Ok(Verdict::Apply(plan)) => folded.state.apply(entry.change, plan),
             Ok(Verdict::AlreadyApplied) => {
@@ -222,7 +232,7 @@ impl ObjectStoreRuntimeStore {
                 ));
             }
         }
-        folded.next += 1;
+        folded.next = after;
         Ok(())
     }
 
@@ -245,7 +255,15 @@ impl ObjectStoreRuntimeStore {
                     run_id: run_id.to_string(),
                 });
             };
-            let plan = match folded.state.check(&change) {
+            // A new change must also fit the limits (a run's pending inputs
+            // are counted as it stands, so judged like the rules).
+            let verdict = folded.state.check(&change).and_then(|verdict| {
+                if let Verdict::Apply(_) = verdict {
+                    self.limits.admit(&folded.state, &change)?;
+                }
+                Ok(verdict)
+            });
+            let plan = match verdict {
                 Ok(Verdict::AlreadyApplied) => return Ok(answer(&folded.state)),
                 Ok(Verdict::Apply(plan)) => plan,
                 // The cache may be behind: judge only against the latest log.
@@ -262,7 +280,15 @@ impl ObjectStoreRuntimeStore {
             };
             let encoded = codec::encode_value("a runtime-store change", &entry)?;
             let path = self.log_path(run_id, folded.incarnation, folded.next);
-            match write_once::create_once(self.store.as_ref(), &path, &encoded).await? {
+            let Some(after) = folded.next.checked_add(1) else {
+                return Err(Error::corrupt(
+                    &path,
+                    format!("run {run_id}: the log has no position after its last"),
+                ));
+            };
+            match write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::RECORD)
+                .await?
+            {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
                 created @ (Created::Ours(_) | Created::Same(_)) => {
@@ -282,15 +308,21 @@ impl ObjectStoreRuntimeStore {
                     }
                     let before = folded.state.record().status;
                     folded.state.apply(change, plan);
-                    folded.next += 1;
+                    folded.next = after;
                     if folded.state.record().status != before {
                         self.drop_stale_hint(before, run_id, folded.incarnation)
                             .await;
                     }
                     self.checkpoint_if_due(run_id, folded).await;
-                    return Ok(answer(&folded.state));
+                    let answered = answer(&folded.state);
+                    self.reweigh(run_id, &slot, guard.as_ref());
+                    return Ok(answered);
                 }
-                Created::Theirs(bytes) => self.fold_entry(run_id, folded, &bytes)?,
+                // Another writer came first, maybe by many entries.
+                Created::Theirs(bytes) => {
+                    self.fold_entry(run_id, folded, &bytes)?;
+                    self.fold_newer(run_id, folded).await?;
+                }
             }
         }
     }

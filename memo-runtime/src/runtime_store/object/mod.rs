@@ -10,6 +10,7 @@ mod cache;
 mod checkpoint;
 mod hints;
 mod log;
+mod pointer;
 
 use std::sync::Arc;
 
@@ -22,18 +23,17 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
-    StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunLimits, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt,
 };
-use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::run_id::{Incarnation, RunId};
-use crate::write_once::{self, Created};
-use cache::{Cache, Folded};
+use cache::{Bound, Cache};
 
-/// How many runs an instance keeps folded in memory.
-const DEFAULT_CACHED_RUNS: usize = 256;
+/// How many bytes of folded runs an instance keeps in memory, by default:
+/// 64 MiB.
+pub const DEFAULT_RUN_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How many log entries a run gets between checkpoint deltas, by default:
 /// the largest interval at which a fresh instance reads an open run and its
@@ -62,6 +62,9 @@ const CONCURRENCY: usize = 8;
 ///   with the random incarnation that tells it from an earlier, deleted run
 ///   of the same id. At most one exists per run id; it is what makes a run
 ///   exist.
+/// - `runs/<run>/<inc>/run`: the incarnation's record, a copy of its
+///   pointer, from which a pointer that a stalled deletion removed is
+///   restored.
 /// - `runs/<run>/<inc>/log/<position>`: the incarnation's changes after
 ///   creation, one object per change (a [`Commit`] or an appended input,
 ///   with the incarnation), at dense positions from 0 written as 20
@@ -69,10 +72,11 @@ const CONCURRENCY: usize = 8;
 ///   log folder, so a deleted run's leftovers never mix with a new run's.
 /// - `runs/<run>/<inc>/checkpoint/<position>`: a base: the incarnation
 ///   folded from its log entries before `<position>`, written when enough
-///   receipts came since the previous base (every `2·√receipts`, at least
-///   32).
-/// - `runs/<run>/<inc>/delta/<position>`: a delta: the same, without the
-///   receipts of the base it names, written every few entries; when the run
+///   receipts and inputs came since the previous base (every `2·√items`, at
+///   least 32).
+/// - `runs/<run>/<inc>/delta/v2/<position>`: a delta: the same, without the
+///   receipts and inputs of the base it names, written every few entries
+///   (`delta/<position>`, read still, holds every input); when the run
 ///   ends, one that names no base and holds the whole run. Loading a run
 ///   reads the newest delta, its base and the log entries after the delta.
 ///   The log stays complete and authoritative (see the `checkpoint`
@@ -96,17 +100,20 @@ const CONCURRENCY: usize = 8;
 /// beyond `PutMode::Create` is used, so LocalFileSystem (which lacks
 /// `PutMode::Update`) works.
 ///
-/// Deleting a run removes its pointer first and its log after, and a writer
+/// Deleting a run removes its record and pointer first and its log after,
+/// and a writer
 /// checks the pointer after every log entry it creates: a worker that cached
 /// an incarnation that was deleted meanwhile (its log positions freed again)
 /// learns that its change is void instead of writing into a dead run.
 ///
-/// Object stores offer no conditional delete, so one window is left open:
-/// if two deletions of the same incarnation race, and a new run of the same
-/// id is created between the first removing the pointer and the second
-/// removing it (the second having read it before), the second removes the
-/// new run's pointer. Delete an incarnation from one place at a time when
-/// its id may be reused at that very moment.
+/// Object stores offer no conditional delete, so a deletion that checked
+/// the pointer and then stalled may remove the pointer of a run of the same
+/// id created after it checked (when another deletion of the same run
+/// finished meanwhile). Such a pointer is never lost: each incarnation keeps
+/// a copy of its pointer in its own folder (`runs/<run>/<inc>/run`, written
+/// before its creation is acknowledged, deleted first by its deletion), and
+/// a missing pointer is restored from it by whoever reads the run next; see
+/// the `pointer` module for the argument.
 ///
 /// Objects are named by log position rather than by step sequence because
 /// changes made between steps, often by other processes (a cancellation, a
@@ -116,20 +123,26 @@ const CONCURRENCY: usize = 8;
 ///
 /// # Costs
 ///
-/// Each instance keeps the folded state of up to 256 runs in memory
-/// ([`with_cached_runs`](Self::with_cached_runs)), the least used first
-/// out. In requests:
+/// Each instance keeps up to 64 MiB of folded runs in memory
+/// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)), the least used
+/// first out. In requests:
 ///
 /// - a commit or input to a cached run: one create and a `GET` of the run
-///   pointer, plus a `GET` per change another writer made first; a change of
+///   pointer; if another writer took the position first, a `GET` of its
+///   entry and a catch-up as below, then the create again; a change of
 ///   status adds the new status's hint (one create) and deletes the old one;
 ///   every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
 ///   and the terminal change add a delta (one create) and delete the one it
-///   supersedes; every `2·√receipts` receipts (at least 32) a base comes
+///   supersedes; every `2·√items` receipts and inputs (at least 32) a base comes
 ///   before it (one create), and the base it supersedes is deleted;
-/// - a read of a cached run: at most two `GET`s (the next log position, to
-///   catch up, and the run pointer, to check the incarnation still exists;
-///   only the pointer if the run is terminal);
+/// - a read of a cached run: two `GET`s if it did not change (the next log
+///   position, and the run pointer, to check the incarnation still exists;
+///   only the pointer if the run is terminal). If it did, other writers may
+///   have added one entry or thousands, so it is caught up as a fresh load
+///   reads it: the delta listing, the newest delta if it is ahead of the
+///   cache (and its base, unless the cache holds the base's receipts), the
+///   log listing and the entries after it: at most 9 requests, whatever
+///   happened since the run was cached;
 /// - any call on a run not in the cache first reads its pointer, lists its
 ///   deltas (about one object) and reads the newest and the base it names,
 ///   then lists the log from there (with an offset) and reads each entry
@@ -143,17 +156,25 @@ const CONCURRENCY: usize = 8;
 ///   4 entries, and a whole-run base every `2·√n` receipts): for 1,000
 ///   steps of 256-byte outputs, 6.4 MB in all against 0.8 MB for its log
 ///   and one copy of the run;
-/// - creating a run: a `GET` of its pointer and two creates (the hint and
-///   the pointer);
+/// - creating a run: a `GET` of its pointer, a listing of the id's folder
+///   (for a pointer a stalled deletion removed), three creates (the hint,
+///   the pointer and the incarnation's record) and a `GET` of the pointer
+///   again; a `create_run` of an open run that exists: a read and a `GET`
+///   of its record;
 /// - listing run ids by status: one listing of that status's hints (a run
 ///   that left the status may still be listed until a `list_runs` tidies
 ///   its hint);
 /// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
-///   listing deletes the hints it finds out of date, so the cost follows the
-///   runs in that status, not every run ever stored;
-/// - deleting a run: its reads, one listing, and a delete per object; only
-///   the objects of the incarnation named are touched.
+///   listing deletes the hints it finds out of date (unless listings are
+///   [read-only](ObjectStoreRuntimeStore::with_read_only_listings)), so the
+///   cost follows the runs in that status, not every run ever stored;
+/// - reading a run that does not exist: a `GET` of its pointer and a
+///   listing of the id's folder;
+/// - deleting a run: its reads, one listing, a delete per object, and a
+///   read of the pointer after it is deleted; only the objects of the
+///   incarnation named are touched, and a pointer of another incarnation
+///   that a stalled deletion removed is restored.
 ///
 /// # Example
 ///
@@ -182,12 +203,28 @@ const CONCURRENCY: usize = 8;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct ObjectStoreRuntimeStore {
     store: Arc<dyn ObjectStore>,
     layout: Layout,
     cache: Cache,
     checkpoint_interval: u64,
+    limits: RunLimits,
+    /// Whether `list_runs` deletes the stale status hints it meets.
+    tidy_hints: bool,
+}
+
+/// Names the store by its `Display` (backend, bucket or account and
+/// container), never by its `Debug`, which for some backends prints their
+/// credentials (an Azure access key, a SAS token).
+impl std::fmt::Debug for ObjectStoreRuntimeStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectStoreRuntimeStore")
+            .field("store", &format_args!("{}", self.store))
+            .field("prefix", &self.layout.prefix().as_ref())
+            .field("checkpoint_interval", &self.checkpoint_interval)
+            .field("tidy_hints", &self.tidy_hints)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The stored run pointer. `incarnation` is drawn at random for each
@@ -212,9 +249,35 @@ impl ObjectStoreRuntimeStore {
         ObjectStoreRuntimeStore {
             store,
             layout: Layout::new(prefix),
-            cache: Cache::new(DEFAULT_CACHED_RUNS),
+            cache: Cache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
+            limits: RunLimits::default(),
+            tidy_hints: true,
         }
+    }
+
+    /// Takes what `limits` allow (default [`RunLimits::default`]): values
+    /// larger than its maximum are refused with
+    /// [`Error::TooLarge`](crate::Error::TooLarge), inputs past its most
+    /// pending with [`Error::Conflict`](crate::Error::Conflict), before
+    /// anything is written. Runs already stored stay readable whatever the
+    /// limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: RunLimits) -> ObjectStoreRuntimeStore {
+        self.limits = limits;
+        self
+    }
+
+    /// Makes listings read-only: [`list_runs`](RuntimeStore::list_runs)
+    /// skips a stale status hint (of a run that left the status, or of a
+    /// deleted run) instead of deleting it, so it writes nothing. For an
+    /// operator's tool, which must not change the store it inspects; a
+    /// worker keeps the default, where a listing deletes the stale hints it
+    /// reads so that later listings do not read them again.
+    #[must_use]
+    pub fn with_read_only_listings(mut self) -> ObjectStoreRuntimeStore {
+        self.tidy_hints = false;
+        self
     }
 
     /// Writes a checkpoint delta of a run every `entries` log entries
@@ -223,23 +286,38 @@ impl ObjectStoreRuntimeStore {
     /// A fresh instance loads an open run with at most `entries + 4`
     /// requests, a finished one with 3, whatever their length. Each delta
     /// costs a create and a delete, and writes the run without the receipts
-    /// of its base (so up to `2·√n` receipts of a run of `n` steps, with its
-    /// inputs and snapshot whole), so a run of `n` steps writes about
-    /// `n^1.5 / 2·entries` receipts' worth of deltas over its life, and as
+    /// and inputs of its base (so up to `2·√n` of a run of `n` steps and
+    /// inputs, with its snapshot whole), so such a run writes about
+    /// `n^1.5 / 2·entries` items' worth of deltas over its life, and as
     /// much again in bases. Raise it for runs of many thousands of steps
-    /// with large outputs, or of many inputs (which every delta holds).
+    /// or signals with large outputs or payloads.
     #[must_use]
     pub fn with_checkpoint_interval(mut self, entries: u64) -> ObjectStoreRuntimeStore {
         self.checkpoint_interval = entries.max(1);
         self
     }
 
-    /// Keeps at most `runs` runs folded in memory (default 256; at least 1).
+    /// Keeps about `bytes` of folded runs in memory (default
+    /// [`DEFAULT_RUN_CACHE_BYTES`], 64 MiB): each run weighs its payloads
+    /// (input, receipts' outputs, inputs, snapshot, output) and a few
+    /// hundred bytes more. The budget is split over up to 4 shards, so a
+    /// run larger than a quarter of it is read from storage on each call
+    /// rather than kept.
     #[must_use]
-    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+    pub fn with_run_cache_bytes(mut self, bytes: u64) -> ObjectStoreRuntimeStore {
         // A new cache rather than a new capacity: the cache sizes its
         // shards for the capacity it is built with.
-        self.cache = Cache::new(runs);
+        self.cache = Cache::new(Bound::Bytes(bytes));
+        self
+    }
+
+    /// Keeps at most `runs` runs folded in memory, whatever their size (at
+    /// least 1), instead of a budget in bytes
+    /// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)): for tests and
+    /// for runs known to be small.
+    #[must_use]
+    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
+        self.cache = Cache::new(Bound::Runs(runs));
         self
     }
 
@@ -267,20 +345,6 @@ impl ObjectStoreRuntimeStore {
         self.layout.log_entry(run_id, incarnation, position)
     }
 
-    /// An idempotent [`create_run`](RuntimeStore::create_run) of a run whose
-    /// creation record `committed` exists.
-    async fn recreate(&self, run: &NewRun, run_path: &Path, committed: &[u8]) -> Result<RunRecord> {
-        let existing: Creation = codec::decode_record("the run's creation", run_path, committed)?;
-        RunState::new(existing.run, existing.incarnation).check_same_run(run)?;
-        let run_id = &run.run_id;
-        self.read(run_id, |state| state.record().clone())
-            .await?
-            .ok_or_else(|| Error::Conflict {
-                what: format!("run {run_id}"),
-                reason: "the run was deleted while it was being created".into(),
-            })
-    }
-
     async fn delete_all(&self, paths: Vec<Path>) -> Result<()> {
         futures::stream::iter(paths)
             .map(|path| async move {
@@ -299,35 +363,8 @@ impl ObjectStoreRuntimeStore {
 #[async_trait]
 impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
-        let run_id = run.run_id.clone();
-        let run_path = self.run_path(&run_id);
-        if let Some(bytes) = write_once::read(self.store.as_ref(), &run_path).await? {
-            return self.recreate(&run, &run_path, &bytes).await;
-        }
-        // A new incarnation gets its own log folder: whatever a deletion that
-        // stopped part-way left of an earlier run of this id is never read.
-        let creation = Creation {
-            run,
-            incarnation: Incarnation::random(),
-        };
-        self.write_hint(RunStatus::Pending, &run_id, creation.incarnation)
-            .await?;
-        let encoded = codec::encode_value("a run", &creation)?;
-        match write_once::create_once(self.store.as_ref(), &run_path, &encoded).await? {
-            Created::Ours(_) => {
-                let state = RunState::new(creation.run, creation.incarnation);
-                let record = state.record().clone();
-                let slot = self.slot(&run_id);
-                // Whatever was cached is of an earlier run of this id.
-                *slot.lock().await = Some(Folded::created(state, creation.incarnation));
-                Ok(record)
-            }
-            // Created meanwhile, or our acknowledgement was lost: the run may
-            // have moved on since its creation, so answer with its state now.
-            Created::Same(bytes) | Created::Theirs(bytes) => {
-                self.recreate(&creation.run, &run_path, &bytes).await
-            }
-        }
+        self.limits.admit_run(&run)?;
+        self.create_or_recreate(run).await
     }
 
     async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
@@ -382,10 +419,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                     None => true,
                 };
                 if stale {
-                    let hint = self
-                        .layout
-                        .status_hint(status.path_segment(), &run_id, incarnation);
-                    self.delete_all(vec![hint]).await?;
+                    self.tidy_stale_hint(status, &run_id, incarnation).await?;
                 }
                 Ok::<_, Error>(current.filter(|r| r.status == status))
             })
@@ -425,10 +459,11 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             None => false,
         };
         if existed {
-            // The pointer goes first: from then on the run does not exist for
-            // any reader, whatever is left of its log if this call stops early.
-            self.delete_all(vec![self.run_path(run_id)]).await?;
-            self.forget(run_id);
+            // The record and the pointer go first: from then on the run does
+            // not exist for any reader, whatever is left of its log if this
+            // call stops early. See the `pointer` module for why this cannot
+            // remove a later run of the id.
+            self.remove_pointer(run_id, incarnation).await?;
         }
         // Only this incarnation's own folder and hints: a later run of the
         // id (another incarnation) is never touched.

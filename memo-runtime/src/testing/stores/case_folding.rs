@@ -57,10 +57,12 @@ fn fold_option(path: Option<&Path>) -> Option<Path> {
     path.map(fold)
 }
 
-impl<T: fmt::Debug> fmt::Debug for CaseFoldingStore<T> {
+/// Names the inner store by its `Display`: its `Debug` may print
+/// credentials (an Azure access key, a SAS token).
+impl<T: fmt::Display> fmt::Debug for CaseFoldingStore<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CaseFoldingStore")
-            .field("inner", &self.inner)
+            .field("inner", &format_args!("{}", self.inner))
             .finish()
     }
 }

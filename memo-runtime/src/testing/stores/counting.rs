@@ -148,10 +148,12 @@ impl<T: ObjectStore> CountingStore<T> {
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for CountingStore<T> {
+/// Names the inner store by its `Display`: its `Debug` may print
+/// credentials (an Azure access key, a SAS token).
+impl<T: fmt::Display> fmt::Debug for CountingStore<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CountingStore")
-            .field("inner", &self.inner)
+            .field("inner", &format_args!("{}", self.inner))
             .field("counts", &self.counts)
             .finish()
     }

@@ -515,10 +515,12 @@ impl<T: ObjectStore> FaultInjectingStore<T> {
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for FaultInjectingStore<T> {
+/// Names the inner store by its `Display`: its `Debug` may print
+/// credentials (an Azure access key, a SAS token).
+impl<T: fmt::Display> fmt::Debug for FaultInjectingStore<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FaultInjectingStore")
-            .field("inner", &self.inner)
+            .field("inner", &format_args!("{}", self.inner))
             .field("faults", &self.faults)
             .finish()
     }

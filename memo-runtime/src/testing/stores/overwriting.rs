@@ -44,10 +44,12 @@ impl<T> IgnoresConditionalCreates<T> {
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for IgnoresConditionalCreates<T> {
+/// Names the inner store by its `Display`: its `Debug` may print
+/// credentials (an Azure access key, a SAS token).
+impl<T: fmt::Display> fmt::Debug for IgnoresConditionalCreates<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IgnoresConditionalCreates")
-            .field("inner", &self.inner)
+            .field("inner", &format_args!("{}", self.inner))
             .finish()
     }
 }

@@ -1273,13 +1273,17 @@ pub async fn an_unfinished_deletion_is_finished_not_inherited(
         .expect("commit");
     let fail = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
     let old = store.atomic_apply(&run_id, fail).await.expect("fail");
-    // The first thing delete_run removes, then the "crash".
-    let pointer = store.run_folder(&run_id).join("run");
-    store
-        .object_store()
-        .delete(&pointer)
-        .await
-        .expect("delete the run pointer");
+    // The first things delete_run removes (the incarnation's record, then
+    // the run pointer), then the "crash".
+    let folder = store.run_folder(&run_id);
+    let record = folder.clone().join(old.incarnation.to_string()).join("run");
+    for path in [record, folder.join("run")] {
+        store
+            .object_store()
+            .delete(&path)
+            .await
+            .expect("delete the record and the run pointer");
+    }
 
     let fresh = make();
     assert_eq!(fresh.load_run(&run_id).await.expect("load"), None);

@@ -1,0 +1,810 @@
+//! The local-folder store: `object_store`'s `LocalFileSystem`, made to refuse
+//! every path that reaches through a symlink or ends at anything but a
+//! regular file, so that no other writer of a shared folder can steer memo
+//! outside it.
+//!
+//! `LocalFileSystem` follows symlinks everywhere: its listings descend into
+//! a symlinked folder, and a delete removes whatever a listing returned. A
+//! writer of a shared folder could plant an expired marker for a made-up run
+//! and make that run's memo folder a symlink to a folder elsewhere; a sweep
+//! would then delete every file there. A FIFO at an entry's path blocks a
+//! read for ever. [`LocalFolder`] acts only on regular files reached through
+//! real folders below its root.
+//!
+//! # How each call is made safe, and the window that is left
+//!
+//! Reads and deletes leave no window: they walk the path one folder at a
+//! time with `openat(O_DIRECTORY | O_NOFOLLOW)` from the root, so every
+//! folder they pass is a real folder at the moment it is passed, and then
+//! act on the last name *relative to the folder handle they hold*: a read
+//! opens it with `O_NOFOLLOW | O_NONBLOCK` (a FIFO opens without blocking)
+//! and checks the opened handle with `fstat` before returning it; a delete
+//! `unlinkat`s it, which removes a symlink itself, never its target.
+//! Swapping a folder for a symlink after the walk passed it changes nothing:
+//! the handles already point at the real folders.
+//!
+//! Listings walk the same way (a handle per folder, `fstatat` without
+//! following for each name) and never descend through a symlink: a symlink
+//! or a non-regular file in a listed folder is an error item naming it, and
+//! the walk goes on beside it.
+//!
+//! Writes (`put`, multipart uploads, `copy`, `rename`) are checked by the
+//! same walk and then delegated to `LocalFileSystem`, which resolves the path
+//! again: a writer that swaps a folder on the way for a symlink between the
+//! check and the write can make memo's write land in the symlink's target.
+//! What lands there is memo's own object (its frame, under its own name,
+//! created without overwriting in memo's write-once creates): memo never
+//! reads, deletes or lists anything outside the root through it, because
+//! those calls check again with no window. Closing this last window would
+//! mean writing the staging file and its link relative to a folder handle,
+//! i.e. a store of our own instead of `LocalFileSystem`.
+//!
+//! The root itself, as given by the user, may be a symlink: it is resolved
+//! once, when the store is built. Everything below it must be real.
+
+use std::ffi::CStr;
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream, StreamExt};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{
+    Attributes, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+/// The name this store gives in `object_store::Error::Generic`.
+const STORE: &str = "LocalFolder";
+
+/// How many names a listing reads per blocking task (as `LocalFileSystem`).
+const LIST_CHUNK: usize = 1024;
+
+/// How many deletes run at once (as `LocalFileSystem`).
+const DELETE_CONCURRENCY: usize = 10;
+
+/// A store in a local folder that never reads, writes, lists or deletes
+/// through a symlink or a non-regular file.
+///
+/// It is what [`store_from_url`](crate::store_from_url) opens for a
+/// `file://` URL. Paths map to files exactly as in `object_store`'s
+/// [`LocalFileSystem`], which does the writes, so a folder written by one
+/// is read by the other. A path that reaches through a symlink, or ends at
+/// a FIFO, a socket or a device, is refused; memo reports the refusal as
+/// [`Error::Corrupt`](crate::Error::Corrupt) naming the object and the file.
+/// Reads, deletes and listings act relative to folder handles opened without
+/// following symlinks, so no race can redirect them; a write is checked and
+/// then made by path, which leaves one window (a write raced by another
+/// writer of the folder can land in a symlink's target), described in the
+/// repository's `SECURITY.md`.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use memo_runtime::LocalFolder;
+/// use memo_runtime::object_store::ObjectStoreExt;
+///
+/// let dir = tempfile::tempdir()?;
+/// std::fs::create_dir(dir.path().join("elsewhere"))?;
+/// std::fs::write(dir.path().join("elsewhere/secret"), "keep")?;
+/// let root = dir.path().join("store");
+/// std::fs::create_dir_all(root.join("memos"))?;
+/// std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("memos/run"))?;
+///
+/// let store = LocalFolder::new(&root)?;
+/// assert!(store.get(&"memos/run/secret".into()).await.is_err());
+/// assert!(store.delete(&"memos/run/secret".into()).await.is_err());
+/// assert!(dir.path().join("elsewhere/secret").exists());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct LocalFolder {
+    inner: LocalFileSystem,
+    /// The resolved root folder, shared with blocking tasks.
+    root: Arc<PathBuf>,
+}
+
+impl LocalFolder {
+    /// A store rooted at the folder `root`, which must exist.
+    ///
+    /// `root` may be a symlink (say `/var/lib/memo` linked to a data disk):
+    /// it is resolved here, once. Every folder below it must be a real one.
+    ///
+    /// # Errors
+    ///
+    /// An `object_store` error if `root` cannot be resolved (it does not
+    /// exist, or is not readable).
+    pub fn new(root: impl AsRef<std::path::Path>) -> object_store::Result<LocalFolder> {
+        let root = root.as_ref();
+        let resolved = std::fs::canonicalize(root).map_err(|e| io_error(root, e))?;
+        let inner = LocalFileSystem::new_with_prefix(&resolved)?;
+        Ok(LocalFolder {
+            inner,
+            root: Arc::new(resolved),
+        })
+    }
+
+    /// The resolved root folder.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
+    /// Checks, before a write, that `location` reaches through no symlink.
+    async fn check_write(&self, location: &Path) -> object_store::Result<()> {
+        let root = Arc::clone(&self.root);
+        let location = location.clone();
+        blocking(move || check_write(&root, &location)).await
+    }
+}
+
+impl std::fmt::Display for LocalFolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LocalFolder({})", self.root.display())
+    }
+}
+
+/// A path a [`LocalFolder`] refused to act on: it reaches through a symlink,
+/// or ends at something other than a regular file (or a folder, for a
+/// listing). memo maps it to [`Error::Corrupt`](crate::Error::Corrupt).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{} is {kind}: a local store reads, writes, lists and deletes only regular files \
+     in real folders below its root, never through a symlink (did another writer of \
+     the folder put it there?)",
+    file.display()
+)]
+pub(crate) struct Refused {
+    /// The object path (or listed prefix) the call was about.
+    pub(crate) location: String,
+    /// The file found in the way.
+    file: PathBuf,
+    /// What it is: "a symlink", "a FIFO", ...
+    kind: &'static str,
+}
+
+/// The refusal inside `error`, if it is one.
+pub(crate) fn refusal(error: &object_store::Error) -> Option<&Refused> {
+    match error {
+        object_store::Error::Generic { store, source } if *store == STORE => {
+            source.downcast_ref::<Refused>()
+        }
+        _ => None,
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for LocalFolder {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.check_write(location).await?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.check_write(location).await?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let root = Arc::clone(&self.root);
+        let location = location.clone();
+        blocking(move || get(&root, location, options)).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let root = Arc::clone(&self.root);
+        let location = location.clone();
+        let ranges = ranges.to_vec();
+        blocking(move || {
+            let (file, path) = open_regular(&root, &location)?;
+            ranges
+                .iter()
+                .map(|range| read_range(&file, &path, range))
+                .collect()
+        })
+        .await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let root = Arc::clone(&self.root);
+        locations
+            .map(move |location| {
+                let root = Arc::clone(&root);
+                async move {
+                    let location = location?;
+                    blocking(move || delete(&root, &location).map(|()| location)).await
+                }
+            })
+            .buffered(DELETE_CONCURRENCY)
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let walk = Walk::new(Arc::clone(&self.root), prefix.cloned().unwrap_or_default());
+        stream::unfold(Some(walk), |walk| async move {
+            let mut walk = walk?;
+            let chunk = blocking(move || {
+                let items: Vec<_> = walk.by_ref().take(LIST_CHUNK).collect();
+                Ok((items, walk))
+            })
+            .await;
+            match chunk {
+                Ok((items, _)) if items.is_empty() => None,
+                Ok((items, walk)) => Some((stream::iter(items), Some(walk))),
+                Err(e) => Some((stream::iter(vec![Err(e)]), None)),
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let offset = offset.clone();
+        self.list(prefix)
+            .filter(move |item| {
+                let keep = match item {
+                    Ok(meta) => meta.location > offset,
+                    Err(_) => true,
+                };
+                std::future::ready(keep)
+            })
+            .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let root = Arc::clone(&self.root);
+        let prefix = prefix.cloned().unwrap_or_default();
+        blocking(move || list_one_level(&root, &prefix)).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.check_write(from).await?;
+        self.check_write(to).await?;
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.check_write(from).await?;
+        self.check_write(to).await?;
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// Runs file-system calls off the async threads when there is a runtime
+/// (as `LocalFileSystem` does).
+async fn blocking<T, F>(f: F) -> object_store::Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> object_store::Result<T> + Send + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle.spawn_blocking(f).await?,
+        Err(_) => f(),
+    }
+}
+
+/// A folder reached from the root without following a symlink: its handle,
+/// and its file-system path for messages.
+struct Folder {
+    fd: OwnedFd,
+    file: PathBuf,
+}
+
+impl Folder {
+    /// The root folder. It was resolved when the store was built; a symlink
+    /// put in its place since is followed, as the user's own choice of root.
+    fn root(root: &std::path::Path) -> object_store::Result<Folder> {
+        let fd = rustix::fs::open(root, dir_flags(), Mode::empty())
+            .map_err(|e| io_error(root, e.into()))?;
+        Ok(Folder {
+            fd,
+            file: root.to_path_buf(),
+        })
+    }
+
+    /// The real folder `name` in this one; `None` if it does not exist.
+    fn child(&self, name: &str, location: &Path) -> object_store::Result<Option<Folder>> {
+        let file = self.file.join(name);
+        match rustix::fs::openat(
+            &self.fd,
+            name,
+            dir_flags() | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Ok(Some(Folder { fd, file })),
+            Err(Errno::NOENT) => Ok(None),
+            // A symlink (ELOOP with O_NOFOLLOW) or not a folder at all: say which.
+            Err(Errno::LOOP | Errno::NOTDIR) => match self.stat(name) {
+                Ok(Some(stat)) if file_type(&stat) == FileType::Directory => {
+                    Err(io_error(&file, Errno::NOTDIR.into()))
+                }
+                Ok(Some(stat)) => Err(refused(location, file, kind(file_type(&stat)))),
+                Ok(None) => Ok(None),
+                Err(e) => Err(io_error(&file, e)),
+            },
+            Err(e) => Err(io_error(&file, e.into())),
+        }
+    }
+
+    /// The folder at `parts` below this one, each a real folder; `None` if
+    /// one is missing.
+    fn descend<'a>(
+        self,
+        parts: impl IntoIterator<Item = &'a str>,
+        location: &Path,
+    ) -> object_store::Result<Option<Folder>> {
+        let mut folder = self;
+        for part in parts {
+            match folder.child(part, location)? {
+                Some(child) => folder = child,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(folder))
+    }
+
+    /// What `name` in this folder is, without following it; `None` if absent.
+    fn stat(&self, name: &str) -> io::Result<Option<Stat>> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(stat)),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The real folder holding `location`'s file, and the file's name in it;
+/// `None` if a folder on the way does not exist.
+fn parent_of(
+    root: &std::path::Path,
+    location: &Path,
+) -> object_store::Result<Option<(Folder, String)>> {
+    let parts: Vec<_> = location.parts().collect();
+    let Some((name, folders)) = parts.split_last() else {
+        return Err(object_store::Error::Generic {
+            store: STORE,
+            source: format!("{location:?} names no file").into(),
+        });
+    };
+    let folder = Folder::root(root)?.descend(folders.iter().map(|p| p.as_ref()), location)?;
+    Ok(folder.map(|folder| (folder, name.as_ref().to_owned())))
+}
+
+/// Checks before a write that every existing folder on the way to
+/// `location` is real and that its file, if any, is a regular file.
+fn check_write(root: &std::path::Path, location: &Path) -> object_store::Result<()> {
+    let (folder, name) = match parent_of(root, location) {
+        Ok(Some(found)) => found,
+        // Missing folders, the root included, are created by the write, as
+        // `LocalFileSystem` does.
+        Ok(None) | Err(object_store::Error::NotFound { .. }) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let file = folder.file.join(&name);
+    match folder.stat(&name).map_err(|e| io_error(&file, e))? {
+        None => Ok(()),
+        Some(stat) => match file_type(&stat) {
+            // A folder at a file's path: LocalFileSystem answers as it does.
+            FileType::RegularFile | FileType::Directory => Ok(()),
+            other => Err(refused(location, file, kind(other))),
+        },
+    }
+}
+
+/// Opens `location`'s file for reading: a regular file, reached through
+/// real folders, opened without following a symlink or blocking on a FIFO.
+fn open_regular(root: &std::path::Path, location: &Path) -> object_store::Result<(File, PathBuf)> {
+    let Some((folder, name)) = parent_of(root, location)? else {
+        return Err(not_found(&root.join(location.as_ref())));
+    };
+    let path = folder.file.join(&name);
+    // Looked at first so that a FIFO or a device is never opened at all; the
+    // open refuses a symlink, and the check of the opened handle below
+    // catches anything swapped in between.
+    match folder.stat(&name).map_err(|e| io_error(&path, e))? {
+        None => return Err(not_found(&path)),
+        Some(stat) => match file_type(&stat) {
+            FileType::RegularFile => {}
+            // As LocalFileSystem: a folder is no object.
+            FileType::Directory => return Err(not_found(&path)),
+            other => return Err(refused(location, path, kind(other))),
+        },
+    }
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(&folder.fd, name.as_str(), flags, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(Errno::NOENT) => return Err(not_found(&path)),
+        Err(Errno::LOOP) => return Err(refused(location, path, "a symlink")),
+        Err(e) => return Err(io_error(&path, e.into())),
+    };
+    let opened = rustix::fs::fstat(file.as_fd()).map_err(|e| io_error(&path, e.into()))?;
+    match file_type(&opened) {
+        FileType::RegularFile => Ok((file, path)),
+        FileType::Directory => Err(not_found(&path)),
+        other => Err(refused(location, path, kind(other))),
+    }
+}
+
+fn get(
+    root: &std::path::Path,
+    location: Path,
+    options: GetOptions,
+) -> object_store::Result<GetResult> {
+    let (file, path) = open_regular(root, &location)?;
+    let metadata = file.metadata().map_err(|e| io_error(&path, e))?;
+    let meta = object_meta(location, &metadata);
+    options.check_preconditions(&meta)?;
+    let range = match &options.range {
+        Some(range) => range
+            .as_range(meta.size)
+            .map_err(|e| object_store::Error::Generic {
+                store: STORE,
+                source: Box::new(e),
+            })?,
+        None => 0..meta.size,
+    };
+    Ok(GetResult {
+        payload: GetResultPayload::File(file, path),
+        attributes: Attributes::default(),
+        range,
+        meta,
+        extensions: Default::default(),
+    })
+}
+
+fn read_range(
+    file: &File,
+    path: &std::path::Path,
+    range: &Range<u64>,
+) -> object_store::Result<Bytes> {
+    let size = file.metadata().map_err(|e| io_error(path, e))?.len();
+    let end = range.end.min(size);
+    if range.start > end {
+        return Err(io_error(
+            path,
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("range {range:?} starts after the end of the file ({size} bytes)"),
+            ),
+        ));
+    }
+    let len =
+        usize::try_from(end - range.start).map_err(|e| io_error(path, io::Error::other(e)))?;
+    let mut buf = vec![0; len];
+    file.read_exact_at(&mut buf, range.start)
+        .map_err(|e| io_error(path, e))?;
+    Ok(buf.into())
+}
+
+/// Deletes `location`'s file, relative to the real folder holding it.
+fn delete(root: &std::path::Path, location: &Path) -> object_store::Result<()> {
+    let Some((folder, name)) = parent_of(root, location)? else {
+        return Err(not_found(&root.join(location.as_ref())));
+    };
+    let path = folder.file.join(&name);
+    match folder.stat(&name).map_err(|e| io_error(&path, e))? {
+        None => return Err(not_found(&path)),
+        Some(stat) => match file_type(&stat) {
+            FileType::RegularFile => {}
+            FileType::Directory => return Err(io_error(&path, Errno::ISDIR.into())),
+            other => return Err(refused(location, path, kind(other))),
+        },
+    }
+    // Relative to the folder handle: a swap of any folder on the way no
+    // longer matters, and a symlink swapped in for the file is what unlinkat
+    // removes, never its target.
+    match rustix::fs::unlinkat(&folder.fd, name.as_str(), AtFlags::empty()) {
+        Ok(()) => Ok(()),
+        Err(Errno::NOENT) => Err(not_found(&path)),
+        Err(e) => Err(io_error(&path, e.into())),
+    }
+}
+
+/// A depth-first walk of the files below a prefix, one real folder at a time.
+struct Walk {
+    root: Arc<PathBuf>,
+    prefix: Path,
+    /// Folders still to read, with their store paths.
+    pending: Vec<(Folder, Path)>,
+    /// The folder being read.
+    current: Option<(Dir, Folder, Path)>,
+    started: bool,
+}
+
+impl Walk {
+    fn new(root: Arc<PathBuf>, prefix: Path) -> Walk {
+        Walk {
+            root,
+            prefix,
+            pending: Vec::new(),
+            current: None,
+            started: false,
+        }
+    }
+
+    /// Opens the prefix's folder, the first time.
+    fn start(&mut self) -> object_store::Result<()> {
+        self.started = true;
+        let parts: Vec<_> = self.prefix.parts().collect();
+        let folder =
+            Folder::root(&self.root)?.descend(parts.iter().map(|p| p.as_ref()), &self.prefix)?;
+        if let Some(folder) = folder {
+            self.pending.push((folder, self.prefix.clone()));
+        }
+        Ok(())
+    }
+
+    /// The next item from the folder being read, or `None` once it is done.
+    fn next_in_current(&mut self) -> Option<object_store::Result<ObjectMeta>> {
+        loop {
+            let (dir, folder, at) = self.current.as_mut()?;
+            let entry = match dir.read()? {
+                Ok(entry) => entry,
+                Err(e) => return Some(Err(io_error(&folder.file, e.into()))),
+            };
+            let name = match listed_name(entry.file_name(), &folder.file) {
+                Ok(Some(name)) => name,
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e)),
+            };
+            match visit(folder, at, &name) {
+                Ok(Visit::Skip) => {}
+                Ok(Visit::File(meta)) => return Some(Ok(meta)),
+                Ok(Visit::Folder(child, path)) => self.pending.push((child, path)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+impl Iterator for Walk {
+    type Item = object_store::Result<ObjectMeta>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if !self.started
+            && let Err(e) = self.start()
+        {
+            return Some(Err(e));
+        }
+        loop {
+            if let Some(item) = self.next_in_current() {
+                return Some(item);
+            }
+            let (folder, at) = self.pending.pop()?;
+            match Dir::read_from(&folder.fd) {
+                Ok(dir) => self.current = Some((dir, folder, at)),
+                Err(e) => {
+                    self.current = None;
+                    return Some(Err(io_error(&folder.file, e.into())));
+                }
+            }
+        }
+    }
+}
+
+/// What one name in a listed folder is.
+enum Visit {
+    /// Gone meanwhile, or a half-written upload.
+    Skip,
+    File(ObjectMeta),
+    Folder(Folder, Path),
+}
+
+fn visit(folder: &Folder, at: &Path, name: &str) -> object_store::Result<Visit> {
+    let file = folder.file.join(name);
+    let location = child_path(at, name, &file)?;
+    let Some(stat) = folder.stat(name).map_err(|e| io_error(&file, e))? else {
+        return Ok(Visit::Skip);
+    };
+    match file_type(&stat) {
+        FileType::RegularFile if is_upload_in_progress(name) => Ok(Visit::Skip),
+        FileType::RegularFile => Ok(Visit::File(stat_meta(location, &stat))),
+        FileType::Directory => Ok(match folder.child(name, &location)? {
+            Some(child) => Visit::Folder(child, location),
+            None => Visit::Skip,
+        }),
+        other => Err(refused(&location, file, kind(other))),
+    }
+}
+
+fn list_one_level(root: &std::path::Path, prefix: &Path) -> object_store::Result<ListResult> {
+    let mut listed = ListResult {
+        common_prefixes: Vec::new(),
+        objects: Vec::new(),
+        extensions: Default::default(),
+    };
+    let parts: Vec<_> = prefix.parts().collect();
+    let Some(folder) = Folder::root(root)?.descend(parts.iter().map(|p| p.as_ref()), prefix)?
+    else {
+        return Ok(listed);
+    };
+    let mut dir = Dir::read_from(&folder.fd).map_err(|e| io_error(&folder.file, e.into()))?;
+    while let Some(entry) = dir.read() {
+        let entry = entry.map_err(|e| io_error(&folder.file, e.into()))?;
+        let Some(name) = listed_name(entry.file_name(), &folder.file)? else {
+            continue;
+        };
+        match visit(&folder, prefix, &name)? {
+            Visit::Skip => {}
+            Visit::File(meta) => listed.objects.push(meta),
+            Visit::Folder(_, path) => listed.common_prefixes.push(path),
+        }
+    }
+    listed.common_prefixes.sort();
+    Ok(listed)
+}
+
+/// A listed name as UTF-8; `None` for `.` and `..`.
+fn listed_name(name: &CStr, folder: &std::path::Path) -> object_store::Result<Option<String>> {
+    let bytes = name.to_bytes();
+    if bytes == b"." || bytes == b".." {
+        return Ok(None);
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(name) => Ok(Some(name.to_owned())),
+        Err(e) => Err(io_error(
+            &folder.join(String::from_utf8_lossy(bytes).as_ref()),
+            io::Error::new(io::ErrorKind::InvalidData, e),
+        )),
+    }
+}
+
+/// The store path of the file `name` in the folder at `at`, as
+/// `LocalFileSystem` maps it (a file's name is its path part as written).
+fn child_path(at: &Path, name: &str, file: &std::path::Path) -> object_store::Result<Path> {
+    let joined = if at.as_ref().is_empty() {
+        name.to_owned()
+    } else {
+        format!("{at}/{name}")
+    };
+    Path::parse(joined).map_err(|e| io_error(file, io::Error::new(io::ErrorKind::InvalidData, e)))
+}
+
+/// `LocalFileSystem` stages an upload as `<name>#<digits>` and hides it from
+/// listings.
+fn is_upload_in_progress(name: &str) -> bool {
+    match name.split_once('#') {
+        Some((_, suffix)) => !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
+    }
+}
+
+/// The object's metadata, with `LocalFileSystem`'s e-tag (inode, modified
+/// time in microseconds, size), so both stores agree on it.
+fn object_meta(location: Path, metadata: &std::fs::Metadata) -> ObjectMeta {
+    let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
+    meta(location, modified, metadata.len(), metadata.ino())
+}
+
+fn stat_meta(location: Path, stat: &Stat) -> ObjectMeta {
+    let secs = u64::try_from(stat.st_mtime).unwrap_or(0);
+    let nanos = u32::try_from(stat.st_mtime_nsec).unwrap_or(0);
+    let modified = UNIX_EPOCH + Duration::new(secs, nanos);
+    let size = u64::try_from(stat.st_size).unwrap_or(0);
+    // The field's type differs between targets.
+    #[allow(clippy::useless_conversion)]
+    let inode = u64::from(stat.st_ino);
+    meta(location, modified, size, inode)
+}
+
+fn meta(location: Path, modified: SystemTime, size: u64, inode: u64) -> ObjectMeta {
+    let micros = modified
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    ObjectMeta {
+        location,
+        last_modified: modified.into(),
+        size,
+        e_tag: Some(format!("\"{inode:x}-{micros:x}-{size:x}\"")),
+        version: None,
+    }
+}
+
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC
+}
+
+fn file_type(stat: &Stat) -> FileType {
+    FileType::from_raw_mode(stat.st_mode)
+}
+
+fn kind(file_type: FileType) -> &'static str {
+    match file_type {
+        FileType::Symlink => "a symlink",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device",
+        FileType::RegularFile => "a regular file where a folder belongs",
+        FileType::Directory => "a folder",
+        FileType::Unknown => "a file of unknown kind",
+    }
+}
+
+fn refused(location: &Path, file: PathBuf, kind: &'static str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: STORE,
+        source: Box::new(Refused {
+            location: location.to_string(),
+            file,
+            kind,
+        }),
+    }
+}
+
+fn not_found(file: &std::path::Path) -> object_store::Error {
+    object_store::Error::NotFound {
+        path: file.display().to_string(),
+        source: Box::new(io::Error::from(io::ErrorKind::NotFound)),
+    }
+}
+
+/// An I/O error, naming the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", file.display())]
+struct FileError {
+    file: PathBuf,
+    #[source]
+    source: io::Error,
+}
+
+fn io_error(file: &std::path::Path, source: io::Error) -> object_store::Error {
+    if source.kind() == io::ErrorKind::NotFound {
+        return not_found(file);
+    }
+    object_store::Error::Generic {
+        store: STORE,
+        source: Box::new(FileError {
+            file: file.to_path_buf(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,365 @@
+//! The run pointer: which incarnation of a run id is current, how a run is
+//! created under it, and how a deletion removes it without ever losing
+//! another incarnation's.
+//!
+//! # Why a pointer needs a second copy
+//!
+//! The pointer `runs/<run>/run` is one object per run id, shared by every
+//! incarnation of the id, and object stores (object_store 0.14 on every
+//! backend) delete without a condition. A deletion checks that the pointer
+//! names its incarnation and then deletes it; whatever happens between the
+//! two is invisible to it. Two deletions of one expired run (every worker
+//! runs a sweeper) and a redelivery can interleave so: both read the
+//! pointer naming `X`; the first deletes it; the redelivery creates `Y`
+//! under the id; the second, still holding its read of `X`, deletes the
+//! pointer, which now names `Y`. No order of requests keeps the second from
+//! deleting, so what it deletes must be restorable, and a missing pointer
+//! must never be taken for a missing run while it is restorable:
+//!
+//! - every incarnation keeps a copy of its pointer in its own folder, its
+//!   *record* `runs/<run>/<inc>/run`, written after its pointer and before
+//!   its creation is acknowledged to anyone (a creator checks the pointer
+//!   again once the record exists, and gives the run up, unacknowledged, if
+//!   the pointer names another incarnation by then);
+//! - a deletion of `X` deletes `X`'s record *before* the pointer, so once
+//!   the pointer is gone `X` can never come back;
+//! - a missing pointer is not read as a missing run: the reader looks for
+//!   an incarnation record in the id's folder and, if one is there, restores
+//!   the pointer from it (a create, so two restorers agree) and reads that
+//!   run. Readers, writers checking that their incarnation is current,
+//!   creators and deleters all go through this, so a pointer removed by a
+//!   stale deletion is put back by whoever looks next, and no one creates a
+//!   new incarnation or reports the run gone in the meantime;
+//! - a deletion looks once more after it deleted the pointer, so it restores
+//!   at once what it may have removed.
+//!
+//! A restorer that races the run's own deletion (it listed the record, the
+//! deletion then removed record and pointer, and its create restored the
+//! pointer) reads the record again after its create and removes the pointer
+//! it restored if the record is gone; that removal is one more
+//! unconditional delete of the pointer, made harmless the same way.
+//!
+//! Incarnations written before records existed have none: such a run is
+//! given its record by the next `create_run` of its id (a redelivery). A
+//! pointer removed by a stale deletion before that is lost, as before.
+
+use bytes::Bytes;
+use object_store::path::Path;
+
+use super::cache::Folded;
+use super::{Creation, ObjectStoreRuntimeStore};
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::read_limit::Limit;
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::state::RunState;
+use crate::runtime_store::{NewRun, RunRecord, RunStatus};
+use crate::write_once::{self, Created};
+
+/// How many times a read of the pointer starts over because it changed
+/// while the read restored it. Each start over means a deletion or a
+/// creation of the id finished meanwhile.
+const POINTER_ATTEMPTS: usize = 4;
+
+impl ObjectStoreRuntimeStore {
+    /// The current incarnation of the run: its pointer, or, if the pointer
+    /// is missing, the incarnation whose record is left (the pointer is then
+    /// restored); `None` if the run does not exist.
+    pub(super) async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
+        Ok(self
+            .read_current(run_id)
+            .await?
+            .map(|(creation, _)| creation))
+    }
+
+    /// [`read_creation`](Self::read_creation), with the pointer's bytes.
+    async fn read_current(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
+        for _ in 0..POINTER_ATTEMPTS {
+            if let Some(current) = self.read_pointer(run_id).await? {
+                return Ok(Some(current));
+            }
+            let Some((orphan, bytes)) = self.orphaned_record(run_id).await? else {
+                return Ok(None);
+            };
+            if let Some(current) = self.restore_pointer(run_id, orphan, bytes).await? {
+                return Ok(Some(current));
+            }
+        }
+        Err(self.pointer_kept_changing(run_id))
+    }
+
+    /// Reads the pointer object only; `None` if it is missing.
+    async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
+        let path = self.run_path(run_id);
+        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD).await? else {
+            return Ok(None);
+        };
+        let creation = decode_creation(run_id, &path, &bytes, None)?;
+        Ok(Some((creation, bytes)))
+    }
+
+    /// The one incarnation of the run whose record exists, with the record's
+    /// bytes; `None` if none has one.
+    async fn orphaned_record(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
+        let folder = self.layout.runs_folder(run_id);
+        let listing = self
+            .store
+            .list_with_delimiter(Some(&folder))
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let mut found: Option<(Creation, Bytes)> = None;
+        for incarnation_folder in listing.common_prefixes {
+            let Some(incarnation) = incarnation_folder
+                .filename()
+                .and_then(Incarnation::parse_hex)
+            else {
+                continue;
+            };
+            let path = self.layout.incarnation_record(run_id, incarnation);
+            let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD).await?
+            else {
+                continue;
+            };
+            let creation = decode_creation(run_id, &path, &bytes, Some(incarnation))?;
+            if let Some((other, _)) = &found {
+                return Err(Error::corrupt(
+                    &path,
+                    format!(
+                        "run {run_id} has no pointer and two incarnation records, \
+                         {} and {incarnation}: which is current is unknown",
+                        other.incarnation
+                    ),
+                ));
+            }
+            found = Some((creation, bytes));
+        }
+        Ok(found)
+    }
+
+    /// Creates the missing pointer from `orphan`'s record: the current
+    /// incarnation then, or `None` if the pointer changed meanwhile and must
+    /// be read again.
+    async fn restore_pointer(
+        &self,
+        run_id: &RunId,
+        orphan: Creation,
+        bytes: Bytes,
+    ) -> Result<Option<(Creation, Bytes)>> {
+        let path = self.run_path(run_id);
+        match write_once::create_once(self.store.as_ref(), &path, &bytes, Limit::RECORD).await? {
+            Created::Ours(_) => {
+                let record = self.layout.incarnation_record(run_id, orphan.incarnation);
+                if write_once::read(self.store.as_ref(), &record, Limit::RECORD)
+                    .await?
+                    .is_some()
+                {
+                    tracing::warn!(%run_id, incarnation = %orphan.incarnation,
+                        "run pointer restored from its incarnation record");
+                    return Ok(Some((orphan, bytes)));
+                }
+                // The run's deletion removed its record (and then its pointer)
+                // after we listed it: take back the pointer we restored.
+                self.delete_all(vec![path]).await?;
+                Ok(None)
+            }
+            Created::Same(_) => Ok(Some((orphan, bytes))),
+            // Another incarnation was created, or restored, meanwhile.
+            Created::Theirs(theirs) => {
+                let current = decode_creation(run_id, &path, &theirs, None)?;
+                Ok(Some((current, theirs)))
+            }
+        }
+    }
+
+    /// Makes sure incarnation `creation` (whose pointer bytes are `bytes`)
+    /// has its record: `false` if the pointer no longer names it once the
+    /// record exists, and the record was taken back.
+    ///
+    /// The check after a record is created keeps a deletion's removal of the
+    /// record from being undone: a deletion deletes the record before the
+    /// pointer, so a record created after the deletion's is found with the
+    /// pointer gone (or naming a later run) and is removed again.
+    async fn ensure_record(
+        &self,
+        run_id: &RunId,
+        creation: &Creation,
+        bytes: &[u8],
+    ) -> Result<bool> {
+        let path = self.layout.incarnation_record(run_id, creation.incarnation);
+        if write_once::read(self.store.as_ref(), &path, Limit::RECORD)
+            .await?
+            .is_some()
+        {
+            return Ok(true);
+        }
+        self.write_record(run_id, creation, bytes).await
+    }
+
+    /// [`ensure_record`](Self::ensure_record) for an incarnation known to
+    /// have no record yet (one this call just created).
+    async fn write_record(
+        &self,
+        run_id: &RunId,
+        creation: &Creation,
+        bytes: &[u8],
+    ) -> Result<bool> {
+        let path = self.layout.incarnation_record(run_id, creation.incarnation);
+        if let Created::Theirs(_) =
+            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD).await?
+        {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "the record of run {run_id} incarnation {} differs from its pointer",
+                    creation.incarnation
+                ),
+            ));
+        }
+        let current = self.read_pointer(run_id).await?;
+        if current.is_some_and(|(c, _)| c.incarnation == creation.incarnation) {
+            return Ok(true);
+        }
+        self.delete_all(vec![path]).await?;
+        Ok(false)
+    }
+
+    /// Creates the run, or answers for the run of that id that exists (if
+    /// it is the same run): see [`RuntimeStore::create_run`].
+    ///
+    /// [`RuntimeStore::create_run`]: crate::runtime_store::RuntimeStore::create_run
+    pub(super) async fn create_or_recreate(&self, run: NewRun) -> Result<RunRecord> {
+        let run_id = run.run_id.clone();
+        for _ in 0..POINTER_ATTEMPTS {
+            if let Some((creation, bytes)) = self.read_current(&run_id).await? {
+                if let Some(record) = self.recreate(&run, creation, &bytes).await? {
+                    return Ok(record);
+                }
+                continue;
+            }
+            // A new incarnation gets its own folder: whatever a deletion that
+            // stopped part-way left of an earlier run of this id is never read.
+            let creation = Creation {
+                run: run.clone(),
+                incarnation: Incarnation::random(),
+            };
+            self.write_hint(RunStatus::Pending, &run_id, creation.incarnation)
+                .await?;
+            let encoded = codec::encode_value("a run", &creation)?;
+            let path = self.run_path(&run_id);
+            match write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::RECORD)
+                .await?
+            {
+                // `Same`: our create, whose acknowledgement was lost.
+                Created::Ours(bytes) | Created::Same(bytes) => {
+                    // Acknowledged only once its record exists: a stale
+                    // deletion may remove the pointer before that, and then a
+                    // new run of the id may take its place.
+                    if self.write_record(&run_id, &creation, &bytes).await? {
+                        let state = RunState::new(creation.run, creation.incarnation);
+                        let record = state.record().clone();
+                        let slot = self.slot(&run_id);
+                        // Whatever was cached is of an earlier run of this id.
+                        let mut guard = slot.lock().await;
+                        *guard = Some(Folded::created(state, creation.incarnation));
+                        self.reweigh(&run_id, &slot, guard.as_ref());
+                        return Ok(record);
+                    }
+                }
+                // Created meanwhile: the run may have moved on since its
+                // creation, so answer with its state now.
+                Created::Theirs(bytes) => {
+                    let theirs = decode_creation(&run_id, &path, &bytes, None)?;
+                    if let Some(record) = self.recreate(&run, theirs, &bytes).await? {
+                        return Ok(record);
+                    }
+                }
+            }
+        }
+        Err(self.pointer_kept_changing(&run_id))
+    }
+
+    /// An idempotent `create_run` of a run whose pointer (`bytes`) names
+    /// `existing`: its state now; `None` if the pointer named another
+    /// incarnation by then.
+    async fn recreate(
+        &self,
+        run: &NewRun,
+        existing: Creation,
+        bytes: &[u8],
+    ) -> Result<Option<RunRecord>> {
+        let run_id = &run.run_id;
+        let incarnation = existing.incarnation;
+        RunState::new(existing.run.clone(), incarnation).check_same_run(run)?;
+        let record = self.read(run_id, |state| state.record().clone()).await?;
+        let Some(record) = record.filter(|r| r.incarnation == incarnation) else {
+            return Ok(None);
+        };
+        // A run created before records existed, or whose creator stopped
+        // between its pointer and its record, gets its record before anyone
+        // is told it exists. A terminal run is skipped: it may be under
+        // deletion, whose removal of the record must stand.
+        if !record.status.is_terminal() && !self.ensure_record(run_id, &existing, bytes).await? {
+            return Ok(None);
+        }
+        Ok(Some(record))
+    }
+
+    /// Removes the record and the pointer of incarnation `incarnation`,
+    /// which the caller read as current and terminal; the rest of the
+    /// incarnation's folder is the caller's to delete.
+    ///
+    /// The record goes first: from then on the incarnation cannot be
+    /// restored. The pointer delete is unconditional: if a concurrent
+    /// deletion of the same incarnation removed the pointer first and a new
+    /// run of the id was created since, it removes the new run's pointer,
+    /// which the read that follows restores from the new run's record.
+    pub(super) async fn remove_pointer(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<()> {
+        let record = self.layout.incarnation_record(run_id, incarnation);
+        self.delete_all(vec![record]).await?;
+        self.delete_all(vec![self.run_path(run_id)]).await?;
+        self.forget(run_id);
+        self.read_creation(run_id).await?;
+        Ok(())
+    }
+
+    fn pointer_kept_changing(&self, run_id: &RunId) -> Error {
+        Error::Conflict {
+            what: format!("run {run_id}"),
+            reason: "the run was deleted and created again while it was read; try again".into(),
+        }
+    }
+}
+
+/// Decodes a pointer or record at `path`, checked to name `run_id` (and
+/// `incarnation`, for a record).
+fn decode_creation(
+    run_id: &RunId,
+    path: &Path,
+    bytes: &[u8],
+    incarnation: Option<Incarnation>,
+) -> Result<Creation> {
+    let creation: Creation = codec::decode_record("the run's creation", path, bytes)?;
+    if creation.run.run_id != *run_id {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "the creation record of run {run_id} names run {}",
+                creation.run.run_id
+            ),
+        ));
+    }
+    if let Some(expected) = incarnation.filter(|&i| i != creation.incarnation) {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "the record of run {run_id} incarnation {expected} names incarnation {}",
+                creation.incarnation
+            ),
+        ));
+    }
+    Ok(creation)
+}

@@ -1,0 +1,311 @@
+//! Deletions of one run that race each other and a new run of the same id
+//! (issue 20, case 1): every worker runs a sweeper, so two processes delete
+//! the same expired run while a queue redelivers its id. Object stores
+//! delete unconditionally, so a deletion that checked the run and then
+//! stalled may still remove the pointer of the run created since; that run
+//! must survive it. Each interleaving is staged deterministically: one
+//! process's store pauses at a chosen request until the test lets it go.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use futures::stream::{BoxStream, StreamExt};
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+use memo_runtime::runtime_store::{
+    Commit, NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore, StatusChange, StepReceipt,
+};
+use memo_runtime::{Bytes, RunId};
+use memo_tests::fixtures::{Backend, run};
+use tokio::sync::oneshot;
+
+/// The held delete's side of a [`Pause`]: it says it got there, then
+/// waits to be released.
+type Held = (oneshot::Sender<()>, oneshot::Receiver<()>);
+
+/// A store that stops the first delete of `path`, tells the test it got
+/// there, and goes on once released.
+struct PausesDelete {
+    inner: Arc<dyn ObjectStore>,
+    path: Path,
+    gate: Arc<Mutex<Option<Held>>>,
+}
+
+/// The test's side of a [`PausesDelete`]: `reached` fires when the delete
+/// is held; sending on `release` lets it through.
+struct Pause {
+    reached: oneshot::Receiver<()>,
+    release: oneshot::Sender<()>,
+}
+
+impl PausesDelete {
+    fn new(inner: Arc<dyn ObjectStore>, path: Path) -> (PausesDelete, Pause) {
+        let (reached_tx, reached) = oneshot::channel();
+        let (release, release_rx) = oneshot::channel();
+        let store = PausesDelete {
+            inner,
+            path,
+            gate: Arc::new(Mutex::new(Some((reached_tx, release_rx)))),
+        };
+        (store, Pause { reached, release })
+    }
+}
+
+impl fmt::Debug for PausesDelete {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PausesDelete({})", self.path)
+    }
+}
+
+impl fmt::Display for PausesDelete {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for PausesDelete {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let (inner, gate, held_path) = (self.inner.clone(), self.gate.clone(), self.path.clone());
+        locations
+            .then(move |location| {
+                let (inner, gate, held_path) = (inner.clone(), gate.clone(), held_path.clone());
+                async move {
+                    let location = location?;
+                    let held = (location == held_path)
+                        .then(|| gate.lock().unwrap().take())
+                        .flatten();
+                    if let Some((reached, release)) = held {
+                        let _ = reached.send(());
+                        let _ = release.await;
+                    }
+                    let one = futures::stream::once(async { Ok(location) }).boxed();
+                    inner.delete_stream(one).next().await.expect("one result")
+                }
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+fn order(run_id: &RunId) -> NewRun {
+    NewRun {
+        run_id: run_id.clone(),
+        workflow: "checkout".into(),
+        input: Bytes::from_static(b"order"),
+        created_at_ms: 1,
+    }
+}
+
+fn charged(run_id: &RunId) -> StepReceipt {
+    StepReceipt {
+        run_id: run_id.clone(),
+        sequence: 0,
+        step: "charge".into(),
+        error: None,
+        output: Bytes::from_static(b"charged"),
+        recorded_at_ms: 3,
+    }
+}
+
+fn completed() -> Commit {
+    let done = StatusChange::Completed {
+        output: Bytes::from_static(b"done"),
+    };
+    Commit::status(done, 4)
+}
+
+/// Process A's deletion of the expired run checks it, then stalls at the
+/// pointer's delete; process B deletes the same run in full; the queue
+/// redelivers the id, which creates a new run, and a worker commits a step
+/// to it. A's deletion then goes on. The new run must be whole afterwards,
+/// to every process: its status and receipt read by a fresh instance, a
+/// redelivery answered with it rather than with a third run, and its
+/// worker's next commit accepted.
+#[tokio::test]
+async fn a_stalled_deletion_never_removes_the_run_created_after_it() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-7");
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        worker.create_run(order(&run_id)).await.unwrap();
+        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+
+        // Process A checks the run, then its pointer delete is held.
+        let pointer = Path::from("runs/runs/order-7/run");
+        let (paused, pause) = PausesDelete::new(backend.open(), pointer);
+        let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+        let (run_a, old_a) = (run_id.clone(), old.incarnation);
+        let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
+        if pause.reached.await.is_err() {
+            panic!(
+                "{name}: A never deleted the pointer: {:?}",
+                deletion_a.await
+            );
+        }
+
+        // Process B deletes it in full; the queue redelivers the order.
+        let sweeper_b = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert!(
+            sweeper_b
+                .delete_run(&run_id, old.incarnation)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        let new = worker.create_run(order(&run_id)).await.unwrap();
+        assert_ne!(new.incarnation, old.incarnation, "{name}");
+        let start = Commit::status(StatusChange::start_attempt(1), 2);
+        worker.atomic_apply(&run_id, start).await.unwrap();
+        worker
+            .atomic_apply(&run_id, Commit::step(charged(&run_id), 3))
+            .await
+            .unwrap();
+
+        // A's deletion goes on.
+        pause.release.send(()).unwrap();
+        deletion_a.await.unwrap().unwrap();
+
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let seen = fresh.load_run(&run_id).await.unwrap();
+        assert_eq!(
+            seen.map(|r| (r.incarnation, r.status)),
+            Some((new.incarnation, RunStatus::Running)),
+            "{name}: the run created after the deletion was lost"
+        );
+        assert_eq!(
+            fresh.load_receipts(&run_id, None).await.unwrap().len(),
+            1,
+            "{name}"
+        );
+        let redelivered = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let again = redelivered.create_run(order(&run_id)).await.unwrap();
+        assert_eq!(
+            again.incarnation, new.incarnation,
+            "{name}: a third run was started"
+        );
+        let finished = worker.atomic_apply(&run_id, completed()).await.unwrap();
+        assert_eq!(finished.incarnation, new.incarnation, "{name}");
+    }
+}
+
+/// A redelivery of a finished run that arrives while the run is being
+/// deleted (after its record went, before its pointer) is answered with the
+/// finished run, and the deletion still completes: nothing the redelivery
+/// wrote brings the deleted run back.
+#[tokio::test]
+async fn a_redelivery_during_a_deletion_does_not_bring_the_run_back() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-8");
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        worker.create_run(order(&run_id)).await.unwrap();
+        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+
+        let pointer = Path::from("runs/runs/order-8/run");
+        let (paused, pause) = PausesDelete::new(backend.open(), pointer);
+        let sweeper = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+        let (run_a, old_a) = (run_id.clone(), old.incarnation);
+        let deletion = tokio::spawn(async move { sweeper.delete_run(&run_a, old_a).await });
+        pause.reached.await.unwrap();
+
+        let redelivered = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let answer = redelivered.create_run(order(&run_id)).await.unwrap();
+        assert_eq!(
+            (answer.incarnation, answer.status),
+            (old.incarnation, RunStatus::Completed),
+            "{name}"
+        );
+        pause.release.send(()).unwrap();
+        assert!(deletion.await.unwrap().unwrap(), "{name}");
+
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert_eq!(
+            fresh.load_run(&run_id).await.unwrap(),
+            None,
+            "{name}: the deleted run came back"
+        );
+        let leftovers: Vec<_> = backend
+            .objects()
+            .list(Some(&Path::from("runs/runs/order-8")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(leftovers.is_empty(), "{name}: {leftovers:?}");
+    }
+}
