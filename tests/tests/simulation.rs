@@ -8,6 +8,9 @@
 //! and `MEMO_SIM_WITHOUT=crash,concurrent-delivery,run-id-reuse,sweep,clock-jump,signal,store-fault,reordered-input`
 //! turns kinds of events off (to find which one a failure needs;
 //! `reordered-input` redelivers inputs as they were first built).
+//! `MEMO_SIM_DEPLOYMENT=1` simulates the deployment the README recommends
+//! (`Simulation::deployment`), and `MEMO_SIM_WORLD=operator,...` turns its
+//! features on one by one (see `world_features`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -238,6 +241,17 @@ fn deployment() -> bool {
     std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
+/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder`:
+/// widens the world by the features named, one by one (to find which one
+/// a failure needs).
+fn world_features() -> Vec<String> {
+    let list = std::env::var("MEMO_SIM_WORLD").unwrap_or_default();
+    list.split(',')
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
 fn turned_off() -> Vec<String> {
     let list = std::env::var("MEMO_SIM_WITHOUT").unwrap_or_default();
     list.split(',')
@@ -318,6 +332,19 @@ fn simulated_histories_keep_every_invariant() {
     let mut simulation = order_simulation(reorder);
     if deployment() {
         simulation = simulation.deployment();
+    }
+    for feature in world_features() {
+        simulation = match feature.as_str() {
+            "step-bodies" => simulation.check_step_bodies(true),
+            "sweeper-per-worker" => simulation.sweeper_per_worker(true),
+            "operator" => simulation.operator(true),
+            "sweep-all-at-end" => simulation.sweep_all_at_end(true),
+            "wide-run-ids" => simulation.wide_run_ids(true),
+            "cached-reader" => simulation.cached_reader(true),
+            "pauses" => simulation.pauses(true),
+            "local-folder" => simulation.local_folder_share(1.0),
+            other => panic!("MEMO_SIM_WORLD: unknown feature {other:?}"),
+        };
     }
     for event in events_turned_off() {
         simulation = simulation.without(event);

@@ -15,10 +15,11 @@ use super::flight::Flight;
 
 #[cfg(any(test, feature = "testing"))]
 tokio::task_local! {
-    /// The memoized call whose body is being polled: how the `testing`
-    /// simulator's ledger learns a side effect's key from the call itself
-    /// instead of the user restating it (a restated key silently misses for
-    /// a generic function, a method or a renamed one).
+    /// The memoized call whose body is being polled, while a simulation
+    /// runs on this thread: how the `testing` simulator's ledger learns a
+    /// side effect's key from the call itself instead of the user restating
+    /// it (a restated key silently misses for a generic function, a method
+    /// or a renamed one).
     static CURRENT_CALL: CurrentCall;
 }
 
@@ -210,14 +211,20 @@ impl<R, T, E> Call<'_, R, T, E> {
             self.memo.report_transient(&e);
             Failure::Memo(e)
         })?;
+        // Only a simulation in progress on this thread pays for telling the
+        // body which call it runs in (a clone of the memo and the key).
         #[cfg(any(test, feature = "testing"))]
-        let body = CURRENT_CALL.scope(
-            CurrentCall {
-                memo: self.memo.clone(),
-                key: key.to_string(),
-            },
-            body,
-        );
+        let body = if crate::testing::sim::simulating() {
+            futures::future::Either::Left(CURRENT_CALL.scope(
+                CurrentCall {
+                    memo: self.memo.clone(),
+                    key: key.to_string(),
+                },
+                body,
+            ))
+        } else {
+            futures::future::Either::Right(body)
+        };
         let value = (self.codec.split)(body.await).map_err(Failure::Body)?;
         let encoded = (self.codec.encode)(&value).map_err(|e| {
             Failure::Memo(Error::serialization(

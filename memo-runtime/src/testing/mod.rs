@@ -10,6 +10,8 @@
 //!   operation costs (how many lists, how many objects listed).
 //! - [`CaseFoldingStore`] folds names to lower case, as a case-insensitive
 //!   folder (macOS, Windows) does.
+//! - [`NameLimitedStore`] refuses names longer than a backend stores
+//!   (255-byte file names, 1,024-byte keys).
 //! - [`IgnoresConditionalCreates`] overwrites where a create should be
 //!   refused, as some S3-compatible servers do.
 //! - [`HugeObjects`] makes chosen objects huge (say 1 TiB) without storing
@@ -74,6 +76,7 @@ pub use legacy::{read_legacy_step_output, write_legacy_step_output};
 pub(crate) use stores::exercise_every_method;
 pub use stores::{
     CaseFoldingStore, CountingStore, Fault, FaultInjectingStore, FaultRule, HugeObjects,
-    IgnoresConditionalCreates, InjectedFault, RequestCounts, RequestKind,
+    IgnoresConditionalCreates, InjectedFault, LOCAL_NAME_BYTES, NameLimitedStore, RequestCounts,
+    RequestKind, S3_KEY_BYTES,
 };
 pub use suites::{memo_store, runtime_store};

@@ -52,6 +52,11 @@ pub(super) fn while_active<R>(checker: &Checker, history: impl FnOnce() -> R) ->
     history()
 }
 
+/// Whether this thread is simulating a history.
+pub(crate) fn simulating() -> bool {
+    ACTIVE.with(|active| active.borrow().is_some())
+}
+
 /// A `#[memoized]` call of `memo` returns the value committed under `key`:
 /// in a simulation, a caller of that entry observed it.
 pub(crate) fn memoized_returned(memo: &Memo, key: &str, committed: &[u8]) {

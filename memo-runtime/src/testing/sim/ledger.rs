@@ -71,7 +71,7 @@ impl Ledger {
     /// Checks that every caller of one entry sees one value, produced by an
     /// execution of this run (not of an earlier run with the same id).
     #[deprecated(
-        note = "every value a #[memoized] call returns is recorded by itself; a restated key silently misses for generic, method or renamed functions"
+        note = "every value a `#[memoized]` call returns is recorded by itself; a restated key silently misses for generic, method or renamed functions"
     )]
     pub fn observed<T: Serialize + ?Sized>(&self, memo: &Memo, key: &str, value: &T) {
         let encoded = crate::codec::encode(value).unwrap_or_default();

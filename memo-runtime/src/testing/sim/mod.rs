@@ -15,6 +15,19 @@
 //! on restart). Then faults stop, time moves on, every open run is
 //! redelivered, and the final state is checked.
 //!
+//! [`Simulation::deployment`] widens that world to the deployment the
+//! README recommends, each part behind its own knob: a sweeper in every
+//! worker ([`sweeper_per_worker`](Simulation::sweeper_per_worker)), an
+//! operator process beside the workers ([`operator`](Simulation::operator)),
+//! a sweep of every run after the history that must leave nothing
+//! ([`sweep_all_at_end`](Simulation::sweep_all_at_end)), run ids of every
+//! valid length and case on a store with a backend's name limits
+//! ([`wide_run_ids`](Simulation::wide_run_ids)), a long-lived cached reader
+//! ([`cached_reader`](Simulation::cached_reader)), workers paused past their
+//! lease ([`pauses`](Simulation::pauses)), a share of seeds on a local
+//! folder ([`local_folder_share`](Simulation::local_folder_share)), and
+//! every step body checked ([`check_step_bodies`](Simulation::check_step_bodies)).
+//!
 //! # Invariants
 //!
 //! During and after each history:
@@ -35,7 +48,12 @@
 //! - with [`Simulation::check_step_bodies`], the same for step bodies (a
 //!   body's own code is a side effect no memo protects: report its start
 //!   with [`Ledger::step_body`]), and every body and memoized side effect
-//!   starts only under a live lease, as the store records it.
+//!   starts only under a live lease, as the store records it;
+//! - a side effect is reported from inside its `#[memoized]` body (the
+//!   ledger learns its key from the call), and some caller gets the value
+//!   of an entry a side effect ran for, or the history checked nothing;
+//! - with an operator, cached reader or final sweep, the invariants each
+//!   knob documents.
 //!
 //! A history is a function of the seed alone: the scheduler, the faults,
 //! the clock and the workflow's [`Ledger::chance`] all draw from it. Keep
@@ -82,8 +100,10 @@
 
 mod checker;
 mod compat;
+mod folder;
 mod ledger;
 mod operator;
+mod reader;
 mod stores;
 mod world;
 
@@ -100,7 +120,7 @@ use serde::de::DeserializeOwned;
 #[allow(deprecated)]
 pub use ledger::{Ledger, StepBody, memoized_key};
 
-pub(crate) use checker::memoized_returned;
+pub(crate) use checker::{memoized_returned, simulating};
 
 use crate::error::Error;
 use crate::run_id::RunId;
@@ -147,6 +167,10 @@ struct Config {
     sweeper_per_worker: bool,
     operator: bool,
     sweep_all_at_end: bool,
+    wide_run_ids: bool,
+    cached_reader: bool,
+    pauses: bool,
+    local_folder_share: f64,
 }
 
 impl Config {
@@ -314,8 +338,9 @@ impl std::error::Error for Failure {}
 impl<I, O, Mk> Simulation<I, O, Mk> {
     /// A simulation of the workflow `make_workflow` builds (it is called once
     /// per history, with that history's [`Ledger`]), run on `inputs`: run
-    /// `i` is `sim-<i>` with input `inputs[i]`, and a reused run id gets one
-    /// of the inputs at random.
+    /// `i` is `sim-<i>` (or a drawn id, with
+    /// [`wide_run_ids`](Self::wide_run_ids)) with input `inputs[i]`, and a
+    /// reused run id gets one of the inputs at random.
     ///
     /// Defaults: 3 workers, 2,000 task polls, 2% of store requests
     /// failing, a crash every 500 steps on average, 7 days of retention, a
@@ -338,6 +363,10 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 sweeper_per_worker: false,
                 operator: false,
                 sweep_all_at_end: false,
+                wide_run_ids: false,
+                cached_reader: false,
+                pauses: false,
+                local_folder_share: 0.0,
             },
             signals: Vec::new(),
             check: None,
@@ -415,7 +444,8 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// An operator process beside the workers, as `memoctl` is: through
     /// its own store instances, at random moments, it lists runs by status,
     /// reads runs (record, receipts, inputs), lists markers, sends signals
-    /// and sweeps. Its reads are checked: a run is never read as another
+    /// (half of them with a payload of the wrong type, as `memoctl signal`
+    /// can) and sweeps. Its reads are checked: a run is never read as another
     /// incarnation than existed during the read, and a run that existed
     /// throughout a read or a listing is never read or listed as absent.
     #[must_use]
@@ -434,17 +464,69 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
+    /// Runs get ids drawn from the whole valid alphabet and length range
+    /// (1 to 128 bytes of `[A-Za-z0-9_-]`, long ones and case variants of
+    /// each other often) instead of `sim-<i>`, and every worker's store
+    /// refuses names a local folder or S3 cannot store
+    /// ([`NameLimitedStore`](crate::testing::NameLimitedStore)) and folds
+    /// case ([`CaseFoldingStore`](crate::testing::CaseFoldingStore)).
+    #[must_use]
+    pub fn wide_run_ids(mut self, on: bool) -> Self {
+        self.config.wide_run_ids = on;
+        self
+    }
+
+    /// A long-lived reader beside the workers: its runtime-store instance
+    /// reads a run now and then (and every run at the end), so its cache
+    /// falls behind; each read is compared, at the same moment, with a
+    /// fresh instance's, which it must equal, at a cost of at most one
+    /// request more than the costliest fresh read of the history.
+    #[must_use]
+    pub fn cached_reader(mut self, on: bool) -> Self {
+        self.config.cached_reader = on;
+        self
+    }
+
+    /// Workers pause at any await point (not only crash): a paused
+    /// worker's tasks are not polled for a while and the clock moves past a
+    /// lease, so it resumes with stale state, its lease expired and maybe
+    /// taken over; a step retry's backoff can outlast the lease the same
+    /// way.
+    #[must_use]
+    pub fn pauses(mut self, on: bool) -> Self {
+        self.config.pauses = on;
+        self
+    }
+
+    /// The share of seeds (0 to 1, drawn from each seed) whose shared
+    /// bucket is a fresh local folder (real files, real renames, hard-link
+    /// publishes, `NotFound` on deleting a missing file) instead of
+    /// `InMemory`; default 0.
+    #[must_use]
+    pub fn local_folder_share(mut self, share: f64) -> Self {
+        self.config.local_folder_share = share.clamp(0.0, 1.0);
+        self
+    }
+
     /// The world the README recommends deploying, with every check that
     /// goes with it: [`check_step_bodies`](Self::check_step_bodies),
     /// [`sweeper_per_worker`](Self::sweeper_per_worker),
-    /// [`operator`](Self::operator) and
-    /// [`sweep_all_at_end`](Self::sweep_all_at_end).
+    /// [`operator`](Self::operator),
+    /// [`sweep_all_at_end`](Self::sweep_all_at_end),
+    /// [`wide_run_ids`](Self::wide_run_ids),
+    /// [`cached_reader`](Self::cached_reader), [`pauses`](Self::pauses),
+    /// and a [`local_folder_share`](Self::local_folder_share) of one seed in
+    /// ten.
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
             .sweeper_per_worker(true)
             .operator(true)
             .sweep_all_at_end(true)
+            .wide_run_ids(true)
+            .cached_reader(true)
+            .pauses(true)
+            .local_folder_share(0.1)
     }
 
     /// Turns off one kind of random event.

@@ -254,5 +254,7 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
 }
 
 /// The objects every worker shares, as the test sees them: no faults, no
-/// await points. Reads through it complete on their first poll.
-pub(super) type Shared = Arc<object_store::memory::InMemory>;
+/// await points. Reads through it complete on their first poll (an
+/// `InMemory` store, or a local folder whose requests run to their end in
+/// the poll that makes them).
+pub(super) type Shared = Arc<dyn ObjectStore>;

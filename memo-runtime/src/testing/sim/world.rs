@@ -17,7 +17,10 @@ use serde::de::DeserializeOwned;
 
 use super::checker::{self, Checker, TaskKind, as_task};
 use super::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
+use super::folder::Folder;
 use super::operator::{self, Visit};
+use super::reader::CachedReader;
+use super::stores::Shared;
 use super::stores::{Audited, Preemptible};
 use super::{Config, Event, History, Ledger, RunOutcome, Simulation, Violation};
 use crate::clock::{Clock, ManualClock};
@@ -25,7 +28,9 @@ use crate::error::Error;
 use crate::memo::MemoStore;
 use crate::run_id::RunId;
 use crate::runtime_store::{ObjectStoreRuntimeStore, RunRecord, RunStatus};
-use crate::testing::{FaultInjectingStore, FaultRule, RequestKind};
+use crate::testing::{
+    CaseFoldingStore, FaultInjectingStore, FaultRule, NameLimitedStore, RequestKind,
+};
 use crate::workflow::{Context, RetryPolicy, Runtime, Workflow};
 
 /// How far tokio's paused clock moves per scheduler step (for the
@@ -62,7 +67,14 @@ where
         .start_paused(true)
         .build()
         .expect("a current-thread tokio runtime");
-    let objects = Arc::new(InMemory::new());
+    let objects: Shared = if in_local_folder(&sim.config, seed) {
+        match Folder::new(seed) {
+            Ok(folder) => Arc::new(folder),
+            Err(error) => panic!("simulation seed {seed}: no local folder: {error}"),
+        }
+    } else {
+        Arc::new(InMemory::new())
+    };
     let clock = Arc::new(ManualClock::new(EPOCH_MS));
     let config = &sim.config;
     let checker = Checker::new(
@@ -76,12 +88,19 @@ where
     let workflow = (sim.make_workflow)(Ledger {
         checker: checker.clone(),
     });
+    let run_ids = if config.wide_run_ids {
+        wide_run_ids(sim.inputs.len(), seed)
+    } else {
+        (0..sim.inputs.len())
+            .map(|i| RunId::new(format!("sim-{i}")).expect("a valid run id"))
+            .collect()
+    };
     let runs = sim
         .inputs
         .iter()
-        .enumerate()
-        .map(|(i, input)| SimRun {
-            run_id: RunId::new(format!("sim-{i}")).expect("a valid run id"),
+        .zip(run_ids)
+        .map(|(input, run_id)| SimRun {
+            run_id,
             input: input.clone(),
             delivered: false,
             last_error: None,
@@ -96,6 +115,8 @@ where
         workflow: &workflow,
         workers: Vec::new(),
         operator: None,
+        reader: config.cached_reader.then(|| CachedReader::new(&objects)),
+        paused_until: vec![0; config.workers],
         tasks: Vec::new(),
         runs,
         next_task: 0,
@@ -120,6 +141,13 @@ where
     }
 }
 
+/// The chance, per scheduler step, that a worker pauses, with pauses.
+const PAUSE_RATE: f64 = 0.003;
+
+/// The chance, per scheduler step, that the long-lived reader reads a run,
+/// with one.
+const READ_RATE: f64 = 0.01;
+
 /// The share of random events that are an operator's visits, with one.
 const OPERATOR_SHARE: f64 = 0.2;
 
@@ -129,6 +157,67 @@ fn process_name(worker: usize) -> String {
     } else {
         format!("worker {worker}")
     }
+}
+
+/// Whether the history of `seed` runs on a local folder rather than
+/// `InMemory` (a seeded share of them, with
+/// [`Simulation::local_folder_share`]).
+fn in_local_folder(config: &Config, seed: u64) -> bool {
+    config.local_folder_share > 0.0
+        && StdRng::seed_from_u64(seed ^ 0xf01d_e125).random_bool(config.local_folder_share)
+}
+
+/// `n` distinct run ids drawn from the whole valid alphabet and length
+/// range, weighted towards the edges: every other one 100 to 128 bytes
+/// long, each with a share of capitals drawn from none, half and all (a
+/// capital takes two bytes in a path), and every fourth the case variant
+/// of the one before.
+fn wide_run_ids(n: usize, seed: u64) -> Vec<RunId> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x1d5_a1fa_be75);
+    let mut ids: Vec<RunId> = Vec::with_capacity(n);
+    while ids.len() < n {
+        let previous = ids.last().map(|id| id.as_str().to_string());
+        let id = match previous {
+            Some(previous)
+                if ids.len() % 4 == 3 && previous.bytes().any(|b| b.is_ascii_alphabetic()) =>
+            {
+                previous
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_uppercase() {
+                            c.to_ascii_lowercase()
+                        } else {
+                            c.to_ascii_uppercase()
+                        }
+                    })
+                    .collect()
+            }
+            _ => {
+                let len = if rng.random_bool(0.5) {
+                    rng.random_range(100..=128)
+                } else {
+                    rng.random_range(1..=128)
+                };
+                let capitals = [0.0, 0.5, 1.0][rng.random_range(0..3)];
+                (0..len)
+                    .map(|_| {
+                        let c = ALPHABET[rng.random_range(0..ALPHABET.len())] as char;
+                        if c.is_ascii_alphabetic() && rng.random_bool(capitals) {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c.to_ascii_lowercase()
+                        }
+                    })
+                    .collect::<String>()
+            }
+        };
+        let id = RunId::new(id).expect("drawn from the valid alphabet and lengths");
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -144,7 +233,7 @@ struct SimRun<I> {
 
 struct Worker {
     runtime: Runtime,
-    faults: Arc<FaultInjectingStore<Arc<InMemory>>>,
+    faults: Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
 }
 
 /// A run `recover()` resumed, and how its attempt ended.
@@ -177,6 +266,11 @@ struct World<'w, I, O, Mk, F> {
     /// The operator process beside the workers, with
     /// [`Simulation::operator`].
     operator: Option<Worker>,
+    /// A long-lived reader, with [`Simulation::cached_reader`].
+    reader: Option<CachedReader>,
+    /// Per worker, the poll count until which its tasks are not polled
+    /// (with [`Simulation::pauses`]).
+    paused_until: Vec<u64>,
     tasks: Vec<Task<'w>>,
     runs: Vec<SimRun<I>>,
     next_task: u64,
@@ -219,19 +313,43 @@ where
             if self.config.has(Event::Crash) && self.rng.random_bool(self.config.crash_rate) {
                 self.crash_random_worker();
             }
+            if self.reader.is_some() && self.rng.random_bool(READ_RATE) {
+                self.cached_read(None);
+            }
+            if self.config.pauses && self.rng.random_bool(PAUSE_RATE) {
+                self.pause_random_worker();
+            }
             self.step().await;
         }
         self.settle().await;
+        for run in 0..self.runs.len() {
+            self.cached_read(Some(run));
+        }
         self.final_checks();
         if self.config.sweep_all_at_end {
             self.sweep_everything().await;
         }
     }
 
-    /// Polls one task, chosen at random, and moves tokio's clock on.
+    /// Polls one task, chosen at random among those of workers not paused,
+    /// and moves tokio's clock on.
     async fn step(&mut self) {
-        if !self.tasks.is_empty() {
-            let index = self.rng.random_range(0..self.tasks.len());
+        let runnable: Vec<usize> = if self.config.pauses {
+            (0..self.tasks.len())
+                .filter(|&i| !self.is_paused(self.tasks[i].worker))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if self.config.pauses && runnable.is_empty() && !self.tasks.is_empty() {
+            // Every task waits for a paused worker: time passes.
+            self.polls += 1;
+        } else if !self.tasks.is_empty() {
+            let index = if self.config.pauses {
+                runnable[self.rng.random_range(0..runnable.len())]
+            } else {
+                self.rng.random_range(0..self.tasks.len())
+            };
             let task = &mut self.tasks[index];
             let mut cx = TaskContext::from_waker(Waker::noop());
             let polled = as_task(task.id, || task.future.as_mut().poll(&mut cx));
@@ -245,9 +363,39 @@ where
         tokio::time::advance(TOKIO_STEP).await;
     }
 
+    fn is_paused(&self, worker: usize) -> bool {
+        self.paused_until
+            .get(worker)
+            .is_some_and(|&until| until > self.polls)
+    }
+
+    /// A worker stops being polled for a while, wherever its tasks are
+    /// waiting (a stop-the-world pause, a swapped-out process), and the
+    /// clock moves past a lease meanwhile: when it resumes, its tasks carry
+    /// on with what they knew before, their leases expired and maybe taken
+    /// over.
+    fn pause_random_worker(&mut self) {
+        let Some(worker) = self.random_live_worker() else {
+            return;
+        };
+        let polls = self.rng.random_range(10..300);
+        self.paused_until[worker] = self.polls + polls;
+        let jump = millis(self.config.lease) + self.rng.random_range(1..60_000);
+        self.clock.advance_ms(jump);
+        self.checker.event(format!(
+            "worker {worker} pauses for {polls} polls; the clock jumps {jump} ms"
+        ));
+    }
+
     /// A worker process: its own store instances over the shared objects.
     fn start_worker(&mut self, faulty: bool) -> Worker {
-        let shared = Arc::clone(self.checker.objects());
+        let shared: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects());
+        // As a backend with name limits and case-insensitive names would.
+        let shared: Arc<dyn ObjectStore> = if self.config.wide_run_ids {
+            Arc::new(CaseFoldingStore::new(NameLimitedStore::new(shared)))
+        } else {
+            shared
+        };
         let faults = Arc::new(FaultInjectingStore::new(shared).with_seed(self.rng.random()));
         if faulty && self.config.fault_rate > 0.0 {
             let half = self.config.fault_rate / 2.0;
@@ -299,6 +447,20 @@ where
         process.expect("a live worker").runtime.clone()
     }
 
+    /// The long-lived reader and a fresh instance read `run` (a random
+    /// one if `None`).
+    fn cached_read(&mut self, run: Option<usize>) {
+        let Some(reader) = &self.reader else {
+            return;
+        };
+        let Some(run) = run
+            .or_else(|| (!self.runs.is_empty()).then(|| self.rng.random_range(0..self.runs.len())))
+        else {
+            return;
+        };
+        reader.read(&self.checker, &self.runs[run].run_id);
+    }
+
     /// The operator visits the store: lists, reads, signals or sweeps.
     fn operator_visit(&mut self) {
         let Some(operator) = &self.operator else {
@@ -318,7 +480,11 @@ where
                 if !self.sim.signals.is_empty() && !self.runs.is_empty() {
                     let run = self.rng.random_range(0..self.runs.len());
                     let signal = self.rng.random_range(0..self.sim.signals.len());
-                    self.send_signal(OPERATOR, run, signal);
+                    if self.rng.random_bool(0.5) {
+                        self.send_signal(OPERATOR, run, signal);
+                    } else {
+                        self.send_wrong_signal(run, signal);
+                    }
                 }
                 return;
             }
@@ -343,12 +509,34 @@ where
         self.spawn(OPERATOR, TaskKind::Operator, None, Box::pin(future));
     }
 
+    /// The operator sends signal `signal` to `run` with a payload of
+    /// another type than the workflow waits for (`memoctl signal` takes any
+    /// JSON): it may be refused, or recorded as refused, but it must never
+    /// keep the run from ending once the right signal comes.
+    fn send_wrong_signal(&mut self, run: usize, signal: usize) {
+        let runtime = self.runtime_of(OPERATOR);
+        let run_id = self.runs[run].run_id.clone();
+        let name = self.sim.signals[signal].0.clone();
+        self.sends += 1;
+        let id = format!("sim-signal-{}", self.sends);
+        self.checker.event(format!(
+            "signal {name} ({id}) of the wrong type to {run_id} via the operator"
+        ));
+        let future = async move {
+            let payload =
+                std::collections::BTreeMap::from([("memo-sim", "a payload of the wrong type")]);
+            let sent = runtime.signal_with_id(&run_id, &id, &name, &payload).await;
+            Outcome::Done(sent.map_err(|e| e.to_string()))
+        };
+        self.spawn(OPERATOR, TaskKind::Signal, None, Box::pin(future));
+    }
+
     /// After the history, every run is swept with no retention by a
     /// fault-free process (after its `recover()` marks what needs marking):
     /// then nothing of any run may be left in the store, or some object
     /// was left unreachable, for ever.
     async fn sweep_everything(&mut self) {
-        let objects: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects()) as _;
+        let objects: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects());
         let store: Arc<dyn crate::runtime_store::RuntimeStore> =
             Arc::new(ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX));
         let memo = MemoStore::new(Arc::clone(&objects), PREFIX);
@@ -517,8 +705,17 @@ where
     }
 
     fn sweep_random(&mut self) {
-        let per_worker = self.config.sweeper_per_worker;
-        if !per_worker && self.tasks.iter().any(|t| t.kind == TaskKind::Sweep) {
+        if self.config.sweeper_per_worker {
+            // Every worker's sweeper wakes on its own timer; after the same
+            // clock jump, they all find the same expired runs at once.
+            for worker in 0..self.workers.len() {
+                if self.workers[worker].is_some() {
+                    self.sweep_on(worker);
+                }
+            }
+            return;
+        }
+        if self.tasks.iter().any(|t| t.kind == TaskKind::Sweep) {
             return;
         }
         let Some(worker) = self.random_live_worker() else {
@@ -755,6 +952,7 @@ where
     /// run is redelivered (with every signal) until it is terminal.
     async fn settle(&mut self) {
         self.checker.event("faults stop".into());
+        self.paused_until.fill(0);
         for worker in 0..self.workers.len() {
             match &self.workers[worker] {
                 Some(live) => live.faults.set_enabled(false),

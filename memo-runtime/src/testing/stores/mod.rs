@@ -8,12 +8,14 @@ mod case_folding;
 mod counting;
 mod faults;
 mod huge;
+mod name_limited;
 mod overwriting;
 
 pub use case_folding::CaseFoldingStore;
 pub use counting::{CountingStore, RequestCounts};
 pub use faults::{Fault, FaultInjectingStore, FaultRule, InjectedFault, RequestKind};
 pub use huge::HugeObjects;
+pub use name_limited::{LOCAL_NAME_BYTES, NameLimitedStore, S3_KEY_BYTES};
 pub use overwriting::IgnoresConditionalCreates;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
