@@ -501,12 +501,18 @@ impl Error {
 }
 
 /// Lets `#[memoized]` functions return `std::io::Result<T>`: memo's failures
-/// become I/O errors of the matching kind, with the memo error as source.
+/// become I/O errors of the kind matching their [`ErrorKind`], with the memo
+/// error inside (`get_ref`, `into_inner`): stored data that cannot be read
+/// ([`Corrupt`](ErrorKind::Corrupt), [`CodeChanged`](ErrorKind::CodeChanged))
+/// is `InvalidData`; what the caller gave ([`Invalid`](ErrorKind::Invalid),
+/// [`TooLarge`](ErrorKind::TooLarge)) is `InvalidInput`; a missing run is
+/// `NotFound`; the rest is `Other`.
 impl From<Error> for std::io::Error {
     fn from(error: Error) -> Self {
-        let kind = match &error {
-            Error::Decode { .. } | Error::Corrupt { .. } => std::io::ErrorKind::InvalidData,
-            Error::InvalidRunId { .. } => std::io::ErrorKind::InvalidInput,
+        let kind = match error.kind() {
+            ErrorKind::Corrupt | ErrorKind::CodeChanged => std::io::ErrorKind::InvalidData,
+            ErrorKind::Invalid | ErrorKind::TooLarge => std::io::ErrorKind::InvalidInput,
+            ErrorKind::NotFound => std::io::ErrorKind::NotFound,
             _ => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, error)
@@ -690,6 +696,30 @@ mod tests {
         for (name, error) in one_of_each() {
             assert_eq!(error.is_transient(), !error.fails_run(), "Error::{name}");
         }
+    }
+
+    #[test]
+    fn io_errors_take_their_kind_from_the_error_kind() {
+        use std::io::ErrorKind as Io;
+        for (name, error) in one_of_each() {
+            let expected = match error.kind() {
+                ErrorKind::Corrupt | ErrorKind::CodeChanged => Io::InvalidData,
+                ErrorKind::Invalid | ErrorKind::TooLarge => Io::InvalidInput,
+                ErrorKind::NotFound => Io::NotFound,
+                _ => Io::Other,
+            };
+            let shown = error.to_string();
+            let io = std::io::Error::from(error);
+            assert_eq!(io.kind(), expected, "Error::{name}");
+            let inner = io.get_ref().and_then(|e| e.downcast_ref::<Error>());
+            assert_eq!(inner.map(Error::to_string), Some(shown), "Error::{name}");
+        }
+        let too_large = Error::TooLarge {
+            key: "k".into(),
+            size: 2,
+            limit: 1,
+        };
+        assert_eq!(std::io::Error::from(too_large).kind(), Io::InvalidInput);
     }
 
     #[test]
