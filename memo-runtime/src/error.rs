@@ -284,7 +284,7 @@ pub enum Error {
 ///
 /// | kind | variants | what to do | fails the run |
 /// |---|---|---|---|
-/// | [`Unavailable`](ErrorKind::Unavailable) | [`Store`](Error::Store), [`ClearIncomplete`](Error::ClearIncomplete) | retry later; if it persists, check the store and its credentials | no |
+/// | [`Unavailable`](ErrorKind::Unavailable) | [`Store`](Error::Store) | retry later; if it persists, check the store and its credentials | no |
 /// | [`Invalid`](ErrorKind::Invalid) | [`InvalidRunId`](Error::InvalidRunId), [`InvalidWrite`](Error::InvalidWrite), [`Serialization`](Error::Serialization), [`InvalidStoreUrl`](Error::InvalidStoreUrl), [`StoreFeatureDisabled`](Error::StoreFeatureDisabled), [`InvalidConfig`](Error::InvalidConfig) | fix the input or the configuration; the same request fails again | yes |
 /// | [`TooLarge`](ErrorKind::TooLarge) | [`TooLarge`](Error::TooLarge) | make the value smaller or raise the limit; nothing was written | yes |
 /// | [`Unsupported`](ErrorKind::Unsupported) | [`ConditionalPutUnsupported`](Error::ConditionalPutUnsupported) | use a backend that keeps write-once (or turn its conditional puts on) | no |
@@ -296,6 +296,7 @@ pub enum Error {
 /// | [`Suspended`](ErrorKind::Suspended) | [`Suspended`](Error::Suspended) | the run waits for a signal: send it, then run the run again | no |
 /// | [`Interrupted`](ErrorKind::Interrupted) | [`Aborted`](Error::Aborted) | the attempt stopped and the run stays open: run it again later (its message says why it stopped) | no |
 /// | [`Failed`](ErrorKind::Failed) | [`StepFailed`](Error::StepFailed), [`RunFailed`](Error::RunFailed), [`RunCancelled`](Error::RunCancelled) | a failure recorded for good: retrying returns it again; handle it (report, compensate) | yes |
+/// | its first failure's | [`ClearIncomplete`](Error::ClearIncomplete) | what that kind says (a store error: retry; a planted symlink: [`Corrupt`](ErrorKind::Corrupt)); the run's terminal marker is kept, so a later sweep tries again | as that kind |
 ///
 /// # Example
 ///
@@ -320,8 +321,7 @@ pub enum Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The store failed a request (or some of a clear's deletes failed):
-    /// retry later.
+    /// The store failed a request: retry later.
     Unavailable,
     /// What the caller gave is invalid (a run id, a value that cannot be
     /// encoded, a write, a store URL, a builder's settings): fix it.
@@ -394,7 +394,8 @@ impl Error {
     /// ```
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Store { .. } | Error::ClearIncomplete { .. } => ErrorKind::Unavailable,
+            Error::Store { .. } => ErrorKind::Unavailable,
+            Error::ClearIncomplete { source, .. } => source.kind(),
             Error::InvalidRunId { .. }
             | Error::InvalidWrite { .. }
             | Error::Serialization { .. }
@@ -422,10 +423,11 @@ impl Error {
     /// its own. Decided by [`kind`](Error::kind), see
     /// [`ErrorKind::fails_run`].
     ///
-    /// An attempt that meets an error that does not fail the run through
-    /// memo (a step's commit, a [`Memo`](crate::Memo) of the step, even one
-    /// whose error the step converted or swallowed) stops and records
-    /// nothing more; the run is resumed by its next delivery.
+    /// When memo itself meets an error that does not fail the run during an
+    /// attempt (in a step's commit, or in a [`Memo`](crate::Memo) of the
+    /// step, even if the step converts or swallows the error), the attempt
+    /// stops and records nothing more; the run stays open for its next
+    /// delivery.
     ///
     /// # Example
     ///
@@ -648,12 +650,13 @@ mod tests {
     }
 
     /// The rows of the decision table in [`ErrorKind`]'s rustdoc: kind,
-    /// the variants it lists, and its "fails the run" cell.
-    fn documented_table() -> Vec<(String, Vec<String>, bool)> {
+    /// the variants it lists, and its "fails the run" cell; `None` for the
+    /// kind and the cell of a row whose variants take their source's kind.
+    fn documented_table() -> Vec<(Option<String>, Vec<String>, Option<bool>)> {
         let rows = include_str!("error.rs")
             .lines()
             .map(str::trim)
-            .filter(|line| line.starts_with("/// | [`"));
+            .filter(|line| line.starts_with("/// | ") && line.contains("](Error::"));
         let linked = |cell: &str, module: &str| -> Vec<String> {
             cell.split(&format!("]({module}::"))
                 .skip(1)
@@ -664,11 +667,14 @@ mod tests {
             let cells: Vec<&str> = row.trim_start_matches("/// | ").split(" | ").collect();
             let kind = linked(cells[0], "ErrorKind");
             let fails = match cells[3].trim_end_matches(" |") {
-                "yes" => true,
-                "no" => false,
+                "yes" => Some(true),
+                "no" => Some(false),
+                "as that kind" => None,
                 other => panic!("the table's last column says {other:?}: {row}"),
             };
-            (kind[0].clone(), linked(cells[1], "Error"), fails)
+            let kind = kind.first().cloned();
+            assert_eq!(kind.is_none(), fails.is_none(), "{row}");
+            (kind, linked(cells[1], "Error"), fails)
         })
         .collect()
     }
@@ -684,17 +690,44 @@ mod tests {
                 .iter()
                 .find(|(_, variants, _)| variants.iter().any(|v| v == name))
                 .unwrap_or_else(|| panic!("Error::{name} is missing from ErrorKind's table"));
-            assert_eq!(&format!("{:?}", error.kind()), kind, "Error::{name}");
-            assert_eq!(error.fails_run(), *fails, "Error::{name}");
-            assert_eq!(error.kind().fails_run(), *fails, "ErrorKind::{kind}");
+            let (kind, fails) = match (kind, fails) {
+                (Some(kind), Some(fails)) => (kind.clone(), *fails),
+                _ => {
+                    let Error::ClearIncomplete { source, .. } = error else {
+                        panic!("Error::{name} has no source to take its kind from");
+                    };
+                    (format!("{:?}", source.kind()), source.fails_run())
+                }
+            };
+            assert_eq!(format!("{:?}", error.kind()), kind, "Error::{name}");
+            assert_eq!(error.fails_run(), fails, "Error::{name}");
         }
     }
 
     #[test]
     #[allow(deprecated)]
-    fn is_transient_still_answers_does_not_fail_the_run() {
+    fn is_transient_still_answers_what_it_answered() {
+        // The variants `is_transient` called transient before `fails_run`.
+        const TRANSIENT: [&str; 12] = [
+            "Store",
+            "Decode",
+            "Corrupt",
+            "ConditionalPutUnsupported",
+            "Conflict",
+            "NonDeterminism",
+            "ClearIncomplete",
+            "RunNotFound",
+            "Suspended",
+            "Aborted",
+            "LeaseHeld",
+            "LeaseLost",
+        ];
         for (name, error) in one_of_each() {
-            assert_eq!(error.is_transient(), !error.fails_run(), "Error::{name}");
+            assert_eq!(
+                error.is_transient(),
+                TRANSIENT.contains(&name),
+                "Error::{name}"
+            );
         }
     }
 
