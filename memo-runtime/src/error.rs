@@ -479,7 +479,7 @@ impl Error {
         }
     }
 
-    /// A value (named by `what`, stored at `path`) that the codec could not
+    /// A value (named by `what`, stored at `path`) that the decoder could not
     /// decode as the type asked for.
     pub(crate) fn decode(
         what: impl Into<String>,
