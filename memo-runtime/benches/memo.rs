@@ -28,6 +28,10 @@ use memo_runtime::{
     InMemoryRuntimeStore, Incarnation, Memo, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
     RunId, TerminalMarker, content_key, memoized,
 };
+
+/// The incarnation of a workflow run: the entries the cache keeps
+/// (standalone memos are read from the store every time).
+const IN_A_RUN: memo_runtime::Incarnation = memo_runtime::Incarnation::from_u64(1);
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -153,7 +157,7 @@ mod entries {
     fn hit(bencher: divan::Bencher, config: &str) {
         let rt = runtime();
         let (store, _dir) = memo_store(config);
-        let memo = store.new_memo(&run("bench"), 0);
+        let memo = store.memo_for(&run("bench"), IN_A_RUN, 0);
         let input = input();
         rt.block_on(memo.content_put(&input, VALUE)).unwrap();
         bencher.bench_local(|| rt.block_on(memo.content_get(&input)).unwrap().unwrap());
@@ -166,12 +170,16 @@ mod entries {
         let rt = runtime();
         let (store, _dir) = memo_store(config);
         let input = input();
-        rt.block_on(store.new_memo(&run("bench"), 0).content_put(&input, VALUE))
-            .unwrap();
+        rt.block_on(
+            store
+                .memo_for(&run("bench"), IN_A_RUN, 0)
+                .content_put(&input, VALUE),
+        )
+        .unwrap();
         let objects = Arc::clone(store.object_store());
         bencher
             .with_inputs(|| {
-                MemoStore::new(Arc::clone(&objects), "bench").new_memo(&run("bench"), 0)
+                MemoStore::new(Arc::clone(&objects), "bench").memo_for(&run("bench"), IN_A_RUN, 0)
             })
             .bench_local_refs(|memo| rt.block_on(memo.content_get(&input)).unwrap().unwrap());
     }
@@ -181,7 +189,7 @@ mod entries {
     fn miss(bencher: divan::Bencher, config: &str) {
         let rt = runtime();
         let (store, _dir) = memo_store(config);
-        let memo = store.new_memo(&run("bench"), 0);
+        let memo = store.memo_for(&run("bench"), IN_A_RUN, 0);
         let input = input();
         bencher.bench_local(|| {
             assert!(rt.block_on(memo.content_get(&input)).unwrap().is_none());
@@ -193,7 +201,7 @@ mod entries {
     fn put(bencher: divan::Bencher, config: &str) {
         let rt = runtime();
         let (store, _dir) = memo_store(config);
-        let memo = store.new_memo(&run("bench"), 0);
+        let memo = store.memo_for(&run("bench"), IN_A_RUN, 0);
         let next = AtomicU64::new(0);
         bencher.bench_local(|| {
             let key = next.fetch_add(1, Ordering::Relaxed);
@@ -225,7 +233,7 @@ mod memoized_hit {
     /// that ticket.
     fn committed_reply(rt: &tokio::runtime::Runtime, config: &str) -> (Memo, Ticket) {
         let (store, _) = memo_store(config);
-        let memo = store.new_memo(&run("bench"), 0);
+        let memo = store.memo_for(&run("bench"), IN_A_RUN, 0);
         let (_, _, ticket) = ticket();
         rt.block_on(draft_reply(&memo, &ticket)).unwrap();
         // The hand-written hit reads the entry the macro committed.

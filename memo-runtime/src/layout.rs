@@ -10,7 +10,7 @@
 //! | object | path |
 //! |---|---|
 //! | memo entry | `memos/<run>/<inc>/<step>/<sha256(key)>` |
-//! | step-output entry | `step-outputs/<run>/<inc>/<step>/<sha256(payload)>` |
+//! | step-output entry (no longer written) | `step-outputs/<run>/<inc>/<step>/<sha256(payload)>` |
 //! | terminal marker | `terminals/<hour>/<u64::MAX - at_ms>_<run>.<inc>` |
 //! | run pointer (runtime store) | `runs/<run>/run` |
 //! | incarnation record (runtime store) | `runs/<run>/<inc>/run` |
@@ -68,6 +68,12 @@
 //! terminal marker, names over 255 bytes), and this version does not read
 //! such data: its run is not found, its markers and status hints are skipped
 //! as foreign. Finish or delete such runs before upgrading.
+//!
+//! Step-output entries are no longer written: step receipts in the runtime
+//! store replaced them, and `MemoStore::put_step_output` (which wrote under
+//! the standalone incarnation whatever run it was used in) was removed. Data
+//! written before keeps its folder: clears and sweeps still delete a run's
+//! `step-outputs` entries with its memo entries, and nothing reads them.
 //!
 //! An incarnation record is a copy of the run pointer in the incarnation's
 //! own folder, from which a pointer that a stalled deletion removed is

@@ -7,8 +7,8 @@
 //!
 //! - [`#[memoized]`](memoized): makes an `async fn` retry-safe in one line;
 //!   its `Ok` value is committed once per (run, step, arguments).
-//! - [`MemoStore`] / [`Memo`]: write-once memo entries and step-output
-//!   replay entries over any [`object_store::ObjectStore`].
+//! - [`MemoStore`] / [`Memo`]: write-once memo entries over any
+//!   [`object_store::ObjectStore`].
 //! - [`content_key`]: the canonical key of a serializable input.
 //! - [`TerminalMarker`]s: which runs ended when, for retention.
 //! - [`RunId`]: the checked run identifier that keeps runs apart.

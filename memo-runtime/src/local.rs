@@ -13,13 +13,17 @@
 //!
 //! # How each call is made safe, and the window that is left
 //!
-//! Reads and deletes leave no window: they walk the path one folder at a
-//! time with `openat(O_DIRECTORY | O_NOFOLLOW)` from the root, so every
-//! folder they pass is a real folder at the moment it is passed, and then
-//! act on the last name *relative to the folder handle they hold*: a read
-//! opens it with `O_NOFOLLOW | O_NONBLOCK` (a FIFO opens without blocking)
-//! and checks the opened handle with `fstat` before returning it; a delete
-//! `unlinkat`s it, which removes a symlink itself, never its target.
+//! Reads, deletes and puts leave no window: they walk the path one
+//! folder at a time with `openat(O_DIRECTORY | O_NOFOLLOW)` from the root, so
+//! every folder they pass is a real folder at the moment it is passed, and
+//! then act on the last name *relative to the folder handle they hold*: a
+//! read opens it with `O_NOFOLLOW | O_NONBLOCK` (a FIFO opens without
+//! blocking) and checks the opened handle with `fstat` before returning it;
+//! a delete `unlinkat`s it, which removes a symlink itself, never its
+//! target; a `put` (the only write memo makes) creates the folders it lacks
+//! with `mkdirat`, writes a staging file opened with `O_CREAT | O_EXCL |
+//! O_NOFOLLOW` and publishes it with `linkat` (a create) or `renameat` (an
+//! overwrite), all in that folder, as `LocalFileSystem` does by path.
 //! Swapping a folder for a symlink after the walk passed it changes nothing:
 //! the handles already point at the real folders.
 //!
@@ -28,23 +32,17 @@
 //! or a non-regular file in a listed folder is an error item naming it, and
 //! the walk goes on beside it.
 //!
-//! Writes (`put`, multipart uploads, `copy`, `rename`) are checked by the
-//! same walk and then delegated to `LocalFileSystem`, which resolves the path
-//! again: a writer that swaps a folder on the way for a symlink between the
-//! check and the write can make memo's write land in the symlink's target.
-//! What lands there is memo's own object (its frame, under its own name,
-//! created without overwriting in memo's write-once creates): memo never
-//! reads, deletes or lists anything outside the root through it, because
-//! those calls check again with no window. Closing this last window would
-//! mean writing the staging file and its link relative to a folder handle,
-//! i.e. a store of our own instead of `LocalFileSystem`.
+//! Multipart uploads, copies and renames, which memo never makes, are
+//! checked by the same walk and then delegated to `LocalFileSystem`, which
+//! resolves the path again: a writer that swaps a folder on the way for a
+//! symlink between the check and the call could redirect them.
 //!
 //! The root itself, as given by the user, may be a symlink: it is resolved
 //! once, when the store is built. Everything below it must be real.
 
 use std::ffi::CStr;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::ops::Range;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -59,7 +57,8 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
     Attributes, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    RenameOptions,
 };
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
@@ -82,10 +81,10 @@ const DELETE_CONCURRENCY: usize = 10;
 /// is read by the other. A path that reaches through a symlink, or ends at
 /// a FIFO, a socket or a device, is refused; memo reports the refusal as
 /// [`Error::Corrupt`](crate::Error::Corrupt) naming the object and the file.
-/// Reads, deletes and listings act relative to folder handles opened without
-/// following symlinks, so no race can redirect them; a write is checked and
-/// then made by path, which leaves one window (a write raced by another
-/// writer of the folder can land in a symlink's target), described in the
+/// Reads, deletes, listings and `put`s act relative to folder handles
+/// opened without following symlinks, so no race can redirect them;
+/// multipart uploads, copies and renames (which memo never makes) are
+/// checked and then made by path, which leaves the window described in the
 /// repository's `SECURITY.md`.
 ///
 /// # Example
@@ -194,8 +193,13 @@ impl ObjectStore for LocalFolder {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.check_write(location).await?;
-        self.inner.put_opts(location, payload, opts).await
+        if matches!(opts.mode, PutMode::Update(_)) || !opts.attributes.is_empty() {
+            // As LocalFileSystem, which answers NotImplemented for these.
+            return self.inner.put_opts(location, payload, opts).await;
+        }
+        let root = Arc::clone(&self.root);
+        let location = location.clone();
+        blocking(move || put(&root, &location, &payload, &opts.mode)).await
     }
 
     async fn put_multipart_opts(
@@ -349,6 +353,16 @@ impl Folder {
         })
     }
 
+    /// The root folder; `None` if it is gone (a listing of it is empty, as
+    /// with `LocalFileSystem`).
+    fn root_if_present(root: &std::path::Path) -> object_store::Result<Option<Folder>> {
+        match Folder::root(root) {
+            Ok(folder) => Ok(Some(folder)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The real folder `name` in this one; `None` if it does not exist.
     fn child(&self, name: &str, location: &Path) -> object_store::Result<Option<Folder>> {
         let file = self.file.join(name);
@@ -388,6 +402,62 @@ impl Folder {
             }
         }
         Ok(Some(folder))
+    }
+
+    /// The real folder `name` in this one, created if missing.
+    fn child_or_create(&self, name: &str, location: &Path) -> object_store::Result<Folder> {
+        if let Some(child) = self.child(name, location)? {
+            return Ok(child);
+        }
+        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(io_error(&self.file.join(name), e.into())),
+        }
+        // Opened again without following: a symlink put in its place since
+        // is refused.
+        self.child(name, location)?
+            .ok_or_else(|| not_found(&self.file.join(name)))
+    }
+
+    /// Writes `payload` to a new staging file `<name>#<n>` in this folder
+    /// (hidden from listings); its name, size, inode and modified time.
+    fn stage(
+        &self,
+        name: &str,
+        payload: &PutPayload,
+    ) -> object_store::Result<(String, u64, u64, SystemTime)> {
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::EXCL
+            | OFlags::NOFOLLOW
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC;
+        for n in 0u32.. {
+            let staging = format!("{name}#{n}");
+            let file = self.file.join(&staging);
+            let fd = match rustix::fs::openat(&self.fd, &staging, flags, Mode::from_raw_mode(0o666))
+            {
+                Ok(fd) => fd,
+                Err(Errno::EXIST) => continue,
+                Err(e) => return Err(io_error(&file, e.into())),
+            };
+            let mut written = File::from(fd);
+            let outcome = payload
+                .iter()
+                .try_for_each(|chunk| written.write_all(chunk))
+                .and_then(|()| written.metadata());
+            return match outcome {
+                Ok(metadata) => {
+                    let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
+                    Ok((staging, metadata.len(), metadata.ino(), modified))
+                }
+                Err(e) => {
+                    let _ = rustix::fs::unlinkat(&self.fd, &staging, AtFlags::empty());
+                    Err(io_error(&file, e))
+                }
+            };
+        }
+        unreachable!("a staging name is free before u32::MAX of them are taken")
     }
 
     /// What `name` in this folder is, without following it; `None` if absent.
@@ -473,6 +543,67 @@ fn open_regular(root: &std::path::Path, location: &Path) -> object_store::Result
     }
 }
 
+/// Writes `payload` at `location` as `LocalFileSystem` does (a staging file
+/// `<name>#<n>`, published by a hard link for a create, by a rename for an
+/// overwrite), but relative to real folders opened from the root without
+/// following a symlink, creating the missing ones: no race can make the
+/// write land outside the folder.
+fn put(
+    root: &std::path::Path,
+    location: &Path,
+    payload: &PutPayload,
+    mode: &PutMode,
+) -> object_store::Result<PutResult> {
+    let parts: Vec<_> = location.parts().collect();
+    let Some((name, folders)) = parts.split_last() else {
+        return Err(object_store::Error::Generic {
+            store: STORE,
+            source: format!("{location:?} names no file").into(),
+        });
+    };
+    let mut folder = match Folder::root(root) {
+        // The root itself is the user's: recreated as given, as
+        // LocalFileSystem does.
+        Err(object_store::Error::NotFound { .. }) => {
+            std::fs::create_dir_all(root).map_err(|e| io_error(root, e))?;
+            Folder::root(root)?
+        }
+        opened => opened?,
+    };
+    for part in folders {
+        folder = folder.child_or_create(part.as_ref(), location)?;
+    }
+    let name = name.as_ref();
+    let path = folder.file.join(name);
+    if let Some(stat) = folder.stat(name).map_err(|e| io_error(&path, e))? {
+        match file_type(&stat) {
+            FileType::RegularFile | FileType::Directory => {}
+            other => return Err(refused(location, path, kind(other))),
+        }
+    }
+    let (staging, size, inode, modified) = folder.stage(name, payload)?;
+    let published = match mode {
+        PutMode::Create => {
+            rustix::fs::linkat(&folder.fd, &staging, &folder.fd, name, AtFlags::empty())
+        }
+        _ => rustix::fs::renameat(&folder.fd, &staging, &folder.fd, name),
+    };
+    // Gone already after a rename; the link's other name after a link.
+    let _ = rustix::fs::unlinkat(&folder.fd, &staging, AtFlags::empty());
+    match published {
+        Ok(()) => Ok(PutResult {
+            e_tag: meta(location.clone(), modified, size, inode).e_tag,
+            version: None,
+            extensions: Default::default(),
+        }),
+        Err(Errno::EXIST) => Err(object_store::Error::AlreadyExists {
+            path: path.display().to_string(),
+            source: Box::new(io::Error::from(Errno::EXIST)),
+        }),
+        Err(e) => Err(io_error(&path, e.into())),
+    }
+}
+
 fn get(
     root: &std::path::Path,
     location: Path,
@@ -542,9 +673,40 @@ fn delete(root: &std::path::Path, location: &Path) -> object_store::Result<()> {
     // longer matters, and a symlink swapped in for the file is what unlinkat
     // removes, never its target.
     match rustix::fs::unlinkat(&folder.fd, name.as_str(), AtFlags::empty()) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            drop(folder);
+            remove_emptied_folders(root, location);
+            Ok(())
+        }
         Err(Errno::NOENT) => Err(not_found(&path)),
         Err(e) => Err(io_error(&path, e.into())),
+    }
+}
+
+/// After `location`'s file was deleted, removes the folders on its way that
+/// are now empty, deepest first, stopping at the first that is not (or is
+/// gone, or is not a real folder) and never removing the root: clears and
+/// sweeps otherwise leave every run's folders behind, and later listings
+/// walk them. Best effort: the delete succeeded whatever happens here.
+///
+/// Each folder is removed relative to a handle on its parent, reached from
+/// the root through real folders only (as every call of this store walks),
+/// with `unlinkat(AT_REMOVEDIR)`, which removes an empty real folder and
+/// refuses a symlink: nothing outside the root is touched. A writer racing
+/// the removal of its folder creates it again (`LocalFileSystem` retries a
+/// staged upload whose folder is gone), and a folder holding a write in
+/// progress is not empty.
+fn remove_emptied_folders(root: &std::path::Path, location: &Path) {
+    let parts: Vec<_> = location.parts().collect();
+    // The folders holding the file, deepest first; the root is not one.
+    for depth in (1..parts.len()).rev() {
+        let folder: Path = parts[..depth].iter().cloned().collect();
+        let Ok(Some((parent, name))) = parent_of(root, &folder) else {
+            return;
+        };
+        if rustix::fs::unlinkat(&parent.fd, name.as_str(), AtFlags::REMOVEDIR).is_err() {
+            return;
+        }
     }
 }
 
@@ -552,11 +714,19 @@ fn delete(root: &std::path::Path, location: &Path) -> object_store::Result<()> {
 struct Walk {
     root: Arc<PathBuf>,
     prefix: Path,
-    /// Folders still to read, with their store paths.
-    pending: Vec<(Folder, Path)>,
-    /// The folder being read.
-    current: Option<(Dir, Folder, Path)>,
+    /// Folders found and not read yet.
+    pending: Vec<Found>,
+    /// The folder being read, with its store path.
+    current: Option<(Dir, Arc<Folder>, Path)>,
     started: bool,
+}
+
+/// A folder a walk found: opened only when its turn comes, so that a walk
+/// holds a few files open (about one per level) however wide the tree.
+struct Found {
+    parent: Arc<Folder>,
+    name: String,
+    location: Path,
 }
 
 impl Walk {
@@ -574,11 +744,21 @@ impl Walk {
     fn start(&mut self) -> object_store::Result<()> {
         self.started = true;
         let parts: Vec<_> = self.prefix.parts().collect();
-        let folder =
-            Folder::root(&self.root)?.descend(parts.iter().map(|p| p.as_ref()), &self.prefix)?;
+        let Some(root) = Folder::root_if_present(&self.root)? else {
+            return Ok(());
+        };
+        let folder = root.descend(parts.iter().map(|p| p.as_ref()), &self.prefix)?;
         if let Some(folder) = folder {
-            self.pending.push((folder, self.prefix.clone()));
+            self.read(folder, self.prefix.clone())?;
         }
+        Ok(())
+    }
+
+    /// Makes `folder` the one being read.
+    fn read(&mut self, folder: Folder, location: Path) -> object_store::Result<()> {
+        self.current = None;
+        let dir = Dir::read_from(&folder.fd).map_err(|e| io_error(&folder.file, e.into()))?;
+        self.current = Some((dir, Arc::new(folder), location));
         Ok(())
     }
 
@@ -598,7 +778,11 @@ impl Walk {
             match visit(folder, at, &name) {
                 Ok(Visit::Skip) => {}
                 Ok(Visit::File(meta)) => return Some(Ok(meta)),
-                Ok(Visit::Folder(child, path)) => self.pending.push((child, path)),
+                Ok(Visit::Folder(location)) => self.pending.push(Found {
+                    parent: Arc::clone(folder),
+                    name,
+                    location,
+                }),
                 Err(e) => return Some(Err(e)),
             }
         }
@@ -618,13 +802,18 @@ impl Iterator for Walk {
             if let Some(item) = self.next_in_current() {
                 return Some(item);
             }
-            let (folder, at) = self.pending.pop()?;
-            match Dir::read_from(&folder.fd) {
-                Ok(dir) => self.current = Some((dir, folder, at)),
-                Err(e) => {
-                    self.current = None;
-                    return Some(Err(io_error(&folder.file, e.into())));
-                }
+            let found = self.pending.pop()?;
+            // Opened without following: a folder swapped for a symlink since
+            // it was found is refused here.
+            let opened = found.parent.child(&found.name, &found.location);
+            let read = match opened {
+                Ok(Some(folder)) => self.read(folder, found.location),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = read {
+                self.current = None;
+                return Some(Err(e));
             }
         }
     }
@@ -635,7 +824,8 @@ enum Visit {
     /// Gone meanwhile, or a half-written upload.
     Skip,
     File(ObjectMeta),
-    Folder(Folder, Path),
+    /// A real folder, at this store path.
+    Folder(Path),
 }
 
 fn visit(folder: &Folder, at: &Path, name: &str) -> object_store::Result<Visit> {
@@ -647,10 +837,7 @@ fn visit(folder: &Folder, at: &Path, name: &str) -> object_store::Result<Visit> 
     match file_type(&stat) {
         FileType::RegularFile if is_upload_in_progress(name) => Ok(Visit::Skip),
         FileType::RegularFile => Ok(Visit::File(stat_meta(location, &stat))),
-        FileType::Directory => Ok(match folder.child(name, &location)? {
-            Some(child) => Visit::Folder(child, location),
-            None => Visit::Skip,
-        }),
+        FileType::Directory => Ok(Visit::Folder(location)),
         other => Err(refused(&location, file, kind(other))),
     }
 }
@@ -662,8 +849,10 @@ fn list_one_level(root: &std::path::Path, prefix: &Path) -> object_store::Result
         extensions: Default::default(),
     };
     let parts: Vec<_> = prefix.parts().collect();
-    let Some(folder) = Folder::root(root)?.descend(parts.iter().map(|p| p.as_ref()), prefix)?
-    else {
+    let Some(root) = Folder::root_if_present(root)? else {
+        return Ok(listed);
+    };
+    let Some(folder) = root.descend(parts.iter().map(|p| p.as_ref()), prefix)? else {
         return Ok(listed);
     };
     let mut dir = Dir::read_from(&folder.fd).map_err(|e| io_error(&folder.file, e.into()))?;
@@ -675,7 +864,7 @@ fn list_one_level(root: &std::path::Path, prefix: &Path) -> object_store::Result
         match visit(&folder, prefix, &name)? {
             Visit::Skip => {}
             Visit::File(meta) => listed.objects.push(meta),
-            Visit::Folder(_, path) => listed.common_prefixes.push(path),
+            Visit::Folder(path) => listed.common_prefixes.push(path),
         }
     }
     listed.common_prefixes.sort();
@@ -806,5 +995,84 @@ fn io_error(file: &std::path::Path, source: io::Error) -> object_store::Error {
             file: file.to_path_buf(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_method_acts_in_the_folder_as_local_file_system_does() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::testing::exercise_every_method(&LocalFolder::new(dir.path()).unwrap()).await;
+    }
+
+    /// Paths, sizes, times and e-tags as `LocalFileSystem` reports them, so
+    /// that the two can share a folder.
+    #[tokio::test]
+    async fn both_stores_agree_on_what_a_listing_and_a_read_report() {
+        use futures::TryStreamExt;
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let ours = LocalFolder::new(dir.path()).unwrap();
+        let theirs = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        ours.put(&"a/b/c".into(), "v".into()).await.unwrap();
+        ours.put(&"a/d".into(), "vv".into()).await.unwrap();
+        let sorted = |mut listed: Vec<ObjectMeta>| {
+            listed.sort_by(|x, y| x.location.cmp(&y.location));
+            listed
+        };
+        let listed = sorted(ours.list(Some(&"a".into())).try_collect().await.unwrap());
+        let expected = sorted(theirs.list(Some(&"a".into())).try_collect().await.unwrap());
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed, expected);
+        let top = ours.list_with_delimiter(Some(&"a".into())).await.unwrap();
+        let expected = theirs.list_with_delimiter(Some(&"a".into())).await.unwrap();
+        assert_eq!(
+            (top.common_prefixes, top.objects),
+            (expected.common_prefixes, expected.objects)
+        );
+        let head = ours.head(&"a/b/c".into()).await.unwrap();
+        assert_eq!(head, theirs.head(&"a/b/c".into()).await.unwrap());
+    }
+
+    /// As `LocalFileSystem`: a root removed under the store lists nothing,
+    /// reads nothing, and a write makes it again.
+    #[tokio::test]
+    async fn a_store_whose_root_is_gone_lists_nothing_and_a_write_recreates_it() {
+        use futures::TryStreamExt;
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        std::fs::create_dir(&root).unwrap();
+        let store = LocalFolder::new(&root).unwrap();
+        std::fs::remove_dir(&root).unwrap();
+
+        let listed: Vec<_> = store.list(None).try_collect().await.unwrap();
+        assert!(listed.is_empty());
+        assert!(
+            store
+                .list_with_delimiter(None)
+                .await
+                .unwrap()
+                .objects
+                .is_empty()
+        );
+        let missing = store.get(&"a/b".into()).await;
+        assert!(matches!(missing, Err(object_store::Error::NotFound { .. })));
+        store.put(&"a/b".into(), "v".into()).await.unwrap();
+        assert_eq!(
+            store
+                .get(&"a/b".into())
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap(),
+            "v"
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! `MemoStore` and `Memo`: write-once memo entries and step-output replay
-//! entries over any [`ObjectStore`].
+//! `MemoStore` and `Memo`: write-once memo entries over any
+//! [`ObjectStore`].
 //!
 //! # Layout
 //!
@@ -8,7 +8,8 @@
 //! - `memos/<run>/<incarnation>/<step>/<sha256(key)>`: memo entries
 //!   ([`Memo::put`]).
 //! - `step-outputs/<run>/<incarnation>/<step>/<sha256(payload)>`: step-output
-//!   replay entries ([`Memo::put_step_output`]).
+//!   entries, written by earlier versions only (step receipts in the runtime
+//!   store replaced them); clears and sweeps still delete them.
 //! - `terminals/...`: terminal markers (see [`TerminalMarker`]).
 //!
 //! `<run>` is a checked [`RunId`] written as one lower-case segment (see
@@ -28,7 +29,7 @@ use object_store::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::key::{content_key, sha256_digest, sha256_hex};
+use crate::key::{content_key, sha256_digest};
 use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
@@ -66,8 +67,17 @@ pub const DEFAULT_ENTRY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// ([`clear_memos_for_run`](Self::clear_memos_for_run),
 /// [`clear_incarnation`](Self::clear_incarnation), a retention sweep)
 /// through any `MemoStore` of the process drops its entries from every
-/// cache in the process, so a cleared entry is never served again. Other
-/// processes have caches of their own.
+/// cache in the process, so a cleared entry is never served again.
+///
+/// Only the entries of workflow runs are cached (memos of a
+/// [`Context`](crate::workflow::Context) step, or made with
+/// [`memo_for`](Self::memo_for) and an incarnation), and those a clear in
+/// another process cannot make stale: a run is cleared only once it ended,
+/// and a run created again under its id is a new incarnation, stored
+/// elsewhere. Standalone memos ([`new_memo`](Self::new_memo)) are read from
+/// the store every time: all standalone runs of an id share one
+/// incarnation, so a value cached in one process could outlive a clear by
+/// another process and a new value committed after it.
 ///
 /// # Example
 ///
@@ -214,43 +224,6 @@ impl MemoStore {
         }
     }
 
-    /// The committed output of step `step_number` for the step input
-    /// `step_payload`, if any.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Store`] if the read fails; [`Error::Corrupt`] if the entry is
-    /// damaged.
-    pub async fn get_step_output(
-        &self,
-        run_id: &RunId,
-        step_number: u32,
-        step_payload: &[u8],
-    ) -> Result<Option<Bytes>> {
-        self.new_memo(run_id, step_number)
-            .get_step_output(step_payload)
-            .await
-    }
-
-    /// Commits `value` as the output of step `step_number` for the step
-    /// input `step_payload`, unless an output is committed already; returns
-    /// the committed output.
-    ///
-    /// # Errors
-    ///
-    /// As [`Memo::put`].
-    pub async fn put_step_output(
-        &self,
-        run_id: &RunId,
-        step_number: u32,
-        step_payload: &[u8],
-        value: &[u8],
-    ) -> Result<Bytes> {
-        self.new_memo(run_id, step_number)
-            .put_step_output(step_payload, value)
-            .await
-    }
-
     /// Deletes every memo entry and step-output entry of `run_id`, of every
     /// incarnation, and returns how many were deleted. To clear one
     /// incarnation and nothing else, use
@@ -353,6 +326,31 @@ impl MemoStore {
         Ok(count)
     }
 
+    /// Whether incarnation `incarnation` of the run has any memo or
+    /// step-output entry; stops at the first one found.
+    pub(crate) async fn has_incarnation_entries(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<bool> {
+        for folder in [MEMOS, STEP_OUTPUTS] {
+            let prefix = self
+                .inner
+                .layout
+                .incarnation_folder(folder, run_id, incarnation);
+            let first = self
+                .store()
+                .list(Some(&prefix))
+                .try_next()
+                .await
+                .map_err(|e| Error::store(&prefix, e))?;
+            if first.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     pub(crate) fn store(&self) -> &dyn ObjectStore {
         self.inner.store.as_ref()
     }
@@ -367,10 +365,10 @@ impl MemoStore {
         Limit::memo_entry(self.inner.max_value_size)
     }
 
-    /// The committed payload at `path`, if any: from the cache, else read
-    /// (and checked) and kept.
-    async fn read(&self, path: &Path) -> Result<Option<Bytes>> {
-        let Some(cache) = &self.inner.cache else {
+    /// The committed payload at `path`, if any: from `cache`, else read
+    /// (and checked) and kept there.
+    async fn read(&self, path: &Path, cache: Option<&EntryCache>) -> Result<Option<Bytes>> {
+        let Some(cache) = cache else {
             return write_once::read(self.store(), path, self.entry_limit()).await;
         };
         if let Some(hit) = cache.get(path) {
@@ -386,11 +384,12 @@ impl MemoStore {
 
     /// Creates `path` with `value` unless it exists, after the size check;
     /// `key` names the entry in a `TooLarge` error. A committed payload in
-    /// the cache answers without a request.
+    /// `cache` answers without a request.
     async fn create(
         &self,
         path: &Path,
         value: &[u8],
+        cache: Option<&EntryCache>,
         key: impl FnOnce() -> String,
     ) -> Result<Created> {
         if value.len() > self.inner.max_value_size {
@@ -400,7 +399,7 @@ impl MemoStore {
                 limit: self.inner.max_value_size,
             });
         }
-        let Some(cache) = &self.inner.cache else {
+        let Some(cache) = cache else {
             return write_once::create_once(self.store(), path, value, self.entry_limit()).await;
         };
         if let Some(committed) = cache.get(path) {
@@ -612,6 +611,20 @@ impl Memo {
         }
     }
 
+    /// The store's entry cache, if this memo's entries may be kept in it.
+    ///
+    /// A standalone memo's are not: every standalone run of an id shares
+    /// [`Incarnation::STANDALONE`], so after another process clears the run
+    /// and a third commits a new value for a key, a value cached here would
+    /// be the old one. A workflow run's entries cannot go stale that way: a
+    /// run is cleared only once it ended, and a run created again under its
+    /// id is another incarnation, at other paths.
+    fn cached(&self) -> Option<&EntryCache> {
+        (self.incarnation != Incarnation::STANDALONE)
+            .then_some(self.store.inner.cache.as_deref())
+            .flatten()
+    }
+
     /// The committed value of `key`, if any. The returned bytes share the
     /// buffer read from the store (no copy).
     ///
@@ -621,7 +634,7 @@ impl Memo {
     /// if the entry is damaged (never reported as a miss).
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
         self.store
-            .read(&self.key_path(key))
+            .read(&self.key_path(key), self.cached())
             .await
             .inspect_err(|e| self.report_transient(e))
     }
@@ -645,7 +658,7 @@ impl Memo {
         };
         let created = self
             .store
-            .create(&self.key_path(key), value.as_ref(), describe)
+            .create(&self.key_path(key), value.as_ref(), self.cached(), describe)
             .await
             .inspect_err(|e| self.report_transient(e))?;
         if let Created::Theirs(_) = created {
@@ -695,42 +708,6 @@ impl Memo {
         self.put(&content_key(input)?, value).await
     }
 
-    /// The committed output of this step for the step input
-    /// `step_payload`, if any.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Store`] if the read fails; [`Error::Corrupt`] if the entry is
-    /// damaged.
-    pub async fn get_step_output(&self, step_payload: &[u8]) -> Result<Option<Bytes>> {
-        self.store.read(&self.step_output_path(step_payload)).await
-    }
-
-    /// Commits `value` as the output of this step for the step input
-    /// `step_payload`, unless an output is committed already; returns the
-    /// committed output.
-    ///
-    /// # Errors
-    ///
-    /// As [`Memo::put`].
-    pub async fn put_step_output(&self, step_payload: &[u8], value: &[u8]) -> Result<Bytes> {
-        let path = self.step_output_path(step_payload);
-        self.store
-            .create(&path, value, || path.to_string())
-            .await
-            .map(Created::into_payload)
-    }
-
-    fn step_output_path(&self, step_payload: &[u8]) -> Path {
-        self.store.layout().entry(
-            STEP_OUTPUTS,
-            &self.run_id,
-            self.incarnation,
-            self.step_number,
-            &sha256_hex(step_payload),
-        )
-    }
-
     /// The object path of `key`'s entry.
     pub(crate) fn key_path(&self, key: &str) -> Path {
         self.memo_folder
@@ -754,6 +731,8 @@ impl Memo {
 #[cfg(test)]
 mod tests {
     use object_store::memory::InMemory;
+
+    use crate::key::sha256_hex;
 
     use super::*;
 

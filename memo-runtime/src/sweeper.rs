@@ -36,7 +36,12 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 ///
 /// 1. if a runtime store is configured, checks that the marker's
 ///    incarnation of the run is terminal there (a marker of a run that is
-///    not terminal deletes nothing);
+///    not terminal deletes nothing), or that the id holds a later run
+///    there; a marker of a workflow run the runtime store does not hold at
+///    all deletes nothing while the run has entries left (the runtime store
+///    may be the wrong one), and is deleted once they are gone (what a pass
+///    that stopped before the marker leaves); a standalone run's marker
+///    ([`Incarnation::STANDALONE`]) names no runtime-store run;
 /// 2. clears the memo and step-output entries of the marker's incarnation
 ///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
 ///    again under the same id is another incarnation and is never touched;
@@ -47,7 +52,14 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 /// A failure at any step is recorded in the [`SweepReport`] and leaves the
 /// marker in place, so the next pass finishes the run; a crash mid-pass does
 /// the same. Every step is idempotent, so running passes concurrently (two
-/// processes) is safe, only wasteful.
+/// processes, a sweeper in every worker) is safe, only wasteful: a pass that
+/// checked a run and stalled while another pass deleted it and a new run of
+/// the same id began touches nothing of the new run (see
+/// [`RuntimeStore::delete_run`]). Standalone runs (memos outside a
+/// workflow) have no incarnations of their own: a standalone run id used
+/// again while a stalled pass clears its expired predecessor may lose the
+/// entries the new use wrote before the pass ended; use a fresh id for each
+/// standalone run, or workflow runs, where that matters.
 ///
 /// Cheap to clone: clones share their configuration.
 ///
@@ -275,7 +287,17 @@ impl RetentionSweeper {
             terminal_at_ms = marker.terminal_at_ms
         );
         async move {
-            let has_record = self.check_terminal(run_id, incarnation).await?;
+            let has_record = match self.check_terminal(run_id, incarnation).await? {
+                Found::Terminal => true,
+                Found::Other => false,
+                // A standalone run (memos outside a workflow) is never in a
+                // runtime store.
+                Found::Nothing if incarnation == Incarnation::STANDALONE => false,
+                Found::Nothing => {
+                    self.check_nothing_left(run_id, incarnation).await?;
+                    false
+                }
+            };
             if config.dry_run {
                 swept.entries = config
                     .memo_store
@@ -312,18 +334,20 @@ impl RetentionSweeper {
         .await
     }
 
-    /// Whether the runtime store (if any) holds incarnation `incarnation`
-    /// of the run; an error if it holds it in a status that is not terminal,
-    /// so that a stray marker can never clear a live run's entries. A later
-    /// run of the same id (another incarnation) is not the marker's run.
-    async fn check_terminal(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+    /// What the runtime store (if any) holds of the marker's run; an error
+    /// if it holds the marker's incarnation in a status that is not
+    /// terminal, so that a stray marker can never clear a live run's
+    /// entries. A later run of the same id (another incarnation) is not the
+    /// marker's run: that the id was used again proves the marker's run was
+    /// deleted from this runtime store.
+    async fn check_terminal(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Found> {
         let Some(store) = &self.config.runtime_store else {
-            return Ok(false);
+            return Ok(Found::Other);
         };
         match store.load_run(run_id).await? {
-            None => Ok(false),
-            Some(run) if run.incarnation != incarnation => Ok(false),
-            Some(run) if run.status.is_terminal() => Ok(true),
+            None => Ok(Found::Nothing),
+            Some(run) if run.incarnation != incarnation => Ok(Found::Other),
+            Some(run) if run.status.is_terminal() => Ok(Found::Terminal),
             Some(run) => Err(Error::Conflict {
                 what: format!("run {run_id}"),
                 reason: format!(
@@ -333,6 +357,30 @@ impl RetentionSweeper {
                 ),
             }),
         }
+    }
+
+    /// A marker whose run the runtime store does not hold at all: either a
+    /// pass that deleted the run stopped before the marker (then nothing of
+    /// the run is left but the marker), or the runtime store is not the one
+    /// the workers write to (a prefix mistyped), and the run is alive
+    /// elsewhere. A run that still has memo or step-output entries is the
+    /// second case as far as anyone can tell: an error, and nothing of it
+    /// is deleted.
+    async fn check_nothing_left(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        let memo_store = &self.config.memo_store;
+        if !memo_store
+            .has_incarnation_entries(run_id, incarnation)
+            .await?
+        {
+            return Ok(());
+        }
+        Err(Error::Conflict {
+            what: format!("run {run_id}"),
+            reason: "it has an expired terminal marker and memo entries, but the runtime \
+                     store does not hold it; nothing was deleted and the marker is kept \
+                     (is the runtime store's prefix the one the workers use?)"
+                .into(),
+        })
     }
 
     /// Starts a background task that runs a pass at the clock's time, waits
@@ -403,6 +451,16 @@ impl RetentionSweeper {
         tracing::info!(passes = summary.passes, "retention sweeper stopped");
         summary
     }
+}
+
+/// What the runtime store holds of a marker's run.
+enum Found {
+    /// The marker's incarnation, terminal.
+    Terminal,
+    /// Another incarnation of the id, or no runtime store is configured.
+    Other,
+    /// No run of the id.
+    Nothing,
 }
 
 /// What clearing one run deleted (or, in a dry run, would delete).

@@ -99,12 +99,6 @@ impl Backend {
         self.name
     }
 
-    /// Whether deleting a folder's last object leaves the folder behind (a
-    /// local folder does; it then still costs a listing).
-    pub fn keeps_empty_folders(&self) -> bool {
-        self.folder.is_some()
-    }
-
     /// The object store (a new handle on the same objects each call).
     pub fn objects(&self) -> Arc<dyn ObjectStore> {
         self.objects.clone()

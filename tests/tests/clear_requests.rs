@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::testing::CountingStore;
+use memo_runtime::testing::{CountingStore, write_legacy_step_output};
 use memo_runtime::{Incarnation, MemoStore};
 use memo_tests::fixtures::run;
 
@@ -23,7 +23,8 @@ async fn clearing_a_run_lists_each_folder_once_and_deletes_in_one_stream_each() 
             memo.content_put(&key, b"v").await.unwrap();
         }
         for payload in 0..outputs {
-            memo.put_step_output(&payload.to_le_bytes(), b"out")
+            let inc = Incarnation::from_u64(3);
+            write_legacy_step_output(&store, &run, inc, 0, &payload.to_le_bytes(), b"out")
                 .await
                 .unwrap();
         }

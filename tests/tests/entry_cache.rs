@@ -12,11 +12,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use memo_runtime::object_store::ObjectStore;
+use futures::TryStreamExt;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::testing::{CountingStore, RequestCounts};
 use memo_runtime::{DEFAULT_ENTRY_CACHE_BYTES, Incarnation, MemoStore, RetentionSweeper};
 use memo_tests::fixtures::run;
+
+/// The incarnation of a workflow run: only workflow runs' entries are
+/// cached.
+const WORKFLOW_RUN: Incarnation = Incarnation::from_u64(7);
 
 /// A store prefix no other test of this binary uses.
 fn own_prefix() -> String {
@@ -55,11 +61,11 @@ async fn a_second_read_of_a_committed_entry_makes_no_request() {
     let prefix = own_prefix();
     let (counting, objects) = counted_objects();
     MemoStore::new(Arc::clone(&objects), &prefix)
-        .new_memo(&run("r"), 0)
+        .memo_for(&run("r"), WORKFLOW_RUN, 0)
         .put("k", b"v")
         .await
         .unwrap();
-    let memo = MemoStore::new(objects, &prefix).new_memo(&run("r"), 0);
+    let memo = MemoStore::new(objects, &prefix).memo_for(&run("r"), WORKFLOW_RUN, 0);
     requests(&counting);
     assert_eq!(&memo.get("k").await.unwrap().unwrap()[..], b"v");
     assert_eq!(requests(&counting).gets, 1, "the first read is cold");
@@ -72,30 +78,18 @@ async fn clones_share_the_cache_and_a_committed_put_fills_it() {
     let prefix = own_prefix();
     let (counting, objects) = counted_objects();
     let store = MemoStore::new(objects, &prefix);
-    let memo = store.new_memo(&run("r"), 0);
+    let memo = store.memo_for(&run("r"), WORKFLOW_RUN, 0);
     memo.put("k", b"v").await.unwrap();
-    store
-        .put_step_output(&run("r"), 0, b"in", b"out")
-        .await
-        .unwrap();
     requests(&counting);
     let clone = store.clone();
     assert_eq!(
         &clone
-            .new_memo(&run("r"), 0)
+            .memo_for(&run("r"), WORKFLOW_RUN, 0)
             .get("k")
             .await
             .unwrap()
             .unwrap()[..],
         b"v"
-    );
-    assert_eq!(
-        &clone
-            .get_step_output(&run("r"), 0, b"in")
-            .await
-            .unwrap()
-            .unwrap()[..],
-        b"out"
     );
     // A put of a committed key answers from the cache too.
     assert_eq!(&memo.put("k", b"other").await.unwrap()[..], b"v");
@@ -132,8 +126,8 @@ async fn misses_are_not_cached() {
 async fn a_lost_create_caches_the_stored_value_not_its_own() {
     let prefix = own_prefix();
     let (counting, objects) = counted_objects();
-    let winner = MemoStore::new(Arc::clone(&objects), &prefix).new_memo(&run("r"), 0);
-    let loser = MemoStore::new(objects, &prefix).new_memo(&run("r"), 0);
+    let winner = MemoStore::new(Arc::clone(&objects), &prefix).memo_for(&run("r"), WORKFLOW_RUN, 0);
+    let loser = MemoStore::new(objects, &prefix).memo_for(&run("r"), WORKFLOW_RUN, 0);
     winner.put("k", b"first").await.unwrap();
     assert_eq!(&loser.put("k", b"second").await.unwrap()[..], b"first");
     requests(&counting);
@@ -162,18 +156,10 @@ async fn a_cleared_standalone_run_is_read_from_the_store_again() {
     let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("r"), 0);
     memo.put("k", b"old").await.unwrap();
-    store
-        .put_step_output(&run("r"), 0, b"in", b"old")
-        .await
-        .unwrap();
-    assert_eq!(store.clear_memos_for_run(&run("r")).await.unwrap(), 2);
+    assert_eq!(store.clear_memos_for_run(&run("r")).await.unwrap(), 1);
     requests(&counting);
     assert_eq!(memo.get("k").await.unwrap(), None);
-    assert_eq!(
-        store.get_step_output(&run("r"), 0, b"in").await.unwrap(),
-        None
-    );
-    assert_eq!(requests(&counting).gets, 2, "both reads went to the store");
+    assert_eq!(requests(&counting).gets, 1, "the read went to the store");
     // The id used again is a new run: its value, not the cleared one.
     assert_eq!(&memo.put("k", b"new").await.unwrap()[..], b"new");
 }
@@ -232,10 +218,6 @@ async fn a_swept_run_is_never_served_from_the_cache() {
     let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("swept"), 0);
     memo.put("k", b"v").await.unwrap();
-    store
-        .put_step_output(&run("swept"), 0, b"in", b"out")
-        .await
-        .unwrap();
     store.write_terminal_marker(&run("swept"), 0).await.unwrap();
     // A sweeper of its own instance, as a separate sweeper task builds it.
     let sweeper_store = MemoStore::new(Arc::clone(store.object_store()), &prefix);
@@ -247,11 +229,44 @@ async fn a_swept_run_is_never_served_from_the_cache() {
         .unwrap();
     assert_eq!(report.runs_cleared, 1, "{report:?}");
     assert_eq!(memo.get("k").await.unwrap(), None);
-    assert_eq!(
-        store
-            .get_step_output(&run("swept"), 0, b"in")
-            .await
-            .unwrap(),
-        None
+}
+
+/// Standalone memos across processes (issue 20, case 7): process A reads a
+/// standalone entry; process B (an operator's `memoctl sweep`) clears the
+/// run; process C commits a new value for the key. A must read C's value,
+/// so that every caller of the key sees one value.
+#[tokio::test]
+async fn a_standalone_entry_cleared_and_rewritten_elsewhere_is_read_anew() {
+    let prefix = own_prefix();
+    let (_, objects) = counted_objects();
+    let (a, b, c) = (
+        MemoStore::new(Arc::clone(&objects), &prefix),
+        MemoStore::new(Arc::clone(&objects), &prefix),
+        MemoStore::new(Arc::clone(&objects), &prefix),
     );
+    let key = run("standalone");
+    c.new_memo(&key, 0).put("k", b"old").await.unwrap();
+    let cached = a.new_memo(&key, 0);
+    assert_eq!(&cached.get("k").await.unwrap().unwrap()[..], b"old");
+
+    // B clears the run in another process. A clear through a `MemoStore` of
+    // this process would reach A's cache too, which another process's
+    // cannot: B deletes what its clear would, through the objects alone.
+    let folder = Path::from(format!("{prefix}/memos/standalone"));
+    let entries: Vec<_> = objects
+        .list(Some(&folder))
+        .map_ok(|meta| meta.location)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 1);
+    for entry in &entries {
+        objects.delete(entry).await.unwrap();
+    }
+    assert_eq!(b.new_memo(&key, 0).get("k").await.unwrap(), None);
+    let new = c.new_memo(&key, 0).put("k", b"new").await.unwrap();
+    assert_eq!(&new[..], b"new");
+
+    assert_eq!(&cached.get("k").await.unwrap().unwrap()[..], b"new");
+    assert_eq!(&cached.put("k", b"mine").await.unwrap()[..], b"new");
 }

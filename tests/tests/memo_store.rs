@@ -6,6 +6,7 @@ use std::sync::Arc;
 use futures::TryStreamExt;
 use memo_runtime::object_store::prefix::PrefixStore;
 use memo_runtime::testing::memo_store as suite;
+use memo_runtime::testing::write_legacy_step_output;
 use memo_runtime::{Incarnation, MemoStore, RunId, TerminalMarker};
 use memo_tests::fixtures::{Backend, run};
 use sha2::Digest;
@@ -102,8 +103,9 @@ async fn the_object_layout_is_pinned() {
     let store = backend.memo_store("pre/fix");
     let run = run("r1");
     store.new_memo(&run, 7).put("k", b"v").await.unwrap();
-    store
-        .put_step_output(&run, 2, b"payload", b"out")
+    // Written by earlier versions only; their path is pinned as what clears
+    // still delete.
+    write_legacy_step_output(&store, &run, Incarnation::STANDALONE, 2, b"payload", b"out")
         .await
         .unwrap();
     store.write_terminal_marker(&run, 3_600_001).await.unwrap();

@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::testing::write_legacy_step_output;
 use memo_runtime::{Incarnation, MemoStore, RetentionSweeper, RunId, TerminalMarker, content_key};
 use memo_tests::fixtures::Backend;
 use proptest::prelude::*;
@@ -69,8 +70,9 @@ async fn memos_for(runs: &[RunId]) -> (Arc<InMemory>, MemoStore) {
             let memo = store.new_memo(run, step);
             memo.put("a", run.as_str()).await.unwrap();
             memo.content_put(&("b", step), run.as_str()).await.unwrap();
-            store
-                .put_step_output(run, step, b"payload", run.as_str().as_bytes())
+            let standalone = Incarnation::STANDALONE;
+            let value = run.as_str().as_bytes();
+            write_legacy_step_output(&store, run, standalone, step, b"payload", value)
                 .await
                 .unwrap();
         }

@@ -14,7 +14,9 @@ use memo_runtime::runtime_store::{
     Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, RunRecord, RunStatus,
     StatusChange, StepReceipt,
 };
-use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::testing::{
+    CountingStore, FaultInjectingStore, FaultRule, RequestKind, write_legacy_step_output,
+};
 use memo_runtime::{
     Error, Incarnation, MARKER_PARTITION_MS, ManualClock, MemoStore, RetentionSweeper, RunId,
     RuntimeStore, TerminalMarker,
@@ -30,7 +32,8 @@ const NOW: u64 = 100 * DAY + HOUR / 2;
 /// The cutoff at `NOW` with `RETENTION`.
 const CUTOFF: u64 = NOW - 7 * DAY;
 
-/// Gives `run` `steps` memo entries and `steps` step-output entries.
+/// Gives `run` `steps` memo entries and `steps` step-output entries (as
+/// earlier versions wrote them: a sweep still clears them).
 async fn seed_entries(store: &MemoStore, run: &RunId, steps: u32) {
     for step in 0..steps {
         store
@@ -38,10 +41,16 @@ async fn seed_entries(store: &MemoStore, run: &RunId, steps: u32) {
             .put("key", b"value")
             .await
             .unwrap();
-        store
-            .put_step_output(run, step, b"payload", b"output")
-            .await
-            .unwrap();
+        write_legacy_step_output(
+            store,
+            run,
+            Incarnation::STANDALONE,
+            step,
+            b"payload",
+            b"output",
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -56,7 +65,9 @@ async fn seed_run(
     for step in 0..steps {
         let memo = store.memo_for(run, incarnation, step);
         memo.put("key", b"value").await.unwrap();
-        memo.put_step_output(b"payload", b"output").await.unwrap();
+        write_legacy_step_output(store, run, incarnation, step, b"payload", b"output")
+            .await
+            .unwrap();
     }
     let marker = TerminalMarker {
         run_id: run.clone(),
@@ -651,17 +662,16 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
         assert_eq!(store.list_terminal_markers().await.unwrap().len(), 300);
 
         // A second pass lists no marker, only the cutoff's hour (it holds
-        // retained markers too) and, on LocalFileSystem, which keeps empty
-        // folders, the two emptied hours before it.
+        // retained markers too): the emptied hours before it are gone, on a
+        // local folder too, which removes the folders its deletes empty.
         counting.reset();
         let again = sweeper(&store).sweep_once(NOW).await.unwrap();
         assert_eq!(again.markers_expired, 0, "{name}");
         let counts = counting.counts();
         assert_eq!(counts.objects_listed, 0, "{name}: {counts:?}");
-        let hours_listed = if backend.keeps_empty_folders() { 3 } else { 1 };
         assert_eq!(
             counts.lists + counts.lists_with_offset,
-            hours_listed,
+            1,
             "{name}: {counts:?}"
         );
     }
@@ -850,4 +860,164 @@ fn the_cutoff_saturates_at_zero() {
     assert_eq!(sweeper.retention(), RETENTION);
     let forever = RetentionSweeper::builder(store, Duration::MAX).build();
     assert_eq!(forever.cutoff_ms(u64::MAX), 0);
+}
+
+/// An operator's sweep with the wrong runtime-store prefix (issue 20, case
+/// 11: the workers keep runs under `runs`, the sweep looks under `runtime`)
+/// finds the marker's run nowhere: it reports the run and deletes nothing
+/// of it, neither its entries, nor its marker, nor its records; the sweep
+/// with the right prefix then clears it.
+#[tokio::test]
+async fn a_marker_of_a_run_the_runtime_store_does_not_hold_deletes_nothing() {
+    for backend in Backend::all() {
+        let (name, store) = (backend.name(), backend.memo_store("memo"));
+        let workers: Arc<dyn RuntimeStore> = Arc::new(backend.runtime_store("runs"));
+        let elsewhere: Arc<dyn RuntimeStore> = Arc::new(backend.runtime_store("runtime"));
+        let order = run("order-11");
+        let incarnation = finished_run(workers.as_ref(), &order, CUTOFF - DAY).await;
+        seed_run(&store, &order, incarnation, 2, CUTOFF - DAY).await;
+
+        let mistaken = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(elsewhere)
+            .build();
+        let report = mistaken.sweep_once(NOW).await.unwrap();
+        assert_eq!(
+            (
+                report.runs_cleared,
+                report.entries_deleted,
+                report.failures.len()
+            ),
+            (0, 0, 1),
+            "{name}: {report:?}"
+        );
+        assert!(!report.is_complete(), "{name}");
+        assert_eq!(stored_entries(&store, &order).await, 4, "{name}");
+        assert_eq!(
+            store.list_terminal_markers().await.unwrap().len(),
+            1,
+            "{name}"
+        );
+        assert!(workers.load_run(&order).await.unwrap().is_some(), "{name}");
+
+        let right = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(workers.clone())
+            .build();
+        let report = right.sweep_once(NOW).await.unwrap();
+        assert_eq!(
+            (report.runs_cleared, report.entries_deleted),
+            (1, 4),
+            "{name}"
+        );
+        assert!(workers.load_run(&order).await.unwrap().is_none(), "{name}");
+    }
+}
+
+/// A pass that deleted a run's entries and records but not its marker
+/// leaves a marker whose run the runtime store no longer holds: the next
+/// pass deletes it, as nothing else of the run is left.
+#[tokio::test]
+async fn a_marker_left_after_its_run_was_deleted_is_swept_by_the_next_pass() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let (name, store) = (backend.name(), backend.memo_store("memo"));
+        let runtime: Arc<dyn RuntimeStore> = Arc::new(backend.runtime_store("runs"));
+        let order = run("order-12");
+        let incarnation = finished_run(runtime.as_ref(), &order, CUTOFF - DAY).await;
+        seed_run(&store, &order, incarnation, 2, CUTOFF - DAY).await;
+        faults.inject(
+            FaultRule::fail_before(RequestKind::Delete)
+                .at_prefix("memo/terminals")
+                .times(1),
+        );
+        let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+            .runtime_store(runtime.clone())
+            .build();
+        let first = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(first.failures.len(), 1, "{name}: {first:?}");
+        assert!(runtime.load_run(&order).await.unwrap().is_none(), "{name}");
+
+        let second = sweeper.sweep_once(NOW).await.unwrap();
+        assert_eq!(
+            (second.runs_cleared, second.failures.len()),
+            (1, 0),
+            "{name}: {second:?}"
+        );
+        assert!(
+            store.list_terminal_markers().await.unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}
+
+/// Every folder under `root`, the root excluded.
+fn folders_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                found.push(entry.path());
+                pending.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// A sweep on a local folder opened from its URL removes the folders it
+/// empties (issue 20, case 12: three runs left 35 behind), and the folder
+/// itself stays.
+#[tokio::test]
+async fn a_sweep_on_a_local_folder_leaves_no_empty_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = memo_runtime::store_from_url(&url, Vec::<(String, String)>::new()).unwrap();
+    let store = MemoStore::new(opened.store.clone(), "memo");
+    let runtime: Arc<dyn RuntimeStore> = Arc::new(memo_runtime::ObjectStoreRuntimeStore::new(
+        opened.store.clone(),
+        "runtime",
+    ));
+    for id in ["order-1", "order-2", "order-3"] {
+        let incarnation = finished_run(runtime.as_ref(), &run(id), CUTOFF - DAY).await;
+        seed_run(&store, &run(id), incarnation, 2, CUTOFF - DAY).await;
+    }
+    assert!(!folders_under(dir.path()).is_empty());
+
+    let sweeper = RetentionSweeper::builder(store.clone(), RETENTION)
+        .runtime_store(runtime)
+        .build();
+    let report = sweeper.sweep_once(NOW).await.unwrap();
+    assert_eq!(
+        (report.runs_cleared, report.failures.len()),
+        (3, 0),
+        "{report:?}"
+    );
+    assert_eq!(folders_under(dir.path()), Vec::<std::path::PathBuf>::new());
+    assert!(dir.path().is_dir());
+}
+
+/// The folders a sweep empties are removed up to a symlink another writer
+/// planted beside them, never the symlink nor the empty folder it points
+/// to outside the store.
+#[cfg(unix)]
+#[tokio::test]
+async fn emptied_folders_are_removed_up_to_a_planted_symlink_and_never_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let outside_empty = outside.path().join("empty");
+    std::fs::create_dir(&outside_empty).unwrap();
+    let url = format!("file://{}", dir.path().display());
+    let opened = memo_runtime::store_from_url(&url, Vec::<(String, String)>::new()).unwrap();
+    let store = MemoStore::new(opened.store.clone(), "memo");
+    let incarnation = Incarnation::from_u64(5);
+    seed_run(&store, &run("order-1"), incarnation, 1, CUTOFF - DAY).await;
+    let run_folder = dir.path().join("memo/memos/order-1");
+    let planted = run_folder.join("planted");
+    std::os::unix::fs::symlink(&outside_empty, &planted).unwrap();
+
+    let report = sweeper(&store).sweep_once(NOW).await.unwrap();
+    assert_eq!(report.runs_cleared, 1, "{report:?}");
+    assert!(!run_folder.join(incarnation.to_string()).exists());
+    assert!(std::fs::symlink_metadata(&planted).unwrap().is_symlink());
+    assert!(outside_empty.is_dir());
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures::{TryStreamExt, future};
 use memo_runtime::{RetentionSweeper, SweepReport};
 use serde_json::json;
 
@@ -29,12 +30,15 @@ pub(crate) async fn sweep(
         .build();
     let now = now_ms();
     let cutoff = sweeper.cutoff_ms(now);
+    // Counted as they stream by, so that sizing the bar holds one listing
+    // page, not every expired marker of a bucket with millions of them.
     let expired = store
         .memo
-        .list_expired_terminal_markers(cutoff)
+        .expired_terminal_markers(cutoff)
+        .try_fold(0, |n, _| future::ready(Ok(n + 1)))
         .await
         .with_context(|| format!("cannot list expired markers in {}", store.url))?;
-    let progress = Progress::new(expired.len(), if dry_run { "counting" } else { "sweeping" });
+    let progress = Progress::new(expired, if dry_run { "counting" } else { "sweeping" });
     progress.listen()?;
     let report = sweeper.sweep_once(now).await;
     progress.finish();

@@ -9,7 +9,7 @@
 //! clear is not kept (see [`EntryCache::insert`]). Misses are never cached:
 //! another process may commit at any moment.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
@@ -79,6 +79,12 @@ static CACHES: LazyLock<Mutex<Vec<Weak<EntryCache>>>> = LazyLock::new(Mutex::def
 /// A bounded map from entry path to committed payload, weighed in bytes.
 pub(crate) struct EntryCache {
     entries: Cache<Path, Bytes, ByteWeighter>,
+    /// The paths inserted, in order, so that a clear finds the entries of
+    /// its folders without walking the whole cache. It may still name
+    /// entries the cache evicted since; it is rebuilt from the cache when
+    /// those outnumber the live ones, so it holds at most about twice the
+    /// cache's paths.
+    index: Mutex<BTreeMap<String, Path>>,
 }
 
 /// Where a read stood relative to clears when it started: pass it back to
@@ -102,6 +108,7 @@ impl EntryCache {
         let items = (bytes / ASSUMED_ENTRY_BYTES).max(16) as usize;
         let cache = Arc::new(EntryCache {
             entries: Cache::with_weighter(items, bytes, ByteWeighter),
+            index: Mutex::default(),
         });
         let mut caches = registry();
         caches.retain(|weak| weak.strong_count() > 0);
@@ -138,14 +145,47 @@ impl EntryCache {
             return;
         }
         self.entries.insert(path.clone(), payload);
+        self.indexed(&path);
+        // After the index holds the path: a clear that swept the index
+        // before it is recorded by then.
         if clears().covered_since(start.0, &path) {
             self.entries.remove(&path);
         }
     }
 
+    fn indexed(&self, path: &Path) {
+        let mut index = self.index();
+        index.insert(path.to_string(), path.clone());
+        if index.len() > 2 * self.entries.len() + 1024 {
+            *index = (self.entries.iter())
+                .map(|(path, _)| (path.to_string(), path))
+                .collect();
+        }
+    }
+
+    /// Drops the entries under `folders`: a lookup per folder in the index,
+    /// not a walk of the cache, so a sweep clearing many runs costs each
+    /// cache in the process only what it holds of those runs.
     fn forget_under(&self, folders: &[Path]) {
-        self.entries
-            .retain(|path, _| !folders.iter().any(|folder| path.prefix_matches(folder)));
+        let mut index = self.index();
+        for folder in folders {
+            let under = format!("{folder}/");
+            let keys: Vec<String> = index
+                .range(under.clone()..)
+                .take_while(|(key, _)| key.starts_with(&under))
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in keys {
+                if let Some(path) = index.remove(&key) {
+                    self.entries.remove(&path);
+                }
+            }
+        }
+    }
+
+    fn index(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Path>> {
+        // Consistent after every statement; see `registry`.
+        self.index.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     #[cfg(test)]
@@ -155,7 +195,9 @@ impl EntryCache {
 }
 
 /// Drops every cached entry under `folders` from every cache in the
-/// process. Call after the folders' objects were deleted (or their deletes
+/// process, at a cost per cache of one index lookup per folder plus the
+/// entries it drops (never a walk of the cache), whatever the cache holds
+/// of other runs. Call after the folders' objects were deleted (or their deletes
 /// were tried), never before: a read between the sweep and the deletes
 /// would put an entry back.
 pub(crate) fn forget_folders(folders: &[Path]) {

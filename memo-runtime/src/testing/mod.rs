@@ -64,10 +64,14 @@
 //!
 //! [`ObjectStore`]: object_store::ObjectStore
 
+mod legacy;
 pub mod sim;
 mod stores;
 mod suites;
 
+pub use legacy::{read_legacy_step_output, write_legacy_step_output};
+#[cfg(test)]
+pub(crate) use stores::exercise_every_method;
 pub use stores::{
     CaseFoldingStore, CountingStore, Fault, FaultInjectingStore, FaultRule, HugeObjects,
     IgnoresConditionalCreates, InjectedFault, RequestCounts, RequestKind,

@@ -242,3 +242,21 @@ pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &Cl
     );
     assert_eq!(sweeper.sweep_once(NOW).await.unwrap().markers_expired, 0);
 }
+
+/// An object larger than what its path should hold is refused, naming the
+/// path, from the size the server reports before the body is read: here a
+/// 4 KiB entry read by a client whose value limit is 1 KiB.
+pub async fn an_object_over_its_limit_is_refused_before_its_body_is_read(bucket: &CloudBucket) {
+    let opened = bucket.open();
+    let id = run("oversize");
+    let writer = MemoStore::new(opened.store.clone(), opened.prefix.clone());
+    writer.new_memo(&id, 0).put("k", [7u8; 4096]).await.unwrap();
+
+    let reader = bucket.memo_store().with_max_value_size(1024);
+    let error = reader.new_memo(&id, 0).get("k").await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Corrupt { path, reason }
+            if path.contains("/memos/oversize/") && reason.contains("4114 bytes")),
+        "{error}"
+    );
+}

@@ -299,6 +299,7 @@ macro_rules! cloud_checks {
         $crate::cloud_checks!(@shared $cloud, 4, listing_expired_markers_lists_about_as_many_objects_as_are_expired);
         $crate::cloud_checks!(@exclusive $cloud, 4, clearing_a_large_run_uses_batched_deletes);
         $crate::cloud_checks!(@shared $cloud, 4, workflow_runs_are_swept_once_their_retention_has_passed);
+        $crate::cloud_checks!(@shared $cloud, 4, an_object_over_its_limit_is_refused_before_its_body_is_read);
     };
     (@$hold:ident $cloud:expr, $threads:literal, $check:ident) => {
         #[::tokio::test(flavor = "multi_thread", worker_threads = $threads)]

@@ -187,7 +187,7 @@ const CONCURRENCY: usize = 8;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> memo_runtime::Result<()> {
 /// let objects = Arc::new(InMemory::new());
-/// let store = ObjectStoreRuntimeStore::new(objects.clone(), "memo");
+/// let store = ObjectStoreRuntimeStore::new(objects.clone(), "runtime");
 /// let run_id = RunId::new("order-7")?;
 /// let run = NewRun {
 ///     run_id: run_id.clone(),
@@ -198,7 +198,7 @@ const CONCURRENCY: usize = 8;
 /// store.create_run(run).await?;
 ///
 /// // Another process, over the same objects, sees the run.
-/// let elsewhere = ObjectStoreRuntimeStore::new(objects, "memo");
+/// let elsewhere = ObjectStoreRuntimeStore::new(objects, "runtime");
 /// assert!(elsewhere.load_run(&run_id).await?.is_some());
 /// # Ok(())
 /// # }

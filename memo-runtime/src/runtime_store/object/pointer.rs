@@ -320,7 +320,14 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<()> {
         let record = self.layout.incarnation_record(run_id, incarnation);
         self.delete_all(vec![record]).await?;
-        self.delete_all(vec![self.run_path(run_id)]).await?;
+        // Read again just before the delete: the window in which a later
+        // run's pointer can be hit shrinks from the whole deletion so far to
+        // one round trip, and a deletion that finds the pointer gone (another
+        // deletion of this run removed it) leaves it alone.
+        let current = self.read_pointer(run_id).await?;
+        if current.is_some_and(|(c, _)| c.incarnation == incarnation) {
+            self.delete_all(vec![self.run_path(run_id)]).await?;
+        }
         self.forget(run_id);
         self.read_creation(run_id).await?;
         Ok(())

@@ -29,7 +29,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// empty `store`, checks each answer, and returns the counts a
 /// [`CountingStore`] beneath `store` must have seen.
 #[cfg(test)]
-async fn exercise_every_method(store: &dyn object_store::ObjectStore) -> RequestCounts {
+pub(crate) async fn exercise_every_method(store: &dyn object_store::ObjectStore) -> RequestCounts {
     use std::collections::BTreeSet;
 
     use futures::{StreamExt, TryStreamExt};

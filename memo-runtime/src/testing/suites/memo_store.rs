@@ -36,7 +36,6 @@ pub async fn run_suite(make: impl Fn() -> MemoStore) {
     entries_are_write_once(&make()).await;
     runs_steps_and_keys_are_separate_namespaces(&make()).await;
     content_keys_ignore_map_order(&make()).await;
-    step_outputs_are_scoped_and_write_once(&make()).await;
     clearing_a_run_removes_only_its_entries(&make()).await;
     racing_writers_converge_on_one_value(&make, 24).await;
     damaged_entries_are_corrupt_not_misses(&make()).await;
@@ -139,28 +138,8 @@ pub async fn content_keys_ignore_map_order(store: &MemoStore) {
     assert_eq!(memo.content_get(&("summarize", 1)).await.unwrap(), None);
 }
 
-/// Step outputs are keyed by run, step and payload, and are write-once.
-pub async fn step_outputs_are_scoped_and_write_once(store: &MemoStore) {
-    let (a, b) = (run("outputs-a"), run("outputs-b"));
-    assert_eq!(store.get_step_output(&a, 0, b"in").await.unwrap(), None);
-    assert_eq!(
-        &store.put_step_output(&a, 0, b"in", b"out").await.unwrap()[..],
-        b"out"
-    );
-    assert_eq!(
-        &store.put_step_output(&a, 0, b"in", b"other").await.unwrap()[..],
-        b"out"
-    );
-    assert_eq!(
-        &store.get_step_output(&a, 0, b"in").await.unwrap().unwrap()[..],
-        b"out"
-    );
-    assert_eq!(store.get_step_output(&a, 1, b"in").await.unwrap(), None);
-    assert_eq!(store.get_step_output(&a, 0, b"in2").await.unwrap(), None);
-    assert_eq!(store.get_step_output(&b, 0, b"in").await.unwrap(), None);
-}
-
-/// Clearing a run deletes its memo and step-output entries, reports the
+/// Clearing a run deletes its memo entries and the step-output entries earlier
+/// versions wrote, reports the
 /// count, and leaves every other run (even `run-suffix`) untouched.
 pub async fn clearing_a_run_removes_only_its_entries(store: &MemoStore) {
     let target = run("clear");
@@ -175,14 +154,24 @@ pub async fn clearing_a_run_removes_only_its_entries(store: &MemoStore) {
         memo.put("a", b"1").await.unwrap();
         memo.put("b", b"2").await.unwrap();
     }
-    store.put_step_output(&target, 0, b"p", b"o").await.unwrap();
+    let standalone = crate::Incarnation::STANDALONE;
+    let legacy = crate::testing::write_legacy_step_output;
+    legacy(store, &target, standalone, 0, b"p", b"o")
+        .await
+        .unwrap();
     for n in &neighbours {
         store.new_memo(n, 0).put("a", b"keep").await.unwrap();
-        store.put_step_output(n, 0, b"p", b"keep").await.unwrap();
+        legacy(store, n, standalone, 0, b"p", b"keep")
+            .await
+            .unwrap();
     }
     assert_eq!(store.clear_memos_for_run(&target).await.unwrap(), 7);
     assert_eq!(store.new_memo(&target, 0).get("a").await.unwrap(), None);
-    assert_eq!(store.get_step_output(&target, 0, b"p").await.unwrap(), None);
+    let read = crate::testing::read_legacy_step_output;
+    assert_eq!(
+        read(store, &target, standalone, 0, b"p").await.unwrap(),
+        None
+    );
     for n in &neighbours {
         assert_eq!(
             &store.new_memo(n, 0).get("a").await.unwrap().unwrap()[..],
@@ -190,7 +179,7 @@ pub async fn clearing_a_run_removes_only_its_entries(store: &MemoStore) {
             "{n}"
         );
         assert_eq!(
-            &store.get_step_output(n, 0, b"p").await.unwrap().unwrap()[..],
+            &read(store, n, standalone, 0, b"p").await.unwrap().unwrap()[..],
             b"keep",
             "{n}"
         );
@@ -277,12 +266,6 @@ pub async fn oversize_values_are_refused_before_writing(store: &MemoStore) {
         other => panic!("expected TooLarge, got {other:?}"),
     }
     assert_eq!(memo.get("big").await.unwrap(), None);
-    assert!(matches!(
-        small
-            .put_step_output(&run("too-large"), 0, b"p", &[0u8; 9])
-            .await,
-        Err(Error::TooLarge { .. })
-    ));
     assert_eq!(&memo.put("fits", [7u8; 8]).await.unwrap()[..], &[7u8; 8]);
 }
 
