@@ -162,8 +162,12 @@ mod tests {
             assert!(
                 matches!(
                     &err,
-                    Error::Decode { what, source: DecodeError::DepthLimitExceeded, .. }
+                    Error::Decode { what, source, .. }
                         if what == "a deep value"
+                            && matches!(
+                                source.downcast_ref::<DecodeError>(),
+                                Some(DecodeError::DepthLimitExceeded)
+                            )
                 ),
                 "{depth}: {err:?}"
             );

@@ -1,4 +1,5 @@
-//! The crate's one error type and its `Result` alias.
+//! The crate's one error type, its [`ErrorKind`] (what a caller does about
+//! an error) and its `Result` alias.
 
 /// A `Result` whose error defaults to memo's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -6,7 +7,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in memo.
 ///
 /// Every variant names *what* failed and *where* (a path, a key, a run id), so
-/// a log line alone is enough to find the object involved.
+/// a log line alone is enough to find the object involved. What to do about
+/// it is [`Error::kind`]: match on the [`ErrorKind`] rather than on the
+/// variants, whose number grows.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -24,7 +27,10 @@ pub enum Error {
     Store {
         /// The object path (or prefix) the request was about.
         path: String,
-        /// The store's own error.
+        /// The store's own error, to match on its kind (`NotFound`,
+        /// `PermissionDenied`, ...). memo re-exports the `object_store`
+        /// it is built with, whose stores its API takes, so this type is
+        /// memo's API at that version.
         #[source]
         source: object_store::Error,
     },
@@ -84,9 +90,10 @@ pub enum Error {
         what: String,
         /// The object path of the committed value.
         path: String,
-        /// The decoder's error.
+        /// The decoder's error (today an `rmp_serde::decode::Error`, which
+        /// can be had with `downcast_ref`; its type is not part of the API).
         #[source]
-        source: rmp_serde::decode::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 
     /// A stored object failed its envelope check (wrong magic, unknown
@@ -266,27 +273,161 @@ pub enum Error {
     },
 }
 
+/// What a caller should do about an [`Error`]: its [`kind`](Error::kind).
+///
+/// Each variant of [`Error`] has one kind; the kinds are few and stable, so a
+/// caller matches on them (with a `_` arm: more may come) and leaves the
+/// variants to messages and logs. The last column is
+/// [`fails_run`](ErrorKind::fails_run): whether the error, met by a workflow
+/// attempt, fails the run (it is the workflow's to handle, like its own
+/// errors) or interrupts the attempt and leaves the run open to be resumed.
+///
+/// | kind | variants | what to do | fails the run |
+/// |---|---|---|---|
+/// | [`Unavailable`](ErrorKind::Unavailable) | [`Store`](Error::Store) | retry later; if it persists, check the store and its credentials | no |
+/// | [`Invalid`](ErrorKind::Invalid) | [`InvalidRunId`](Error::InvalidRunId), [`InvalidWrite`](Error::InvalidWrite), [`Serialization`](Error::Serialization), [`InvalidStoreUrl`](Error::InvalidStoreUrl), [`StoreFeatureDisabled`](Error::StoreFeatureDisabled), [`InvalidConfig`](Error::InvalidConfig) | fix the input or the configuration; the same request fails again | yes |
+/// | [`TooLarge`](ErrorKind::TooLarge) | [`TooLarge`](Error::TooLarge) | make the value smaller or raise the limit; nothing was written | yes |
+/// | [`Unsupported`](ErrorKind::Unsupported) | [`ConditionalPutUnsupported`](Error::ConditionalPutUnsupported) | use a backend that keeps write-once (or turn its conditional puts on) | no |
+/// | [`Corrupt`](ErrorKind::Corrupt) | [`Corrupt`](Error::Corrupt) | a stored object is damaged or foreign: an operator repairs or removes it | no |
+/// | [`CodeChanged`](ErrorKind::CodeChanged) | [`NonDeterminism`](Error::NonDeterminism), [`Decode`](Error::Decode) | the code disagrees with what it stored (steps reordered, a type changed): deploy code that matches, or bump a memoized function's version | no |
+/// | [`Conflict`](ErrorKind::Conflict) | [`Conflict`](Error::Conflict) | the request contradicts what is committed (another writer got there first, an id taken with other content, a run already ended): read the current state before deciding | no |
+/// | [`Lease`](ErrorKind::Lease) | [`LeaseHeld`](Error::LeaseHeld), [`LeaseLost`](Error::LeaseLost) | another attempt holds the run: stop, and run it again once that lease has expired | no |
+/// | [`NotFound`](ErrorKind::NotFound) | [`RunNotFound`](Error::RunNotFound) | the run does not exist (never created, or deleted): create it, or drop the request | no |
+/// | [`Suspended`](ErrorKind::Suspended) | [`Suspended`](Error::Suspended) | the run waits for a signal: send it, then run the run again | no |
+/// | [`Interrupted`](ErrorKind::Interrupted) | [`Aborted`](Error::Aborted) | the attempt stopped and the run stays open: run it again later (its message says why it stopped) | no |
+/// | [`Failed`](ErrorKind::Failed) | [`StepFailed`](Error::StepFailed), [`RunFailed`](Error::RunFailed), [`RunCancelled`](Error::RunCancelled) | a failure recorded for good: retrying returns it again; handle it (report, compensate) | yes |
+/// | its first failure's | [`ClearIncomplete`](Error::ClearIncomplete) | what that kind says (a store error: retry; a planted symlink: [`Corrupt`](ErrorKind::Corrupt)); the run's terminal marker is kept, so a later sweep tries again | as that kind |
+///
+/// # Example
+///
+/// A queue consumer decides what to do with a delivery:
+///
+/// ```
+/// use memo_runtime::{Error, ErrorKind};
+///
+/// enum Ack { Done, Later, DeadLetter }
+///
+/// fn ack(outcome: Result<(), Error>) -> Ack {
+///     match outcome.map_err(|e| e.kind()) {
+///         Ok(()) | Err(ErrorKind::Failed | ErrorKind::Suspended) => Ack::Done,
+///         Err(ErrorKind::Invalid | ErrorKind::TooLarge) => Ack::DeadLetter,
+///         Err(_) => Ack::Later,
+///     }
+/// }
+///
+/// let lost = Error::LeaseLost { run_id: "r".into(), attempt: 2, reason: "taken over".into() };
+/// assert!(matches!(ack(Err(lost)), Ack::Later));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The store failed a request: retry later.
+    Unavailable,
+    /// What the caller gave is invalid (a run id, a value that cannot be
+    /// encoded, a write, a store URL, a builder's settings): fix it.
+    Invalid,
+    /// A value is over its size limit; nothing was written.
+    TooLarge,
+    /// The store cannot keep memo's write-once guarantee.
+    Unsupported,
+    /// A stored object failed its checks; it is never read as a miss.
+    Corrupt,
+    /// The running code disagrees with what was stored by earlier code: the
+    /// workflow's steps changed (non-determinism), or a stored value no
+    /// longer decodes as its type.
+    CodeChanged,
+    /// The request contradicts what is committed.
+    Conflict,
+    /// Another attempt holds the run's lease, or took it over.
+    Lease,
+    /// The run does not exist.
+    NotFound,
+    /// The run waits for a signal.
+    Suspended,
+    /// The attempt was stopped by an earlier runtime error or a panic; the
+    /// run stays open.
+    Interrupted,
+    /// A failure recorded for good: a step that failed after its retries, a
+    /// run that ended failed or cancelled.
+    Failed,
+}
+
+impl ErrorKind {
+    /// Whether an error of this kind, met by a workflow attempt, fails the
+    /// run (the table above): `true` for [`Invalid`](ErrorKind::Invalid),
+    /// [`TooLarge`](ErrorKind::TooLarge) and [`Failed`](ErrorKind::Failed),
+    /// which retrying cannot change; `false` for every kind that retrying,
+    /// an operator or a deploy can clear, which interrupt the attempt and
+    /// leave the run open.
+    pub fn fails_run(self) -> bool {
+        match self {
+            ErrorKind::Invalid | ErrorKind::TooLarge | ErrorKind::Failed => true,
+            ErrorKind::Unavailable
+            | ErrorKind::Unsupported
+            | ErrorKind::Corrupt
+            | ErrorKind::CodeChanged
+            | ErrorKind::Conflict
+            | ErrorKind::Lease
+            | ErrorKind::NotFound
+            | ErrorKind::Suspended
+            | ErrorKind::Interrupted => false,
+        }
+    }
+}
+
 impl Error {
-    /// Whether the error is *transient*: a runtime error that can go away without the
-    /// caller changing what it asked for: retrying later, fixing the store
-    /// or its configuration, or deploying a code fix can make the same call
-    /// succeed.
+    /// What kind of error this is: what the caller should do about it (see
+    /// the table on [`ErrorKind`]).
     ///
-    /// In a workflow this decides the fate of the run: an attempt that meets
-    /// a transient error (even one a step converted into its own error type)
-    /// stops and leaves the run open to be resumed, while a permanent error
-    /// reaches the workflow like any error of its own and fails the run if
-    /// the workflow does not handle it.
+    /// # Example
     ///
-    /// | transient (the run stays open) | permanent (the workflow's to handle) |
-    /// |---|---|
-    /// | [`Store`](Error::Store): the store failed a request | [`Serialization`](Error::Serialization): a value cannot be encoded |
-    /// | [`Decode`](Error::Decode): a committed value does not decode (a code fix can read it) | [`TooLarge`](Error::TooLarge): a value over the size limit |
-    /// | [`Corrupt`](Error::Corrupt): a damaged object (an operator can repair it) | [`InvalidRunId`](Error::InvalidRunId), [`InvalidWrite`](Error::InvalidWrite), [`InvalidConfig`](Error::InvalidConfig) |
-    /// | [`ConditionalPutUnsupported`](Error::ConditionalPutUnsupported): the backend cannot keep write-once | [`InvalidStoreUrl`](Error::InvalidStoreUrl), [`StoreFeatureDisabled`](Error::StoreFeatureDisabled) |
-    /// | [`Conflict`](Error::Conflict), [`NonDeterminism`](Error::NonDeterminism), [`ClearIncomplete`](Error::ClearIncomplete) | [`RunFailed`](Error::RunFailed), [`RunCancelled`](Error::RunCancelled): the run has ended |
-    /// | [`RunNotFound`](Error::RunNotFound), [`Suspended`](Error::Suspended), [`Aborted`](Error::Aborted) | [`StepFailed`](Error::StepFailed): a recorded step failure |
-    /// | [`LeaseHeld`](Error::LeaseHeld), [`LeaseLost`](Error::LeaseLost): another attempt holds the run | |
+    /// ```
+    /// use memo_runtime::{Error, ErrorKind};
+    ///
+    /// let held = Error::LeaseHeld {
+    ///     run_id: "order-1".into(),
+    ///     attempt: 3,
+    ///     owner: "worker-b".into(),
+    ///     until_ms: 1_700_000_000_000,
+    /// };
+    /// assert_eq!(held.kind(), ErrorKind::Lease);
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Store { .. } => ErrorKind::Unavailable,
+            Error::ClearIncomplete { source, .. } => source.kind(),
+            Error::InvalidRunId { .. }
+            | Error::InvalidWrite { .. }
+            | Error::Serialization { .. }
+            | Error::InvalidStoreUrl { .. }
+            | Error::StoreFeatureDisabled { .. }
+            | Error::InvalidConfig { .. } => ErrorKind::Invalid,
+            Error::TooLarge { .. } => ErrorKind::TooLarge,
+            Error::ConditionalPutUnsupported { .. } => ErrorKind::Unsupported,
+            Error::Corrupt { .. } => ErrorKind::Corrupt,
+            Error::NonDeterminism { .. } | Error::Decode { .. } => ErrorKind::CodeChanged,
+            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::LeaseHeld { .. } | Error::LeaseLost { .. } => ErrorKind::Lease,
+            Error::RunNotFound { .. } => ErrorKind::NotFound,
+            Error::Suspended { .. } => ErrorKind::Suspended,
+            Error::Aborted { .. } => ErrorKind::Interrupted,
+            Error::StepFailed { .. } | Error::RunFailed { .. } | Error::RunCancelled { .. } => {
+                ErrorKind::Failed
+            }
+        }
+    }
+
+    /// Whether this error, met by a workflow attempt, fails the run:
+    /// `false` means it interrupts the attempt and the run stays open to be
+    /// resumed; `true` means it is the workflow's to handle like an error of
+    /// its own. Decided by [`kind`](Error::kind), see
+    /// [`ErrorKind::fails_run`].
+    ///
+    /// When memo itself meets an error that does not fail the run during an
+    /// attempt (in a step's commit, or in a [`Memo`](crate::Memo) of the
+    /// step, even if the step converts or swallows the error), the attempt
+    /// stops and records nothing more; the run stays open for its next
+    /// delivery.
     ///
     /// # Example
     ///
@@ -294,35 +435,21 @@ impl Error {
     /// use memo_runtime::Error;
     ///
     /// let too_large = Error::TooLarge { key: "k".into(), size: 20, limit: 10 };
-    /// assert!(!too_large.is_transient());
+    /// assert!(too_large.fails_run());
     /// let damaged = Error::Corrupt { path: "memo/x".into(), reason: "bad checksum".into() };
-    /// assert!(damaged.is_transient());
+    /// assert!(!damaged.fails_run());
     /// ```
+    pub fn fails_run(&self) -> bool {
+        self.kind().fails_run()
+    }
+
+    /// Whether the error does not fail the run: `!self.fails_run()`.
+    #[deprecated(
+        note = "it never meant only \"retry may succeed\": it answers whether the error leaves \
+                the run open; use `!error.fails_run()`, or `error.kind()` to decide what to do"
+    )]
     pub fn is_transient(&self) -> bool {
-        match self {
-            Error::Store { .. }
-            | Error::Decode { .. }
-            | Error::Corrupt { .. }
-            | Error::ConditionalPutUnsupported { .. }
-            | Error::Conflict { .. }
-            | Error::NonDeterminism { .. }
-            | Error::ClearIncomplete { .. }
-            | Error::RunNotFound { .. }
-            | Error::Suspended { .. }
-            | Error::Aborted { .. }
-            | Error::LeaseHeld { .. }
-            | Error::LeaseLost { .. } => true,
-            Error::InvalidRunId { .. }
-            | Error::InvalidStoreUrl { .. }
-            | Error::StoreFeatureDisabled { .. }
-            | Error::Serialization { .. }
-            | Error::TooLarge { .. }
-            | Error::InvalidWrite { .. }
-            | Error::InvalidConfig { .. }
-            | Error::RunFailed { .. }
-            | Error::RunCancelled { .. }
-            | Error::StepFailed { .. } => false,
-        }
+        !self.fails_run()
     }
 
     /// Wraps an object-store error with the path it concerns.
@@ -352,17 +479,17 @@ impl Error {
         }
     }
 
-    /// A value (named by `what`, stored at `path`) that the codec could not
+    /// A value (named by `what`, stored at `path`) that the decoder could not
     /// decode as the type asked for.
     pub(crate) fn decode(
         what: impl Into<String>,
         path: impl std::fmt::Display,
-        source: crate::codec::DecodeError,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
         Error::Decode {
             what: what.into(),
             path: path.to_string(),
-            source,
+            source: source.into(),
         }
     }
 
@@ -376,14 +503,272 @@ impl Error {
 }
 
 /// Lets `#[memoized]` functions return `std::io::Result<T>`: memo's failures
-/// become I/O errors of the matching kind, with the memo error as source.
+/// become I/O errors of the kind matching their [`ErrorKind`], with the memo
+/// error inside (`get_ref`, `into_inner`): stored data that cannot be read
+/// ([`Corrupt`](ErrorKind::Corrupt), [`CodeChanged`](ErrorKind::CodeChanged))
+/// is `InvalidData`; what the caller gave ([`Invalid`](ErrorKind::Invalid),
+/// [`TooLarge`](ErrorKind::TooLarge)) is `InvalidInput`; a missing run is
+/// `NotFound`; the rest is `Other`.
 impl From<Error> for std::io::Error {
     fn from(error: Error) -> Self {
-        let kind = match &error {
-            Error::Decode { .. } | Error::Corrupt { .. } => std::io::ErrorKind::InvalidData,
-            Error::InvalidRunId { .. } => std::io::ErrorKind::InvalidInput,
+        let kind = match error.kind() {
+            ErrorKind::Corrupt | ErrorKind::CodeChanged => std::io::ErrorKind::InvalidData,
+            ErrorKind::Invalid | ErrorKind::TooLarge => std::io::ErrorKind::InvalidInput,
+            ErrorKind::NotFound => std::io::ErrorKind::NotFound,
             _ => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of every variant, with its variant's name; the exhaustive
+    /// match makes a new variant a compile error here until it is listed.
+    fn one_of_each() -> Vec<(&'static str, Error)> {
+        let s = String::new;
+        let errors = vec![
+            Error::InvalidRunId {
+                input: s(),
+                reason: "",
+            },
+            Error::Store {
+                path: s(),
+                source: object_store::Error::NotFound {
+                    path: s(),
+                    source: "gone".into(),
+                },
+            },
+            Error::ConditionalPutUnsupported { path: s() },
+            Error::InvalidStoreUrl {
+                url: s(),
+                reason: s(),
+            },
+            Error::StoreFeatureDisabled {
+                url: s(),
+                feature: "aws",
+            },
+            Error::serialization("a value", "no encoding"),
+            Error::decode("a value", "p", "no decoding"),
+            Error::corrupt("p", "bad checksum"),
+            Error::TooLarge {
+                key: s(),
+                size: 2,
+                limit: 1,
+            },
+            Error::NonDeterminism {
+                run_id: s(),
+                sequence: 0,
+                recorded: s(),
+                called: s(),
+            },
+            Error::Conflict {
+                what: s(),
+                reason: s(),
+            },
+            Error::ClearIncomplete {
+                run_id: s(),
+                deleted: 0,
+                failed: 1,
+                source: Box::new(Error::corrupt("p", "bad checksum")),
+            },
+            Error::RunNotFound { run_id: s() },
+            Error::InvalidWrite {
+                run_id: s(),
+                reason: s(),
+            },
+            Error::InvalidConfig {
+                what: s(),
+                reason: s(),
+            },
+            Error::Suspended {
+                run_id: s(),
+                signal: s(),
+            },
+            Error::Aborted {
+                run_id: s(),
+                reason: s(),
+            },
+            Error::RunFailed {
+                run_id: s(),
+                message: s(),
+            },
+            Error::RunCancelled {
+                run_id: s(),
+                reason: None,
+            },
+            Error::LeaseHeld {
+                run_id: s(),
+                attempt: 1,
+                owner: s(),
+                until_ms: 0,
+            },
+            Error::LeaseLost {
+                run_id: s(),
+                attempt: 1,
+                reason: s(),
+            },
+            Error::StepFailed {
+                run_id: s(),
+                sequence: 0,
+                step: s(),
+                message: s(),
+            },
+        ];
+        errors
+            .into_iter()
+            .map(|error| {
+                let name = match &error {
+                    Error::InvalidRunId { .. } => "InvalidRunId",
+                    Error::Store { .. } => "Store",
+                    Error::ConditionalPutUnsupported { .. } => "ConditionalPutUnsupported",
+                    Error::InvalidStoreUrl { .. } => "InvalidStoreUrl",
+                    Error::StoreFeatureDisabled { .. } => "StoreFeatureDisabled",
+                    Error::Serialization { .. } => "Serialization",
+                    Error::Decode { .. } => "Decode",
+                    Error::Corrupt { .. } => "Corrupt",
+                    Error::TooLarge { .. } => "TooLarge",
+                    Error::NonDeterminism { .. } => "NonDeterminism",
+                    Error::Conflict { .. } => "Conflict",
+                    Error::ClearIncomplete { .. } => "ClearIncomplete",
+                    Error::RunNotFound { .. } => "RunNotFound",
+                    Error::InvalidWrite { .. } => "InvalidWrite",
+                    Error::InvalidConfig { .. } => "InvalidConfig",
+                    Error::Suspended { .. } => "Suspended",
+                    Error::Aborted { .. } => "Aborted",
+                    Error::RunFailed { .. } => "RunFailed",
+                    Error::RunCancelled { .. } => "RunCancelled",
+                    Error::LeaseHeld { .. } => "LeaseHeld",
+                    Error::LeaseLost { .. } => "LeaseLost",
+                    Error::StepFailed { .. } => "StepFailed",
+                };
+                (name, error)
+            })
+            .collect()
+    }
+
+    /// The rows of the decision table in [`ErrorKind`]'s rustdoc: kind,
+    /// the variants it lists, and its "fails the run" cell; `None` for the
+    /// kind and the cell of a row whose variants take their source's kind.
+    fn documented_table() -> Vec<(Option<String>, Vec<String>, Option<bool>)> {
+        let rows = include_str!("error.rs")
+            .lines()
+            .map(str::trim)
+            .filter(|line| line.starts_with("/// | ") && line.contains("](Error::"));
+        let linked = |cell: &str, module: &str| -> Vec<String> {
+            cell.split(&format!("]({module}::"))
+                .skip(1)
+                .map(|rest| rest[..rest.find(')').unwrap()].to_string())
+                .collect()
+        };
+        rows.map(|row| {
+            let cells: Vec<&str> = row.trim_start_matches("/// | ").split(" | ").collect();
+            let kind = linked(cells[0], "ErrorKind");
+            let fails = match cells[3].trim_end_matches(" |") {
+                "yes" => Some(true),
+                "no" => Some(false),
+                "as that kind" => None,
+                other => panic!("the table's last column says {other:?}: {row}"),
+            };
+            let kind = kind.first().cloned();
+            assert_eq!(kind.is_none(), fails.is_none(), "{row}");
+            (kind, linked(cells[1], "Error"), fails)
+        })
+        .collect()
+    }
+
+    #[test]
+    fn every_variant_has_the_kind_and_run_outcome_its_docs_say() {
+        let table = documented_table();
+        let errors = one_of_each();
+        let documented: Vec<&String> = table.iter().flat_map(|(_, v, _)| v).collect();
+        assert_eq!(documented.len(), errors.len(), "each variant is in one row");
+        for (name, error) in &errors {
+            let (kind, _, fails) = table
+                .iter()
+                .find(|(_, variants, _)| variants.iter().any(|v| v == name))
+                .unwrap_or_else(|| panic!("Error::{name} is missing from ErrorKind's table"));
+            let (kind, fails) = match (kind, fails) {
+                (Some(kind), Some(fails)) => (kind.clone(), *fails),
+                _ => {
+                    let Error::ClearIncomplete { source, .. } = error else {
+                        panic!("Error::{name} has no source to take its kind from");
+                    };
+                    (format!("{:?}", source.kind()), source.fails_run())
+                }
+            };
+            assert_eq!(format!("{:?}", error.kind()), kind, "Error::{name}");
+            assert_eq!(error.fails_run(), fails, "Error::{name}");
+        }
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn is_transient_still_answers_what_it_answered() {
+        // The variants `is_transient` called transient before `fails_run`.
+        const TRANSIENT: [&str; 12] = [
+            "Store",
+            "Decode",
+            "Corrupt",
+            "ConditionalPutUnsupported",
+            "Conflict",
+            "NonDeterminism",
+            "ClearIncomplete",
+            "RunNotFound",
+            "Suspended",
+            "Aborted",
+            "LeaseHeld",
+            "LeaseLost",
+        ];
+        for (name, error) in one_of_each() {
+            assert_eq!(
+                error.is_transient(),
+                TRANSIENT.contains(&name),
+                "Error::{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn io_errors_take_their_kind_from_the_error_kind() {
+        use std::io::ErrorKind as Io;
+        for (name, error) in one_of_each() {
+            let expected = match error.kind() {
+                ErrorKind::Corrupt | ErrorKind::CodeChanged => Io::InvalidData,
+                ErrorKind::Invalid | ErrorKind::TooLarge => Io::InvalidInput,
+                ErrorKind::NotFound => Io::NotFound,
+                _ => Io::Other,
+            };
+            let shown = error.to_string();
+            let io = std::io::Error::from(error);
+            assert_eq!(io.kind(), expected, "Error::{name}");
+            let inner = io.get_ref().and_then(|e| e.downcast_ref::<Error>());
+            assert_eq!(inner.map(Error::to_string), Some(shown), "Error::{name}");
+        }
+        let too_large = Error::TooLarge {
+            key: "k".into(),
+            size: 2,
+            limit: 1,
+        };
+        assert_eq!(std::io::Error::from(too_large).kind(), Io::InvalidInput);
+    }
+
+    #[test]
+    fn a_decode_error_keeps_the_decoder_error_as_its_source() {
+        use std::error::Error as _;
+        let decoder = rmp_serde::from_slice::<u32>(b"\xc1").unwrap_err();
+        let shown = decoder.to_string();
+        let error = Error::decode("the input", "run r1", decoder);
+        let source = error.source().expect("a decode error has a source");
+        assert!(
+            source.downcast_ref::<rmp_serde::decode::Error>().is_some(),
+            "{source:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!("cannot decode the input stored at run r1: {shown}")
+        );
     }
 }

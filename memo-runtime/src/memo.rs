@@ -462,11 +462,11 @@ pub(crate) trait LeaseGuard: Send + Sync + std::fmt::Debug {
 pub(crate) struct AttemptInterruption(Arc<Mutex<Option<String>>>);
 
 impl AttemptInterruption {
-    /// Records `error` if it is transient ([`Error::is_transient`]) and no
-    /// interruption was recorded before; permanent errors are the caller's to
-    /// handle.
+    /// Records `error` if it does not fail the run ([`Error::fails_run`])
+    /// and no interruption was recorded before; the others are the caller's
+    /// to handle.
     pub(crate) fn record(&self, error: &Error) {
-        if error.is_transient() {
+        if !error.fails_run() {
             self.slot().get_or_insert_with(|| error.to_string());
         }
     }

@@ -35,7 +35,9 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Error, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, store_from_url};
+use memo_runtime::{
+    Error, ErrorKind, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, store_from_url,
+};
 
 /// Works through the same order runs as every other worker on the store.
 #[derive(Parser)]
@@ -224,7 +226,7 @@ where
             // Another worker holds the run (its lease is live, or it started
             // this attempt or committed a step first), or took it over from
             // us: the run goes on there; look again shortly.
-            Err(Error::Conflict { .. } | Error::LeaseHeld { .. } | Error::LeaseLost { .. }) => {
+            Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::Lease) => {
                 tokio::time::sleep(Duration::from_millis(25)).await
             }
             Err(e) => return Err(e).with_context(|| format!("running {run}")),

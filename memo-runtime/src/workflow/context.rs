@@ -136,8 +136,8 @@ impl Context {
     /// worker committed this step first; [`Error::Decode`] if a recorded
     /// output does not decode as `T`; [`Error::Store`] if the commit fails;
     /// [`Error::Aborted`] for a step called after an earlier error interrupted
-    /// the attempt. A transient failure of the step's [`Memo`] (see
-    /// [`Error::is_transient`]) stops the attempt too, even if the body
+    /// the attempt. A failure of the step's [`Memo`] that leaves the run open (see
+    /// [`Error::fails_run`]) stops the attempt too, even if the body
     /// converted it into an error of its own: the step records nothing, and
     /// the run stays open. A permanent one ([`Error::TooLarge`],
     /// [`Error::Serialization`]) is the body's error like any other.
