@@ -7,11 +7,21 @@
 //! a field can be added with `#[serde(default)]` and old records still read.
 //! This is not the canonical encoding of content keys (`key.rs`), which
 //! sorts map entries and is only ever hashed, never stored.
+//!
+//! Nesting: values are written and read at most [`MAX_NESTING_DEPTH`] (128)
+//! levels of arrays and maps deep; the bytes of the encoding did not
+//! change. Before the limit, memo read up to rmp-serde's 1,024 levels (and
+//! a worker could overflow its stack doing so). What old data does: memo's
+//! own records never nest that deep; a user's value (a `#[memoized]`
+//! value, step output, run input or signal payload) stored 129 to 1,024
+//! levels deep by an earlier memo now reads as [`Error::Decode`] naming it
+//! (a `#[memoized]` call then fails without re-running its body, a
+//! pending signal is refused), and a record as [`Error::Corrupt`].
 
 use bytes::Bytes;
 use object_store::path::Path;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 
 use crate::error::{Error, Result};
 
@@ -21,14 +31,47 @@ pub(crate) type EncodeError = rmp_serde::encode::Error;
 /// The decoder's error.
 pub(crate) type DecodeError = rmp_serde::decode::Error;
 
+/// The deepest nesting of arrays and maps (a struct is a map) that memo
+/// stores and reads back: 128 levels, as `serde_json` allows.
+///
+/// Each level costs the decoder stack: rmp-serde's own limit (1,024) lets a
+/// stored value overflow a Tokio worker thread's 2 MiB stack in a debug
+/// build, aborting the process. Decoding stops at this depth with
+/// [`Error::Decode`] (or [`Error::Corrupt`] for a record) instead, and a
+/// value nested deeper is refused when it is stored
+/// ([`Error::Serialization`]), so that memo never commits what it could
+/// not read back.
+pub const MAX_NESTING_DEPTH: usize = 128;
+
 /// The stored encoding of `value`.
+///
+/// # Errors
+///
+/// The encoder's error, or a value nested deeper than
+/// [`MAX_NESTING_DEPTH`].
 pub(crate) fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> {
-    rmp_serde::to_vec_named(value)
+    let bytes = rmp_serde::to_vec_named(value)?;
+    // Read back with the reader's limit: what passes here always decodes.
+    if let Err(DecodeError::DepthLimitExceeded) = decode::<IgnoredAny>(&bytes) {
+        return Err(EncodeError::Syntax(format!(
+            "the value is nested deeper than {MAX_NESTING_DEPTH} levels of arrays and maps, \
+             the most memo reads back"
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Reads `bytes` written by [`encode`] as a `T`.
+///
+/// # Errors
+///
+/// The decoder's error; [`DecodeError::DepthLimitExceeded`] for a value
+/// nested deeper than [`MAX_NESTING_DEPTH`].
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
-    rmp_serde::from_slice(bytes)
+    let mut decoder = rmp_serde::Deserializer::from_read_ref(bytes);
+    // rmp-serde refuses the level at which its counter reaches zero.
+    decoder.set_max_depth(MAX_NESTING_DEPTH + 1);
+    T::deserialize(&mut decoder)
 }
 
 /// [`encode`], failing with [`Error::Serialization`] naming `what`.
@@ -83,6 +126,56 @@ mod tests {
             "the stored record encoding changed"
         );
         assert_eq!(decode::<Record>(&bytes).unwrap(), record);
+    }
+
+    /// `depth` arrays, each holding the next; the innermost is empty.
+    #[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+    struct Nested(Vec<Nested>);
+
+    fn nested(depth: usize) -> Nested {
+        (1..depth).fold(Nested(Vec::new()), |inner, _| Nested(vec![inner]))
+    }
+
+    /// MessagePack of `depth` nested one-element arrays around `nil`.
+    fn nested_bytes(depth: usize) -> Vec<u8> {
+        let mut bytes = vec![0x91; depth];
+        bytes.push(0xc0);
+        bytes
+    }
+
+    #[test]
+    fn values_nest_up_to_the_limit_and_no_deeper() {
+        let at_limit = nested(MAX_NESTING_DEPTH);
+        let bytes = encode(&at_limit).unwrap();
+        assert_eq!(decode::<Nested>(&bytes).unwrap(), at_limit);
+
+        let err = encode_value("a deep value", &nested(MAX_NESTING_DEPTH + 1)).unwrap_err();
+        assert!(
+            matches!(&err, Error::Serialization { what, .. } if what == "a deep value"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("nested deeper than 128"), "{err}");
+
+        for depth in [MAX_NESTING_DEPTH + 1, 1_000, 100_000] {
+            let err = decode_value::<IgnoredAny>("a deep value", "run r1", &nested_bytes(depth))
+                .unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    Error::Decode { what, source: DecodeError::DepthLimitExceeded, .. }
+                        if what == "a deep value"
+                ),
+                "{depth}: {err:?}"
+            );
+        }
+        decode::<IgnoredAny>(&nested_bytes(MAX_NESTING_DEPTH)).unwrap();
+        let err =
+            decode_record::<IgnoredAny>("a run", &Path::from("runs/r1/run"), &nested_bytes(1_000))
+                .unwrap_err();
+        assert!(
+            matches!(&err, Error::Corrupt { reason, .. } if reason.contains("depth limit exceeded")),
+            "{err:?}"
+        );
     }
 
     #[test]

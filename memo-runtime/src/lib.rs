@@ -52,6 +52,7 @@ pub mod testing;
 
 pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use codec::MAX_NESTING_DEPTH;
 pub use error::{Error, Result};
 pub use key::content_key;
 #[cfg(unix)]
