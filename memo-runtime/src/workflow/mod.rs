@@ -82,6 +82,10 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// default: 200 ms.
 pub const DEFAULT_SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(200);
 
+/// How long [`Context::sleep`] waits in process, by default: 60 s. A
+/// longer sleep suspends its attempt (see [`RuntimeBuilder::timer_wait`]).
+pub const DEFAULT_TIMER_WAIT: Duration = Duration::from_secs(60);
+
 /// The shortest signal poll interval [`RuntimeBuilder::build`] accepts:
 /// 1 ms.
 pub const MIN_SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(1);
@@ -122,6 +126,7 @@ struct Shared {
     clock: Arc<dyn Clock>,
     signal_wait: Duration,
     signal_poll_interval: Duration,
+    timer_wait: Duration,
     marker_retry: RetryPolicy,
     retention: Duration,
     recovery_concurrency: usize,
@@ -164,6 +169,7 @@ pub struct RuntimeBuilder {
     clock: Option<Arc<dyn Clock>>,
     signal_wait: Duration,
     signal_poll_interval: Option<Duration>,
+    timer_wait: Option<Duration>,
     marker_retry: Option<RetryPolicy>,
     retention: Option<Duration>,
     recovery_concurrency: Option<usize>,
@@ -206,6 +212,18 @@ impl RuntimeBuilder {
     /// [`signal_wait`](Self::signal_wait) is up, however long the interval.
     pub fn signal_poll_interval(mut self, interval: Duration) -> Self {
         self.signal_poll_interval = Some(interval);
+        self
+    }
+
+    /// The longest wait [`Context::sleep`] (and a signal deadline) spends in
+    /// process (default [`DEFAULT_TIMER_WAIT`], 60 s). A timer due within
+    /// this wait is awaited by the attempt, which keeps renewing its lease;
+    /// a later one suspends the attempt with [`Error::Suspended`] (its lease
+    /// released), and running the run again once the timer is due, from any
+    /// process, continues it. Zero suspends every timer that is not yet due;
+    /// `Duration::MAX` waits in process for any timer.
+    pub fn timer_wait(mut self, wait: Duration) -> Self {
+        self.timer_wait = Some(wait);
         self
     }
 
@@ -308,6 +326,7 @@ impl RuntimeBuilder {
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 signal_wait: self.signal_wait,
                 signal_poll_interval,
+                timer_wait: self.timer_wait.unwrap_or(DEFAULT_TIMER_WAIT),
                 marker_retry: self.marker_retry.unwrap_or_else(|| {
                     RetryPolicy::attempts(5).with_min_delay(Duration::from_millis(50))
                 }),
@@ -354,6 +373,10 @@ pub struct Recovery<O, E> {
 impl Shared {
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn timer_wait_ms(&self) -> u64 {
+        u64::try_from(self.timer_wait.as_millis()).unwrap_or(u64::MAX)
     }
 }
 
