@@ -49,6 +49,10 @@ struct Inner {
     /// The first transient error of this attempt (its interruption), shared with the memos of its
     /// steps: once set, the attempt is over and the run stays open.
     interruption: AttemptInterruption,
+    /// The cancellation reason, once the attempt has observed the run's
+    /// cancellation (at a step boundary, in a wait, or when asked): no step
+    /// runs after it, and the attempt ends the run cancelled.
+    cancelled: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -78,6 +82,7 @@ impl Context {
                 history,
                 cursor: tokio::sync::Mutex::new(0),
                 interruption: AttemptInterruption::default(),
+                cancelled: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -524,6 +529,7 @@ impl Context {
         if let Some(receipt) = self.replay(sequence, step)? {
             return self.replayed(receipt);
         }
+        self.check_cancelled()?;
         let output =
             codec::encode_value("a timer's deadline", &at_ms).map_err(|e| self.interrupt(e))?;
         let receipt = self.receipt(sequence, step.to_string(), Ok(output));
@@ -538,6 +544,7 @@ impl Context {
     async fn wait_until(&self, wake_ms: u64, signal: &str) -> Result<(), Error> {
         let shared = &self.inner.shared;
         loop {
+            self.check_cancelled()?;
             let now = shared.clock.now_ms();
             if now >= wake_ms {
                 return Ok(());
@@ -578,6 +585,9 @@ impl Context {
             .load_inputs(&self.inner.run_id)
             .await
             .map_err(|e| self.interrupt(e))?;
+        // A wait is a boundary too: it observes a cancellation at each poll.
+        self.inner.lease.note_cancel(&inputs);
+        self.check_cancelled()?;
         let pending = inputs.into_iter().filter(|input| {
             input.name == name
                 && input.accepted_at_ms <= accepted_by
@@ -608,6 +618,70 @@ impl Context {
         Ok(None)
     }
 
+    /// Whether the run has been cancelled ([`Runtime::cancel`]), asked of
+    /// the store now (one read of the run's inputs).
+    ///
+    /// Once this returns `true`, the cancellation is observed: the attempt
+    /// runs no further step (each returns [`Error::RunCancelled`]), and the
+    /// run ends `Cancelled` when the workflow returns, whatever it returns.
+    /// A step body that may run long can ask between its own pieces of
+    /// work, and stop early.
+    ///
+    /// Without asking, an attempt observes a cancellation at its next step
+    /// boundary or wait after it learns of it (see [`Runtime::cancel`]).
+    ///
+    /// # Errors
+    ///
+    /// A store error reading the run's inputs.
+    ///
+    /// [`Runtime::cancel`]: super::Runtime::cancel
+    pub async fn is_cancelled(&self) -> Result<bool, Error> {
+        if self.observed_cancel().is_some() {
+            return Ok(true);
+        }
+        let inputs = self
+            .inner
+            .shared
+            .store
+            .load_inputs(&self.inner.run_id)
+            .await?;
+        self.inner.lease.note_cancel(&inputs);
+        Ok(self.check_cancelled::<Error>().is_err())
+    }
+
+    /// The cancellation reason, if this attempt observed the run's
+    /// cancellation.
+    pub(super) fn observed_cancel(&self) -> Option<String> {
+        self.inner
+            .cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Refuses to go on once the attempt knows the run was cancelled, and
+    /// marks the cancellation observed.
+    fn check_cancelled<E: From<Error>>(&self) -> Result<(), E> {
+        let reason = match self.observed_cancel() {
+            Some(reason) => reason,
+            None => match self.inner.lease.cancel_requested() {
+                Some(reason) => {
+                    *self
+                        .inner
+                        .cancelled
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
+                    reason
+                }
+                None => return Ok(()),
+            },
+        };
+        Err(E::from(Error::RunCancelled {
+            run_id: self.inner.run_id.to_string(),
+            reason: Some(reason),
+        }))
+    }
+
     /// The runtime error that stopped this attempt, if any.
     pub(super) fn take_interruption(&self) -> Option<String> {
         self.inner.interruption.take()
@@ -624,6 +698,12 @@ impl Context {
     /// workflow may have handled that error, but nothing more of this
     /// attempt may be recorded.
     fn check_not_stopped<E: From<Error>>(&self) -> Result<(), E> {
+        if let Some(reason) = self.observed_cancel() {
+            return Err(E::from(Error::RunCancelled {
+                run_id: self.inner.run_id.to_string(),
+                reason: Some(reason),
+            }));
+        }
         if self.inner.interruption.is_set() {
             return Err(E::from(Error::Aborted {
                 run_id: self.inner.run_id.to_string(),
@@ -727,6 +807,9 @@ impl Context {
             *cursor += 1;
             return self.replayed(receipt);
         }
+        // A step boundary: a cancellation the attempt knows of stops it
+        // here, before a new body starts.
+        self.check_cancelled()?;
         let step_number = u32::try_from(sequence).map_err(|_| {
             self.interrupt(Error::InvalidWrite {
                 run_id: self.inner.run_id.to_string(),
