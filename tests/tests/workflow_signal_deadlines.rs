@@ -136,8 +136,8 @@ async fn a_deadline_that_passes_first_is_recorded_and_leaves_a_late_signal_pendi
     assert_eq!(
         steps,
         [
-            "signal-deadline:approve",
-            "signal-timeout:approve",
+            "memo.signal-deadline:approve",
+            "memo.signal-timeout:approve",
             "branch",
             "signal:approve"
         ]

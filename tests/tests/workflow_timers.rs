@@ -85,7 +85,7 @@ fn until_ms(outcome: Result<String, Error>) -> u64 {
 }
 
 /// The wake time is recorded when the sleep is first reached, as the step
-/// `sleep` whose output is the wake time (MessagePack `u64`); a second
+/// `memo.sleep` whose output is the wake time (MessagePack `u64`); a second
 /// worker whose clock is ahead, and the first one after its clock jumped,
 /// both wait for the recorded time, not their own now + 10 s.
 #[tokio::test]
@@ -105,7 +105,7 @@ async fn a_sleep_keeps_its_recorded_wake_time_across_workers_and_clock_jumps() {
     assert_eq!(until_ms(a.run(&run, &10_000, &flow).await), wake);
     // The record: step 1 is the timer, its output the wake time.
     let receipts = a.runtime_store().load_receipts(&run, None).await.unwrap();
-    assert_eq!(receipts[1].step, "sleep");
+    assert_eq!(receipts[1].step, "memo.sleep");
     assert_eq!(
         rmp_serde::from_slice::<u64>(&receipts[1].output).unwrap(),
         wake

@@ -240,7 +240,10 @@ impl Context {
     /// [`RuntimeBuilder::signal_wait`](super::RuntimeBuilder::signal_wait)),
     /// the run suspends: this returns [`Error::Suspended`], the run stays
     /// `Running`, and running it again once the signal is sent, from any
-    /// process, resumes it here.
+    /// process, resumes it here. The first suspension records the step
+    /// `memo.wait:<name>` (before the wait's own receipt), so that running
+    /// the run again before the signal is sent starts no attempt and writes
+    /// nothing (see [`Runtime::resume`](super::Runtime::resume)).
     ///
     /// A signal whose payload does not decode as `T` (a `"yes"` sent to a
     /// wait for a `bool`, as `memoctl signal` can send) is never consumed:
@@ -260,9 +263,17 @@ impl Context {
     /// fail the run.
     pub async fn wait_for_signal<T: DeserializeOwned>(&self, name: &str) -> Result<T, Error> {
         let step_name = format!("signal:{name}");
+        let marker = format!("{WAIT_STEP_PREFIX}{name}");
         let mut cursor = self.inner.cursor.lock().await;
-        let sequence = *cursor;
+        let mut sequence = *cursor;
         self.check_not_stopped()?;
+        // A wait that suspended before recorded a marker, then the signal.
+        let mut marked = false;
+        if self.history_at(sequence).is_some_and(|r| r.step == marker) {
+            *cursor += 1;
+            sequence += 1;
+            marked = true;
+        }
         if let Some(receipt) = self.replay(sequence, &step_name)? {
             *cursor += 1;
             return self.replayed(receipt);
@@ -277,6 +288,14 @@ impl Context {
             }
             let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
             if left.is_some_and(|left| left.is_zero()) {
+                if !marked {
+                    // Marks the run as waiting for `name`, so that running
+                    // it again before the signal comes starts no attempt.
+                    let receipt = self.receipt(sequence, marker, Ok(Bytes::new()));
+                    self.commit(Commit::step(receipt, shared.clock.now_ms()))
+                        .await?;
+                    *cursor += 1;
+                }
                 return Err(self.interrupt(Error::Suspended {
                     run_id: self.inner.run_id.to_string(),
                     signal: name.to_string(),
@@ -300,10 +319,10 @@ impl Context {
     /// epoch, by the runtime's [`Clock`](crate::Clock)): `Some(payload)` if
     /// it came in time, `None` if the deadline passed first. Durable: the
     /// deadline is recorded when the wait is first reached (as a step
-    /// `signal-deadline:<name>` whose output is the deadline), and so is the
+    /// `memo.signal-deadline:<name>` whose output is the deadline), and so is the
     /// outcome (the step `signal:<name>` with the payload, as
     /// [`wait_for_signal`](Context::wait_for_signal) records it, or
-    /// `signal-timeout:<name>`), so every replay takes the same branch.
+    /// `memo.signal-timeout:<name>`), so every replay takes the same branch.
     ///
     /// A signal counts if it was accepted (by the clock of the runtime that
     /// [sent](super::Runtime::signal) it) at or before the deadline, even if
@@ -364,12 +383,16 @@ impl Context {
         deadline_ms: u64,
     ) -> Result<Option<T>, Error> {
         let got = format!("signal:{name}");
-        let timed_out = format!("signal-timeout:{name}");
+        let timed_out = format!("{TIMEOUT_STEP_PREFIX}{name}");
         let mut cursor = self.inner.cursor.lock().await;
         let sequence = *cursor;
         self.check_not_stopped()?;
         let deadline = self
-            .deadline(sequence, &format!("signal-deadline:{name}"), deadline_ms)
+            .deadline(
+                sequence,
+                &format!("{DEADLINE_STEP_PREFIX}{name}"),
+                deadline_ms,
+            )
             .await?;
         *cursor += 1;
         let sequence = *cursor;
@@ -496,7 +519,7 @@ impl Context {
     /// runtime's [`Clock`](crate::Clock)).
     ///
     /// The first time the run reaches this sleep, its wake time is committed
-    /// as the step `sleep` at this position (its output is the wake time);
+    /// as the step `memo.sleep` at this position (its output is the wake time);
     /// every replay, on any worker and whatever its clock says, wakes at the
     /// recorded time, not at a new `at_ms`. The sleep never ends before the
     /// wake time by the runtime's clock: a clock moved back sleeps longer.
@@ -727,6 +750,13 @@ impl Context {
         }
     }
 
+    /// The receipt recorded at `sequence`, whatever its step.
+    fn history_at(&self, sequence: u64) -> Option<&StepReceipt> {
+        usize::try_from(sequence)
+            .ok()
+            .and_then(|i| self.inner.history.get(i))
+    }
+
     /// The recorded receipt at `sequence`, if the history has that step.
     fn replay<E: From<Error>>(&self, sequence: u64, step: &str) -> Result<Option<&StepReceipt>, E> {
         let Some(receipt) = usize::try_from(sequence)
@@ -890,7 +920,17 @@ impl Context {
 }
 
 /// The name of the step that records a timer's wake time.
-const SLEEP_STEP: &str = "sleep";
+pub(super) const SLEEP_STEP: &str = "memo.sleep";
+
+/// The prefix of the step that marks a run suspended in
+/// [`Context::wait_for_signal`] (`memo.wait:<name>`, empty output).
+pub(super) const WAIT_STEP_PREFIX: &str = "memo.wait:";
+
+/// The prefix of the step that records a signal wait's deadline.
+pub(super) const DEADLINE_STEP_PREFIX: &str = "memo.signal-deadline:";
+
+/// The prefix of the step that records a signal wait's timeout.
+pub(super) const TIMEOUT_STEP_PREFIX: &str = "memo.signal-timeout:";
 
 /// Decides whether a step body's error is worth a retry.
 type IsTransient<'c, E> = Box<dyn Fn(&E) -> bool + Send + Sync + 'c>;

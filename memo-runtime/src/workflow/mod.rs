@@ -69,7 +69,7 @@ use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::run_id::RunId;
 use crate::runtime_store::{
-    Commit, Lease, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
+    Commit, InputPhase, Lease, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
 };
 use crate::sweeper::{RetentionSweeper, RetentionSweeperBuilder};
 use crate::terminal::TerminalMarker;
@@ -386,7 +386,8 @@ pub struct Recovery<O, E> {
     pub skipped: Vec<(RunId, Error)>,
     /// Runs left alone because another attempt holds their lease (a live
     /// worker is running them, or a crashed one's lease has not expired):
-    /// the lease and who holds it.
+    /// the lease, who holds it, and when it expires
+    /// ([`Lease::until_ms`]), after which a recovery takes the run over.
     pub busy: Vec<(RunId, Lease)>,
 }
 
@@ -512,6 +513,71 @@ impl Runtime {
         };
         let record = self.create_run(new_run, input).await?;
         let span = tracing::info_span!("memo.run", %run_id, workflow = %workflow.name);
+        self.drive(record, workflow).instrument(span).await
+    }
+
+    /// Continues run `run_id` of `workflow` from its stored input, for a
+    /// caller that knows only the run's id (a webhook, a signal handler):
+    /// the same as [`Runtime::run`] with the input the run was started with.
+    ///
+    /// A run whose last attempt suspended in a wait that is still pending
+    /// (a timer not yet due, a signal not yet sent) is not started again:
+    /// this returns [`Error::Suspended`] at once and writes nothing, however
+    /// often it is called. The same holds for [`Runtime::run`] and
+    /// [`Runtime::recover`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunNotFound`]; otherwise as [`Runtime::run`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{Error, InMemoryRuntimeStore, MemoStore, RunId};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::workflow::{Context, Runtime, Workflow};
+    ///
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .build()?;
+    /// let greet = Workflow::new("greet", |ctx: Context, name: String| async move {
+    ///     let greeting: String = ctx.wait_for_signal("greeting").await?;
+    ///     Ok::<_, Error>(format!("{greeting}, {name}"))
+    /// });
+    /// let run = RunId::new("greet-1")?;
+    /// assert!(runtime.run(&run, &"Ada".to_string(), &greet).await.is_err()); // waits
+    ///
+    /// // Later, a webhook that knows only the run id:
+    /// runtime.signal(&run, "greeting", "Hello").await?;
+    /// let out: String = runtime.resume(&run, &greet).await?;
+    /// assert_eq!(out, "Hello, Ada");
+    /// # Ok(()) }
+    /// ```
+    pub async fn resume<I, O, E, F, Fut>(
+        &self,
+        run_id: &RunId,
+        workflow: &Workflow<F>,
+    ) -> Result<O, E>
+    where
+        I: Serialize + DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        E: From<Error> + Display,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+    {
+        self.check_conditional_create().await?;
+        let record =
+            self.shared
+                .store
+                .load_run(run_id)
+                .await?
+                .ok_or_else(|| Error::RunNotFound {
+                    run_id: run_id.to_string(),
+                })?;
+        let span = tracing::info_span!("memo.resume", %run_id, workflow = %workflow.name);
         self.drive(record, workflow).instrument(span).await
     }
 
@@ -948,6 +1014,10 @@ impl Runtime {
             &format!("run {run_id}"),
             &record.input,
         )?;
+        if let Some(waiting) = self.still_waiting(&record).await? {
+            // Nothing it waits for is there: no attempt, no write.
+            return Err(waiting.into());
+        }
         let attempt = record.attempts + 1;
         let lease = AttemptLease::start(&self.shared, &run_id, attempt).await?;
         let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
@@ -971,6 +1041,61 @@ impl Runtime {
             lease.release().await;
         }
         result
+    }
+
+    /// [`Error::Suspended`] if the run's last attempt suspended in a wait
+    /// that would suspend again now: a timer not yet due (beyond the timer
+    /// wait), or a signal wait (with no in-process signal wait configured)
+    /// whose signal has not come and whose deadline, if any, has not passed.
+    /// Costs a read of the run's receipts (and of its inputs, for a signal
+    /// wait) for a run that has had an attempt; none for a new run.
+    async fn still_waiting(&self, record: &RunRecord) -> Result<Option<Error>> {
+        if record.attempts == 0 {
+            return Ok(None);
+        }
+        let store = &self.shared.store;
+        let history = store.load_receipts(&record.run_id, None).await?;
+        let Some(last) = history.last().filter(|r| r.error.is_none()) else {
+            return Ok(None);
+        };
+        let now = self.shared.clock.now_ms();
+        let far = |at: u64| at > now && at - now > self.shared.timer_wait_ms();
+        let suspended = |signal: &str, until_ms| Error::Suspended {
+            run_id: record.run_id.to_string(),
+            signal: signal.to_string(),
+            until_ms,
+        };
+        if last.step == context::SLEEP_STEP {
+            let wake = codec::decode::<u64>(&last.output).ok();
+            return Ok(wake.filter(|&at| far(at)).map(|at| suspended("", Some(at))));
+        }
+        let (name, deadline) = if let Some(name) = last.step.strip_prefix(context::WAIT_STEP_PREFIX)
+        {
+            (name, None)
+        } else if let Some(name) = last.step.strip_prefix(context::DEADLINE_STEP_PREFIX) {
+            let Ok(at) = codec::decode::<u64>(&last.output) else {
+                return Ok(None);
+            };
+            if !far(at) {
+                return Ok(None);
+            }
+            (name, Some(at))
+        } else {
+            return Ok(None);
+        };
+        if !self.shared.signal_wait.is_zero() {
+            return Ok(None);
+        }
+        let inputs = store.load_inputs(&record.run_id).await?;
+        let arrived = inputs.iter().any(|input| {
+            input.name == name
+                && input.accepted_at_ms <= deadline.unwrap_or(u64::MAX)
+                && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
+        });
+        if arrived || cancel_reason(&inputs).is_some() {
+            return Ok(None);
+        }
+        Ok(Some(suspended(name, deadline)))
     }
 
     /// The body of one attempt, under its lease: replays the history, runs
