@@ -489,8 +489,10 @@ impl Runtime {
     /// [`Error::RunCancelled`] for a run that ended so before;
     /// [`Error::Conflict`] if the run exists with another workflow or input,
     /// or another worker started this attempt or committed a step first;
-    /// [`Error::Suspended`] if the run waits for a signal; the step errors of
-    /// [`Context::step`]. None of these fail the run.
+    /// [`Error::Suspended`] if the run waits for a signal or a timer (at
+    /// once, starting no attempt and writing nothing, if it was suspended in
+    /// that wait already and what it waits for is still not there); the step
+    /// errors of [`Context::step`]. None of these fail the run.
     pub async fn run<I, O, E, F, Fut>(
         &self,
         run_id: &RunId,
