@@ -68,6 +68,15 @@ enum Command {
         #[arg(long, default_value = "null")]
         payload: String,
     },
+    /// Cancels a run, as `Runtime::cancel` does: an idle run ends at once; a
+    /// running one at its worker's next step boundary or wait.
+    Cancel {
+        /// The run id.
+        run: String,
+        /// Why (recorded as the run's error).
+        #[arg(long, default_value = "cancelled by memoctl")]
+        reason: String,
+    },
     /// Lists terminal markers: which runs ended when, and which expired.
     Markers {
         /// Only markers older than the retention.
@@ -139,6 +148,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Signal { run, name, payload } => {
             commands::signal(&store, &run, &name, &payload, json).await
         }
+        Command::Cancel { run, reason } => commands::cancel(&store, &run, &reason, json).await,
         Command::Markers { expired, retention } => {
             commands::markers(&store, expired, retention.retention, json).await
         }

@@ -47,7 +47,8 @@ async fn runs_lists_every_run_with_its_workflow_status_attempts_and_steps() {
     for (id, workflow, status, attempts, steps) in [
         ("order-1", "orders", "Completed", "1", "2"),
         ("bad-2", "orders", "Failed", "1", "2"),
-        ("Ticket-42", "approval", "Running", "1", "1"),
+        // Its draft, and the mark of its suspended signal wait.
+        ("Ticket-42", "approval", "Running", "1", "2"),
         ("old-1", "orders", "Completed", "1", "2"),
     ] {
         let cells = row(&table, id);
@@ -69,7 +70,7 @@ async fn runs_filters_by_status_and_workflow_and_prints_json() {
     assert_eq!(run_ids(&approval), ["Ticket-42"]);
     let ticket = &approval[0];
     assert_eq!(ticket["status"], "Running");
-    assert_eq!(ticket["steps"], 1);
+    assert_eq!(ticket["steps"], 2); // draft, memo.wait:approval
     assert_eq!(ticket["attempts"], 1);
     let failed_orders =
         ok(&folder.memoctl(&["runs", "--status", "Failed", "--workflow", "orders"]));

@@ -21,7 +21,7 @@ async fn every_command_works_on_s3() {
     let table = ok(&memoctl(&["runs"]));
     assert_eq!(
         row(&table, "Ticket-42")[1..5],
-        ["approval", "Running", "1", "1"],
+        ["approval", "Running", "1", "2"], // draft, memo.wait:approval
         "{table}"
     );
     let runs = ok_json(&memoctl(&["runs", "--status", "completed", "--json"]));

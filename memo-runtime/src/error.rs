@@ -187,15 +187,19 @@ pub enum Error {
         reason: String,
     },
 
-    /// A run is waiting for a signal that has not arrived; it stays open.
-    #[error(
-        "run {run_id} is waiting for signal {signal:?}; send it with Runtime::signal and run the run again"
-    )]
+    /// A run is waiting for a signal that has not arrived, or for a timer
+    /// that is not due ([`Context::sleep`](crate::workflow::Context::sleep));
+    /// it stays open, and its attempt released its lease.
+    #[error("{}", suspended_message(run_id, signal, *until_ms))]
     Suspended {
         /// The waiting run.
         run_id: String,
-        /// The signal it waits for.
+        /// The signal it waits for; empty for a run that waits only for a
+        /// timer.
         signal: String,
+        /// When its timer or signal deadline is due (ms since the Unix
+        /// epoch), if it has one: resuming it earlier suspends it again.
+        until_ms: Option<u64>,
     },
 
     /// An attempt was stopped by a runtime error the workflow did not pass
@@ -521,6 +525,24 @@ impl From<Error> for std::io::Error {
     }
 }
 
+/// What [`Error::Suspended`] says: what the run waits for, and until when.
+fn suspended_message(run_id: &str, signal: &str, until_ms: Option<u64>) -> String {
+    match (signal.is_empty(), until_ms) {
+        (true, Some(at)) => {
+            format!(
+                "run {run_id} is sleeping until {at} ms; run it again once that time has passed"
+            )
+        }
+        (false, Some(at)) => format!(
+            "run {run_id} is waiting for signal {signal:?} until {at} ms; send it with \
+             Runtime::signal, or let the deadline pass, and run the run again"
+        ),
+        _ => format!(
+            "run {run_id} is waiting for signal {signal:?}; send it with Runtime::signal and run the run again"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,6 +608,7 @@ mod tests {
             Error::Suspended {
                 run_id: s(),
                 signal: s(),
+                until_ms: None,
             },
             Error::Aborted {
                 run_id: s(),

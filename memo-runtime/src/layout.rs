@@ -84,6 +84,20 @@
 //! records never reads them, and deletes them with the rest of the
 //! incarnation's folder.
 //!
+//! Runs record the workflow runtime's own waits as step receipts whose step
+//! names start with `memo.` (no new object, record or field): `memo.sleep`
+//! (output: the wake time, a MessagePack `u64` of ms since the Unix epoch),
+//! `memo.signal-deadline:<name>` (output: the deadline, likewise),
+//! `memo.signal-timeout:<name>` (output: MessagePack nil), and
+//! `memo.wait:<name>` (empty output), which marks a run suspended in
+//! `Context::wait_for_signal` and precedes the wait's `signal:<name>`
+//! receipt. These were added to version 2 without changing its number:
+//! histories written before them never contain them and replay as before
+//! (a wait finds its `signal:<name>` receipt where it always was). A runtime
+//! from before them reading a history that does contain them (a rollback)
+//! reports `Error::NonDeterminism` at the first one and leaves the run open:
+//! finish or cancel runs that sleep or wait before rolling back.
+//!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
 //! miss, a v1 marker is skipped as foreign); [`MemoStore::clear_memos_for_run`]

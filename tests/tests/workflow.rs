@@ -479,10 +479,11 @@ async fn a_run_waiting_for_a_signal_is_resumed_by_another_runtime() {
             "{}: the draft step replayed",
             backend.name
         );
-        // The signal was consumed by the run's second step.
+        // The signal was consumed by the run's third step (the second marks
+        // the suspended wait: `memo.wait:approval`).
         let inputs = store.load_inputs(&id).await.unwrap();
         assert_eq!(inputs.len(), 1);
-        assert_eq!(inputs[0].consumed_by, Some(1));
+        assert_eq!(inputs[0].consumed_by, Some(2));
     }
 }
 

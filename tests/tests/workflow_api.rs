@@ -86,7 +86,14 @@ async fn steps_go_straight_into_join_and_replay_in_the_order_first_polled() {
         .collect();
     assert_eq!(
         steps,
-        ["left", "right", "left-again", "right-again", "signal:go"]
+        [
+            "left",
+            "right",
+            "left-again",
+            "right-again",
+            "memo.wait:go",
+            "signal:go"
+        ]
     );
 }
 

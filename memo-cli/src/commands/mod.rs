@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod cancel;
 mod markers;
 mod probe;
 mod runs;
@@ -7,6 +8,7 @@ mod show;
 mod signal;
 mod sweep;
 
+pub(crate) use cancel::cancel;
 pub(crate) use markers::markers;
 pub(crate) use probe::probe;
 pub(crate) use runs::runs;

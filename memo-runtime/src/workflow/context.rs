@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use backon::BackoffBuilder;
 use bytes::Bytes;
@@ -48,6 +49,10 @@ struct Inner {
     /// The first transient error of this attempt (its interruption), shared with the memos of its
     /// steps: once set, the attempt is over and the run stays open.
     interruption: AttemptInterruption,
+    /// The cancellation reason, once the attempt has observed the run's
+    /// cancellation (at a step boundary, in a wait, or when asked): no step
+    /// runs after it, and the attempt ends the run cancelled.
+    cancelled: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -77,6 +82,7 @@ impl Context {
                 history,
                 cursor: tokio::sync::Mutex::new(0),
                 interruption: AttemptInterruption::default(),
+                cancelled: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -234,7 +240,10 @@ impl Context {
     /// [`RuntimeBuilder::signal_wait`](super::RuntimeBuilder::signal_wait)),
     /// the run suspends: this returns [`Error::Suspended`], the run stays
     /// `Running`, and running it again once the signal is sent, from any
-    /// process, resumes it here.
+    /// process, resumes it here. The first suspension records the step
+    /// `memo.wait:<name>` (before the wait's own receipt), so that running
+    /// the run again before the signal is sent starts no attempt and writes
+    /// nothing (see [`Runtime::resume`](super::Runtime::resume)).
     ///
     /// A signal whose payload does not decode as `T` (a `"yes"` sent to a
     /// wait for a `bool`, as `memoctl signal` can send) is never consumed:
@@ -254,9 +263,17 @@ impl Context {
     /// fail the run.
     pub async fn wait_for_signal<T: DeserializeOwned>(&self, name: &str) -> Result<T, Error> {
         let step_name = format!("signal:{name}");
+        let marker = format!("{WAIT_STEP_PREFIX}{name}");
         let mut cursor = self.inner.cursor.lock().await;
-        let sequence = *cursor;
+        let mut sequence = *cursor;
         self.check_not_stopped()?;
+        // A wait that suspended before recorded a marker, then the signal.
+        let mut marked = false;
+        if self.history_at(sequence).is_some_and(|r| r.step == marker) {
+            *cursor += 1;
+            sequence += 1;
+            marked = true;
+        }
         if let Some(receipt) = self.replay(sequence, &step_name)? {
             *cursor += 1;
             return self.replayed(receipt);
@@ -266,14 +283,23 @@ impl Context {
         // deadline: the run waits in-process as long as it takes.
         let deadline = tokio::time::Instant::now().checked_add(shared.signal_wait);
         let (input, value) = loop {
-            if let Some(found) = self.next_signal(name, &step_name).await? {
+            if let Some(found) = self.next_signal(name, &step_name, u64::MAX).await? {
                 break found;
             }
             let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
             if left.is_some_and(|left| left.is_zero()) {
+                if !marked {
+                    // Marks the run as waiting for `name`, so that running
+                    // it again before the signal comes starts no attempt.
+                    let receipt = self.receipt(sequence, marker, Ok(Bytes::new()));
+                    self.commit(Commit::step(receipt, shared.clock.now_ms()))
+                        .await?;
+                    *cursor += 1;
+                }
                 return Err(self.interrupt(Error::Suspended {
                     run_id: self.inner.run_id.to_string(),
                     signal: name.to_string(),
+                    until_ms: None,
                 }));
             }
             // The last poll comes when the wait is up, not a poll interval
@@ -289,15 +315,291 @@ impl Context {
         Ok(value)
     }
 
+    /// Waits for the signal `name` until `deadline_ms` (ms since the Unix
+    /// epoch, by the runtime's [`Clock`](crate::Clock)): `Some(payload)` if
+    /// it came in time, `None` if the deadline passed first. Durable: the
+    /// deadline is recorded when the wait is first reached (as a step
+    /// `memo.signal-deadline:<name>` whose output is the deadline), and so is the
+    /// outcome (the step `signal:<name>` with the payload, as
+    /// [`wait_for_signal`](Context::wait_for_signal) records it, or
+    /// `memo.signal-timeout:<name>`), so every replay takes the same branch.
+    ///
+    /// A signal counts if it was accepted (by the clock of the runtime that
+    /// [sent](super::Runtime::signal) it) at or before the deadline, even if
+    /// the run only looks after it (it was suspended, and resumed late). Once
+    /// the deadline has passed with no such signal, the timeout is recorded,
+    /// and a signal sent later is not consumed by this wait: it stays
+    /// pending for a later wait for `name`. Payloads that do not decode as
+    /// `T` are refused as [`wait_for_signal`](Context::wait_for_signal)
+    /// refuses them.
+    ///
+    /// While neither has come, the attempt waits in process for the
+    /// runtime's [`signal_wait`](super::RuntimeBuilder::signal_wait), or
+    /// until the deadline if that is within its
+    /// [`timer_wait`](super::RuntimeBuilder::timer_wait), and then suspends
+    /// with [`Error::Suspended`] (`signal` and `until_ms` set); running the
+    /// run again once the signal is sent or the deadline has passed
+    /// continues it.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_for_signal`](Context::wait_for_signal).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, MemoStore, RunId};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::workflow::{Context, Runtime, Workflow};
+    ///
+    /// let clock = Arc::new(ManualClock::new(0));
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let approval = Workflow::new("approval", |ctx: Context, _: ()| async move {
+    ///     let two_days = Duration::from_secs(48 * 3600);
+    ///     let answer = ctx.wait_for_signal_timeout::<bool>("approve", two_days).await?;
+    ///     Ok::<_, Error>(match answer {
+    ///         Some(true) => "approved".to_string(),
+    ///         Some(false) => "declined".to_string(),
+    ///         None => "expired".to_string(),
+    ///     })
+    /// });
+    ///
+    /// let run = RunId::new("expense-9")?;
+    /// assert!(matches!(runtime.run(&run, &(), &approval).await, Err(Error::Suspended { .. })));
+    /// clock.advance_ms(48 * 3600 * 1000); // nobody answered
+    /// assert_eq!(runtime.run(&run, &(), &approval).await?, "expired");
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_signal_until<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        deadline_ms: u64,
+    ) -> Result<Option<T>, Error> {
+        let got = format!("signal:{name}");
+        let timed_out = format!("{TIMEOUT_STEP_PREFIX}{name}");
+        let mut cursor = self.inner.cursor.lock().await;
+        let sequence = *cursor;
+        self.check_not_stopped()?;
+        let deadline = self
+            .deadline(
+                sequence,
+                &format!("{DEADLINE_STEP_PREFIX}{name}"),
+                deadline_ms,
+            )
+            .await?;
+        *cursor += 1;
+        let sequence = *cursor;
+        if let Some(receipt) = usize::try_from(sequence)
+            .ok()
+            .and_then(|i| self.inner.history.get(i))
+        {
+            if receipt.step == got {
+                *cursor += 1;
+                return self.replayed(receipt).map(Some);
+            }
+            if receipt.step == timed_out {
+                *cursor += 1;
+                return Ok(None);
+            }
+            return Err(self.interrupt(Error::NonDeterminism {
+                run_id: self.inner.run_id.to_string(),
+                sequence,
+                recorded: receipt.step.clone(),
+                called: got,
+            }));
+        }
+        let shared = &self.inner.shared;
+        let signal_wait = tokio::time::Instant::now().checked_add(shared.signal_wait);
+        loop {
+            if let Some((input, value)) = self.next_signal(name, &got, deadline).await? {
+                let receipt = self.receipt(sequence, got, Ok(input.payload.clone()));
+                let commit = Commit::step(receipt, shared.clock.now_ms())
+                    .with_input_update(input.input_id, InputPhase::Consumed);
+                self.commit(commit).await?;
+                *cursor += 1;
+                return Ok(Some(value));
+            }
+            let now = shared.clock.now_ms();
+            if now >= deadline {
+                let nothing =
+                    codec::encode_value("a timeout", &()).map_err(|e| self.interrupt(e))?;
+                let receipt = self.receipt(sequence, timed_out, Ok(nothing));
+                self.commit(Commit::step(receipt, now)).await?;
+                *cursor += 1;
+                return Ok(None);
+            }
+            let left = Duration::from_millis(deadline - now);
+            let waited = signal_wait.is_some_and(|end| tokio::time::Instant::now() >= end);
+            if waited && left > shared.timer_wait {
+                return Err(self.interrupt(Error::Suspended {
+                    run_id: self.inner.run_id.to_string(),
+                    signal: name.to_string(),
+                    until_ms: Some(deadline),
+                }));
+            }
+            tokio::time::sleep(left.min(shared.signal_poll_interval)).await;
+        }
+    }
+
+    /// [`wait_for_signal_until`](Context::wait_for_signal_until) the
+    /// runtime clock's time now plus `timeout` (saturating), computed and
+    /// recorded the first time the run reaches the wait.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_for_signal`](Context::wait_for_signal).
+    pub async fn wait_for_signal_timeout<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<Option<T>, Error> {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let deadline_ms = self.inner.shared.clock.now_ms().saturating_add(ms);
+        self.wait_for_signal_until(name, deadline_ms).await
+    }
+
+    /// Sleeps durably for `duration`: the same as
+    /// [`sleep_until`](Context::sleep_until) the runtime clock's time now
+    /// plus `duration` (saturating: `Duration::MAX` sleeps to the end of
+    /// the clock's range). The wake time is computed and recorded only the
+    /// first time the run reaches this sleep; every later attempt takes the
+    /// recorded one.
+    ///
+    /// # Errors
+    ///
+    /// As [`sleep_until`](Context::sleep_until).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, MemoStore, RunId};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::workflow::{Context, Runtime, Workflow};
+    ///
+    /// let clock = Arc::new(ManualClock::new(1_000));
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let reminder = Workflow::new("reminder", |ctx: Context, who: String| async move {
+    ///     ctx.sleep(Duration::from_secs(3 * 24 * 3600)).await?; // three days
+    ///     ctx.step_with("remind", &who, |_memo, who| async move {
+    ///         Ok::<_, Error>(format!("reminded {who}"))
+    ///     })
+    ///     .await
+    /// });
+    ///
+    /// let run = RunId::new("remind-ada")?;
+    /// let who = "ada".to_string();
+    /// // Longer than the runtime's timer wait: the run suspends until its wake time.
+    /// let first = runtime.run(&run, &who, &reminder).await;
+    /// assert!(matches!(first, Err(Error::Suspended { until_ms: Some(_), .. })));
+    /// clock.advance_ms(3 * 24 * 3600 * 1000);
+    /// assert_eq!(runtime.run(&run, &who, &reminder).await?, "reminded ada");
+    /// # Ok(()) }
+    /// ```
+    pub async fn sleep(&self, duration: Duration) -> Result<(), Error> {
+        let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        let at_ms = self.inner.shared.clock.now_ms().saturating_add(ms);
+        self.sleep_until(at_ms).await
+    }
+
+    /// Sleeps durably until `at_ms` (ms since the Unix epoch, by the
+    /// runtime's [`Clock`](crate::Clock)).
+    ///
+    /// The first time the run reaches this sleep, its wake time is committed
+    /// as the step `memo.sleep` at this position (its output is the wake time);
+    /// every replay, on any worker and whatever its clock says, wakes at the
+    /// recorded time, not at a new `at_ms`. The sleep never ends before the
+    /// wake time by the runtime's clock: a clock moved back sleeps longer.
+    ///
+    /// A wake time within the runtime's
+    /// [`timer_wait`](super::RuntimeBuilder::timer_wait) is awaited in
+    /// process (the attempt keeps renewing its lease); a later one suspends
+    /// the attempt: this returns [`Error::Suspended`] with `until_ms` set,
+    /// the attempt releases its lease, and the run stays open. Running it
+    /// again (from any process) before the wake time suspends it again
+    /// without running any step body; after it, the workflow continues past
+    /// the sleep.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Suspended`] as above; the runtime errors of
+    /// [`Context::step`]. None of these fail the run.
+    pub async fn sleep_until(&self, at_ms: u64) -> Result<(), Error> {
+        let mut cursor = self.inner.cursor.lock().await;
+        let sequence = *cursor;
+        self.check_not_stopped()?;
+        let wake_ms = self.deadline(sequence, SLEEP_STEP, at_ms).await?;
+        *cursor += 1;
+        self.wait_until(wake_ms, "").await
+    }
+
+    /// The deadline recorded at `sequence` under `step`, or `at_ms`,
+    /// committed there now if the run has not reached it before.
+    async fn deadline(&self, sequence: u64, step: &str, at_ms: u64) -> Result<u64, Error> {
+        if let Some(receipt) = self.replay(sequence, step)? {
+            return self.replayed(receipt);
+        }
+        self.check_cancelled()?;
+        let output =
+            codec::encode_value("a timer's deadline", &at_ms).map_err(|e| self.interrupt(e))?;
+        let receipt = self.receipt(sequence, step.to_string(), Ok(output));
+        self.commit(Commit::step(receipt, self.inner.shared.clock.now_ms()))
+            .await?;
+        Ok(at_ms)
+    }
+
+    /// Waits in process until `wake_ms` by the runtime's clock, or suspends
+    /// the attempt if that is further away than the runtime's timer wait.
+    /// `signal` names the signal the run also waits for, if any.
+    async fn wait_until(&self, wake_ms: u64, signal: &str) -> Result<(), Error> {
+        let shared = &self.inner.shared;
+        loop {
+            self.check_cancelled()?;
+            let now = shared.clock.now_ms();
+            if now >= wake_ms {
+                return Ok(());
+            }
+            let left = wake_ms - now;
+            if left > shared.timer_wait_ms() {
+                return Err(self.interrupt(Error::Suspended {
+                    run_id: self.inner.run_id.to_string(),
+                    signal: signal.to_string(),
+                    until_ms: Some(wake_ms),
+                }));
+            }
+            // Checked again after each poll interval: the runtime's clock,
+            // not Tokio's, says when the timer is due.
+            let poll = shared.signal_poll_interval;
+            tokio::time::sleep(Duration::from_millis(left).min(poll)).await;
+        }
+    }
+
     /// The first pending signal `name` whose payload decodes as `T`, with
     /// its value. Each pending one before it that does not decode is
     /// refused: committed as [`InputPhase::Abandoned`], so that no attempt
     /// consumes it (its value could never be replayed) and the next good
     /// one gets through.
+    ///
+    /// Only signals accepted at or before `accepted_by` (ms) count: a
+    /// signal sent after a wait's deadline is left for a later wait.
     async fn next_signal<T: DeserializeOwned>(
         &self,
         name: &str,
         step_name: &str,
+        accepted_by: u64,
     ) -> Result<Option<(InputRecord, T)>, Error> {
         let inputs = self
             .inner
@@ -306,8 +608,13 @@ impl Context {
             .load_inputs(&self.inner.run_id)
             .await
             .map_err(|e| self.interrupt(e))?;
+        // A wait is a boundary too: it observes a cancellation at each poll.
+        self.inner.lease.note_cancel(&inputs);
+        self.check_cancelled()?;
         let pending = inputs.into_iter().filter(|input| {
-            input.name == name && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
+            input.name == name
+                && input.accepted_at_ms <= accepted_by
+                && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
         });
         for input in pending {
             let what = format!("the payload of signal {name:?} for {step_name:?}");
@@ -334,6 +641,70 @@ impl Context {
         Ok(None)
     }
 
+    /// Whether the run has been cancelled ([`Runtime::cancel`]), asked of
+    /// the store now (one read of the run's inputs).
+    ///
+    /// Once this returns `true`, the cancellation is observed: the attempt
+    /// runs no further step (each returns [`Error::RunCancelled`]), and the
+    /// run ends `Cancelled` when the workflow returns, whatever it returns.
+    /// A step body that may run long can ask between its own pieces of
+    /// work, and stop early.
+    ///
+    /// Without asking, an attempt observes a cancellation at its next step
+    /// boundary or wait after it learns of it (see [`Runtime::cancel`]).
+    ///
+    /// # Errors
+    ///
+    /// A store error reading the run's inputs.
+    ///
+    /// [`Runtime::cancel`]: super::Runtime::cancel
+    pub async fn is_cancelled(&self) -> Result<bool, Error> {
+        if self.observed_cancel().is_some() {
+            return Ok(true);
+        }
+        let inputs = self
+            .inner
+            .shared
+            .store
+            .load_inputs(&self.inner.run_id)
+            .await?;
+        self.inner.lease.note_cancel(&inputs);
+        Ok(self.check_cancelled::<Error>().is_err())
+    }
+
+    /// The cancellation reason, if this attempt observed the run's
+    /// cancellation.
+    pub(super) fn observed_cancel(&self) -> Option<String> {
+        self.inner
+            .cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Refuses to go on once the attempt knows the run was cancelled, and
+    /// marks the cancellation observed.
+    fn check_cancelled<E: From<Error>>(&self) -> Result<(), E> {
+        let reason = match self.observed_cancel() {
+            Some(reason) => reason,
+            None => match self.inner.lease.cancel_requested() {
+                Some(reason) => {
+                    *self
+                        .inner
+                        .cancelled
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
+                    reason
+                }
+                None => return Ok(()),
+            },
+        };
+        Err(E::from(Error::RunCancelled {
+            run_id: self.inner.run_id.to_string(),
+            reason: Some(reason),
+        }))
+    }
+
     /// The runtime error that stopped this attempt, if any.
     pub(super) fn take_interruption(&self) -> Option<String> {
         self.inner.interruption.take()
@@ -350,6 +721,12 @@ impl Context {
     /// workflow may have handled that error, but nothing more of this
     /// attempt may be recorded.
     fn check_not_stopped<E: From<Error>>(&self) -> Result<(), E> {
+        if let Some(reason) = self.observed_cancel() {
+            return Err(E::from(Error::RunCancelled {
+                run_id: self.inner.run_id.to_string(),
+                reason: Some(reason),
+            }));
+        }
         if self.inner.interruption.is_set() {
             return Err(E::from(Error::Aborted {
                 run_id: self.inner.run_id.to_string(),
@@ -371,6 +748,13 @@ impl Context {
             })),
             None => self.decode_output(receipt.sequence, &receipt.step, &receipt.output),
         }
+    }
+
+    /// The receipt recorded at `sequence`, whatever its step.
+    fn history_at(&self, sequence: u64) -> Option<&StepReceipt> {
+        usize::try_from(sequence)
+            .ok()
+            .and_then(|i| self.inner.history.get(i))
     }
 
     /// The recorded receipt at `sequence`, if the history has that step.
@@ -453,6 +837,9 @@ impl Context {
             *cursor += 1;
             return self.replayed(receipt);
         }
+        // A step boundary: a cancellation the attempt knows of stops it
+        // here, before a new body starts.
+        self.check_cancelled()?;
         let step_number = u32::try_from(sequence).map_err(|_| {
             self.interrupt(Error::InvalidWrite {
                 run_id: self.inner.run_id.to_string(),
@@ -531,6 +918,19 @@ impl Context {
         }
     }
 }
+
+/// The name of the step that records a timer's wake time.
+pub(super) const SLEEP_STEP: &str = "memo.sleep";
+
+/// The prefix of the step that marks a run suspended in
+/// [`Context::wait_for_signal`] (`memo.wait:<name>`, empty output).
+pub(super) const WAIT_STEP_PREFIX: &str = "memo.wait:";
+
+/// The prefix of the step that records a signal wait's deadline.
+pub(super) const DEADLINE_STEP_PREFIX: &str = "memo.signal-deadline:";
+
+/// The prefix of the step that records a signal wait's timeout.
+pub(super) const TIMEOUT_STEP_PREFIX: &str = "memo.signal-timeout:";
 
 /// Decides whether a step body's error is worth a retry.
 type IsTransient<'c, E> = Box<dyn Fn(&E) -> bool + Send + Sync + 'c>;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::run_id::RunId;
-use crate::runtime_store::{Commit, Fence, StatusChange};
+use crate::runtime_store::{Commit, Fence, InputRecord, StatusChange};
 
 /// What an attempt knows of its lease: its fence and the expiry of its
 /// last start or renewal. Shared with the attempt's [`Context`], which
@@ -21,6 +21,9 @@ use crate::runtime_store::{Commit, Fence, StatusChange};
 pub(super) struct HeldLease {
     fence: Fence,
     until_ms: AtomicU64,
+    /// The reason of the run's cancellation, once the attempt has seen it
+    /// requested (at its start, at a lease renewal, in a wait's poll).
+    cancel: std::sync::Mutex<Option<String>>,
 }
 
 /// An attempt's lease as the memos of its steps check it
@@ -59,6 +62,21 @@ impl HeldLease {
     /// The attempt's fence, which its commits carry.
     pub(super) fn fence(&self) -> Fence {
         self.fence
+    }
+
+    /// Why the run was cancelled, if the attempt has seen it requested.
+    pub(super) fn cancel_requested(&self) -> Option<String> {
+        self.cancel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Notes the cancellation request among `inputs`, if there is one.
+    pub(super) fn note_cancel(&self, inputs: &[InputRecord]) {
+        if let Some(reason) = super::cancel_reason(inputs) {
+            *self.cancel.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+        }
     }
 
     /// Makes sure the lease is live before the attempt starts a step body:
@@ -135,6 +153,7 @@ impl<'a> AttemptLease<'a> {
         let held = Arc::new(HeldLease {
             fence,
             until_ms: AtomicU64::new(until_ms),
+            cancel: std::sync::Mutex::new(None),
         });
         Ok(AttemptLease {
             shared,
@@ -158,7 +177,13 @@ impl<'a> AttemptLease<'a> {
             loop {
                 tokio::time::sleep(period).await;
                 match self.held.renew(self.shared, self.run_id).await {
-                    Ok(()) => {}
+                    // Each renewal also looks for a cancellation, which the
+                    // attempt observes at its next step boundary.
+                    Ok(()) => {
+                        if let Ok(inputs) = self.shared.store.load_inputs(self.run_id).await {
+                            self.held.note_cancel(&inputs);
+                        }
+                    }
                     // The attempt's fence was refused: someone else holds the run.
                     Err(lost @ (Error::LeaseLost { .. } | Error::Conflict { .. })) => {
                         return lost;

@@ -69,7 +69,7 @@ use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::run_id::RunId;
 use crate::runtime_store::{
-    Commit, Lease, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
+    Commit, InputPhase, Lease, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
 };
 use crate::sweeper::{RetentionSweeper, RetentionSweeperBuilder};
 use crate::terminal::TerminalMarker;
@@ -81,6 +81,14 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// How often a run waiting in-process for a signal checks for it, by
 /// default: 200 ms.
 pub const DEFAULT_SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How long [`Context::sleep`] waits in process, by default: 60 s. A
+/// longer sleep suspends its attempt (see [`RuntimeBuilder::timer_wait`]).
+pub const DEFAULT_TIMER_WAIT: Duration = Duration::from_secs(60);
+
+/// The name (and id) of the input that [`Runtime::cancel`] records: a
+/// reserved signal name, which [`Runtime::signal`] refuses.
+pub const CANCEL_SIGNAL: &str = "memo.cancel";
 
 /// The shortest signal poll interval [`RuntimeBuilder::build`] accepts:
 /// 1 ms.
@@ -122,6 +130,7 @@ struct Shared {
     clock: Arc<dyn Clock>,
     signal_wait: Duration,
     signal_poll_interval: Duration,
+    timer_wait: Duration,
     marker_retry: RetryPolicy,
     retention: Duration,
     recovery_concurrency: usize,
@@ -164,6 +173,7 @@ pub struct RuntimeBuilder {
     clock: Option<Arc<dyn Clock>>,
     signal_wait: Duration,
     signal_poll_interval: Option<Duration>,
+    timer_wait: Option<Duration>,
     marker_retry: Option<RetryPolicy>,
     retention: Option<Duration>,
     recovery_concurrency: Option<usize>,
@@ -206,6 +216,18 @@ impl RuntimeBuilder {
     /// [`signal_wait`](Self::signal_wait) is up, however long the interval.
     pub fn signal_poll_interval(mut self, interval: Duration) -> Self {
         self.signal_poll_interval = Some(interval);
+        self
+    }
+
+    /// The longest wait [`Context::sleep`] (and a signal deadline) spends in
+    /// process (default [`DEFAULT_TIMER_WAIT`], 60 s). A timer due within
+    /// this wait is awaited by the attempt, which keeps renewing its lease;
+    /// a later one suspends the attempt with [`Error::Suspended`] (its lease
+    /// released), and running the run again once the timer is due, from any
+    /// process, continues it. Zero suspends every timer that is not yet due;
+    /// `Duration::MAX` waits in process for any timer.
+    pub fn timer_wait(mut self, wait: Duration) -> Self {
+        self.timer_wait = Some(wait);
         self
     }
 
@@ -308,6 +330,7 @@ impl RuntimeBuilder {
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 signal_wait: self.signal_wait,
                 signal_poll_interval,
+                timer_wait: self.timer_wait.unwrap_or(DEFAULT_TIMER_WAIT),
                 marker_retry: self.marker_retry.unwrap_or_else(|| {
                     RetryPolicy::attempts(5).with_min_delay(Duration::from_millis(50))
                 }),
@@ -330,6 +353,22 @@ impl RuntimeBuilder {
     }
 }
 
+/// What [`Runtime::cancel`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cancellation {
+    /// No attempt was running the run: it is now `Cancelled`, its terminal
+    /// marker written.
+    Cancelled,
+    /// An attempt holds the run's lease: the cancellation is recorded, and
+    /// that attempt ends the run `Cancelled` at its next step boundary or
+    /// wait (or, if it crashes, the next attempt does, before any step).
+    Requested {
+        /// The live attempt's lease.
+        lease: Lease,
+    },
+}
+
 /// What [`Runtime::recover`] did.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -347,13 +386,18 @@ pub struct Recovery<O, E> {
     pub skipped: Vec<(RunId, Error)>,
     /// Runs left alone because another attempt holds their lease (a live
     /// worker is running them, or a crashed one's lease has not expired):
-    /// the lease and who holds it.
+    /// the lease, who holds it, and when it expires
+    /// ([`Lease::until_ms`]), after which a recovery takes the run over.
     pub busy: Vec<(RunId, Lease)>,
 }
 
 impl Shared {
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn timer_wait_ms(&self) -> u64 {
+        u64::try_from(self.timer_wait.as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -445,8 +489,10 @@ impl Runtime {
     /// [`Error::RunCancelled`] for a run that ended so before;
     /// [`Error::Conflict`] if the run exists with another workflow or input,
     /// or another worker started this attempt or committed a step first;
-    /// [`Error::Suspended`] if the run waits for a signal; the step errors of
-    /// [`Context::step`]. None of these fail the run.
+    /// [`Error::Suspended`] if the run waits for a signal or a timer (at
+    /// once, starting no attempt and writing nothing, if it was suspended in
+    /// that wait already and what it waits for is still not there); the step
+    /// errors of [`Context::step`]. None of these fail the run.
     pub async fn run<I, O, E, F, Fut>(
         &self,
         run_id: &RunId,
@@ -469,6 +515,71 @@ impl Runtime {
         };
         let record = self.create_run(new_run, input).await?;
         let span = tracing::info_span!("memo.run", %run_id, workflow = %workflow.name);
+        self.drive(record, workflow).instrument(span).await
+    }
+
+    /// Continues run `run_id` of `workflow` from its stored input, for a
+    /// caller that knows only the run's id (a webhook, a signal handler):
+    /// the same as [`Runtime::run`] with the input the run was started with.
+    ///
+    /// A run whose last attempt suspended in a wait that is still pending
+    /// (a timer not yet due, a signal not yet sent) is not started again:
+    /// this returns [`Error::Suspended`] at once and writes nothing, however
+    /// often it is called. The same holds for [`Runtime::run`] and
+    /// [`Runtime::recover`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunNotFound`]; otherwise as [`Runtime::run`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{Error, InMemoryRuntimeStore, MemoStore, RunId};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::workflow::{Context, Runtime, Workflow};
+    ///
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .build()?;
+    /// let greet = Workflow::new("greet", |ctx: Context, name: String| async move {
+    ///     let greeting: String = ctx.wait_for_signal("greeting").await?;
+    ///     Ok::<_, Error>(format!("{greeting}, {name}"))
+    /// });
+    /// let run = RunId::new("greet-1")?;
+    /// assert!(runtime.run(&run, &"Ada".to_string(), &greet).await.is_err()); // waits
+    ///
+    /// // Later, a webhook that knows only the run id:
+    /// runtime.signal(&run, "greeting", "Hello").await?;
+    /// let out: String = runtime.resume(&run, &greet).await?;
+    /// assert_eq!(out, "Hello, Ada");
+    /// # Ok(()) }
+    /// ```
+    pub async fn resume<I, O, E, F, Fut>(
+        &self,
+        run_id: &RunId,
+        workflow: &Workflow<F>,
+    ) -> Result<O, E>
+    where
+        I: Serialize + DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        E: From<Error> + Display,
+        F: Fn(Context, I) -> Fut,
+        Fut: Future<Output = Result<O, E>>,
+    {
+        self.check_conditional_create().await?;
+        let record =
+            self.shared
+                .store
+                .load_run(run_id)
+                .await?
+                .ok_or_else(|| Error::RunNotFound {
+                    run_id: run_id.to_string(),
+                })?;
+        let span = tracing::info_span!("memo.resume", %run_id, workflow = %workflow.name);
         self.drive(record, workflow).instrument(span).await
     }
 
@@ -566,6 +677,14 @@ impl Runtime {
         payload: Bytes,
     ) -> Result<()> {
         self.check_conditional_create().await?;
+        if name == CANCEL_SIGNAL && input_id != CANCEL_SIGNAL {
+            return Err(Error::InvalidWrite {
+                run_id: run_id.to_string(),
+                reason: format!(
+                    "the signal name {CANCEL_SIGNAL:?} is reserved; cancel a run with Runtime::cancel"
+                ),
+            });
+        }
         let input = NewInput {
             input_id,
             name: name.to_string(),
@@ -577,6 +696,147 @@ impl Runtime {
             .append_input(run_id, input)
             .await
             .map(drop)
+    }
+
+    /// Cancels run `run_id`, recording `reason`.
+    ///
+    /// The request is recorded durably first (as the run's input
+    /// [`CANCEL_SIGNAL`]). If no attempt holds the run's lease, the run ends
+    /// `Cancelled` at once (this call takes the lease, so no attempt can
+    /// start meanwhile) and its terminal marker is written, so the sweeper
+    /// clears it after the retention like any other ended run. If an attempt
+    /// is running it, that attempt observes the cancellation at its next
+    /// step boundary or wait, never in the middle of a step body: a step
+    /// already running finishes (its receipt is committed), no new step body
+    /// starts, and the attempt ends the run `Cancelled`. A live attempt
+    /// learns of the request at its lease renewals (every third of the
+    /// lease), at each poll of a signal wait, and when the workflow asks
+    /// ([`Context::is_cancelled`]). Calling `cancel` again is harmless; the
+    /// first reason is kept.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RunNotFound`]; [`Error::Conflict`] if the run has already
+    /// ended (completed, failed or cancelled); a store error.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{Error, InMemoryRuntimeStore, MemoStore, RunId};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::runtime_store::RunStatus;
+    /// use memo_runtime::workflow::{Cancellation, Context, Runtime, Workflow};
+    ///
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .build()?;
+    /// let order = Workflow::new("order", |ctx: Context, _: ()| async move {
+    ///     let paid: bool = ctx.wait_for_signal("paid").await?;
+    ///     Ok::<_, Error>(paid)
+    /// });
+    /// let run = RunId::new("order-1")?;
+    /// assert!(runtime.run(&run, &(), &order).await.is_err()); // waits for "paid"
+    ///
+    /// assert_eq!(runtime.cancel(&run, "customer left").await?, Cancellation::Cancelled);
+    /// let record = runtime.status(&run).await?.expect("the run");
+    /// assert_eq!(record.status, RunStatus::Cancelled);
+    /// assert!(matches!(runtime.run(&run, &(), &order).await, Err(Error::RunCancelled { .. })));
+    /// // An ended run cannot be cancelled.
+    /// assert!(matches!(runtime.cancel(&run, "again").await, Err(Error::Conflict { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub async fn cancel(&self, run_id: &RunId, reason: impl Into<String>) -> Result<Cancellation> {
+        self.check_conditional_create().await?;
+        let store = &self.shared.store;
+        let ended = |record: &RunRecord| Error::Conflict {
+            what: format!("run {run_id}"),
+            reason: format!(
+                "the run has already ended ({}); only an open run can be cancelled",
+                record.status
+            ),
+        };
+        let not_found = || Error::RunNotFound {
+            run_id: run_id.to_string(),
+        };
+        let record = store.load_run(run_id).await?.ok_or_else(not_found)?;
+        if record.status.is_terminal() {
+            return Err(ended(&record));
+        }
+        let payload = codec::encode_value("the cancellation reason", &reason.into())?;
+        let id = CANCEL_SIGNAL.to_string();
+        if let Err(e) = self.append_signal(run_id, id, CANCEL_SIGNAL, payload).await {
+            // Ended meanwhile, or cancelled before (with another reason).
+            let record = store.load_run(run_id).await?.ok_or_else(not_found)?;
+            if record.status.is_terminal() {
+                return Err(ended(&record));
+            }
+            if !matches!(e, Error::Conflict { .. }) {
+                return Err(e);
+            }
+        }
+        let reason = cancel_reason(&store.load_inputs(run_id).await?);
+        let record = store.load_run(run_id).await?.ok_or_else(not_found)?;
+        let attempt = record.attempts.saturating_add(1);
+        let lease = match AttemptLease::start(&self.shared, run_id, attempt).await {
+            Ok(lease) => lease,
+            Err(Error::LeaseHeld {
+                attempt,
+                owner,
+                until_ms,
+                ..
+            }) => {
+                let lease = Lease {
+                    attempt,
+                    owner,
+                    until_ms,
+                };
+                return Ok(Cancellation::Requested { lease });
+            }
+            Err(e) => {
+                // Another worker started an attempt first: it will see the
+                // request when it starts; or the run ended meanwhile.
+                let record = store.load_run(run_id).await?.ok_or_else(not_found)?;
+                if record.status.is_terminal() {
+                    return Err(ended(&record));
+                }
+                return match record.lease {
+                    Some(lease) if matches!(e, Error::Conflict { .. }) => {
+                        Ok(Cancellation::Requested { lease })
+                    }
+                    _ => Err(e),
+                };
+            }
+        };
+        self.end_cancelled(run_id, record.incarnation, &lease, reason)
+            .await?;
+        Ok(Cancellation::Cancelled)
+    }
+
+    /// Commits the run's cancellation under `lease` and writes its marker.
+    async fn end_cancelled(
+        &self,
+        run_id: &RunId,
+        incarnation: crate::run_id::Incarnation,
+        lease: &AttemptLease<'_>,
+        reason: Option<String>,
+    ) -> Result<()> {
+        let terminal_at_ms = self.shared.clock.now_ms();
+        let change = StatusChange::Cancelled { reason };
+        let commit = Commit::status(change, terminal_at_ms).with_fence(lease.held().fence());
+        if let Err(e) = self.shared.store.atomic_apply(run_id, commit).await {
+            lease.release().await;
+            return Err(e);
+        }
+        let marker = TerminalMarker {
+            run_id: run_id.clone(),
+            terminal_at_ms,
+            incarnation,
+        };
+        self.mark_terminal(&marker).await;
+        Ok(())
     }
 
     /// The run's record, if it exists.
@@ -756,6 +1016,10 @@ impl Runtime {
             &format!("run {run_id}"),
             &record.input,
         )?;
+        if let Some(waiting) = self.still_waiting(&record).await? {
+            // Nothing it waits for is there: no attempt, no write.
+            return Err(waiting.into());
+        }
         let attempt = record.attempts + 1;
         let lease = AttemptLease::start(&self.shared, &run_id, attempt).await?;
         let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
@@ -781,6 +1045,61 @@ impl Runtime {
         result
     }
 
+    /// [`Error::Suspended`] if the run's last attempt suspended in a wait
+    /// that would suspend again now: a timer not yet due (beyond the timer
+    /// wait), or a signal wait (with no in-process signal wait configured)
+    /// whose signal has not come and whose deadline, if any, has not passed.
+    /// Costs a read of the run's receipts (and of its inputs, for a signal
+    /// wait) for a run that has had an attempt; none for a new run.
+    async fn still_waiting(&self, record: &RunRecord) -> Result<Option<Error>> {
+        if record.attempts == 0 {
+            return Ok(None);
+        }
+        let store = &self.shared.store;
+        let history = store.load_receipts(&record.run_id, None).await?;
+        let Some(last) = history.last().filter(|r| r.error.is_none()) else {
+            return Ok(None);
+        };
+        let now = self.shared.clock.now_ms();
+        let far = |at: u64| at > now && at - now > self.shared.timer_wait_ms();
+        let suspended = |signal: &str, until_ms| Error::Suspended {
+            run_id: record.run_id.to_string(),
+            signal: signal.to_string(),
+            until_ms,
+        };
+        if last.step == context::SLEEP_STEP {
+            let wake = codec::decode::<u64>(&last.output).ok();
+            return Ok(wake.filter(|&at| far(at)).map(|at| suspended("", Some(at))));
+        }
+        let (name, deadline) = if let Some(name) = last.step.strip_prefix(context::WAIT_STEP_PREFIX)
+        {
+            (name, None)
+        } else if let Some(name) = last.step.strip_prefix(context::DEADLINE_STEP_PREFIX) {
+            let Ok(at) = codec::decode::<u64>(&last.output) else {
+                return Ok(None);
+            };
+            if !far(at) {
+                return Ok(None);
+            }
+            (name, Some(at))
+        } else {
+            return Ok(None);
+        };
+        if !self.shared.signal_wait.is_zero() {
+            return Ok(None);
+        }
+        let inputs = store.load_inputs(&record.run_id).await?;
+        let arrived = inputs.iter().any(|input| {
+            input.name == name
+                && input.accepted_at_ms <= deadline.unwrap_or(u64::MAX)
+                && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
+        });
+        if arrived || cancel_reason(&inputs).is_some() {
+            return Ok(None);
+        }
+        Ok(Some(suspended(name, deadline)))
+    }
+
     /// The body of one attempt, under its lease: replays the history, runs
     /// the workflow and commits its outcome. `true` with the result if the
     /// run ended (its terminal status committed); an error for a transient
@@ -803,6 +1122,7 @@ impl Runtime {
         let attempt = lease.held().fence().attempt;
         let store = &self.shared.store;
         let history = store.load_receipts(&run_id, None).await?;
+        lease.held().note_cancel(&store.load_inputs(&run_id).await?);
         tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
         let ctx = Context::new(
             Arc::clone(&self.shared),
@@ -812,6 +1132,32 @@ impl Runtime {
             history,
         );
         let result = (workflow.run)(ctx.clone(), input).await;
+        if let Some(reason) = ctx.observed_cancel() {
+            // The attempt observed the cancellation: whatever the workflow
+            // returned, the run ends cancelled.
+            tracing::info!(%run_id, "run cancelled");
+            let commit = Commit::status(
+                StatusChange::Cancelled {
+                    reason: Some(reason.clone()),
+                },
+                self.shared.clock.now_ms(),
+            );
+            let terminal_at_ms = commit.at_ms;
+            store
+                .atomic_apply(&run_id, commit.with_fence(lease.held().fence()))
+                .await?;
+            let marker = TerminalMarker {
+                run_id: run_id.clone(),
+                terminal_at_ms,
+                incarnation: record.incarnation,
+            };
+            self.mark_terminal(&marker).await;
+            let cancelled = Error::RunCancelled {
+                run_id: run_id.to_string(),
+                reason: Some(reason),
+            };
+            return Ok((Err(cancelled.into()), true));
+        }
         if let Some(interruption) = ctx.take_interruption() {
             // The runtime, not the workflow, stopped this attempt: leave the run
             // open so that it can be resumed.
@@ -869,6 +1215,15 @@ impl Runtime {
             tracing::warn!(run_id = %marker.run_id, error = %e, "terminal marker not written; recover() will write it");
         }
     }
+}
+
+/// The reason of the cancellation recorded among a run's `inputs`, if
+/// [`Runtime::cancel`] recorded one (an empty reason if it does not decode).
+fn cancel_reason(inputs: &[crate::runtime_store::InputRecord]) -> Option<String> {
+    inputs
+        .iter()
+        .find(|input| input.name == CANCEL_SIGNAL)
+        .map(|input| codec::decode::<String>(&input.payload).unwrap_or_default())
 }
 
 /// The stored result of a terminal run; `None` for a run still open.
