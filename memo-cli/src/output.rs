@@ -1,7 +1,7 @@
 //! How results are printed: aligned tables for people, JSON for scripts.
 //!
-//! Everything memoctl prints goes through [`out!`], [`outln!`] and
-//! [`errln!`] (the crate denies `print!` and friends): a reader that went
+//! Everything memoctl prints goes through `out!`, `outln!` and
+//! `errln!` (the crate denies `print!` and friends): a reader that went
 //! away (`memoctl show RUN | head`) ends the process quietly, as it ends a
 //! Unix tool, instead of a panic.
 
