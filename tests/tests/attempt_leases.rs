@@ -6,6 +6,7 @@
 //! folder or bucket; time is a `ManualClock`.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -458,5 +459,171 @@ async fn a_step_retry_does_not_start_the_body_after_its_attempt_lost_the_lease()
         open_gate.send(()).unwrap();
         assert_eq!(b_run.await.unwrap(), 1, "{name}");
         assert_eq!(*starts.lock().unwrap(), ["a", "b"], "{name}");
+    }
+}
+
+/// Two steps by worker `who`: each body records its start in `starts`; the
+/// first then calls `after_first` (if any), the second tells `entered` and
+/// waits at `gate` (if any).
+fn two_steps(
+    who: &'static str,
+    starts: Arc<std::sync::Mutex<Vec<String>>>,
+    after_first: Option<Arc<dyn Fn() + Send + Sync>>,
+    entered: mpsc::UnboundedSender<()>,
+    gate: Option<oneshot::Receiver<()>>,
+) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Send + Sync + 'static> {
+    let gate = Arc::new(std::sync::Mutex::new(gate));
+    Workflow::new("two-steps", move |ctx: Context, _: u64| {
+        let (starts, after_first, entered, gate) = (
+            starts.clone(),
+            after_first.clone(),
+            entered.clone(),
+            gate.clone(),
+        );
+        Box::pin(async move {
+            ctx.step("first", |_memo| {
+                let (starts, after_first) = (starts.clone(), after_first.clone());
+                async move {
+                    starts.lock().unwrap().push(format!("{who}: first"));
+                    if let Some(after_first) = &after_first {
+                        after_first();
+                    }
+                    Ok::<u64, Error>(1)
+                }
+            })
+            .await?;
+            ctx.step("second", |_memo| {
+                let (starts, entered, gate) = (starts.clone(), entered.clone(), gate.clone());
+                async move {
+                    starts.lock().unwrap().push(format!("{who}: second"));
+                    let _ = entered.send(());
+                    let gate = gate.lock().unwrap().take();
+                    if let Some(gate) = gate {
+                        gate.await.unwrap();
+                    }
+                    Ok::<u64, Error>(2)
+                }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+/// A process whose clock jumps past a whole lease as each of its run log
+/// entries (receipts, lease renewals) is written, as many times as `jumps`
+/// says when the write starts.
+fn jumping_process(
+    backend: &Backend,
+    clock: &Arc<ManualClock>,
+    jumps: &Arc<AtomicU64>,
+    name: &str,
+) -> Runtime {
+    let objects = Arc::new(memo_runtime::testing::FaultInjectingStore::new(
+        backend.open(),
+    ));
+    objects.inject(
+        memo_runtime::testing::FaultRule::fail_before(memo_runtime::testing::RequestKind::Create)
+            .matching({
+                let (clock, jumps) = (clock.clone(), jumps.clone());
+                move |path| {
+                    let log_entry =
+                        path.as_ref().starts_with("runs/") && path.as_ref().contains("/log/");
+                    if log_entry
+                        && jumps
+                            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                            .is_ok()
+                    {
+                        clock.advance_ms(LEASE.as_millis() as u64 + 1);
+                    }
+                    false
+                }
+            }),
+    );
+    process(&(objects as Arc<dyn ObjectStore>), clock, name)
+}
+
+/// Sets `jumps` to `n`.
+fn arm(jumps: &Arc<AtomicU64>, n: u64) -> Arc<dyn Fn() + Send + Sync> {
+    let jumps = jumps.clone();
+    Arc::new(move || jumps.store(n, SeqCst))
+}
+
+/// Worker A's clock jumps past its lease while the first step's receipt is
+/// written, so A renews the lease before the second step's body; the clock
+/// jumps past the lease again while that renewal is written. A renewed
+/// lease is not a live one: A must renew again (or stop) before the body
+/// starts, or its body runs under an expired lease while worker B, finding
+/// the lease expired, takes the run over and runs the same body.
+#[tokio::test]
+async fn a_step_body_does_not_start_under_a_lease_that_expired_during_its_renewal() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let clock = Arc::new(ManualClock::new(3_000_000));
+        let jumps = Arc::new(AtomicU64::new(0));
+        let a = jumping_process(&backend, &clock, &jumps, "worker-a");
+        let b = process(&backend.open(), &clock, "worker-b");
+        let order = RunId::new("renewal-race-1").unwrap();
+        let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (entered, mut entered_rx) = mpsc::unbounded_channel();
+        let (open_gate, gate) = oneshot::channel();
+        // A's first body arms two jumps: at its receipt, then at the renewal.
+        let arm_two = arm(&jumps, 2);
+        let a_workflow = two_steps(
+            "a",
+            starts.clone(),
+            Some(arm_two),
+            entered.clone(),
+            Some(gate),
+        );
+        let mut a_run = Box::pin(a.run(&order, &1, &a_workflow));
+        tokio::select! {
+            done = &mut a_run => panic!("{name}: A finished inside the gate: {done:?}"),
+            _ = entered_rx.recv() => {}
+        }
+        assert_eq!(
+            jumps.load(SeqCst),
+            0,
+            "{name}: the clock did not jump twice"
+        );
+
+        // A's second body has started: its attempt must hold a live lease.
+        let b_workflow = two_steps("b", starts.clone(), None, entered, None);
+        match b.run(&order, &1, &b_workflow).await {
+            Err(Error::LeaseHeld { owner, .. }) => assert_eq!(owner, "worker-a", "{name}"),
+            other => panic!(
+                "{name}: B took over while A's body ran under a lease that expired as it was renewed: {other:?}"
+            ),
+        }
+
+        open_gate.send(()).unwrap();
+        assert_eq!(a_run.await.unwrap(), 2, "{name}");
+        assert_eq!(*starts.lock().unwrap(), ["a: first", "a: second"], "{name}");
+    }
+}
+
+/// If the clock jumps past the lease during every renewal, the attempt
+/// gives up before the body (the lease is lost, the run stays open for the
+/// next attempt) rather than renew forever or start the body under an
+/// expired lease.
+#[tokio::test]
+async fn an_attempt_whose_lease_expires_during_every_renewal_stops_before_the_body() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let clock = Arc::new(ManualClock::new(4_000_000));
+        let jumps = Arc::new(AtomicU64::new(0));
+        let a = jumping_process(&backend, &clock, &jumps, "worker-a");
+        let order = RunId::new("renewal-race-2").unwrap();
+        let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (entered, _entered_rx) = mpsc::unbounded_channel();
+        let workflow = two_steps("a", starts.clone(), Some(arm(&jumps, 100)), entered, None);
+        match a.run(&order, &1, &workflow).await {
+            Err(Error::LeaseLost { attempt, .. }) => assert_eq!(attempt, 1, "{name}"),
+            other => panic!("{name}: expected the attempt to lose its lease, got {other:?}"),
+        }
+        assert_eq!(*starts.lock().unwrap(), ["a: first"], "{name}");
+        jumps.store(0, SeqCst);
+        let record = a.status(&order).await.unwrap().unwrap();
+        assert_eq!(record.status, RunStatus::Running, "{name}");
+        assert_eq!(a.run(&order, &1, &workflow).await.unwrap(), 2, "{name}");
     }
 }
