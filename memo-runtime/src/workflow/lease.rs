@@ -25,6 +25,12 @@ const RENEWALS_BEFORE_A_BODY: u32 = 3;
 pub(super) struct HeldLease {
     fence: Fence,
     until_ms: AtomicU64,
+    /// Held across each renewal, so that an attempt's renewals (the
+    /// periodic one and a step's) do not overlap: the expiry the attempt
+    /// believes is then always the one the store applied last. Overlapping,
+    /// a slow renewal could land after a later one and cut the lease short
+    /// in the store while the attempt goes on under the later expiry.
+    renewing: tokio::sync::Mutex<()>,
     /// The reason of the run's cancellation, once the attempt has seen it
     /// requested (at its start, at a lease renewal, in a wait's poll).
     cancel: std::sync::Mutex<Option<String>>,
@@ -120,6 +126,7 @@ impl HeldLease {
     }
 
     async fn renew(&self, shared: &Shared, run_id: &RunId) -> Result<()> {
+        let _renewing = self.renewing.lock().await;
         let now = shared.clock.now_ms();
         let until_ms = now.saturating_add(shared.lease_ms());
         self.set_expiry(shared, run_id, now, until_ms).await?;
@@ -178,6 +185,7 @@ impl<'a> AttemptLease<'a> {
         let held = Arc::new(HeldLease {
             fence,
             until_ms: AtomicU64::new(until_ms),
+            renewing: tokio::sync::Mutex::new(()),
             cancel: std::sync::Mutex::new(None),
         });
         Ok(AttemptLease {
