@@ -440,16 +440,17 @@ pub struct Memo {
 
 /// A workflow attempt's hold on its run, as a memoized call checks it.
 pub(crate) trait LeaseGuard: Send + Sync + std::fmt::Debug {
-    /// Renews the lease if it expired by the local clock.
+    /// Makes sure the lease is live by the local clock now, renewing it
+    /// (and checking each renewal again) if it expired: the one lease check
+    /// before every body of a workflow attempt, a step's or a memoized
+    /// call's.
     ///
     /// # Errors
     ///
     /// [`Error::LeaseLost`] (or a conflict) if another attempt took the run
-    /// over; a store error if the renewal failed.
+    /// over or the lease keeps expiring while it is renewed; a store error if
+    /// a renewal failed.
     fn ensure_live(&self) -> futures::future::BoxFuture<'_, Result<()>>;
-
-    /// Whether the lease is live by the local clock now.
-    fn is_live(&self) -> bool;
 
     /// The attempt holding the lease.
     fn attempt(&self) -> u32;
@@ -581,24 +582,12 @@ impl Memo {
     ///
     /// # Errors
     ///
-    /// As [`LeaseGuard::ensure_live`]; [`Error::LeaseLost`] if the lease
-    /// keeps expiring while it is renewed.
+    /// As [`LeaseGuard::ensure_live`].
     pub(crate) async fn ensure_lease(&self) -> Result<()> {
-        let Some(lease) = &self.lease else {
-            return Ok(());
-        };
-        // A renewal awaits a commit, during which the clock may jump again.
-        for _ in 0..3 {
-            lease.ensure_live().await?;
-            if lease.is_live() {
-                return Ok(());
-            }
+        match &self.lease {
+            Some(lease) => lease.ensure_live().await,
+            None => Ok(()),
         }
-        Err(Error::LeaseLost {
-            run_id: self.run_id().to_string(),
-            attempt: lease.attempt(),
-            reason: "the lease expired again each time it was renewed".into(),
-        })
     }
 
     /// Reports a memo-layer failure met while using this memo (such as a

@@ -6,13 +6,19 @@
 //! folder or bucket; time is a `ManualClock`.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::runtime_store::RunStatus;
+use memo_runtime::runtime_store::{
+    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
+    StatusChange, StepReceipt,
+};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
-use memo_runtime::{Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{
+    Bytes, Error, Incarnation, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId,
+};
 use memo_tests::fixtures::{Backend, charge};
 use tokio::sync::{mpsc, oneshot};
 
@@ -459,4 +465,365 @@ async fn a_step_retry_does_not_start_the_body_after_its_attempt_lost_the_lease()
         assert_eq!(b_run.await.unwrap(), 1, "{name}");
         assert_eq!(*starts.lock().unwrap(), ["a", "b"], "{name}");
     }
+}
+
+/// Two steps by worker `who`: each body records its start in `starts`; the
+/// first then calls `after_first` (if any), the second tells `entered` and
+/// waits at `gate` (if any).
+fn two_steps(
+    who: &'static str,
+    starts: Arc<std::sync::Mutex<Vec<String>>>,
+    after_first: Option<Arc<dyn Fn() + Send + Sync>>,
+    entered: mpsc::UnboundedSender<()>,
+    gate: Option<oneshot::Receiver<()>>,
+) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Send + Sync + 'static> {
+    let gate = Arc::new(std::sync::Mutex::new(gate));
+    Workflow::new("two-steps", move |ctx: Context, _: u64| {
+        let (starts, after_first, entered, gate) = (
+            starts.clone(),
+            after_first.clone(),
+            entered.clone(),
+            gate.clone(),
+        );
+        Box::pin(async move {
+            ctx.step("first", |_memo| {
+                let (starts, after_first) = (starts.clone(), after_first.clone());
+                async move {
+                    starts.lock().unwrap().push(format!("{who}: first"));
+                    if let Some(after_first) = &after_first {
+                        after_first();
+                    }
+                    Ok::<u64, Error>(1)
+                }
+            })
+            .await?;
+            ctx.step("second", |_memo| {
+                let (starts, entered, gate) = (starts.clone(), entered.clone(), gate.clone());
+                async move {
+                    starts.lock().unwrap().push(format!("{who}: second"));
+                    let _ = entered.send(());
+                    let gate = gate.lock().unwrap().take();
+                    if let Some(gate) = gate {
+                        gate.await.unwrap();
+                    }
+                    Ok::<u64, Error>(2)
+                }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+/// A process whose clock jumps past a whole lease as each of its run log
+/// entries (receipts, lease renewals) is written, as many times as `jumps`
+/// says when the write starts.
+fn jumping_process(
+    backend: &Backend,
+    clock: &Arc<ManualClock>,
+    jumps: &Arc<AtomicU64>,
+    name: &str,
+) -> Runtime {
+    let objects = Arc::new(memo_runtime::testing::FaultInjectingStore::new(
+        backend.open(),
+    ));
+    objects.inject(
+        memo_runtime::testing::FaultRule::fail_before(memo_runtime::testing::RequestKind::Create)
+            .matching({
+                let (clock, jumps) = (clock.clone(), jumps.clone());
+                move |path| {
+                    let log_entry =
+                        path.as_ref().starts_with("runs/") && path.as_ref().contains("/log/");
+                    if log_entry
+                        && jumps
+                            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                            .is_ok()
+                    {
+                        clock.advance_ms(LEASE.as_millis() as u64 + 1);
+                    }
+                    false
+                }
+            }),
+    );
+    process(&(objects as Arc<dyn ObjectStore>), clock, name)
+}
+
+/// Sets `jumps` to `n`.
+fn arm(jumps: &Arc<AtomicU64>, n: u64) -> Arc<dyn Fn() + Send + Sync> {
+    let jumps = jumps.clone();
+    Arc::new(move || jumps.store(n, SeqCst))
+}
+
+/// Worker A's clock jumps past its lease while the first step's receipt is
+/// written, so A renews the lease before the second step's body; the clock
+/// jumps past the lease again while that renewal is written. A renewed
+/// lease is not a live one: A must renew again (or stop) before the body
+/// starts, or its body runs under an expired lease while worker B, finding
+/// the lease expired, takes the run over and runs the same body.
+#[tokio::test]
+async fn a_step_body_does_not_start_under_a_lease_that_expired_during_its_renewal() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let clock = Arc::new(ManualClock::new(3_000_000));
+        let jumps = Arc::new(AtomicU64::new(0));
+        let a = jumping_process(&backend, &clock, &jumps, "worker-a");
+        let b = process(&backend.open(), &clock, "worker-b");
+        let order = RunId::new("renewal-race-1").unwrap();
+        let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (entered, mut entered_rx) = mpsc::unbounded_channel();
+        let (open_gate, gate) = oneshot::channel();
+        // A's first body arms two jumps: at its receipt, then at the renewal.
+        let arm_two = arm(&jumps, 2);
+        let a_workflow = two_steps(
+            "a",
+            starts.clone(),
+            Some(arm_two),
+            entered.clone(),
+            Some(gate),
+        );
+        let mut a_run = Box::pin(a.run(&order, &1, &a_workflow));
+        tokio::select! {
+            done = &mut a_run => panic!("{name}: A finished inside the gate: {done:?}"),
+            _ = entered_rx.recv() => {}
+        }
+        assert_eq!(
+            jumps.load(SeqCst),
+            0,
+            "{name}: the clock did not jump twice"
+        );
+
+        // A's second body has started: its attempt must hold a live lease.
+        let b_workflow = two_steps("b", starts.clone(), None, entered, None);
+        match b.run(&order, &1, &b_workflow).await {
+            Err(Error::LeaseHeld { owner, .. }) => assert_eq!(owner, "worker-a", "{name}"),
+            other => panic!(
+                "{name}: B took over while A's body ran under a lease that expired as it was renewed: {other:?}"
+            ),
+        }
+
+        open_gate.send(()).unwrap();
+        assert_eq!(a_run.await.unwrap(), 2, "{name}");
+        assert_eq!(*starts.lock().unwrap(), ["a: first", "a: second"], "{name}");
+    }
+}
+
+/// If the clock jumps past the lease during every renewal, the attempt
+/// gives up before the body (the lease is lost, the run stays open for the
+/// next attempt) rather than renew forever or start the body under an
+/// expired lease.
+#[tokio::test]
+async fn an_attempt_whose_lease_expires_during_every_renewal_stops_before_the_body() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let clock = Arc::new(ManualClock::new(4_000_000));
+        let jumps = Arc::new(AtomicU64::new(0));
+        let a = jumping_process(&backend, &clock, &jumps, "worker-a");
+        let order = RunId::new("renewal-race-2").unwrap();
+        let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (entered, _entered_rx) = mpsc::unbounded_channel();
+        let workflow = two_steps("a", starts.clone(), Some(arm(&jumps, 100)), entered, None);
+        match a.run(&order, &1, &workflow).await {
+            Err(Error::LeaseLost { attempt, .. }) => assert_eq!(attempt, 1, "{name}"),
+            other => panic!("{name}: expected the attempt to lose its lease, got {other:?}"),
+        }
+        assert_eq!(*starts.lock().unwrap(), ["a: first"], "{name}");
+        jumps.store(0, SeqCst);
+        let record = a.status(&order).await.unwrap().unwrap();
+        assert_eq!(record.status, RunStatus::Running, "{name}");
+        assert_eq!(a.run(&order, &1, &workflow).await.unwrap(), 2, "{name}");
+    }
+}
+
+/// A runtime store that holds the first lease renewal written after
+/// `armed` is set, tells the test it got there, and forwards it once
+/// released; then tells the test the renewal is in effect.
+#[derive(Debug)]
+struct HoldsARenewal {
+    inner: Arc<dyn RuntimeStore>,
+    armed: AtomicBool,
+    held: std::sync::Mutex<Option<HeldRenewal>>,
+}
+
+/// The renewal's side of [`HoldsARenewal`]: `reached`, `release`, `applied`.
+type HeldRenewal = (
+    oneshot::Sender<()>,
+    oneshot::Receiver<()>,
+    oneshot::Sender<()>,
+);
+
+#[async_trait::async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl RuntimeStore for HoldsARenewal {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord, Error> {
+        self.inner.create_run(run).await
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>, Error> {
+        self.inner.load_run(run_id).await
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord, Error> {
+        let renewal = matches!(commit.status, Some(StatusChange::Lease { .. }));
+        let held = (renewal && self.armed.load(SeqCst))
+            .then(|| self.held.lock().unwrap().take())
+            .flatten();
+        let Some((reached, release, applied)) = held else {
+            return self.inner.atomic_apply(run_id, commit).await;
+        };
+        let _ = reached.send(());
+        let _ = release.await;
+        let record = self.inner.atomic_apply(run_id, commit).await;
+        let _ = applied.send(());
+        record
+    }
+
+    async fn load_receipts(
+        &self,
+        run_id: &RunId,
+        after: Option<u64>,
+    ) -> Result<Vec<StepReceipt>, Error> {
+        self.inner.load_receipts(run_id, after).await
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>, Error> {
+        self.inner.load_snapshot(run_id).await
+    }
+
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord, Error> {
+        self.inner.append_input(run_id, input).await
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>, Error> {
+        self.inner.load_inputs(run_id).await
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>, Error> {
+        self.inner.list_runs(status).await
+    }
+
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>, Error> {
+        self.inner.list_run_ids(status).await
+    }
+
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool, Error> {
+        self.inner.delete_run(run_id, incarnation).await
+    }
+}
+
+/// Two steps: the first tells `entered` and waits at `first_gate`, the
+/// second records its start in `starts`, tells `entered` and waits at
+/// `second_gate` (if any).
+fn gated_steps(
+    who: &'static str,
+    starts: Arc<std::sync::Mutex<Vec<String>>>,
+    entered: mpsc::UnboundedSender<&'static str>,
+    first_gate: Option<oneshot::Receiver<()>>,
+    second_gate: Option<oneshot::Receiver<()>>,
+) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Send + Sync + 'static> {
+    let gates = Arc::new(std::sync::Mutex::new((first_gate, second_gate)));
+    Workflow::new("gated-steps", move |ctx: Context, _: u64| {
+        let (starts, entered, gates) = (starts.clone(), entered.clone(), gates.clone());
+        Box::pin(async move {
+            ctx.step("first", |_memo| {
+                let (entered, gates) = (entered.clone(), gates.clone());
+                async move {
+                    let _ = entered.send("first");
+                    let gate = gates.lock().unwrap().0.take();
+                    if let Some(gate) = gate {
+                        gate.await.unwrap();
+                    }
+                    Ok::<u64, Error>(1)
+                }
+            })
+            .await?;
+            ctx.step("second", |_memo| {
+                let (starts, entered, gates) = (starts.clone(), entered.clone(), gates.clone());
+                async move {
+                    starts.lock().unwrap().push(format!("{who}: second"));
+                    let _ = entered.send("second");
+                    let gate = gates.lock().unwrap().1.take();
+                    if let Some(gate) = gate {
+                        gate.await.unwrap();
+                    }
+                    Ok::<u64, Error>(2)
+                }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+/// Worker A's periodic renewal is written slowly: it lands only after A's
+/// lease expired, A's step renewed the lease on its own and would start the
+/// next body. The slow renewal's expiry is the earlier one, so once it
+/// lands the store holds A's lease as expired and worker B may take the run
+/// over: A must not go on believing the later expiry. Renewals of one
+/// attempt do not overlap, so the step's renewal waits for the periodic
+/// one, finds the lease expired, and renews again before the body.
+#[tokio::test(start_paused = true)]
+async fn a_slow_periodic_renewal_does_not_cut_short_the_lease_of_a_body() {
+    let objects: Arc<dyn ObjectStore> =
+        Arc::new(memo_runtime::object_store::memory::InMemory::new());
+    let t0 = 6_000_000;
+    let clock = Arc::new(ManualClock::new(t0));
+    let (reached_tx, reached) = oneshot::channel();
+    let (release, release_rx) = oneshot::channel();
+    let (applied_tx, applied) = oneshot::channel();
+    let store = Arc::new(HoldsARenewal {
+        inner: Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs")),
+        armed: AtomicBool::new(false),
+        held: std::sync::Mutex::new(Some((reached_tx, release_rx, applied_tx))),
+    });
+    let a = Runtime::builder()
+        .memo_store(MemoStore::new(objects.clone(), "memo"))
+        .runtime_store(store.clone())
+        .clock(clock.clone())
+        .lease(LEASE)
+        .worker_id("worker-a")
+        .build()
+        .unwrap();
+    let b = process(&objects, &clock, "worker-b");
+    let order = RunId::new("slow-renewal-1").unwrap();
+    let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (entered, mut entered_rx) = mpsc::unbounded_channel();
+    let (open_first, first_gate) = oneshot::channel();
+    let (open_second, second_gate) = oneshot::channel();
+    let a_workflow = gated_steps(
+        "a",
+        starts.clone(),
+        entered.clone(),
+        Some(first_gate),
+        Some(second_gate),
+    );
+    let a_run = tokio::spawn({
+        let order = order.clone();
+        async move { a.run(&order, &1, &a_workflow).await }
+    });
+    assert_eq!(entered_rx.recv().await, Some("first"));
+
+    // A's periodic renewal starts a second into the lease, and is held.
+    clock.advance_ms(1_000);
+    store.armed.store(true, SeqCst);
+    reached.await.unwrap();
+    // A's lease expires by its clock; A's first body ends and its step
+    // renews the lease before the second body.
+    clock.advance_ms(LEASE.as_millis() as u64 + 1_000);
+    open_first.send(()).unwrap();
+    // Lets A go as far as it can (paused time moves only when all is idle).
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // The periodic renewal lands, with the earlier expiry.
+    release.send(()).unwrap();
+    applied.await.unwrap();
+    assert_eq!(entered_rx.recv().await, Some("second"));
+
+    // A's second body has started: its attempt must hold a live lease.
+    let b_workflow = gated_steps("b", starts.clone(), entered, None, None);
+    match b.run(&order, &1, &b_workflow).await {
+        Err(Error::LeaseHeld { owner, .. }) => assert_eq!(owner, "worker-a"),
+        other => panic!(
+            "B took over while A's body ran under a lease a slower renewal cut short: {other:?}"
+        ),
+    }
+    open_second.send(()).unwrap();
+    assert_eq!(a_run.await.unwrap().unwrap(), 2);
+    assert_eq!(*starts.lock().unwrap(), ["a: second"]);
 }

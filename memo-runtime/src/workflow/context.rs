@@ -973,10 +973,11 @@ impl<'c, F, T, E> Step<'c, F, T, E> {
     /// step is first polled: a step already started keeps its policy.
     ///
     /// Every try starts only under a live lease: a try after a wait that
-    /// outlasted the attempt's lease renews it first, and if another worker
-    /// took the run over meanwhile, the step stops with
-    /// [`Error::LeaseLost`] (the run stays open) instead of starting the
-    /// body beside the new attempt's.
+    /// outlasted the attempt's lease renews it first (and checks the renewed
+    /// lease again, as the clock may have moved past it meanwhile), and if
+    /// another worker took the run over, or the lease keeps expiring while
+    /// it is renewed, the step stops with [`Error::LeaseLost`] (the run
+    /// stays open) instead of starting the body beside the new attempt's.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         if let StepState::Ready(spec) = &mut self.state {
             spec.retry = policy;

@@ -12,6 +12,10 @@ use crate::error::{Error, Result};
 use crate::run_id::RunId;
 use crate::runtime_store::{Commit, Fence, InputRecord, StatusChange};
 
+/// How many times [`HeldLease::ensure_live`] renews a lease that expired
+/// (again) before it gives the attempt up.
+const RENEWALS_BEFORE_A_BODY: u32 = 3;
+
 /// What an attempt knows of its lease: its fence and the expiry of its
 /// last start or renewal. Shared with the attempt's [`Context`], which
 /// starts no step body on a lease that may have expired.
@@ -21,6 +25,12 @@ use crate::runtime_store::{Commit, Fence, InputRecord, StatusChange};
 pub(super) struct HeldLease {
     fence: Fence,
     until_ms: AtomicU64,
+    /// Held across each renewal, so that an attempt's renewals (the
+    /// periodic one and a step's) do not overlap: the expiry the attempt
+    /// believes is then always the one the store applied last. Overlapping,
+    /// a slow renewal could land after a later one and cut the lease short
+    /// in the store while the attempt goes on under the later expiry.
+    renewing: tokio::sync::Mutex<()>,
     /// The reason of the run's cancellation, once the attempt has seen it
     /// requested (at its start, at a lease renewal, in a wait's poll).
     cancel: std::sync::Mutex<Option<String>>,
@@ -49,10 +59,6 @@ impl crate::memo::LeaseGuard for StepLease {
         Box::pin(self.held.ensure_live(&self.shared, &self.run_id))
     }
 
-    fn is_live(&self) -> bool {
-        self.shared.clock.now_ms() < self.held.until_ms.load(Ordering::Acquire)
-    }
-
     fn attempt(&self) -> u32 {
         self.held.fence.attempt
     }
@@ -79,22 +85,48 @@ impl HeldLease {
         }
     }
 
-    /// Makes sure the lease is live before the attempt starts a step body:
-    /// at once if it is by the local clock, else by renewing it.
+    /// Makes sure the lease is live by the local clock before the attempt
+    /// starts a body (a step's or a memoized call's): at once if it is,
+    /// else by renewing it. On `Ok` the lease is live now; the caller starts
+    /// the body with no await in between.
+    ///
+    /// A renewal awaits a commit, and the clock may jump past the renewed
+    /// lease meanwhile (a pause, a slow write): so each renewal is checked
+    /// again, and an attempt whose lease keeps expiring stops rather than
+    /// start a body another attempt may be taking over.
     ///
     /// # Errors
     ///
     /// [`Error::LeaseLost`] (or a conflict) if another attempt took the run
-    /// over meanwhile; a store error if the renewal failed.
+    /// over meanwhile, or if the lease expired again after each of
+    /// [`RENEWALS_BEFORE_A_BODY`] renewals; a store error if a renewal
+    /// failed.
     pub(super) async fn ensure_live(&self, shared: &Shared, run_id: &RunId) -> Result<()> {
-        let now = shared.clock.now_ms();
-        if now < self.until_ms.load(Ordering::Acquire) {
+        for _ in 0..RENEWALS_BEFORE_A_BODY {
+            if self.is_live(shared) {
+                return Ok(());
+            }
+            self.renew(shared, run_id).await?;
+        }
+        if self.is_live(shared) {
             return Ok(());
         }
-        self.renew(shared, run_id).await
+        Err(Error::LeaseLost {
+            run_id: run_id.to_string(),
+            attempt: self.fence.attempt,
+            reason: format!(
+                "the lease expired again after each of {RENEWALS_BEFORE_A_BODY} renewals"
+            ),
+        })
+    }
+
+    /// Whether the lease is live by the local clock now.
+    fn is_live(&self, shared: &Shared) -> bool {
+        shared.clock.now_ms() < self.until_ms.load(Ordering::Acquire)
     }
 
     async fn renew(&self, shared: &Shared, run_id: &RunId) -> Result<()> {
+        let _renewing = self.renewing.lock().await;
         let now = shared.clock.now_ms();
         let until_ms = now.saturating_add(shared.lease_ms());
         self.set_expiry(shared, run_id, now, until_ms).await?;
@@ -153,6 +185,7 @@ impl<'a> AttemptLease<'a> {
         let held = Arc::new(HeldLease {
             fence,
             until_ms: AtomicU64::new(until_ms),
+            renewing: tokio::sync::Mutex::new(()),
             cancel: std::sync::Mutex::new(None),
         });
         Ok(AttemptLease {
