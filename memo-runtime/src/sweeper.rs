@@ -38,9 +38,11 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 ///    incarnation of the run is terminal there (a marker of a run that is
 ///    not terminal deletes nothing), or that the id holds a later run
 ///    there; a marker of a workflow run the runtime store does not hold at
-///    all deletes nothing while the run has entries left (the runtime store
-///    may be the wrong one), and is deleted once they are gone (what a pass
-///    that stopped before the marker leaves); a standalone run's marker
+///    all deletes nothing of its memo entries while it has some left (the
+///    runtime store may be the wrong one), only what a deletion of its
+///    incarnation that stopped part way left in the runtime store, and is
+///    deleted once the entries are gone (what a pass that stopped before
+///    the marker, or [`RetentionSweeper::delete_run`], leaves); a standalone run's marker
 ///    ([`Incarnation::STANDALONE`]) names no runtime-store run;
 /// 2. clears the memo and step-output entries of the marker's incarnation
 ///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
@@ -294,6 +296,7 @@ impl RetentionSweeper {
                 // runtime store.
                 Found::Nothing if incarnation == Incarnation::STANDALONE => false,
                 Found::Nothing => {
+                    self.finish_deletion(run_id, incarnation).await?;
                     self.check_nothing_left(run_id, incarnation).await?;
                     false
                 }
@@ -359,6 +362,23 @@ impl RetentionSweeper {
         }
     }
 
+    /// Deletes whatever a deletion of the marker's incarnation that stopped
+    /// part way left in the runtime store (its log, checkpoints, status
+    /// hints), before anything else is decided: the runtime store no longer
+    /// holds the run, so nothing else would ever reach those objects, even
+    /// if the memo entries are then kept. Touches nothing in a runtime store
+    /// that never held the incarnation (a mistyped prefix): incarnations are
+    /// drawn at random, and only the incarnation's own objects are deleted.
+    async fn finish_deletion(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        if self.config.dry_run {
+            return Ok(());
+        }
+        if let Some(store) = &self.config.runtime_store {
+            store.delete_run(run_id, incarnation).await?;
+        }
+        Ok(())
+    }
+
     /// A marker whose run the runtime store does not hold at all: either a
     /// pass that deleted the run stopped before the marker (then nothing of
     /// the run is left but the marker), or the runtime store is not the one
@@ -381,6 +401,54 @@ impl RetentionSweeper {
                      (is the runtime store's prefix the one the workers use?)"
                 .into(),
         })
+    }
+
+    /// Deletes a terminal run now, whatever its age, so that its id can be
+    /// used again: its current incarnation's memo and step-output entries
+    /// first, then its runtime-store records; `false` if no run of the id
+    /// exists. Its terminal marker (if it got one) is left to the next pass,
+    /// which deletes it, finding nothing of the run.
+    ///
+    /// This is the order a pass keeps, and it is what makes a failure part
+    /// way safe: while the runtime store holds the run, a marker or another
+    /// call finishes it; once it does not, nothing of the run is left but the
+    /// marker. [`RuntimeStore::delete_run`] alone deletes only the runtime
+    /// records, and leaves the memo entries to a pass that must then refuse
+    /// them (it cannot tell a deleted run from a runtime store that is not
+    /// the workers' one): they would be left for ever.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Conflict`] if no runtime store is configured (the run's
+    /// incarnation and status are unknown without one) or if the run is not
+    /// terminal; [`Error::Store`] or [`Error::ClearIncomplete`] if a request
+    /// fails, after which calling it again finishes the deletion.
+    pub async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
+        let Some(store) = &self.config.runtime_store else {
+            return Err(Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: "deleting a run needs the runtime store: \
+                         set it with RetentionSweeperBuilder::runtime_store"
+                    .into(),
+            });
+        };
+        let Some(run) = store.load_run(run_id).await? else {
+            return Ok(false);
+        };
+        if !run.status.is_terminal() {
+            return Err(Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: format!(
+                    "the run is {}; only terminal runs can be deleted",
+                    run.status
+                ),
+            });
+        }
+        self.config
+            .memo_store
+            .clear_incarnation(run_id, run.incarnation)
+            .await?;
+        store.delete_run(run_id, run.incarnation).await
     }
 
     /// Starts a background task that runs a pass at the clock's time, waits

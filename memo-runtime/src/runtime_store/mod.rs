@@ -746,6 +746,12 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// `false` if the run does not exist or is another incarnation, which is
     /// then not touched (a later run of the same id is another run).
     ///
+    /// Only the runtime store's records: the run's memo entries and its
+    /// terminal marker are kept, and a retention sweep then keeps them too
+    /// (it cannot tell a run deleted here from a run it looks for in the
+    /// wrong runtime store). To delete a whole run, use
+    /// [`RetentionSweeper::delete_run`](crate::RetentionSweeper::delete_run).
+    ///
     /// Only terminal runs can be deleted, so no worker can be writing to a
     /// run while it disappears. Deleting is idempotent, and concurrent
     /// deletions of one run (a sweeper in every worker) are safe: nothing of

@@ -264,10 +264,13 @@ impl ObjectStoreRuntimeStore {
                         self.reweigh(&run_id, &slot, guard.as_ref());
                         return Ok(record);
                     }
+                    // Given up: another run of the id took the pointer.
+                    self.drop_unborn_hint(&run_id, creation.incarnation).await;
                 }
                 // Created meanwhile: the run may have moved on since its
                 // creation, so answer with its state now.
                 Created::Theirs(bytes) => {
+                    self.drop_unborn_hint(&run_id, creation.incarnation).await;
                     let theirs = decode_creation(&run_id, &path, &bytes, None)?;
                     if let Some(record) = self.recreate(&run, theirs, &bytes).await? {
                         return Ok(record);
@@ -331,6 +334,16 @@ impl ObjectStoreRuntimeStore {
         self.forget(run_id);
         self.read_creation(run_id).await?;
         Ok(())
+    }
+
+    /// Deletes the `Pending` hint of an incarnation this call wrote and then
+    /// gave up (another creator's pointer won): no run will ever have that
+    /// incarnation, so no deletion would look for its hint, and only a
+    /// tidying listing by status would ever remove it. Best effort, like
+    /// every hint removal.
+    async fn drop_unborn_hint(&self, run_id: &RunId, incarnation: Incarnation) {
+        self.drop_stale_hint(RunStatus::Pending, run_id, incarnation)
+            .await;
     }
 
     fn pointer_kept_changing(&self, run_id: &RunId) -> Error {

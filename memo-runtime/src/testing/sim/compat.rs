@@ -3,7 +3,7 @@
 //! edit here and nowhere else; and the fresh, fault-free views the
 //! invariants are checked against.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,12 +30,41 @@ pub(super) fn configure(builder: RuntimeBuilder, lease: Duration) -> RuntimeBuil
     builder.lease(lease)
 }
 
-/// Deletes the run's current incarnation, as a user reusing its id would.
-pub(super) async fn delete_run(store: &dyn RuntimeStore, run_id: &RunId) -> Result<bool> {
+/// Deletes the run's current incarnation from the runtime store alone, as
+/// a user reusing its id with `RuntimeStore::delete_run` would, and adds
+/// the incarnation to `deleted_alone`: its memo entries and marker are left
+/// on purpose, for a later run of the id to (never) inherit.
+pub(super) async fn delete_records(
+    store: &dyn RuntimeStore,
+    run_id: &RunId,
+    deleted_alone: &Mutex<Vec<(RunId, Incarnation)>>,
+) -> Result<bool> {
     match store.load_run(run_id).await? {
-        Some(run) => store.delete_run(run_id, run.incarnation).await,
+        Some(run) => {
+            deleted_alone
+                .lock()
+                .expect("not poisoned")
+                .push((run_id.clone(), run.incarnation));
+            store.delete_run(run_id, run.incarnation).await
+        }
         None => Ok(false),
     }
+}
+
+/// Whether `path` is a memo or step-output entry, or the terminal marker,
+/// of one of the incarnations in `deleted_alone`.
+pub(super) fn left_by_records_only_delete(
+    path: &Path,
+    deleted_alone: &[(RunId, Incarnation)],
+) -> bool {
+    let layout = crate::layout::Layout::new(PREFIX);
+    deleted_alone.iter().any(|(run_id, incarnation)| {
+        let entries = [crate::layout::MEMOS, crate::layout::STEP_OUTPUTS]
+            .map(|folder| layout.incarnation_folder(folder, run_id, *incarnation));
+        entries.iter().any(|folder| path.prefix_matches(folder))
+            || crate::layout::parse_marker(path)
+                .is_some_and(|(_, r, i, _)| &r == run_id && i == *incarnation)
+    })
 }
 
 /// The incarnation of the run a memo belongs to, as a number.

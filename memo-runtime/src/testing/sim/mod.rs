@@ -138,8 +138,8 @@ pub enum Event {
     /// A run is delivered to a worker while another worker still works on it
     /// (as an at-least-once queue redelivers after a timeout).
     ConcurrentDelivery,
-    /// A terminal run is deleted with `RuntimeStore::delete_run` and its id
-    /// used again.
+    /// A terminal run is deleted (whole, or with `RuntimeStore::delete_run`
+    /// alone) and its id used again.
     RunIdReuse,
     /// A retention sweep runs.
     Sweep,

@@ -1,0 +1,330 @@
+//! Nothing of a run is left where no later sweep, deletion or listing can
+//! reach it: a creator that lost its id to another creator takes back the
+//! status hint it wrote, a sweep finishes a runtime-store deletion that
+//! stopped part way, and `RetentionSweeper::delete_run` deletes a whole run
+//! in the order that keeps a failure part way finishable. Found by the
+//! simulator's "no object is left unreachable after every run is swept".
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use futures::stream::BoxStream;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+use memo_runtime::runtime_store::{
+    Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
+};
+use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::{Bytes, MemoStore, RetentionSweeper, RunId, TerminalMarker};
+use memo_tests::fixtures::run;
+use tokio::sync::oneshot;
+
+/// The held put's side of a [`Pause`].
+type Held = (oneshot::Sender<()>, oneshot::Receiver<()>);
+
+/// A store that stops the first put under `prefix`, tells the test it got
+/// there, and goes on once released.
+struct PausesPut {
+    inner: Arc<dyn ObjectStore>,
+    prefix: Path,
+    gate: Arc<Mutex<Option<Held>>>,
+}
+
+/// The test's side of a [`PausesPut`].
+struct Pause {
+    reached: oneshot::Receiver<()>,
+    release: oneshot::Sender<()>,
+}
+
+impl PausesPut {
+    fn new(inner: Arc<dyn ObjectStore>, prefix: Path) -> (PausesPut, Pause) {
+        let (reached_tx, reached) = oneshot::channel();
+        let (release, release_rx) = oneshot::channel();
+        let store = PausesPut {
+            inner,
+            prefix,
+            gate: Arc::new(Mutex::new(Some((reached_tx, release_rx)))),
+        };
+        (store, Pause { reached, release })
+    }
+}
+
+impl fmt::Debug for PausesPut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PausesPut({})", self.prefix)
+    }
+}
+
+impl fmt::Display for PausesPut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for PausesPut {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let held = location
+            .prefix_matches(&self.prefix)
+            .then(|| self.gate.lock().unwrap().take())
+            .flatten();
+        if let Some((reached, release)) = held {
+            let _ = reached.send(());
+            let _ = release.await;
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+fn order(run_id: &RunId) -> NewRun {
+    NewRun {
+        run_id: run_id.clone(),
+        workflow: "checkout".into(),
+        input: Bytes::from_static(b"order"),
+        created_at_ms: 1,
+    }
+}
+
+fn completed() -> Commit {
+    let done = StatusChange::Completed {
+        output: Bytes::from_static(b"done"),
+    };
+    Commit::status(done, 4)
+}
+
+/// Every object under `prefix`.
+async fn objects_under(objects: &InMemory, prefix: &str) -> Vec<String> {
+    let mut paths: Vec<String> = objects
+        .list(Some(&Path::from(prefix)))
+        .map_ok(|meta| meta.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    paths.sort();
+    paths
+}
+
+/// A finished run of `run_id` with a memo entry and its terminal marker,
+/// as a workflow leaves it.
+async fn finished_run_with_entry(
+    memo: &MemoStore,
+    runs: &ObjectStoreRuntimeStore,
+    run_id: &RunId,
+) -> TerminalMarker {
+    let created = runs.create_run(order(run_id)).await.unwrap();
+    let start = Commit::status(StatusChange::start_attempt(1), 2);
+    runs.atomic_apply(run_id, start).await.unwrap();
+    memo.memo_for(run_id, created.incarnation, 0)
+        .put("charge", b"charged")
+        .await
+        .unwrap();
+    runs.atomic_apply(run_id, completed()).await.unwrap();
+    let marker = TerminalMarker {
+        run_id: run_id.clone(),
+        terminal_at_ms: 4,
+        incarnation: created.incarnation,
+    };
+    memo.write_marker(&marker).await.unwrap();
+    marker
+}
+
+/// Process B reads no run of the id and writes the `Pending` hint of the
+/// incarnation it is about to create; process A creates the run meanwhile,
+/// so B's pointer create finds A's and B answers with A's run. B's
+/// incarnation never exists, so no deletion would ever look for its hint:
+/// B must take it back.
+#[tokio::test]
+async fn a_creator_that_lost_its_id_leaves_no_status_hint() {
+    let objects = Arc::new(InMemory::new());
+    let run_id = run("order-7");
+    let (paused, pause) = PausesPut::new(objects.clone(), Path::from("runs/runs-by-status"));
+    let creator_b = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+    let run_b = run_id.clone();
+    let creation_b = tokio::spawn(async move { creator_b.create_run(order(&run_b)).await });
+    pause.reached.await.expect("B writes its hint");
+
+    let creator_a = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let created_a = creator_a.create_run(order(&run_id)).await.unwrap();
+    pause.release.send(()).unwrap();
+    let created_b = creation_b.await.unwrap().unwrap();
+
+    assert_eq!(created_b.incarnation, created_a.incarnation);
+    let hints = objects_under(&objects, "runs/runs-by-status").await;
+    assert_eq!(
+        hints,
+        vec![format!(
+            "runs/runs-by-status/Pending/order-7.{}",
+            created_a.incarnation
+        )],
+        "only the run that exists is hinted"
+    );
+}
+
+/// A `RuntimeStore::delete_run` that stopped part way (its log deletes
+/// failed after the run's pointer was gone) leaves log entries and hints
+/// that no reader reaches. The next sweep keeps the run's memo entries and
+/// marker (its runtime store does not hold the run, so it cannot tell it
+/// from the wrong runtime store), but it finishes the deletion in the
+/// runtime store, where nothing else ever would.
+#[tokio::test]
+async fn a_sweep_finishes_a_runtime_deletion_that_stopped_part_way() {
+    let objects = Arc::new(InMemory::new());
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-7");
+    let marker = finished_run_with_entry(&memo, &runs, &run_id).await;
+
+    let faulty = FaultInjectingStore::new(objects.clone() as Arc<dyn ObjectStore>);
+    faulty.inject(
+        FaultRule::fail_before(RequestKind::Delete).matching(|p| p.as_ref().contains("/log/")),
+    );
+    let deleter = ObjectStoreRuntimeStore::new(Arc::new(faulty), "runs");
+    assert!(
+        deleter
+            .delete_run(&run_id, marker.incarnation)
+            .await
+            .is_err()
+    );
+    assert!(runs.load_run(&run_id).await.unwrap().is_none());
+    assert!(!objects_under(&objects, "runs").await.is_empty());
+
+    let runtime_store: Arc<dyn RuntimeStore> =
+        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
+    let sweeper = RetentionSweeper::builder(memo.clone(), Duration::ZERO)
+        .runtime_store(runtime_store)
+        .build();
+    let report = sweeper.sweep_once(100).await.unwrap();
+
+    assert_eq!(report.failures.len(), 1, "the memo entries are kept");
+    assert_eq!(objects_under(&objects, "runs").await, Vec::<String>::new());
+    assert_eq!(objects_under(&objects, "memo/memos").await.len(), 1);
+}
+
+/// `RetentionSweeper::delete_run` deletes a finished run whole, memo
+/// entries first; the marker it leaves is deleted by the next pass, and
+/// then nothing of the run is left.
+#[tokio::test]
+async fn deleting_a_run_through_the_sweeper_leaves_nothing_after_the_next_pass() {
+    let objects = Arc::new(InMemory::new());
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-7");
+    finished_run_with_entry(&memo, &runs, &run_id).await;
+    let runtime_store: Arc<dyn RuntimeStore> =
+        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
+    let sweeper = RetentionSweeper::builder(memo.clone(), Duration::ZERO)
+        .runtime_store(runtime_store)
+        .build();
+
+    assert!(sweeper.delete_run(&run_id).await.unwrap());
+    assert!(runs.load_run(&run_id).await.unwrap().is_none());
+    assert_eq!(
+        objects_under(&objects, "memo/memos").await,
+        Vec::<String>::new()
+    );
+    assert!(!sweeper.delete_run(&run_id).await.unwrap(), "already gone");
+
+    let report = sweeper.sweep_once(100).await.unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+}
+
+/// Only a finished run can be deleted: deleting an open one is a conflict
+/// and deletes nothing.
+#[tokio::test]
+async fn deleting_an_open_run_through_the_sweeper_is_refused() {
+    let objects = Arc::new(InMemory::new());
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs = Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
+    let run_id = run("order-7");
+    runs.create_run(order(&run_id)).await.unwrap();
+    let sweeper = RetentionSweeper::builder(memo, Duration::ZERO)
+        .runtime_store(runs.clone())
+        .build();
+
+    let refused = sweeper.delete_run(&run_id).await;
+    assert!(
+        matches!(refused, Err(memo_runtime::Error::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert!(runs.load_run(&run_id).await.unwrap().is_some());
+}
