@@ -1018,9 +1018,13 @@ async fn a_commit_to_a_cached_run_that_fell_far_behind_costs_what_a_fresh_instan
         );
 
         // A fresh instance's commit: the fold (at most 8) and the commit
-        // (the entry, the pointer check, maybe a delta and a base).
+        // (the entry, the pointer check, maybe a delta and a base). The
+        // signal also makes the create that found its position taken and
+        // the read-back that tells another writer's entry from its own: the
+        // pointer read before it catches up (so that it never folds the
+        // leftovers of a deleted run) stands for the fresh fold's.
         assert!(
-            stepping <= 12 && signalling <= 12,
+            stepping <= 12 && signalling <= 12 + 2,
             "{behind} behind: a step took {stepping} requests, a signal {signalling}"
         );
         let objects: Arc<dyn ObjectStore> = counting.clone();
@@ -1384,4 +1388,111 @@ async fn a_cached_run_behind_a_delta_whose_base_is_gone_catches_up_as_a_fresh_lo
         "catching up took {catching_up} requests, a fresh load {fresh_cost}"
     );
     assert_eq!(load(&cached, &run_id).await, load(&fresh, &run_id).await);
+}
+
+/// The requests `store` makes to read the run as an operator or the
+/// simulator's long-lived reader does (its record, then its receipts), and
+/// the record read.
+async fn read_counted(
+    store: &ObjectStoreRuntimeStore,
+    counting: &CountingStore<InMemory>,
+    run_id: &RunId,
+) -> (u64, Option<RunRecord>) {
+    counting.reset();
+    let record = store.load_run(run_id).await.unwrap();
+    store.load_receipts(run_id, None).await.unwrap();
+    (total(counting.counts()), record)
+}
+
+/// What a `delete_run` of the finished run that stopped part-way leaves:
+/// its record and pointer gone (they go first), its checkpoints too, and its
+/// whole log still there.
+async fn delete_part_way(counting: &Arc<CountingStore<InMemory>>, run_id: &RunId) {
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    let folder = format!("{PREFIX}/runs/{run_id}");
+    let gone: Vec<Path> = (paths_under(objects.as_ref(), &folder).await.into_iter())
+        .filter(|path| !path.as_ref().contains("/log/"))
+        .collect();
+    assert!(gone.iter().any(|p| p.as_ref() == format!("{folder}/run")));
+    delete_all(&objects, gone).await;
+    assert!(!paths_under(objects.as_ref(), &folder).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_cached_read_of_a_run_deleted_part_way_and_created_again_costs_what_a_fresh_one_does() {
+    // Simulation seeds 21, 23 and 58 of the deployment world: the long-lived
+    // instance caught up on the deleted incarnation's leftover log (every
+    // entry after its cached position) before it read the pointer.
+    let (counting, cached, run_id) = a_cached_run_left_behind(300).await;
+    let other = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let finished = other.atomic_apply(&run_id, done(9_999)).await.unwrap();
+    delete_part_way(&counting, &run_id).await;
+    let reborn = create(&other, &run_id, b"new input").await;
+    assert_ne!(reborn.incarnation, finished.incarnation);
+    start(&other, &run_id).await;
+
+    let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let (fresh_cost, fresh_read) = read_counted(&fresh, &counting, &run_id).await;
+    let (cached_cost, cached_read) = read_counted(&cached, &counting, &run_id).await;
+    assert_eq!(cached_read, fresh_read);
+    assert_eq!(cached_read.unwrap().incarnation, reborn.incarnation);
+    // The pointer read first names the new run, which is then loaded as a
+    // fresh instance loads it.
+    assert!(
+        cached_cost <= fresh_cost,
+        "a cached read took {cached_cost} requests, a fresh one {fresh_cost}"
+    );
+}
+
+#[tokio::test]
+async fn a_cached_read_of_a_deleted_run_costs_what_a_fresh_one_does() {
+    // Simulation seeds 114 and 235: a finished run, cached, then deleted:
+    // with its pointer missing, reading it lists the id's folder (for a
+    // pointer a stalled deletion removed), and the cached instance did that
+    // twice (once to check its run, once to load it again).
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let cached = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let run_id = run_of(&cached, "deleted", 3).await;
+    let finished = cached.atomic_apply(&run_id, done(9_999)).await.unwrap();
+    let other = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    assert!(
+        other
+            .delete_run(&run_id, finished.incarnation)
+            .await
+            .unwrap()
+    );
+
+    let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+    let (fresh_cost, fresh_read) = read_counted(&fresh, &counting, &run_id).await;
+    let (cached_cost, cached_read) = read_counted(&cached, &counting, &run_id).await;
+    assert_eq!((cached_read, fresh_read), (None, None));
+    assert!(
+        cached_cost <= fresh_cost,
+        "a cached read took {cached_cost} requests, a fresh one {fresh_cost}"
+    );
+}
+
+#[tokio::test]
+async fn a_cached_read_of_a_run_that_moved_on_costs_one_request_more_than_a_fresh_one_at_most() {
+    // The one request: the `GET` of the next log position, by which a cached
+    // instance learns that the run moved on (the simulator's reader allows
+    // exactly this one).
+    for behind in [1, 2, 3, 4, 5, 40, 300, 301, 302, 303] {
+        for finish in [false, true] {
+            let (counting, cached, run_id) = a_cached_run_left_behind(behind).await;
+            if finish {
+                let other = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+                other.atomic_apply(&run_id, done(9_999)).await.unwrap();
+            }
+            let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+            let (fresh_cost, fresh_read) = read_counted(&fresh, &counting, &run_id).await;
+            let (cached_cost, cached_read) = read_counted(&cached, &counting, &run_id).await;
+            assert_eq!(cached_read, fresh_read);
+            assert!(
+                cached_cost <= fresh_cost + 1,
+                "{behind} behind, finished {finish}: a cached read took {cached_cost} \
+                 requests, a fresh one {fresh_cost}"
+            );
+        }
+    }
 }

@@ -28,22 +28,35 @@ impl ObjectStoreRuntimeStore {
 
     /// Reads the run's creation, its newest checkpoint and the log entries
     /// after it, and folds them.
+    pub(super) async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
+        match self.read_creation(run_id).await? {
+            Some(creation) => self.fold_current(run_id, creation).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Folds the incarnation `creation`, which the run pointer was just read
+    /// to name: its newest checkpoint and the log entries after it.
     ///
     /// A deletion removes the pointer first and then the rest, so a fold
     /// that began before it may find checkpoints and entries gone and take
     /// the run for corrupt: a corrupt fold counts only if the pointer still
     /// names the incarnation; otherwise the run is read again as it is now.
-    pub(super) async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
+    pub(super) async fn fold_current(
+        &self,
+        run_id: &RunId,
+        creation: Creation,
+    ) -> Result<Option<Folded>> {
+        let mut creation = creation;
         let mut deleted_meanwhile = false;
         loop {
-            let Some(creation) = self.read_creation(run_id).await? else {
-                return Ok(None);
-            };
             let incarnation = creation.incarnation;
             match self.fold_incarnation(run_id, creation).await {
                 Err(e @ Error::Corrupt { .. }) if !deleted_meanwhile => {
-                    if self.is_current(run_id, incarnation).await? {
-                        return Err(e);
+                    match self.read_creation(run_id).await? {
+                        Some(now) if now.incarnation == incarnation => return Err(e),
+                        Some(now) => creation = now,
+                        None => return Ok(None),
                     }
                     deleted_meanwhile = true;
                 }
@@ -184,7 +197,7 @@ impl ObjectStoreRuntimeStore {
 
     /// Folds the changes after `folded.next`, known to be behind: from the
     /// newest delta if it is ahead, then the log after it.
-    async fn fold_newer(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
+    pub(super) async fn fold_newer(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
         self.skip_to_newer_checkpoint(run_id, folded).await?;
         self.fold_tail(run_id, folded).await
     }
@@ -318,10 +331,13 @@ impl ObjectStoreRuntimeStore {
                     self.reweigh(run_id, &slot, guard.as_ref());
                     return Ok(answered);
                 }
-                // Another writer came first, maybe by many entries.
+                // Another writer came first, maybe by many entries: caught
+                // up as a read is, the pointer first, so that the leftovers
+                // of a deleted incarnation are never folded (the change is
+                // then judged against the run the pointer names, if any).
                 Created::Theirs(bytes) => {
                     self.fold_entry(run_id, folded, &bytes)?;
-                    self.fold_newer(run_id, folded).await?;
+                    self.refresh_known(run_id, &mut guard, true).await?;
                 }
             }
         }

@@ -160,30 +160,14 @@ pub(super) fn run_of(path: &Path) -> Option<(RunId, Option<u64>)> {
     if prefix.as_ref() != PREFIX || !matches!(folder.as_ref(), "memos" | "step-outputs" | "runs") {
         return None;
     }
-    let run_id = run_of_segment(run.as_ref())?;
+    // Both forms of segment: a long id's (`<lower case>==<case mask>`) as
+    // well as `=x` for a capital.
+    let run_id = crate::layout::parse_run_segment(run.as_ref())?;
     let incarnation = rest
         .first()
         .and_then(|part| Incarnation::parse_hex(part.as_ref()))
         .map(Incarnation::as_u64);
     Some((run_id, incarnation))
-}
-
-/// The run id a path segment stands for (`=x` is an upper-case `X`, as
-/// [`RunId`] documents).
-fn run_of_segment(segment: &str) -> Option<RunId> {
-    let mut id = String::new();
-    let mut upper = false;
-    for c in segment.chars() {
-        match c {
-            '=' => upper = true,
-            c if upper => {
-                id.push(c.to_ascii_uppercase());
-                upper = false;
-            }
-            c => id.push(c),
-        }
-    }
-    RunId::new(id).ok()
 }
 
 /// How an error message the workflow or the runtime returned reads, for the

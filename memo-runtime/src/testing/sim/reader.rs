@@ -17,7 +17,14 @@ use crate::runtime_store::{ObjectStoreRuntimeStore, RunRecord, RuntimeStore};
 use crate::testing::{CountingStore, RequestCounts};
 
 /// How many more requests a cached read may make than the costliest fresh
-/// read so far: a cached instance may first ask what changed.
+/// read so far: the `GET` of the next log position, by which a cached
+/// instance learns whether the run moved on. Everything else a cached read
+/// makes, a fresh load makes too: the pointer read first (which also sends
+/// a deleted, or deleted and re-created, run straight to a fresh load, never
+/// through the deleted incarnation's leftovers), then, if the run moved, the
+/// delta listing, the delta and its base (not read where the cache holds
+/// the base's receipts), the log listing and the entries after the delta or
+/// the cached position, whichever is later.
 const SLACK: u64 = 1;
 
 /// A long-lived runtime-store instance over the shared objects, counting its
@@ -46,8 +53,9 @@ impl CachedReader {
     pub(super) fn read(&self, checker: &Checker, run_id: &RunId) {
         let fresh_objects = Arc::new(CountingStore::new(Arc::clone(checker.objects())));
         let fresh = ObjectStoreRuntimeStore::new(Arc::clone(&fresh_objects) as _, PREFIX);
-        let (fresh_read, fresh_cost) = read_counted(&fresh, &fresh_objects, run_id);
-        let (cached_read, cached_cost) = read_counted(&self.store, &self.objects, run_id);
+        let (fresh_read, fresh_kinds) = read_counted(&fresh, &fresh_objects, run_id);
+        let (cached_read, cached_kinds) = read_counted(&self.store, &self.objects, run_id);
+        let (fresh_cost, cached_cost) = (requests(&fresh_kinds), requests(&cached_kinds));
         let (Some(fresh_read), Some(cached_read)) = (fresh_read, cached_read) else {
             return;
         };
@@ -74,7 +82,9 @@ impl CachedReader {
             checker.violation(
                 "a cached read costs no more than a fresh instance's",
                 format!(
-                    "run {run_id}: a long-lived instance made {cached_cost} requests to read it, a fresh one {fresh_cost} (at most {bound} so far)"
+                    "run {run_id}: a long-lived instance made {cached_cost} requests to read it ({}), a fresh one {fresh_cost} ({}; at most {bound} so far)",
+                    kinds(&cached_kinds),
+                    kinds(&fresh_kinds)
                 ),
             );
         }
@@ -83,14 +93,14 @@ impl CachedReader {
 
 type Read = crate::Result<(Option<RunRecord>, usize)>;
 
-/// The run and how many receipts it has, and how many requests reading
-/// them took; `None` if the read did not complete at once.
+/// The run and how many receipts it has, and the requests reading them
+/// took, by kind; `None` if the read did not complete at once.
 fn read_counted(
     store: &ObjectStoreRuntimeStore,
     objects: &CountingStore<Shared>,
     run_id: &RunId,
-) -> (Option<Read>, u64) {
-    let before = requests(objects.counts());
+) -> (Option<Read>, Vec<(&'static str, u64)>) {
+    let before = by_kind(objects.counts());
     let read = async {
         let run = store.load_run(run_id).await?;
         let receipts = match &run {
@@ -100,22 +110,42 @@ fn read_counted(
         Ok((run, receipts))
     }
     .now_or_never();
-    (read, requests(objects.counts()) - before)
+    let after = by_kind(objects.counts());
+    let made = (after.iter().zip(before))
+        .map(|(&(kind, after), (_, before))| (kind, after - before))
+        .collect();
+    (read, made)
 }
 
-fn requests(counts: RequestCounts) -> u64 {
-    counts.puts
-        + counts.creates
-        + counts.multipart_uploads
-        + counts.gets
-        + counts.get_ranges
-        + counts.heads
-        + counts.delete_streams
-        + counts.lists
-        + counts.lists_with_offset
-        + counts.lists_with_delimiter
-        + counts.copies
-        + counts.renames
+/// The requests in `counts`, by kind (each a request, unlike the counts of
+/// bytes and objects).
+fn by_kind(counts: RequestCounts) -> Vec<(&'static str, u64)> {
+    vec![
+        ("put", counts.puts),
+        ("create", counts.creates),
+        ("multipart upload", counts.multipart_uploads),
+        ("get", counts.gets),
+        ("get ranges", counts.get_ranges),
+        ("head", counts.heads),
+        ("delete", counts.delete_streams),
+        ("list", counts.lists),
+        ("list with offset", counts.lists_with_offset),
+        ("list with delimiter", counts.lists_with_delimiter),
+        ("copy", counts.copies),
+        ("rename", counts.renames),
+    ]
+}
+
+fn requests(kinds: &[(&'static str, u64)]) -> u64 {
+    kinds.iter().map(|(_, n)| n).sum()
+}
+
+/// The kinds of requests made, for a violation's message: "2 get, 1 list".
+fn kinds(kinds: &[(&'static str, u64)]) -> String {
+    let made: Vec<String> = (kinds.iter().filter(|(_, n)| *n > 0))
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    made.join(", ")
 }
 
 fn describe(read: &Read) -> String {
