@@ -134,6 +134,9 @@ struct State {
     trace: VecDeque<String>,
     first_violation: Option<usize>,
     events: u64,
+    /// Paths at which a foreign object stands now (with
+    /// `Simulation::foreign_objects`).
+    planted: Vec<String>,
 }
 
 /// Shared by the world, the workers' store wrappers and the [`Ledger`](super::Ledger).
@@ -145,6 +148,18 @@ pub(super) struct Checker {
     retention_ms: u64,
     lease_ms: u64,
     check_bodies: bool,
+}
+
+/// The invariant a read of a corrupt object breaks, unless a foreign
+/// object was planted there.
+pub(super) const CORRUPT_READ: &str = "no read returns a corrupt value";
+
+/// Whether an error message names the object at `path` (and not one whose
+/// path merely begins with it).
+fn names(message: &str, path: &str) -> bool {
+    message.match_indices(path).any(|(at, _)| {
+        !message[at + path.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '/')
+    })
 }
 
 /// How many events a failure report shows, up to the first violation
@@ -176,6 +191,7 @@ impl Checker {
                 trace: VecDeque::new(),
                 first_violation: None,
                 events: 0,
+                planted: Vec::new(),
             })),
             objects,
             clock,
@@ -193,9 +209,25 @@ impl Checker {
         &self.objects
     }
 
+    /// A foreign object stands at `path` (`true`) or no longer does: while
+    /// it stands, a corrupt read naming it is what the reader must report,
+    /// not a violation.
+    pub(super) fn set_planted(&self, path: &str, planted: bool) {
+        let mut state = self.lock();
+        state.planted.retain(|p| p != path);
+        if planted {
+            state.planted.push(path.to_string());
+        }
+    }
+
     /// Records `invariant` broken, with what happened.
     pub(super) fn violation(&self, invariant: &'static str, detail: String) {
         let mut state = self.lock();
+        if invariant == CORRUPT_READ && state.planted.iter().any(|p| names(&detail, p)) {
+            drop(state);
+            self.event(format!("a read meets a planted object: {detail}"));
+            return;
+        }
         let at = state.events;
         if state.violations.is_empty() {
             state.first_violation = Some(state.trace.len());

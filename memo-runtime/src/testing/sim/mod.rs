@@ -25,8 +25,10 @@
 //! ([`wide_run_ids`](Simulation::wide_run_ids)), a long-lived cached reader
 //! ([`cached_reader`](Simulation::cached_reader)), workers paused past their
 //! lease ([`pauses`](Simulation::pauses)), a share of seeds on a local
-//! folder ([`local_folder_share`](Simulation::local_folder_share)), and
-//! every step body checked ([`check_step_bodies`](Simulation::check_step_bodies)).
+//! folder ([`local_folder_share`](Simulation::local_folder_share)), foreign
+//! objects planted in a share of seeds
+//! ([`foreign_objects`](Simulation::foreign_objects)), and every step body
+//! checked ([`check_step_bodies`](Simulation::check_step_bodies)).
 //!
 //! # Invariants
 //!
@@ -103,6 +105,7 @@ mod compat;
 mod folder;
 mod ledger;
 mod operator;
+mod plant;
 mod reader;
 mod stores;
 mod world;
@@ -171,6 +174,7 @@ struct Config {
     cached_reader: bool,
     pauses: bool,
     local_folder_share: f64,
+    foreign_objects: f64,
 }
 
 impl Config {
@@ -367,6 +371,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 cached_reader: false,
                 pauses: false,
                 local_folder_share: 0.0,
+                foreign_objects: 0.0,
             },
             signals: Vec::new(),
             check: None,
@@ -508,6 +513,23 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
+    /// The share of seeds (0 to 1, drawn from each seed) in which another
+    /// writer of the shared store plants foreign objects, at random moments
+    /// of the history, in place of objects memo wrote (a memo entry, a log
+    /// entry, a checkpoint, a run pointer, a marker): a 1 TiB object, a value
+    /// nested deeper than [`MAX_NESTING_DEPTH`](crate::MAX_NESTING_DEPTH)
+    /// (in a memo or log entry), or a checkpoint forged to hold its run up
+    /// to position `u64::MAX`. Each stands for a while (or until a worker
+    /// overwrites or deletes it) and is removed before faults stop. While
+    /// it stands, a read that meets it must fail with an error naming its
+    /// path, never panic or return a value; such errors do not count as
+    /// corrupt reads. Default 0.
+    #[must_use]
+    pub fn foreign_objects(mut self, share: f64) -> Self {
+        self.config.foreign_objects = share.clamp(0.0, 1.0);
+        self
+    }
+
     /// The world the README recommends deploying, with every check that
     /// goes with it: [`check_step_bodies`](Self::check_step_bodies),
     /// [`sweeper_per_worker`](Self::sweeper_per_worker),
@@ -515,8 +537,9 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// [`sweep_all_at_end`](Self::sweep_all_at_end),
     /// [`wide_run_ids`](Self::wide_run_ids),
     /// [`cached_reader`](Self::cached_reader), [`pauses`](Self::pauses),
-    /// and a [`local_folder_share`](Self::local_folder_share) of one seed in
-    /// ten.
+    /// a [`local_folder_share`](Self::local_folder_share) of one seed in
+    /// ten, and [`foreign_objects`](Self::foreign_objects) in one seed in
+    /// twenty.
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
@@ -527,6 +550,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .cached_reader(true)
             .pauses(true)
             .local_folder_share(0.1)
+            .foreign_objects(0.05)
     }
 
     /// Turns off one kind of random event.

@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::Duration;
 
-use object_store::ObjectStore;
+use futures::FutureExt;
 use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
@@ -19,6 +21,7 @@ use super::checker::{self, Checker, TaskKind, as_task};
 use super::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
 use super::folder::Folder;
 use super::operator::{self, Visit};
+use super::plant::{self, Foreign, Kind};
 use super::reader::CachedReader;
 use super::stores::Shared;
 use super::stores::{Audited, Preemptible};
@@ -77,6 +80,8 @@ where
     };
     let clock = Arc::new(ManualClock::new(EPOCH_MS));
     let config = &sim.config;
+    let foreign =
+        with_foreign_objects(config, seed).then(|| Arc::new(Foreign::new(Arc::clone(&objects))));
     let checker = Checker::new(
         Arc::clone(&objects),
         Arc::clone(&clock),
@@ -125,6 +130,9 @@ where
         crashes: 0,
         sends: 0,
         deleted_alone: Arc::default(),
+        foreign,
+        plants: Vec::new(),
+        removed_plants: Vec::new(),
     };
     let checker = world.checker.clone();
     checker::while_active(&checker, || runtime.block_on(world.run()));
@@ -152,6 +160,16 @@ const READ_RATE: f64 = 0.01;
 /// The share of random events that are an operator's visits, with one.
 const OPERATOR_SHARE: f64 = 0.2;
 
+/// The chance, per scheduler step, that a foreign object is planted, with
+/// [`Simulation::foreign_objects`] (at most [`MAX_PLANTS`] stand at once).
+const PLANT_RATE: f64 = 0.01;
+
+/// How many foreign objects may stand at once.
+const MAX_PLANTS: usize = 2;
+
+/// How many scheduler steps a foreign object stands at most.
+const PLANT_POLLS: u64 = 400;
+
 fn process_name(worker: usize) -> String {
     if worker == OPERATOR {
         "the operator".into()
@@ -166,6 +184,13 @@ fn process_name(worker: usize) -> String {
 fn in_local_folder(config: &Config, seed: u64) -> bool {
     config.local_folder_share > 0.0
         && StdRng::seed_from_u64(seed ^ 0xf01d_e125).random_bool(config.local_folder_share)
+}
+
+/// Whether foreign objects are planted in the history of `seed` (a seeded
+/// share of them, with [`Simulation::foreign_objects`]).
+fn with_foreign_objects(config: &Config, seed: u64) -> bool {
+    config.foreign_objects > 0.0
+        && StdRng::seed_from_u64(seed ^ 0xf0_4e19_0b1e).random_bool(config.foreign_objects)
 }
 
 /// `n` distinct run ids drawn from the whole valid alphabet and length
@@ -282,6 +307,14 @@ struct World<'w, I, O, Mk, F> {
     /// The incarnations deleted with `RuntimeStore::delete_run` alone: their
     /// memo entries and markers are left on purpose (see [`Self::reuse_random`]).
     deleted_alone: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
+    /// The shared store as workers see it, with foreign objects planted in
+    /// it ([`Simulation::foreign_objects`], in this seed).
+    foreign: Option<Arc<Foreign>>,
+    /// The foreign objects standing, with the poll count they stand until.
+    plants: Vec<(Path, u64)>,
+    /// The foreign objects removed while tasks that may have read them still
+    /// run, with the first task id started after the removal.
+    removed_plants: Vec<(Path, u64)>,
 }
 
 impl<'w, I, O, Mk, F, Fut, E> World<'w, I, O, Mk, F>
@@ -323,6 +356,9 @@ where
             if self.config.pauses && self.rng.random_bool(PAUSE_RATE) {
                 self.pause_random_worker();
             }
+            if self.foreign.is_some() {
+                self.tend_plants();
+            }
             self.step().await;
         }
         self.settle().await;
@@ -363,6 +399,9 @@ where
                 self.checker.task_ended(task.id);
                 self.finished(&task, outcome);
             }
+            if !self.removed_plants.is_empty() {
+                self.forget_removed_plants();
+            }
         }
         tokio::time::advance(TOKIO_STEP).await;
     }
@@ -393,9 +432,13 @@ where
 
     /// The shared objects as every process sees them through the backend:
     /// with wide run ids, as a backend with name limits and
-    /// case-insensitive names would show them.
+    /// case-insensitive names would show them; with foreign objects, with
+    /// those planted in it.
     fn backend(&self) -> Arc<dyn ObjectStore> {
-        let shared: Arc<dyn ObjectStore> = Arc::clone(self.checker.objects());
+        let shared: Arc<dyn ObjectStore> = match &self.foreign {
+            Some(foreign) => Arc::clone(foreign) as _,
+            None => Arc::clone(self.checker.objects()),
+        };
         if self.config.wide_run_ids {
             Arc::new(CaseFoldingStore::new(NameLimitedStore::new(shared)))
         } else {
@@ -953,9 +996,11 @@ where
     /// Errors that break an invariant wherever they come from.
     fn check_error(&mut self, run: Option<usize>, error: &str) {
         match classify(error) {
+            // Not one if a foreign object stood at the path it names when
+            // the task could have read it (the checker knows).
             ErrorKind::Corrupt => self
                 .checker
-                .violation("no read returns a corrupt value", error.to_string()),
+                .violation(checker::CORRUPT_READ, error.to_string()),
             ErrorKind::NonDeterminism => self.checker.violation(
                 "a deterministic workflow replays its history",
                 error.to_string(),
@@ -991,9 +1036,109 @@ where
         }
     }
 
+    /// Removes the foreign objects whose time is up, and plants another
+    /// now and then.
+    fn tend_plants(&mut self) {
+        let polls = self.polls;
+        let (due, standing) = std::mem::take(&mut self.plants)
+            .into_iter()
+            .partition(|&(_, until)| until <= polls);
+        self.plants = standing;
+        for (path, _) in due {
+            self.unplant(&path);
+        }
+        if self.plants.len() < MAX_PLANTS && self.rng.random_bool(PLANT_RATE) {
+            self.plant_random();
+        }
+    }
+
+    /// Another writer of the shared store plants a foreign object in place
+    /// of one memo wrote, taken from a listing: a huge one anywhere, a
+    /// nested value in a memo or log entry, a forged checkpoint.
+    fn plant_random(&mut self) {
+        let Some(foreign) = self.foreign.clone() else {
+            return;
+        };
+        let listed: Vec<Path> = compat::objects_of_runs(self.checker.objects())
+            .into_iter()
+            .filter(|path| !self.plants.iter().any(|(p, _)| p == path))
+            .collect();
+        if listed.is_empty() {
+            return;
+        }
+        // The kind first, so that the rarer objects it fits (checkpoints)
+        // get their share; a huge object fits anywhere.
+        let mut kind = [Kind::Huge, Kind::Nested, Kind::Forged][self.rng.random_range(0..3)];
+        let fits: Vec<&Path> = listed
+            .iter()
+            .filter(|path| plant::kinds_for(path).contains(&kind))
+            .collect();
+        let path = if fits.is_empty() {
+            kind = Kind::Huge;
+            listed[self.rng.random_range(0..listed.len())].clone()
+        } else {
+            fits[self.rng.random_range(0..fits.len())].clone()
+        };
+        let original = self
+            .checker
+            .objects()
+            .get(&path)
+            .now_or_never()
+            .and_then(Result::ok)
+            .and_then(|got| got.bytes().now_or_never())
+            .and_then(Result::ok);
+        let bytes = match (kind, original) {
+            (Kind::Forged, Some(original)) => plant::forged(&path, original),
+            (Kind::Nested, original) => Some(plant::nested(&path, original)),
+            _ => None,
+        };
+        match bytes {
+            Some(bytes) => foreign.plant_bytes(path.clone(), bytes),
+            None => {
+                kind = Kind::Huge;
+                foreign.plant_huge(path.clone());
+            }
+        }
+        let polls = self.rng.random_range(1..PLANT_POLLS);
+        self.checker.set_planted(path.as_ref(), true);
+        self.checker.event(format!(
+            "a foreign object ({kind:?}) is planted at {path} for {polls} polls"
+        ));
+        self.plants.push((path, self.polls + polls));
+    }
+
+    /// Forgets the foreign objects removed before every task still running
+    /// started: an error naming one of them now is a corrupt read.
+    fn forget_removed_plants(&mut self) {
+        let oldest = self.tasks.iter().map(|t| t.id).min().unwrap_or(u64::MAX);
+        let checker = &self.checker;
+        self.removed_plants.retain(|(path, next_task)| {
+            let read_it = oldest < *next_task;
+            if !read_it && !self.plants.iter().any(|(p, _)| p == path) {
+                checker.set_planted(path.as_ref(), false);
+            }
+            read_it
+        });
+    }
+
+    /// Removes the foreign object at `path`: reads see what memo wrote
+    /// there again.
+    fn unplant(&mut self, path: &Path) {
+        if let Some(foreign) = &self.foreign {
+            foreign.remove(path);
+        }
+        // A task that read it may report what it read after the removal.
+        self.removed_plants.push((path.clone(), self.next_task));
+        self.checker
+            .event(format!("the foreign object at {path} is removed"));
+    }
+
     /// Faults stop, crashed workers restart, time moves on, and every open
     /// run is redelivered (with every signal) until it is terminal.
     async fn settle(&mut self) {
+        for (path, _) in std::mem::take(&mut self.plants) {
+            self.unplant(&path);
+        }
         self.checker.event("faults stop".into());
         self.paused_until.fill(0);
         for worker in 0..self.workers.len() {
