@@ -342,6 +342,27 @@ mod tests {
         assert_eq!(read.receipts, [1]);
     }
 
+    #[test]
+    fn a_corrupt_read_counts_unless_it_names_a_standing_plant() {
+        use super::super::checker::{CORRUPT_READ, Checker};
+        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+        let clock = Arc::new(crate::clock::ManualClock::new(0));
+        let checker = Checker::new(objects, clock, 0, 1, 1, false);
+        let planted = "sim/runs/r/0/log/00000000000000000001";
+        let read = |path: &str| format!("load_run: corrupt object at {path}: does not decode");
+        checker.set_planted(planted, true);
+        checker.violation(CORRUPT_READ, read(planted));
+        assert!(checker.violations().is_empty(), "a read meeting a plant");
+        // Another object, even one whose path begins with the planted one.
+        checker.violation(CORRUPT_READ, read(&format!("{planted}0")));
+        checker.violation(CORRUPT_READ, read("sim/runs/r/0/log/00000000000000000002"));
+        // Another invariant that names the planted path (a wrong value).
+        checker.violation("every caller of a key sees one value", read(planted));
+        checker.set_planted(planted, false);
+        checker.violation(CORRUPT_READ, read(planted));
+        assert_eq!(checker.violations().len(), 4);
+    }
+
     #[derive(Debug, serde::Serialize, serde::Deserialize)]
     struct WithDigests {
         next: u64,
