@@ -166,7 +166,9 @@ fn serialization_error(e: KeyError) -> Error {
     Error::serialization("content key input", e)
 }
 
-/// Hex SHA-256 of `bytes`.
+/// Hex SHA-256 of `bytes` (tests and `testing` pin paths with it; the runtime uses
+/// [`sha256_digest`], which stays on the stack).
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     sha256_digest(bytes).as_str().to_owned()
 }

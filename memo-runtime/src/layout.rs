@@ -302,7 +302,9 @@ impl Layout {
             .join(incarnation.to_string())
     }
 
-    /// `<folder>/<run>/<inc>/<step>/<digest>`.
+    /// `<folder>/<run>/<inc>/<step>/<digest>`: tests and `testing` build entry
+    /// paths whole with it; the runtime joins the same parts a step at a time.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn entry(
         &self,
         folder: &str,

@@ -452,7 +452,9 @@ pub(crate) trait LeaseGuard: Send + Sync + std::fmt::Debug {
     /// a renewal failed.
     fn ensure_live(&self) -> futures::future::BoxFuture<'_, Result<()>>;
 
-    /// The attempt holding the lease.
+    /// The attempt holding the lease (the simulator's audit of step bodies
+    /// asks).
+    #[cfg(feature = "testing")]
     fn attempt(&self) -> u32;
 }
 

@@ -59,6 +59,7 @@ impl crate::memo::LeaseGuard for StepLease {
         Box::pin(self.held.ensure_live(&self.shared, &self.run_id))
     }
 
+    #[cfg(feature = "testing")]
     fn attempt(&self) -> u32 {
         self.held.fence.attempt
     }
