@@ -6,162 +6,17 @@
 //! must survive it. Each interleaving is staged deterministically: one
 //! process's store pauses at a chosen request until the test lets it go.
 
-use std::fmt;
-use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use futures::TryStreamExt;
-use futures::stream::{BoxStream, StreamExt};
+use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::{Bytes, RunId};
 use memo_tests::fixtures::{Backend, run};
-use tokio::sync::oneshot;
-
-/// The held delete's side of a [`Pause`]: it says it got there, then
-/// waits to be released.
-type Held = (oneshot::Sender<()>, oneshot::Receiver<()>);
-
-/// A store that stops the first delete of `path`, tells the test it got
-/// there, and goes on once released.
-struct PausesDelete {
-    inner: Arc<dyn ObjectStore>,
-    path: Path,
-    gate: Arc<Mutex<Option<Held>>>,
-}
-
-/// The test's side of a [`PausesDelete`]: `reached` fires when the delete
-/// is held; sending on `release` lets it through.
-struct Pause {
-    reached: oneshot::Receiver<()>,
-    release: oneshot::Sender<()>,
-}
-
-impl PausesDelete {
-    fn new(inner: Arc<dyn ObjectStore>, path: Path) -> (PausesDelete, Pause) {
-        let (reached_tx, reached) = oneshot::channel();
-        let (release, release_rx) = oneshot::channel();
-        let store = PausesDelete {
-            inner,
-            path,
-            gate: Arc::new(Mutex::new(Some((reached_tx, release_rx)))),
-        };
-        (store, Pause { reached, release })
-    }
-}
-
-impl fmt::Debug for PausesDelete {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PausesDelete({})", self.path)
-    }
-}
-
-impl fmt::Display for PausesDelete {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for PausesDelete {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(
-        &self,
-        location: &Path,
-        ranges: &[Range<u64>],
-    ) -> object_store::Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        let (inner, gate, held_path) = (self.inner.clone(), self.gate.clone(), self.path.clone());
-        locations
-            .then(move |location| {
-                let (inner, gate, held_path) = (inner.clone(), gate.clone(), held_path.clone());
-                async move {
-                    let location = location?;
-                    let held = (location == held_path)
-                        .then(|| gate.lock().unwrap().take())
-                        .flatten();
-                    if let Some((reached, release)) = held {
-                        let _ = reached.send(());
-                        let _ = release.await;
-                    }
-                    let one = futures::stream::once(async { Ok(location) }).boxed();
-                    inner.delete_stream(one).next().await.expect("one result")
-                }
-            })
-            .boxed()
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: RenameOptions,
-    ) -> object_store::Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
+use memo_tests::pause::{Held, Pauses};
 
 fn order(run_id: &RunId) -> NewRun {
     NewRun {
@@ -208,7 +63,7 @@ async fn a_stalled_deletion_never_removes_the_run_created_after_it() {
 
         // Process A checks the run, then its pointer delete is held.
         let pointer = Path::from("runs/runs/order-7/run");
-        let (paused, pause) = PausesDelete::new(backend.open(), pointer);
+        let (paused, pause) = Pauses::new(backend.open(), Held::Delete, pointer);
         let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
         let (run_a, old_a) = (run_id.clone(), old.incarnation);
         let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
@@ -278,7 +133,7 @@ async fn a_redelivery_during_a_deletion_does_not_bring_the_run_back() {
         let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
 
         let pointer = Path::from("runs/runs/order-8/run");
-        let (paused, pause) = PausesDelete::new(backend.open(), pointer);
+        let (paused, pause) = Pauses::new(backend.open(), Held::Delete, pointer);
         let sweeper = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
         let (run_a, old_a) = (run_id.clone(), old.incarnation);
         let deletion = tokio::spawn(async move { sweeper.delete_run(&run_a, old_a).await });

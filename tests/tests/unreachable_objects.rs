@@ -5,155 +5,20 @@
 //! in the order that keeps a failure part way finishable. Found by the
 //! simulator's "no object is left unreachable after every run is swept".
 
-use std::fmt;
-use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use futures::TryStreamExt;
-use futures::stream::BoxStream;
+use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
 };
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{Bytes, MemoStore, RetentionSweeper, RunId, TerminalMarker};
 use memo_tests::fixtures::run;
-use tokio::sync::oneshot;
-
-/// The held put's side of a [`Pause`].
-type Held = (oneshot::Sender<()>, oneshot::Receiver<()>);
-
-/// A store that stops the first put under `prefix`, tells the test it got
-/// there, and goes on once released.
-struct PausesPut {
-    inner: Arc<dyn ObjectStore>,
-    prefix: Path,
-    gate: Arc<Mutex<Option<Held>>>,
-}
-
-/// The test's side of a [`PausesPut`].
-struct Pause {
-    reached: oneshot::Receiver<()>,
-    release: oneshot::Sender<()>,
-}
-
-impl PausesPut {
-    fn new(inner: Arc<dyn ObjectStore>, prefix: Path) -> (PausesPut, Pause) {
-        let (reached_tx, reached) = oneshot::channel();
-        let (release, release_rx) = oneshot::channel();
-        let store = PausesPut {
-            inner,
-            prefix,
-            gate: Arc::new(Mutex::new(Some((reached_tx, release_rx)))),
-        };
-        (store, Pause { reached, release })
-    }
-}
-
-impl fmt::Debug for PausesPut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PausesPut({})", self.prefix)
-    }
-}
-
-impl fmt::Display for PausesPut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
-#[async_trait]
-#[deny(clippy::missing_trait_methods)]
-impl ObjectStore for PausesPut {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let held = location
-            .prefix_matches(&self.prefix)
-            .then(|| self.gate.lock().unwrap().take())
-            .flatten();
-        if let Some((reached, release)) = held {
-            let _ = reached.send(());
-            let _ = release.await;
-        }
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(
-        &self,
-        location: &Path,
-        ranges: &[Range<u64>],
-    ) -> object_store::Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: RenameOptions,
-    ) -> object_store::Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
+use memo_tests::pause::{Held, Pauses};
 
 fn order(run_id: &RunId) -> NewRun {
     NewRun {
@@ -216,7 +81,11 @@ async fn finished_run_with_entry(
 async fn a_creator_that_lost_its_id_leaves_no_status_hint() {
     let objects = Arc::new(InMemory::new());
     let run_id = run("order-7");
-    let (paused, pause) = PausesPut::new(objects.clone(), Path::from("runs/runs-by-status"));
+    let (paused, pause) = Pauses::new(
+        objects.clone(),
+        Held::Put,
+        Path::from("runs/runs-by-status"),
+    );
     let creator_b = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
     let run_b = run_id.clone();
     let creation_b = tokio::spawn(async move { creator_b.create_run(order(&run_b)).await });

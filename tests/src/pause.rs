@@ -1,0 +1,191 @@
+//! A store that holds one request until the test lets it go: how the tests
+//! stage an interleaving of two processes deterministically (a deletion
+//! that stalls while a run is created again, a create that stalls while
+//! another creator wins).
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{
+    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+use tokio::sync::oneshot;
+
+/// Which request a [`Pauses`] store holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// The first put of an object under the prefix.
+    Put,
+    /// The first delete of an object under the prefix.
+    Delete,
+}
+
+/// The held request's side of a [`Pause`]: it says it got there, then
+/// waits to be released.
+type Gate = (oneshot::Sender<()>, oneshot::Receiver<()>);
+
+/// A store that stops the first request of one kind ([`Held`]) under a
+/// prefix, tells the test it got there, and goes on once released; every
+/// other request goes straight through.
+pub struct Pauses {
+    inner: Arc<dyn ObjectStore>,
+    held: Held,
+    prefix: Path,
+    gate: Arc<Mutex<Option<Gate>>>,
+}
+
+/// The test's side of a [`Pauses`] store.
+pub struct Pause {
+    /// Fires when the request is held.
+    pub reached: oneshot::Receiver<()>,
+    /// Sending on it (or dropping it) lets the request through.
+    pub release: oneshot::Sender<()>,
+}
+
+impl Pauses {
+    /// A store over `inner` that holds the first `held` request of an
+    /// object under `prefix` (the object's own path holds it too).
+    pub fn new(inner: Arc<dyn ObjectStore>, held: Held, prefix: Path) -> (Pauses, Pause) {
+        let (reached_tx, reached) = oneshot::channel();
+        let (release, release_rx) = oneshot::channel();
+        let store = Pauses {
+            inner,
+            held,
+            prefix,
+            gate: Arc::new(Mutex::new(Some((reached_tx, release_rx)))),
+        };
+        (store, Pause { reached, release })
+    }
+
+    /// The gate if `location` is what this store holds and it has not been
+    /// held yet.
+    fn take_gate(gate: &Mutex<Option<Gate>>, prefix: &Path, location: &Path) -> Option<Gate> {
+        location
+            .prefix_matches(prefix)
+            .then(|| gate.lock().unwrap().take())
+            .flatten()
+    }
+}
+
+/// Holds the request until the test releases it.
+async fn wait_at((reached, release): Gate) {
+    let _ = reached.send(());
+    let _ = release.await;
+}
+
+impl fmt::Debug for Pauses {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Pauses({:?} under {})", self.held, self.prefix)
+    }
+}
+
+impl fmt::Display for Pauses {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for Pauses {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        if self.held == Held::Put
+            && let Some(gate) = Pauses::take_gate(&self.gate, &self.prefix, location)
+        {
+            wait_at(gate).await;
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        if self.held != Held::Delete {
+            return self.inner.delete_stream(locations);
+        }
+        let (inner, gate, prefix) = (self.inner.clone(), self.gate.clone(), self.prefix.clone());
+        locations
+            .then(move |location| {
+                let (inner, gate, prefix) = (inner.clone(), gate.clone(), prefix.clone());
+                async move {
+                    let location = location?;
+                    if let Some(gate) = Pauses::take_gate(&gate, &prefix, &location) {
+                        wait_at(gate).await;
+                    }
+                    let one = futures::stream::once(async { Ok(location) }).boxed();
+                    inner.delete_stream(one).next().await.expect("one result")
+                }
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
