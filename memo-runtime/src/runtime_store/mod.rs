@@ -221,6 +221,21 @@ pub struct Lease {
     pub until_ms: u64,
 }
 
+impl Lease {
+    /// Whether the lease is live at `now_ms`: until it expires, and for
+    /// ever once its expiry saturated at `u64::MAX` (a lease of
+    /// `Duration::MAX`, or any lease renewed at the clock's limit).
+    pub fn is_live_at(&self, now_ms: u64) -> bool {
+        lease_is_live(self.until_ms, now_ms)
+    }
+}
+
+/// [`Lease::is_live_at`] for an expiry alone: the one rule every check of a
+/// lease (the store's, the attempt's own, recovery's) follows.
+pub(crate) fn lease_is_live(until_ms: u64, now_ms: u64) -> bool {
+    now_ms < until_ms || until_ms == u64::MAX
+}
+
 /// What a commit of an attempt carries to prove the attempt still holds the
 /// run: the attempt number and the token of its start. A commit with a fence
 /// is refused with [`Error::LeaseLost`](crate::Error::LeaseLost) once

@@ -550,7 +550,7 @@ impl RunState {
                     "attempt {attempt} cannot start: it is the largest attempt number"
                 )));
             }
-            if let Some(lease) = record.lease.as_ref().filter(|l| l.until_ms > at_ms) {
+            if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live_at(at_ms)) {
                 return Err(Error::LeaseHeld {
                     run_id: record.run_id.to_string(),
                     attempt: lease.attempt,

@@ -123,7 +123,10 @@ impl HeldLease {
 
     /// Whether the lease is live by the local clock now.
     fn is_live(&self, shared: &Shared) -> bool {
-        shared.clock.now_ms() < self.until_ms.load(Ordering::Acquire)
+        crate::runtime_store::lease_is_live(
+            self.until_ms.load(Ordering::Acquire),
+            shared.clock.now_ms(),
+        )
     }
 
     async fn renew(&self, shared: &Shared, run_id: &RunId) -> Result<()> {

@@ -911,7 +911,9 @@ impl Runtime {
         for status in [RunStatus::Pending, RunStatus::Running] {
             for run_id in store.list_run_ids(status).await? {
                 match store.load_run(&run_id).await {
-                    Ok(Some(record)) if record.lease.as_ref().is_some_and(|l| l.until_ms > now) => {
+                    Ok(Some(record))
+                        if record.lease.as_ref().is_some_and(|l| l.is_live_at(now)) =>
+                    {
                         if record.workflow == workflow.name {
                             busy.extend(record.lease.map(|lease| (run_id, lease)));
                         }

@@ -402,7 +402,7 @@ impl Checker {
                 && run
                     .lease
                     .as_ref()
-                    .is_some_and(|lease| lease.attempt == attempt && lease.until_ms > now_ms)
+                    .is_some_and(|lease| lease.attempt == attempt && lease.is_live_at(now_ms))
         });
         if !held {
             found.push((
