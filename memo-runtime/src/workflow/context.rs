@@ -316,7 +316,7 @@ impl Context {
     }
 
     /// Waits for the signal `name` until `deadline_ms` (ms since the Unix
-    /// epoch, by the runtime's [`Clock`](crate::Clock)): `Some(payload)` if
+    /// epoch, by the runtime's [`Clock`](crate::clock::Clock)): `Some(payload)` if
     /// it came in time, `None` if the deadline passed first. Durable: the
     /// deadline is recorded when the wait is first reached (as a step
     /// `memo.signal-deadline:<name>` whose output is the deadline), and so is the
@@ -351,7 +351,7 @@ impl Context {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, MemoStore, RunId};
+    /// use memo_runtime::{Error, MemoStore, RunId, runtime_store::InMemoryRuntimeStore, clock::ManualClock};
     /// use memo_runtime::object_store::memory::InMemory;
     /// use memo_runtime::workflow::{Context, Runtime, Workflow};
     ///
@@ -482,7 +482,7 @@ impl Context {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, MemoStore, RunId};
+    /// use memo_runtime::{Error, MemoStore, RunId, runtime_store::InMemoryRuntimeStore, clock::ManualClock};
     /// use memo_runtime::object_store::memory::InMemory;
     /// use memo_runtime::workflow::{Context, Runtime, Workflow};
     ///
@@ -516,7 +516,7 @@ impl Context {
     }
 
     /// Sleeps durably until `at_ms` (ms since the Unix epoch, by the
-    /// runtime's [`Clock`](crate::Clock)).
+    /// runtime's [`Clock`](crate::clock::Clock)).
     ///
     /// The first time the run reaches this sleep, its wake time is committed
     /// as the step `memo.sleep` at this position (its output is the wake time);

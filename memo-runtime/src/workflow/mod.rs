@@ -12,7 +12,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
 //! use std::sync::Arc;
-//! use memo_runtime::{InMemoryRuntimeStore, Memo, MemoStore, RunId, memoized};
+//! use memo_runtime::{Memo, MemoStore, RunId, memoized, runtime_store::InMemoryRuntimeStore};
 //! use memo_runtime::object_store::memory::InMemory;
 //! use memo_runtime::workflow::{Context, Runtime, Workflow};
 //!
@@ -67,12 +67,12 @@ use crate::clock::{Clock, SystemClock};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
+use crate::retention::TerminalMarker;
+use crate::retention::{RetentionSweeper, RetentionSweeperBuilder};
 use crate::run_id::RunId;
 use crate::runtime_store::{
     Commit, InputPhase, Lease, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
 };
-use crate::sweeper::{RetentionSweeper, RetentionSweeperBuilder};
-use crate::terminal::TerminalMarker;
 use lease::AttemptLease;
 
 /// How long an attempt holds its run without renewing, by default: 60 s.
@@ -293,7 +293,7 @@ impl RuntimeBuilder {
     /// Turn it off only for a store known to keep conditional creates (or
     /// one that counts its requests in a test).
     ///
-    /// [`probe_conditional_create`]: crate::probe_conditional_create
+    /// [`probe_conditional_create`]: crate::store::probe_conditional_create
     pub fn check_conditional_create(mut self, check: bool) -> Self {
         self.skip_conditional_create_check = !check;
         self
@@ -435,10 +435,10 @@ impl Runtime {
     ///
     /// Run a pass with [`RetentionSweeper::sweep_now`], or sweep in the
     /// background with [`RetentionSweeper::spawn`]. A background sweeper
-    /// whose [`SweeperHandle`](crate::SweeperHandle) is dropped is detached,
+    /// whose [`SweeperHandle`](crate::retention::SweeperHandle) is dropped is detached,
     /// not stopped: it keeps sweeping until the Tokio runtime shuts down;
     /// keep the handle and call
-    /// [`shutdown`](crate::SweeperHandle::shutdown) to stop it. To change
+    /// [`shutdown`](crate::retention::SweeperHandle::shutdown) to stop it. To change
     /// its page size, concurrency or dry-run mode, start from
     /// [`Runtime::retention_sweeper_builder`].
     pub fn retention_sweeper(&self) -> RetentionSweeper {
@@ -454,7 +454,7 @@ impl Runtime {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
     /// # use std::sync::Arc;
-    /// # use memo_runtime::{InMemoryRuntimeStore, MemoStore, object_store::memory::InMemory};
+    /// # use memo_runtime::{MemoStore, object_store::memory::InMemory, runtime_store::InMemoryRuntimeStore};
     /// # use memo_runtime::workflow::Runtime;
     /// # let runtime = Runtime::builder()
     /// #     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
@@ -537,7 +537,7 @@ impl Runtime {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
     /// use std::sync::Arc;
-    /// use memo_runtime::{Error, InMemoryRuntimeStore, MemoStore, RunId};
+    /// use memo_runtime::{Error, MemoStore, RunId, runtime_store::InMemoryRuntimeStore};
     /// use memo_runtime::object_store::memory::InMemory;
     /// use memo_runtime::workflow::{Context, Runtime, Workflow};
     ///
@@ -662,7 +662,10 @@ impl Runtime {
             let memo = &self.shared.memo;
             checked
                 .get_or_try_init(|| {
-                    crate::probe_conditional_create(memo.object_store().as_ref(), memo.prefix())
+                    crate::store::probe_conditional_create(
+                        memo.object_store().as_ref(),
+                        memo.prefix(),
+                    )
                 })
                 .await?;
         }
@@ -724,7 +727,7 @@ impl Runtime {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
     /// use std::sync::Arc;
-    /// use memo_runtime::{Error, InMemoryRuntimeStore, MemoStore, RunId};
+    /// use memo_runtime::{Error, MemoStore, RunId, runtime_store::InMemoryRuntimeStore};
     /// use memo_runtime::object_store::memory::InMemory;
     /// use memo_runtime::runtime_store::RunStatus;
     /// use memo_runtime::workflow::{Cancellation, Context, Runtime, Workflow};
@@ -885,7 +888,7 @@ impl Runtime {
         // A run id with a marker of any incarnation counts as marked: only
         // an unfinished sweep of an earlier run of the id leaves one, and
         // once the sweep ends, the next recovery marks the later run.
-        let marked: HashSet<RunId> = (self.shared.memo.list_terminal_markers().await?)
+        let marked: HashSet<RunId> = (self.shared.memo.markers().list().await?)
             .into_iter()
             .map(|marker| marker.run_id)
             .collect();
@@ -962,7 +965,7 @@ impl Runtime {
             terminal_at_ms,
             incarnation: record.incarnation,
         };
-        self.shared.memo.write_marker(&marker).await?;
+        self.shared.memo.markers().write(&marker).await?;
         Ok(true)
     }
 
@@ -1208,7 +1211,8 @@ impl Runtime {
     /// Writes the terminal marker, retrying; a marker that still fails is
     /// written again by [`Runtime::recover`].
     async fn mark_terminal(&self, marker: &TerminalMarker) {
-        let write = || self.shared.memo.write_marker(marker);
+        let markers = self.shared.memo.markers();
+        let write = || markers.write(marker);
         let written = write
             .retry(self.shared.marker_retry.backoff())
             .sleep(tokio::time::sleep)
