@@ -23,7 +23,10 @@ use super::Shared;
 use super::page::Failure;
 
 /// The headers every response carries: no script runs, nothing is framed,
-/// forms post only here, nothing is cached or sent as a referrer.
+/// forms post only here, nothing is cached, no address is sent to another
+/// site. (`same-origin`, not `no-referrer`: under `no-referrer` a browser
+/// sends `Origin: null` with the inspector's own forms, which the action
+/// check refuses.)
 const SECURITY_HEADERS: [(header::HeaderName, &str); 5] = [
     (
         header::CONTENT_SECURITY_POLICY,
@@ -31,7 +34,7 @@ const SECURITY_HEADERS: [(header::HeaderName, &str); 5] = [
          frame-ancestors 'none'; base-uri 'none'",
     ),
     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-    (header::REFERRER_POLICY, "no-referrer"),
+    (header::REFERRER_POLICY, "same-origin"),
     (header::CACHE_CONTROL, "no-store"),
     (header::X_FRAME_OPTIONS, "DENY"),
 ];

@@ -25,7 +25,7 @@ pub(crate) const SCRIPT_RUN: &str = "xss-1";
 
 /// A folder filled by [`support::fill`] (and [`SCRIPT_RUN`]), and its URL.
 pub(crate) struct Folder {
-    _dir: TempDir,
+    _dir: Option<TempDir>,
     pub(crate) url: String,
 }
 
@@ -50,7 +50,15 @@ impl Folder {
     pub(crate) fn empty() -> Folder {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("file://{}", dir.path().display());
-        Folder { _dir: dir, url }
+        Folder {
+            _dir: Some(dir),
+            url,
+        }
+    }
+
+    /// The folder at `url`, which another [`Folder`] keeps.
+    pub(crate) fn at(url: String) -> Folder {
+        Folder { _dir: None, url }
     }
 
     /// A runtime on the folder, as a worker would have.
