@@ -98,8 +98,18 @@ pub(crate) struct Inspector {
 
 impl Inspector {
     pub(crate) fn start(url: &str, args: &[&str]) -> Inspector {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_memoctl"))
-            .args(["--store", url, "serve", "--listen", "127.0.0.1:0"])
+        Inspector::start_with(url, &[], args)
+    }
+
+    /// [`start`](Inspector::start) with store options (`--option K=V`).
+    pub(crate) fn start_with(url: &str, options: &[(&str, String)], args: &[&str]) -> Inspector {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_memoctl"));
+        command.args(["--store", url]);
+        for (key, value) in options {
+            command.arg("--option").arg(format!("{key}={value}"));
+        }
+        let mut child = command
+            .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .env_remove("MEMOCTL_SERVE_TOKEN")
             .stdout(Stdio::piped())
