@@ -395,3 +395,43 @@ async fn runs_are_paged_and_filtered_by_status_workflow_and_id_prefix() {
     assert!(listed(&page).is_empty(), "{page}");
     let _ = RunStatus::Pending;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn timers_and_signal_deadlines_show_on_the_run_page() {
+    use std::time::Duration;
+
+    use memo_runtime::workflow::{Context, Workflow};
+
+    let folder = Folder::empty();
+    let runtime = folder.runtime();
+    let napping = Workflow::new("napping", |ctx: Context, _: ()| async move {
+        ctx.sleep(Duration::from_secs(86_400)).await?;
+        Ok::<_, memo_runtime::Error>(())
+    });
+    let deciding = Workflow::new("deciding", |ctx: Context, _: ()| async move {
+        let ok: Option<bool> = ctx
+            .wait_for_signal_timeout("go", Duration::from_secs(86_400))
+            .await?;
+        Ok::<_, memo_runtime::Error>(ok)
+    });
+    runtime
+        .run(&support::run("nap-1"), &(), &napping)
+        .await
+        .expect_err("suspends in its sleep");
+    runtime
+        .run(&support::run("decide-1"), &(), &deciding)
+        .await
+        .expect_err("suspends in its wait");
+    let inspector = Inspector::start(&folder.url, &[]);
+
+    let (_, _, nap) = get(&format!("{}/runs/nap-1", inspector.base)).await;
+    assert!(nap.contains("Sleeps until"), "{nap}");
+    assert!(nap.contains("memo.sleep") && nap.contains("wakes at"), "{nap}");
+    let (_, _, decide) = get(&format!("{}/runs/decide-1", inspector.base)).await;
+    assert!(decide.contains("Waits for the signal <code>go</code> until"), "{decide}");
+    assert!(decide.contains("signal deadline"), "{decide}");
+    assert!(
+        decide.contains("/runs/decide-1/signal?name=go&amp;payload=false"),
+        "a reject button: {decide}"
+    );
+}

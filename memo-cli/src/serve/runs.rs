@@ -257,3 +257,84 @@ fn render(query: &RunsQuery, paged: bool, page: &RunPage) -> Markup {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memo_runtime::InMemoryRuntimeStore;
+    use memo_runtime::runtime_store::NewRun;
+
+    /// A store with runs `r-00`..`r-{n-1}`, pending, of workflow `even` or
+    /// `odd`.
+    async fn store(n: usize) -> InMemoryRuntimeStore {
+        let store = InMemoryRuntimeStore::new();
+        for i in 0..n {
+            store
+                .create_run(NewRun {
+                    run_id: RunId::new(format!("r-{i:02}")).unwrap(),
+                    workflow: if i % 2 == 0 { "even" } else { "odd" }.into(),
+                    input: memo_runtime::Bytes::new(),
+                    created_at_ms: 1,
+                })
+                .await
+                .unwrap();
+        }
+        store
+    }
+
+    fn ids(page: &RunPage) -> Vec<&str> {
+        page.runs.iter().map(|r| r.run_id.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn pages_follow_their_cursor_and_load_no_more_than_the_scan_limit() {
+        let store = store(25).await;
+        let all = RunFilter::default();
+        let first = page_of_runs(&store, &all, None, 10, 100).await.unwrap();
+        assert_eq!(ids(&first).first(), Some(&"r-00"));
+        assert_eq!(first.scanned, 10, "loads stop at a full page");
+        let second = page_of_runs(&store, &all, first.next.clone(), 10, 100)
+            .await
+            .unwrap();
+        assert_eq!(ids(&second).first(), Some(&"r-10"));
+        let third = page_of_runs(&store, &all, second.next.clone(), 10, 100)
+            .await
+            .unwrap();
+        assert_eq!(ids(&third).len(), 5);
+        assert_eq!(third.next, None, "the last page has no next");
+
+        // Five odd runs among the first nine loaded: the page stops at its
+        // scan limit and says where to go on.
+        let odd = RunFilter {
+            workflow: Some("odd".into()),
+            ..RunFilter::default()
+        };
+        let capped = page_of_runs(&store, &odd, None, 10, 9).await.unwrap();
+        assert_eq!(ids(&capped), ["r-01", "r-03", "r-05", "r-07"]);
+        assert!(capped.capped);
+        assert_eq!(capped.scanned, 9);
+        let (status, after) = capped.next.clone().unwrap();
+        assert_eq!((status, after.as_str()), (RunStatus::Pending, "r-08"));
+        let rest = page_of_runs(&store, &odd, capped.next, 10, 9).await.unwrap();
+        assert_eq!(ids(&rest)[..2], ["r-09", "r-11"]);
+    }
+
+    #[tokio::test]
+    async fn an_id_prefix_loads_only_the_runs_it_names() {
+        let store = store(25).await;
+        let filter = RunFilter {
+            prefix: "r-1".into(),
+            ..RunFilter::default()
+        };
+        let page = page_of_runs(&store, &filter, None, 50, 500).await.unwrap();
+        assert_eq!(ids(&page).len(), 10);
+        assert!(ids(&page).iter().all(|id| id.starts_with("r-1")));
+        assert_eq!(page.scanned, 10, "only the runs with the prefix are loaded");
+        let none = RunFilter {
+            status: Some(RunStatus::Completed),
+            ..RunFilter::default()
+        };
+        let page = page_of_runs(&store, &none, None, 50, 500).await.unwrap();
+        assert!(page.runs.is_empty() && page.next.is_none());
+    }
+}
