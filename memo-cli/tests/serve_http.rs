@@ -288,14 +288,37 @@ async fn with_a_token_every_request_must_carry_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn listening_beyond_loopback_needs_a_token_or_read_only() {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    use std::process::{Command, Stdio};
+
     let folder = Folder::empty();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_memoctl"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memoctl"))
         .args(["--store", &folder.url, "serve", "--listen", "0.0.0.0:0"])
         .env_remove("MEMOCTL_SERVE_TOKEN")
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    // A server that started prints its address (and would never exit).
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if !line.is_empty() {
+        child.kill().ok();
+        child.wait().ok();
+        panic!(
+            "memoctl serve listened beyond loopback with neither a token nor --read-only: {line}"
+        );
+    }
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(1));
     assert!(
         stderr.contains("--token") && stderr.contains("--read-only"),
         "{stderr}"
@@ -426,9 +449,15 @@ async fn timers_and_signal_deadlines_show_on_the_run_page() {
 
     let (_, _, nap) = get(&format!("{}/runs/nap-1", inspector.base)).await;
     assert!(nap.contains("Sleeps until"), "{nap}");
-    assert!(nap.contains("memo.sleep") && nap.contains("wakes at"), "{nap}");
+    assert!(
+        nap.contains("memo.sleep") && nap.contains("wakes at"),
+        "{nap}"
+    );
     let (_, _, decide) = get(&format!("{}/runs/decide-1", inspector.base)).await;
-    assert!(decide.contains("Waits for the signal <code>go</code> until"), "{decide}");
+    assert!(
+        decide.contains("Waits for the signal <code>go</code> until"),
+        "{decide}"
+    );
     assert!(decide.contains("signal deadline"), "{decide}");
     assert!(
         decide.contains("/runs/decide-1/signal?name=go&amp;payload=false"),

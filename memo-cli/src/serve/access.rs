@@ -151,35 +151,38 @@ pub(crate) async fn guard(
     next: Next,
 ) -> Response {
     let access = &inspector.access;
-    let response = match admit(access, &request) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => refusal,
+    let response = match refusal(access, &request) {
+        None => next.run(request).await,
+        Some(refusal) => refusal,
     };
     with_security_headers(response)
 }
 
-/// `Ok` to serve the request, or the answer instead of it.
-fn admit(access: &Access, request: &Request) -> Result<(), Response> {
+/// The answer instead of the request, if it is refused (or, for a first
+/// visit with the token, redirected).
+fn refusal(access: &Access, request: &Request) -> Option<Response> {
     let headers = request.headers();
     if access.loopback_hosts_only && !host_is_loopback(headers) {
-        return Err(Failure::new(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            "this inspector answers only requests addressed to 127.0.0.1, localhost or [::1] \
+        return Some(
+            Failure::new(
+                StatusCode::FORBIDDEN,
+                "Refused",
+                "this inspector answers only requests addressed to 127.0.0.1, localhost or [::1] \
              (the Host header names another machine)",
-        )
-        .into_response());
+            )
+            .into_response(),
+        );
     }
     // The style sheet holds nothing of the store; the refusal pages use it.
     let Some(token) = &access.token else {
-        return Ok(());
+        return None;
     };
     if request.uri().path().starts_with("/assets/") {
-        return Ok(());
+        return None;
     }
     if let Some(given) = query_token(request) {
         if !same_secret(&given, token) {
-            return Err(unauthorized());
+            return Some(unauthorized());
         }
         // Keep the token in a cookie and drop it from the address bar (and
         // from the history).
@@ -195,11 +198,11 @@ fn admit(access: &Access, request: &Request) -> Result<(), Response> {
         if let Ok(value) = HeaderValue::from_str(&cookie) {
             response.headers_mut().insert(header::SET_COOKIE, value);
         }
-        return Err(response);
+        return Some(response);
     }
     match access.presented(headers) {
-        Some(given) if same_secret(given, token) => Ok(()),
-        _ => Err(unauthorized()),
+        Some(given) if same_secret(given, token) => None,
+        _ => Some(unauthorized()),
     }
 }
 

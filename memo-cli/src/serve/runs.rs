@@ -315,7 +315,9 @@ mod tests {
         assert_eq!(capped.scanned, 9);
         let (status, after) = capped.next.clone().unwrap();
         assert_eq!((status, after.as_str()), (RunStatus::Pending, "r-08"));
-        let rest = page_of_runs(&store, &odd, capped.next, 10, 9).await.unwrap();
+        let rest = page_of_runs(&store, &odd, capped.next, 10, 9)
+            .await
+            .unwrap();
         assert_eq!(ids(&rest)[..2], ["r-09", "r-11"]);
     }
 
