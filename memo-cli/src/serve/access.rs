@@ -59,6 +59,9 @@ impl Access {
         read_only: bool,
         bound: SocketAddr,
     ) -> anyhow::Result<Access> {
+        if let Some(token) = &token {
+            check_token(token)?;
+        }
         let mut secret = [0_u8; 32];
         getrandom::fill(&mut secret)
             .map_err(|e| anyhow::anyhow!("{e}"))
@@ -253,6 +256,19 @@ fn host_is_loopback(headers: &HeaderMap) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// A token travels in a cookie and a header: it must be non-empty and of
+/// characters both take as they are.
+fn check_token(token: &str) -> anyhow::Result<()> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || "-._~+/=".contains(c);
+    if token.is_empty() || !token.chars().all(fits) {
+        anyhow::bail!(
+            "--token must be letters, digits and -._~+/= only (a random one: \
+             `openssl rand -hex 32`)"
+        );
+    }
+    Ok(())
+}
+
 /// Compares two secrets in time that depends on their lengths only.
 fn same_secret(given: &str, expected: &str) -> bool {
     given.len() == expected.len()
@@ -294,6 +310,24 @@ mod tests {
             assert!(!host_is_loopback(&with_host(host)), "{host}");
         }
         assert!(!host_is_loopback(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn tokens_are_what_a_cookie_and_a_header_carry_as_they_are() {
+        for good in ["s3cret-token", "a1B2_c3~/+=", &"f".repeat(64)] {
+            assert!(check_token(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "two words",
+            "semi;colon",
+            "quo\"te",
+            "comma,",
+            "é",
+            "back\\slash",
+        ] {
+            assert!(check_token(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
