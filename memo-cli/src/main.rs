@@ -13,6 +13,7 @@
 mod commands;
 mod output;
 mod progress;
+mod serve;
 mod store;
 
 use std::process::ExitCode;
@@ -98,6 +99,10 @@ enum Command {
     /// Checks that the store refuses a second conditional create, which
     /// memo's write-once entries need.
     Probe,
+    /// Serves a web inspector of the store: runs, their steps and signals,
+    /// retention; and, unless `--read-only`, signals, cancellations and
+    /// sweeps. Listens on 127.0.0.1 unless told otherwise.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -156,5 +161,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::sweep(&store, retention, dry_run, json).await
         }
         Command::Probe => commands::probe(&store, json).await,
+        Command::Serve(args) => serve::serve(store, args).await,
     }
 }

@@ -237,18 +237,30 @@ const MAX_PAYLOAD_DEPTH: usize = 128;
 /// workflow runtime encodes inputs, outputs and signals), or its size if it
 /// is not MessagePack or nests deeper than [`MAX_PAYLOAD_DEPTH`].
 pub(crate) fn payload(bytes: &[u8]) -> serde_json::Value {
+    decode_payload(bytes).unwrap_or_else(|shown| {
+        serde_json::Value::String(format!("({} bytes, {shown})", bytes.len()))
+    })
+}
+
+/// A stored payload as the JSON of its MessagePack, or why it is not shown
+/// so (`not MessagePack`, or nested deeper than [`MAX_PAYLOAD_DEPTH`]).
+pub(crate) fn decode_payload(bytes: &[u8]) -> Result<serde_json::Value, String> {
     use serde::Deserialize as _;
 
-    let mut decoder = rmp_serde::Deserializer::from_read_ref(bytes);
+    let mut decoder = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
     decoder.set_max_depth(MAX_PAYLOAD_DEPTH);
-    let shown = match serde_json::Value::deserialize(&mut decoder) {
-        Ok(value) => return value,
-        Err(rmp_serde::decode::Error::DepthLimitExceeded) => {
+    let value = serde_json::Value::deserialize(&mut decoder).map_err(|e| match e {
+        rmp_serde::decode::Error::DepthLimitExceeded => {
             format!("MessagePack nested deeper than {MAX_PAYLOAD_DEPTH}")
         }
-        Err(_) => "not MessagePack".into(),
-    };
-    serde_json::Value::String(format!("({} bytes, {shown})", bytes.len()))
+        _ => "not MessagePack".into(),
+    })?;
+    // Bytes after the first value: not one MessagePack value (raw text
+    // such as `hello` starts with a valid one, the integer 104).
+    if decoder.position() != bytes.len() as u64 {
+        return Err("not MessagePack".into());
+    }
+    Ok(value)
 }
 
 /// [`payload`] on one line, cut to `max` characters.
@@ -314,5 +326,11 @@ mod tests {
         assert_eq!(payload_line(&packed, 80), r#"{"approved":true}"#);
         assert_eq!(payload_line(&packed, 8), r#"{"appro…"#);
         assert_eq!(payload_line(&[0xc1], 80), r#""(1 bytes, not MessagePack)""#);
+        // Raw text starts with a MessagePack integer (`h` is 104): the
+        // bytes after it say it is not one value.
+        assert_eq!(
+            payload_line(b"hello", 80),
+            r#""(5 bytes, not MessagePack)""#
+        );
     }
 }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use memo_runtime::RunId;
 use memo_runtime::workflow::{Cancellation, Runtime};
 use serde_json::json;
 
@@ -21,21 +22,7 @@ pub(crate) async fn cancel(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let run_id = run_id(run)?;
-    let record = existing_run(store, &run_id).await?;
-    if record.status.is_terminal() {
-        anyhow::bail!(
-            "run {run_id} has already ended ({}); only an open run can be cancelled",
-            record.status
-        );
-    }
-    let runtime = Runtime::builder()
-        .memo_store(store.memo.clone())
-        .runtime_store(Arc::clone(&store.runs) as _)
-        .build()?;
-    let outcome = runtime
-        .cancel(&run_id, reason)
-        .await
-        .with_context(|| format!("cannot cancel run {run_id}"))?;
+    let outcome = request_cancel(store, &run_id, reason).await?;
     let (state, lease) = match &outcome {
         Cancellation::Requested { lease } => ("requested", Some(lease)),
         _ => ("cancelled", None),
@@ -57,4 +44,28 @@ pub(crate) async fn cancel(
         outln!("cancelled run {run_id}: {reason}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Cancels the open run `run_id` through `Runtime::cancel`. `memoctl cancel`
+/// and the inspector's cancel action both cancel through here.
+pub(crate) async fn request_cancel(
+    store: &Store,
+    run_id: &RunId,
+    reason: &str,
+) -> anyhow::Result<Cancellation> {
+    let record = existing_run(store, run_id).await?;
+    if record.status.is_terminal() {
+        anyhow::bail!(
+            "run {run_id} has already ended ({}); only an open run can be cancelled",
+            record.status
+        );
+    }
+    let runtime = Runtime::builder()
+        .memo_store(store.memo.clone())
+        .runtime_store(Arc::clone(&store.runs) as _)
+        .build()?;
+    runtime
+        .cancel(run_id, reason)
+        .await
+        .with_context(|| format!("cannot cancel run {run_id}"))
 }

@@ -8,13 +8,13 @@ mod show;
 mod signal;
 mod sweep;
 
-pub(crate) use cancel::cancel;
+pub(crate) use cancel::{cancel, request_cancel};
 pub(crate) use markers::markers;
 pub(crate) use probe::probe;
 pub(crate) use runs::runs;
 pub(crate) use show::show;
-pub(crate) use signal::signal;
-pub(crate) use sweep::sweep;
+pub(crate) use signal::{send_signal, signal};
+pub(crate) use sweep::{sweep, sweeper};
 
 use anyhow::Context as _;
 use memo_runtime::RunId;

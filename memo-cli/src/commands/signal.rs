@@ -4,8 +4,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use memo_runtime::content_key;
 use memo_runtime::workflow::Runtime;
+use memo_runtime::{RunId, content_key};
 use serde_json::{Value, json};
 
 use super::{existing_run, run_id};
@@ -26,22 +26,7 @@ pub(crate) async fn signal(
     let run_id = run_id(run)?;
     let payload: Value = serde_json::from_str(payload)
         .with_context(|| format!("--payload is not JSON: {payload:?}"))?;
-    let record = existing_run(store, &run_id).await?;
-    if record.status.is_terminal() {
-        anyhow::bail!(
-            "run {run_id} is {} and takes no more signals",
-            record.status
-        );
-    }
-    let runtime = Runtime::builder()
-        .memo_store(store.memo.clone())
-        .runtime_store(Arc::clone(&store.runs) as _)
-        .build()?;
-    runtime
-        .signal(&run_id, name, &payload)
-        .await
-        .with_context(|| format!("cannot send signal {name:?} to run {run_id}"))?;
-    let input_id = content_key(&(name, &payload))?;
+    let input_id = send_signal(store, &run_id, name, &payload).await?;
     if json {
         print_json(&json!({
             "run_id": run_id.as_str(),
@@ -53,4 +38,31 @@ pub(crate) async fn signal(
         outln!("sent signal {name:?} to run {run_id} (payload {payload}, input id {input_id})");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sends signal `name` with `payload` to the open run `run_id` through
+/// `Runtime::signal`, and returns the signal's input id. `memoctl signal`
+/// and the inspector's signal action both send through here.
+pub(crate) async fn send_signal(
+    store: &Store,
+    run_id: &RunId,
+    name: &str,
+    payload: &Value,
+) -> anyhow::Result<String> {
+    let record = existing_run(store, run_id).await?;
+    if record.status.is_terminal() {
+        anyhow::bail!(
+            "run {run_id} is {} and takes no more signals",
+            record.status
+        );
+    }
+    let runtime = Runtime::builder()
+        .memo_store(store.memo.clone())
+        .runtime_store(Arc::clone(&store.runs) as _)
+        .build()?;
+    runtime
+        .signal(run_id, name, payload)
+        .await
+        .with_context(|| format!("cannot send signal {name:?} to run {run_id}"))?;
+    Ok(content_key(&(name, payload))?)
 }

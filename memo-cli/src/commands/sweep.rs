@@ -24,10 +24,7 @@ pub(crate) async fn sweep(
     dry_run: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let sweeper = RetentionSweeper::builder(store.memo.clone(), retention)
-        .runtime_store(Arc::clone(&store.runs) as _)
-        .dry_run(dry_run)
-        .build();
+    let sweeper = sweeper(store, retention, dry_run);
     let now = now_ms();
     let cutoff = sweeper.cutoff_ms(now);
     // Counted as they stream by, so that sizing the bar holds one listing
@@ -54,6 +51,16 @@ pub(crate) async fn sweep(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The sweeper of `memoctl sweep` and of the inspector's sweep action and
+/// dry run: the memo store's expired runs, with the runtime store's records
+/// and its check that each run is terminal there.
+pub(crate) fn sweeper(store: &Store, retention: Duration, dry_run: bool) -> RetentionSweeper {
+    RetentionSweeper::builder(store.memo.clone(), retention)
+        .runtime_store(Arc::clone(&store.runs) as _)
+        .dry_run(dry_run)
+        .build()
 }
 
 fn print_report(report: &SweepReport, retention: Duration) {
