@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use inspector::{Folder, Inspector, SCRIPT_INPUT, SCRIPT_RUN};
 use memo_runtime::runtime_store::{NewRun, RunStatus, RuntimeStore};
-use memo_runtime::{ObjectStoreRuntimeStore, store_from_url};
+use memo_runtime::{runtime_store::ObjectStoreRuntimeStore, store::store_from_url};
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
 

@@ -9,7 +9,7 @@ mod support;
 use std::sync::Arc;
 
 use inspector::Inspector;
-use memo_runtime::SystemClock;
+use memo_runtime::clock::SystemClock;
 use memo_runtime::workflow::Workflow;
 use memo_tests::cloud::{Cloud, CloudBucket};
 use reqwest::StatusCode;

@@ -8,7 +8,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use futures::{StreamExt as _, TryStreamExt as _};
 use maud::{Markup, html};
-use memo_runtime::{SweepReport, TerminalMarker};
+use memo_runtime::retention::{SweepReport, TerminalMarker};
 use serde::Deserialize;
 
 use super::page::{Failure, frame, when};
@@ -143,7 +143,8 @@ async fn markers_before(
     let store = &inspector.store;
     let mut markers: Vec<_> = store
         .memo
-        .expired_terminal_markers(before)
+        .markers()
+        .expired(before)
         .take(MARKERS_SHOWN + 1)
         .try_collect()
         .await

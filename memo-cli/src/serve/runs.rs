@@ -261,7 +261,7 @@ fn render(query: &RunsQuery, paged: bool, page: &RunPage) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memo_runtime::InMemoryRuntimeStore;
+    use memo_runtime::runtime_store::InMemoryRuntimeStore;
     use memo_runtime::runtime_store::NewRun;
 
     /// A store with runs `r-00`..`r-{n-1}`, pending, of workflow `even` or

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use memo_runtime::store_from_url;
+use memo_runtime::store::store_from_url;
 use memo_runtime::workflow::{Runtime, Workflow};
 use tempfile::TempDir;
 
@@ -64,7 +64,11 @@ impl Folder {
     /// A runtime on the folder, as a worker would have.
     pub(crate) fn runtime(&self) -> Runtime {
         let opened = store_from_url(&self.url, Vec::<(String, String)>::new()).unwrap();
-        support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock))
+        support::runtime(
+            &opened.store,
+            "",
+            Arc::new(memo_runtime::clock::SystemClock),
+        )
     }
 
     /// Resumes `Ticket-42` (waiting for its `approval`) as a worker would,
