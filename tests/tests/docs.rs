@@ -1,8 +1,9 @@
 //! The documentation holds together: every relative link in the README,
 //! the other root pages and `docs/` reaches a file that exists (and a
 //! heading that exists, when it names one), every page under `docs/` is
-//! compiled as doctests (`tests/src/lib.rs`), and the stored-format page
-//! shows the layout that `layout.rs` documents.
+//! compiled as doctests (`tests/src/lib.rs`), the stored-format page shows
+//! the layout that `layout.rs` documents, and the README's two commands are
+//! the quickstart and the test command `.ci/run` runs.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -118,7 +119,11 @@ fn heading_anchors(text: &str) -> BTreeSet<String> {
 /// The broken links of `page`, each as "page:line: target: what is wrong".
 fn broken_links(root: &Path, page: &Path) -> Vec<String> {
     let text = fs::read_to_string(page).expect("a readable page");
-    let shown = page.strip_prefix(root).unwrap_or(page).display().to_string();
+    let shown = page
+        .strip_prefix(root)
+        .unwrap_or(page)
+        .display()
+        .to_string();
     let mut broken = Vec::new();
     for (line, target) in link_targets(&text) {
         if target.contains("://") || target.starts_with("mailto:") {
@@ -168,7 +173,11 @@ fn every_relative_link_reaches_a_file_and_heading_that_exist() {
 #[test]
 fn a_link_to_a_missing_file_or_heading_is_found() {
     let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("there.md"), "# A page: here\n\n## Its `part`\n").unwrap();
+    fs::write(
+        dir.path().join("there.md"),
+        "# A page: here\n\n## Its `part`\n",
+    )
+    .unwrap();
     let page = dir.path().join("page.md");
     fs::write(
         &page,
@@ -226,12 +235,56 @@ fn the_stored_format_page_shows_the_layout_table() {
             .map(|line| line.trim_start_matches("//!").to_string()),
     );
     let page = fs::read_to_string(root.join("docs/guide/stored-format.md")).unwrap();
-    let start = page.find("<!-- layout table").expect("the table's start marker");
-    let end = page.find("<!-- end of layout table -->").expect("its end marker");
+    let start = page
+        .find("<!-- layout table")
+        .expect("the table's start marker");
+    let end = page
+        .find("<!-- end of layout table -->")
+        .expect("its end marker");
     let shown = table_rows(page[start..end].lines().map(str::to_string));
     assert!(documented.len() > 5, "layout.rs's table: {documented:?}");
     assert_eq!(
         shown, documented,
         "docs/guide/stored-format.md's path table differs from memo-runtime/src/layout.rs's"
+    );
+}
+
+/// The commands of the README's `sh` blocks.
+fn shell_commands(text: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut in_sh = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") {
+            in_sh = !in_sh && trimmed == "```sh";
+        } else if in_sh && !trimmed.is_empty() {
+            commands.push(trimmed.to_string());
+        }
+    }
+    commands
+}
+
+#[test]
+fn the_readmes_two_commands_run_the_quickstart_and_the_tests_ci_runs() {
+    let root = repo_root();
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    let commands = shell_commands(&readme);
+    assert_eq!(
+        commands,
+        [
+            "cargo run -p memo-examples --bin quickstart",
+            "cargo test --workspace"
+        ],
+        "the README's commands"
+    );
+    assert!(
+        root.join("examples/src/bin/quickstart.rs").is_file(),
+        "the quickstart example exists"
+    );
+    let ci = fs::read_to_string(root.join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|line| line.trim() == commands[1]),
+        ".ci/run runs the README's test command `{}`",
+        commands[1]
     );
 }
