@@ -24,6 +24,24 @@
 //! - [`limits`]: the limits memo enforces and the defaults of the
 //!   configurable ones.
 //!
+//! # The guide
+//!
+//! The repository's `README.md` has the quickstart and one workflow; its
+//! `docs/` folder has the guide, whose examples are compiled and run with
+//! the tests:
+//!
+//! - `docs/guide/memoized.md`: the key, what is committed, the attribute's
+//!   options;
+//! - `docs/guide/workflows.md`: steps, replay, leases, errors, signals,
+//!   timers, cancellation;
+//! - `docs/guide/durability.md`: what memo promises and what it cannot,
+//!   leases and fencing, idempotency keys, limits;
+//! - `docs/guide/retention.md`: terminal markers and the sweeper;
+//! - `docs/guide/testing.md`: your workflow in the seeded simulator;
+//! - `docs/guide/stored-format.md`: paths, frames, keys, records, upgrades;
+//! - `docs/operations.md`: stores by URL, credentials, the bucket's
+//!   lifecycle rule, many workers, `memoctl`.
+//!
 //! # Cargo features
 //!
 //! None is on by default: the embedded default (a local folder, or memory)
@@ -65,9 +83,17 @@ pub use memo_macros::memoized;
 pub use object_store;
 pub use run_id::{Incarnation, RunId};
 
-/// Object stores chosen by URL (`file://`, `memory://`, `s3://`, `gs://`,
-/// `az://`), the local folder store, and the start-up probe that checks a
-/// store can keep memo's write-once promise.
+/// Where memo keeps its data: object stores chosen by URL (`file://`,
+/// `memory://`, `s3://`, `gs://`, `az://`, with
+/// [`store_from_url`](store::store_from_url)), the local folder store
+/// ([`LocalFolder`](store::LocalFolder)), and the start-up probe
+/// ([`probe_conditional_create`](store::probe_conditional_create)) that
+/// checks a store refuses a second create, which memo's write-once entries
+/// need. Use it to open the store your [`MemoStore`] and
+/// [`ObjectStoreRuntimeStore`](crate::runtime_store::ObjectStoreRuntimeStore)
+/// share; any other [`ObjectStore`](crate::object_store::ObjectStore) works
+/// too. Options, credentials and emulators: the repository's
+/// `docs/operations.md`.
 pub mod store {
     #[cfg(unix)]
     pub use crate::local::LocalFolder;

@@ -19,3 +19,34 @@ pub mod pause;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// Every page under `docs/`, compiled and run as the README is: one item per
+/// page, so a failing example names its page. `tests/tests/docs.rs` fails
+/// if a page is missing here.
+#[cfg(doctest)]
+pub mod docs {
+    #[doc = include_str!("../../docs/README.md")]
+    pub struct Index;
+    #[doc = include_str!("../../docs/operations.md")]
+    pub struct Operations;
+    #[doc = include_str!("../../docs/guide/memoized.md")]
+    pub struct GuideMemoized;
+    #[doc = include_str!("../../docs/guide/workflows.md")]
+    pub struct GuideWorkflows;
+    #[doc = include_str!("../../docs/guide/durability.md")]
+    pub struct GuideDurability;
+    #[doc = include_str!("../../docs/guide/retention.md")]
+    pub struct GuideRetention;
+    #[doc = include_str!("../../docs/guide/testing.md")]
+    pub struct GuideTesting;
+    #[doc = include_str!("../../docs/guide/stored-format.md")]
+    pub struct GuideStoredFormat;
+    #[doc = include_str!("../../docs/history/README.md")]
+    pub struct History;
+    #[doc = include_str!("../../docs/history/simulator-issue-9.md")]
+    pub struct HistorySimulatorIssue9;
+    #[doc = include_str!("../../docs/history/moto-postmortems.md")]
+    pub struct HistoryMotoPostmortems;
+    #[doc = include_str!("../../docs/history/ci-time.md")]
+    pub struct HistoryCiTime;
+}

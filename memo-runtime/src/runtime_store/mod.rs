@@ -4,7 +4,11 @@
 //!
 //! [`RuntimeStore`] is the contract; [`InMemoryRuntimeStore`] keeps it in
 //! memory (tests, ephemeral use) and [`ObjectStoreRuntimeStore`] in object
-//! storage (durable use, many processes and machines).
+//! storage (durable use, many processes and machines). A workflow
+//! [`Runtime`](crate::workflow::Runtime) needs one, and most code only
+//! builds it and hands it over; `memoctl` reads it to show runs. A new
+//! backend implements the trait and passes the same conformance suite as
+//! these two (`testing::runtime_store::run_suite`, feature `testing`).
 //!
 //! # Model
 //!

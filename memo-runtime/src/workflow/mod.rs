@@ -7,6 +7,13 @@
 //! step in flight when a process died runs again; the `#[memoized]` calls
 //! inside it hit the step's memo, so no committed side effect repeats.
 //!
+//! Use it when a job is more than one memoized call: a [`Runtime`] (built
+//! over a [`MemoStore`] and a [`RuntimeStore`]) runs, resumes, signals,
+//! cancels and recovers runs of a [`Workflow`], one worker at a time per run
+//! (leases), and marks each ended run for [`retention`](crate::retention).
+//! The repository's `docs/guide/workflows.md` explains each part, and
+//! `docs/guide/durability.md` what survives a crash.
+//!
 //! # Example
 //!
 //! ```
