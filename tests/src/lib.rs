@@ -29,6 +29,8 @@ pub mod docs {
     pub struct Index;
     #[doc = include_str!("../../docs/operations.md")]
     pub struct Operations;
+    #[doc = include_str!("../../docs/operations-inspector.md")]
+    pub struct OperationsInspector;
     #[doc = include_str!("../../docs/guide/memoized.md")]
     pub struct GuideMemoized;
     #[doc = include_str!("../../docs/guide/workflows.md")]
