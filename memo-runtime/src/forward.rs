@@ -478,7 +478,7 @@ mod tests {
         );
 
         // The forwarded methods pass no hook.
-        store.get_ranges(&a, &[0..1]).await.unwrap();
+        store.get_ranges(&a, &[0..1, 0..1]).await.unwrap();
         store.list(None).try_collect::<Vec<_>>().await.unwrap();
         let listed = store.list_with_offset(None, &a);
         listed.try_collect::<Vec<_>>().await.unwrap();
