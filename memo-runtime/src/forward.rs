@@ -1,7 +1,6 @@
 //! One way to write an [`ObjectStore`] wrapper: the wrapper writes the
 //! methods it changes and names the ones it passes through to the store it
-//! wraps, which [`forward_object_store!`] writes
-//! out.
+//! wraps, which [`forward_object_store!`] writes out.
 //!
 //! # Why a macro inside the impl, not a trait of hooks
 //!
@@ -55,7 +54,7 @@
 ///
 /// # Example
 ///
-/// A store that turns every create into an overwrite and forwards the rest:
+/// A store that makes every put an overwrite and forwards the rest:
 ///
 /// ```
 /// use async_trait::async_trait;
@@ -104,180 +103,50 @@
 ///
 /// [`ObjectStore`]: object_store::ObjectStore
 //
-// `#[async_trait]` rewrites the impl before this macro expands, so the
-// methods are written here as async_trait writes them (a boxed `Send` future
-// whose lifetime the borrowed arguments outlive); the trait's own
-// declaration, expanded the same way, is what they must match.
+// `#[async_trait]` rewrites the impl before this macro expands, so an
+// async method is written here as async_trait writes it (a boxed `Send`
+// future that the borrowed arguments outlive): the trait's own declaration,
+// expanded the same way, is what it must match. One line per method names
+// its arguments; `@async` and `@stream` write the two shapes of method.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __forward_object_store {
     (self.$field:tt => $($method:ident),+ $(,)?) => {
         $($crate::__forward_object_store!(@method $field $method);)+
     };
-    (@method $field:tt put_opts) => {
-        fn put_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
-            location: &'life1 $crate::object_store::path::Path,
-            payload: $crate::object_store::PutPayload,
-            opts: $crate::object_store::PutOptions,
-        ) -> $crate::__forward_object_store!(@future 'async_trait, $crate::object_store::PutResult)
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            ::std::boxed::Box::pin(async move {
-                $crate::object_store::ObjectStore::put_opts(&self.$field, location, payload, opts)
-                    .await
-            })
-        }
-    };
-    (@method $field:tt put_multipart_opts) => {
-        fn put_multipart_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
-            location: &'life1 $crate::object_store::path::Path,
-            opts: $crate::object_store::PutMultipartOptions,
-        ) -> $crate::__forward_object_store!(
-            @future 'async_trait,
-            ::std::boxed::Box<dyn $crate::object_store::MultipartUpload>
-        )
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            ::std::boxed::Box::pin(async move {
-                $crate::object_store::ObjectStore::put_multipart_opts(&self.$field, location, opts)
-                    .await
-            })
-        }
-    };
-    (@method $field:tt get_opts) => {
-        fn get_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
-            location: &'life1 $crate::object_store::path::Path,
-            options: $crate::object_store::GetOptions,
-        ) -> $crate::__forward_object_store!(@future 'async_trait, $crate::object_store::GetResult)
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            ::std::boxed::Box::pin(async move {
-                $crate::object_store::ObjectStore::get_opts(&self.$field, location, options).await
-            })
-        }
-    };
-    (@method $field:tt get_ranges) => {
-        fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
-            &'life0 self,
-            location: &'life1 $crate::object_store::path::Path,
-            ranges: &'life2 [::core::ops::Range<u64>],
-        ) -> $crate::__forward_object_store!(
-            @future 'async_trait,
-            ::std::vec::Vec<$crate::__private::forward::Bytes>
-        )
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            'life2: 'async_trait,
-            Self: 'async_trait,
-        {
-            ::std::boxed::Box::pin(async move {
-                $crate::object_store::ObjectStore::get_ranges(&self.$field, location, ranges).await
-            })
-        }
-    };
-    (@method $field:tt delete_stream) => {
-        fn delete_stream(
-            &self,
-            locations: $crate::__private::forward::BoxStream<
-                'static,
-                $crate::object_store::Result<$crate::object_store::path::Path>,
-            >,
-        ) -> $crate::__private::forward::BoxStream<
-            'static,
-            $crate::object_store::Result<$crate::object_store::path::Path>,
-        > {
-            $crate::object_store::ObjectStore::delete_stream(&self.$field, locations)
-        }
-    };
-    (@method $field:tt list) => {
-        fn list(
-            &self,
-            prefix: ::core::option::Option<&$crate::object_store::path::Path>,
-        ) -> $crate::__private::forward::BoxStream<
-            'static,
-            $crate::object_store::Result<$crate::object_store::ObjectMeta>,
-        > {
-            $crate::object_store::ObjectStore::list(&self.$field, prefix)
-        }
-    };
-    (@method $field:tt list_with_offset) => {
-        fn list_with_offset(
-            &self,
-            prefix: ::core::option::Option<&$crate::object_store::path::Path>,
-            offset: &$crate::object_store::path::Path,
-        ) -> $crate::__private::forward::BoxStream<
-            'static,
-            $crate::object_store::Result<$crate::object_store::ObjectMeta>,
-        > {
-            $crate::object_store::ObjectStore::list_with_offset(&self.$field, prefix, offset)
-        }
-    };
-    (@method $field:tt list_with_delimiter) => {
-        fn list_with_delimiter<'life0, 'life1, 'async_trait>(
-            &'life0 self,
-            prefix: ::core::option::Option<&'life1 $crate::object_store::path::Path>,
-        ) -> $crate::__forward_object_store!(@future 'async_trait, $crate::object_store::ListResult)
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            ::std::boxed::Box::pin(async move {
-                $crate::object_store::ObjectStore::list_with_delimiter(&self.$field, prefix).await
-            })
-        }
-    };
-    (@method $field:tt copy_opts) => {
-        fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
-            &'life0 self,
-            from: &'life1 $crate::object_store::path::Path,
-            to: &'life2 $crate::object_store::path::Path,
-            options: $crate::object_store::CopyOptions,
-        ) -> $crate::__forward_object_store!(@future 'async_trait, ())
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            'life2: 'async_trait,
-            Self: 'async_trait,
-        {
-            ::std::boxed::Box::pin(async move {
-                $crate::object_store::ObjectStore::copy_opts(&self.$field, from, to, options).await
-            })
-        }
-    };
-    (@method $field:tt rename_opts) => {
-        fn rename_opts<'life0, 'life1, 'life2, 'async_trait>(
-            &'life0 self,
-            from: &'life1 $crate::object_store::path::Path,
-            to: &'life2 $crate::object_store::path::Path,
-            options: $crate::object_store::RenameOptions,
-        ) -> $crate::__forward_object_store!(@future 'async_trait, ())
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            'life2: 'async_trait,
-            Self: 'async_trait,
-        {
-            ::std::boxed::Box::pin(async move {
-                $crate::object_store::ObjectStore::rename_opts(&self.$field, from, to, options)
-                    .await
-            })
-        }
-    };
-    (@method $field:tt $other:ident) => {
+    (@method $f:tt put_opts) => { $crate::__forward_object_store!(@async $f put_opts ['l1]
+        (location: &'l1 $crate::object_store::path::Path, payload: $crate::object_store::PutPayload,
+         opts: $crate::object_store::PutOptions) -> $crate::object_store::PutResult); };
+    (@method $f:tt put_multipart_opts) => { $crate::__forward_object_store!(@async $f
+        put_multipart_opts ['l1] (location: &'l1 $crate::object_store::path::Path,
+         opts: $crate::object_store::PutMultipartOptions)
+        -> ::std::boxed::Box<dyn $crate::object_store::MultipartUpload>); };
+    (@method $f:tt get_opts) => { $crate::__forward_object_store!(@async $f get_opts ['l1]
+        (location: &'l1 $crate::object_store::path::Path, options: $crate::object_store::GetOptions)
+        -> $crate::object_store::GetResult); };
+    (@method $f:tt get_ranges) => { $crate::__forward_object_store!(@async $f get_ranges ['l1, 'l2]
+        (location: &'l1 $crate::object_store::path::Path, ranges: &'l2 [::core::ops::Range<u64>])
+        -> ::std::vec::Vec<$crate::__private::forward::Bytes>); };
+    (@method $f:tt delete_stream) => { $crate::__forward_object_store!(@stream $f delete_stream
+        (locations: $crate::__private::forward::BoxStream<'static,
+            $crate::object_store::Result<$crate::object_store::path::Path>>)
+        -> $crate::object_store::path::Path); };
+    (@method $f:tt list) => { $crate::__forward_object_store!(@stream $f list
+        (prefix: ::core::option::Option<&$crate::object_store::path::Path>)
+        -> $crate::object_store::ObjectMeta); };
+    (@method $f:tt list_with_offset) => { $crate::__forward_object_store!(@stream $f list_with_offset
+        (prefix: ::core::option::Option<&$crate::object_store::path::Path>,
+         offset: &$crate::object_store::path::Path) -> $crate::object_store::ObjectMeta); };
+    (@method $f:tt list_with_delimiter) => { $crate::__forward_object_store!(@async $f
+        list_with_delimiter ['l1] (prefix: ::core::option::Option<&'l1 $crate::object_store::path::Path>)
+        -> $crate::object_store::ListResult); };
+    (@method $f:tt copy_opts) => { $crate::__forward_object_store!(@async $f copy_opts ['l1, 'l2]
+        (from: &'l1 $crate::object_store::path::Path, to: &'l2 $crate::object_store::path::Path,
+         options: $crate::object_store::CopyOptions) -> ()); };
+    (@method $f:tt rename_opts) => { $crate::__forward_object_store!(@async $f rename_opts ['l1, 'l2]
+        (from: &'l1 $crate::object_store::path::Path, to: &'l2 $crate::object_store::path::Path,
+         options: $crate::object_store::RenameOptions) -> ()); };
+    (@method $f:tt $other:ident) => {
         ::core::compile_error!(::core::concat!(
             "`",
             ::core::stringify!($other),
@@ -286,14 +155,30 @@ macro_rules! __forward_object_store {
              list_with_delimiter, copy_opts and rename_opts"
         ));
     };
-    (@future $life:lifetime, $output:ty) => {
-        ::core::pin::Pin<
+    (@async $f:tt $name:ident [$($life:lifetime),*] ($($arg:ident: $ty:ty),*) -> $out:ty) => {
+        fn $name<'l0, $($life,)* 'async_trait>(&'l0 self, $($arg: $ty),*) -> ::core::pin::Pin<
             ::std::boxed::Box<
-                dyn ::core::future::Future<Output = $crate::object_store::Result<$output>>
+                dyn ::core::future::Future<Output = $crate::object_store::Result<$out>>
                     + ::core::marker::Send
-                    + $life,
+                    + 'async_trait,
             >,
         >
+        where
+            'l0: 'async_trait,
+            $($life: 'async_trait,)*
+            Self: 'async_trait,
+        {
+            ::std::boxed::Box::pin(async move {
+                $crate::object_store::ObjectStore::$name(&self.$f, $($arg),*).await
+            })
+        }
+    };
+    (@stream $f:tt $name:ident ($($arg:ident: $ty:ty),*) -> $item:ty) => {
+        fn $name(&self, $($arg: $ty),*)
+            -> $crate::__private::forward::BoxStream<'static, $crate::object_store::Result<$item>>
+        {
+            $crate::object_store::ObjectStore::$name(&self.$f, $($arg),*)
+        }
     };
 }
 
