@@ -129,7 +129,7 @@ impl Runtime {
         input: I,
         lease: &AttemptLease<'_>,
         workflow: &Workflow<W>,
-    ) -> Result<(Result<W::Output, W::Error>, bool)>
+    ) -> Result<Ended<W::Output, W::Error>>
     where
         I: Serialize + DeserializeOwned,
         W: WorkflowFn<I>,
@@ -207,6 +207,10 @@ impl Runtime {
     }
 }
 
+/// What an attempt returns, and whether the run ended with it (its terminal
+/// status committed).
+type Ended<O, E> = (Result<O, E>, bool);
+
 /// How an attempt held under its lease ended, as its result and whether the
 /// run ended (its terminal status committed): the attempt's own outcome if
 /// it came to one; else the error that stopped it (a transient error before
@@ -214,8 +218,8 @@ impl Runtime {
 /// the run left open.
 fn settle<O, E: From<Error>>(
     run_id: &RunId,
-    held: Result<std::thread::Result<Result<(Result<O, E>, bool)>>>,
-) -> (Result<O, E>, bool) {
+    held: Result<std::thread::Result<Result<Ended<O, E>>>>,
+) -> Ended<O, E> {
     match held {
         Ok(Ok(Ok(done))) => done,
         Ok(Ok(Err(interruption))) => (Err(E::from(interruption)), false),

@@ -17,6 +17,9 @@ use crate::run_id::RunId;
 use crate::runtime_store::{NewInput, NewRun, RunRecord, RuntimeStore};
 use crate::sweeper::{RetentionSweeper, RetentionSweeperBuilder};
 
+#[cfg(doc)]
+use super::Context;
+
 /// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
 ///
 /// Cheap to clone. Several runtimes, in one process or many, may share the
