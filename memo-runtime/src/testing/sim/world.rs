@@ -1,7 +1,6 @@
 //! One simulated history: the workers, the scheduler that polls their tasks
 //! in a seed-chosen order, the random events, and the final checks.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -27,14 +26,13 @@ use super::stores::Shared;
 use super::stores::{Audited, Preemptible};
 use super::{Config, Event, History, Ledger, RunOutcome, Simulation, Violation};
 use crate::clock::{Clock, ManualClock};
-use crate::error::Error;
 use crate::memo::MemoStore;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{ObjectStoreRuntimeStore, RunRecord, RunStatus};
 use crate::testing::{
     CaseFoldingStore, FaultInjectingStore, FaultRule, NameLimitedStore, RequestKind,
 };
-use crate::workflow::{Context, RetryPolicy, Runtime, Workflow};
+use crate::workflow::{RetryPolicy, Runtime, Workflow, WorkflowFn};
 
 /// How far tokio's paused clock moves per scheduler step (for the
 /// runtime's own waits: retry backoffs, marker retries, signal polling).
@@ -53,7 +51,7 @@ const DRAIN_STEPS: u64 = 50_000;
 type Violations = (Vec<Violation>, Vec<String>);
 
 /// Runs the history of `seed` on a fresh paused current-thread runtime.
-pub(super) fn run_history<I, O, Mk, F, Fut, E>(
+pub(super) fn run_history<I, O, Mk, F>(
     sim: &Simulation<I, O, Mk>,
     seed: u64,
 ) -> Result<History, Violations>
@@ -61,9 +59,7 @@ where
     I: Serialize + DeserializeOwned + Clone,
     O: Serialize + DeserializeOwned,
     Mk: Fn(Ledger) -> Workflow<F>,
-    F: Fn(Context, I) -> Fut,
-    Fut: Future<Output = Result<O, E>>,
-    E: From<Error> + fmt::Display,
+    F: WorkflowFn<I, Output = O>,
 {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -317,14 +313,12 @@ struct World<'w, I, O, Mk, F> {
     removed_plants: Vec<(Path, u64)>,
 }
 
-impl<'w, I, O, Mk, F, Fut, E> World<'w, I, O, Mk, F>
+impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
 where
     I: Serialize + DeserializeOwned + Clone + 'w,
     O: Serialize + DeserializeOwned + 'w,
     Mk: Fn(Ledger) -> Workflow<F>,
-    F: Fn(Context, I) -> Fut + 'w,
-    Fut: Future<Output = Result<O, E>> + 'w,
-    E: From<Error> + fmt::Display + 'w,
+    F: WorkflowFn<I, Output = O> + 'w,
 {
     async fn run(&mut self) {
         for w in 0..self.config.workers {
