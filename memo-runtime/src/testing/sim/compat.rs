@@ -170,6 +170,16 @@ pub(super) fn run_of(path: &Path) -> Option<(RunId, Option<u64>)> {
     Some((run_id, incarnation))
 }
 
+/// Whether `path` is an incarnation's record (`runs/<run>/<inc>/run`), the
+/// first object a deletion of the incarnation removes.
+pub(super) fn is_incarnation_record(path: &Path) -> bool {
+    let parts: Vec<_> = path.parts().collect();
+    matches!(parts.as_slice(), [_, folder, _, incarnation, last]
+        if folder.as_ref() == "runs"
+            && last.as_ref() == "run"
+            && Incarnation::parse_hex(incarnation.as_ref()).is_some())
+}
+
 /// How an error message the workflow or the runtime returned reads, for the
 /// invariants that look at outcomes. The runtime's errors reach the
 /// simulator converted into the workflow's own error type, so only their
