@@ -52,6 +52,22 @@ pub(super) fn while_active<R>(checker: &Checker, history: impl FnOnce() -> R) ->
     history()
 }
 
+/// The next of the simulation's own unique tokens (incarnations, attempt
+/// tokens, worker ids) if this thread is simulating a history: drawn from
+/// the seed, so that a seed replays exactly (the runtime's own tokens mix
+/// in the time and the process id).
+pub(crate) fn seeded_token() -> Option<u64> {
+    ACTIVE.with(|active| {
+        let active = active.borrow();
+        let checker = active.as_ref()?;
+        let mut tokens = checker
+            .tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Some(tokens.random())
+    })
+}
+
 /// Whether this thread is simulating a history.
 pub(crate) fn simulating() -> bool {
     ACTIVE.with(|active| active.borrow().is_some())
@@ -156,6 +172,9 @@ struct Deleted {
 #[derive(Clone, Debug)]
 pub(super) struct Checker {
     state: Arc<Mutex<State>>,
+    /// Draws the tokens of [`seeded_token`]; a lock of its own, as the
+    /// runtime draws them wherever it is, the state's lock held or not.
+    tokens: Arc<Mutex<StdRng>>,
     objects: Shared,
     clock: Arc<ManualClock>,
     retention_ms: u64,
@@ -207,6 +226,7 @@ impl Checker {
                 events: 0,
                 planted: Vec::new(),
             })),
+            tokens: Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x70ce_75ee_d000))),
             objects,
             clock,
             retention_ms,

@@ -470,6 +470,8 @@ where
             .runtime_store(Arc::new(store))
             .clock(Arc::clone(&self.clock) as _)
             .retention(self.config.retention)
+            // The default holds the process id: the seed's own, to replay.
+            .worker_id(format!("sim-{:08x}", crate::run_id::unique_token() as u32))
             .marker_retry(
                 RetryPolicy::attempts(3)
                     .with_min_delay(Duration::from_millis(20))
