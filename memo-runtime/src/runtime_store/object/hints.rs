@@ -3,6 +3,7 @@
 //! change moves a run into it and deleted once the run left it.
 
 use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
 
 use super::{CONCURRENCY, ObjectStoreRuntimeStore};
 use crate::error::{Error, Result};
@@ -171,8 +172,9 @@ impl ObjectStoreRuntimeStore {
     /// The last step of a creation, once its pointer and record stand:
     /// writes the `Pending` hint again if a tidying listing deleted it
     /// between its write and the pointer's (see
-    /// [`tidy_stale_hint`](Self::tidy_stale_hint)). One read when it is
-    /// there.
+    /// [`tidy_stale_hint`](Self::tidy_stale_hint)). One `HEAD` when it is
+    /// there: only its existence counts (listings never read a hint's
+    /// content either).
     pub(super) async fn ensure_pending_hint(
         &self,
         run_id: &RunId,
@@ -181,14 +183,14 @@ impl ObjectStoreRuntimeStore {
         let hint = self
             .layout
             .status_hint(RunStatus::Pending.path_segment(), run_id, incarnation);
-        if write_once::read(self.store.as_ref(), &hint, Limit::MARKER)
-            .await?
-            .is_none()
-        {
-            self.write_hint(RunStatus::Pending, run_id, incarnation)
-                .await?;
+        match self.store.head(&hint).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotFound { .. }) => {
+                self.write_hint(RunStatus::Pending, run_id, incarnation)
+                    .await
+            }
+            Err(e) => Err(Error::store(&hint, e)),
         }
-        Ok(())
     }
 
     /// Whether a hint of `hinted` can never again be true of a run in `actual`

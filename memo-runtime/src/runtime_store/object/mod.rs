@@ -159,7 +159,7 @@ const CONCURRENCY: usize = 8;
 /// - creating a run: a `GET` of its pointer, a listing of the id's folder
 ///   (for a pointer a stalled deletion removed), three creates (the hint,
 ///   the pointer and the incarnation's record), a `GET` of the pointer
-///   again and one of the hint (which a tidying listing may have taken
+///   again and a `HEAD` of the hint (which a tidying listing may have taken
 ///   meanwhile); a `create_run` of an open run that exists: a read and a
 ///   `GET` of its record;
 /// - listing run ids by status: one listing of that status's hints (a run
