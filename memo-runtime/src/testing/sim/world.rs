@@ -130,6 +130,7 @@ where
         crashes: 0,
         sends: 0,
         deleted_alone: Arc::default(),
+        unfinished_deletes: Arc::default(),
         foreign,
         plants: Vec::new(),
         removed_plants: Vec::new(),
@@ -307,6 +308,8 @@ struct World<'w, I, O, Mk, F> {
     /// The incarnations deleted with `RuntimeStore::delete_run` alone: their
     /// memo entries and markers are left on purpose (see [`Self::reuse_random`]).
     deleted_alone: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
+    /// Runtime-store deletions that have not returned `Ok` (yet).
+    unfinished_deletes: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
     /// The shared store as workers see it, with foreign objects planted in
     /// it ([`Simulation::foreign_objects`], in this seed).
     foreign: Option<Arc<Foreign>>,
@@ -609,6 +612,23 @@ where
             .expect("a memo store and a runtime store are set");
         self.checker
             .event("every run is swept, with no retention".into());
+        // A user whose `RuntimeStore::delete_run` failed (or whose process
+        // died in it) calls it again, as its rustdoc says: a deletion
+        // stopped part way, with the run's pointer and record already gone,
+        // leaves the rest where only a second call (or a sweep of a marker
+        // the run may not have) reaches it.
+        let unfinished = self.unfinished_deletes.lock().expect("not poisoned").clone();
+        for (run_id, incarnation) in unfinished {
+            self.checker.event(format!(
+                "the failed deletion of {run_id} incarnation {incarnation} is called again"
+            ));
+            if let Err(error) = store.delete_run(&run_id, incarnation).await {
+                self.checker.violation(
+                    "no object is left unreachable after every run is swept",
+                    format!("a deletion called again after it failed fails: {error}"),
+                );
+            }
+        }
         if let Err(error) = runtime.recover(self.workflow).await {
             self.checker
                 .event(format!("the last recover fails: {error}"));
@@ -852,12 +872,13 @@ where
             "delete {run_id} on worker {worker} with {how}, to reuse its id"
         ));
         let deleted_alone = Arc::clone(&self.deleted_alone);
+        let unfinished = Arc::clone(&self.unfinished_deletes);
         let future = async move {
             let deleted = if whole {
                 runtime.retention_sweeper().delete_run(&run_id).await
             } else {
                 let store = runtime.runtime_store().as_ref();
-                compat::delete_records(store, &run_id, &deleted_alone).await
+                compat::delete_records(store, &run_id, &deleted_alone, &unfinished).await
             };
             Outcome::Deleted(run, deleted.map_err(|e| e.to_string()))
         };
