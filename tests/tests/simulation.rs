@@ -306,21 +306,38 @@ fn order_simulation(reorder: bool) -> OrderSimulation {
 
 /// `MEMO_SIM_SURVEY=N`: runs seeds `0..N` without stopping at a failure,
 /// and prints, per invariant, the first seed that broke it and how many did.
+/// `MEMO_SIM_SURVEY_FROM=S` starts it at seed `S` (seeds `S..S+N`), to split
+/// a long survey into pieces; each broken seed is printed as it is found,
+/// and a progress line every 100 seeds.
 fn survey(simulation: &OrderSimulation, seeds: u64) {
+    let from: u64 = std::env::var("MEMO_SIM_SURVEY_FROM")
+        .map(|v| v.parse().expect("MEMO_SIM_SURVEY_FROM=<seed>"))
+        .unwrap_or(0);
+    let started = std::time::Instant::now();
     let mut broken: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     let mut failed = 0;
-    for seed in 0..seeds {
+    for seed in from..from.saturating_add(seeds) {
         if let Err(failure) = simulation.run_seed(seed) {
             failed += 1;
             let mut invariants: Vec<_> = failure.violations.iter().map(|v| v.invariant).collect();
             invariants.sort_unstable();
             invariants.dedup();
+            println!("survey: seed {seed} broke {invariants:?}");
             for invariant in invariants {
                 broken.entry(invariant).or_insert((seed, 0)).1 += 1;
             }
         }
+        if (seed + 1 - from) % 100 == 0 {
+            println!(
+                "survey: seeds {from}..={seed}, {failed} broken, {:.0?}",
+                started.elapsed()
+            );
+        }
     }
-    println!("survey: {failed} of {seeds} seeds broke an invariant");
+    println!(
+        "survey: {failed} of {seeds} seeds (from {from}) broke an invariant, in {:.0?}",
+        started.elapsed()
+    );
     for (invariant, (first, count)) in broken {
         println!("survey: {invariant}: first seed {first}, {count} seeds");
     }
