@@ -53,7 +53,10 @@ pub(super) async fn delete_records(
             unfinished.lock().expect("not poisoned").push(this.clone());
             let deleted = store.delete_run(run_id, run.incarnation).await;
             if deleted.is_ok() {
-                unfinished.lock().expect("not poisoned").retain(|u| *u != this);
+                unfinished
+                    .lock()
+                    .expect("not poisoned")
+                    .retain(|u| *u != this);
             }
             deleted
         }

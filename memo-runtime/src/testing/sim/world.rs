@@ -268,7 +268,10 @@ type Resumed = (RunId, Result<(), String>);
 
 /// How a task ended; errors as their messages.
 enum Outcome {
-    Run(usize, Result<(), String>),
+    /// A delivery ended: the run, its result, and the content key of the
+    /// input it delivered (the run's input then, which a deletion and a
+    /// reuse of the id may have changed since).
+    Run(usize, Result<(), String>, Option<String>),
     Recover(Result<Vec<Resumed>, String>),
     Deleted(usize, Result<bool, String>),
     Done(Result<(), String>),
@@ -617,7 +620,11 @@ where
         // stopped part way, with the run's pointer and record already gone,
         // leaves the rest where only a second call (or a sweep of a marker
         // the run may not have) reaches it.
-        let unfinished = self.unfinished_deletes.lock().expect("not poisoned").clone();
+        let unfinished = self
+            .unfinished_deletes
+            .lock()
+            .expect("not poisoned")
+            .clone();
         for (run_id, incarnation) in unfinished {
             self.checker.event(format!(
                 "the failed deletion of {run_id} incarnation {incarnation} is called again"
@@ -729,9 +736,10 @@ where
         self.checker
             .event(format!("deliver {run_id} to worker {worker}"));
         let workflow = self.workflow;
+        let delivered = crate::content_key(&input).ok();
         let future = async move {
             let result = runtime.run(&run_id, &input, workflow).await;
-            Outcome::Run(run, result.map(drop).map_err(|e| e.to_string()))
+            Outcome::Run(run, result.map(drop).map_err(|e| e.to_string()), delivered)
         };
         self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
     }
@@ -953,7 +961,7 @@ where
 
     fn finished(&mut self, task: &Task<'w>, outcome: Outcome) {
         match outcome {
-            Outcome::Run(run, result) => {
+            Outcome::Run(run, result, delivered) => {
                 let label = result
                     .as_ref()
                     .map_or_else(|e| format!("error: {e}"), |()| "ok".into());
@@ -961,7 +969,7 @@ where
                     "task {} (run {}) on worker {} ends: {label}",
                     task.id, self.runs[run].run_id, task.worker
                 ));
-                self.attempt_ended(run, result);
+                self.attempt_ended(run, result, delivered.as_deref());
             }
             Outcome::Recover(Ok(resumed)) => {
                 self.checker.event(format!(
@@ -971,7 +979,7 @@ where
                 ));
                 for (run_id, result) in resumed {
                     if let Some(run) = self.runs.iter().position(|r| r.run_id == run_id) {
-                        self.attempt_ended(run, result);
+                        self.attempt_ended(run, result, None);
                     }
                 }
             }
@@ -1009,15 +1017,17 @@ where
         }
     }
 
-    fn attempt_ended(&mut self, run: usize, result: Result<(), String>) {
+    /// `delivered`: the content key of the input a delivery gave (`None`
+    /// for a recovery, which runs the stored input).
+    fn attempt_ended(&mut self, run: usize, result: Result<(), String>, delivered: Option<&str>) {
         if let Err(error) = result {
-            self.check_error(Some(run), &error);
+            self.check_error(Some((run, delivered)), &error);
             self.runs[run].last_error = Some(error);
         }
     }
 
     /// Errors that break an invariant wherever they come from.
-    fn check_error(&mut self, run: Option<usize>, error: &str) {
+    fn check_error(&mut self, run: Option<(usize, Option<&str>)>, error: &str) {
         match classify(error) {
             // Not one if a foreign object stood at the path it names when
             // the task could have read it (the checker knows).
@@ -1029,8 +1039,8 @@ where
                 error.to_string(),
             ),
             ErrorKind::InputConflict => {
-                if let Some(run) = run {
-                    self.check_input_conflict(run, error);
+                if let Some((run, delivered)) = run {
+                    self.check_input_conflict(run, delivered, error);
                 }
             }
             ErrorKind::InjectedFault | ErrorKind::Other => {}
@@ -1038,17 +1048,23 @@ where
     }
 
     /// A run refused its own input: a violation if the stored input equals
-    /// the delivered one.
-    fn check_input_conflict(&mut self, run: usize, error: &str) {
+    /// the delivered one (the slot's input, unless `delivered` names it: a
+    /// delivery made before the run was deleted and its id reused with
+    /// another input is refused rightly).
+    fn check_input_conflict(&mut self, run: usize, delivered: Option<&str>, error: &str) {
         let slot = &self.runs[run];
+        let delivered = match delivered {
+            Some(key) => Ok(key.to_string()),
+            None => crate::content_key(&slot.input),
+        };
         let Some(Ok(Some(record))) = fresh_run(self.checker.objects(), &slot.run_id) else {
             return;
         };
         let stored: Option<I> = crate::codec::decode(&record.input).ok();
         let equal = stored.is_some_and(|stored| {
             matches!(
-                (crate::content_key(&stored), crate::content_key(&slot.input)),
-                (Ok(a), Ok(b)) if a == b
+                (crate::content_key(&stored), &delivered),
+                (Ok(a), Ok(b)) if a == *b
             )
         });
         if equal && record.workflow == self.workflow.name() {
