@@ -379,10 +379,10 @@ fn simulated_histories_keep_every_invariant() {
 /// beside them, pauses past a lease, run ids of every shape on a
 /// name-limited case-folding store, a long-lived cached reader, local-folder
 /// and foreign-object seeds) except the final sweep of everything, whose
-/// invariant (*no object is left unreachable*) still breaks on a few seeds
-/// in a hundred: a create that crashed between its status hint and its run
-/// pointer leaves the hint (RELIABILITY.md, issue 20). `MEMO_SIM_SEEDS` and
-/// `MEMO_SIM_SEED` choose the seeds as for the default world.
+/// invariant (*no object is left unreachable*) still breaks on about one
+/// seed in a hundred: leftovers of stale writers and stopped deletions
+/// (RELIABILITY.md, issue 20). `MEMO_SIM_SEEDS` and `MEMO_SIM_SEED` choose
+/// the seeds as for the default world.
 #[test]
 fn deployment_histories_keep_every_invariant() {
     let simulation = order_simulation(true).deployment().sweep_all_at_end(false);
