@@ -327,7 +327,7 @@ fn survey(simulation: &OrderSimulation, seeds: u64) {
                 broken.entry(invariant).or_insert((seed, 0)).1 += 1;
             }
         }
-        if (seed + 1 - from) % 100 == 0 {
+        if (seed + 1 - from).is_multiple_of(100) {
             println!(
                 "survey: seeds {from}..={seed}, {failed} broken, {:.0?}",
                 started.elapsed()
