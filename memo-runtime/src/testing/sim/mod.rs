@@ -123,7 +123,7 @@ use serde::de::DeserializeOwned;
 #[allow(deprecated)]
 pub use ledger::{Ledger, StepBody, memoized_key};
 
-pub(crate) use checker::{memoized_returned, simulating};
+pub(crate) use checker::{memoized_returned, seeded_token, simulating};
 
 use crate::run_id::RunId;
 use crate::workflow::{Runtime, Workflow, WorkflowFn};
