@@ -713,6 +713,9 @@ impl Context {
     /// Records a runtime-side failure, if it is transient (the run must not
     /// be failed for it), and converts it for the workflow.
     fn interrupt<E: From<Error>>(&self, error: Error) -> E {
+        if let Error::Suspended { until_ms, .. } = &error {
+            self.inner.lease.note_suspended(*until_ms);
+        }
         self.inner.interruption.record(&error);
         E::from(error)
     }
@@ -726,6 +729,13 @@ impl Context {
                 run_id: self.inner.run_id.to_string(),
                 reason: Some(reason),
             }));
+        }
+        if (self.inner.shared.draining).load(std::sync::atomic::Ordering::Acquire) {
+            let stopping = Error::Aborted {
+                run_id: self.inner.run_id.to_string(),
+                reason: "the worker is shutting down; the run stays open".into(),
+            };
+            return Err(self.interrupt(stopping));
         }
         if self.inner.interruption.is_set() {
             return Err(E::from(Error::Aborted {

@@ -43,8 +43,10 @@
 //! ```
 
 mod context;
+mod due;
 mod lease;
 mod retry;
+mod worker;
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -61,7 +63,12 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 pub use context::{Context, Step};
+pub use due::DueRun;
 pub use retry::RetryPolicy;
+pub use worker::{
+    DEFAULT_POLL_BATCH, DEFAULT_POLL_INTERVAL, DEFAULT_SWEEP_INTERVAL, DEFAULT_WORKER_CONCURRENCY,
+    WakeReport, Worker, WorkerBuilder, WorkerHandle,
+};
 
 use crate::clock::{Clock, SystemClock};
 use crate::codec;
@@ -141,6 +148,9 @@ struct Shared {
     /// Set once the memo store has been seen to refuse a second create;
     /// `None` if the check is turned off.
     conditional_create_checked: Option<tokio::sync::OnceCell<()>>,
+    /// Set while a [`Worker`] of this runtime shuts down: attempts stop at
+    /// their next step boundary.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
@@ -340,6 +350,7 @@ impl RuntimeBuilder {
                     .unwrap_or(DEFAULT_RECOVERY_CONCURRENCY),
                 conditional_create_checked: (!self.skip_conditional_create_check)
                     .then(tokio::sync::OnceCell::new),
+                draining: std::sync::atomic::AtomicBool::new(false),
                 lease: self.lease.unwrap_or(DEFAULT_LEASE),
                 worker_id: self.worker_id.unwrap_or_else(|| {
                     format!(
@@ -685,6 +696,7 @@ impl Runtime {
                 ),
             });
         }
+        due::before_signal(&self.shared, run_id).await?;
         let input = NewInput {
             input_id,
             name: name.to_string(),
@@ -780,8 +792,9 @@ impl Runtime {
         let reason = cancel_reason(&store.load_inputs(run_id).await?);
         let record = store.load_run(run_id).await?.ok_or_else(not_found)?;
         let attempt = record.attempts.saturating_add(1);
-        let lease = match AttemptLease::start(&self.shared, run_id, attempt).await {
-            Ok(lease) => lease,
+        let started = due::start_attempt(&self.shared, run_id, record.incarnation, attempt).await;
+        let (lease, due_entry) = match started {
+            Ok(started) => started,
             Err(Error::LeaseHeld {
                 attempt,
                 owner,
@@ -812,6 +825,7 @@ impl Runtime {
         };
         self.end_cancelled(run_id, record.incarnation, &lease, reason)
             .await?;
+        due::settle(&self.shared, lease.held(), true, &due_entry).await;
         Ok(Cancellation::Cancelled)
     }
 
@@ -1023,7 +1037,8 @@ impl Runtime {
             return Err(waiting.into());
         }
         let attempt = record.attempts + 1;
-        let lease = AttemptLease::start(&self.shared, &run_id, attempt).await?;
+        let (lease, due_entry) =
+            due::start_attempt(&self.shared, &run_id, record.incarnation, attempt).await?;
         let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
         let outcome = lease.hold(body.catch_unwind()).await;
         let (result, ended) = match outcome {
@@ -1040,6 +1055,7 @@ impl Runtime {
             }
             Err(lost) => (Err(E::from(lost)), false),
         };
+        due::settle(&self.shared, lease.held(), ended, &due_entry).await;
         if !ended {
             // However the attempt stopped, the next one need not wait.
             lease.release().await;
