@@ -224,13 +224,13 @@ async fn a_restarted_worker_takes_over_a_crashed_workers_run_once_its_lease_expi
             }) as BoxedRun
         })
     };
+    // The crashed process ran the run itself (no worker, nothing submitted):
+    // only the attempt's own entry says when its lease expires.
     let crashed = process(&objects, &clock);
-    let worker = Worker::builder(crashed.clone()).workflow(&stuck).build();
     let id = run("stuck-1");
-    worker.submit(&stuck, &id, &()).await.unwrap();
     let first = tokio::spawn({
-        let worker = worker.clone();
-        async move { worker.wake_due().await }
+        let (crashed, id, stuck) = (crashed.clone(), id.clone(), stuck.clone());
+        async move { crashed.run(&id, &(), &stuck).await }
     });
     for _ in 0..1000 {
         if started.load(Ordering::SeqCst) > 0 {

@@ -23,6 +23,11 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{Commit, InputPhase, InputRecord, InputUpdate, StepReceipt};
 use crate::workflow::RetryPolicy;
 
+#[path = "select.rs"]
+mod select;
+pub(super) use select::recorded as select_recorded;
+pub use select::Selected;
+
 /// What a workflow function receives: its run's identity and the means to
 /// take durable steps.
 ///

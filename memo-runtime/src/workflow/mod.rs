@@ -62,7 +62,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-pub use context::{Context, Step};
+pub use context::{Context, Selected, Step};
 pub use due::DueRun;
 pub use retry::RetryPolicy;
 pub use worker::{
@@ -1089,9 +1089,9 @@ impl Runtime {
             let wake = codec::decode::<u64>(&last.output).ok();
             return Ok(wake.filter(|&at| far(at)).map(|at| suspended("", Some(at))));
         }
-        let (name, deadline) = if let Some(name) = last.step.strip_prefix(context::WAIT_STEP_PREFIX)
+        let (names, deadline) = if let Some(name) = last.step.strip_prefix(context::WAIT_STEP_PREFIX)
         {
-            (name, None)
+            (vec![name.to_string()], None)
         } else if let Some(name) = last.step.strip_prefix(context::DEADLINE_STEP_PREFIX) {
             let Ok(at) = codec::decode::<u64>(&last.output) else {
                 return Ok(None);
@@ -1099,16 +1099,23 @@ impl Runtime {
             if !far(at) {
                 return Ok(None);
             }
-            (name, Some(at))
+            (vec![name.to_string()], Some(at))
+        } else if let Some((at, names)) = context::select_recorded(last) {
+            let at = (at != u64::MAX).then_some(at);
+            if at.is_some_and(|at| !far(at)) {
+                return Ok(None);
+            }
+            (names, at)
         } else {
             return Ok(None);
         };
+        let name = &names.join(",");
         if !self.shared.signal_wait.is_zero() {
             return Ok(None);
         }
         let inputs = store.load_inputs(&record.run_id).await?;
         let arrived = inputs.iter().any(|input| {
-            input.name == name
+            names.contains(&input.name)
                 && input.accepted_at_ms <= deadline.unwrap_or(u64::MAX)
                 && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
         });
