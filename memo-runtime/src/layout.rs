@@ -92,7 +92,10 @@
 //! `memo.signal-timeout:<name>` (output: MessagePack nil), and
 //! `memo.wait:<name>` (empty output), which marks a run suspended in
 //! `Context::wait_for_signal` and precedes the wait's `signal:<name>`
-//! receipt. These were added to version 2 without changing its number:
+//! receipt; `memo.select` (output: a MessagePack `(u64, [String])`, the
+//! deadline, `u64::MAX` for none, and the signal names of a
+//! `Context::select`), followed by the winner's `signal:<name>` receipt or
+//! `memo.select-timeout` (output: MessagePack nil). These were added to version 2 without changing its number:
 //! histories written before them never contain them and replay as before
 //! (a wait finds its `signal:<name>` receipt where it always was). A runtime
 //! from before them reading a history that does contain them (a rollback)
