@@ -7,6 +7,7 @@ mod runs;
 mod show;
 mod signal;
 mod sweep;
+mod waits;
 
 pub(crate) use cancel::cancel;
 pub(crate) use markers::markers;
