@@ -384,3 +384,21 @@ async fn shutdown_stops_attempts_at_a_step_boundary_and_another_worker_goes_on()
     assert_eq!(bodies.count("graceful", "first"), 1);
     assert_eq!(bodies.count("graceful", "second"), 1);
 }
+
+#[tokio::test]
+async fn timers_deadlines_and_cancellation_across_workers_in_memory_and_on_a_folder() {
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    memo_tests::cloud::time::timers_deadlines_and_cancellation_across_workers(|| {
+        memo_runtime::StoreAndPrefix {
+            store: memory.clone(),
+            prefix: "p".into(),
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    memo_tests::cloud::time::timers_deadlines_and_cancellation_across_workers(|| {
+        memo_runtime::store_from_url(&url, Vec::<(String, String)>::new()).unwrap()
+    })
+    .await;
+}
