@@ -228,7 +228,10 @@ fn agent_approval_reminds_then_rejects_by_itself_when_nobody_answers() {
     ];
     let expired = succeeded(example("agent_approval", dir.path(), &args));
     assert!(expired.contains("reminder: a refund waits"), "{expired}");
-    assert_eq!(outcome_of(&expired, "signal \"approval\""), "no answer in time");
+    assert_eq!(
+        outcome_of(&expired, "signal \"approval\""),
+        "no answer in time"
+    );
     assert_eq!(
         outcome_of(&expired, "issue_refund"),
         "skipped: rejected by the deadline"

@@ -36,15 +36,24 @@ async fn show_prints_timers_and_runs_lists_waiting_runs_until_when() {
     let runtime = support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock));
     let started = support::now_ms();
     let napper = Workflow::new("napper", napper);
-    runtime.run(&run("nap-1"), &(), &napper).await.expect_err("nap-1 sleeps");
+    runtime
+        .run(&run("nap-1"), &(), &napper)
+        .await
+        .expect_err("nap-1 sleeps");
     let approval = Workflow::new("deadline", approval);
-    runtime.run(&run("ask-1"), &(), &approval).await.expect_err("ask-1 waits");
+    runtime
+        .run(&run("ask-1"), &(), &approval)
+        .await
+        .expect_err("ask-1 waits");
 
     let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "nap-1", "--json"]));
     let timer = &shown["timers"][0];
     assert_eq!(timer["waits_for"], "sleep", "{shown}");
     let due = timer["due_at_ms"].as_u64().unwrap();
-    assert!((started + 3 * DAY_MS..=support::now_ms() + 3 * DAY_MS).contains(&due), "{shown}");
+    assert!(
+        (started + 3 * DAY_MS..=support::now_ms() + 3 * DAY_MS).contains(&due),
+        "{shown}"
+    );
     assert_eq!(timer["passed"], false, "{shown}");
     let text = ok(&memoctl(&url, NO_OPTIONS, &["show", "ask-1"]));
     assert!(text.contains("timers and deadlines"), "{text}");
@@ -56,7 +65,13 @@ async fn show_prints_timers_and_runs_lists_waiting_runs_until_when() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["run_id"].as_str().unwrap(), r["waits_for"].as_str().unwrap(), r["until_ms"].is_u64()))
+        .map(|r| {
+            (
+                r["run_id"].as_str().unwrap(),
+                r["waits_for"].as_str().unwrap(),
+                r["until_ms"].is_u64(),
+            )
+        })
         .collect();
     listed.sort();
     assert_eq!(

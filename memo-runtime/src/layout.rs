@@ -747,13 +747,23 @@ mod tests {
         for due_ms in [0, 1, 3_599_999, 3_600_000, u64::MAX] {
             let path = layout.due_entry(&id, inc, due_ms);
             let hour = due_ms - due_ms % MARKER_HOUR_MS;
-            assert_eq!(parse_due_entry(&path), Some((hour, id.clone(), inc, due_ms)));
+            assert_eq!(
+                parse_due_entry(&path),
+                Some((hour, id.clone(), inc, due_ms))
+            );
         }
-        let (early, late) = (layout.due_entry(&run("z"), inc, 5), layout.due_entry(&id, inc, 6));
+        let (early, late) = (
+            layout.due_entry(&run("z"), inc, 5),
+            layout.due_entry(&id, inc, 6),
+        );
         assert!(early.as_ref() < late.as_ref());
         let hour = layout.due_hour(0);
         for foreign in ["x", "00000000000000000001_r", "00000000000003600000_r.zz"] {
-            assert_eq!(parse_due_entry(&hour.clone().join(foreign)), None, "{foreign}");
+            assert_eq!(
+                parse_due_entry(&hour.clone().join(foreign)),
+                None,
+                "{foreign}"
+            );
         }
     }
 

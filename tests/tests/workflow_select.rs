@@ -48,7 +48,10 @@ fn review() -> Workflow<impl Fn(Context, ()) -> BoxedRun + Clone + Send + Sync +
 }
 
 fn suspended<T: std::fmt::Debug>(outcome: Result<T, Error>) {
-    assert!(matches!(outcome, Err(Error::Suspended { .. })), "{outcome:?}");
+    assert!(
+        matches!(outcome, Err(Error::Suspended { .. })),
+        "{outcome:?}"
+    );
 }
 
 #[tokio::test]
@@ -68,7 +71,11 @@ async fn the_first_signal_wins_and_every_replay_takes_its_branch() {
     let inputs = a.runtime_store().load_inputs(&id).await.unwrap();
     let phase = |name: &str| inputs.iter().find(|i| i.name == name).unwrap().phase;
     assert_eq!(phase("reject"), InputPhase::Consumed);
-    assert_eq!(phase("approve"), InputPhase::Accepted, "the loser stays pending");
+    assert_eq!(
+        phase("approve"),
+        InputPhase::Accepted,
+        "the loser stays pending"
+    );
 }
 
 #[tokio::test]
@@ -81,7 +88,10 @@ async fn the_deadline_wins_when_no_signal_came_in_time_and_a_late_one_stays_pend
     // Run again before anything came: no attempt, nothing written.
     suspended(runtime.run(&id, &(), &review()).await);
     let record = runtime.status(&id).await.unwrap().unwrap();
-    assert_eq!(record.attempts, 1, "a select that still waits starts no attempt");
+    assert_eq!(
+        record.attempts, 1,
+        "a select that still waits starts no attempt"
+    );
     clock.advance_ms(HOUR_MS);
     suspended(runtime.run(&id, &(), &review()).await); // timed out, now asleep
     runtime.signal(&id, "approve", "late").await.unwrap();
@@ -102,7 +112,10 @@ async fn a_signal_sent_in_time_wins_even_if_the_run_looks_after_the_deadline() {
     clock.advance_ms(2 * HOUR_MS);
     suspended(runtime.run(&id, &(), &review()).await);
     clock.advance_ms(24 * HOUR_MS);
-    assert_eq!(runtime.run(&id, &(), &review()).await.unwrap(), "approve: ada");
+    assert_eq!(
+        runtime.run(&id, &(), &review()).await.unwrap(),
+        "approve: ada"
+    );
 }
 
 #[tokio::test]
@@ -112,7 +125,10 @@ async fn a_suspended_select_is_woken_by_a_worker_for_a_signal_or_its_deadline() 
     let (a, b) = (process(&objects, &clock), process(&objects, &clock));
     let review = review();
     let worker = Worker::builder(a.clone()).workflow(&review).build();
-    let (signalled, expired) = (RunId::new("signalled").unwrap(), RunId::new("expired").unwrap());
+    let (signalled, expired) = (
+        RunId::new("signalled").unwrap(),
+        RunId::new("expired").unwrap(),
+    );
     worker.submit(&review, &signalled, &()).await.unwrap();
     worker.submit(&review, &expired, &()).await.unwrap();
     assert_eq!(worker.wake_due().await.unwrap().resumed, 2);
@@ -148,5 +164,8 @@ async fn a_select_of_other_signals_than_the_run_recorded_is_non_determinism() {
     });
     runtime.signal(&id, "approve", "ada").await.unwrap();
     let outcome = runtime.run(&id, &(), &changed).await;
-    assert!(matches!(outcome, Err(Error::NonDeterminism { .. })), "{outcome:?}");
+    assert!(
+        matches!(outcome, Err(Error::NonDeterminism { .. })),
+        "{outcome:?}"
+    );
 }

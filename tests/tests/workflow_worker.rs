@@ -49,7 +49,12 @@ struct Bodies(Mutex<HashMap<(String, &'static str), u64>>);
 
 impl Bodies {
     fn ran(&self, run: &str, step: &'static str) {
-        *self.0.lock().unwrap().entry((run.into(), step)).or_default() += 1;
+        *self
+            .0
+            .lock()
+            .unwrap()
+            .entry((run.into(), step))
+            .or_default() += 1;
     }
 
     fn count(&self, run: &str, step: &'static str) -> u64 {
@@ -111,26 +116,40 @@ async fn cost_of_waking_three(idle: usize, ended: usize) -> memo_runtime::testin
     let bodies = Arc::new(Bodies::default());
     let napper = napper(bodies.clone());
     for i in 0..idle {
-        let outcome = runtime.run(&run(&format!("idle-{i}")), &(10 * DAY_MS), &napper).await;
-        assert!(matches!(outcome, Err(Error::Suspended { .. })), "{outcome:?}");
+        let outcome = runtime
+            .run(&run(&format!("idle-{i}")), &(10 * DAY_MS), &napper)
+            .await;
+        assert!(
+            matches!(outcome, Err(Error::Suspended { .. })),
+            "{outcome:?}"
+        );
     }
     for i in 0..ended {
-        runtime.run(&run(&format!("ended-{i}")), &0, &napper).await.unwrap();
+        runtime
+            .run(&run(&format!("ended-{i}")), &0, &napper)
+            .await
+            .unwrap();
     }
     for i in 0..3 {
-        let outcome = runtime.run(&run(&format!("due-{i}")), &60_000, &napper).await;
-        assert!(matches!(outcome, Err(Error::Suspended { .. })), "{outcome:?}");
+        let outcome = runtime
+            .run(&run(&format!("due-{i}")), &60_000, &napper)
+            .await;
+        assert!(
+            matches!(outcome, Err(Error::Suspended { .. })),
+            "{outcome:?}"
+        );
     }
     clock.advance_ms(2 * 3600 * 1000);
-    let worker = Worker::builder(runtime.clone())
-        .workflow(&napper)
-        .build();
+    let worker = Worker::builder(runtime.clone()).workflow(&napper).build();
     counting.reset();
     let report = worker.wake_due().await.unwrap();
     let counts = counting.counts();
     assert_eq!((report.entries, report.resumed), (3, 3), "{report:?}");
     for i in 0..3 {
-        assert_eq!(status(&runtime, &run(&format!("due-{i}"))).await, RunStatus::Completed);
+        assert_eq!(
+            status(&runtime, &run(&format!("due-{i}"))).await,
+            RunStatus::Completed
+        );
     }
     assert_eq!(bodies.count("idle-0", "after"), 0);
     counts
@@ -140,7 +159,10 @@ async fn cost_of_waking_three(idle: usize, ended: usize) -> memo_runtime::testin
 async fn waking_due_runs_costs_requests_in_proportion_to_the_due_runs_not_all_runs() {
     let few = cost_of_waking_three(5, 5).await;
     let many = cost_of_waking_three(60, 60).await;
-    assert_eq!(few, many, "the cost of a poll grew with the idle and ended runs");
+    assert_eq!(
+        few, many,
+        "the cost of a poll grew with the idle and ended runs"
+    );
     // One delimiter listing of the hours, one listing of the due hour.
     assert_eq!(few.lists_with_delimiter, 1, "{few:?}");
     assert_eq!(few.objects_listed, 3, "{few:?}");
@@ -238,7 +260,11 @@ async fn a_restarted_worker_takes_over_a_crashed_workers_run_once_its_lease_expi
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(started.load(Ordering::SeqCst), 1, "the first attempt started");
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1,
+        "the first attempt started"
+    );
     first.abort(); // the worker's process dies mid-step
     let _ = first.await;
 
@@ -297,7 +323,13 @@ async fn a_spawned_worker_starts_submitted_runs_and_wakes_timers() {
     let waits = async |status: RunStatus| {
         for _ in 0..2000 {
             if runtime.status(&id).await.unwrap().map(|r| r.status) == Some(status)
-                && runtime.due_runs(u64::MAX).try_collect::<Vec<_>>().await.unwrap().len() == 1
+                && runtime
+                    .due_runs(u64::MAX)
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .unwrap()
+                    .len()
+                    == 1
             {
                 return true;
             }
@@ -305,7 +337,10 @@ async fn a_spawned_worker_starts_submitted_runs_and_wakes_timers() {
         }
         false
     };
-    assert!(waits(RunStatus::Running).await, "the run started and sleeps");
+    assert!(
+        waits(RunStatus::Running).await,
+        "the run started and sleeps"
+    );
     clock.advance_ms(DAY_MS);
     let mut done = false;
     for _ in 0..2000 {
@@ -315,7 +350,10 @@ async fn a_spawned_worker_starts_submitted_runs_and_wakes_timers() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert!(done, "the spawned worker woke the run once its timer was due");
+    assert!(
+        done,
+        "the spawned worker woke the run once its timer was due"
+    );
     let report = handle.shutdown(Duration::from_secs(10)).await;
     assert!(report.resumed >= 2, "{report:?}");
     assert_eq!(bodies.count("spawned", "after"), 1);
@@ -369,11 +407,18 @@ async fn shutdown_stops_attempts_at_a_step_boundary_and_another_worker_goes_on()
     tokio::time::sleep(Duration::from_millis(20)).await;
     gate.add_permits(100); // the step in flight finishes
     shutdown.await.unwrap();
-    assert_eq!(bodies.count("graceful", "second"), 0, "no step started after the shutdown");
+    assert_eq!(
+        bodies.count("graceful", "second"),
+        0,
+        "no step started after the shutdown"
+    );
     let record = stopping.status(&id).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Running);
     let lease = record.lease.expect("the attempt's lease");
-    assert!(!lease.is_live_at(clock.now_ms()), "the lease was released: {lease:?}");
+    assert!(
+        !lease.is_live_at(clock.now_ms()),
+        "the lease was released: {lease:?}"
+    );
 
     let other = process(&objects, &clock);
     let worker = Worker::builder(other.clone()).workflow(&two_steps).build();

@@ -87,10 +87,17 @@ struct Action {
 /// How the run ended: its output.
 #[derive(Serialize, Deserialize)]
 enum Decision {
-    Executed { action: String, receipt: String },
-    Rejected { action: String },
+    Executed {
+        action: String,
+        receipt: String,
+    },
+    Rejected {
+        action: String,
+    },
     /// Nobody answered by the deadline: rejected by the agent itself.
-    Expired { action: String },
+    Expired {
+        action: String,
+    },
 }
 
 const PLAN_ACTION: Price = Price::new(50, 2500);
@@ -229,8 +236,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(serve) = args.serve {
         let shown = humantime::format_duration(serve);
         println!("serving for {shown}: the worker wakes the run when it is due");
-        let serving = worker
-            .spawn();
+        let serving = worker.spawn();
         tokio::time::sleep(serve).await;
         serving.shutdown(Duration::from_secs(10)).await;
     } else {

@@ -46,7 +46,9 @@ struct Args {
 static SENT_HERE: AtomicBool = AtomicBool::new(false);
 
 fn now_ms() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -62,20 +64,25 @@ async fn main() -> anyhow::Result<()> {
         .runtime_store(stores.runs)
         .timer_wait(Duration::ZERO)
         .build()?;
-    let reminder = Workflow::new("reminder", |ctx: Context, (who, ms): (String, u64)| async move {
-        ctx.sleep(Duration::from_millis(ms)).await?;
-        ctx.step_with("send", &who, |_memo, who| async move {
-            SENT_HERE.store(true, Ordering::SeqCst);
-            Ok::<_, Error>(format!("reminded {who}"))
-        })
-        .await
-    });
+    let reminder = Workflow::new(
+        "reminder",
+        |ctx: Context, (who, ms): (String, u64)| async move {
+            ctx.sleep(Duration::from_millis(ms)).await?;
+            ctx.step_with("send", &who, |_memo, who| async move {
+                SENT_HERE.store(true, Ordering::SeqCst);
+                Ok::<_, Error>(format!("reminded {who}"))
+            })
+            .await
+        },
+    );
     let run = RunId::new(&args.run)?;
     println!("run {run} on {url}");
     let worker = Worker::builder(runtime.clone()).workflow(&reminder).build();
     if runtime.status(&run).await?.is_none() {
         let ms = u64::try_from(args.sleep.as_millis()).unwrap_or(u64::MAX);
-        worker.submit(&reminder, &run, &("ada".to_string(), ms)).await?;
+        worker
+            .submit(&reminder, &run, &("ada".to_string(), ms))
+            .await?;
     }
     loop {
         // One pass of the worker loop: whatever is due now runs now.
@@ -96,7 +103,11 @@ async fn main() -> anyhow::Result<()> {
         _ => {
             // The due-run index says until when the run sleeps.
             let entries: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await?;
-            let wake = entries.iter().filter(|due| due.run_id == run).map(|due| due.due_at_ms).max();
+            let wake = entries
+                .iter()
+                .filter(|due| due.run_id == run)
+                .map(|due| due.due_at_ms)
+                .max();
             match wake {
                 Some(at) => {
                     let left = Duration::from_millis(at.saturating_sub(now_ms()) / 1000 * 1000);

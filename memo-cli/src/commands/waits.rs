@@ -60,10 +60,7 @@ fn recorded(receipt: &StepReceipt) -> Option<(String, Option<u64>)> {
     if receipt.step == "memo.select" {
         let at = output.get(0).and_then(serde_json::Value::as_u64);
         let names = output.get(1).map(ToString::to_string).unwrap_or_default();
-        return Some((
-            format!("first of {names}"),
-            at.filter(|&at| at != u64::MAX),
-        ));
+        return Some((format!("first of {names}"), at.filter(|&at| at != u64::MAX)));
     }
     None
 }

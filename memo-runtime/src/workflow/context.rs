@@ -25,8 +25,8 @@ use crate::workflow::RetryPolicy;
 
 #[path = "select.rs"]
 mod select;
-pub(super) use select::recorded as select_recorded;
 pub use select::Selected;
+pub(super) use select::recorded as select_recorded;
 
 /// What a workflow function receives: its run's identity and the means to
 /// take durable steps.

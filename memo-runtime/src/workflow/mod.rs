@@ -1089,26 +1089,26 @@ impl Runtime {
             let wake = codec::decode::<u64>(&last.output).ok();
             return Ok(wake.filter(|&at| far(at)).map(|at| suspended("", Some(at))));
         }
-        let (names, deadline) = if let Some(name) = last.step.strip_prefix(context::WAIT_STEP_PREFIX)
-        {
-            (vec![name.to_string()], None)
-        } else if let Some(name) = last.step.strip_prefix(context::DEADLINE_STEP_PREFIX) {
-            let Ok(at) = codec::decode::<u64>(&last.output) else {
+        let (names, deadline) =
+            if let Some(name) = last.step.strip_prefix(context::WAIT_STEP_PREFIX) {
+                (vec![name.to_string()], None)
+            } else if let Some(name) = last.step.strip_prefix(context::DEADLINE_STEP_PREFIX) {
+                let Ok(at) = codec::decode::<u64>(&last.output) else {
+                    return Ok(None);
+                };
+                if !far(at) {
+                    return Ok(None);
+                }
+                (vec![name.to_string()], Some(at))
+            } else if let Some((at, names)) = context::select_recorded(last) {
+                let at = (at != u64::MAX).then_some(at);
+                if at.is_some_and(|at| !far(at)) {
+                    return Ok(None);
+                }
+                (names, at)
+            } else {
                 return Ok(None);
             };
-            if !far(at) {
-                return Ok(None);
-            }
-            (vec![name.to_string()], Some(at))
-        } else if let Some((at, names)) = context::select_recorded(last) {
-            let at = (at != u64::MAX).then_some(at);
-            if at.is_some_and(|at| !far(at)) {
-                return Ok(None);
-            }
-            (names, at)
-        } else {
-            return Ok(None);
-        };
         let name = &names.join(",");
         if !self.shared.signal_wait.is_zero() {
             return Ok(None);

@@ -197,8 +197,7 @@ impl Context {
         deadline: u64,
     ) -> Result<u64, Error> {
         if let Some(receipt) = self.replay(sequence, SELECT_STEP)? {
-            let (recorded_deadline, recorded_names): (u64, Vec<String>) =
-                self.replayed(receipt)?;
+            let (recorded_deadline, recorded_names): (u64, Vec<String>) = self.replayed(receipt)?;
             if recorded_names != names {
                 return Err(self.interrupt(Error::NonDeterminism {
                     run_id: self.inner.run_id.to_string(),
@@ -210,8 +209,8 @@ impl Context {
             return Ok(recorded_deadline);
         }
         self.check_cancelled()?;
-        let output = codec::encode_value("a select", &(deadline, names))
-            .map_err(|e| self.interrupt(e))?;
+        let output =
+            codec::encode_value("a select", &(deadline, names)).map_err(|e| self.interrupt(e))?;
         let receipt = self.receipt(sequence, SELECT_STEP.to_string(), Ok(output));
         self.commit(Commit::step(receipt, self.inner.shared.clock.now_ms()))
             .await?;

@@ -193,7 +193,10 @@ impl WorkerBuilder {
         let drive: Drive = Arc::new(move |runtime: Runtime, record: RunRecord| {
             let wrapped = wrapped.clone();
             async move {
-                match runtime.drive::<I, O, Driving<E>, _, _>(record, &wrapped).await {
+                match runtime
+                    .drive::<I, O, Driving<E>, _, _>(record, &wrapped)
+                    .await
+                {
                     Ok(_) | Err(Driving::Workflow(_)) => Driven::Ran,
                     Err(Driving::Runtime(e)) => Driven::Runtime(e),
                 }
@@ -590,7 +593,9 @@ impl WorkerHandle {
             }
             Err(_) => {
                 self.task.abort();
-                tracing::warn!("the worker did not stop within its deadline; its attempts were dropped");
+                tracing::warn!(
+                    "the worker did not stop within its deadline; its attempts were dropped"
+                );
                 WakeReport::default()
             }
         };

@@ -8,9 +8,7 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::workflow::{Cancellation, Context, Runtime, Worker, Workflow};
-use memo_runtime::{
-    Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, StoreAndPrefix,
-};
+use memo_runtime::{Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, StoreAndPrefix};
 
 const DAY_MS: u64 = 24 * 3600 * 1000;
 
@@ -46,7 +44,9 @@ fn timed() -> Workflow<impl Fn(Context, String) -> BoxedRun + Clone + Send + Syn
                 }
                 "deadline" => {
                     let two_days = Duration::from_millis(2 * DAY_MS);
-                    let answer = ctx.wait_for_signal_timeout::<bool>("approve", two_days).await?;
+                    let answer = ctx
+                        .wait_for_signal_timeout::<bool>("approve", two_days)
+                        .await?;
                     Ok(format!("{answer:?}"))
                 }
                 _ => {
@@ -69,22 +69,41 @@ pub async fn timers_deadlines_and_cancellation_across_workers(open: impl Fn() ->
     let second = Worker::builder(b.clone()).workflow(&timed).build();
     let run = |id: &str| RunId::new(id).unwrap();
     for kind in ["sleep", "deadline", "cancel"] {
-        first.submit(&timed, &run(kind), &kind.to_string()).await.unwrap();
+        first
+            .submit(&timed, &run(kind), &kind.to_string())
+            .await
+            .unwrap();
     }
     let started = second.wake_due().await.unwrap();
     assert_eq!(started.resumed, 3, "{started:?}");
 
-    assert_eq!(b.cancel(&run("cancel"), "not needed").await.unwrap(), Cancellation::Cancelled);
+    assert_eq!(
+        b.cancel(&run("cancel"), "not needed").await.unwrap(),
+        Cancellation::Cancelled
+    );
 
     clock.advance_ms(2 * DAY_MS - 1);
-    assert_eq!(first.wake_due().await.unwrap().resumed, 0, "nothing is due yet");
+    assert_eq!(
+        first.wake_due().await.unwrap().resumed,
+        0,
+        "nothing is due yet"
+    );
     clock.advance_ms(1);
     let expired = first.wake_due().await.unwrap();
     assert_eq!(expired.resumed, 1, "the deadline: {expired:?}");
-    assert_eq!(a.run(&run("deadline"), &"deadline".to_string(), &timed).await.unwrap(), "None");
+    assert_eq!(
+        a.run(&run("deadline"), &"deadline".to_string(), &timed)
+            .await
+            .unwrap(),
+        "None"
+    );
 
     clock.set_ms(DAY_MS + 365 * DAY_MS - 1);
-    assert_eq!(second.wake_due().await.unwrap().resumed, 0, "a year less a millisecond");
+    assert_eq!(
+        second.wake_due().await.unwrap().resumed,
+        0,
+        "a year less a millisecond"
+    );
     clock.advance_ms(1);
     assert_eq!(second.wake_due().await.unwrap().resumed, 1);
     for (kind, status) in [
