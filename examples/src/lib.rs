@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::{MemoStore, ObjectStoreRuntimeStore, store_from_url};
+use memo_runtime::{MemoStore, runtime_store::ObjectStoreRuntimeStore, store::store_from_url};
 
 /// Where the examples keep their data unless `--store` says otherwise: a
 /// folder under the current directory, so nothing needs setting up.
@@ -30,7 +30,7 @@ pub struct Stores {
 
 /// Opens `store`: a URL (`file:///var/lib/memo`; `s3://bucket/prefix` with
 /// this crate's `aws` feature, `gs://` with `gcp`, `az://` with `azure`; see
-/// `memo_runtime::store_from_url`, settings from the usual `AWS_*`
+/// `memo_runtime::store::store_from_url`, settings from the usual `AWS_*`
 /// variables) or a folder path, created if missing.
 ///
 /// # Errors

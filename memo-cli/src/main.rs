@@ -1,7 +1,7 @@
 //! `memoctl`: look inside a memo store and operate it without writing code.
 //!
 //! Every command opens the store a URL names (`file:///var/lib/memo`,
-//! `s3://bucket/prefix`, `gs://…`, `az://…`, as `memo_runtime::store_from_url`
+//! `s3://bucket/prefix`, `gs://…`, `az://…`, as `memo_runtime::store::store_from_url`
 //! reads them), finds the memo store and the runtime store under
 //! `--memo-prefix` and `--runs-prefix` within it, and prints a table, or JSON
 //! with `--json`. Errors go to stderr with a non-zero exit status.

@@ -6,7 +6,11 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::{MemoStore, ObjectStoreRuntimeStore, redact_store_url, store_from_url};
+use memo_runtime::{
+    MemoStore,
+    runtime_store::ObjectStoreRuntimeStore,
+    store::{redact_store_url, store_from_url},
+};
 
 /// Where the store is and how its parts are laid out in it. The defaults are
 /// what the example workers use: `<url prefix>/memo` and

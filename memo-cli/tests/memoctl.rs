@@ -5,7 +5,7 @@ mod support;
 
 use std::sync::Arc;
 
-use memo_runtime::store_from_url;
+use memo_runtime::store::store_from_url;
 use memo_runtime::workflow::{Runtime, Workflow};
 use serde_json::json;
 use support::{failed, memoctl, ok, ok_json, row, run, run_ids};
@@ -35,7 +35,11 @@ impl Folder {
     /// A runtime on the folder, as a worker would have.
     fn runtime(&self) -> Runtime {
         let opened = store_from_url(&self.url, NO_OPTIONS.iter().cloned()).unwrap();
-        support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock))
+        support::runtime(
+            &opened.store,
+            "",
+            Arc::new(memo_runtime::clock::SystemClock),
+        )
     }
 }
 
@@ -402,7 +406,7 @@ async fn the_longest_run_ids_of_every_shape_are_listed_shown_and_swept() {
     let runtime = support::runtime(
         &opened.store,
         "",
-        Arc::new(memo_runtime::ManualClock::new(ended_ms)),
+        Arc::new(memo_runtime::clock::ManualClock::new(ended_ms)),
     );
     let orders = Workflow::new("orders", support::orders);
     let ids = ["A".repeat(128), "a".repeat(128), "-_".repeat(64)];
@@ -491,7 +495,7 @@ async fn times_past_the_year_9999_are_printed_not_a_panic() {
     let runtime = support::runtime(
         &opened.store,
         "",
-        Arc::new(memo_runtime::ManualClock::new(micros)),
+        Arc::new(memo_runtime::clock::ManualClock::new(micros)),
     );
     let orders = Workflow::new("orders", support::orders);
     runtime
@@ -500,7 +504,8 @@ async fn times_past_the_year_9999_are_printed_not_a_panic() {
         .expect("the run completes");
     runtime
         .memo_store()
-        .write_terminal_marker(&run("far-future"), u64::MAX)
+        .markers()
+        .write_standalone(&run("far-future"), u64::MAX)
         .await
         .unwrap();
     let raw = format!("{micros} ms since the epoch");
@@ -545,7 +550,11 @@ async fn what_the_store_holds_is_printed_as_text_never_as_terminal_controls() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
     let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
-    let runtime = support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock));
+    let runtime = support::runtime(
+        &opened.store,
+        "",
+        Arc::new(memo_runtime::clock::SystemClock),
+    );
     let hostile = Workflow::new(
         HOSTILE,
         |ctx: memo_runtime::workflow::Context, _: u64| async move {
@@ -712,13 +721,14 @@ fn runs_on_a_prefix_that_holds_nothing_says_so() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_payload_nested_too_deep_for_json_readers_is_shown_by_its_size() {
-    use memo_runtime::RuntimeStore as _;
     use memo_runtime::runtime_store::NewRun;
+    use memo_runtime::runtime_store::RuntimeStore as _;
 
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
     let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
-    let records = memo_runtime::ObjectStoreRuntimeStore::new(opened.store, "runtime");
+    let records =
+        memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(opened.store, "runtime");
     // MessagePack arrays of one element, 1,000 deep, around a nil: what a
     // buggy or hostile writer can store as a run's input.
     let mut input = vec![0x91; 1_000];

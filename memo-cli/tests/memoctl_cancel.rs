@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 
 use memo_runtime::workflow::Workflow;
-use memo_runtime::{Error, store_from_url};
+use memo_runtime::{Error, store::store_from_url};
 use support::{failed, memoctl, ok, ok_json, run};
 
 const NO_OPTIONS: &[(&str, String)] = &[];
@@ -33,7 +33,11 @@ async fn cancel_ends_a_waiting_run_and_refuses_an_ended_one() {
     assert!(markers.contains("Ticket-42"), "{markers}");
 
     // The worker, running it again, learns that it was cancelled.
-    let worker = support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock));
+    let worker = support::runtime(
+        &opened.store,
+        "",
+        Arc::new(memo_runtime::clock::SystemClock),
+    );
     let approval = Workflow::new("approval", support::approval);
     let refused = worker
         .run(&run("Ticket-42"), &"refund".to_string(), &approval)

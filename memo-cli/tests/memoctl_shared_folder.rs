@@ -7,7 +7,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use memo_runtime::{Incarnation, MemoStore, store_from_url};
+use memo_runtime::{Incarnation, MemoStore, store::store_from_url};
 use support::{memoctl, now_ms, ok_json, run, run_ids};
 
 const NO_OPTIONS: &[(&str, String)] = &[];
@@ -25,7 +25,8 @@ async fn sweep_never_deletes_through_a_symlink_another_writer_planted() {
     let ghost = run("ghost");
     let month_ago = now_ms() - Duration::from_secs(30 * 24 * 3600).as_millis() as u64;
     MemoStore::new(opened.store.clone(), "memo")
-        .write_terminal_marker(&ghost, month_ago)
+        .markers()
+        .write_standalone(&ghost, month_ago)
         .await
         .unwrap();
     let incarnation = Incarnation::STANDALONE.to_string();

@@ -8,7 +8,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use memo_runtime::store_from_url;
+use memo_runtime::store::store_from_url;
 use memo_runtime::workflow::{Context, Workflow};
 use support::{memoctl, ok, ok_json, row, run};
 
@@ -33,7 +33,11 @@ async fn show_prints_timers_and_runs_lists_waiting_runs_until_when() {
     let url = format!("file://{}", dir.path().display());
     let opened = store_from_url(&url, NO_OPTIONS.iter().cloned()).unwrap();
     support::fill(&opened.store, "").await;
-    let runtime = support::runtime(&opened.store, "", Arc::new(memo_runtime::SystemClock));
+    let runtime = support::runtime(
+        &opened.store,
+        "",
+        Arc::new(memo_runtime::clock::SystemClock),
+    );
     let started = support::now_ms();
     let napper = Workflow::new("napper", napper);
     runtime

@@ -4,7 +4,7 @@
 
 mod support;
 
-use memo_runtime::store_from_url;
+use memo_runtime::store::store_from_url;
 use support::{memoctl, ok, ok_json, run_ids};
 
 const NO_OPTIONS: &[(&str, String)] = &[];

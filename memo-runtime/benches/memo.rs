@@ -25,8 +25,9 @@ use memo_runtime::object_store::local::LocalFileSystem;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    InMemoryRuntimeStore, Incarnation, Memo, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
-    RunId, TerminalMarker, content_key, memoized,
+    Incarnation, Memo, MemoStore, RunId, content_key, memoized,
+    retention::{RetentionSweeper, TerminalMarker},
+    runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore},
 };
 
 /// The incarnation of a workflow run: the entries the cache keeps
@@ -287,7 +288,7 @@ mod durable_step {
     fn one_step_run(bencher: divan::Bencher, config: &str) {
         let rt = runtime();
         let (memo, dir) = memo_store(config);
-        let runtime_store: Arc<dyn memo_runtime::RuntimeStore> = match &dir {
+        let runtime_store: Arc<dyn memo_runtime::runtime_store::RuntimeStore> = match &dir {
             Some(_) => Arc::new(ObjectStoreRuntimeStore::new(
                 Arc::clone(memo.object_store()),
                 "runs",
@@ -347,7 +348,7 @@ mod retention {
                     terminal_at_ms: at_ms,
                     incarnation,
                 };
-                store.write_marker(&marker).await.unwrap();
+                store.markers().write(&marker).await.unwrap();
             }
         });
     }

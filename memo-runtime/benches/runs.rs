@@ -21,7 +21,10 @@ use std::sync::Arc;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::{Commit, NewRun, StatusChange, StepReceipt};
 use memo_runtime::testing::{CountingStore, RequestCounts};
-use memo_runtime::{Bytes, ObjectStoreRuntimeStore, RunId, RuntimeStore};
+use memo_runtime::{
+    Bytes, RunId,
+    runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
+};
 
 fn main() {
     divan::main();

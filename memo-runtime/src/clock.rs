@@ -29,7 +29,7 @@ impl Clock for SystemClock {
 /// # Example
 ///
 /// ```
-/// use memo_runtime::{Clock, ManualClock};
+/// use memo_runtime::clock::{Clock, ManualClock};
 ///
 /// let clock = ManualClock::new(1_000);
 /// clock.advance_ms(500);

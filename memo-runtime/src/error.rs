@@ -52,7 +52,7 @@ pub enum Error {
     #[error("cannot open a store from {url:?}: {reason}")]
     InvalidStoreUrl {
         /// The URL as given, with any user info and query string replaced by
-        /// `***` (see [`redact_store_url`](crate::redact_store_url)).
+        /// `***` (see [`redact_store_url`](crate::store::redact_store_url)).
         url: String,
         /// What is wrong with it, or with its options.
         reason: String,
@@ -65,7 +65,7 @@ pub enum Error {
     )]
     StoreFeatureDisabled {
         /// The URL as given, with any user info and query string replaced by
-        /// `***` (see [`redact_store_url`](crate::redact_store_url)).
+        /// `***` (see [`redact_store_url`](crate::store::redact_store_url)).
         url: String,
         /// The memo-runtime feature to enable: `aws`, `gcp` or `azure`.
         feature: &'static str,

@@ -75,7 +75,7 @@ const DELETE_CONCURRENCY: usize = 10;
 /// A store in a local folder that never reads, writes, lists or deletes
 /// through a symlink or a non-regular file.
 ///
-/// It is what [`store_from_url`](crate::store_from_url) opens for a
+/// It is what [`store_from_url`](crate::store::store_from_url) opens for a
 /// `file://` URL. Paths map to files exactly as in `object_store`'s
 /// [`LocalFileSystem`], which does the writes, so a folder written by one
 /// is read by the other. A path that reaches through a symlink, or ends at
@@ -92,7 +92,7 @@ const DELETE_CONCURRENCY: usize = 10;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use memo_runtime::LocalFolder;
+/// use memo_runtime::store::LocalFolder;
 /// use memo_runtime::object_store::ObjectStoreExt;
 ///
 /// let dir = tempfile::tempdir()?;

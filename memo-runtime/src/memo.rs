@@ -38,7 +38,7 @@ use crate::write_once::{self, Created};
 use entry_cache::EntryCache;
 
 #[cfg(doc)]
-use crate::TerminalMarker;
+use crate::retention::TerminalMarker;
 
 /// The default largest value a memo or step-output entry may hold: 16 MiB.
 pub const DEFAULT_MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;
@@ -262,6 +262,84 @@ impl MemoStore {
         self.clear_folders(run_id, folders).await
     }
 
+    /// The committed entries of one incarnation of `run_id`, by step and
+    /// digest, with their stored sizes: what an operator's tool shows of a
+    /// run, without building any stored path itself. Entries written under
+    /// the step-output folders of the previous layout are listed too, as
+    /// [`EntryKind::LegacyStepOutput`]; objects in the run's folders that are
+    /// not entries are skipped with a warning. One listing per folder; the
+    /// whole answer is held in memory (a run's entries, not the store's).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if a listing fails.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{Incarnation, MemoStore, RunId, object_store::memory::InMemory};
+    ///
+    /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    /// let run = RunId::new("order-7")?;
+    /// store.new_memo(&run, 3).put("charge", b"ch_1").await?;
+    /// let entries = store.list_entries(&run, Incarnation::STANDALONE).await?;
+    /// assert_eq!(entries.len(), 1);
+    /// assert_eq!((entries[0].step, entries[0].size > 4), (3, true));
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_entries(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<EntryInfo>> {
+        let layout = &self.inner.layout;
+        let mut entries = Vec::new();
+        for (kind, folder) in [
+            (EntryKind::Memo, MEMOS),
+            (EntryKind::LegacyStepOutput, STEP_OUTPUTS),
+        ] {
+            let prefix = layout.incarnation_folder(folder, run_id, incarnation);
+            let metas: Vec<_> = self
+                .store()
+                .list(Some(&prefix))
+                .try_collect()
+                .await
+                .map_err(|e| Error::store(&prefix, e))?;
+            for meta in metas {
+                let parts: Vec<_> = meta
+                    .location
+                    .prefix_match(&prefix)
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let step = match parts.as_slice() {
+                    [step, digest] => step
+                        .as_ref()
+                        .parse::<u32>()
+                        .ok()
+                        .map(|step| (step, digest.as_ref().to_string())),
+                    _ => None,
+                };
+                match step {
+                    Some((step, digest)) => entries.push(EntryInfo {
+                        kind,
+                        step,
+                        digest,
+                        size: meta.size,
+                    }),
+                    None => {
+                        tracing::warn!(path = %meta.location, "skipping an object that is not a memo entry");
+                    }
+                }
+            }
+        }
+        // LocalFileSystem lists in no particular order.
+        entries.sort_by(|a, b| (a.kind, a.step, &a.digest).cmp(&(b.kind, b.step, &b.digest)));
+        Ok(entries)
+    }
+
     async fn clear_folders(&self, run_id: &RunId, folders: [Path; 2]) -> Result<usize> {
         // Dropped after the deletes, however they end (an error, a
         // cancelled call): any entry under the folders may be gone.
@@ -412,6 +490,39 @@ impl MemoStore {
         // create succeeded, else what was read back from the store.
         cache.insert(path.clone(), created.payload().clone(), start);
         Ok(created)
+    }
+}
+
+/// One committed entry of a run, as [`MemoStore::list_entries`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryInfo {
+    /// Where the entry is stored.
+    pub kind: EntryKind,
+    /// The step number of the [`Memo`] that committed it.
+    pub step: u32,
+    /// The entry's name: the SHA-256 of its key, in hex.
+    pub digest: String,
+    /// Its stored size in bytes (frame included).
+    pub size: u64,
+}
+
+/// Which folder a [`EntryInfo`] was found in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EntryKind {
+    /// A memo entry ([`Memo::put`], `#[memoized]`, step receipts' memos).
+    Memo,
+    /// A step-output entry of the previous layout (no longer written; still
+    /// listed and swept).
+    LegacyStepOutput,
+}
+
+impl EntryKind {
+    /// A short name for tools: `memo` or `step-output`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Memo => "memo",
+            EntryKind::LegacyStepOutput => "step-output",
+        }
     }
 }
 

@@ -65,7 +65,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 ///
 /// | URL | store | cargo feature |
 /// |---|---|---|
-/// | `file:///var/lib/memo` | a [`LocalFolder`](crate::LocalFolder) (a [`LocalFileSystem`](object_store::local::LocalFileSystem) that never acts through a symlink) rooted at the folder, which is created if missing | always |
+/// | `file:///var/lib/memo` | a [`LocalFolder`](crate::store::LocalFolder) (a [`LocalFileSystem`](object_store::local::LocalFileSystem) that never acts through a symlink) rooted at the folder, which is created if missing | always |
 /// | `memory://` | a fresh [`InMemory`] | always |
 /// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` |
 /// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
@@ -107,7 +107,7 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use memo_runtime::object_store::ObjectStoreExt;
-/// use memo_runtime::store_from_url;
+/// use memo_runtime::store::store_from_url;
 ///
 /// let no_options: [(&str, &str); 0] = [];
 /// let folder = std::env::temp_dir().join(format!("memo-doc-{}", std::process::id()));
@@ -200,7 +200,7 @@ fn store_for_scheme(
 /// # Example
 ///
 /// ```
-/// use memo_runtime::redact_store_url;
+/// use memo_runtime::store::redact_store_url;
 ///
 /// assert_eq!(redact_store_url("s3://KEY:SECRET@bucket/memo"), "s3://***@bucket/memo");
 /// assert_eq!(
@@ -254,7 +254,7 @@ fn refuse_secrets(shown: &str, parsed: &Url) -> Result<()> {
     Ok(())
 }
 
-/// A [`LocalFolder`](crate::LocalFolder) rooted at the folder of a `file://`
+/// A [`LocalFolder`](crate::store::LocalFolder) rooted at the folder of a `file://`
 /// URL, created if missing: a folder shared with other writers must never
 /// steer memo outside it through a symlink.
 fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
@@ -513,7 +513,7 @@ mod cloud {
 /// ```
 /// use std::sync::Arc;
 /// use memo_runtime::object_store::memory::InMemory;
-/// use memo_runtime::probe_conditional_create;
+/// use memo_runtime::store::probe_conditional_create;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = Arc::new(InMemory::new());

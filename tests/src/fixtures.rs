@@ -20,7 +20,9 @@ use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::testing::FaultInjectingStore;
-use memo_runtime::{LocalFolder, Memo, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{
+    Memo, MemoStore, RunId, runtime_store::ObjectStoreRuntimeStore, store::LocalFolder,
+};
 
 /// A checked run id; panics on an invalid one (a typo in a test).
 pub fn run(id: &str) -> RunId {

@@ -17,7 +17,8 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, Error, Incarnation, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId,
+    Bytes, Error, Incarnation, MemoStore, RunId, clock::ManualClock,
+    runtime_store::ObjectStoreRuntimeStore,
 };
 use memo_tests::fixtures::{Backend, charge};
 use tokio::sync::{mpsc, oneshot};

@@ -20,7 +20,8 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::testing::write_legacy_step_output;
 use memo_runtime::{
-    Bytes, Error, Incarnation, Memo, MemoStore, RunId, TerminalMarker, memoized, store_from_url,
+    Bytes, Error, Incarnation, Memo, MemoStore, RunId, memoized, retention::TerminalMarker,
+    store::store_from_url,
 };
 use memo_tests::fixtures::run;
 use sha2::{Digest, Sha256};
@@ -51,7 +52,8 @@ impl Fixture {
             .await
             .unwrap();
         writer
-            .write_terminal_marker(&run, MARKER_AT_MS)
+            .markers()
+            .write_standalone(&run, MARKER_AT_MS)
             .await
             .unwrap();
         runtime
@@ -355,7 +357,7 @@ async fn foreign_objects_among_markers_are_skipped_and_left_alone() {
         let fx = Fixture::new().await;
         fx.write(foreign, b"x".to_vec()).await;
         let before = fx.everything().await;
-        let listed = fx.memo.list_terminal_markers().await.unwrap();
+        let listed = fx.memo.markers().list().await.unwrap();
         let expected = TerminalMarker {
             run_id: fx.run.clone(),
             incarnation: Incarnation::STANDALONE,

@@ -15,8 +15,10 @@ use memo_runtime::testing::{
 };
 use memo_runtime::workflow::Runtime;
 use memo_runtime::{
-    MemoStore, ObjectStoreRuntimeStore, RetentionSweeper, RuntimeStore, StoreAndPrefix,
-    store_from_url,
+    MemoStore,
+    retention::RetentionSweeper,
+    runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
+    store::{StoreAndPrefix, store_from_url},
 };
 use memo_tests::fixtures::run;
 

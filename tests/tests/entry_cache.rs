@@ -17,7 +17,9 @@ use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::testing::{CountingStore, RequestCounts};
-use memo_runtime::{DEFAULT_ENTRY_CACHE_BYTES, Incarnation, MemoStore, RetentionSweeper};
+use memo_runtime::{
+    Incarnation, MemoStore, limits::DEFAULT_ENTRY_CACHE_BYTES, retention::RetentionSweeper,
+};
 use memo_tests::fixtures::run;
 
 /// The incarnation of a workflow run: only workflow runs' entries are
@@ -218,7 +220,11 @@ async fn a_swept_run_is_never_served_from_the_cache() {
     let store = MemoStore::new(objects, &prefix);
     let memo = store.new_memo(&run("swept"), 0);
     memo.put("k", b"v").await.unwrap();
-    store.write_terminal_marker(&run("swept"), 0).await.unwrap();
+    store
+        .markers()
+        .write_standalone(&run("swept"), 0)
+        .await
+        .unwrap();
     // A sweeper of its own instance, as a separate sweeper task builds it.
     let sweeper_store = MemoStore::new(Arc::clone(store.object_store()), &prefix);
     let day = Duration::from_secs(24 * 3600);

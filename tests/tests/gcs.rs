@@ -22,7 +22,10 @@ use std::io::Write;
 
 use futures::TryStreamExt;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
-use memo_runtime::{Error, probe_conditional_create, store_from_url};
+use memo_runtime::{
+    Error,
+    store::{probe_conditional_create, store_from_url},
+};
 use memo_tests::cloud::Cloud;
 
 memo_tests::cloud_checks!(Cloud::Gcs);

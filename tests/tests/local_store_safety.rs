@@ -9,8 +9,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::{
-    Error, Incarnation, LocalFolder, MARKER_PARTITION_MS, MemoStore, RetentionSweeper, RunId,
-    store_from_url,
+    Error, Incarnation, MemoStore, RunId,
+    retention::{MARKER_PARTITION_MS, RetentionSweeper},
+    store::{LocalFolder, store_from_url},
 };
 
 const DAY: u64 = 24 * MARKER_PARTITION_MS;
@@ -78,7 +79,8 @@ async fn a_sweep_never_deletes_through_a_planted_symlink() {
     let real = run("real");
     worker.new_memo(&real, 0).put("k", b"v").await.unwrap();
     worker
-        .write_terminal_marker(&real, NOW - 30 * DAY)
+        .markers()
+        .write_standalone(&real, NOW - 30 * DAY)
         .await
         .unwrap();
 
@@ -87,7 +89,8 @@ async fn a_sweep_never_deletes_through_a_planted_symlink() {
     let attacker = open(&root);
     let ghost = run("ghost");
     attacker
-        .write_terminal_marker(&ghost, NOW - 30 * DAY)
+        .markers()
+        .write_standalone(&ghost, NOW - 30 * DAY)
         .await
         .unwrap();
     let incarnation = Incarnation::STANDALONE.to_string();
@@ -120,7 +123,7 @@ async fn a_sweep_never_deletes_through_a_planted_symlink() {
     assert!(failure.message.contains("ghost"), "{}", failure.message);
     assert_eq!(open(&root).new_memo(&real, 0).get("k").await.unwrap(), None);
     // The marker stays, so every pass reports the planted folder again.
-    let kept = open(&root).list_terminal_markers().await.unwrap();
+    let kept = open(&root).markers().list().await.unwrap();
     assert_eq!(kept.iter().map(|m| &m.run_id).collect::<Vec<_>>(), [&ghost]);
 }
 

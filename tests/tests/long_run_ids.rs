@@ -11,7 +11,10 @@ use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Error, MAX_RUN_ID_LEN, ManualClock, MemoStore, RunId, RuntimeStore};
+use memo_runtime::{
+    Error, MemoStore, RunId, clock::ManualClock, limits::MAX_RUN_ID_LEN,
+    runtime_store::RuntimeStore,
+};
 use memo_tests::fixtures::{self, run};
 
 /// The longest ids of every shape, and the shapes around the short form's
@@ -82,7 +85,8 @@ async fn the_longest_run_ids_of_every_shape_live_their_whole_life_on_a_local_fol
     // Every run got its marker, so recovery has nothing to mark again.
     let mut marked: Vec<_> = runtime
         .memo_store()
-        .list_terminal_markers()
+        .markers()
+        .list()
         .await
         .unwrap()
         .into_iter()

@@ -96,7 +96,7 @@ async fn a_failed_delete_makes_clear_report_an_error_and_a_retry_finishes() {
 
 #[tokio::test]
 async fn expired_marker_listing_lists_only_the_expired_markers() {
-    let hour = memo_runtime::MARKER_PARTITION_MS;
+    let hour = memo_runtime::retention::MARKER_PARTITION_MS;
     for backend in Backend::all() {
         let name = backend.name();
         let counting = Arc::new(CountingStore::new(backend.objects()));
@@ -111,12 +111,13 @@ async fn expired_marker_listing_lists_only_the_expired_markers() {
         let retained: Vec<u64> = (0..400).map(|i| cutoff + i * (hour / 40)).collect();
         for (i, t) in expired.iter().chain(&retained).enumerate() {
             store
-                .write_terminal_marker(&run(&format!("m{i}")), *t)
+                .markers()
+                .write_standalone(&run(&format!("m{i}")), *t)
                 .await
                 .unwrap();
         }
         counting.reset();
-        let found = store.list_expired_terminal_markers(cutoff).await.unwrap();
+        let found = store.markers().list_expired(cutoff).await.unwrap();
         assert_eq!(found.len(), expired.len(), "{name}");
         let counts = counting.counts();
         assert_eq!(

@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 use memo_runtime::object_store::prefix::PrefixStore;
 use memo_runtime::testing::memo_store as suite;
 use memo_runtime::testing::write_legacy_step_output;
-use memo_runtime::{Incarnation, MemoStore, RunId, TerminalMarker};
+use memo_runtime::{Incarnation, MemoStore, RunId, retention::TerminalMarker};
 use memo_tests::fixtures::{Backend, run};
 use sha2::Digest;
 
@@ -108,7 +108,11 @@ async fn the_object_layout_is_pinned() {
     write_legacy_step_output(&store, &run, Incarnation::STANDALONE, 2, b"payload", b"out")
         .await
         .unwrap();
-    store.write_terminal_marker(&run, 3_600_001).await.unwrap();
+    store
+        .markers()
+        .write_standalone(&run, 3_600_001)
+        .await
+        .unwrap();
     let upper = RunId::new("Run-A").unwrap();
     let incarnation = Incarnation::from_u64(0x1234_5678_9abc_def0);
     store
@@ -121,7 +125,7 @@ async fn the_object_layout_is_pinned() {
         terminal_at_ms: 3_600_001,
         incarnation,
     };
-    store.write_marker(&marker).await.unwrap();
+    store.markers().write(&marker).await.unwrap();
     let mut paths: Vec<String> = backend
         .objects()
         .list(None)
@@ -147,4 +151,64 @@ async fn the_object_layout_is_pinned() {
             format!("pre/fix/terminals/00000000000003600000/{inverted}_r1.0000000000000000"),
         ]
     );
+}
+
+/// `list_entries` finds one incarnation's entries (and legacy step outputs)
+/// with their steps and sizes, and nothing of another incarnation, another
+/// run or a foreign object: what `memoctl show` prints without building
+/// a path.
+#[tokio::test]
+async fn list_entries_finds_one_incarnations_entries_and_nothing_else() {
+    use memo_runtime::EntryKind;
+    use memo_runtime::object_store::{ObjectStoreExt, path::Path};
+    for backend in Backend::all() {
+        let objects = backend.open();
+        let store = MemoStore::new(objects.clone(), "memo");
+        let id = run("listed");
+        let (mine, other) = (Incarnation::random(), Incarnation::random());
+        store.memo_for(&id, mine, 0).put("a", b"1").await.unwrap();
+        store.memo_for(&id, mine, 2).put("b", b"22").await.unwrap();
+        store.memo_for(&id, other, 0).put("c", b"3").await.unwrap();
+        store
+            .new_memo(&run("listed-2"), 0)
+            .put("d", b"4")
+            .await
+            .unwrap();
+        write_legacy_step_output(&store, &id, mine, 5, b"payload", b"old")
+            .await
+            .unwrap();
+        let listed = store.list_entries(&id, mine).await.unwrap();
+        let memos: Vec<_> = listed
+            .iter()
+            .filter(|e| e.kind == EntryKind::Memo)
+            .collect();
+        assert_eq!(
+            memos.iter().map(|e| e.step).collect::<Vec<_>>(),
+            [0, 2],
+            "{backend:?}"
+        );
+        let digest = |key: &str| {
+            sha2::Sha256::digest(key.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        assert_eq!(
+            (&*memos[0].digest, &*memos[1].digest),
+            (&*digest("a"), &*digest("b")),
+            "{backend:?}"
+        );
+        assert!(memos.iter().all(|e| e.size > 2), "{backend:?}");
+        let legacy: Vec<_> = listed
+            .iter()
+            .filter(|e| e.kind == EntryKind::LegacyStepOutput)
+            .map(|e| e.step)
+            .collect();
+        assert_eq!(legacy, [5], "{backend:?}");
+        // A foreign object in the run's folder is skipped, not an entry.
+        let foreign = Path::from(format!("memo/memos/listed/{mine}/not-a-step/extra"));
+        objects.put(&foreign, b"x".to_vec().into()).await.unwrap();
+        let again = store.list_entries(&id, mine).await.unwrap();
+        assert_eq!(again.len(), listed.len(), "{backend:?}");
+    }
 }

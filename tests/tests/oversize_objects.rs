@@ -10,7 +10,9 @@ use std::sync::Arc;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::runtime_store::{Commit, NewRun, StatusChange, StepReceipt};
 use memo_runtime::{
-    Bytes, Error, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore, store_from_url,
+    Bytes, Error, MemoStore, RunId,
+    runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
+    store::store_from_url,
 };
 
 const TIB: u64 = 1 << 40;

@@ -11,7 +11,10 @@ use futures::TryStreamExt;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::testing::write_legacy_step_output;
-use memo_runtime::{Incarnation, MemoStore, RetentionSweeper, RunId, TerminalMarker, content_key};
+use memo_runtime::{
+    Incarnation, MemoStore, RunId, content_key,
+    retention::{RetentionSweeper, TerminalMarker},
+};
 use memo_tests::fixtures::Backend;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -118,11 +121,11 @@ proptest! {
         let (listed, expired) = block_on(async {
             let store = Backend::in_memory().memo_store("memo");
             for (run, at_ms) in &markers {
-                store.write_terminal_marker(run, *at_ms).await.unwrap();
+                store.markers().write_standalone(run, *at_ms).await.unwrap();
             }
             (
-                store.list_terminal_markers().await.unwrap(),
-                store.list_expired_terminal_markers(cutoff).await.unwrap(),
+                store.markers().list().await.unwrap(),
+                store.markers().list_expired(cutoff).await.unwrap(),
             )
         });
         let written: BTreeSet<TerminalMarker> = markers
@@ -167,7 +170,7 @@ proptest! {
             for run in &runs {
                 // Only the target ended long enough ago to be expired.
                 let at_ms = if *run == target { day } else { 20 * day };
-                store.write_terminal_marker(run, at_ms).await.unwrap();
+                store.markers().write_standalone(run, at_ms).await.unwrap();
             }
             let before = self::objects(objects.as_ref()).await;
             let sweeper = RetentionSweeper::builder(store, Duration::from_secs(7 * 24 * 3600)).build();

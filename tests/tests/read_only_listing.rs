@@ -10,7 +10,10 @@ use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Error, MemoStore, ObjectStoreRuntimeStore, RuntimeStore};
+use memo_runtime::{
+    Error, MemoStore,
+    runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
+};
 use memo_tests::fixtures::run;
 
 /// Every kind of request that writes.

@@ -23,7 +23,9 @@ use memo_runtime::testing::{
 };
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, Error, Incarnation, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+    Bytes, Error, Incarnation, MemoStore, RunId,
+    clock::ManualClock,
+    runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
 };
 use memo_tests::fixtures::run;
 

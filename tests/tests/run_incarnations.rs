@@ -16,7 +16,9 @@ use memo_runtime::runtime_store::{Commit, NewRun, RunStatus, StatusChange, StepR
 use memo_runtime::testing::{CaseFoldingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+    Bytes, Error, MemoStore, RunId,
+    clock::ManualClock,
+    runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
 };
 use memo_tests::fixtures::{Backend, charge, run};
 
@@ -105,11 +107,7 @@ async fn an_old_marker_never_sweeps_a_newer_run_of_the_same_id() {
             (new.incarnation, RunStatus::Completed),
             "{name}"
         );
-        let markers = redelivery
-            .memo_store()
-            .list_terminal_markers()
-            .await
-            .unwrap();
+        let markers = redelivery.memo_store().markers().list().await.unwrap();
         assert_eq!(markers.len(), 1, "{name}: M2 is kept");
         assert_eq!(markers[0].incarnation, new.incarnation, "{name}");
     }
@@ -307,7 +305,7 @@ async fn run_ids_that_differ_only_in_case_never_share_an_object() {
             .is_some(),
         "sweeping Order-1 cleared order-1's memo entries"
     );
-    let markers = fresh.memo_store().list_terminal_markers().await.unwrap();
+    let markers = fresh.memo_store().markers().list().await.unwrap();
     assert_eq!(markers.len(), 1);
     assert_eq!(markers[0].run_id, lower);
     let listed: Vec<_> = objects

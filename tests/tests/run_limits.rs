@@ -11,7 +11,8 @@ use memo_runtime::runtime_store::{
     Commit, InputPhase, NewInput, NewRun, RunLimits, StatusChange, StepReceipt,
 };
 use memo_runtime::{
-    Bytes, Error, InMemoryRuntimeStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+    Bytes, Error, RunId,
+    runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore},
 };
 use memo_tests::fixtures::{Backend, run};
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::prefix::PrefixStore;
+use memo_runtime::runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 use memo_runtime::testing::runtime_store as suite;
-use memo_runtime::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 use memo_tests::fixtures::Backend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -72,7 +72,10 @@ mod costs {
     use memo_runtime::object_store::memory::InMemory;
     use memo_runtime::runtime_store::{Commit, NewRun, RunStatus, StatusChange, StepReceipt};
     use memo_runtime::testing::CountingStore;
-    use memo_runtime::{Bytes, ObjectStoreRuntimeStore, RunId, RuntimeStore};
+    use memo_runtime::{
+        Bytes, RunId,
+        runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
+    };
     use memo_tests::fixtures::run;
 
     fn counted() -> (Arc<CountingStore<InMemory>>, ObjectStoreRuntimeStore) {

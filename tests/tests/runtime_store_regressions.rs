@@ -3,7 +3,10 @@
 use std::sync::Arc;
 
 use memo_runtime::runtime_store::{Commit, NewRun, StatusChange};
-use memo_runtime::{Bytes, InMemoryRuntimeStore, RuntimeStore};
+use memo_runtime::{
+    Bytes,
+    runtime_store::{InMemoryRuntimeStore, RuntimeStore},
+};
 use memo_tests::fixtures::{Backend, run};
 
 /// A store's name, the first process's instance and the second's.

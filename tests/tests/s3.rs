@@ -15,7 +15,7 @@ use memo_runtime::object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
 };
 use memo_runtime::object_store::{ClientOptions, RetryConfig};
-use memo_runtime::{Error, MemoStore, probe_conditional_create};
+use memo_runtime::{Error, MemoStore, store::probe_conditional_create};
 use memo_tests::cloud::{Cloud, CloudBucket};
 use memo_tests::fixtures::{put_entries, run};
 

@@ -18,8 +18,10 @@ use memo_runtime::testing::{
     CountingStore, FaultInjectingStore, FaultRule, RequestKind, write_legacy_step_output,
 };
 use memo_runtime::{
-    Error, Incarnation, MARKER_PARTITION_MS, ManualClock, MemoStore, RetentionSweeper, RunId,
-    RuntimeStore, TerminalMarker,
+    Error, Incarnation, MemoStore, RunId,
+    clock::ManualClock,
+    retention::{MARKER_PARTITION_MS, RetentionSweeper, TerminalMarker},
+    runtime_store::RuntimeStore,
 };
 use memo_tests::fixtures::{Backend, Faulty, run, stored_entries};
 use tokio::sync::{Notify, Semaphore};
@@ -74,14 +76,15 @@ async fn seed_run(
         terminal_at_ms,
         incarnation,
     };
-    store.write_marker(&marker).await.unwrap();
+    store.markers().write(&marker).await.unwrap();
 }
 
 /// A run with standalone entries and a terminal marker.
 async fn seed_terminal_run(store: &MemoStore, run: &RunId, steps: u32, terminal_at_ms: u64) {
     seed_entries(store, run, steps).await;
     store
-        .write_terminal_marker(run, terminal_at_ms)
+        .markers()
+        .write_standalone(run, terminal_at_ms)
         .await
         .unwrap();
 }
@@ -151,7 +154,7 @@ async fn expired_runs_are_cleared_and_their_markers_removed() {
         assert_eq!(stored_entries(&store, &run("old-a")).await, 0, "{name}");
         assert_eq!(stored_entries(&store, &run("old-b")).await, 0, "{name}");
         assert_eq!(stored_entries(&store, &run("recent")).await, 4, "{name}");
-        let markers = store.list_terminal_markers().await.unwrap();
+        let markers = store.markers().list().await.unwrap();
         assert_eq!(marker_runs(&markers), ["recent"], "{name}");
     }
 }
@@ -178,7 +181,7 @@ async fn a_run_terminal_at_exactly_the_cutoff_is_kept() {
         let report = sweeper.sweep_once(NOW + 1).await.unwrap();
         assert_eq!(report.runs_cleared, 1, "{name}");
         assert_eq!(stored_entries(&store, &run("at-cutoff")).await, 0, "{name}");
-        assert!(store.list_terminal_markers().await.unwrap().is_empty());
+        assert!(store.markers().list().await.unwrap().is_empty());
     }
 }
 
@@ -246,7 +249,7 @@ async fn a_failed_entry_delete_keeps_the_marker_and_a_later_pass_leaves_nothing(
         // Every entry but the one whose delete failed is gone; the marker
         // stays, so the run is not orphaned.
         assert_eq!(stored_entries(&store, &run("fails")).await, 1, "{name}");
-        let markers = store.list_terminal_markers().await.unwrap();
+        let markers = store.markers().list().await.unwrap();
         assert_eq!(marker_runs(&markers), ["fails", "recent"], "{name}");
 
         let second = sweeper.sweep_once(NOW).await.unwrap();
@@ -258,7 +261,7 @@ async fn a_failed_entry_delete_keeps_the_marker_and_a_later_pass_leaves_nothing(
         );
         assert_eq!(stored_entries(&store, &run("fails")).await, 0, "{name}");
         assert_eq!(stored_entries(&store, &run("recent")).await, 4, "{name}");
-        let markers = store.list_terminal_markers().await.unwrap();
+        let markers = store.markers().list().await.unwrap();
         assert_eq!(marker_runs(&markers), ["recent"], "{name}");
     }
 }
@@ -280,11 +283,7 @@ async fn a_failed_marker_delete_keeps_the_marker_until_a_later_pass() {
         assert_eq!(first.entries_deleted, 4, "{name}");
         assert_eq!(first.failures.len(), 1, "{name}: {first:?}");
         assert_eq!(stored_entries(&store, &run("sticky")).await, 0, "{name}");
-        assert_eq!(
-            store.list_terminal_markers().await.unwrap().len(),
-            1,
-            "{name}"
-        );
+        assert_eq!(store.markers().list().await.unwrap().len(), 1, "{name}");
 
         let second = sweeper.sweep_once(NOW).await.unwrap();
         assert_eq!(
@@ -292,10 +291,7 @@ async fn a_failed_marker_delete_keeps_the_marker_until_a_later_pass() {
             (1, 0),
             "{name}"
         );
-        assert!(
-            store.list_terminal_markers().await.unwrap().is_empty(),
-            "{name}"
-        );
+        assert!(store.markers().list().await.unwrap().is_empty(), "{name}");
     }
 }
 
@@ -316,11 +312,7 @@ async fn a_failed_marker_listing_is_an_error_and_deletes_nothing() {
             other => panic!("{name}: expected a store error, got {other:?}"),
         }
         assert_eq!(stored_entries(&store, &run("listed")).await, 4, "{name}");
-        assert_eq!(
-            store.list_terminal_markers().await.unwrap().len(),
-            1,
-            "{name}"
-        );
+        assert_eq!(store.markers().list().await.unwrap().len(), 1, "{name}");
     }
 }
 
@@ -344,15 +336,12 @@ async fn a_listing_failing_mid_pass_is_an_error_and_earlier_pages_stay_swept() {
         assert!(matches!(error, Error::Store { .. }), "{name}: {error:?}");
         assert_eq!(stored_entries(&store, &run("older")).await, 0, "{name}");
         assert_eq!(stored_entries(&store, &run("newer")).await, 2, "{name}");
-        let markers = store.list_terminal_markers().await.unwrap();
+        let markers = store.markers().list().await.unwrap();
         assert_eq!(marker_runs(&markers), ["newer"], "{name}");
 
         let report = sweeper.sweep_once(NOW).await.unwrap();
         assert_eq!(report.runs_cleared, 1, "{name}");
-        assert!(
-            store.list_terminal_markers().await.unwrap().is_empty(),
-            "{name}"
-        );
+        assert!(store.markers().list().await.unwrap().is_empty(), "{name}");
     }
 }
 
@@ -513,12 +502,12 @@ async fn a_failed_runtime_store_delete_keeps_the_marker_until_a_later_pass() {
             .message
             .contains("injected delete failure")
     );
-    assert_eq!(store.list_terminal_markers().await.unwrap().len(), 1);
+    assert_eq!(store.markers().list().await.unwrap().len(), 1);
     assert!(runtime.load_run(&run("expired")).await.unwrap().is_some());
 
     let second = sweeper.sweep_once(NOW).await.unwrap();
     assert_eq!((second.runs_cleared, second.runtime_runs_deleted), (1, 1));
-    assert!(store.list_terminal_markers().await.unwrap().is_empty());
+    assert!(store.markers().list().await.unwrap().is_empty());
     assert_eq!(runtime.load_run(&run("expired")).await.unwrap(), None);
 }
 
@@ -542,7 +531,7 @@ async fn a_marker_of_a_run_that_is_not_terminal_deletes_nothing() {
         report.failures[0].message
     );
     assert_eq!(stored_entries(&store, &run("live")).await, 4);
-    assert_eq!(store.list_terminal_markers().await.unwrap().len(), 1);
+    assert_eq!(store.markers().list().await.unwrap().len(), 1);
     let live = runtime.load_run(&run("live")).await.unwrap().unwrap();
     assert_eq!(live.status, RunStatus::Running);
 }
@@ -577,11 +566,7 @@ async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
             "{name}"
         );
         assert_eq!(stored_entries(&store, &run("memo-only")).await, 4, "{name}");
-        assert_eq!(
-            store.list_terminal_markers().await.unwrap().len(),
-            3,
-            "{name}"
-        );
+        assert_eq!(store.markers().list().await.unwrap().len(), 3, "{name}");
         assert!(
             runtime
                 .load_run(&run("with-record"))
@@ -627,7 +612,7 @@ async fn markers_are_processed_in_pages_with_bounded_concurrency() {
 
     assert_eq!((report.pages, report.runs_cleared), (3, 7), "{report:?}");
     assert_eq!(runtime.most_loads_in_flight.load(Ordering::SeqCst), 2);
-    assert!(store.list_terminal_markers().await.unwrap().is_empty());
+    assert!(store.markers().list().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -645,7 +630,8 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
         for i in 0..300 {
             let at = CUTOFF + i * (HOUR / 20);
             store
-                .write_terminal_marker(&run(&format!("kept-{i}")), at)
+                .markers()
+                .write_standalone(&run(&format!("kept-{i}")), at)
                 .await
                 .unwrap();
         }
@@ -659,7 +645,7 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
         // Each expired marker once, and each cleared run's two entries.
         assert_eq!(counts.objects_listed, 12 + 12 * 2, "{name}: {counts:?}");
         assert_eq!(counts.delete_paths, 12 * 2 + 12, "{name}: {counts:?}");
-        assert_eq!(store.list_terminal_markers().await.unwrap().len(), 300);
+        assert_eq!(store.markers().list().await.unwrap().len(), 300);
 
         // A second pass lists no marker, only the cutoff's hour (it holds
         // retained markers too): the emptied hours before it are gone, on a
@@ -683,12 +669,13 @@ async fn the_marker_stream_lists_a_partition_only_when_it_reaches_it() {
     let store = MemoStore::new(counting.clone(), "memo");
     for hour in 0..5 {
         store
-            .write_terminal_marker(&run(&format!("h{hour}")), hour * HOUR)
+            .markers()
+            .write_standalone(&run(&format!("h{hour}")), hour * HOUR)
             .await
             .unwrap();
     }
     counting.reset();
-    let mut stream = store.expired_terminal_markers(10 * HOUR);
+    let mut stream = store.markers().expired(10 * HOUR);
     let first = stream.try_next().await.unwrap().unwrap();
     assert_eq!(first.run_id.as_str(), "h0", "oldest partition first");
     let counts = counting.counts();
@@ -712,9 +699,13 @@ async fn the_marker_stream_lists_a_partition_only_when_it_reaches_it() {
 async fn the_marker_stream_reports_a_failed_partition_listing() {
     let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
     let store = MemoStore::new(faults.clone(), "memo");
-    store.write_terminal_marker(&run("a"), 5).await.unwrap();
+    store
+        .markers()
+        .write_standalone(&run("a"), 5)
+        .await
+        .unwrap();
     faults.inject(FaultRule::fail_before(RequestKind::List).skip(1));
-    let streamed: Result<Vec<_>, _> = store.expired_terminal_markers(10).try_collect().await;
+    let streamed: Result<Vec<_>, _> = store.markers().expired(10).try_collect().await;
     match streamed {
         Err(Error::Store { path, .. }) => {
             assert_eq!(path, "memo/terminals/00000000000000000000")
@@ -822,7 +813,7 @@ async fn shutdown_waits_for_the_pass_in_progress_to_finish() {
     let summary = bounded(shutdown).await.unwrap();
     assert_eq!((summary.passes, summary.runs_cleared), (1, 1));
     assert_eq!(stored_entries(&store, &run("old")).await, 0);
-    assert!(store.list_terminal_markers().await.unwrap().is_empty());
+    assert!(store.markers().list().await.unwrap().is_empty());
     assert_eq!(runtime.inner.load_run(&run("old")).await.unwrap(), None);
 }
 
@@ -892,11 +883,7 @@ async fn a_marker_of_a_run_the_runtime_store_does_not_hold_deletes_nothing() {
         );
         assert!(!report.is_complete(), "{name}");
         assert_eq!(stored_entries(&store, &order).await, 4, "{name}");
-        assert_eq!(
-            store.list_terminal_markers().await.unwrap().len(),
-            1,
-            "{name}"
-        );
+        assert_eq!(store.markers().list().await.unwrap().len(), 1, "{name}");
         assert!(workers.load_run(&order).await.unwrap().is_some(), "{name}");
 
         let right = RetentionSweeper::builder(store.clone(), RETENTION)
@@ -941,10 +928,7 @@ async fn a_marker_left_after_its_run_was_deleted_is_swept_by_the_next_pass() {
             (1, 0),
             "{name}: {second:?}"
         );
-        assert!(
-            store.list_terminal_markers().await.unwrap().is_empty(),
-            "{name}"
-        );
+        assert!(store.markers().list().await.unwrap().is_empty(), "{name}");
     }
 }
 
@@ -971,12 +955,11 @@ fn folders_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
 async fn a_sweep_on_a_local_folder_leaves_no_empty_folders() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
-    let opened = memo_runtime::store_from_url(&url, Vec::<(String, String)>::new()).unwrap();
+    let opened = memo_runtime::store::store_from_url(&url, Vec::<(String, String)>::new()).unwrap();
     let store = MemoStore::new(opened.store.clone(), "memo");
-    let runtime: Arc<dyn RuntimeStore> = Arc::new(memo_runtime::ObjectStoreRuntimeStore::new(
-        opened.store.clone(),
-        "runtime",
-    ));
+    let runtime: Arc<dyn RuntimeStore> = Arc::new(
+        memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(opened.store.clone(), "runtime"),
+    );
     for id in ["order-1", "order-2", "order-3"] {
         let incarnation = finished_run(runtime.as_ref(), &run(id), CUTOFF - DAY).await;
         seed_run(&store, &run(id), incarnation, 2, CUTOFF - DAY).await;
@@ -1007,7 +990,7 @@ async fn emptied_folders_are_removed_up_to_a_planted_symlink_and_never_through_i
     let outside_empty = outside.path().join("empty");
     std::fs::create_dir(&outside_empty).unwrap();
     let url = format!("file://{}", dir.path().display());
-    let opened = memo_runtime::store_from_url(&url, Vec::<(String, String)>::new()).unwrap();
+    let opened = memo_runtime::store::store_from_url(&url, Vec::<(String, String)>::new()).unwrap();
     let store = MemoStore::new(opened.store.clone(), "memo");
     let incarnation = Incarnation::from_u64(5);
     seed_run(&store, &run("order-1"), incarnation, 1, CUTOFF - DAY).await;

@@ -16,7 +16,10 @@ use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
 };
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
-use memo_runtime::{Bytes, MemoStore, RetentionSweeper, RunId, TerminalMarker};
+use memo_runtime::{
+    Bytes, MemoStore, RunId,
+    retention::{RetentionSweeper, TerminalMarker},
+};
 use memo_tests::fixtures::run;
 use memo_tests::pause::{Held, Pauses};
 
@@ -68,7 +71,7 @@ async fn finished_run_with_entry(
         terminal_at_ms: 4,
         incarnation: created.incarnation,
     };
-    memo.write_marker(&marker).await.unwrap();
+    memo.markers().write(&marker).await.unwrap();
     marker
 }
 

@@ -11,7 +11,11 @@ use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
-use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, RuntimeStore};
+use memo_runtime::{
+    Error, Memo, MemoStore,
+    clock::ManualClock,
+    runtime_store::{InMemoryRuntimeStore, RuntimeStore},
+};
 use memo_tests::fixtures::{self, run};
 use tokio::sync::mpsc;
 
@@ -535,7 +539,7 @@ async fn a_terminal_run_is_marked_and_a_lost_marker_is_rewritten_by_recover() {
     let workflow = order_workflow(Arc::default(), None);
 
     runtime.run(&run("marked"), &1u64, &workflow).await.unwrap();
-    let markers = runtime.memo_store().list_terminal_markers().await.unwrap();
+    let markers = runtime.memo_store().markers().list().await.unwrap();
     assert_eq!(markers.len(), 1);
     assert_eq!(
         (markers[0].run_id.as_str(), markers[0].terminal_at_ms),
@@ -549,12 +553,7 @@ async fn a_terminal_run_is_marked_and_a_lost_marker_is_rewritten_by_recover() {
         .await
         .unwrap();
     assert_eq!(
-        runtime
-            .memo_store()
-            .list_terminal_markers()
-            .await
-            .unwrap()
-            .len(),
+        runtime.memo_store().markers().list().await.unwrap().len(),
         1
     );
     // ...and recovery at the next start marks it.
@@ -563,7 +562,8 @@ async fn a_terminal_run_is_marked_and_a_lost_marker_is_rewritten_by_recover() {
     assert_eq!(recovery.remarked, 1, "only the unmarked run is marked");
     let runs: Vec<_> = runtime
         .memo_store()
-        .list_terminal_markers()
+        .markers()
+        .list()
         .await
         .unwrap()
         .into_iter()
@@ -708,7 +708,7 @@ async fn retention_clears_expired_runs_whole_and_keeps_the_rest() {
             "{}",
             backend.name
         );
-        let markers: Vec<_> = runtime.memo_store().list_terminal_markers().await.unwrap();
+        let markers: Vec<_> = runtime.memo_store().markers().list().await.unwrap();
         assert_eq!(markers.len(), 1);
         assert_eq!(markers[0].run_id.as_str(), "at-cutoff");
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
-    Clock, Error, InMemoryRuntimeStore, ManualClock, Memo, MemoStore, RuntimeStore,
+    Error, Memo, MemoStore,
+    clock::{Clock, ManualClock},
+    runtime_store::{InMemoryRuntimeStore, RuntimeStore},
 };
 use memo_tests::fixtures::run;
 

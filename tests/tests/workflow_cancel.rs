@@ -15,7 +15,9 @@ use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::workflow::{
     CANCEL_SIGNAL, Cancellation, Context, Runtime, RuntimeBuilder, Workflow,
 };
-use memo_runtime::{Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{
+    Error, MemoStore, RunId, clock::ManualClock, runtime_store::ObjectStoreRuntimeStore,
+};
 use tokio::sync::Notify;
 
 fn process(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> RuntimeBuilder {
@@ -108,7 +110,7 @@ async fn cancelling_an_idle_run_ends_it_with_its_marker_and_it_is_swept() {
     let record = operator.status(&run).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Cancelled);
     assert_eq!(record.error.as_deref(), Some("customer left"));
-    let markers = operator.memo_store().list_terminal_markers().await.unwrap();
+    let markers = operator.memo_store().markers().list().await.unwrap();
     assert!(markers.iter().any(|m| m.run_id == run), "{markers:?}");
 
     worker.signal(&run, "go", &true).await.unwrap_err();
@@ -200,7 +202,7 @@ async fn a_live_signal_wait_observes_the_cancellation() {
     let record = operator.status(&run).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Cancelled);
     assert!(record.lease.is_none());
-    let markers = operator.memo_store().list_terminal_markers().await.unwrap();
+    let markers = operator.memo_store().markers().list().await.unwrap();
     assert!(markers.iter().any(|m| m.run_id == run));
     assert_eq!(bodies.second.load(Ordering::SeqCst), 0);
 }

@@ -14,7 +14,10 @@ use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
-use memo_runtime::{Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, memoized};
+use memo_runtime::{
+    Error, Memo, MemoStore, RunId, clock::ManualClock, memoized,
+    runtime_store::ObjectStoreRuntimeStore,
+};
 use memo_tests::fixtures::{Backend, run};
 
 /// How a worker dies after its first `writes` acknowledged creates.
@@ -131,7 +134,7 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
         // marker if it is missing.
         assert_eq!(total, 770);
         let healthy = runtime_at(objects.clone(), TAKES_OVER_AT);
-        let had_marker = !(healthy.memo_store().list_terminal_markers().await)
+        let had_marker = !(healthy.memo_store().markers().list().await)
             .unwrap()
             .is_empty();
         assert_eq!(
@@ -143,12 +146,7 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
             usize::from(!had_marker)
         );
         assert_eq!(
-            healthy
-                .memo_store()
-                .list_terminal_markers()
-                .await
-                .unwrap()
-                .len(),
+            healthy.memo_store().markers().list().await.unwrap().len(),
             1
         );
         return true;
@@ -187,7 +185,7 @@ async fn crash_and_recover(objects: Arc<dyn ObjectStore>, writes: u64, death: De
     assert!(effects.charged.load(Ordering::SeqCst) <= 2, "{context}");
     assert!(effects.emailed.load(Ordering::SeqCst) <= 2, "{context}");
     let store = ObjectStoreRuntimeStore::new(objects, "records");
-    use memo_runtime::RuntimeStore;
+    use memo_runtime::runtime_store::RuntimeStore;
     let record = store.load_run(&run).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Completed, "{context}");
     true

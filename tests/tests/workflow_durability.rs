@@ -17,7 +17,9 @@ use memo_runtime::testing::{
 };
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, RuntimeBuilder, Workflow};
 use memo_runtime::{
-    Error, ManualClock, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, RuntimeStore,
+    Error, Memo, MemoStore, RunId,
+    clock::ManualClock,
+    runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
 };
 use memo_tests::fixtures::run;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};

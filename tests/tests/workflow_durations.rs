@@ -17,7 +17,11 @@ use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{
     Context, MIN_SIGNAL_POLL_INTERVAL, RetryPolicy, Runtime, RuntimeBuilder, Workflow,
 };
-use memo_runtime::{Clock, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{
+    Error, MemoStore, RunId,
+    clock::{Clock, ManualClock},
+    runtime_store::ObjectStoreRuntimeStore,
+};
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -292,7 +296,7 @@ async fn a_marker_retry_wait_of_duration_max_is_honoured() {
         |_: Context, n: u64| async move { Ok::<_, Error>(n) },
     );
     assert_eq!(worker.run(&run, &7, &done).await.unwrap(), 7);
-    let markers = worker.memo_store().list_terminal_markers().await.unwrap();
+    let markers = worker.memo_store().markers().list().await.unwrap();
     assert_eq!(markers.len(), 1, "the marker was not written again");
     assert_eq!(markers[0].run_id, run);
 }

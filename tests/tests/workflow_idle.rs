@@ -13,7 +13,9 @@ use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{
+    Error, MemoStore, RunId, clock::ManualClock, runtime_store::ObjectStoreRuntimeStore,
+};
 
 const HOUR_MS: u64 = 3_600_000;
 

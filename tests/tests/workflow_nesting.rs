@@ -13,8 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memo_runtime::runtime_store::{Commit, NewRun, StepReceipt};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, Error, InMemoryRuntimeStore, MAX_NESTING_DEPTH, Memo, MemoStore, RunId, RuntimeStore,
+    Bytes, Error, Memo, MemoStore, RunId,
+    limits::MAX_NESTING_DEPTH,
     memoized,
+    runtime_store::{InMemoryRuntimeStore, RuntimeStore},
 };
 use serde_json::{Value, json};
 

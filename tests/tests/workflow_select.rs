@@ -6,11 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
 use memo_runtime::runtime_store::{InputPhase, RunStatus};
 use memo_runtime::workflow::{Context, Runtime, Selected, Worker, Workflow};
-use memo_runtime::{Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{Error, MemoStore, RunId};
 
 const HOUR_MS: u64 = 3600 * 1000;
 

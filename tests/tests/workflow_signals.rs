@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::runtime_store::{InputPhase, RunStatus};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{
+    Error, MemoStore, RunId, clock::ManualClock, runtime_store::ObjectStoreRuntimeStore,
+};
 use memo_tests::fixtures::Backend;
 use serde_json::json;
 

@@ -14,7 +14,11 @@ use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Clock, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{
+    Error, MemoStore, RunId,
+    clock::{Clock, ManualClock},
+    runtime_store::ObjectStoreRuntimeStore,
+};
 
 const DAY_MS: u64 = 24 * 3600 * 1000;
 

@@ -11,12 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::TryStreamExt;
+use memo_runtime::clock::{Clock, ManualClock};
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::CountingStore;
 use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
-use memo_runtime::{Clock, Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId};
+use memo_runtime::{Error, MemoStore, RunId};
 
 const DAY_MS: u64 = 24 * 3600 * 1000;
 const LEASE: Duration = Duration::from_secs(60);
@@ -434,7 +436,7 @@ async fn shutdown_stops_attempts_at_a_step_boundary_and_another_worker_goes_on()
 async fn timers_deadlines_and_cancellation_across_workers_in_memory_and_on_a_folder() {
     let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     memo_tests::cloud::time::timers_deadlines_and_cancellation_across_workers(|| {
-        memo_runtime::StoreAndPrefix {
+        memo_runtime::store::StoreAndPrefix {
             store: memory.clone(),
             prefix: "p".into(),
         }
@@ -443,7 +445,7 @@ async fn timers_deadlines_and_cancellation_across_workers_in_memory_and_on_a_fol
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
     memo_tests::cloud::time::timers_deadlines_and_cancellation_across_workers(|| {
-        memo_runtime::store_from_url(&url, Vec::<(String, String)>::new()).unwrap()
+        memo_runtime::store::store_from_url(&url, Vec::<(String, String)>::new()).unwrap()
     })
     .await;
 }

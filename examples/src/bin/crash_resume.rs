@@ -19,7 +19,11 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use memo_examples::{CallLog, DEFAULT_STORE, Price, Report, open_store};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Clock, Error, Memo, RunId, SystemClock, memoized};
+use memo_runtime::{
+    Error, Memo, RunId,
+    clock::{Clock, SystemClock},
+    memoized,
+};
 
 /// Runs (or resumes) a report workflow, optionally crashing inside a step.
 #[derive(Parser)]

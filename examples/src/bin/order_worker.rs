@@ -36,7 +36,8 @@ use anyhow::{Context as _, bail};
 use clap::Parser;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Error, ErrorKind, Memo, MemoStore, ObjectStoreRuntimeStore, RunId, store_from_url,
+    Error, ErrorKind, Memo, MemoStore, RunId, runtime_store::ObjectStoreRuntimeStore,
+    store::store_from_url,
 };
 
 /// Works through the same order runs as every other worker on the store.
@@ -151,7 +152,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let opened = store_from_url(&args.store, args.options.clone())
         .with_context(|| format!("opening {}", args.store))?;
-    memo_runtime::probe_conditional_create(opened.store.as_ref(), &opened.prefix).await?;
+    memo_runtime::store::probe_conditional_create(opened.store.as_ref(), &opened.prefix).await?;
     let runtime = Runtime::builder()
         .memo_store(MemoStore::new(
             opened.store.clone(),

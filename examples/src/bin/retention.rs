@@ -18,7 +18,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use clap::Parser;
 use memo_examples::{DEFAULT_STORE, open_store, table};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Error, ManualClock, Memo, RunId, memoized};
+use memo_runtime::{Error, Memo, RunId, clock::ManualClock, memoized};
 
 /// Runs a few workflows at simulated times, then sweeps.
 #[derive(Parser)]

@@ -20,9 +20,9 @@ pub(crate) async fn markers(
     let now = now_ms();
     let cutoff = now.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
     let listed = if expired {
-        store.memo.list_expired_terminal_markers(cutoff).await
+        store.memo.markers().list_expired(cutoff).await
     } else {
-        store.memo.list_terminal_markers().await
+        store.memo.markers().list().await
     };
     let mut markers =
         listed.with_context(|| format!("cannot list terminal markers in {}", store.url))?;

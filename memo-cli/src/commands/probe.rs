@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use memo_runtime::probe_conditional_create;
+use memo_runtime::store::probe_conditional_create;
 use serde_json::json;
 
 use crate::output::{outln, print_json};

@@ -3,8 +3,6 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use futures::TryStreamExt;
-use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{InputPhase, RunRecord, RuntimeStore};
 use memo_runtime::{Incarnation, RunId};
 use serde_json::{Value, json};
@@ -14,9 +12,6 @@ use crate::output::{
     Table, duration, now_ms, outln, payload, payload_line, print_fields, print_json, time,
 };
 use crate::store::Store;
-
-/// The memo store's folders that hold a run's entries, by kind.
-const ENTRY_FOLDERS: [(&str, &str); 2] = [("memo", "memos"), ("step-output", "step-outputs")];
 
 /// One stored entry of the run.
 struct Entry {
@@ -210,56 +205,25 @@ fn record_json(record: &RunRecord, now: u64) -> Value {
     })
 }
 
-/// The memo and step-output entries of one incarnation of the run, with
-/// their sizes, by kind, step and digest.
+/// The memo entries (and step-output entries of the previous layout) of one
+/// incarnation of the run, with their sizes, by kind, step and digest.
 async fn entries(
     store: &Store,
     run_id: &RunId,
     incarnation: Incarnation,
 ) -> anyhow::Result<Vec<Entry>> {
-    // The runtime store's folder of the run ends in the run id's path segment,
-    // the same segment the memo store names the run's folders by.
-    let runs_folder = store.runs.run_folder(run_id);
-    let segment = runs_folder
-        .filename()
-        .context("the run's folder has no name")?;
-    let mut entries = Vec::new();
-    for (kind, folder) in ENTRY_FOLDERS {
-        let prefix: Path = store
-            .memo
-            .prefix()
-            .clone()
-            .join(folder)
-            .join(segment)
-            .join(incarnation.to_string());
-        let metas: Vec<_> = store
-            .objects
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .with_context(|| format!("cannot list {prefix} in {}", store.url))?;
-        for meta in metas {
-            let mut rest = meta.location.prefix_match(&prefix).into_iter().flatten();
-            let step = rest
-                .next()
-                .map(|p| p.as_ref().to_string())
-                .unwrap_or_default();
-            let digest = rest
-                .next()
-                .map(|p| p.as_ref().to_string())
-                .unwrap_or_default();
-            entries.push(Entry {
-                kind,
-                step,
-                digest,
-                size: meta.size,
-            });
-        }
-    }
-    // LocalFileSystem lists in no particular order.
-    entries.sort_by(|a, b| {
-        let step = |e: &Entry| e.step.parse::<u64>().unwrap_or(u64::MAX);
-        (a.kind, step(a), &a.digest).cmp(&(b.kind, step(b), &b.digest))
-    });
-    Ok(entries)
+    let listed = store
+        .memo
+        .list_entries(run_id, incarnation)
+        .await
+        .with_context(|| format!("cannot list the entries of run {run_id} in {}", store.url))?;
+    Ok(listed
+        .into_iter()
+        .map(|e| Entry {
+            kind: e.kind.as_str(),
+            step: e.step.to_string(),
+            digest: e.digest,
+            size: e.size,
+        })
+        .collect())
 }

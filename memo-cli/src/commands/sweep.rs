@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::{TryStreamExt, future};
-use memo_runtime::{RetentionSweeper, SweepReport};
+use memo_runtime::retention::{RetentionSweeper, SweepReport};
 use serde_json::json;
 
 use crate::output::{self, now_ms, outln, print_json, time};
@@ -34,7 +34,8 @@ pub(crate) async fn sweep(
     // page, not every expired marker of a bucket with millions of them.
     let expired = store
         .memo
-        .expired_terminal_markers(cutoff)
+        .markers()
+        .expired(cutoff)
         .try_fold(0, |n, _| future::ready(Ok(n + 1)))
         .await
         .with_context(|| format!("cannot list expired markers in {}", store.url))?;

@@ -10,7 +10,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Clock, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, SystemClock};
+use memo_runtime::{
+    MemoStore, RunId,
+    clock::{Clock, ManualClock, SystemClock},
+    runtime_store::ObjectStoreRuntimeStore,
+};
 
 /// How long ago the run `old-1` ended: past the 7-day retention.
 pub(crate) const OLD_RUN_AGE: Duration = Duration::from_secs(30 * 24 * 3600);

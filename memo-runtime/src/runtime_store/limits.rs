@@ -44,7 +44,7 @@ impl Default for RunLimits {
 
 impl RunLimits {
     /// The largest value in bytes a run takes (default
-    /// [`DEFAULT_MAX_VALUE_SIZE`](crate::DEFAULT_MAX_VALUE_SIZE), as for memo
+    /// [`DEFAULT_MAX_VALUE_SIZE`](crate::limits::DEFAULT_MAX_VALUE_SIZE), as for memo
     /// values): a run's input, an input's (signal's) payload, a step's
     /// output, a snapshot, a run's output, error or cancellation reason. A
     /// larger one is refused with [`Error::TooLarge`] naming it, as an

@@ -765,7 +765,7 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// terminal marker are kept, and a retention sweep then keeps them too
     /// (it cannot tell a run deleted here from a run it looks for in the
     /// wrong runtime store). To delete a whole run, use
-    /// [`RetentionSweeper::delete_run`](crate::RetentionSweeper::delete_run).
+    /// [`RetentionSweeper::delete_run`](crate::retention::RetentionSweeper::delete_run).
     ///
     /// Only terminal runs can be deleted, so no worker can be writing to a
     /// run while it disappears. Deleting is idempotent, and concurrent

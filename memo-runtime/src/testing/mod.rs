@@ -1,5 +1,5 @@
 //! Test support for code that runs on an [`ObjectStore`] or a
-//! [`RuntimeStore`](crate::RuntimeStore): memo's own tests and yours.
+//! [`RuntimeStore`](crate::runtime_store::RuntimeStore): memo's own tests and yours.
 //!
 //! Object-store wrappers (`testing/stores/`):
 //!
@@ -29,9 +29,9 @@
 //!
 //! - [`memo_store::run_suite`] for a [`MemoStore`](crate::MemoStore) over any
 //!   object store;
-//! - [`runtime_store::run_suite`] for any [`RuntimeStore`](crate::RuntimeStore),
+//! - [`runtime_store::run_suite`] for any [`RuntimeStore`](crate::runtime_store::RuntimeStore),
 //!   and [`runtime_store::run_object_store_suite`] for an
-//!   [`ObjectStoreRuntimeStore`](crate::ObjectStoreRuntimeStore) over a given
+//!   [`ObjectStoreRuntimeStore`](crate::runtime_store::ObjectStoreRuntimeStore) over a given
 //!   object store (the same checks plus corrupt records, unfinished
 //!   deletions and injected faults).
 //!

@@ -77,7 +77,7 @@ impl super::Runtime {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use futures::TryStreamExt;
-    /// use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, MemoStore, RunId};
+    /// use memo_runtime::{Error, MemoStore, RunId, clock::ManualClock, runtime_store::InMemoryRuntimeStore};
     /// use memo_runtime::object_store::memory::InMemory;
     /// use memo_runtime::workflow::{Context, Runtime, Workflow};
     ///
@@ -97,7 +97,7 @@ impl super::Runtime {
     /// assert!(due_now.is_empty());
     /// let waiting: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await?;
     /// assert_eq!((waiting[0].run_id.as_str(), waiting[0].due_at_ms), ("nap-1", 3_600_000));
-    /// # use memo_runtime::Clock;
+    /// # use memo_runtime::clock::Clock;
     /// # Ok(()) }
     /// ```
     pub fn due_runs(&self, at_ms: u64) -> BoxStream<'static, Result<DueRun>> {

@@ -96,7 +96,7 @@ impl HeldLease {
 
     /// Notes the cancellation request among `inputs`, if there is one.
     pub(super) fn note_cancel(&self, inputs: &[InputRecord]) {
-        if let Some(reason) = super::cancel_reason(inputs) {
+        if let Some(reason) = super::cancel::cancel_reason(inputs) {
             *self.cancel.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
         }
     }

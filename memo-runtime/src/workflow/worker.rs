@@ -20,9 +20,9 @@ use super::due::{self, DueRun};
 use super::{Context, Runtime, Workflow};
 use crate::codec;
 use crate::error::{Error, Result};
+use crate::retention::SweeperHandle;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{NewRun, RunRecord};
-use crate::sweeper::SweeperHandle;
 
 /// How often a spawned [`Worker`] polls the due-run index, by default: 1 s.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -99,7 +99,7 @@ impl<E: Display> Display for Driving<E> {
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, MemoStore, RunId};
+/// use memo_runtime::{Error, MemoStore, RunId, clock::ManualClock, runtime_store::InMemoryRuntimeStore};
 /// use memo_runtime::object_store::memory::InMemory;
 /// use memo_runtime::runtime_store::RunStatus;
 /// use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};

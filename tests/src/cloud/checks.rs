@@ -15,8 +15,11 @@ use memo_runtime::testing::runtime_store as runtime_suite;
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Error, MARKER_PARTITION_MS, ManualClock, MemoStore, ObjectStoreRuntimeStore, RetentionSweeper,
-    RuntimeStore, probe_conditional_create,
+    Error, MemoStore,
+    clock::ManualClock,
+    retention::{MARKER_PARTITION_MS, RetentionSweeper},
+    runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
+    store::probe_conditional_create,
 };
 
 use super::CloudBucket;
@@ -111,7 +114,8 @@ pub async fn listing_expired_markers_lists_about_as_many_objects_as_are_expired(
             let store = store.clone();
             async move {
                 store
-                    .write_terminal_marker(&run(&format!("run-{i}")), at)
+                    .markers()
+                    .write_standalone(&run(&format!("run-{i}")), at)
                     .await
             }
         })
@@ -121,7 +125,7 @@ pub async fn listing_expired_markers_lists_about_as_many_objects_as_are_expired(
         .unwrap();
 
     counting.reset();
-    let expired = store.list_expired_terminal_markers(cutoff).await.unwrap();
+    let expired = store.markers().list_expired(cutoff).await.unwrap();
     assert_eq!(expired.len(), 12);
     assert!(expired.iter().all(|m| m.terminal_at_ms < cutoff));
     let counts = counting.counts();
@@ -232,7 +236,7 @@ pub async fn workflow_runs_are_swept_once_their_retention_has_passed(bucket: &Cl
     }
     assert!(records.load_run(&run("recent")).await.unwrap().is_some());
     assert!(stored_entries(&memo, &run("recent")).await > 0);
-    let markers = memo.list_terminal_markers().await.unwrap();
+    let markers = memo.markers().list().await.unwrap();
     assert_eq!(
         markers
             .iter()

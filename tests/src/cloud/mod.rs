@@ -14,7 +14,10 @@
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use memo_runtime::{MemoStore, StoreAndPrefix, store_from_url};
+use memo_runtime::{
+    MemoStore,
+    store::{StoreAndPrefix, store_from_url},
+};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub mod checks;

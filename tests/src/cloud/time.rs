@@ -6,9 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
+use memo_runtime::clock::ManualClock;
+use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
 use memo_runtime::runtime_store::RunStatus;
+use memo_runtime::store::StoreAndPrefix;
 use memo_runtime::workflow::{Cancellation, Context, Runtime, Worker, Workflow};
-use memo_runtime::{Error, ManualClock, MemoStore, ObjectStoreRuntimeStore, RunId, StoreAndPrefix};
+use memo_runtime::{Error, MemoStore, RunId};
 
 const DAY_MS: u64 = 24 * 3600 * 1000;
 

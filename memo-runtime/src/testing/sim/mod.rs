@@ -517,7 +517,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// writer of the shared store plants foreign objects, at random moments
     /// of the history, in place of objects memo wrote (a memo entry, a log
     /// entry, a checkpoint, a run pointer, a marker): a 1 TiB object, a value
-    /// nested deeper than [`MAX_NESTING_DEPTH`](crate::MAX_NESTING_DEPTH)
+    /// nested deeper than [`MAX_NESTING_DEPTH`](crate::limits::MAX_NESTING_DEPTH)
     /// (in a memo or log entry), or a checkpoint forged to hold its run up
     /// to position `u64::MAX`. Each stands for a while (or until a worker
     /// overwrites or deletes it) and is removed before faults stop. While

@@ -127,5 +127,5 @@ pub(super) async fn read(checker: Checker, runtime: Runtime, run_id: RunId) -> c
 
 /// Lists the terminal markers.
 pub(super) async fn markers(runtime: Runtime) -> crate::Result<()> {
-    runtime.memo_store().list_terminal_markers().await.map(drop)
+    runtime.memo_store().markers().list().await.map(drop)
 }

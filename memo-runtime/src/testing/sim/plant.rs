@@ -37,7 +37,7 @@ pub(super) const HUGE: u64 = 1 << 40;
 pub(super) enum Kind {
     /// A 1 TiB object.
     Huge,
-    /// A well-framed value nested deeper than [`MAX_NESTING_DEPTH`](crate::MAX_NESTING_DEPTH) (in a
+    /// A well-framed value nested deeper than [`MAX_NESTING_DEPTH`](crate::limits::MAX_NESTING_DEPTH) (in a
     /// record, as a field it does not know).
     Nested,
     /// A well-framed checkpoint whose receipts lack their digests (or,
@@ -88,7 +88,7 @@ impl Foreign {
     }
 }
 
-/// How deep a planted value nests: past [`MAX_NESTING_DEPTH`](crate::MAX_NESTING_DEPTH), and deep
+/// How deep a planted value nests: past [`MAX_NESTING_DEPTH`](crate::limits::MAX_NESTING_DEPTH), and deep
 /// enough (with rmp-serde's own limit of 1,024 above it) that a reader
 /// without memo's limit overflows its stack in a debug build.
 const NESTED_DEPTH: usize = 1_000;
@@ -102,7 +102,7 @@ fn deep_value() -> Vec<u8> {
 
 /// A foreign object framed as memo frames every object: the record
 /// `original` (a log entry, a map with named fields) with one more field
-/// holding a value nested deeper than [`MAX_NESTING_DEPTH`](crate::MAX_NESTING_DEPTH) (a reader skips
+/// holding a value nested deeper than [`MAX_NESTING_DEPTH`](crate::limits::MAX_NESTING_DEPTH) (a reader skips
 /// a field it does not know, value and all), or else that value alone.
 pub(super) fn nested(path: &Path, original: Option<Bytes>) -> Bytes {
     let record = original.and_then(|framed| envelope::open(path, framed).ok());

@@ -612,7 +612,7 @@ where
                 .event(format!("the last recover fails: {error}"));
         }
         self.clock.advance_ms(1);
-        let sweeper = crate::RetentionSweeper::builder(memo, Duration::ZERO)
+        let sweeper = crate::retention::RetentionSweeper::builder(memo, Duration::ZERO)
             .runtime_store(store)
             .build();
         let report = match sweeper.sweep_once(self.clock.now_ms()).await {

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 
-use crate::{Error, MemoStore, RunId, TerminalMarker};
+use crate::{Error, MemoStore, RunId, retention::TerminalMarker};
 
 fn run(id: &str) -> RunId {
     RunId::new(id).expect("valid run id")
@@ -278,26 +278,25 @@ pub async fn terminal_markers_round_trip(store: &MemoStore) {
         incarnation: crate::Incarnation::STANDALONE,
     };
     store
-        .write_terminal_marker(&marker.run_id, marker.terminal_at_ms)
+        .markers()
+        .write_standalone(&marker.run_id, marker.terminal_at_ms)
         .await
         .unwrap();
     store
-        .write_terminal_marker(&marker.run_id, marker.terminal_at_ms)
+        .markers()
+        .write_standalone(&marker.run_id, marker.terminal_at_ms)
         .await
         .unwrap();
-    assert_eq!(
-        store.list_terminal_markers().await.unwrap(),
-        vec![marker.clone()]
-    );
-    store.delete_terminal_marker(&marker).await.unwrap();
-    store.delete_terminal_marker(&marker).await.unwrap();
-    assert_eq!(store.list_terminal_markers().await.unwrap(), vec![]);
+    assert_eq!(store.markers().list().await.unwrap(), vec![marker.clone()]);
+    store.markers().delete(&marker).await.unwrap();
+    store.markers().delete(&marker).await.unwrap();
+    assert_eq!(store.markers().list().await.unwrap(), vec![]);
 }
 
 /// Expiry is strict (a marker at exactly the cutoff is kept) and correct at
 /// every bucket boundary, whether the expired markers are listed or streamed.
 pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
-    let hour = crate::MARKER_PARTITION_MS;
+    let hour = crate::retention::MARKER_PARTITION_MS;
     let base = 1_000 * hour;
     let times = [
         0,
@@ -311,7 +310,8 @@ pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
     ];
     for (i, t) in times.iter().enumerate() {
         store
-            .write_terminal_marker(&run(&format!("expiry-{i}")), *t)
+            .markers()
+            .write_standalone(&run(&format!("expiry-{i}")), *t)
             .await
             .unwrap();
     }
@@ -329,7 +329,8 @@ pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
         u64::MAX,
     ] {
         let expired: Vec<u64> = store
-            .list_expired_terminal_markers(cutoff)
+            .markers()
+            .list_expired(cutoff)
             .await
             .unwrap()
             .iter()
@@ -338,7 +339,8 @@ pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
         let want: Vec<u64> = times.iter().copied().filter(|t| *t < cutoff).collect();
         assert_eq!(expired, want, "cutoff {cutoff}");
         let mut streamed: Vec<u64> = store
-            .expired_terminal_markers(cutoff)
+            .markers()
+            .expired(cutoff)
             .map_ok(|m| m.terminal_at_ms)
             .try_collect()
             .await
@@ -346,8 +348,8 @@ pub async fn expired_markers_respect_a_strict_cutoff(store: &MemoStore) {
         streamed.sort_unstable();
         assert_eq!(streamed, want, "streamed, cutoff {cutoff}");
     }
-    for marker in store.list_expired_terminal_markers(u64::MAX).await.unwrap() {
-        store.delete_terminal_marker(&marker).await.unwrap();
+    for marker in store.markers().list_expired(u64::MAX).await.unwrap() {
+        store.markers().delete(&marker).await.unwrap();
     }
 }
 
@@ -362,7 +364,8 @@ pub async fn foreign_objects_among_markers_are_skipped(store: &MemoStore) {
         incarnation: crate::Incarnation::STANDALONE,
     };
     store
-        .write_terminal_marker(&real.run_id, real.terminal_at_ms)
+        .markers()
+        .write_standalone(&real.run_id, real.terminal_at_ms)
         .await
         .unwrap();
     for foreign in [
@@ -380,12 +383,9 @@ pub async fn foreign_objects_among_markers_are_skipped(store: &MemoStore) {
             .await
             .unwrap();
     }
+    assert_eq!(store.markers().list().await.unwrap(), vec![real.clone()]);
     assert_eq!(
-        store.list_terminal_markers().await.unwrap(),
-        vec![real.clone()]
-    );
-    assert_eq!(
-        store.list_expired_terminal_markers(u64::MAX).await.unwrap(),
+        store.markers().list_expired(u64::MAX).await.unwrap(),
         vec![real]
     );
 }

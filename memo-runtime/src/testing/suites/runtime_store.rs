@@ -39,9 +39,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures::future::join_all;
 
-use crate::ObjectStoreRuntimeStore;
 use crate::error::Error;
 use crate::run_id::RunId;
+use crate::runtime_store::ObjectStoreRuntimeStore;
 use crate::runtime_store::{
     Commit, InputPhase, NewInput, NewRun, RunRecord, RunStatus, RuntimeStore, StatusChange,
     StepReceipt,
@@ -121,7 +121,7 @@ pub async fn run_suite<S: RuntimeStore + 'static>(make: impl Fn() -> S) {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use memo_runtime::ObjectStoreRuntimeStore;
+/// use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
 /// use memo_runtime::object_store::{ObjectStore, memory::InMemory};
 /// use memo_runtime::testing::runtime_store as suite;
 ///
@@ -986,7 +986,9 @@ pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
 /// are never skipped, and the failed calls change nothing.
 ///
 /// `make` returns a new instance over the same objects each time.
-pub async fn corrupt_records_are_errors(make: &impl Fn() -> crate::ObjectStoreRuntimeStore) {
+pub async fn corrupt_records_are_errors(
+    make: &impl Fn() -> crate::runtime_store::ObjectStoreRuntimeStore,
+) {
     use object_store::{ObjectStoreExt, PutPayload};
 
     let writer = make();
@@ -1260,7 +1262,7 @@ async fn assert_commits(
 /// log, and finishing the old deletion (`delete_run` with the old
 /// incarnation) removes the leftovers without touching the new run.
 pub async fn an_unfinished_deletion_is_finished_not_inherited(
-    make: &impl Fn() -> crate::ObjectStoreRuntimeStore,
+    make: &impl Fn() -> crate::runtime_store::ObjectStoreRuntimeStore,
 ) {
     use futures::TryStreamExt;
     use object_store::ObjectStoreExt;

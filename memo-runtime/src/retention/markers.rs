@@ -1,5 +1,6 @@
 //! Terminal markers: one small object per run that reached a terminal state
-//! (the layout is documented on [`TerminalMarker`]).
+//! (the layout is documented on [`TerminalMarker`]), read and written through
+//! [`Markers`].
 
 use futures::future;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
@@ -53,17 +54,33 @@ pub struct TerminalMarker {
     pub incarnation: Incarnation,
 }
 
+/// The terminal markers of one memo store: where they are written, listed
+/// and deleted. Get one with [`MemoStore::markers`]; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Markers {
+    store: MemoStore,
+}
+
 impl MemoStore {
+    /// This store's terminal markers, for retention: see [`Markers`].
+    pub fn markers(&self) -> Markers {
+        Markers {
+            store: self.clone(),
+        }
+    }
+}
+
+impl Markers {
     /// Records that `run_id`'s standalone memos ([`MemoStore::new_memo`])
     /// reached a terminal state at `terminal_at_ms`. Writing the same marker
     /// again is a no-op. Workflow runs are marked with their incarnation
-    /// through [`write_marker`](Self::write_marker).
+    /// through [`write`](Self::write).
     ///
     /// # Errors
     ///
     /// [`Error::Store`] if the write fails.
-    pub async fn write_terminal_marker(&self, run_id: &RunId, terminal_at_ms: u64) -> Result<()> {
-        self.write_marker(&TerminalMarker {
+    pub async fn write_standalone(&self, run_id: &RunId, terminal_at_ms: u64) -> Result<()> {
+        self.write(&TerminalMarker {
             run_id: run_id.clone(),
             terminal_at_ms,
             incarnation: Incarnation::STANDALONE,
@@ -76,9 +93,9 @@ impl MemoStore {
     /// # Errors
     ///
     /// [`Error::Store`] if the write fails.
-    pub async fn write_marker(&self, marker: &TerminalMarker) -> Result<()> {
+    pub async fn write(&self, marker: &TerminalMarker) -> Result<()> {
         let path = self.marker_path(marker);
-        write_once::create_once(self.store(), &path, &[], Limit::MARKER).await?;
+        write_once::create_once(self.store.store(), &path, &[], Limit::MARKER).await?;
         Ok(())
     }
 
@@ -88,9 +105,10 @@ impl MemoStore {
     /// # Errors
     ///
     /// [`Error::Store`] if the listing fails.
-    pub async fn list_terminal_markers(&self) -> Result<Vec<TerminalMarker>> {
+    pub async fn list(&self) -> Result<Vec<TerminalMarker>> {
         let folder = self.terminals_folder();
         let metas: Vec<_> = self
+            .store
             .store()
             .list(Some(&folder))
             .try_collect()
@@ -109,20 +127,14 @@ impl MemoStore {
     ///
     /// The cost is one delimiter listing of the partition folders plus listings
     /// of the expired markers (see [`TerminalMarker`]). The whole answer is
-    /// held in memory; [`expired_terminal_markers`](Self::expired_terminal_markers)
+    /// held in memory; [`expired`](Self::expired)
     /// streams the same markers instead.
     ///
     /// # Errors
     ///
     /// [`Error::Store`] if a listing fails.
-    pub async fn list_expired_terminal_markers(
-        &self,
-        cutoff_ms: u64,
-    ) -> Result<Vec<TerminalMarker>> {
-        let mut markers: Vec<_> = self
-            .expired_terminal_markers(cutoff_ms)
-            .try_collect()
-            .await?;
+    pub async fn list_expired(&self, cutoff_ms: u64) -> Result<Vec<TerminalMarker>> {
+        let mut markers: Vec<_> = self.expired(cutoff_ms).try_collect().await?;
         markers.sort_by_key(|m| m.terminal_at_ms);
         Ok(markers)
     }
@@ -133,7 +145,7 @@ impl MemoStore {
     /// exactly `cutoff_ms` is not yielded.
     ///
     /// The cost is that of
-    /// [`list_expired_terminal_markers`](Self::list_expired_terminal_markers),
+    /// [`list_expired`](Self::list_expired),
     /// but memory holds one partition folder name per stored hour plus the
     /// backend's listing page, not every expired marker, and a partition is
     /// listed only when the stream reaches it. Deleting markers already
@@ -152,18 +164,15 @@ impl MemoStore {
     /// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
     ///
     /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
-    /// store.write_terminal_marker(&RunId::new("old")?, 1_000).await?;
-    /// store.write_terminal_marker(&RunId::new("new")?, 9_000).await?;
-    /// let mut expired = store.expired_terminal_markers(5_000);
+    /// store.markers().write_standalone(&RunId::new("old")?, 1_000).await?;
+    /// store.markers().write_standalone(&RunId::new("new")?, 9_000).await?;
+    /// let mut expired = store.markers().expired(5_000);
     /// while let Some(marker) = expired.try_next().await? {
     ///     assert_eq!(marker.run_id.as_str(), "old");
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn expired_terminal_markers(
-        &self,
-        cutoff_ms: u64,
-    ) -> BoxStream<'static, Result<TerminalMarker>> {
+    pub fn expired(&self, cutoff_ms: u64) -> BoxStream<'static, Result<TerminalMarker>> {
         let this = self.clone();
         stream::once(async move {
             let partitions = this.expired_partitions(cutoff_ms).await?;
@@ -181,6 +190,7 @@ impl MemoStore {
     async fn expired_partitions(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
         let folder = self.terminals_folder();
         let listing = self
+            .store
             .store()
             .list_with_delimiter(Some(&folder))
             .await
@@ -212,11 +222,12 @@ impl MemoStore {
         cutoff_ms: u64,
     ) -> BoxStream<'static, Result<TerminalMarker>> {
         let listing = if partition.saturating_add(MARKER_PARTITION_MS) <= cutoff_ms {
-            self.store().list(Some(&partition_path))
+            self.store.store().list(Some(&partition_path))
         } else {
             // Markers at or after the cutoff sort before this offset.
-            let offset = self.layout().marker_offset(partition, cutoff_ms);
-            self.store()
+            let offset = self.store.layout().marker_offset(partition, cutoff_ms);
+            self.store
+                .store()
                 .list_with_offset(Some(&partition_path), &offset)
         };
         listing
@@ -234,20 +245,21 @@ impl MemoStore {
     /// # Errors
     ///
     /// [`Error::Store`] if the delete fails.
-    pub async fn delete_terminal_marker(&self, marker: &TerminalMarker) -> Result<()> {
+    pub async fn delete(&self, marker: &TerminalMarker) -> Result<()> {
         let path = self.marker_path(marker);
-        match self.store().delete(&path).await {
+        match self.store.store().delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(Error::store(&path, e)),
         }
     }
 
     fn terminals_folder(&self) -> Path {
-        self.layout().terminals_folder()
+        self.store.layout().terminals_folder()
     }
 
     fn marker_path(&self, marker: &TerminalMarker) -> Path {
-        self.layout()
+        self.store
+            .layout()
             .marker(&marker.run_id, marker.incarnation, marker.terminal_at_ms)
     }
 }

@@ -105,7 +105,7 @@ impl Context {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
     /// use std::sync::Arc;
-    /// use memo_runtime::{Error, InMemoryRuntimeStore, ManualClock, MemoStore, RunId};
+    /// use memo_runtime::{Error, MemoStore, RunId, clock::ManualClock, runtime_store::InMemoryRuntimeStore};
     /// use memo_runtime::object_store::memory::InMemory;
     /// use memo_runtime::workflow::{Context, Runtime, Selected, Workflow};
     ///

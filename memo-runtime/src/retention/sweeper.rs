@@ -12,9 +12,9 @@ use tracing::Instrument;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
+use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RuntimeStore;
-use crate::terminal::TerminalMarker;
 
 /// How many expired markers a pass takes from the listing at a time, unless
 /// [`RetentionSweeperBuilder::page_size`] says otherwise.
@@ -71,7 +71,7 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use memo_runtime::{MemoStore, RetentionSweeper, RunId, object_store::memory::InMemory};
+/// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory, retention::RetentionSweeper};
 ///
 /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
 /// let (old, recent) = (RunId::new("old-run")?, RunId::new("recent-run")?);
@@ -79,8 +79,8 @@ pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 ///     store.new_memo(run, 0).put("answer", b"42").await?;
 /// }
 /// let day_ms = 24 * 60 * 60 * 1000;
-/// store.write_terminal_marker(&old, 10 * day_ms).await?;
-/// store.write_terminal_marker(&recent, 16 * day_ms).await?;
+/// store.markers().write_standalone(&old, 10 * day_ms).await?;
+/// store.markers().write_standalone(&recent, 16 * day_ms).await?;
 ///
 /// let sweeper = RetentionSweeper::builder(store.clone(), Duration::from_secs(7 * 24 * 3600))
 ///     .page_size(100)
@@ -232,7 +232,8 @@ impl RetentionSweeper {
         let mut report = SweepReport::empty(cutoff_ms, config.dry_run);
         let mut pages = config
             .memo_store
-            .expired_terminal_markers(cutoff_ms)
+            .markers()
+            .expired(cutoff_ms)
             .try_chunks(config.page_size);
         loop {
             let page = match pages.try_next().await {
@@ -325,7 +326,7 @@ impl RetentionSweeper {
             if let Some(store) = &config.runtime_store {
                 swept.runtime_record = store.delete_run(run_id, incarnation).await?;
             }
-            config.memo_store.delete_terminal_marker(marker).await?;
+            config.memo_store.markers().delete(marker).await?;
             tracing::debug!(
                 entries = swept.entries,
                 runtime_record = swept.runtime_record,
@@ -467,7 +468,7 @@ impl RetentionSweeper {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use memo_runtime::{MemoStore, RetentionSweeper, object_store::memory::InMemory};
+    /// use memo_runtime::{MemoStore, object_store::memory::InMemory, retention::RetentionSweeper};
     ///
     /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
     /// let sweeper = RetentionSweeper::builder(store, Duration::from_secs(3600)).build();

@@ -1,0 +1,207 @@
+//! [`RuntimeBuilder`]: a [`Runtime`]'s settings, checked once by
+//! [`RuntimeBuilder::build`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{
+    DEFAULT_LEASE, DEFAULT_RECOVERY_CONCURRENCY, DEFAULT_RETENTION, DEFAULT_SIGNAL_POLL_INTERVAL,
+    DEFAULT_TIMER_WAIT, MIN_SIGNAL_POLL_INTERVAL, RetryPolicy, Runtime, Shared,
+};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::memo::MemoStore;
+use crate::runtime_store::RuntimeStore;
+
+#[cfg(doc)]
+use super::Context;
+
+/// Builds a [`Runtime`]; see [`Runtime::builder`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct RuntimeBuilder {
+    memo: Option<MemoStore>,
+    store: Option<Arc<dyn RuntimeStore>>,
+    clock: Option<Arc<dyn Clock>>,
+    signal_wait: Duration,
+    signal_poll_interval: Option<Duration>,
+    timer_wait: Option<Duration>,
+    marker_retry: Option<RetryPolicy>,
+    retention: Option<Duration>,
+    recovery_concurrency: Option<usize>,
+    skip_conditional_create_check: bool,
+    lease: Option<Duration>,
+    worker_id: Option<String>,
+}
+
+impl RuntimeBuilder {
+    /// Where the steps' memos (and terminal markers) live. Required.
+    pub fn memo_store(mut self, memo: MemoStore) -> Self {
+        self.memo = Some(memo);
+        self
+    }
+
+    /// Where runs and their receipts live. Required.
+    pub fn runtime_store(mut self, store: Arc<dyn RuntimeStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The clock for timestamps (default: [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// How long [`Context::wait_for_signal`] waits in-process for a signal
+    /// before the run suspends (default: zero, suspend at once).
+    /// `Duration::MAX` waits as long as it takes: the attempt keeps its
+    /// lease and polls until the signal comes.
+    pub fn signal_wait(mut self, wait: Duration) -> Self {
+        self.signal_wait = wait;
+        self
+    }
+
+    /// How often a waiting run checks for its signal (default 200 ms; at
+    /// least [`MIN_SIGNAL_POLL_INTERVAL`], so that a wait never polls the
+    /// store without pause). A wait's last check comes when its
+    /// [`signal_wait`](Self::signal_wait) is up, however long the interval.
+    pub fn signal_poll_interval(mut self, interval: Duration) -> Self {
+        self.signal_poll_interval = Some(interval);
+        self
+    }
+
+    /// The longest wait [`Context::sleep`] (and a signal deadline) spends in
+    /// process (default [`DEFAULT_TIMER_WAIT`], 60 s). A timer due within
+    /// this wait is awaited by the attempt, which keeps renewing its lease;
+    /// a later one suspends the attempt with [`Error::Suspended`] (its lease
+    /// released), and running the run again once the timer is due, from any
+    /// process, continues it. Zero suspends every timer that is not yet due;
+    /// `Duration::MAX` waits in process for any timer.
+    pub fn timer_wait(mut self, wait: Duration) -> Self {
+        self.timer_wait = Some(wait);
+        self
+    }
+
+    /// How the terminal-marker write is retried (default: 5 tries from
+    /// 50 ms).
+    pub fn marker_retry(mut self, policy: RetryPolicy) -> Self {
+        self.marker_retry = Some(policy);
+        self
+    }
+
+    /// How long a terminal run's memo entries and records are kept before
+    /// [`Runtime::retention_sweeper`] clears them (default: 7 days).
+    /// `Duration::MAX` keeps them for ever; zero lets the first sweep after
+    /// a run ended clear it.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
+    /// How many runs [`Runtime::recover`] drives at once (default
+    /// [`DEFAULT_RECOVERY_CONCURRENCY`]; at least 1).
+    pub fn recovery_concurrency(mut self, runs: usize) -> Self {
+        self.recovery_concurrency = Some(runs.max(1));
+        self
+    }
+
+    /// How long an attempt holds its run's lease without renewing it
+    /// (default [`DEFAULT_LEASE`]; at least 3 ms, shorter counts as 3 ms;
+    /// a lease that would end past the last millisecond a `u64` holds ends
+    /// there, so `Duration::MAX` never expires). A running attempt renews
+    /// its lease every third of this; no other worker starts an attempt of
+    /// the run until the lease has expired, and an attempt taken over after
+    /// its lease expired can commit nothing more.
+    ///
+    /// Size it well above the longest time an attempt may go without being
+    /// polled (a step that blocks its thread, a stop-the-world pause, a slow
+    /// store request) plus the clock skew between workers: a lease that
+    /// expires while its holder is alive lets a second worker run the same
+    /// step, and only the step's memoized calls (and the idempotency keys it
+    /// passes on, [`Memo::idempotency_key`](crate::Memo::idempotency_key))
+    /// keep its side effects single. A longer lease only delays the take-over
+    /// of a run whose worker crashed.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease.max(Duration::from_millis(3)));
+        self
+    }
+
+    /// The name this runtime's attempts hold leases under, shown to other
+    /// workers in [`Error::LeaseHeld`] (default: `pid<process id>-<random>`).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = Some(id.into());
+        self
+    }
+
+    /// Whether the runtime checks, once, before its first write, that the
+    /// memo store's backend refuses to create an object that exists
+    /// (default: `true`). The check is [`probe_conditional_create`] under the
+    /// memo store's prefix: three requests, once per runtime. A backend that
+    /// fails it would let racing attempts overwrite each other's committed
+    /// entries, so every call that would write fails with
+    /// [`Error::ConditionalPutUnsupported`] instead.
+    ///
+    /// Turn it off only for a store known to keep conditional creates (or
+    /// one that counts its requests in a test).
+    ///
+    /// [`probe_conditional_create`]: crate::store::probe_conditional_create
+    pub fn check_conditional_create(mut self, check: bool) -> Self {
+        self.skip_conditional_create_check = !check;
+        self
+    }
+
+    /// The runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if the memo store or the runtime store is
+    /// missing, or the signal poll interval is shorter than
+    /// [`MIN_SIGNAL_POLL_INTERVAL`].
+    pub fn build(self) -> Result<Runtime> {
+        let missing = |what: &str| Error::InvalidConfig {
+            what: "Runtime".into(),
+            reason: format!("{what} is required"),
+        };
+        let signal_poll_interval = self
+            .signal_poll_interval
+            .unwrap_or(DEFAULT_SIGNAL_POLL_INTERVAL);
+        if signal_poll_interval < MIN_SIGNAL_POLL_INTERVAL {
+            return Err(Error::InvalidConfig {
+                what: "Runtime".into(),
+                reason: format!(
+                    "signal_poll_interval is {signal_poll_interval:?}; it must be at least \
+                     {MIN_SIGNAL_POLL_INTERVAL:?}, or a waiting run would poll the store without pause"
+                ),
+            });
+        }
+        Ok(Runtime {
+            shared: Arc::new(Shared {
+                memo: self.memo.ok_or_else(|| missing("a memo store"))?,
+                store: self.store.ok_or_else(|| missing("a runtime store"))?,
+                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                signal_wait: self.signal_wait,
+                signal_poll_interval,
+                timer_wait: self.timer_wait.unwrap_or(DEFAULT_TIMER_WAIT),
+                marker_retry: self.marker_retry.unwrap_or_else(|| {
+                    RetryPolicy::attempts(5).with_min_delay(Duration::from_millis(50))
+                }),
+                retention: self.retention.unwrap_or(DEFAULT_RETENTION),
+                recovery_concurrency: self
+                    .recovery_concurrency
+                    .unwrap_or(DEFAULT_RECOVERY_CONCURRENCY),
+                conditional_create_checked: (!self.skip_conditional_create_check)
+                    .then(tokio::sync::OnceCell::new),
+                draining: std::sync::atomic::AtomicBool::new(false),
+                lease: self.lease.unwrap_or(DEFAULT_LEASE),
+                worker_id: self.worker_id.unwrap_or_else(|| {
+                    format!(
+                        "pid{}-{:08x}",
+                        std::process::id(),
+                        crate::run_id::unique_token() as u32
+                    )
+                }),
+            }),
+        })
+    }
+}
