@@ -27,7 +27,7 @@ pub enum Selected {
     Signal {
         /// Which of the signals it was.
         name: String,
-        /// Its payload, as [`Runtime::signal`](super::Runtime::signal)
+        /// Its payload, as [`Runtime::signal`](crate::workflow::Runtime::signal)
         /// encoded it: read it with [`Selected::decode`].
         payload: Bytes,
     },
@@ -67,7 +67,7 @@ impl Selected {
 }
 
 /// The signal names and deadline a select recorded, from its receipt; for
-/// [`Runtime::resume`](super::Runtime::resume), which starts no attempt for a
+/// [`Runtime::resume`](crate::workflow::Runtime::resume), which starts no attempt for a
 /// run whose select still waits.
 pub(in crate::workflow) fn recorded(receipt: &StepReceipt) -> Option<(u64, Vec<String>)> {
     (receipt.step == SELECT_STEP)
@@ -94,7 +94,7 @@ impl Context {
     /// [`wait_for_signal_until`](Context::wait_for_signal_until) does, then
     /// suspends with [`Error::Suspended`]; a signal sent for one of the
     /// names (or the deadline) makes the run due again, for a
-    /// [`Worker`](super::Worker) to wake.
+    /// [`Worker`](crate::workflow::Worker) to wake.
     ///
     /// # Errors
     ///
