@@ -3,6 +3,7 @@
 //! ([`timer`]) share: the attempt's receipts, its step cursor, its
 //! interruption and its cancellation.
 
+mod select;
 mod signal;
 mod step;
 mod timer;
@@ -12,6 +13,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
+pub use select::Selected;
+pub(super) use select::recorded as select_recorded;
 pub use step::Step;
 
 use super::Shared;
@@ -182,6 +185,9 @@ impl Context {
     /// Records a runtime-side failure, if it is transient (the run must not
     /// be failed for it), and converts it for the workflow.
     pub(super) fn interrupt<E: From<Error>>(&self, error: Error) -> E {
+        if let Error::Suspended { until_ms, .. } = &error {
+            self.inner.lease.note_suspended(*until_ms);
+        }
         self.inner.interruption.record(&error);
         E::from(error)
     }
@@ -195,6 +201,13 @@ impl Context {
                 run_id: self.inner.run_id.to_string(),
                 reason: Some(reason),
             }));
+        }
+        if (self.inner.shared.draining).load(std::sync::atomic::Ordering::Acquire) {
+            let stopping = Error::Aborted {
+                run_id: self.inner.run_id.to_string(),
+                reason: "the worker is shutting down; the run stays open".into(),
+            };
+            return Err(self.interrupt(stopping));
         }
         if self.inner.interruption.is_set() {
             return Err(E::from(Error::Aborted {
