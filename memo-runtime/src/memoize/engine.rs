@@ -1,7 +1,9 @@
 //! One memoized call, from its key to the committed value: read, run the
 //! body on a miss, commit write-once, return what was committed.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use tracing::Instrument;
@@ -75,6 +77,12 @@ where
 
 /// Runs one memoized call: returns the committed value for `key` if there
 /// is one, else runs `body` and commits its `Ok` value.
+///
+/// This function is instantiated once per memoized function (each `body` is
+/// a type of its own), so it only sequences the steps: the work is in
+/// [`Call`]'s methods, compiled once in this crate, and in [`encode_output`]
+/// and [`finish`], instantiated once per return type. Its future holds no
+/// `dyn` reference across an await, so it is `Send` exactly when `body` is.
 pub async fn memoize<R, T, E, F>(
     memo: &Memo,
     function: &'static str,
@@ -85,49 +93,69 @@ pub async fn memoize<R, T, E, F>(
 where
     F: Future<Output = R>,
 {
-    let span = if span_may_be_seen() {
-        tracing::info_span!(
-            "memoized",
-            function,
-            run = %memo.run_id(),
-            step = memo.step_number(),
-            outcome = tracing::field::Empty,
-        )
-    } else {
-        tracing::Span::none()
-    };
-    let call = Call {
-        memo,
-        function,
-        codec: &codec,
-    };
-    // As `#[tracing::instrument]` does, a span nobody listens to is not
-    // entered: entering it does nothing, but the wrapper's extra poll layer
-    // and drop glue cost every hit some 3%. Each branch builds its future
-    // where it is awaited: built once before the `if`, the ~2 KB future
-    // was copied into place on every call (callgrind: 170 instructions).
-    let result = if span.is_disabled() {
-        call.run(key, body).await
-    } else {
-        call.run(key, body).instrument(span.clone()).await
-    };
-    let outcome = match &result {
-        Ok((_, outcome)) => *outcome,
-        Err(_) => Outcome::Error,
-    };
-    // A disabled span still looks the field up by name: skip it on the hot
-    // path when nothing listens.
-    if !span.is_disabled() {
-        span.record("outcome", outcome.as_str());
+    let mut call = Call::new(memo, function);
+    let mut step = call.look_up(key).await;
+    let mut ran = None;
+    if let Step::Run = step {
+        let mut body = pin!(body);
+        let output = poll_fn(|cx| call.poll_body(body.as_mut(), cx)).await;
+        step = match encode_output(&call, &codec, output, &mut ran) {
+            Ok(encoded) => call.commit(encoded).await,
+            Err(step) => step,
+        };
     }
-    match result {
-        Ok((value, _)) => (codec.join)(Ok(value)),
-        Err(Failure::Body(e)) => (codec.join)(Err(e)),
-        Err(Failure::Memo(e)) => {
-            span.in_scope(|| tracing::warn!(error = %e, "memoized call failed"));
-            (codec.join)(Err((codec.from_memo_error)(e)))
+    finish(&call, &codec, step, ran)
+}
+
+/// Splits the body's return value: an `Ok` value is kept in `ran` and
+/// returned encoded, for the commit; an `Err` is kept in `ran` and ends the
+/// call.
+fn encode_output<R, T, E>(
+    call: &Call<'_>,
+    codec: &Codec<R, T, E>,
+    output: R,
+    ran: &mut Option<core::result::Result<T, E>>,
+) -> core::result::Result<Vec<u8>, Step> {
+    match (codec.split)(output) {
+        Ok(value) => match (codec.encode)(&value) {
+            Ok(encoded) => {
+                *ran = Some(Ok(value));
+                Ok(encoded)
+            }
+            Err(e) => Err(Step::Failed(call.unencodable(e))),
+        },
+        Err(e) => {
+            *ran = Some(Err(e));
+            Err(Step::Ran(Outcome::Error))
         }
     }
+}
+
+/// The call's return value, from where its steps ended.
+fn finish<R, T, E>(
+    call: &Call<'_>,
+    codec: &Codec<R, T, E>,
+    step: Step,
+    ran: Option<core::result::Result<T, E>>,
+) -> R {
+    let error = match step {
+        Step::Ran(outcome) => {
+            call.ended(outcome, None);
+            return (codec.join)(ran.expect("the body's value is kept when it ran"));
+        }
+        Step::Committed(committed, outcome) => match (codec.decode)(&committed) {
+            Ok(value) => {
+                call.returned(&committed);
+                call.ended(outcome, None);
+                return (codec.join)(Ok(value));
+            }
+            Err(e) => call.undecodable(e),
+        },
+        Step::Failed(error) => error,
+        Step::Run => unreachable!("a call that must run its body runs it"),
+    };
+    call.ended(Outcome::Error, Some(&error));
+    (codec.join)(Err((codec.from_memo_error)(error)))
 }
 
 /// Whether anyone could see a `memoized` span: a `tracing` subscriber
@@ -171,90 +199,177 @@ impl Outcome {
     }
 }
 
-/// Why a call returned no value.
-enum Failure<E> {
-    /// The body returned `Err`; it is passed through, never committed.
-    Body(E),
+/// Where a call stands after each of its steps.
+enum Step {
+    /// No value is committed: the body must run.
+    Run,
+    /// The body ran; its return value, kept by [`memoize`], is the call's
+    /// (a committed `Ok` value, [`Outcome::Miss`], or an `Err`,
+    /// [`Outcome::Error`]).
+    Ran(Outcome),
+    /// A committed value is the call's, once decoded.
+    Committed(Bytes, Outcome),
     /// The memo failed: storage, encoding or decoding.
-    Memo(Error),
+    Failed(Error),
 }
 
-/// One memoized call in progress.
-struct Call<'a, R, T, E> {
+/// One memoized call in progress: everything about it that does not depend
+/// on the function's types, so it is compiled once.
+struct Call<'a> {
     memo: &'a Memo,
     function: &'static str,
-    codec: &'a Codec<R, T, E>,
+    /// Disabled unless someone may see it ([`span_may_be_seen`]).
+    span: tracing::Span,
+    /// The call's key, once derived.
+    key: Option<HexDigest>,
+    /// Held from the re-read after a miss to the commit: whoever holds the
+    /// flight for an entry runs the body.
+    flight: Option<Flight>,
 }
 
-impl<R, T, E> Call<'_, R, T, E> {
-    async fn run<F>(&self, key: Result<HexDigest>, body: F) -> Result<(T, Outcome), Failure<E>>
-    where
-        F: Future<Output = R>,
-    {
-        let key = key.map_err(|e| Failure::Memo(self.key_error(e)))?;
+impl<'a> Call<'a> {
+    fn new(memo: &'a Memo, function: &'static str) -> Call<'a> {
+        let span = if span_may_be_seen() {
+            tracing::info_span!(
+                "memoized",
+                function,
+                run = %memo.run_id(),
+                step = memo.step_number(),
+                outcome = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        Call {
+            memo,
+            function,
+            span,
+            key: None,
+            flight: None,
+        }
+    }
+
+    /// Reads the committed value, under the flight if there is none yet.
+    async fn look_up(&mut self, key: Result<HexDigest>) -> Step {
+        // As `#[tracing::instrument]` does, a span nobody listens to is not
+        // entered: entering it does nothing, but the wrapper's extra poll
+        // layer and drop glue cost every hit some 3%.
+        let found = if self.span.is_disabled() {
+            self.find(key).await
+        } else {
+            let span = self.span.clone();
+            self.find(key).instrument(span).await
+        };
+        found.unwrap_or_else(Step::Failed)
+    }
+
+    async fn find(&mut self, key: Result<HexDigest>) -> Result<Step> {
+        let key = key.map_err(|e| self.key_error(e))?;
+        self.key = Some(key);
         let key = key.as_str();
-        if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
-            return Ok((self.returned(key, &committed)?, Outcome::Hit));
+        if let Some(committed) = self.memo.get(key).await? {
+            return Ok(Step::Committed(committed, Outcome::Hit));
         }
         // Whoever holds the flight for this entry runs the body; the others
         // wait and then find its committed value on the re-read, so
         // identical calls in one process run the body once.
-        let _flight = Flight::enter(self.memo.flight_key(key)).await;
-        if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
-            return Ok((self.returned(key, &committed)?, Outcome::Hit));
+        self.flight = Some(Flight::enter(self.memo.flight_key(key)).await);
+        if let Some(committed) = self.memo.get(key).await? {
+            return Ok(Step::Committed(committed, Outcome::Hit));
         }
         // The step checked its lease before it began, but this call has
         // awaited reads since: a pause or a clock jump there may have let
         // the lease expire and another attempt take the run over. Check it
         // again, with no await between the check and the body's start.
-        self.memo.ensure_lease().await.map_err(|e| {
-            self.memo.report_transient(&e);
-            Failure::Memo(e)
+        self.memo.ensure_lease().await.inspect_err(|e| {
+            self.memo.report_transient(e);
         })?;
+        Ok(Step::Run)
+    }
+
+    /// Polls the body, inside the call's span. The body is `dyn` only for
+    /// the length of one poll, so this is compiled once per return type, and
+    /// the caller's future stays `Send` when the body is.
+    fn poll_body<R>(
+        &self,
+        body: Pin<&mut dyn Future<Output = R>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<R> {
+        let _entered = (!self.span.is_disabled()).then(|| self.span.enter());
         // Only a simulation in progress on this thread pays for telling the
         // body which call it runs in (a clone of the memo and the key).
         #[cfg(any(test, feature = "testing"))]
-        let body = if crate::testing::sim::simulating() {
-            futures::future::Either::Left(CURRENT_CALL.scope(
-                CurrentCall {
-                    memo: self.memo.clone(),
-                    key: key.to_string(),
-                },
-                body,
-            ))
+        if crate::testing::sim::simulating() {
+            let call = CurrentCall {
+                memo: self.memo.clone(),
+                key: self.key_str().to_owned(),
+            };
+            return CURRENT_CALL.sync_scope(call, || body.poll(cx));
+        }
+        body.poll(cx)
+    }
+
+    /// Commits the body's encoded `Ok` value; the committed value may be
+    /// another attempt's.
+    async fn commit(&mut self, encoded: Vec<u8>) -> Step {
+        let step = if self.span.is_disabled() {
+            self.put(encoded).await
         } else {
-            futures::future::Either::Right(body)
+            self.put(encoded).instrument(self.span.clone()).await
         };
-        let value = (self.codec.split)(body.await).map_err(Failure::Body)?;
-        let encoded = (self.codec.encode)(&value).map_err(|e| {
-            Failure::Memo(Error::serialization(
-                format!("the value returned by {}", self.describe()),
-                e,
-            ))
-        })?;
-        let committed = self.memo.put(key, &encoded).await.map_err(Failure::Memo)?;
-        if committed == encoded {
-            #[cfg(any(test, feature = "testing"))]
-            crate::testing::sim::memoized_returned(self.memo, key, &committed);
-            Ok((value, Outcome::Miss))
-        } else {
+        self.flight = None;
+        step
+    }
+
+    async fn put(&self, encoded: Vec<u8>) -> Step {
+        let key = self.key_str();
+        match self.memo.put(key, &encoded).await {
+            Err(e) => Step::Failed(e),
+            Ok(committed) if committed == encoded => {
+                #[cfg(any(test, feature = "testing"))]
+                crate::testing::sim::memoized_returned(self.memo, key, &committed);
+                Step::Ran(Outcome::Miss)
+            }
             // Another attempt (another process, a lost acknowledgement)
             // committed first: every caller must see one value, so ours is
             // dropped.
-            Ok((self.returned(key, &committed)?, Outcome::CommittedByOther))
+            Ok(committed) => Step::Committed(committed, Outcome::CommittedByOther),
         }
     }
 
-    /// The committed value the call returns, decoded.
-    fn returned(&self, key: &str, committed: &Bytes) -> Result<T, Failure<E>> {
-        let value = self.decode(key, committed)?;
-        #[cfg(any(test, feature = "testing"))]
-        crate::testing::sim::memoized_returned(self.memo, key, committed);
-        Ok(value)
+    fn key_str(&self) -> &str {
+        self.key
+            .as_ref()
+            .expect("the key is derived before the body runs")
+            .as_str()
     }
 
-    fn decode(&self, key: &str, committed: &Bytes) -> Result<T, Failure<E>> {
-        (self.codec.decode)(committed).map_err(|e| Failure::Memo(self.undecodable(key, e)))
+    /// A committed value decoded and is returned.
+    fn returned(&self, committed: &Bytes) {
+        #[cfg(any(test, feature = "testing"))]
+        crate::testing::sim::memoized_returned(self.memo, self.key_str(), committed);
+        #[cfg(not(any(test, feature = "testing")))]
+        let _ = committed;
+    }
+
+    /// Records how the call ended on its span, and the memo's error if it
+    /// failed.
+    fn ended(&self, outcome: Outcome, error: Option<&Error>) {
+        // A disabled span still looks the field up by name: skip it on the
+        // hot path when nothing listens.
+        if self.span.is_disabled() {
+            return;
+        }
+        self.span.record("outcome", outcome.as_str());
+        if let Some(e) = error {
+            self.span
+                .in_scope(|| tracing::warn!(error = %e, "memoized call failed"));
+        }
+    }
+
+    /// The body's `Ok` value did not encode.
+    fn unencodable(&self, error: EncodeError) -> Error {
+        Error::serialization(format!("the value returned by {}", self.describe()), error)
     }
 
     /// The one path for a committed value that does not decode as the `Ok`
@@ -262,8 +377,8 @@ impl<R, T, E> Call<'_, R, T, E> {
     /// the key): the call fails with [`Error::Decode`] and the body is not
     /// run, because its side effect has already happened once. Reporting
     /// such an error anywhere else belongs here.
-    fn undecodable(&self, key: &str, error: DecodeError) -> Error {
-        let error = Error::decode(self.describe(), self.memo.entry_path(key), error);
+    fn undecodable(&self, error: DecodeError) -> Error {
+        let error = Error::decode(self.describe(), self.memo.entry_path(self.key_str()), error);
         // A code fix can read the value: in a workflow, the attempt stops and
         // the run stays open, whatever the caller does with the error.
         self.memo.report_transient(&error);
