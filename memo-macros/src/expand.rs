@@ -89,22 +89,46 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
     };
     let fake_return = fake_return(output);
     let runtime = private_path(krate, Span::call_site());
-    let key = local("__memo_key", Span::call_site());
-    let body = local("__memo_body", Span::call_site());
-    let codec_local = local("__memo_codec", Span::call_site());
+    let at = Span::call_site();
+    let (codec_local, call, value) = (
+        local("__memo_codec", at),
+        local("__memo_call", at),
+        local("__memo_value", at),
+    );
+    let (body, output_local, cx, failed) = (
+        local("__memo_body", at),
+        local("__memo_output", at),
+        local("__memo_cx", at),
+        local("__memo_failed", at),
+    );
 
+    // The sequence `memo_runtime::memoize::engine::Codec` documents: only
+    // these lines are compiled per function; the work is in the runtime.
     quote! {
         #(#attrs)*
         #(#inner_attrs)*
         #vis #sig {
             #bind_memo
-            let #key = #key_value;
-            let #body = async {
-                #fake_return
-                #block
-            };
             let #codec_local = #codec;
-            #runtime::memoize(#memo, #name, #key, #codec_local, #body).await
+            let mut #call = #runtime::Call::new(#memo, #name, #key_value);
+            let mut #value = ::core::option::Option::None;
+            if #call.look_up().await {
+                let mut #body = ::core::pin::pin!(async {
+                    #fake_return
+                    #block
+                });
+                let #output_local = ::core::future::poll_fn(|#cx| {
+                    #codec_local.poll_body(&#call, #body.as_mut(), #cx)
+                })
+                .await;
+                if let ::core::option::Option::Some(#failed) =
+                    #codec_local.ran(&mut #call, #output_local, &mut #value)
+                {
+                    return #failed;
+                }
+                #call.commit().await;
+            }
+            #codec_local.finish(#call, #value)
         }
     }
 }
@@ -297,7 +321,7 @@ mod tests {
     /// The tokens `#[memoized]` adds to a typical function, as measured when
     /// this was last changed (issue 28): its free-function form and its
     /// method form with options.
-    const ADDED_TOKENS: [(&str, usize); 2] = [("free function", 213), ("method with options", 226)];
+    const ADDED_TOKENS: [(&str, usize); 2] = [("free function", 328), ("method with options", 341)];
 
     /// How far the expansion may grow past [`ADDED_TOKENS`] before this
     /// fails (and how far it may shrink before the pin must come down).

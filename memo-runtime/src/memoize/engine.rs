@@ -1,8 +1,8 @@
 //! One memoized call, from its key to the committed value: read, run the
 //! body on a miss, commit write-once, return what was committed.
 
-use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
+use std::future::Future;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -44,11 +44,41 @@ pub(crate) fn current_call() -> Option<CurrentCall> {
 
 /// What a memoized call needs to know about its return type `R`, as plain
 /// function pointers: splitting `R` into its `Ok` type `T` and error `E`,
-/// encoding and decoding `T`, carrying memo's errors as `E`.
+/// encoding and decoding `T`, carrying memo's errors as `E`; and the steps
+/// of a call that depend on those types.
 ///
-/// [`codec()`] checks every bound once, at the return type; [`memoize`] then
-/// needs none, so a return type that does not qualify is one error there
-/// instead of one per use.
+/// [`codec()`] checks every bound once, at the return type; the methods
+/// then need none, so a return type that does not qualify is one error
+/// there instead of one per use.
+///
+/// # How a call runs, and why in these pieces
+///
+/// The expansion of `#[memoized]` sequences one call:
+///
+/// ```text
+/// let codec = codec::<R>();
+/// let mut call = Call::new(memo, name, key);
+/// let mut value = None;
+/// if call.look_up().await {                         // no committed value
+///     let mut body = pin!(async { <the body> });
+///     let output = poll_fn(|cx| codec.poll_body(&call, body.as_mut(), cx)).await;
+///     if let Some(failed) = codec.ran(&mut call, output, &mut value) {
+///         return failed;                              // the body's `Err`
+///     }
+///     call.commit().await;
+/// }
+/// codec.finish(call, value)
+/// ```
+///
+/// Every memoized function compiles that much of its own in the user's
+/// crate (each body is a type of its own). The work is elsewhere: in
+/// [`Call`], compiled once in this crate, and in `Codec`'s methods,
+/// compiled once per return type. Nothing generic is an async fn, so no
+/// future is built per function besides the function's own and its body's
+/// (issue 28 measured what they cost a user's build). The body is `dyn`
+/// only for the length of one poll, so the function's future is `Send`
+/// exactly when its body is, and the body's `Err` is never held across an
+/// await.
 pub struct Codec<R, T, E> {
     split: fn(R) -> core::result::Result<T, E>,
     join: fn(core::result::Result<T, E>) -> R,
@@ -75,89 +105,70 @@ where
     }
 }
 
-/// Runs one memoized call: returns the committed value for `key` if there
-/// is one, else runs `body` and commits its `Ok` value.
-///
-/// This function is instantiated once per memoized function (each `body` is
-/// a type of its own), so it only sequences the steps: the work is in
-/// [`Call`]'s methods, compiled once in this crate, and in [`encode_output`]
-/// and [`finish`], instantiated once per return type. Its future holds no
-/// `dyn` reference across an await, so it is `Send` exactly when `body` is.
-pub async fn memoize<R, T, E, F>(
-    memo: &Memo,
-    function: &'static str,
-    key: Result<HexDigest>,
-    codec: Codec<R, T, E>,
-    body: F,
-) -> R
-where
-    F: Future<Output = R>,
-{
-    let mut call = Call::new(memo, function);
-    let mut step = call.look_up(key).await;
-    let mut ran = None;
-    if let Step::Run = step {
-        let mut body = pin!(body);
-        let output = poll_fn(|cx| call.poll_body(body.as_mut(), cx)).await;
-        step = match encode_output(&call, &codec, output, &mut ran) {
-            Ok(encoded) => call.commit(encoded).await,
-            Err(step) => step,
+impl<R, T, E> Codec<R, T, E> {
+    /// Polls the body once, inside the call's span.
+    pub fn poll_body(
+        &self,
+        call: &Call<'_>,
+        body: Pin<&mut dyn Future<Output = R>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<R> {
+        let _entered = call.enter();
+        // Only a simulation in progress on this thread pays for telling the
+        // body which call it runs in (a clone of the memo and the key).
+        #[cfg(any(test, feature = "testing"))]
+        if let Some(current) = call.current() {
+            return CURRENT_CALL.sync_scope(current, || body.poll(cx));
+        }
+        body.poll(cx)
+    }
+
+    /// Takes the body's return value: an `Ok` value is kept in `value` and
+    /// its encoding readied for [`Call::commit`]; anything else is the
+    /// call's return value, returned at once (an `Err` is never committed).
+    pub fn ran(&self, call: &mut Call<'_>, output: R, value: &mut Option<T>) -> Option<R> {
+        let error = match (self.split)(output) {
+            Ok(ok) => match (self.encode)(&ok) {
+                Ok(encoded) => {
+                    *value = Some(ok);
+                    call.step = Step::Commit(encoded);
+                    return None;
+                }
+                Err(e) => call.unencodable(e),
+            },
+            Err(e) => {
+                call.ended(Outcome::Error, None);
+                return Some((self.join)(Err(e)));
+            }
         };
+        call.ended(Outcome::Error, Some(&error));
+        Some((self.join)(Err((self.from_memo_error)(error))))
     }
-    finish(&call, &codec, step, ran)
-}
 
-/// Splits the body's return value: an `Ok` value is kept in `ran` and
-/// returned encoded, for the commit; an `Err` is kept in `ran` and ends the
-/// call.
-fn encode_output<R, T, E>(
-    call: &Call<'_>,
-    codec: &Codec<R, T, E>,
-    output: R,
-    ran: &mut Option<core::result::Result<T, E>>,
-) -> core::result::Result<Vec<u8>, Step> {
-    match (codec.split)(output) {
-        Ok(value) => match (codec.encode)(&value) {
-            Ok(encoded) => {
-                *ran = Some(Ok(value));
-                Ok(encoded)
+    /// The call's return value, from where it ended: the body's value it
+    /// committed, a committed value decoded, or the memo's error.
+    pub fn finish(&self, mut call: Call<'_>, value: Option<T>) -> R {
+        let error = match std::mem::replace(&mut call.step, Step::Run) {
+            Step::Committed(committed, outcome) => match (self.decode)(&committed) {
+                Ok(value) => {
+                    call.returned(&committed);
+                    call.ended(outcome, None);
+                    return (self.join)(Ok(value));
+                }
+                Err(e) => call.undecodable(e),
+            },
+            Step::Miss => {
+                call.ended(Outcome::Miss, None);
+                let value = value.expect("a committed body's value is kept");
+                return (self.join)(Ok(value));
             }
-            Err(e) => Err(Step::Failed(call.unencodable(e))),
-        },
-        Err(e) => {
-            *ran = Some(Err(e));
-            Err(Step::Ran(Outcome::Error))
-        }
+            Step::Failed(error) => error,
+            Step::Run | Step::Commit(_) => unreachable!("a call finishes once it committed"),
+        };
+        call.ended(Outcome::Error, Some(&error));
+        (self.join)(Err((self.from_memo_error)(error)))
     }
 }
-
-/// The call's return value, from where its steps ended.
-fn finish<R, T, E>(
-    call: &Call<'_>,
-    codec: &Codec<R, T, E>,
-    step: Step,
-    ran: Option<core::result::Result<T, E>>,
-) -> R {
-    let error = match step {
-        Step::Ran(outcome) => {
-            call.ended(outcome, None);
-            return (codec.join)(ran.expect("the body's value is kept when it ran"));
-        }
-        Step::Committed(committed, outcome) => match (codec.decode)(&committed) {
-            Ok(value) => {
-                call.returned(&committed);
-                call.ended(outcome, None);
-                return (codec.join)(Ok(value));
-            }
-            Err(e) => call.undecodable(e),
-        },
-        Step::Failed(error) => error,
-        Step::Run => unreachable!("a call that must run its body runs it"),
-    };
-    call.ended(Outcome::Error, Some(&error));
-    (codec.join)(Err((codec.from_memo_error)(error)))
-}
-
 /// Whether anyone could see a `memoized` span: a `tracing` subscriber
 /// that takes INFO spans, or a `log` logger at INFO (through `tracing`'s
 /// `log` feature, when some crate turns it on). When neither can, the span
@@ -199,36 +210,39 @@ impl Outcome {
     }
 }
 
-/// Where a call stands after each of its steps.
+/// Where a call stands.
 enum Step {
-    /// No value is committed: the body must run.
+    /// Not looked up yet, or no value is committed: the body must run.
     Run,
-    /// The body ran; its return value, kept by [`memoize`], is the call's
-    /// (a committed `Ok` value, [`Outcome::Miss`], or an `Err`,
-    /// [`Outcome::Error`]).
-    Ran(Outcome),
+    /// The body's `Ok` value, encoded, to commit.
+    Commit(Vec<u8>),
+    /// The body's value is committed; the caller kept it.
+    Miss,
     /// A committed value is the call's, once decoded.
     Committed(Bytes, Outcome),
-    /// The memo failed: storage, encoding or decoding.
+    /// The memo failed: deriving the key, storage, encoding.
     Failed(Error),
 }
 
-/// One memoized call in progress: everything about it that does not depend
-/// on the function's types, so it is compiled once.
-struct Call<'a> {
+/// One memoized call in progress: every part of it that does not depend on
+/// the function's types, compiled once, in this crate (see [`Codec`] for
+/// how a call runs).
+pub struct Call<'a> {
     memo: &'a Memo,
     function: &'static str,
     /// Disabled unless someone may see it ([`span_may_be_seen`]).
     span: tracing::Span,
-    /// The call's key, once derived.
+    /// The call's key, if it could be derived.
     key: Option<HexDigest>,
+    step: Step,
     /// Held from the re-read after a miss to the commit: whoever holds the
     /// flight for an entry runs the body.
     flight: Option<Flight>,
 }
 
 impl<'a> Call<'a> {
-    fn new(memo: &'a Memo, function: &'static str) -> Call<'a> {
+    /// Starts a call of `function` on `memo` under `key`.
+    pub fn new(memo: &'a Memo, function: &'static str, key: Result<HexDigest>) -> Call<'a> {
         let span = if span_may_be_seen() {
             tracing::info_span!(
                 "memoized",
@@ -240,32 +254,41 @@ impl<'a> Call<'a> {
         } else {
             tracing::Span::none()
         };
-        Call {
+        let mut call = Call {
             memo,
             function,
             span,
             key: None,
+            step: Step::Run,
             flight: None,
+        };
+        match key {
+            Ok(key) => call.key = Some(key),
+            Err(e) => call.step = Step::Failed(call.key_error(e)),
         }
+        call
     }
 
-    /// Reads the committed value, under the flight if there is none yet.
-    async fn look_up(&mut self, key: Result<HexDigest>) -> Step {
+    /// Reads the committed value, under the call's flight if there is none
+    /// yet; true if the body must run.
+    pub async fn look_up(&mut self) -> bool {
+        let Some(key) = self.key else {
+            return false;
+        };
         // As `#[tracing::instrument]` does, a span nobody listens to is not
         // entered: entering it does nothing, but the wrapper's extra poll
         // layer and drop glue cost every hit some 3%.
         let found = if self.span.is_disabled() {
-            self.find(key).await
+            self.find(&key).await
         } else {
             let span = self.span.clone();
-            self.find(key).instrument(span).await
+            self.find(&key).instrument(span).await
         };
-        found.unwrap_or_else(Step::Failed)
+        self.step = found.unwrap_or_else(Step::Failed);
+        matches!(self.step, Step::Run)
     }
 
-    async fn find(&mut self, key: Result<HexDigest>) -> Result<Step> {
-        let key = key.map_err(|e| self.key_error(e))?;
-        self.key = Some(key);
+    async fn find(&mut self, key: &HexDigest) -> Result<Step> {
         let key = key.as_str();
         if let Some(committed) = self.memo.get(key).await? {
             return Ok(Step::Committed(committed, Outcome::Hit));
@@ -281,44 +304,25 @@ impl<'a> Call<'a> {
         // awaited reads since: a pause or a clock jump there may have let
         // the lease expire and another attempt take the run over. Check it
         // again, with no await between the check and the body's start.
-        self.memo.ensure_lease().await.inspect_err(|e| {
-            self.memo.report_transient(e);
-        })?;
+        self.memo
+            .ensure_lease()
+            .await
+            .inspect_err(|e| self.memo.report_transient(e))?;
         Ok(Step::Run)
     }
 
-    /// Polls the body, inside the call's span. The body is `dyn` only for
-    /// the length of one poll, so this is compiled once per return type, and
-    /// the caller's future stays `Send` when the body is.
-    fn poll_body<R>(
-        &self,
-        body: Pin<&mut dyn Future<Output = R>>,
-        cx: &mut Context<'_>,
-    ) -> Poll<R> {
-        let _entered = (!self.span.is_disabled()).then(|| self.span.enter());
-        // Only a simulation in progress on this thread pays for telling the
-        // body which call it runs in (a clone of the memo and the key).
-        #[cfg(any(test, feature = "testing"))]
-        if crate::testing::sim::simulating() {
-            let call = CurrentCall {
-                memo: self.memo.clone(),
-                key: self.key_str().to_owned(),
-            };
-            return CURRENT_CALL.sync_scope(call, || body.poll(cx));
-        }
-        body.poll(cx)
-    }
-
-    /// Commits the body's encoded `Ok` value; the committed value may be
-    /// another attempt's.
-    async fn commit(&mut self, encoded: Vec<u8>) -> Step {
-        let step = if self.span.is_disabled() {
+    /// Commits the body's encoded `Ok` value ([`Codec::ran`]); the value
+    /// committed may be another attempt's.
+    pub async fn commit(&mut self) {
+        let Step::Commit(encoded) = std::mem::replace(&mut self.step, Step::Run) else {
+            unreachable!("a call commits what its body returned")
+        };
+        self.step = if self.span.is_disabled() {
             self.put(encoded).await
         } else {
             self.put(encoded).instrument(self.span.clone()).await
         };
         self.flight = None;
-        step
     }
 
     async fn put(&self, encoded: Vec<u8>) -> Step {
@@ -328,13 +332,28 @@ impl<'a> Call<'a> {
             Ok(committed) if committed == encoded => {
                 #[cfg(any(test, feature = "testing"))]
                 crate::testing::sim::memoized_returned(self.memo, key, &committed);
-                Step::Ran(Outcome::Miss)
+                Step::Miss
             }
             // Another attempt (another process, a lost acknowledgement)
             // committed first: every caller must see one value, so ours is
             // dropped.
             Ok(committed) => Step::Committed(committed, Outcome::CommittedByOther),
         }
+    }
+
+    /// The call's span, entered for a poll of the body if anyone may see it.
+    fn enter(&self) -> Option<tracing::span::Entered<'_>> {
+        (!self.span.is_disabled()).then(|| self.span.enter())
+    }
+
+    /// The call, for the body it runs while a simulation is in progress on
+    /// this thread.
+    #[cfg(any(test, feature = "testing"))]
+    fn current(&self) -> Option<CurrentCall> {
+        crate::testing::sim::simulating().then(|| CurrentCall {
+            memo: self.memo.clone(),
+            key: self.key_str().to_owned(),
+        })
     }
 
     fn key_str(&self) -> &str {
