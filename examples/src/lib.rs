@@ -37,6 +37,16 @@ pub struct Stores {
 ///
 /// A folder that cannot be created, or a URL that does not open.
 pub fn open_store(store: &str) -> anyhow::Result<Stores> {
+    open_store_with(store, &[])
+}
+
+/// [`open_store`] with store options (`key=value` pairs such as
+/// `("fsync", "false")` for a folder or `("endpoint", ...)` for a bucket).
+///
+/// # Errors
+///
+/// As [`open_store`], and an option the store does not take.
+pub fn open_store_with(store: &str, options: &[(String, String)]) -> anyhow::Result<Stores> {
     let url = if store.contains("://") {
         store.to_string()
     } else {
@@ -46,9 +56,8 @@ pub fn open_store(store: &str) -> anyhow::Result<Stores> {
             .map_err(|()| anyhow::anyhow!("{} is not an absolute folder", folder.display()))?
             .to_string()
     };
-    let no_options: [(&str, &str); 0] = [];
-    let opened =
-        store_from_url(&url, no_options).with_context(|| format!("cannot open {url:?}"))?;
+    let opened = store_from_url(&url, options.iter().cloned())
+        .with_context(|| format!("cannot open {url:?}"))?;
     let objects: Arc<dyn ObjectStore> = opened.store;
     let under = |part: &str| Path::from_iter(opened.prefix.parts().chain(Path::from(part).parts()));
     Ok(Stores {

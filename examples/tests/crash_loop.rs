@@ -54,6 +54,10 @@ fn run_until_complete(
         let grown = lines(log) + rng.random_range(0..=3);
         let mut child = Command::new(env!("CARGO_BIN_EXE_crash_loop_worker"))
             .args(["--store", url, "--run", run, "--steps", &STEPS.to_string()])
+            // The loop kills the process, never the machine, so the folder's
+            // fsyncs would add nothing it checks; on a busy shared disk one
+            // flush can outlast the worker's 100 ms lease.
+            .args(["--option", "fsync=false"])
             .arg("--effects")
             .arg(log)
             .stdout(Stdio::piped())

@@ -99,8 +99,8 @@ pub mod store {
     #[cfg(unix)]
     pub use crate::local::LocalFolder;
     pub use crate::store_url::{
-        CHECK_CONDITIONAL_CREATE_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION, StoreAndPrefix,
-        probe_conditional_create, redact_store_url, store_from_url,
+        CHECK_CONDITIONAL_CREATE_OPTION, FSYNC_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION,
+        StoreAndPrefix, probe_conditional_create, redact_store_url, store_from_url,
     };
 }
 

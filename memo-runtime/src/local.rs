@@ -39,6 +39,52 @@
 //!
 //! The root itself, as given by the user, may be a symlink: it is resolved
 //! once, when the store is built. Everything below it must be real.
+//!
+//! # Durability: what a power loss keeps
+//!
+//! A `put` is published by one `linkat` or `renameat` of a complete staging
+//! file, so a reader sees the whole object or none, and once the call
+//! returns, a crash of the *process* cannot undo it: the kernel holds it.
+//! A *power loss* (or a kernel crash) can, unless the file and the folders
+//! that name it reached the disk. By default ([`LocalFolder::with_fsync`]
+//! `true`) a `put`:
+//!
+//! 1. `fsync`s the staging file before it is linked or renamed into place,
+//!    so the name can never point at data that was not written;
+//! 2. `fsync`s each folder it created (`mkdirat`) in its parent, that is,
+//!    the parent, before going on (also when another writer created it in
+//!    the same instant: `EEXIST` is synced too);
+//! 3. `fsync`s the folder holding the object after the link or rename (and
+//!    the removal of the staging name), before it returns.
+//!
+//! So an acknowledged write (a memo entry, a step commit, a run pointer)
+//! survives a power loss. A folder found already present is not synced
+//! again: its creator synced it before acknowledging its own write. The
+//! one window left is a folder another writer created an instant earlier
+//! and has not yet synced; on journaling file systems (ext4, XFS) the
+//! `fsync` of our file commits that earlier `mkdir` with it.
+//!
+//! A delete `fsync`s the folder it removed the name from before it returns,
+//! for two reasons that matter to memo. Deletes are ordered: a run's
+//! deletion removes its incarnation record before its pointer, a sweep
+//! removes a run's entries before its terminal marker. If a power loss undid
+//! an earlier delete but kept a later one, a record would be back without
+//! its pointer, and the next read would restore the pointer from it (a
+//! deleted run back from the dead); entries back without their marker would
+//! never be swept again, and a later run of the same id would find them.
+//! For a write-once entry alone the value that reappears is the one that
+//! was written, and a stale status hint or a superseded checkpoint that
+//! reappears is tolerated by design (a listing tidies the one, the next
+//! checkpoint supersedes the other), but the store cannot tell these deletes
+//! from the ordered ones. Folders a delete empties are removed without a
+//! sync: an empty folder that reappears holds nothing.
+//!
+//! With [`LocalFolder::with_fsync`] `false` (the `file://` store option
+//! `fsync=false`) no call syncs: everything survives a crash of the process,
+//! and a power loss may lose or undo the last writes and deletes (each
+//! object stays whole or absent, never torn). That suits a cache, tests, or
+//! a disk whose loss is covered otherwise. Multipart uploads, copies and
+//! renames, which memo never makes, are `LocalFileSystem`'s and never sync.
 
 use std::ffi::CStr;
 use std::fs::File;
@@ -87,6 +133,17 @@ const DELETE_CONCURRENCY: usize = 10;
 /// checked and then made by path, which leaves the window described in the
 /// repository's `SECURITY.md`.
 ///
+/// # Durability
+///
+/// By default every `put` and delete waits for the disk (`fsync` of the
+/// file before it is published and of its folder after, and of the parent
+/// of every folder a `put` creates), so an acknowledged commit survives a
+/// power loss, not only a crash of the process.
+/// [`with_fsync(false)`](LocalFolder::with_fsync) (the `file://` store
+/// option `fsync=false`) skips every sync: faster, and a power loss may
+/// then lose the last acknowledged writes. The module's source explains
+/// each sync and why deletes are synced too.
+///
 /// # Example
 ///
 /// ```
@@ -114,6 +171,8 @@ pub struct LocalFolder {
     inner: LocalFileSystem,
     /// The resolved root folder, shared with blocking tasks.
     root: Arc<PathBuf>,
+    /// Whether writes and deletes wait for the disk.
+    syncs: Syncs,
 }
 
 impl LocalFolder {
@@ -133,7 +192,37 @@ impl LocalFolder {
         Ok(LocalFolder {
             inner,
             root: Arc::new(resolved),
+            syncs: Syncs::new(true),
         })
+    }
+
+    /// This store, with every `put` and delete waiting for the disk
+    /// (`fsync`, the default) or not (`false`).
+    ///
+    /// With `true`, an acknowledged write or delete survives a power loss;
+    /// with `false`, only a crash of the process (a power loss may lose the
+    /// last ones; no object is ever torn). See the
+    /// [type's documentation](LocalFolder#durability).
+    ///
+    /// ```
+    /// use memo_runtime::store::LocalFolder;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// assert!(LocalFolder::new(dir.path())?.fsyncs());
+    /// let scratch = LocalFolder::new(dir.path())?.with_fsync(false);
+    /// assert!(!scratch.fsyncs());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_fsync(mut self, fsync: bool) -> LocalFolder {
+        self.syncs.on = fsync;
+        self
+    }
+
+    /// Whether writes and deletes wait for the disk
+    /// ([`with_fsync`](LocalFolder::with_fsync)).
+    pub fn fsyncs(&self) -> bool {
+        self.syncs.on
     }
 
     /// The resolved root folder.
@@ -151,7 +240,11 @@ impl LocalFolder {
 
 impl std::fmt::Display for LocalFolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LocalFolder({})", self.root.display())
+        write!(f, "LocalFolder({}", self.root.display())?;
+        if !self.syncs.on {
+            f.write_str(", without fsync")?;
+        }
+        f.write_str(")")
     }
 }
 
@@ -199,7 +292,8 @@ impl ObjectStore for LocalFolder {
         }
         let root = Arc::clone(&self.root);
         let location = location.clone();
-        blocking(move || put(&root, &location, &payload, &opts.mode)).await
+        let syncs = self.syncs.clone();
+        blocking(move || put(&root, &location, &payload, &opts.mode, &syncs)).await
     }
 
     async fn put_multipart_opts(
@@ -244,12 +338,14 @@ impl ObjectStore for LocalFolder {
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
         let root = Arc::clone(&self.root);
+        let syncs = self.syncs.clone();
         locations
             .map(move |location| {
                 let root = Arc::clone(&root);
+                let syncs = syncs.clone();
                 async move {
                     let location = location?;
-                    blocking(move || delete(&root, &location).map(|()| location)).await
+                    blocking(move || delete(&root, &location, &syncs).map(|()| location)).await
                 }
             })
             .buffered(DELETE_CONCURRENCY)
@@ -334,6 +430,112 @@ where
     }
 }
 
+/// Whether a store's writes and deletes wait for the disk, and (in this
+/// crate's tests) a log of every sync made, in order, so that a test fails
+/// if one is dropped.
+#[derive(Clone, Debug)]
+struct Syncs {
+    on: bool,
+    #[cfg(test)]
+    log: Arc<std::sync::Mutex<Vec<Synced>>>,
+}
+
+/// One sync a store made (tests only).
+#[cfg(test)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Synced {
+    /// A staging file's data, before it was published.
+    File(PathBuf),
+    /// A folder's names.
+    Folder(PathBuf),
+}
+
+impl Syncs {
+    fn new(on: bool) -> Syncs {
+        Syncs {
+            on,
+            #[cfg(test)]
+            log: Arc::default(),
+        }
+    }
+
+    /// `fsync`s the open file `fd` (at `file`, for messages), if on.
+    fn file(&self, fd: impl AsFd, file: &std::path::Path) -> object_store::Result<()> {
+        if !self.on {
+            return Ok(());
+        }
+        rustix::fs::fsync(fd).map_err(|e| io_error(file, e.into()))?;
+        #[cfg(test)]
+        self.record(Synced::File(file.to_path_buf()));
+        Ok(())
+    }
+
+    /// `fsync`s `folder`, so that the names just added to or removed from
+    /// it reach the disk, if on.
+    fn folder(&self, folder: &Folder) -> object_store::Result<()> {
+        if !self.on {
+            return Ok(());
+        }
+        rustix::fs::fsync(&folder.fd).map_err(|e| io_error(&folder.file, e.into()))?;
+        #[cfg(test)]
+        self.record(Synced::Folder(folder.file.clone()));
+        Ok(())
+    }
+
+    /// `fsync`s the folder at `path`, opened by path (for the root's
+    /// ancestors, outside the store), if on.
+    fn folder_at(&self, path: &std::path::Path) -> object_store::Result<()> {
+        if !self.on {
+            return Ok(());
+        }
+        let fd = rustix::fs::open(path, dir_flags(), Mode::empty())
+            .map_err(|e| io_error(path, e.into()))?;
+        self.folder(&Folder {
+            fd,
+            file: path.to_path_buf(),
+        })
+    }
+
+    #[cfg(test)]
+    fn record(&self, synced: Synced) {
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(synced);
+    }
+}
+
+/// Creates the folder `root` and any missing above it, as
+/// `create_dir_all`, then syncs the parent of each folder it created, so
+/// that the new root is still there after a power loss (if `fsync`).
+pub(crate) fn create_root(root: &std::path::Path, fsync: bool) -> object_store::Result<()> {
+    create_root_syncing(root, &Syncs::new(fsync))
+}
+
+fn create_root_syncing(root: &std::path::Path, syncs: &Syncs) -> object_store::Result<()> {
+    // The folders missing, deepest first, and the first one that exists.
+    let mut missing = Vec::new();
+    let mut present = Some(root);
+    while let Some(at) = present {
+        if at.exists() {
+            break;
+        }
+        missing.push(at);
+        present = at.parent();
+    }
+    std::fs::create_dir_all(root).map_err(|e| io_error(root, e))?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    // Each folder that holds a created one: the one that existed, and
+    // every created one but the deepest (the root itself).
+    let holders = present.into_iter().chain(missing.iter().skip(1).copied());
+    for holder in holders {
+        syncs.folder_at(holder)?;
+    }
+    Ok(())
+}
+
 /// A folder reached from the root without following a symlink: its handle,
 /// and its file-system path for messages.
 struct Folder {
@@ -404,13 +606,22 @@ impl Folder {
         Ok(Some(folder))
     }
 
-    /// The real folder `name` in this one, created if missing.
-    fn child_or_create(&self, name: &str, location: &Path) -> object_store::Result<Folder> {
+    /// The real folder `name` in this one, created if missing; this folder
+    /// synced then, so that the new name survives a power loss.
+    fn child_or_create(
+        &self,
+        name: &str,
+        location: &Path,
+        syncs: &Syncs,
+    ) -> object_store::Result<Folder> {
         if let Some(child) = self.child(name, location)? {
             return Ok(child);
         }
         match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o777)) {
-            Ok(()) | Err(Errno::EXIST) => {}
+            // Synced on EEXIST too: another writer created it an instant
+            // ago and may not have synced it yet, and this put must not be
+            // acknowledged on a folder that a power loss can take away.
+            Ok(()) | Err(Errno::EXIST) => self.sync_names(syncs)?,
             Err(e) => return Err(io_error(&self.file.join(name), e.into())),
         }
         // Opened again without following: a symlink put in its place since
@@ -419,12 +630,19 @@ impl Folder {
             .ok_or_else(|| not_found(&self.file.join(name)))
     }
 
+    /// Syncs this folder's names, if `syncs` is on.
+    fn sync_names(&self, syncs: &Syncs) -> object_store::Result<()> {
+        syncs.folder(self)
+    }
+
     /// Writes `payload` to a new staging file `<name>#<n>` in this folder
-    /// (hidden from listings); its name, size, inode and modified time.
+    /// (hidden from listings), synced if `syncs` is on; its name, size,
+    /// inode and modified time.
     fn stage(
         &self,
         name: &str,
         payload: &PutPayload,
+        syncs: &Syncs,
     ) -> object_store::Result<(String, u64, u64, SystemTime)> {
         let flags = OFlags::WRONLY
             | OFlags::CREATE
@@ -445,7 +663,10 @@ impl Folder {
             let outcome = payload
                 .iter()
                 .try_for_each(|chunk| written.write_all(chunk))
-                .and_then(|()| written.metadata());
+                .map_err(|e| io_error(&file, e))
+                // The data on the disk before any name points at it.
+                .and_then(|()| syncs.file(&written, &file))
+                .and_then(|()| written.metadata().map_err(|e| io_error(&file, e)));
             return match outcome {
                 Ok(metadata) => {
                     let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
@@ -453,7 +674,7 @@ impl Folder {
                 }
                 Err(e) => {
                     let _ = rustix::fs::unlinkat(&self.fd, &staging, AtFlags::empty());
-                    Err(io_error(&file, e))
+                    Err(e)
                 }
             };
         }
@@ -563,10 +784,11 @@ fn put(
     location: &Path,
     payload: &PutPayload,
     mode: &PutMode,
+    syncs: &Syncs,
 ) -> object_store::Result<PutResult> {
     let mut races = 0;
     loop {
-        match put_once(root, location, payload, mode) {
+        match put_once(root, location, payload, mode, syncs) {
             Err(object_store::Error::NotFound { .. }) if races < FOLDER_RACES => races += 1,
             done => return done,
         }
@@ -578,6 +800,7 @@ fn put_once(
     location: &Path,
     payload: &PutPayload,
     mode: &PutMode,
+    syncs: &Syncs,
 ) -> object_store::Result<PutResult> {
     let parts: Vec<_> = location.parts().collect();
     let Some((name, folders)) = parts.split_last() else {
@@ -590,13 +813,13 @@ fn put_once(
         // The root itself is the user's: recreated as given, as
         // LocalFileSystem does.
         Err(object_store::Error::NotFound { .. }) => {
-            std::fs::create_dir_all(root).map_err(|e| io_error(root, e))?;
+            create_root_syncing(root, syncs)?;
             Folder::root(root)?
         }
         opened => opened?,
     };
     for part in folders {
-        folder = folder.child_or_create(part.as_ref(), location)?;
+        folder = folder.child_or_create(part.as_ref(), location, syncs)?;
     }
     let name = name.as_ref();
     let path = folder.file.join(name);
@@ -606,7 +829,7 @@ fn put_once(
             other => return Err(refused(location, path, kind(other))),
         }
     }
-    let (staging, size, inode, modified) = folder.stage(name, payload)?;
+    let (staging, size, inode, modified) = folder.stage(name, payload, syncs)?;
     let published = match mode {
         PutMode::Create => {
             rustix::fs::linkat(&folder.fd, &staging, &folder.fd, name, AtFlags::empty())
@@ -616,7 +839,9 @@ fn put_once(
     // Gone already after a rename; the link's other name after a link.
     let _ = rustix::fs::unlinkat(&folder.fd, &staging, AtFlags::empty());
     match published {
-        Ok(()) => Ok(PutResult {
+        // The new name (and the staging name's removal) on the disk before
+        // the write is acknowledged.
+        Ok(()) => folder.sync_names(syncs).map(|()| PutResult {
             e_tag: meta(location.clone(), modified, size, inode).e_tag,
             version: None,
             extensions: Default::default(),
@@ -680,8 +905,12 @@ fn read_range(
     Ok(buf.into())
 }
 
-/// Deletes `location`'s file, relative to the real folder holding it.
-fn delete(root: &std::path::Path, location: &Path) -> object_store::Result<()> {
+/// Deletes `location`'s file, relative to the real folder holding it, and
+/// syncs that folder if `syncs` is on: memo orders some deletes (a run's
+/// record before its pointer, a run's entries before its marker), and a
+/// power loss that undid an earlier one but kept a later one would bring a
+/// deleted run back (see the module's documentation).
+fn delete(root: &std::path::Path, location: &Path, syncs: &Syncs) -> object_store::Result<()> {
     let Some((folder, name)) = parent_of(root, location)? else {
         return Err(not_found(&root.join(location.as_ref())));
     };
@@ -699,7 +928,9 @@ fn delete(root: &std::path::Path, location: &Path) -> object_store::Result<()> {
     // removes, never its target.
     match rustix::fs::unlinkat(&folder.fd, name.as_str(), AtFlags::empty()) {
         Ok(()) => {
+            folder.sync_names(syncs)?;
             drop(folder);
+            // Not synced: an emptied folder that reappears holds nothing.
             remove_emptied_folders(root, location);
             Ok(())
         }
@@ -1041,9 +1272,11 @@ mod tests {
                 std::thread::spawn(move || {
                     for round in 0..2_000 {
                         let location = Path::from(format!("memo/probes/{who}-{round}"));
-                        put(&root, &location, &"p".into(), &PutMode::Create)
+                        // Without syncs: the race is the point, not the disk.
+                        let syncs = Syncs::new(false);
+                        put(&root, &location, &"p".into(), &PutMode::Create, &syncs)
                             .unwrap_or_else(|e| panic!("{who}, round {round}: {e}"));
-                        delete(&root, &location).unwrap();
+                        delete(&root, &location, &syncs).unwrap();
                     }
                 })
             })
@@ -1125,5 +1358,161 @@ mod tests {
                 .unwrap(),
             "v"
         );
+    }
+
+    /// The syncs a store made since the last call, in order.
+    fn synced(store: &LocalFolder) -> Vec<Synced> {
+        std::mem::take(&mut *store.syncs.log.lock().unwrap())
+    }
+
+    /// A durable create into folders that do not exist yet: the staging
+    /// file before it is published, the parent of each folder created, and
+    /// the object's folder after the link. Removing any one of these syncs
+    /// fails the test.
+    #[tokio::test]
+    async fn a_durable_create_syncs_the_file_then_every_folder_it_changed() {
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalFolder::new(dir.path()).unwrap();
+        assert!(store.fsyncs(), "fsync is the default");
+        let root = store.root().to_path_buf();
+        store
+            .put_opts(&"a/b/c".into(), "v".into(), PutMode::Create.into())
+            .await
+            .unwrap();
+        assert_eq!(
+            synced(&store),
+            [
+                Synced::Folder(root.clone()),
+                Synced::Folder(root.join("a")),
+                Synced::File(root.join("a/b/c#0")),
+                Synced::Folder(root.join("a/b")),
+            ]
+        );
+
+        // An overwrite into the existing folder: the file, then its folder.
+        store.put(&"a/b/c".into(), "w".into()).await.unwrap();
+        assert_eq!(
+            synced(&store),
+            [
+                Synced::File(root.join("a/b/c#0")),
+                Synced::Folder(root.join("a/b")),
+            ]
+        );
+        let read = store.get(&"a/b/c".into()).await.unwrap().bytes().await;
+        assert_eq!(read.unwrap(), "w");
+    }
+
+    /// A create that loses to an existing object is not acknowledged, and
+    /// its staging file (synced) is gone.
+    #[tokio::test]
+    async fn a_refused_create_leaves_no_staging_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalFolder::new(dir.path()).unwrap();
+        let root = store.root().to_path_buf();
+        store
+            .put_opts(&"a".into(), "v".into(), PutMode::Create.into())
+            .await
+            .unwrap();
+        synced(&store);
+        let second = store
+            .put_opts(&"a".into(), "w".into(), PutMode::Create.into())
+            .await;
+        assert!(matches!(
+            second,
+            Err(object_store::Error::AlreadyExists { .. })
+        ));
+        assert_eq!(synced(&store), [Synced::File(root.join("a#0"))]);
+        assert!(!root.join("a#0").exists());
+    }
+
+    /// A durable delete syncs the folder it removed the name from (memo's
+    /// ordered deletes rely on it); the folders it empties are removed
+    /// without one.
+    #[tokio::test]
+    async fn a_durable_delete_syncs_the_folder_it_removed_the_name_from() {
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalFolder::new(dir.path()).unwrap();
+        let root = store.root().to_path_buf();
+        store.put(&"a/b/c".into(), "v".into()).await.unwrap();
+        synced(&store);
+        store.delete(&"a/b/c".into()).await.unwrap();
+        assert_eq!(synced(&store), [Synced::Folder(root.join("a/b"))]);
+        assert!(!root.join("a").exists(), "emptied folders are removed");
+    }
+
+    /// A root removed under the store and made again by a write: the
+    /// folder holding it is synced too.
+    #[tokio::test]
+    async fn a_root_made_again_by_a_durable_write_is_synced_in_its_parent() {
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let parent = dir.path().canonicalize().unwrap();
+        let root = parent.join("store");
+        std::fs::create_dir(&root).unwrap();
+        let store = LocalFolder::new(&root).unwrap();
+        std::fs::remove_dir(&root).unwrap();
+        store.put(&"x".into(), "v".into()).await.unwrap();
+        assert_eq!(
+            synced(&store),
+            [
+                Synced::Folder(parent),
+                Synced::File(root.join("x#0")),
+                Synced::Folder(root),
+            ]
+        );
+    }
+
+    /// Without fsync no call syncs, and everything still works.
+    #[tokio::test]
+    async fn without_fsync_no_call_syncs() {
+        use futures::TryStreamExt;
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        std::fs::create_dir(&root).unwrap();
+        let store = LocalFolder::new(&root).unwrap().with_fsync(false);
+        assert!(!store.fsyncs());
+        // Gone, so that the put makes the root again too.
+        std::fs::remove_dir(&root).unwrap();
+        store
+            .put_opts(&"a/b/c".into(), "v".into(), PutMode::Create.into())
+            .await
+            .unwrap();
+        store.put(&"a/b/c".into(), "w".into()).await.unwrap();
+        store.put(&"a/d".into(), "x".into()).await.unwrap();
+        store.delete(&"a/b/c".into()).await.unwrap();
+        let listed: Vec<_> = store.list(None).try_collect().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(synced(&store), []);
+    }
+
+    /// The root a `file://` URL names, created with its missing parents:
+    /// each folder that gained one is synced.
+    #[test]
+    fn a_created_root_is_synced_in_every_folder_that_gained_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let root = top.join("x/y/z");
+        let syncs = Syncs::new(true);
+        create_root_syncing(&root, &syncs).unwrap();
+        assert!(root.is_dir());
+        let log = std::mem::take(&mut *syncs.log.lock().unwrap());
+        assert_eq!(
+            log,
+            [
+                Synced::Folder(top.clone()),
+                Synced::Folder(top.join("x/y")),
+                Synced::Folder(top.join("x")),
+            ]
+        );
+        // Present already: nothing to sync.
+        create_root_syncing(&root, &syncs).unwrap();
+        assert_eq!(syncs.log.lock().unwrap().len(), 0);
     }
 }

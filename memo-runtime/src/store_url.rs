@@ -52,6 +52,10 @@ pub const RETRY_TIMEOUT_OPTION: &str = "retry_timeout";
 /// refuses to create an object that exists (default `"true"`; see
 /// [`store_from_url`]).
 pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
+/// Memo's own option key for a `file://` folder: `"false"` makes writes and
+/// deletes skip `fsync` (default `"true"`: an acknowledged write survives a
+/// power loss; see [`LocalFolder`](crate::store::LocalFolder#durability)).
+pub const FSYNC_OPTION: &str = "fsync";
 
 /// Builds the object store a URL names, and the path prefix within it.
 ///
@@ -72,7 +76,10 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 /// whose keys are the builders' config keys with or without their prefix
 /// (`"endpoint"` or `"aws_endpoint"`, `"region"`, `"access_key_id"`, …), plus
 /// memo's own [`MAX_RETRIES_OPTION`] and [`RETRY_TIMEOUT_OPTION`]. `file://`
-/// and `memory://` take no options.
+/// takes one option, [`FSYNC_OPTION`]: by default a local folder `fsync`s
+/// each write and delete, so an acknowledged commit survives a power loss;
+/// `"false"` skips that (faster; a power loss may then lose the last
+/// writes). `memory://` takes no options.
 ///
 /// For S3, conditional puts are always set to `S3ConditionalPut::ETagMatch`
 /// (`If-None-Match: *` on create), which memo's write-once entries need, and
@@ -92,7 +99,8 @@ pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
 /// supported store (plain `http(s)://` is not a bucket), has an unknown option
 /// key or a bad option value, or a `file://` folder that cannot be created;
 /// [`Error::InvalidStoreUrl`] too for a [`CHECK_CONDITIONAL_CREATE_OPTION`]
-/// that is not `"true"` or `"false"`;
+/// or [`FSYNC_OPTION`] that is not `"true"` or `"false"`, or an
+/// [`FSYNC_OPTION`] on a URL that is not `file://`;
 /// [`Error::StoreFeatureDisabled`] for a cloud URL whose cargo feature is
 /// off; [`Error::Store`] if the store's builder rejects its configuration
 /// (such as a missing bucket).
@@ -151,11 +159,21 @@ fn store_for_scheme(
     prefix: Path,
     options: StoreOptions,
 ) -> Result<StoreAndPrefix> {
+    if options.fsync.is_some() && scheme != ObjectStoreScheme::Local {
+        return Err(invalid(
+            shown,
+            format!(
+                "option {FSYNC_OPTION:?} applies to file:// folders only \
+                 (a bucket's durability is its own)"
+            ),
+        ));
+    }
     let (store, prefix) = match scheme {
         ObjectStoreScheme::Local => {
             options.expect_none(shown)?;
+            let fsync = options.fsync.unwrap_or(true);
             // The whole URL path is the folder, so nothing is left as prefix.
-            (local_folder(shown, parsed)?, Path::default())
+            (local_folder(shown, parsed, fsync)?, Path::default())
         }
         ObjectStoreScheme::Memory => {
             options.expect_none(shown)?;
@@ -252,22 +270,32 @@ fn refuse_secrets(shown: &str, parsed: &Url) -> Result<()> {
 
 /// A [`LocalFolder`](crate::store::LocalFolder) rooted at the folder of a `file://`
 /// URL, created if missing: a folder shared with other writers must never
-/// steer memo outside it through a symlink.
-fn local_folder(url: &str, parsed: &Url) -> Result<Arc<dyn ObjectStore>> {
+/// steer memo outside it through a symlink. It `fsync`s unless `fsync` is
+/// false (elsewhere than on Unix, `LocalFileSystem`, which never does).
+fn local_folder(url: &str, parsed: &Url, fsync: bool) -> Result<Arc<dyn ObjectStore>> {
     let folder = parsed
         .to_file_path()
         .map_err(|()| invalid(url, "not a local folder path"))?;
-    std::fs::create_dir_all(&folder).map_err(|e| {
+    let cannot_create = |e: &dyn std::fmt::Display| {
         invalid(
             url,
             format!("cannot create folder {}: {e}", folder.display()),
         )
-    })?;
+    };
     #[cfg(unix)]
-    let store = crate::local::LocalFolder::new(&folder).map_err(|e| store_err(url, e))?;
+    let store = {
+        crate::local::create_root(&folder, fsync).map_err(|e| cannot_create(&e))?;
+        crate::local::LocalFolder::new(&folder)
+            .map_err(|e| store_err(url, e))?
+            .with_fsync(fsync)
+    };
     #[cfg(not(unix))]
-    let store = object_store::local::LocalFileSystem::new_with_prefix(&folder)
-        .map_err(|e| store_err(url, e))?;
+    let store = {
+        let _ = fsync;
+        std::fs::create_dir_all(&folder).map_err(|e| cannot_create(&e))?;
+        object_store::local::LocalFileSystem::new_with_prefix(&folder)
+            .map_err(|e| store_err(url, e))?
+    };
     Ok(Arc::new(store))
 }
 
@@ -282,6 +310,8 @@ struct StoreOptions {
     retry_timeout: Option<Duration>,
     /// `Some(false)` turns the conditional-create check off.
     check_conditional_create: Option<bool>,
+    /// `Some(false)` makes a `file://` folder skip `fsync`.
+    fsync: Option<bool>,
 }
 
 impl StoreOptions {
@@ -316,6 +346,12 @@ impl StoreOptions {
                         invalid(url, format!("option {key}={value:?} is not true or false"))
                     })?;
                     collected.check_conditional_create = Some(check);
+                }
+                FSYNC_OPTION => {
+                    let fsync = value.trim().parse().map_err(|_| {
+                        invalid(url, format!("option {key}={value:?} is not true or false"))
+                    })?;
+                    collected.fsync = Some(fsync);
                 }
                 _ => collected.builder.push((key, value)),
             }
@@ -713,6 +749,37 @@ mod tests {
             assert!(
                 matches!(&err, Error::InvalidStoreUrl { reason, .. } if reason.contains(key)),
                 "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_file_url_fsyncs_unless_its_option_says_false() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        let fsyncs = |options: &[(&str, &str)]| {
+            let opened = store_from_url(&url, options.iter().copied()).unwrap();
+            !opened.store.to_string().contains("without fsync")
+        };
+        assert!(fsyncs(&[]));
+        assert!(fsyncs(&[(FSYNC_OPTION, "true")]));
+        assert!(!fsyncs(&[(FSYNC_OPTION, "false")]));
+        assert!(!fsyncs(&[("FSYNC", " false ")]));
+    }
+
+    #[test]
+    fn a_bad_fsync_option_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        for (url, value) in [
+            (url.as_str(), "no"),
+            ("memory://", "false"),
+            ("s3://b", "true"),
+        ] {
+            let err = store_from_url(url, [(FSYNC_OPTION, value)]).unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidStoreUrl { reason, .. } if reason.contains("fsync")),
+                "{url}: {err}"
             );
         }
     }

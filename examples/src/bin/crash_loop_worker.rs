@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use memo_examples::open_store;
+use memo_examples::open_store_with;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Error, Memo, RunId, memoized};
 
@@ -41,6 +41,9 @@ struct Args {
     /// Store URL: `file:///path`, `s3://bucket/prefix`, ...
     #[arg(long)]
     store: String,
+    /// Store option `key=value` (for example `fsync=false`).
+    #[arg(long = "option", value_parser = parse_option)]
+    options: Vec<(String, String)>,
     /// The append-only file every execution is logged to.
     #[arg(long)]
     effects: PathBuf,
@@ -99,10 +102,16 @@ async fn step(memo: Memo, effects: Arc<Effects>, step: u32) -> Result<String, Er
     Ok(value)
 }
 
+fn parse_option(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected key=value, got {s:?}"))
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let stores = open_store(&args.store)?;
+    let stores = open_store_with(&args.store, &args.options)?;
     let runtime = Runtime::builder()
         .memo_store(stores.memo)
         .runtime_store(stores.runs)
