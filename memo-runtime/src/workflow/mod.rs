@@ -55,6 +55,7 @@ mod cancel;
 mod context;
 mod lease;
 mod recovery;
+pub mod replay_check;
 mod retry;
 mod run;
 
@@ -66,6 +67,7 @@ pub use builder::RuntimeBuilder;
 pub use cancel::Cancellation;
 pub use context::{Context, Step};
 pub use recovery::Recovery;
+pub use replay_check::{PatchUse, ReplayCheck, ReplayOutcome, ReplayReport, RunReplay};
 pub use retry::RetryPolicy;
 pub use run::Runtime;
 

@@ -3,6 +3,8 @@
 //! ([`timer`]) share: the attempt's receipts, its step cursor, its
 //! interruption and its cancellation.
 
+mod patch;
+mod replay;
 mod signal;
 mod step;
 mod timer;
@@ -12,6 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
+pub(super) use replay::ReplayProbe;
 pub use step::Step;
 
 use super::Shared;
@@ -55,6 +58,9 @@ struct Inner {
     /// cancellation (at a step boundary, in a wait, or when asked): no step
     /// runs after it, and the attempt ends the run cancelled.
     cancelled: std::sync::Mutex<Option<String>>,
+    /// Set only for the replay check: the context replays and stops at the
+    /// end of the history (see the `replay` module).
+    probe: Option<Arc<ReplayProbe>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -85,6 +91,7 @@ impl Context {
                 cursor: tokio::sync::Mutex::new(0),
                 interruption: AttemptInterruption::default(),
                 cancelled: std::sync::Mutex::new(None),
+                probe: None,
             }),
         }
     }
@@ -181,6 +188,7 @@ impl Context {
     /// Records a runtime-side failure, if it is transient (the run must not
     /// be failed for it), and converts it for the workflow.
     pub(super) fn interrupt<E: From<Error>>(&self, error: Error) -> E {
+        self.note_problem(&error);
         self.inner.interruption.record(&error);
         E::from(error)
     }
@@ -238,6 +246,7 @@ impl Context {
             .ok()
             .and_then(|i| self.inner.history.get(i))
         else {
+            self.end_of_history::<E>()?;
             return Ok(None);
         };
         if receipt.step != step {
@@ -302,6 +311,10 @@ pub(super) const SLEEP_STEP: &str = "memo.sleep";
 /// The prefix of the step that marks a run suspended in
 /// [`Context::wait_for_signal`] (`memo.wait:<name>`, empty output).
 pub(super) const WAIT_STEP_PREFIX: &str = "memo.wait:";
+
+/// The prefix of the step that records that a run took the branch of a
+/// patch ([`Context::patched`], `memo.patch:<name>`, empty output).
+pub(super) const PATCH_STEP_PREFIX: &str = "memo.patch:";
 
 /// The prefix of the step that records a signal wait's deadline.
 pub(super) const DEADLINE_STEP_PREFIX: &str = "memo.signal-deadline:";

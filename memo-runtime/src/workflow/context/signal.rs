@@ -195,6 +195,7 @@ impl Context {
                 called: got,
             }));
         }
+        self.end_of_history::<Error>()?;
         let shared = &self.inner.shared;
         let signal_wait = tokio::time::Instant::now().checked_add(shared.signal_wait);
         loop {
