@@ -58,6 +58,7 @@ pub mod clock;
 mod codec;
 mod envelope;
 mod error;
+mod forward;
 mod key;
 mod layout;
 #[cfg(unix)]
@@ -112,10 +113,11 @@ pub mod limits {
 }
 
 mod private;
-/// The runtime half of `#[memoized]`: what its expansion calls. Not public
-/// API; it may change in any release.
+/// The runtime half of `#[memoized]` and of `forward_object_store!`: what
+/// their expansions name. Not public API; it may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::forward::expansion as forward;
     pub use crate::private::*;
 }
 

@@ -20,7 +20,7 @@
 
 mod entry_cache;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -219,8 +219,7 @@ impl MemoStore {
             run_id: run_id.clone(),
             incarnation,
             step_number,
-            interruption: None,
-            lease: None,
+            attempt: None,
         }
     }
 
@@ -540,64 +539,35 @@ pub struct Memo {
     /// `<prefix>/memos/<run>/<inc>/<step>`, built once: every key's path
     /// is this plus one segment.
     memo_folder: Path,
-    /// Where a workflow step's memo reports transient errors, so that the
-    /// attempt stops even if the step's code converted or swallowed the
-    /// error; `None` for a standalone memo.
-    interruption: Option<AttemptInterruption>,
-    /// The lease of the workflow attempt this memo belongs to, checked just
-    /// before a memoized call runs its body; `None` for a standalone memo.
-    lease: Option<Arc<dyn LeaseGuard>>,
+    /// The workflow attempt this memo's step belongs to: checked before a
+    /// memoized call runs its body, and told of the memo's transient errors;
+    /// `None` for a standalone memo.
+    attempt: Option<Arc<dyn AttemptHook>>,
 }
 
-/// A workflow attempt's hold on its run, as a memoized call checks it.
-pub(crate) trait LeaseGuard: Send + Sync + std::fmt::Debug {
-    /// Makes sure the lease is live by the local clock now, renewing it
-    /// (and checking each renewal again) if it expired: the one lease check
-    /// before every body of a workflow attempt, a step's or a memoized
-    /// call's.
+/// What a workflow step's memo asks of the attempt it belongs to: the one
+/// hook between the memo layer and the workflow runtime.
+pub(crate) trait AttemptHook: Send + Sync + std::fmt::Debug {
+    /// Makes sure the attempt holds its run's lease by the local clock now,
+    /// renewing it (and checking each renewal again) if it expired: the one
+    /// lease check before every body of a workflow attempt, a step's or a
+    /// memoized call's.
     ///
     /// # Errors
     ///
     /// [`Error::LeaseLost`] (or a conflict) if another attempt took the run
     /// over or the lease keeps expiring while it is renewed; a store error if
     /// a renewal failed.
-    fn ensure_live(&self) -> futures::future::BoxFuture<'_, Result<()>>;
+    fn ensure_lease(&self) -> futures::future::BoxFuture<'_, Result<()>>;
 
-    /// The attempt holding the lease (the simulator's audit of step bodies
-    /// asks).
+    /// Tells the attempt of a memo-layer error met in its step: one that
+    /// does not fail the run ([`Error::fails_run`]) stops the attempt and
+    /// leaves the run open, whatever the step's code does with the error.
+    fn report(&self, error: &Error);
+
+    /// The attempt's number (the simulator's audit of step bodies asks).
     #[cfg(feature = "testing")]
     fn attempt(&self) -> u32;
-}
-
-/// The first transient memo-layer error of a workflow attempt (its interruption), shared by the
-/// attempt's [`Context`](crate::workflow::Context) and every [`Memo`] it
-/// hands out.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct AttemptInterruption(Arc<Mutex<Option<String>>>);
-
-impl AttemptInterruption {
-    /// Records `error` if it does not fail the run ([`Error::fails_run`])
-    /// and no interruption was recorded before; the others are the caller's
-    /// to handle.
-    pub(crate) fn record(&self, error: &Error) {
-        if !error.fails_run() {
-            self.slot().get_or_insert_with(|| error.to_string());
-        }
-    }
-
-    /// Whether an interruption is recorded.
-    pub(crate) fn is_set(&self) -> bool {
-        self.slot().is_some()
-    }
-
-    /// Takes the recorded interruption, leaving none.
-    pub(crate) fn take(&self) -> Option<String> {
-        self.slot().take()
-    }
-
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 impl std::fmt::Debug for Memo {
@@ -668,15 +638,9 @@ impl Memo {
         &self.store
     }
 
-    /// This memo, reporting its transient errors to `interruption`.
-    pub(crate) fn with_interruption(mut self, interruption: AttemptInterruption) -> Memo {
-        self.interruption = Some(interruption);
-        self
-    }
-
-    /// This memo, checking `lease` before a memoized call runs its body.
-    pub(crate) fn with_lease(mut self, lease: Arc<dyn LeaseGuard>) -> Memo {
-        self.lease = Some(lease);
+    /// This memo, as the memo of a step of the workflow attempt `attempt`.
+    pub(crate) fn for_attempt(mut self, attempt: Arc<dyn AttemptHook>) -> Memo {
+        self.attempt = Some(attempt);
         self
     }
 
@@ -684,7 +648,7 @@ impl Memo {
     /// for a standalone memo.
     #[cfg(feature = "testing")]
     pub(crate) fn lease_attempt(&self) -> Option<u32> {
-        self.lease.as_ref().map(|lease| lease.attempt())
+        self.attempt.as_ref().map(|attempt| attempt.attempt())
     }
 
     /// Makes sure the workflow attempt this memo belongs to holds its run's
@@ -695,10 +659,10 @@ impl Memo {
     ///
     /// # Errors
     ///
-    /// As [`LeaseGuard::ensure_live`].
+    /// As [`AttemptHook::ensure_lease`].
     pub(crate) async fn ensure_lease(&self) -> Result<()> {
-        match &self.lease {
-            Some(lease) => lease.ensure_live().await,
+        match &self.attempt {
+            Some(attempt) => attempt.ensure_lease().await,
             None => Ok(()),
         }
     }
@@ -708,8 +672,8 @@ impl Memo {
     /// memo belongs to, if any: a transient one stops the attempt and leaves
     /// the run open, whatever the step's code does with the error.
     pub(crate) fn report_transient(&self, error: &Error) {
-        if let Some(interruption) = &self.interruption {
-            interruption.record(error);
+        if let Some(attempt) = &self.attempt {
+            attempt.report(error);
         }
     }
 

@@ -211,7 +211,14 @@ impl<'de> serde::Deserialize<'de> for RunId {
 
 /// A number no other call returns: std's randomly keyed hasher (seeded from
 /// the operating system) over the time, the process id and a counter.
+///
+/// In a simulation, the simulation's seed draws it instead, so that a seed
+/// replays exactly.
 pub(crate) fn unique_token() -> u64 {
+    #[cfg(any(test, feature = "testing"))]
+    if let Some(token) = crate::testing::sim::seeded_token() {
+        return token;
+    }
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut hasher = RandomState::new().build_hasher();
     let nanos = SystemTime::now()

@@ -4,17 +4,13 @@
 //! another creator wins).
 
 use std::fmt;
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{
-    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
+use memo_runtime::object_store::{self, ObjectStore, PutOptions, PutPayload, PutResult};
+use memo_runtime::testing::forward_object_store;
 use tokio::sync::oneshot;
 
 /// Which request a [`Pauses`] store holds.
@@ -108,30 +104,6 @@ impl ObjectStore for Pauses {
         self.inner.put_opts(location, payload, opts).await
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    async fn get_ranges(
-        &self,
-        location: &Path,
-        ranges: &[Range<u64>],
-    ) -> object_store::Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
-
     fn delete_stream(
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
@@ -155,37 +127,6 @@ impl ObjectStore for Pauses {
             .boxed()
     }
 
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: RenameOptions,
-    ) -> object_store::Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
+    forward_object_store!(self.inner => put_multipart_opts, get_opts, get_ranges, list,
+        list_with_offset, list_with_delimiter, copy_opts, rename_opts);
 }

@@ -5,14 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::stream::BoxStream;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{
-    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
-use memo_runtime::testing::{CountingStore, FaultRule, RequestKind};
+use memo_runtime::object_store::{self, ObjectStore, PutMode, PutOptions, PutPayload, PutResult};
+use memo_runtime::testing::{CountingStore, FaultRule, RequestKind, forward_object_store};
 use memo_runtime::{Error, MemoStore};
 use memo_tests::fixtures::{Backend, Faulty, run};
 
@@ -168,6 +164,7 @@ impl fmt::Display for NoConditionalPuts {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl ObjectStore for NoConditionalPuts {
     async fn put_opts(
         &self,
@@ -184,45 +181,8 @@ impl ObjectStore for NoConditionalPuts {
         self.0.put_opts(location, payload, opts).await
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.0.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.0.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.0.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.0.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.0.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.0.copy_opts(from, to, options).await
-    }
+    forward_object_store!(self.0 => put_multipart_opts, get_opts, get_ranges, delete_stream,
+        list, list_with_offset, list_with_delimiter, copy_opts, rename_opts);
 }
 
 #[tokio::test]

@@ -124,7 +124,7 @@ async fn runs_of(made_by: &Code<u64, String>) -> Arc<dyn RuntimeStore> {
 async fn check<I, O>(store: &Arc<dyn RuntimeStore>, new: &Code<I, O>) -> ReplayReport
 where
     I: serde::de::DeserializeOwned + Send + 'static,
-    O: serde::de::DeserializeOwned + 'static,
+    O: serde::Serialize + serde::de::DeserializeOwned + 'static,
 {
     let before = BODIES.get();
     let report = ReplayCheck::new(Arc::clone(store)).run(new).await.unwrap();

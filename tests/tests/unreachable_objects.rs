@@ -200,3 +200,123 @@ async fn deleting_an_open_run_through_the_sweeper_is_refused() {
     );
     assert!(runs.load_run(&run_id).await.unwrap().is_some());
 }
+
+/// The `Pending` hint of `run_id` incarnations, as listed.
+async fn pending_hints(objects: &InMemory) -> Vec<String> {
+    objects_under(objects, "runs/runs-by-status/Pending").await
+}
+
+/// A creator that stops for good (a crash) between its `Pending` hint and
+/// its pointer leaves the hint of an incarnation that never exists. No
+/// deletion looks for it, and recovery lists `Pending` run ids: the listing
+/// tidies it away (and does not list the run), so nothing is left once
+/// every run is swept.
+#[tokio::test]
+async fn a_create_that_stopped_before_its_pointer_leaves_no_hint_once_pending_runs_are_listed() {
+    let objects = Arc::new(InMemory::new());
+    let run_id = run("order-7");
+    let (paused, pause) = Pauses::new(
+        objects.clone(),
+        Held::Put,
+        Path::from("runs/runs/order-7/run"),
+    );
+    let creator = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+    let run_c = run_id.clone();
+    let creation = tokio::spawn(async move { creator.create_run(order(&run_c)).await });
+    pause.reached.await.expect("the creator writes its pointer");
+    // The process dies with its pointer unwritten.
+    creation.abort();
+    assert!(creation.await.unwrap_err().is_cancelled());
+    assert_eq!(pending_hints(&objects).await.len(), 1, "the hint stands");
+
+    let recovering = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let listed = recovering
+        .list_run_ids(memo_runtime::runtime_store::RunStatus::Pending)
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "no run to recover: {listed:?}");
+    assert_eq!(objects_under(&objects, "runs").await, Vec::<String>::new());
+}
+
+/// A tidying listing races a creator that is between its hint and its
+/// pointer: the listing reads no run and deletes the hint, then the creator
+/// writes its pointer. The created run must keep its hint (recovery finds
+/// `Pending` runs by it): the creator checks its hint once its pointer and
+/// record stand, and writes it again.
+#[tokio::test]
+async fn a_listing_that_tidies_a_hint_before_its_creators_pointer_leaves_the_run_hinted() {
+    let objects = Arc::new(InMemory::new());
+    let run_id = run("order-7");
+    let (paused, pause) = Pauses::new(
+        objects.clone(),
+        Held::Put,
+        Path::from("runs/runs/order-7/run"),
+    );
+    let creator = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+    let run_c = run_id.clone();
+    let creation = tokio::spawn(async move { creator.create_run(order(&run_c)).await });
+    pause.reached.await.expect("the creator writes its pointer");
+
+    let lister = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let pending = memo_runtime::runtime_store::RunStatus::Pending;
+    assert!(lister.list_run_ids(pending).await.unwrap().is_empty());
+    assert!(pending_hints(&objects).await.is_empty(), "tidied");
+    pause.release.send(()).unwrap();
+    let created = creation.await.unwrap().unwrap();
+
+    assert_eq!(
+        pending_hints(&objects).await,
+        vec![format!(
+            "runs/runs-by-status/Pending/order-7.{}",
+            created.incarnation
+        )]
+    );
+    assert_eq!(lister.list_run_ids(pending).await.unwrap(), vec![run_id]);
+}
+
+/// The same race the other way round: the listing reads no run, the
+/// creator then writes its pointer and record and finds its hint still
+/// there, and only then does the listing's delete of the hint land. The
+/// listing reads the pointer again after its delete, finds the hint's
+/// incarnation current, and writes the hint back.
+#[tokio::test]
+async fn a_listing_whose_tidying_delete_lands_after_a_creation_writes_the_hint_back() {
+    let objects = Arc::new(InMemory::new());
+    let run_id = run("order-7");
+    let (paused, pause) = Pauses::new(
+        objects.clone(),
+        Held::Delete,
+        Path::from("runs/runs-by-status"),
+    );
+    // The hint of a creation that stops before its pointer, which the
+    // listing will find unborn; its creator then comes back and finishes.
+    let (paused_creator, creator_pause) = Pauses::new(
+        objects.clone(),
+        Held::Put,
+        Path::from("runs/runs/order-7/run"),
+    );
+    let creator = ObjectStoreRuntimeStore::new(Arc::new(paused_creator), "runs");
+    let run_c = run_id.clone();
+    let creation = tokio::spawn(async move { creator.create_run(order(&run_c)).await });
+    creator_pause
+        .reached
+        .await
+        .expect("the creator writes its pointer");
+
+    let lister = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+    let pending = memo_runtime::runtime_store::RunStatus::Pending;
+    let listing = tokio::spawn(async move { lister.list_run_ids(pending).await });
+    pause.reached.await.expect("the listing deletes the hint");
+    creator_pause.release.send(()).unwrap();
+    let created = creation.await.unwrap().unwrap();
+    pause.release.send(()).unwrap();
+    assert!(listing.await.unwrap().unwrap().is_empty());
+
+    assert_eq!(
+        pending_hints(&objects).await,
+        vec![format!(
+            "runs/runs-by-status/Pending/order-7.{}",
+            created.incarnation
+        )]
+    );
+}

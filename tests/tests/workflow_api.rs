@@ -1,13 +1,15 @@
 //! How workflow code reads: steps awaited together with `join!`, step bodies
-//! handed the workflow's values without clones, a sweeper customised from
-//! the runtime, and what a dropped background sweeper does.
+//! handed the workflow's values without clones, a workflow returned from a
+//! function, a suspended run told apart whatever the workflow's error type,
+//! a sweeper customised from the runtime (its retention too), and what a
+//! dropped background sweeper does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
+use memo_runtime::workflow::{Context, RetryPolicy, RunOutcome, Runtime, Workflow, WorkflowFn};
 use memo_runtime::{
     Error, Memo, MemoStore,
     clock::{Clock, ManualClock},
@@ -229,4 +231,116 @@ async fn a_dropped_runtime_sweeper_handle_keeps_sweeping_runs_that_expire_later(
 
     assert!(summary.passes >= 2, "{summary:?}");
     assert!(runtime.status(&run("late")).await.unwrap().is_none());
+}
+
+/// A workflow built by a function, as an application's module would export
+/// it: `WorkflowFn` names the type that `impl Fn(..) -> impl Future` cannot.
+fn scaled(
+    factor: u64,
+    calls: Arc<Calls>,
+) -> Workflow<impl WorkflowFn<u64, Output = u64, Error = Error>> {
+    Workflow::new("scaled", move |ctx: Context, n: u64| {
+        let calls = calls.clone();
+        async move {
+            ctx.step("scale", |_memo| async {
+                calls.left.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Error>(n * factor)
+            })
+            .await
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_workflow_returned_from_a_function_runs_and_replays() {
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    let calls = Arc::new(Calls::default());
+    let workflow = scaled(3, calls.clone());
+
+    assert_eq!(workflow.name(), "scaled");
+    assert_eq!(
+        runtime.run(&run("scaled-1"), &14, &workflow).await.unwrap(),
+        42
+    );
+    // A new copy of the workflow finds the run completed: nothing runs again.
+    let again = scaled(3, calls.clone());
+    assert_eq!(
+        runtime.run(&run("scaled-1"), &14, &again).await.unwrap(),
+        42
+    );
+    assert_eq!(calls.left.load(Ordering::SeqCst), 1);
+    let recovery = runtime.recover(&again).await.unwrap();
+    assert!(recovery.resumed.is_empty());
+}
+
+#[tokio::test]
+async fn a_suspended_run_is_told_apart_whatever_the_workflow_error_type() {
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    // anyhow, as the README's workflows use it.
+    let approval = Workflow::new("approval", |ctx: Context, amount: u64| async move {
+        let approved: bool = ctx.wait_for_signal("approve").await?;
+        anyhow::ensure!(amount < 100, "too much");
+        Ok(approved)
+    });
+    let waits = runtime.run(&run("approval-1"), &5, &approval).await;
+    let waiting_for = waits.suspension().map(|s| (s.signal, s.until_ms));
+    assert_eq!(waiting_for, Some((Some("approve"), None)), "{waits:?}");
+    runtime
+        .signal(&run("approval-1"), "approve", &true)
+        .await
+        .unwrap();
+    let done = runtime.resume(&run("approval-1"), &approval).await;
+    assert!(!done.is_suspended());
+    assert!(done.unwrap());
+    // A failed run is not a suspended one.
+    let too_much = runtime.run(&run("approval-2"), &500, &approval).await;
+    assert!(too_much.is_suspended());
+    runtime
+        .signal(&run("approval-2"), "approve", &true)
+        .await
+        .unwrap();
+    let failed = runtime.run(&run("approval-2"), &500, &approval).await;
+    assert!(failed.is_err() && !failed.is_suspended(), "{failed:?}");
+
+    // memo's own error, a timer, and a recovery's outcomes.
+    let nap = Workflow::new("nap", |ctx: Context, _: ()| async move {
+        ctx.sleep(Duration::from_secs(24 * 3600)).await?;
+        Ok::<_, Error>(())
+    });
+    let sleeps = runtime.run(&run("nap-1"), &(), &nap).await;
+    let wake = START_MS + 24 * HOUR_MS;
+    assert_eq!(
+        sleeps.suspension().map(|s| (s.signal, s.until_ms)),
+        Some((None, Some(wake)))
+    );
+    let still_waits = runtime.run(&run("approval-3"), &1, &approval).await;
+    assert!(still_waits.is_suspended());
+    let recovery = runtime.recover(&approval).await.unwrap();
+    let [(id, outcome)] = &recovery.resumed[..] else {
+        panic!("{:?}", recovery.resumed);
+    };
+    assert_eq!((id, outcome.is_suspended()), (&run("approval-3"), true));
+}
+
+#[tokio::test]
+async fn the_runtimes_sweeper_builder_can_change_the_retention() {
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    finish_run(&runtime, "ended").await;
+    clock.advance_ms(HOUR_MS / 2);
+
+    // The runtime keeps runs an hour: nothing has expired yet.
+    let kept = runtime.retention_sweeper().sweep_now().await.unwrap();
+    assert_eq!(kept.runs_cleared, 0);
+    let sooner = runtime
+        .retention_sweeper_builder()
+        .retention(Duration::from_secs(60))
+        .build();
+    assert_eq!(sooner.retention(), Duration::from_secs(60));
+    let swept = sooner.sweep_now().await.unwrap();
+    assert_eq!(swept.cutoff_ms, clock.now_ms() - 60_000);
+    assert_eq!((swept.runs_cleared, swept.runtime_runs_deleted), (1, 1));
+    assert!(runtime.status(&run("ended")).await.unwrap().is_none());
 }

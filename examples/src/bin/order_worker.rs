@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
-use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::workflow::{Context, Runtime, Workflow, WorkflowFn};
 use memo_runtime::{
     Error, ErrorKind, Memo, MemoStore, RunId, runtime_store::ObjectStoreRuntimeStore,
     store::store_from_url,
@@ -211,16 +211,12 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// Runs `run` until it has completed, waiting while another worker holds it.
-async fn complete<F, Fut>(
+async fn complete(
     runtime: &Runtime,
     run: &RunId,
     input: u32,
-    order: &Workflow<F>,
-) -> anyhow::Result<Vec<String>>
-where
-    F: Fn(Context, u32) -> Fut,
-    Fut: Future<Output = Result<Vec<String>, Error>>,
-{
+    order: &Workflow<impl WorkflowFn<u32, Output = Vec<String>, Error = Error>>,
+) -> anyhow::Result<Vec<String>> {
     for _ in 0..MAX_TRIES_PER_ORDER {
         match runtime.run(run, &input, order).await {
             Ok(outputs) => return Ok(outputs),

@@ -78,10 +78,7 @@ impl Folder {
         let approval = Workflow::new("approval", support::approval);
         for _ in 0..tries {
             match runtime
-                .resume::<String, String, anyhow::Error, _, _>(
-                    &support::run("Ticket-42"),
-                    &approval,
-                )
+                .resume::<String, _>(&support::run("Ticket-42"), &approval)
                 .await
             {
                 Ok(output) => return Some(output),

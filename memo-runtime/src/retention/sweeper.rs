@@ -126,6 +126,14 @@ impl RetentionSweeperBuilder {
         self
     }
 
+    /// Clears the runs whose terminal marker is more than `retention` old:
+    /// replaces the retention the builder was made with (the runtime's, for
+    /// [`Runtime::retention_sweeper_builder`](crate::workflow::Runtime::retention_sweeper_builder)).
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.config.retention = retention;
+        self
+    }
+
     /// The clock the background task reads at each pass (default
     /// [`SystemClock`]). [`RetentionSweeper::sweep_once`] takes the time as
     /// an argument instead.

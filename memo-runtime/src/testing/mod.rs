@@ -22,7 +22,9 @@
 //! the defaulted ones included, so it keeps its behaviour (a pushed-down
 //! `list_with_offset`, a batched `delete_stream`). Each is controlled
 //! through `&self`: keep an `Arc` of the wrapper in the test and hand a clone,
-//! as an `Arc<dyn ObjectStore>`, to the code under test.
+//! as an `Arc<dyn ObjectStore>`, to the code under test. A wrapper of your
+//! own forwards the same way with [`forward_object_store!`]: it writes the
+//! methods it changes and names the ones that pass through.
 //!
 //! Conformance suites (`testing/suites/`), each run once per backend through
 //! one entry point:
@@ -80,3 +82,6 @@ pub use stores::{
     RequestKind, S3_KEY_BYTES,
 };
 pub use suites::{memo_store, runtime_store};
+
+#[doc(inline)]
+pub use crate::__forward_object_store as forward_object_store;

@@ -2,7 +2,6 @@
 //! from the decision to start it to the commit of its outcome.
 
 use std::fmt::Display;
-use std::future::Future;
 use std::sync::Arc;
 
 use backon::Retryable;
@@ -13,25 +12,23 @@ use serde::de::DeserializeOwned;
 use super::cancel::cancel_reason;
 use super::context;
 use super::lease::AttemptLease;
-use super::{Context, Runtime, Workflow};
+use super::{Context, Runtime, Workflow, WorkflowFn};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::retention::TerminalMarker;
+use crate::run_id::RunId;
 use crate::runtime_store::{Commit, InputPhase, RunRecord, RunStatus, StatusChange};
 
 impl Runtime {
     /// One attempt of a run that exists.
-    pub(super) async fn drive<I, O, E, F, Fut>(
+    pub(super) async fn drive<I, W>(
         &self,
         record: RunRecord,
-        workflow: &Workflow<F>,
-    ) -> Result<O, E>
+        workflow: &Workflow<W>,
+    ) -> Result<W::Output, W::Error>
     where
         I: Serialize + DeserializeOwned,
-        O: Serialize + DeserializeOwned,
-        E: From<Error> + Display,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
+        W: WorkflowFn<I>,
     {
         let run_id = record.run_id.clone();
         if record.workflow != workflow.name {
@@ -45,7 +42,7 @@ impl Runtime {
             .into());
         }
         if let Some(done) = finished(&record) {
-            return done.map_err(E::from);
+            return done.map_err(W::Error::from);
         }
         let input: I = codec::decode_value(
             "the workflow input",
@@ -59,21 +56,7 @@ impl Runtime {
         let attempt = record.attempts + 1;
         let lease = AttemptLease::start(&self.shared, &run_id, attempt).await?;
         let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
-        let outcome = lease.hold(body.catch_unwind()).await;
-        let (result, ended) = match outcome {
-            Ok(Ok(Ok(done))) => done,
-            Ok(Ok(Err(interruption))) => (Err(E::from(interruption)), false),
-            Ok(Err(panic)) => {
-                let message = panic_message(panic.as_ref());
-                tracing::error!(%run_id, panic = %message, "the workflow panicked; the run stays open");
-                let aborted = Error::Aborted {
-                    run_id: run_id.to_string(),
-                    reason: format!("the workflow panicked: {message}"),
-                };
-                (Err(E::from(aborted)), false)
-            }
-            Err(lost) => (Err(E::from(lost)), false),
-        };
+        let (result, ended) = settle(&run_id, lease.hold(body.catch_unwind()).await);
         if !ended {
             // However the attempt stopped, the next one need not wait.
             lease.release().await;
@@ -140,19 +123,16 @@ impl Runtime {
     /// the workflow and commits its outcome. `true` with the result if the
     /// run ended (its terminal status committed); an error for a transient
     /// error that interrupted the attempt before the workflow ran or after it.
-    async fn attempt<I, O, E, F, Fut>(
+    async fn attempt<I, W>(
         &self,
         record: &RunRecord,
         input: I,
         lease: &AttemptLease<'_>,
-        workflow: &Workflow<F>,
-    ) -> Result<(Result<O, E>, bool)>
+        workflow: &Workflow<W>,
+    ) -> Result<Ended<W::Output, W::Error>>
     where
         I: Serialize + DeserializeOwned,
-        O: Serialize + DeserializeOwned,
-        E: From<Error> + Display,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
+        W: WorkflowFn<I>,
     {
         let run_id = record.run_id.clone();
         let attempt = lease.held().fence().attempt;
@@ -167,7 +147,7 @@ impl Runtime {
             Arc::clone(lease.held()),
             history,
         );
-        let result = (workflow.run)(ctx.clone(), input).await;
+        let result = workflow.run.call(ctx.clone(), input).await;
         if let Some(reason) = ctx.observed_cancel() {
             // The attempt observed the cancellation: whatever the workflow
             // returned, the run ends cancelled.
@@ -198,35 +178,9 @@ impl Runtime {
             // The runtime, not the workflow, stopped this attempt: leave the run
             // open so that it can be resumed.
             tracing::warn!(%interruption, "attempt stopped; the run stays open");
-            return Ok(match result {
-                Err(e) => (Err(e), false),
-                Ok(_) => {
-                    let aborted = Error::Aborted {
-                        run_id: run_id.to_string(),
-                        reason: interruption,
-                    };
-                    (Err(aborted.into()), false)
-                }
-            });
+            return Ok((stopped(&run_id, result, interruption), false));
         }
-        let (change, result) = match result {
-            Ok(output) => match codec::encode_value("the workflow output", &output) {
-                Ok(encoded) => (StatusChange::Completed { output: encoded }, Ok(output)),
-                // A permanent error: retrying the run could only fail again.
-                Err(e) => (
-                    StatusChange::Failed {
-                        error: e.to_string(),
-                    },
-                    Err(E::from(e)),
-                ),
-            },
-            Err(e) => (
-                StatusChange::Failed {
-                    error: e.to_string(),
-                },
-                Err(e),
-            ),
-        };
+        let (change, result) = terminal_change(result);
         let terminal_at_ms = self.shared.clock.now_ms();
         let commit = Commit::status(change, terminal_at_ms).with_fence(lease.held().fence());
         store.atomic_apply(&run_id, commit).await?;
@@ -251,6 +205,77 @@ impl Runtime {
         if let Err(e) = written {
             tracing::warn!(run_id = %marker.run_id, error = %e, "terminal marker not written; recover() will write it");
         }
+    }
+}
+
+/// What an attempt returns, and whether the run ended with it (its terminal
+/// status committed).
+type Ended<O, E> = (Result<O, E>, bool);
+
+/// How an attempt held under its lease ended, as its result and whether the
+/// run ended (its terminal status committed): the attempt's own outcome if
+/// it came to one; else the error that stopped it (a transient error before
+/// or after the workflow ran, a panic as [`Error::Aborted`], a lost lease),
+/// the run left open.
+fn settle<O, E: From<Error>>(
+    run_id: &RunId,
+    held: Result<std::thread::Result<Result<Ended<O, E>>>>,
+) -> Ended<O, E> {
+    match held {
+        Ok(Ok(Ok(done))) => done,
+        Ok(Ok(Err(interruption))) => (Err(E::from(interruption)), false),
+        Ok(Err(panic)) => {
+            let message = panic_message(panic.as_ref());
+            tracing::error!(%run_id, panic = %message, "the workflow panicked; the run stays open");
+            let aborted = Error::Aborted {
+                run_id: run_id.to_string(),
+                reason: format!("the workflow panicked: {message}"),
+            };
+            (Err(E::from(aborted)), false)
+        }
+        Err(lost) => (Err(E::from(lost)), false),
+    }
+}
+
+/// What an attempt that a runtime error interrupted returns, the run left
+/// open: the workflow's error, or [`Error::Aborted`] with the interruption
+/// if the workflow handled the error and returned a value anyway.
+fn stopped<O, E: From<Error>>(
+    run_id: &RunId,
+    result: Result<O, E>,
+    interruption: String,
+) -> Result<O, E> {
+    result.and_then(|_| {
+        Err(E::from(Error::Aborted {
+            run_id: run_id.to_string(),
+            reason: interruption,
+        }))
+    })
+}
+
+/// The terminal status a workflow's result commits, and what the attempt
+/// returns: `Completed` with the encoded output, or `Failed` with the
+/// error's message (an output that cannot be encoded fails the run too:
+/// retrying could only fail again).
+fn terminal_change<O: Serialize, E: From<Error> + Display>(
+    result: Result<O, E>,
+) -> (StatusChange, Result<O, E>) {
+    match result {
+        Ok(output) => match codec::encode_value("the workflow output", &output) {
+            Ok(encoded) => (StatusChange::Completed { output: encoded }, Ok(output)),
+            Err(e) => (
+                StatusChange::Failed {
+                    error: e.to_string(),
+                },
+                Err(E::from(e)),
+            ),
+        },
+        Err(e) => (
+            StatusChange::Failed {
+                error: e.to_string(),
+            },
+            Err(e),
+        ),
     }
 }
 
@@ -285,4 +310,79 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(no message)")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::ser::Error as _;
+
+    use super::*;
+
+    fn run_id() -> RunId {
+        RunId::new("r").unwrap()
+    }
+
+    fn lost() -> Error {
+        Error::LeaseLost {
+            run_id: "r".into(),
+            attempt: 2,
+            reason: "taken over".into(),
+        }
+    }
+
+    #[test]
+    fn an_attempt_that_came_to_an_outcome_returns_it() {
+        let done: (Result<u8, Error>, bool) = settle(&run_id(), Ok(Ok(Ok((Ok(7), true)))));
+        assert!(matches!(done, (Ok(7), true)));
+    }
+
+    #[test]
+    fn an_interrupted_a_panicked_or_a_taken_over_attempt_leaves_the_run_open() {
+        let interrupted = settle::<u8, Error>(&run_id(), Ok(Ok(Err(lost()))));
+        assert!(matches!(interrupted, (Err(Error::LeaseLost { .. }), false)));
+        let panic: Box<dyn std::any::Any + Send> = Box::new("boom");
+        let panicked = settle::<u8, Error>(&run_id(), Ok(Err(panic)));
+        assert!(
+            matches!(&panicked, (Err(Error::Aborted { reason, .. }), false) if reason.ends_with("panicked: boom")),
+            "{panicked:?}"
+        );
+        let taken_over = settle::<u8, Error>(&run_id(), Err(lost()));
+        assert!(matches!(taken_over, (Err(Error::LeaseLost { .. }), false)));
+    }
+
+    #[test]
+    fn a_value_returned_past_an_interruption_is_an_abort() {
+        let handled = stopped::<u8, Error>(&run_id(), Ok(1), "store down".into());
+        assert!(matches!(handled, Err(Error::Aborted { reason, .. }) if reason == "store down"));
+        let passed_on = stopped::<u8, Error>(&run_id(), Err(lost()), "store down".into());
+        assert!(matches!(passed_on, Err(Error::LeaseLost { .. })));
+    }
+
+    struct Unencodable;
+
+    impl Serialize for Unencodable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> std::result::Result<S::Ok, S::Error> {
+            Err(S::Error::custom("not encodable"))
+        }
+    }
+
+    #[test]
+    fn a_result_commits_completed_or_failed() {
+        let (change, result) = terminal_change::<u8, Error>(Ok(3));
+        assert!(matches!(change, StatusChange::Completed { .. }));
+        assert!(matches!(result, Ok(3)));
+        let (change, result) =
+            terminal_change::<u8, Error>(Err(Error::RunNotFound { run_id: "x".into() }));
+        assert!(matches!(change, StatusChange::Failed { error } if error.contains("x")));
+        assert!(result.is_err());
+        let (change, result) = terminal_change::<_, Error>(Ok(Unencodable));
+        assert!(
+            matches!(change, StatusChange::Failed { error } if error.contains("not encodable"))
+        );
+        assert!(
+            matches!(result, Err(Error::Serialization { .. })),
+            "{:?}",
+            result.err()
+        );
+    }
 }

@@ -204,3 +204,82 @@ impl RuntimeBuilder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+
+    use super::*;
+    use crate::runtime_store::InMemoryRuntimeStore;
+
+    fn memo() -> MemoStore {
+        MemoStore::new(Arc::new(InMemory::new()), "memo")
+    }
+
+    fn complete() -> RuntimeBuilder {
+        Runtime::builder()
+            .memo_store(memo())
+            .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    }
+
+    fn refusal(builder: RuntimeBuilder) -> String {
+        match builder.build() {
+            Err(Error::InvalidConfig { what, reason }) => {
+                assert_eq!(what, "Runtime");
+                reason
+            }
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_runtime_needs_both_stores() {
+        let no_memo = Runtime::builder().runtime_store(Arc::new(InMemoryRuntimeStore::new()));
+        assert_eq!(refusal(no_memo), "a memo store is required");
+        let no_runs = Runtime::builder().memo_store(memo());
+        assert_eq!(refusal(no_runs), "a runtime store is required");
+    }
+
+    #[test]
+    fn a_signal_poll_interval_under_the_minimum_is_refused() {
+        let busy_loop = complete().signal_poll_interval(MIN_SIGNAL_POLL_INTERVAL / 2);
+        assert!(refusal(busy_loop).contains("at least 1ms"));
+        assert!(
+            complete()
+                .signal_poll_interval(MIN_SIGNAL_POLL_INTERVAL)
+                .build()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn unset_settings_take_their_defaults_and_out_of_range_ones_their_bounds() {
+        let runtime = complete().build().unwrap();
+        let shared = &runtime.shared;
+        assert_eq!(runtime.retention(), DEFAULT_RETENTION);
+        assert_eq!(shared.lease, DEFAULT_LEASE);
+        assert_eq!(shared.timer_wait, DEFAULT_TIMER_WAIT);
+        assert_eq!(shared.signal_poll_interval, DEFAULT_SIGNAL_POLL_INTERVAL);
+        assert_eq!(shared.signal_wait, Duration::ZERO);
+        assert_eq!(shared.recovery_concurrency, DEFAULT_RECOVERY_CONCURRENCY);
+        assert!(shared.conditional_create_checked.is_some());
+        assert!(
+            shared
+                .worker_id
+                .starts_with(&format!("pid{}-", std::process::id()))
+        );
+
+        let bounded = complete()
+            .lease(Duration::ZERO)
+            .recovery_concurrency(0)
+            .check_conditional_create(false)
+            .worker_id("w-1")
+            .build()
+            .unwrap();
+        let shared = &bounded.shared;
+        assert_eq!(shared.lease, Duration::from_millis(3));
+        assert_eq!(shared.recovery_concurrency, 1);
+        assert!(shared.conditional_create_checked.is_none());
+        assert_eq!(shared.worker_id, "w-1");
+    }
+}

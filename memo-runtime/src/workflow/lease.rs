@@ -36,35 +36,6 @@ pub(super) struct HeldLease {
     cancel: std::sync::Mutex<Option<String>>,
 }
 
-/// An attempt's lease as the memos of its steps check it
-/// ([`Memo::ensure_lease`](crate::Memo)): before a memoized call runs its
-/// body.
-pub(super) struct StepLease {
-    pub(super) shared: Arc<Shared>,
-    pub(super) run_id: RunId,
-    pub(super) held: Arc<HeldLease>,
-}
-
-impl std::fmt::Debug for StepLease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepLease")
-            .field("run_id", &self.run_id)
-            .field("held", &self.held)
-            .finish_non_exhaustive()
-    }
-}
-
-impl crate::memo::LeaseGuard for StepLease {
-    fn ensure_live(&self) -> futures::future::BoxFuture<'_, Result<()>> {
-        Box::pin(self.held.ensure_live(&self.shared, &self.run_id))
-    }
-
-    #[cfg(feature = "testing")]
-    fn attempt(&self) -> u32 {
-        self.held.fence.attempt
-    }
-}
-
 impl HeldLease {
     /// A lease no store knows of, for a context that commits nothing (the
     /// replay check's).

@@ -53,25 +53,34 @@ mod attempt;
 mod builder;
 mod cancel;
 mod context;
+mod hook;
 mod lease;
+mod outcome;
 mod recovery;
 pub mod replay_check;
 mod retry;
 mod run;
 
 use std::borrow::Cow;
+use std::fmt::Display;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use builder::RuntimeBuilder;
 pub use cancel::Cancellation;
 pub use context::{Context, Step};
+pub use outcome::{RunOutcome, Suspension};
 pub use recovery::Recovery;
 pub use replay_check::{PatchUse, ReplayCheck, ReplayOutcome, ReplayReport, RunReplay};
 pub use retry::RetryPolicy;
 pub use run::Runtime;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
 use crate::clock::Clock;
+use crate::error::Error;
 use crate::memo::MemoStore;
 use crate::runtime_store::RuntimeStore;
 
@@ -121,6 +130,79 @@ impl<F> Workflow<F> {
     pub fn name(&self) -> &str {
         &self.name
     }
+}
+
+/// What a [`Workflow`] runs: an async function of a [`Context`] and an input
+/// `I` that returns `Result<Output, Error>`.
+///
+/// Every closure or `fn` of the shape
+/// `Fn(Context, I) -> impl Future<Output = Result<O, E>>` is one (with
+/// `O: Serialize + DeserializeOwned` and
+/// `E: From<memo_runtime::Error> + Display`); the trait is sealed, so there
+/// is nothing to implement. It gives that shape a name, so a function
+/// can return a workflow, which `impl Fn(Context, I) -> impl Future<..>`
+/// cannot say.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+/// use std::sync::Arc;
+/// use memo_runtime::{Error, MemoStore, RunId, runtime_store::InMemoryRuntimeStore};
+/// use memo_runtime::object_store::memory::InMemory;
+/// use memo_runtime::workflow::{Context, Runtime, Workflow, WorkflowFn};
+///
+/// fn doubler(factor: u64) -> Workflow<impl WorkflowFn<u64, Output = u64, Error = Error>> {
+///     Workflow::new("doubler", move |ctx: Context, n: u64| async move {
+///         ctx.step("double", |_memo| async move { Ok::<_, Error>(n * factor) }).await
+///     })
+/// }
+///
+/// let runtime = Runtime::builder()
+///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+///     .build()?;
+/// assert_eq!(runtime.run(&RunId::new("d-1")?, &21, &doubler(2)).await?, 42);
+/// # Ok(()) }
+/// ```
+pub trait WorkflowFn<I>: sealed::Sealed<I> {
+    /// What the workflow returns; committed as the run's output.
+    type Output: Serialize + DeserializeOwned;
+    /// The workflow's error; its message is stored when it fails the run.
+    type Error: From<Error> + Display;
+    /// The future of one attempt.
+    #[doc(hidden)]
+    type Future: Future<Output = std::result::Result<Self::Output, Self::Error>>;
+
+    /// Starts one attempt of the workflow.
+    #[doc(hidden)]
+    fn call(&self, ctx: Context, input: I) -> Self::Future;
+}
+
+impl<I, O, E, F, Fut> WorkflowFn<I> for F
+where
+    F: Fn(Context, I) -> Fut,
+    Fut: Future<Output = std::result::Result<O, E>>,
+    O: Serialize + DeserializeOwned,
+    E: From<Error> + Display,
+{
+    type Output = O;
+    type Error = E;
+    type Future = Fut;
+
+    fn call(&self, ctx: Context, input: I) -> Fut {
+        self(ctx, input)
+    }
+}
+
+mod sealed {
+    use super::Context;
+
+    /// Keeps [`WorkflowFn`](super::WorkflowFn) to the functions the runtime
+    /// was written for.
+    pub trait Sealed<I> {}
+
+    impl<I, F, Fut> Sealed<I> for F where F: Fn(Context, I) -> Fut {}
 }
 
 /// What the runtime's parts share with every [`Context`].

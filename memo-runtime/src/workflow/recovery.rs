@@ -2,15 +2,13 @@
 //! workflow and a terminal marker for every ended run that lacks one.
 
 use std::collections::HashSet;
-use std::fmt::Display;
-use std::future::Future;
 
 use futures::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use super::{Context, Runtime, Workflow};
+use super::{Runtime, Workflow, WorkflowFn};
 use crate::error::{Error, Result};
 use crate::retention::TerminalMarker;
 use crate::run_id::RunId;
@@ -66,13 +64,13 @@ impl Runtime {
     /// # Errors
     ///
     /// A failed listing; each run's own outcome is in the [`Recovery`].
-    pub async fn recover<I, O, E, F, Fut>(&self, workflow: &Workflow<F>) -> Result<Recovery<O, E>>
+    pub async fn recover<I, W>(
+        &self,
+        workflow: &Workflow<W>,
+    ) -> Result<Recovery<W::Output, W::Error>>
     where
         I: Serialize + DeserializeOwned,
-        O: Serialize + DeserializeOwned,
-        E: From<Error> + Display,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
+        W: WorkflowFn<I>,
     {
         self.check_conditional_create().await?;
         let store = &self.shared.store;
@@ -107,20 +105,13 @@ impl Runtime {
         for status in [RunStatus::Pending, RunStatus::Running] {
             for run_id in store.list_run_ids(status).await? {
                 match store.load_run(&run_id).await {
-                    Ok(Some(record))
-                        if record.lease.as_ref().is_some_and(|l| l.is_live_at(now)) =>
-                    {
-                        if record.workflow == workflow.name {
-                            busy.extend(record.lease.map(|lease| (run_id, lease)));
-                        }
-                    }
-                    Ok(Some(record))
-                        if !record.status.is_terminal() && record.workflow == workflow.name =>
-                    {
-                        open.push(record);
-                    }
-                    // Deleted or finished meanwhile, or another workflow's.
-                    Ok(_) => {}
+                    Ok(Some(record)) => match decide(record, &workflow.name, now) {
+                        OpenRun::Resume(record) => open.push(record),
+                        OpenRun::Busy(lease) => busy.push((run_id, lease)),
+                        OpenRun::Leave => {}
+                    },
+                    // Deleted meanwhile.
+                    Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(%run_id, error = %e, "run not recovered");
                         skipped.push((run_id, e));
@@ -164,21 +155,109 @@ impl Runtime {
 
     /// One attempt of a run found by [`Runtime::recover`]; a panic ends the
     /// attempt, not the recovery.
-    async fn recover_run<I, O, E, F, Fut>(
+    async fn recover_run<I, W>(
         &self,
         record: RunRecord,
-        workflow: &Workflow<F>,
-    ) -> (RunId, Result<O, E>)
+        workflow: &Workflow<W>,
+    ) -> (RunId, Result<W::Output, W::Error>)
     where
         I: Serialize + DeserializeOwned,
-        O: Serialize + DeserializeOwned,
-        E: From<Error> + Display,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
+        W: WorkflowFn<I>,
     {
         let run_id = record.run_id.clone();
         let span = tracing::info_span!("memo.recover", %run_id, workflow = %workflow.name);
         let outcome = self.drive(record, workflow).instrument(span).await;
         (run_id, outcome)
+    }
+}
+
+/// What recovery does with a run it listed as open.
+#[derive(Debug, PartialEq)]
+enum OpenRun {
+    /// Start an attempt of it.
+    Resume(RunRecord),
+    /// Leave it to the live attempt holding this lease.
+    Busy(Lease),
+    /// Leave it: another workflow's, or it ended meanwhile.
+    Leave,
+}
+
+/// What recovery of `workflow` at `now_ms` does with `record`.
+fn decide(record: RunRecord, workflow: &str, now_ms: u64) -> OpenRun {
+    if record.workflow != workflow {
+        return OpenRun::Leave;
+    }
+    match record
+        .lease
+        .as_ref()
+        .filter(|lease| lease.is_live_at(now_ms))
+    {
+        Some(lease) => OpenRun::Busy(lease.clone()),
+        None if record.status.is_terminal() => OpenRun::Leave,
+        None => OpenRun::Resume(record),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::run_id::Incarnation;
+
+    fn record(workflow: &str, status: RunStatus, lease_until_ms: Option<u64>) -> RunRecord {
+        RunRecord {
+            run_id: RunId::new("r").unwrap(),
+            incarnation: Incarnation::from_u64(1),
+            workflow: workflow.into(),
+            input: Bytes::new(),
+            status,
+            attempts: 1,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            terminal_at_ms: None,
+            output: None,
+            error: None,
+            lease: lease_until_ms.map(|until_ms| Lease {
+                attempt: 1,
+                owner: "w".into(),
+                until_ms,
+            }),
+        }
+    }
+
+    #[test]
+    fn an_open_run_of_the_workflow_whose_lease_expired_is_resumed() {
+        for lease in [None, Some(100)] {
+            let open = record("order", RunStatus::Running, lease);
+            assert_eq!(decide(open.clone(), "order", 100), OpenRun::Resume(open));
+        }
+        let pending = record("order", RunStatus::Pending, None);
+        assert_eq!(
+            decide(pending.clone(), "order", 5),
+            OpenRun::Resume(pending)
+        );
+    }
+
+    #[test]
+    fn a_run_under_a_live_lease_is_left_to_its_attempt() {
+        let held = record("order", RunStatus::Running, Some(101));
+        let lease = held.lease.clone().unwrap();
+        assert_eq!(decide(held, "order", 100), OpenRun::Busy(lease));
+        let endless = record("order", RunStatus::Running, Some(u64::MAX));
+        assert!(matches!(
+            decide(endless, "order", u64::MAX),
+            OpenRun::Busy(_)
+        ));
+    }
+
+    #[test]
+    fn another_workflows_run_and_an_ended_one_are_left_alone() {
+        let other = record("refund", RunStatus::Running, None);
+        assert_eq!(decide(other, "order", 0), OpenRun::Leave);
+        let other_held = record("refund", RunStatus::Running, Some(50));
+        assert_eq!(decide(other_held, "order", 0), OpenRun::Leave);
+        let ended = record("order", RunStatus::Completed, None);
+        assert_eq!(decide(ended, "order", 0), OpenRun::Leave);
     }
 }

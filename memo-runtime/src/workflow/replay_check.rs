@@ -56,7 +56,6 @@
 //! ```
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,7 +65,7 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use serde::de::DeserializeOwned;
 
 use super::context::{PATCH_STEP_PREFIX, ReplayProbe, WAIT_STEP_PREFIX};
-use super::{Context, Runtime, Workflow};
+use super::{Context, Runtime, Workflow, WorkflowFn};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
@@ -131,12 +130,10 @@ impl ReplayCheck {
     ///
     /// A store error listing or reading the runs. What a run's replay finds
     /// is its [`RunReplay::outcome`], not an error.
-    pub async fn run<I, O, E, F, Fut>(&self, workflow: &Workflow<F>) -> Result<ReplayReport>
+    pub async fn run<I, W>(&self, workflow: &Workflow<W>) -> Result<ReplayReport>
     where
         I: DeserializeOwned,
-        O: DeserializeOwned,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
+        W: WorkflowFn<I>,
     {
         let runtime = Runtime::builder()
             // Never written to: no step body, hence no memoized call, runs.
@@ -178,16 +175,14 @@ impl ReplayCheck {
 }
 
 /// Replays one run; `None` if it was deleted since it was listed.
-async fn replay_run<I, O, E, F, Fut>(
+async fn replay_run<I, W>(
     runtime: &Runtime,
     summary: RunSummary,
-    workflow: &Workflow<F>,
+    workflow: &Workflow<W>,
 ) -> Result<Option<RunReplay>>
 where
     I: DeserializeOwned,
-    O: DeserializeOwned,
-    F: Fn(Context, I) -> Fut,
-    Fut: Future<Output = Result<O, E>>,
+    W: WorkflowFn<I>,
 {
     let store = &runtime.shared.store;
     let Some(record) = store.load_run(&summary.run_id).await? else {
@@ -222,7 +217,7 @@ where
         history,
         Arc::clone(&probe),
     );
-    let ran = std::panic::AssertUnwindSafe((workflow.run)(ctx.clone(), input))
+    let ran = std::panic::AssertUnwindSafe(workflow.run.call(ctx.clone(), input))
         .catch_unwind()
         .await;
     let state = probe.take();
@@ -252,7 +247,7 @@ where
             recorded: left.step.clone(),
         }
     } else {
-        completed_output::<O>(&record).unwrap_or(ReplayOutcome::Replays { steps })
+        completed_output::<W::Output>(&record).unwrap_or(ReplayOutcome::Replays { steps })
     };
     Ok(Some(replay))
 }

@@ -1,7 +1,5 @@
 //! [`Runtime`]: starting, resuming and signalling runs.
 
-use std::fmt::Display;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
-use super::{CANCEL_SIGNAL, Context, RuntimeBuilder, Shared, Workflow};
+use super::{CANCEL_SIGNAL, RuntimeBuilder, Shared, Workflow, WorkflowFn};
 use crate::clock::Clock;
 use crate::codec;
 use crate::error::{Error, Result};
@@ -18,6 +16,9 @@ use crate::memo::MemoStore;
 use crate::retention::{RetentionSweeper, RetentionSweeperBuilder};
 use crate::run_id::RunId;
 use crate::runtime_store::{NewInput, NewRun, RunRecord, RuntimeStore};
+
+#[cfg(doc)]
+use super::Context;
 
 /// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
 ///
@@ -85,8 +86,9 @@ impl Runtime {
     }
 
     /// A sweeper builder already set to this runtime's memo store,
-    /// retention, runtime store and clock, for a sweeper that differs only in
-    /// how it sweeps (page size, concurrency, dry run).
+    /// retention, runtime store and clock, for a sweeper that sweeps another
+    /// way (page size, concurrency, dry run) or keeps runs for another
+    /// retention ([`RetentionSweeperBuilder::retention`](crate::retention::RetentionSweeperBuilder::retention)).
     ///
     /// # Example
     ///
@@ -102,6 +104,10 @@ impl Runtime {
     /// let preview = runtime.retention_sweeper_builder().dry_run(true).build();
     /// let report = preview.sweep_now().await?; // counts, deletes nothing
     /// assert!(report.dry_run);
+    ///
+    /// let one_day = std::time::Duration::from_secs(24 * 3600);
+    /// let sooner = runtime.retention_sweeper_builder().retention(one_day).build();
+    /// assert_eq!(sooner.retention(), one_day);
     /// # Ok(()) }
     /// ```
     pub fn retention_sweeper_builder(&self) -> RetentionSweeperBuilder {
@@ -132,18 +138,15 @@ impl Runtime {
     /// once, starting no attempt and writing nothing, if it was suspended in
     /// that wait already and what it waits for is still not there); the step
     /// errors of [`Context::step`]. None of these fail the run.
-    pub async fn run<I, O, E, F, Fut>(
+    pub async fn run<I, W>(
         &self,
         run_id: &RunId,
         input: &I,
-        workflow: &Workflow<F>,
-    ) -> Result<O, E>
+        workflow: &Workflow<W>,
+    ) -> Result<W::Output, W::Error>
     where
         I: Serialize + DeserializeOwned,
-        O: Serialize + DeserializeOwned,
-        E: From<Error> + Display,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
+        W: WorkflowFn<I>,
     {
         self.check_conditional_create().await?;
         let new_run = NewRun {
@@ -197,17 +200,14 @@ impl Runtime {
     /// assert_eq!(out, "Hello, Ada");
     /// # Ok(()) }
     /// ```
-    pub async fn resume<I, O, E, F, Fut>(
+    pub async fn resume<I, W>(
         &self,
         run_id: &RunId,
-        workflow: &Workflow<F>,
-    ) -> Result<O, E>
+        workflow: &Workflow<W>,
+    ) -> Result<W::Output, W::Error>
     where
         I: Serialize + DeserializeOwned,
-        O: Serialize + DeserializeOwned,
-        E: From<Error> + Display,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
+        W: WorkflowFn<I>,
     {
         self.check_conditional_create().await?;
         let record =

@@ -2,9 +2,10 @@
 //! that lets `list_runs` read only the runs in a status, written before a
 //! change moves a run into it and deleted once the run left it.
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
 
-use super::ObjectStoreRuntimeStore;
+use super::{CONCURRENCY, ObjectStoreRuntimeStore};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::read_limit::Limit;
@@ -102,11 +103,27 @@ impl ObjectStoreRuntimeStore {
 
     /// Deletes a hint that a listing found stale, unless listings are
     /// read-only ([`ObjectStoreRuntimeStore::with_read_only_listings`]).
+    ///
+    /// `unborn`: the hint's incarnation was not the run's when the listing
+    /// read it. Such a hint is of a deleted incarnation, or of one whose
+    /// creator stopped (or gave up) between the hint and the pointer, or of
+    /// one whose creator is between them right now: a creator writes the
+    /// `Pending` hint, then the pointer, and the delete may land after its
+    /// pointer. So the pointer is read again after the delete, and the hint
+    /// written back if it now names the incarnation. With the creator's own
+    /// check of its hint once its pointer and record stand (see
+    /// [`ensure_pending_hint`](Self::ensure_pending_hint)), a created run
+    /// keeps its hint whichever comes first: if the delete lands before the
+    /// creator's check, the check writes the hint again; if after, the
+    /// pointer was written before the delete, so the read after it finds
+    /// the incarnation current and writes the hint back (a run deleted
+    /// meanwhile gets a hint that the next tidying listing removes).
     pub(super) async fn tidy_stale_hint(
         &self,
         status: RunStatus,
         run_id: &RunId,
         incarnation: Incarnation,
+        unborn: bool,
     ) -> Result<()> {
         if !self.tidy_hints {
             return Ok(());
@@ -114,7 +131,66 @@ impl ObjectStoreRuntimeStore {
         let hint = self
             .layout
             .status_hint(status.path_segment(), run_id, incarnation);
-        self.delete_all(vec![hint]).await
+        self.delete_all(vec![hint]).await?;
+        if unborn && self.is_current(run_id, incarnation).await? {
+            self.write_hint(status, run_id, incarnation).await?;
+        }
+        Ok(())
+    }
+
+    /// The `Pending` hints whose incarnation is the run's current one (and
+    /// those whose run could not be read, for the caller to read and
+    /// report); the others are tidied away, as a listing by status does.
+    ///
+    /// A creator that stopped between its `Pending` hint and its pointer
+    /// leaves a hint of an incarnation that never exists: no deletion looks
+    /// for it, and recovery, which lists `Pending` run ids, would meet it at
+    /// every start. Only `Pending` hints can be of an unborn incarnation,
+    /// and they are few (runs not yet started), so each costs a read of its
+    /// run's pointer here.
+    pub(super) async fn live_pending_hints(
+        &self,
+        hints: Vec<(RunId, Incarnation)>,
+    ) -> Result<Vec<(RunId, Incarnation)>> {
+        let kept: Vec<Option<(RunId, Incarnation)>> = futures::stream::iter(hints)
+            .map(|(run_id, incarnation)| async move {
+                match self.is_current(&run_id, incarnation).await {
+                    Ok(true) | Err(_) => Ok(Some((run_id, incarnation))),
+                    Ok(false) => {
+                        self.tidy_stale_hint(RunStatus::Pending, &run_id, incarnation, true)
+                            .await?;
+                        Ok::<_, Error>(None)
+                    }
+                }
+            })
+            .buffered(CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(kept.into_iter().flatten().collect())
+    }
+
+    /// The last step of a creation, once its pointer and record stand:
+    /// writes the `Pending` hint again if a tidying listing deleted it
+    /// between its write and the pointer's (see
+    /// [`tidy_stale_hint`](Self::tidy_stale_hint)). One `HEAD` when it is
+    /// there: only its existence counts (listings never read a hint's
+    /// content either).
+    pub(super) async fn ensure_pending_hint(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<()> {
+        let hint = self
+            .layout
+            .status_hint(RunStatus::Pending.path_segment(), run_id, incarnation);
+        match self.store.head(&hint).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotFound { .. }) => {
+                self.write_hint(RunStatus::Pending, run_id, incarnation)
+                    .await
+            }
+            Err(e) => Err(Error::store(&hint, e)),
+        }
     }
 
     /// Whether a hint of `hinted` can never again be true of a run in `actual`

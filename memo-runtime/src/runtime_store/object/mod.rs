@@ -158,12 +158,15 @@ const CONCURRENCY: usize = 8;
 ///   and one copy of the run;
 /// - creating a run: a `GET` of its pointer, a listing of the id's folder
 ///   (for a pointer a stalled deletion removed), three creates (the hint,
-///   the pointer and the incarnation's record) and a `GET` of the pointer
-///   again; a `create_run` of an open run that exists: a read and a `GET`
-///   of its record;
+///   the pointer and the incarnation's record), a `GET` of the pointer
+///   again and a `HEAD` of the hint (which a tidying listing may have taken
+///   meanwhile); a `create_run` of an open run that exists: a read and a
+///   `GET` of its record;
 /// - listing run ids by status: one listing of that status's hints (a run
 ///   that left the status may still be listed until a `list_runs` tidies
-///   its hint);
+///   its hint); for `Pending`, also a `GET` of each hinted run's pointer,
+///   and the hints of incarnations that are not current (of a creation that
+///   stopped before its pointer) are tidied as `list_runs` tidies them;
 /// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
 ///   listing deletes the hints it finds out of date (unless listings are
@@ -415,11 +418,14 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
                 let current = record.filter(|r| r.incarnation == incarnation);
                 let stale = match &current {
                     Some(record) => Self::hint_is_stale(status, record.status),
-                    // A hint of a deleted incarnation.
+                    // A hint of a deleted incarnation, or of one not (yet)
+                    // created.
                     None => true,
                 };
                 if stale {
-                    self.tidy_stale_hint(status, &run_id, incarnation).await?;
+                    let unborn = current.is_none();
+                    self.tidy_stale_hint(status, &run_id, incarnation, unborn)
+                        .await?;
                 }
                 Ok::<_, Error>(current.filter(|r| r.status == status))
             })
@@ -432,12 +438,11 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
     }
 
     async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
-        let mut run_ids: Vec<RunId> = self
-            .status_hints(status)
-            .await?
-            .into_iter()
-            .map(|(run_id, _)| run_id)
-            .collect();
+        let mut hints = self.status_hints(status).await?;
+        if status == RunStatus::Pending {
+            hints = self.live_pending_hints(hints).await?;
+        }
+        let mut run_ids: Vec<RunId> = hints.into_iter().map(|(run_id, _)| run_id).collect();
         run_ids.sort();
         run_ids.dedup();
         Ok(run_ids)

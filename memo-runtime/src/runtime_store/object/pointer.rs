@@ -255,6 +255,8 @@ impl ObjectStoreRuntimeStore {
                     // deletion may remove the pointer before that, and then a
                     // new run of the id may take its place.
                     if self.write_record(&run_id, &creation, &bytes).await? {
+                        self.ensure_pending_hint(&run_id, creation.incarnation)
+                            .await?;
                         let state = RunState::new(creation.run, creation.incarnation);
                         let record = state.record().clone();
                         let slot = self.slot(&run_id);

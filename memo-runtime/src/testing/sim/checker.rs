@@ -16,7 +16,7 @@ use super::stores::Shared;
 use crate::clock::{Clock, ManualClock};
 use crate::memo::Memo;
 use crate::run_id::RunId;
-use crate::runtime_store::{Commit, RunRecord};
+use crate::runtime_store::{Commit, RunRecord, StepReceipt};
 
 thread_local! {
     /// The task the simulator is polling right now.
@@ -50,6 +50,22 @@ pub(super) fn while_active<R>(checker: &Checker, history: impl FnOnce() -> R) ->
     ACTIVE.with(|active| *active.borrow_mut() = Some(checker.clone()));
     let _deactivate = Deactivate;
     history()
+}
+
+/// The next of the simulation's own unique tokens (incarnations, attempt
+/// tokens, worker ids) if this thread is simulating a history: drawn from
+/// the seed, so that a seed replays exactly (the runtime's own tokens mix
+/// in the time and the process id).
+pub(crate) fn seeded_token() -> Option<u64> {
+    ACTIVE.with(|active| {
+        let active = active.borrow();
+        let checker = active.as_ref()?;
+        let mut tokens = checker
+            .tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Some(tokens.random())
+    })
 }
 
 /// Whether this thread is simulating a history.
@@ -129,6 +145,11 @@ struct State {
     incarnations: HashMap<(RunId, u64), u64>,
     /// Record writes so far.
     record_writes: u64,
+    /// The last state of every incarnation a deletion removed, as a fresh
+    /// instance read it just before the deletion took its record (the
+    /// first thing a deletion removes): what a commit acknowledged to that
+    /// incarnation is checked against once the run is gone.
+    deleted: HashMap<(RunId, u64), Deleted>,
     next_execution: u64,
     rng: StdRng,
     trace: VecDeque<String>,
@@ -139,10 +160,21 @@ struct State {
     planted: Vec<String>,
 }
 
+/// An incarnation as it was when a deletion began: its run and its
+/// receipts.
+#[derive(Debug, Clone)]
+struct Deleted {
+    run: RunRecord,
+    receipts: Vec<StepReceipt>,
+}
+
 /// Shared by the world, the workers' store wrappers and the [`Ledger`](super::Ledger).
 #[derive(Clone, Debug)]
 pub(super) struct Checker {
     state: Arc<Mutex<State>>,
+    /// Draws the tokens of [`seeded_token`]; a lock of its own, as the
+    /// runtime draws them wherever it is, the state's lock held or not.
+    tokens: Arc<Mutex<StdRng>>,
     objects: Shared,
     clock: Arc<ManualClock>,
     retention_ms: u64,
@@ -186,6 +218,7 @@ impl Checker {
                 matched: false,
                 incarnations: HashMap::new(),
                 record_writes: 0,
+                deleted: HashMap::new(),
                 next_execution: 0,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_1ed6),
                 trace: VecDeque::new(),
@@ -193,6 +226,7 @@ impl Checker {
                 events: 0,
                 planted: Vec::new(),
             })),
+            tokens: Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x70ce_75ee_d000))),
             objects,
             clock,
             retention_ms,
@@ -562,6 +596,7 @@ impl Checker {
     /// A worker's store is about to delete `path`: if a retention sweep does
     /// it, the run it belongs to must be terminal and past its retention.
     pub(super) fn deleting(&self, path: &Path) {
+        self.remember_deleted(path);
         let sweeping = current_task().and_then(|task| self.lock().tasks.get(&task).map(|t| t.kind))
             == Some(TaskKind::Sweep);
         let Some((run_id, incarnation)) = compat::run_of(path).filter(|_| sweeping) else {
@@ -601,6 +636,33 @@ impl Checker {
         }
     }
 
+    /// If `path` is the record of the incarnation a fresh instance reads as
+    /// current (a deletion removes it first, and only of a terminal run),
+    /// keeps that incarnation's last state: a commit acknowledged to it
+    /// before it ended may be reported only after the run is gone (its
+    /// writer stopped between the commit and the answer), and is then
+    /// checked against that state.
+    fn remember_deleted(&self, path: &Path) {
+        let Some((run_id, Some(incarnation))) = compat::run_of(path) else {
+            return;
+        };
+        if !compat::is_incarnation_record(path) {
+            return;
+        }
+        let Some(Ok(Some(run))) = fresh_run(&self.objects, &run_id) else {
+            return;
+        };
+        if run.incarnation.as_u64() != incarnation || !run.status.is_terminal() {
+            return;
+        }
+        let Some(Ok(receipts)) = fresh_receipts(&self.objects, &run_id) else {
+            return;
+        };
+        self.lock()
+            .deleted
+            .insert((run_id, incarnation), Deleted { run, receipts });
+    }
+
     /// A worker's store acknowledged creating `run_id` (or appending input
     /// `input_id` to it): a fresh instance must see it. `terminal`: the
     /// store answered with a terminal run (a create of an id whose run had
@@ -626,9 +688,35 @@ impl Checker {
     /// A worker's store acknowledged `commit` to `run_id`, answering
     /// `record`: a fresh instance must see the same run and receipt.
     pub(super) fn acknowledged_commit(&self, run_id: &RunId, commit: &Commit, record: &RunRecord) {
+        let Some(Ok(fresh)) = fresh_run(&self.objects, run_id) else {
+            return;
+        };
+        // The incarnation the commit went to: as a fresh instance reads it,
+        // or, once a deletion took it, as it was when the deletion began.
+        // Any commit acknowledged to it landed before it ended (a deletion
+        // takes only terminal runs, and nothing commits after the terminal
+        // change), so its last state holds every such commit.
+        let deleted = match &fresh {
+            Some(f) if f.incarnation == record.incarnation => None,
+            _ => self
+                .lock()
+                .deleted
+                .get(&(run_id.clone(), record.incarnation.as_u64()))
+                .cloned(),
+        };
+        let (view, receipts) = match deleted {
+            Some(Deleted { run, receipts }) => (Some(run), Some(Ok(receipts))),
+            None => (
+                fresh,
+                commit
+                    .receipt
+                    .as_ref()
+                    .and_then(|_| fresh_receipts(&self.objects, run_id)),
+            ),
+        };
         let mut lost = Vec::new();
         if let Some(receipt) = &commit.receipt
-            && let Some(Ok(receipts)) = fresh_receipts(&self.objects, run_id)
+            && let Some(Ok(receipts)) = receipts
         {
             let stored = receipts.iter().find(|r| r.sequence == receipt.sequence);
             if stored.is_none_or(|r| r.step != receipt.step || r.output != receipt.output) {
@@ -641,23 +729,21 @@ impl Checker {
         // Other workers may have moved the run on since (the writer can be
         // stopped after its last write): the fresh view must be this state
         // or a later one.
-        if let Some(Ok(fresh)) = fresh_run(&self.objects, run_id) {
-            let later = fresh.as_ref().is_some_and(|f| {
-                f.attempts >= record.attempts
-                    && f.status >= record.status
-                    && (!record.status.is_terminal()
-                        || (f.status == record.status && f.output == record.output))
-            });
-            // A terminal run may since have been deleted, legitimately.
-            let deleted = fresh.is_none() && record.status.is_terminal();
-            if !later && !deleted {
-                lost.push(format!(
-                    "the writer was told {} (attempt {}), a fresh instance sees {:?}",
-                    record.status,
-                    record.attempts,
-                    fresh.map(|f| (f.status, f.attempts))
-                ));
-            }
+        let later = view.as_ref().is_some_and(|f| {
+            f.attempts >= record.attempts
+                && f.status >= record.status
+                && (!record.status.is_terminal()
+                    || (f.status == record.status && f.output == record.output))
+        });
+        // A terminal run may since have been deleted, legitimately.
+        let gone = view.is_none() && record.status.is_terminal();
+        if !later && !gone {
+            lost.push(format!(
+                "the writer was told {} (attempt {}), a fresh instance sees {:?}",
+                record.status,
+                record.attempts,
+                view.map(|f| (f.status, f.attempts))
+            ));
         }
         for detail in lost {
             self.violation(
@@ -665,5 +751,80 @@ impl Checker {
                 format!("run {run_id}: {detail}"),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use futures::FutureExt;
+
+    use super::Checker;
+    use crate::clock::ManualClock;
+    use crate::layout::Layout;
+    use crate::run_id::RunId;
+    use crate::runtime_store::{
+        Commit, NewRun, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StatusChange,
+    };
+    use crate::testing::sim::compat::PREFIX;
+    use crate::testing::sim::stores::Shared;
+
+    /// Runs `future`, which completes at once over `InMemory`.
+    fn now<T>(future: impl Future<Output = T>) -> T {
+        future.now_or_never().expect("completes at once")
+    }
+
+    /// Seed 620 of the deployment world: a worker's commit of a start lands,
+    /// the worker stops before it is told, and meanwhile the run is taken
+    /// over, ends and is deleted. The commit was durable (the run moved on
+    /// from it); only its report comes after the deletion, and is checked
+    /// against the run as the deletion found it, not as missing.
+    #[test]
+    fn a_commit_reported_after_its_run_ended_and_was_deleted_is_checked_against_the_deleted_run() {
+        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+        let checker = Checker::new(
+            Arc::clone(&objects),
+            Arc::new(ManualClock::new(0)),
+            0,
+            1,
+            1,
+            false,
+        );
+        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
+        let run_id = RunId::new("order-620").unwrap();
+        let created = now(store.create_run(NewRun {
+            run_id: run_id.clone(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+        }))
+        .unwrap();
+        let start = |attempt| Commit::status(StatusChange::start_attempt(attempt), 1);
+        let told: RunRecord = now(store.atomic_apply(&run_id, start(1))).unwrap();
+        now(store.atomic_apply(&run_id, start(2))).unwrap();
+        let completed = StatusChange::Completed {
+            output: Bytes::from_static(b"done"),
+        };
+        now(store.atomic_apply(&run_id, Commit::status(completed, 2))).unwrap();
+        // The deletion takes the record first: the checker sees it go.
+        let record = Layout::new(PREFIX).incarnation_record(&run_id, created.incarnation);
+        checker.deleting(&record);
+        assert!(now(store.delete_run(&run_id, created.incarnation)).unwrap());
+
+        checker.acknowledged_commit(&run_id, &start(1), &told);
+        assert!(
+            checker.violations().is_empty(),
+            "{:?}",
+            checker.violations()
+        );
+
+        // A commit its incarnation never held is still a violation, deleted
+        // or not: here an attempt the deleted run never started.
+        let mut never = told.clone();
+        never.attempts = 3;
+        checker.acknowledged_commit(&run_id, &start(3), &never);
+        assert_eq!(checker.violations().len(), 1, "{:?}", checker.violations());
     }
 }

@@ -33,19 +33,32 @@ pub(super) fn configure(builder: RuntimeBuilder, lease: Duration) -> RuntimeBuil
 /// Deletes the run's current incarnation from the runtime store alone, as
 /// a user reusing its id with `RuntimeStore::delete_run` would, and adds
 /// the incarnation to `deleted_alone`: its memo entries and marker are left
-/// on purpose, for a later run of the id to (never) inherit.
+/// on purpose, for a later run of the id to (never) inherit. Until the
+/// deletion returns `Ok`, the incarnation is also in `unfinished`: a
+/// deletion that failed or whose process died part way is the caller's to
+/// call again (its rustdoc says a second call finishes it).
 pub(super) async fn delete_records(
     store: &dyn RuntimeStore,
     run_id: &RunId,
     deleted_alone: &Mutex<Vec<(RunId, Incarnation)>>,
+    unfinished: &Mutex<Vec<(RunId, Incarnation)>>,
 ) -> Result<bool> {
     match store.load_run(run_id).await? {
         Some(run) => {
+            let this = (run_id.clone(), run.incarnation);
             deleted_alone
                 .lock()
                 .expect("not poisoned")
-                .push((run_id.clone(), run.incarnation));
-            store.delete_run(run_id, run.incarnation).await
+                .push(this.clone());
+            unfinished.lock().expect("not poisoned").push(this.clone());
+            let deleted = store.delete_run(run_id, run.incarnation).await;
+            if deleted.is_ok() {
+                unfinished
+                    .lock()
+                    .expect("not poisoned")
+                    .retain(|u| *u != this);
+            }
+            deleted
         }
         None => Ok(false),
     }
@@ -168,6 +181,16 @@ pub(super) fn run_of(path: &Path) -> Option<(RunId, Option<u64>)> {
         .and_then(|part| Incarnation::parse_hex(part.as_ref()))
         .map(Incarnation::as_u64);
     Some((run_id, incarnation))
+}
+
+/// Whether `path` is an incarnation's record (`runs/<run>/<inc>/run`), the
+/// first object a deletion of the incarnation removes.
+pub(super) fn is_incarnation_record(path: &Path) -> bool {
+    let parts: Vec<_> = path.parts().collect();
+    matches!(parts.as_slice(), [_, folder, _, incarnation, last]
+        if folder.as_ref() == "runs"
+            && last.as_ref() == "run"
+            && Incarnation::parse_hex(incarnation.as_ref()).is_some())
 }
 
 /// How an error message the workflow or the runtime returned reads, for the

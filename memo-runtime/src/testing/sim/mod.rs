@@ -123,11 +123,10 @@ use serde::de::DeserializeOwned;
 #[allow(deprecated)]
 pub use ledger::{Ledger, StepBody, memoized_key};
 
-pub(crate) use checker::{memoized_returned, simulating};
+pub(crate) use checker::{memoized_returned, seeded_token, simulating};
 
-use crate::error::Error;
 use crate::run_id::RunId;
-use crate::workflow::{Context, Runtime, Workflow};
+use crate::workflow::{Runtime, Workflow, WorkflowFn};
 
 /// A kind of random event a [`Simulation`] injects; all are on by default,
 /// and [`Simulation::without`] turns one off (to find which one a failure
@@ -617,12 +616,10 @@ where
     /// # Errors
     ///
     /// A [`Failure`] naming every invariant the history broke.
-    pub fn run_seed<F, Fut, E>(&self, seed: u64) -> Result<History, Failure>
+    pub fn run_seed<F>(&self, seed: u64) -> Result<History, Failure>
     where
         Mk: Fn(Ledger) -> Workflow<F>,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
-        E: From<Error> + fmt::Display,
+        F: WorkflowFn<I, Output = O>,
     {
         world::run_history(self, seed).map_err(|(violations, trace)| Failure {
             seed,
@@ -638,12 +635,10 @@ where
     /// # Errors
     ///
     /// The first [`Failure`].
-    pub fn run_seeds<F, Fut, E>(&self, seeds: Range<u64>) -> Result<Summary, Failure>
+    pub fn run_seeds<F>(&self, seeds: Range<u64>) -> Result<Summary, Failure>
     where
         Mk: Fn(Ledger) -> Workflow<F>,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
-        E: From<Error> + fmt::Display,
+        F: WorkflowFn<I, Output = O>,
     {
         let mut summary = Summary::default();
         for seed in seeds {
@@ -660,12 +655,10 @@ where
     /// # Panics
     ///
     /// On the first failing seed, or if a variable is not a number.
-    pub fn check_seeds_from_env<F, Fut, E>(&self, default_seeds: u64) -> Summary
+    pub fn check_seeds_from_env<F>(&self, default_seeds: u64) -> Summary
     where
         Mk: Fn(Ledger) -> Workflow<F>,
-        F: Fn(Context, I) -> Fut,
-        Fut: Future<Output = Result<O, E>>,
-        E: From<Error> + fmt::Display,
+        F: WorkflowFn<I, Output = O>,
     {
         let number = |name: &str| {
             std::env::var(name).ok().map(|v| {

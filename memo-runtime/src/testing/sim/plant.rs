@@ -19,13 +19,14 @@ use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
-    Attributes, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-    RenameOptions, Result as StoreResult,
+    Attributes, CopyOptions, GetOptions, GetResult, GetResultPayload, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    Result as StoreResult,
 };
 
 use super::stores::Shared;
 use crate::envelope;
+use crate::forward::forward_object_store;
 use crate::testing::HugeObjects;
 
 /// The size of a planted huge object: 1 TiB, as a sparse file costs its
@@ -281,22 +282,6 @@ impl ObjectStore for Foreign {
         self.inner.delete_stream(unplanted)
     }
 
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, StoreResult<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, StoreResult<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> StoreResult<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> StoreResult<()> {
         lock(&self.bytes).remove(to);
         self.inner.copy_opts(from, to, options).await
@@ -306,6 +291,8 @@ impl ObjectStore for Foreign {
         lock(&self.bytes).remove(to);
         self.inner.rename_opts(from, to, options).await
     }
+
+    forward_object_store!(self.inner => list, list_with_offset, list_with_delimiter);
 }
 
 #[cfg(test)]

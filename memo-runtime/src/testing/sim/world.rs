@@ -1,7 +1,6 @@
 //! One simulated history: the workers, the scheduler that polls their tasks
 //! in a seed-chosen order, the random events, and the final checks.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -27,14 +26,13 @@ use super::stores::Shared;
 use super::stores::{Audited, Preemptible};
 use super::{Config, Event, History, Ledger, RunOutcome, Simulation, Violation};
 use crate::clock::{Clock, ManualClock};
-use crate::error::Error;
 use crate::memo::MemoStore;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{ObjectStoreRuntimeStore, RunRecord, RunStatus};
 use crate::testing::{
     CaseFoldingStore, FaultInjectingStore, FaultRule, NameLimitedStore, RequestKind,
 };
-use crate::workflow::{Context, RetryPolicy, Runtime, Workflow};
+use crate::workflow::{RetryPolicy, Runtime, Workflow, WorkflowFn};
 
 /// How far tokio's paused clock moves per scheduler step (for the
 /// runtime's own waits: retry backoffs, marker retries, signal polling).
@@ -53,7 +51,7 @@ const DRAIN_STEPS: u64 = 50_000;
 type Violations = (Vec<Violation>, Vec<String>);
 
 /// Runs the history of `seed` on a fresh paused current-thread runtime.
-pub(super) fn run_history<I, O, Mk, F, Fut, E>(
+pub(super) fn run_history<I, O, Mk, F>(
     sim: &Simulation<I, O, Mk>,
     seed: u64,
 ) -> Result<History, Violations>
@@ -61,9 +59,7 @@ where
     I: Serialize + DeserializeOwned + Clone,
     O: Serialize + DeserializeOwned,
     Mk: Fn(Ledger) -> Workflow<F>,
-    F: Fn(Context, I) -> Fut,
-    Fut: Future<Output = Result<O, E>>,
-    E: From<Error> + fmt::Display,
+    F: WorkflowFn<I, Output = O>,
 {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -130,6 +126,7 @@ where
         crashes: 0,
         sends: 0,
         deleted_alone: Arc::default(),
+        unfinished_deletes: Arc::default(),
         foreign,
         plants: Vec::new(),
         removed_plants: Vec::new(),
@@ -267,7 +264,10 @@ type Resumed = (RunId, Result<(), String>);
 
 /// How a task ended; errors as their messages.
 enum Outcome {
-    Run(usize, Result<(), String>),
+    /// A delivery ended: the run, its result, and the content key of the
+    /// input it delivered (the run's input then, which a deletion and a
+    /// reuse of the id may have changed since).
+    Run(usize, Result<(), String>, Option<String>),
     Recover(Result<Vec<Resumed>, String>),
     Deleted(usize, Result<bool, String>),
     Done(Result<(), String>),
@@ -307,6 +307,8 @@ struct World<'w, I, O, Mk, F> {
     /// The incarnations deleted with `RuntimeStore::delete_run` alone: their
     /// memo entries and markers are left on purpose (see [`Self::reuse_random`]).
     deleted_alone: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
+    /// Runtime-store deletions that have not returned `Ok` (yet).
+    unfinished_deletes: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
     /// The shared store as workers see it, with foreign objects planted in
     /// it ([`Simulation::foreign_objects`], in this seed).
     foreign: Option<Arc<Foreign>>,
@@ -317,14 +319,12 @@ struct World<'w, I, O, Mk, F> {
     removed_plants: Vec<(Path, u64)>,
 }
 
-impl<'w, I, O, Mk, F, Fut, E> World<'w, I, O, Mk, F>
+impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
 where
     I: Serialize + DeserializeOwned + Clone + 'w,
     O: Serialize + DeserializeOwned + 'w,
     Mk: Fn(Ledger) -> Workflow<F>,
-    F: Fn(Context, I) -> Fut + 'w,
-    Fut: Future<Output = Result<O, E>> + 'w,
-    E: From<Error> + fmt::Display + 'w,
+    F: WorkflowFn<I, Output = O> + 'w,
 {
     async fn run(&mut self) {
         for w in 0..self.config.workers {
@@ -470,6 +470,8 @@ where
             .runtime_store(Arc::new(store))
             .clock(Arc::clone(&self.clock) as _)
             .retention(self.config.retention)
+            // The default holds the process id: the seed's own, to replay.
+            .worker_id(format!("sim-{:08x}", crate::run_id::unique_token() as u32))
             .marker_retry(
                 RetryPolicy::attempts(3)
                     .with_min_delay(Duration::from_millis(20))
@@ -607,6 +609,27 @@ where
             .expect("a memo store and a runtime store are set");
         self.checker
             .event("every run is swept, with no retention".into());
+        // A user whose `RuntimeStore::delete_run` failed (or whose process
+        // died in it) calls it again, as its rustdoc says: a deletion
+        // stopped part way, with the run's pointer and record already gone,
+        // leaves the rest where only a second call (or a sweep of a marker
+        // the run may not have) reaches it.
+        let unfinished = self
+            .unfinished_deletes
+            .lock()
+            .expect("not poisoned")
+            .clone();
+        for (run_id, incarnation) in unfinished {
+            self.checker.event(format!(
+                "the failed deletion of {run_id} incarnation {incarnation} is called again"
+            ));
+            if let Err(error) = store.delete_run(&run_id, incarnation).await {
+                self.checker.violation(
+                    "no object is left unreachable after every run is swept",
+                    format!("a deletion called again after it failed fails: {error}"),
+                );
+            }
+        }
         if let Err(error) = runtime.recover(self.workflow).await {
             self.checker
                 .event(format!("the last recover fails: {error}"));
@@ -707,9 +730,10 @@ where
         self.checker
             .event(format!("deliver {run_id} to worker {worker}"));
         let workflow = self.workflow;
+        let delivered = crate::content_key(&input).ok();
         let future = async move {
             let result = runtime.run(&run_id, &input, workflow).await;
-            Outcome::Run(run, result.map(drop).map_err(|e| e.to_string()))
+            Outcome::Run(run, result.map(drop).map_err(|e| e.to_string()), delivered)
         };
         self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
     }
@@ -850,12 +874,13 @@ where
             "delete {run_id} on worker {worker} with {how}, to reuse its id"
         ));
         let deleted_alone = Arc::clone(&self.deleted_alone);
+        let unfinished = Arc::clone(&self.unfinished_deletes);
         let future = async move {
             let deleted = if whole {
                 runtime.retention_sweeper().delete_run(&run_id).await
             } else {
                 let store = runtime.runtime_store().as_ref();
-                compat::delete_records(store, &run_id, &deleted_alone).await
+                compat::delete_records(store, &run_id, &deleted_alone, &unfinished).await
             };
             Outcome::Deleted(run, deleted.map_err(|e| e.to_string()))
         };
@@ -930,7 +955,7 @@ where
 
     fn finished(&mut self, task: &Task<'w>, outcome: Outcome) {
         match outcome {
-            Outcome::Run(run, result) => {
+            Outcome::Run(run, result, delivered) => {
                 let label = result
                     .as_ref()
                     .map_or_else(|e| format!("error: {e}"), |()| "ok".into());
@@ -938,7 +963,7 @@ where
                     "task {} (run {}) on worker {} ends: {label}",
                     task.id, self.runs[run].run_id, task.worker
                 ));
-                self.attempt_ended(run, result);
+                self.attempt_ended(run, result, delivered.as_deref());
             }
             Outcome::Recover(Ok(resumed)) => {
                 self.checker.event(format!(
@@ -948,7 +973,7 @@ where
                 ));
                 for (run_id, result) in resumed {
                     if let Some(run) = self.runs.iter().position(|r| r.run_id == run_id) {
-                        self.attempt_ended(run, result);
+                        self.attempt_ended(run, result, None);
                     }
                 }
             }
@@ -986,15 +1011,17 @@ where
         }
     }
 
-    fn attempt_ended(&mut self, run: usize, result: Result<(), String>) {
+    /// `delivered`: the content key of the input a delivery gave (`None`
+    /// for a recovery, which runs the stored input).
+    fn attempt_ended(&mut self, run: usize, result: Result<(), String>, delivered: Option<&str>) {
         if let Err(error) = result {
-            self.check_error(Some(run), &error);
+            self.check_error(Some((run, delivered)), &error);
             self.runs[run].last_error = Some(error);
         }
     }
 
     /// Errors that break an invariant wherever they come from.
-    fn check_error(&mut self, run: Option<usize>, error: &str) {
+    fn check_error(&mut self, run: Option<(usize, Option<&str>)>, error: &str) {
         match classify(error) {
             // Not one if a foreign object stood at the path it names when
             // the task could have read it (the checker knows).
@@ -1006,8 +1033,8 @@ where
                 error.to_string(),
             ),
             ErrorKind::InputConflict => {
-                if let Some(run) = run {
-                    self.check_input_conflict(run, error);
+                if let Some((run, delivered)) = run {
+                    self.check_input_conflict(run, delivered, error);
                 }
             }
             ErrorKind::InjectedFault | ErrorKind::Other => {}
@@ -1015,17 +1042,23 @@ where
     }
 
     /// A run refused its own input: a violation if the stored input equals
-    /// the delivered one.
-    fn check_input_conflict(&mut self, run: usize, error: &str) {
+    /// the delivered one (the slot's input, unless `delivered` names it: a
+    /// delivery made before the run was deleted and its id reused with
+    /// another input is refused rightly).
+    fn check_input_conflict(&mut self, run: usize, delivered: Option<&str>, error: &str) {
         let slot = &self.runs[run];
+        let delivered = match delivered {
+            Some(key) => Ok(key.to_string()),
+            None => crate::content_key(&slot.input),
+        };
         let Some(Ok(Some(record))) = fresh_run(self.checker.objects(), &slot.run_id) else {
             return;
         };
         let stored: Option<I> = crate::codec::decode(&record.input).ok();
         let equal = stored.is_some_and(|stored| {
             matches!(
-                (crate::content_key(&stored), crate::content_key(&slot.input)),
-                (Ok(a), Ok(b)) if a == b
+                (crate::content_key(&stored), &delivered),
+                (Ok(a), Ok(b)) if a == *b
             )
         });
         if equal && record.workflow == self.workflow.name() {

@@ -10,9 +10,11 @@ use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    CopyOptions, GetOptions, GetResult, MultipartUpload, ObjectStore, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
+
+use crate::forward::forward_object_store;
 
 /// The longest path segment (file or folder name) common local
 /// filesystems store: 255 bytes (ext4, XFS, APFS, NTFS in UTF-16 units).
@@ -145,22 +147,6 @@ impl<T: ObjectStore> ObjectStore for NameLimitedStore<T> {
         self.inner.delete_stream(checked)
     }
 
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.check(from)?;
         self.check(to)?;
@@ -172,6 +158,8 @@ impl<T: ObjectStore> ObjectStore for NameLimitedStore<T> {
         self.check(to)?;
         self.inner.rename_opts(from, to, options).await
     }
+
+    forward_object_store!(self.inner => list, list_with_offset, list_with_delimiter);
 }
 
 #[cfg(test)]

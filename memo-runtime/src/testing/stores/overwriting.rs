@@ -2,16 +2,12 @@
 //! S3-compatible servers, ignores `PutMode::Create` and overwrites.
 
 use std::fmt;
-use std::ops::Range;
 
 use async_trait::async_trait;
-use bytes::Bytes;
-use futures::stream::BoxStream;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
-};
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, PutResult, Result};
+
+use crate::forward::forward_object_store;
 
 /// Wraps a store so that every conditional create (`PutMode::Create`)
 /// becomes a plain overwrite, as a backend that ignores `If-None-Match`
@@ -75,50 +71,27 @@ impl<T: ObjectStore> ObjectStore for IgnoresConditionalCreates<T> {
         self.inner.put_opts(location, payload, opts).await
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
+    forward_object_store!(self.inner => put_multipart_opts, get_opts, get_ranges, delete_stream,
+        list, list_with_offset, list_with_delimiter, copy_opts, rename_opts);
+}
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
 
-    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        self.inner.get_ranges(location, ranges).await
-    }
+    use super::*;
+    use crate::testing::stores::exercise_every_method;
+    use crate::testing::{CountingStore, RequestCounts};
 
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, options).await
+    #[tokio::test]
+    async fn every_method_reaches_the_inner_store_and_a_create_arrives_as_an_overwrite() {
+        let store = IgnoresConditionalCreates::new(CountingStore::new(InMemory::new()));
+        let expected = exercise_every_method(&store).await;
+        let overwritten = RequestCounts {
+            puts: expected.puts + expected.creates,
+            creates: 0,
+            ..expected
+        };
+        assert_eq!(store.inner.counts(), overwritten);
     }
 }

@@ -18,10 +18,11 @@ pub(super) use replay::ReplayProbe;
 pub use step::Step;
 
 use super::Shared;
+use super::hook::AttemptInterruption;
 use super::lease::HeldLease;
 use crate::codec;
 use crate::error::Error;
-use crate::memo::{AttemptInterruption, MemoStore};
+use crate::memo::MemoStore;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{Commit, StepReceipt};
 
@@ -236,28 +237,42 @@ impl Context {
             .and_then(|i| self.inner.history.get(i))
     }
 
-    /// The recorded receipt at `sequence`, if the history has that step.
-    pub(super) fn replay<E: From<Error>>(
+    /// The start of every durable call (a step, a signal wait, a timer):
+    /// the attempt's step cursor, held until the call has committed, so the
+    /// calls of one attempt take their positions one at a time. Refused
+    /// once the attempt was stopped or cancelled.
+    pub(super) async fn take_cursor<E: From<Error>>(&self) -> Result<Cursor<'_>, E> {
+        let cursor = Cursor(self.inner.cursor.lock().await);
+        self.check_not_stopped()?;
+        Ok(cursor)
+    }
+
+    /// The replay of the call at the cursor, if the history recorded one
+    /// there: `step`'s recorded output or failure, the cursor moved past it;
+    /// [`Error::NonDeterminism`] if another step was recorded there. `None`
+    /// if the run has not been here before: the caller runs the call and
+    /// commits it at [`Cursor::sequence`].
+    pub(super) fn replay_at<T: DeserializeOwned, E: From<Error>>(
         &self,
-        sequence: u64,
+        cursor: &mut Cursor<'_>,
         step: &str,
-    ) -> Result<Option<&StepReceipt>, E> {
-        let Some(receipt) = usize::try_from(sequence)
-            .ok()
-            .and_then(|i| self.inner.history.get(i))
-        else {
-            self.end_of_history::<E>()?;
-            return Ok(None);
+    ) -> Option<Result<T, E>> {
+        let sequence = cursor.sequence();
+        let Some(receipt) = self.history_at(sequence) else {
+            // A replay-only context stops here; an attempt runs the call.
+            return self.end_of_history::<E>().err().map(Err);
         };
         if receipt.step != step {
-            return Err(self.interrupt(Error::NonDeterminism {
+            return Some(Err(self.interrupt(Error::NonDeterminism {
                 run_id: self.inner.run_id.to_string(),
                 sequence,
                 recorded: receipt.step.clone(),
                 called: step.to_string(),
-            }));
+            })));
         }
-        Ok(Some(receipt))
+        tracing::debug!(run_id = %self.inner.run_id, sequence, step, "replayed from receipt");
+        cursor.advance();
+        Some(self.replayed(receipt))
     }
 
     pub(super) fn decode_output<T: DeserializeOwned, E: From<Error>>(
@@ -302,6 +317,23 @@ impl Context {
             .await
             .map(drop)
             .map_err(|e| self.interrupt(e))
+    }
+}
+
+/// An attempt's step cursor, held by one durable call at a time (see
+/// [`Context::take_cursor`]): the position its next receipt takes.
+pub(super) struct Cursor<'a>(tokio::sync::MutexGuard<'a, u64>);
+
+impl Cursor<'_> {
+    /// The sequence number of the position at the cursor.
+    pub(super) fn sequence(&self) -> u64 {
+        *self.0
+    }
+
+    /// Moves past the position at the cursor, once its call has replayed
+    /// or committed.
+    pub(super) fn advance(&mut self) {
+        *self.0 += 1;
     }
 }
 

@@ -62,9 +62,8 @@ impl Context {
     /// ```
     pub async fn patched(&self, name: &str) -> Result<bool, Error> {
         let marker = format!("{PATCH_STEP_PREFIX}{name}");
-        let mut cursor = self.inner.cursor.lock().await;
-        let sequence = *cursor;
-        self.check_not_stopped()?;
+        let mut cursor = self.take_cursor().await?;
+        let sequence = cursor.sequence();
         let taken = match self.history_at(sequence) {
             Some(receipt) if receipt.step == marker => true,
             Some(_) => false,
@@ -78,7 +77,7 @@ impl Context {
             }
         };
         if taken {
-            *cursor += 1;
+            cursor.advance();
         }
         self.note_patch(name, taken, false);
         Ok(taken)
@@ -113,12 +112,12 @@ impl Context {
     /// ```
     pub async fn deprecate_patch(&self, name: &str) -> Result<(), Error> {
         let marker = format!("{PATCH_STEP_PREFIX}{name}");
-        let mut cursor = self.inner.cursor.lock().await;
-        let sequence = *cursor;
-        self.check_not_stopped()?;
-        let marked = self.history_at(sequence).is_some_and(|r| r.step == marker);
+        let mut cursor = self.take_cursor().await?;
+        let marked = self
+            .history_at(cursor.sequence())
+            .is_some_and(|r| r.step == marker);
         if marked {
-            *cursor += 1;
+            cursor.advance();
         }
         self.note_patch(name, marked, true);
         Ok(())

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Context, Inner};
 use crate::error::Error;
-use crate::memo::AttemptInterruption;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{Fence, StepReceipt};
 use crate::workflow::Shared;
+use crate::workflow::hook::AttemptInterruption;
 use crate::workflow::lease::HeldLease;
 
 /// What a replay-only context saw.

@@ -44,20 +44,20 @@ impl Context {
     pub async fn wait_for_signal<T: DeserializeOwned>(&self, name: &str) -> Result<T, Error> {
         let step_name = format!("signal:{name}");
         let marker = format!("{WAIT_STEP_PREFIX}{name}");
-        let mut cursor = self.inner.cursor.lock().await;
-        let mut sequence = *cursor;
-        self.check_not_stopped()?;
+        let mut cursor = self.take_cursor().await?;
         // A wait that suspended before recorded a marker, then the signal.
         let mut marked = false;
-        if self.history_at(sequence).is_some_and(|r| r.step == marker) {
-            *cursor += 1;
-            sequence += 1;
+        if self
+            .history_at(cursor.sequence())
+            .is_some_and(|r| r.step == marker)
+        {
+            cursor.advance();
             marked = true;
         }
-        if let Some(receipt) = self.replay(sequence, &step_name)? {
-            *cursor += 1;
-            return self.replayed(receipt);
+        if let Some(replayed) = self.replay_at(&mut cursor, &step_name) {
+            return replayed;
         }
+        let sequence = cursor.sequence();
         let shared = &self.inner.shared;
         // A wait past the end of the clock's range (`Duration::MAX`) has no
         // deadline: the run waits in-process as long as it takes.
@@ -74,7 +74,7 @@ impl Context {
                     let receipt = self.receipt(sequence, marker, Ok(Bytes::new()));
                     self.commit(Commit::step(receipt, shared.clock.now_ms()))
                         .await?;
-                    *cursor += 1;
+                    cursor.advance();
                 }
                 return Err(self.interrupt(Error::Suspended {
                     run_id: self.inner.run_id.to_string(),
@@ -91,7 +91,7 @@ impl Context {
         let commit = Commit::step(receipt, self.inner.shared.clock.now_ms())
             .with_input_update(input.input_id, InputPhase::Consumed);
         self.commit(commit).await?;
-        *cursor += 1;
+        cursor.advance();
         Ok(value)
     }
 
@@ -164,38 +164,22 @@ impl Context {
     ) -> Result<Option<T>, Error> {
         let got = format!("signal:{name}");
         let timed_out = format!("{TIMEOUT_STEP_PREFIX}{name}");
-        let mut cursor = self.inner.cursor.lock().await;
-        let sequence = *cursor;
-        self.check_not_stopped()?;
+        let mut cursor = self.take_cursor().await?;
+        let deadline_step = format!("{DEADLINE_STEP_PREFIX}{name}");
         let deadline = self
-            .deadline(
-                sequence,
-                &format!("{DEADLINE_STEP_PREFIX}{name}"),
-                deadline_ms,
-            )
+            .deadline(&mut cursor, &deadline_step, deadline_ms)
             .await?;
-        *cursor += 1;
-        let sequence = *cursor;
-        if let Some(receipt) = usize::try_from(sequence)
-            .ok()
-            .and_then(|i| self.inner.history.get(i))
+        if self
+            .history_at(cursor.sequence())
+            .is_some_and(|r| r.step == timed_out)
         {
-            if receipt.step == got {
-                *cursor += 1;
-                return self.replayed(receipt).map(Some);
-            }
-            if receipt.step == timed_out {
-                *cursor += 1;
-                return Ok(None);
-            }
-            return Err(self.interrupt(Error::NonDeterminism {
-                run_id: self.inner.run_id.to_string(),
-                sequence,
-                recorded: receipt.step.clone(),
-                called: got,
-            }));
+            cursor.advance();
+            return Ok(None);
         }
-        self.end_of_history::<Error>()?;
+        if let Some(replayed) = self.replay_at(&mut cursor, &got) {
+            return replayed.map(Some);
+        }
+        let sequence = cursor.sequence();
         let shared = &self.inner.shared;
         let signal_wait = tokio::time::Instant::now().checked_add(shared.signal_wait);
         loop {
@@ -204,7 +188,7 @@ impl Context {
                 let commit = Commit::step(receipt, shared.clock.now_ms())
                     .with_input_update(input.input_id, InputPhase::Consumed);
                 self.commit(commit).await?;
-                *cursor += 1;
+                cursor.advance();
                 return Ok(Some(value));
             }
             let now = shared.clock.now_ms();
@@ -213,7 +197,7 @@ impl Context {
                     codec::encode_value("a timeout", &()).map_err(|e| self.interrupt(e))?;
                 let receipt = self.receipt(sequence, timed_out, Ok(nothing));
                 self.commit(Commit::step(receipt, now)).await?;
-                *cursor += 1;
+                cursor.advance();
                 return Ok(None);
             }
             let left = Duration::from_millis(deadline - now);

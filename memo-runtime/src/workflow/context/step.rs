@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::memo::Memo;
 use crate::runtime_store::Commit;
 use crate::workflow::RetryPolicy;
-use crate::workflow::lease::StepLease;
+use crate::workflow::hook::StepAttempt;
 
 impl Context {
     /// A durable step named `name`; `body` receives the step's [`Memo`]
@@ -160,14 +160,11 @@ impl Context {
             transient,
             ..
         } = step;
-        let mut cursor = self.inner.cursor.lock().await;
-        let sequence = *cursor;
-        self.check_not_stopped()?;
-        if let Some(receipt) = self.replay(sequence, &name)? {
-            tracing::debug!(run_id = %self.inner.run_id, sequence, step = %name, "replayed from receipt");
-            *cursor += 1;
-            return self.replayed(receipt);
+        let mut cursor = self.take_cursor().await?;
+        if let Some(replayed) = self.replay_at(&mut cursor, &name) {
+            return replayed;
         }
+        let sequence = cursor.sequence();
         // A step boundary: a cancellation the attempt knows of stops it
         // here, before a new body starts.
         self.check_cancelled()?;
@@ -183,11 +180,11 @@ impl Context {
             .shared
             .memo
             .memo_for(&self.inner.run_id, self.inner.incarnation, step_number)
-            .with_interruption(interruption.clone())
-            .with_lease(Arc::new(StepLease {
+            .for_attempt(Arc::new(StepAttempt {
                 shared: Arc::clone(&self.inner.shared),
                 run_id: self.inner.run_id.clone(),
-                held: Arc::clone(&self.inner.lease),
+                lease: Arc::clone(&self.inner.lease),
+                interruption: interruption.clone(),
             }));
         let mut waits = retry.backoff().build();
         let outcome = loop {
@@ -240,7 +237,7 @@ impl Context {
             self.inner.shared.clock.now_ms(),
         ))
         .await?;
-        *cursor += 1;
+        cursor.advance();
         match result {
             Ok(value) => Ok(value),
             // A failure reads the same now as in every replay, so that a

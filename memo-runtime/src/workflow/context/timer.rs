@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Context, SLEEP_STEP};
+use super::{Context, Cursor, SLEEP_STEP};
 use crate::codec;
 use crate::error::Error;
 use crate::runtime_store::Commit;
@@ -82,31 +82,34 @@ impl Context {
     /// [`Error::Suspended`] as above; the runtime errors of
     /// [`Context::step`]. None of these fail the run.
     pub async fn sleep_until(&self, at_ms: u64) -> Result<(), Error> {
-        let mut cursor = self.inner.cursor.lock().await;
-        let sequence = *cursor;
-        self.check_not_stopped()?;
-        let wake_ms = self.deadline(sequence, SLEEP_STEP, at_ms).await?;
-        *cursor += 1;
-        self.wait_until(wake_ms, "").await
+        let mut cursor = self.take_cursor().await?;
+        let wake_ms = self.deadline(&mut cursor, SLEEP_STEP, at_ms).await?;
+        // The cursor is held through the wait: no other call of the attempt
+        // takes a position while it sleeps.
+        let waited = self.wait_until(wake_ms, "").await;
+        drop(cursor);
+        waited
     }
 
-    /// The deadline recorded at `sequence` under `step`, or `at_ms`,
-    /// committed there now if the run has not reached it before.
+    /// The deadline recorded at the cursor under `step`, or `at_ms`,
+    /// committed there now if the run has not reached it before; the cursor
+    /// moves past it.
     pub(super) async fn deadline(
         &self,
-        sequence: u64,
+        cursor: &mut Cursor<'_>,
         step: &str,
         at_ms: u64,
     ) -> Result<u64, Error> {
-        if let Some(receipt) = self.replay(sequence, step)? {
-            return self.replayed(receipt);
+        if let Some(replayed) = self.replay_at(cursor, step) {
+            return replayed;
         }
         self.check_cancelled()?;
         let output =
             codec::encode_value("a timer's deadline", &at_ms).map_err(|e| self.interrupt(e))?;
-        let receipt = self.receipt(sequence, step.to_string(), Ok(output));
+        let receipt = self.receipt(cursor.sequence(), step.to_string(), Ok(output));
         self.commit(Commit::step(receipt, self.inner.shared.clock.now_ms()))
             .await?;
+        cursor.advance();
         Ok(at_ms)
     }
 

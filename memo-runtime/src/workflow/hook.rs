@@ -1,0 +1,110 @@
+//! The attempt hook: what the memo of a workflow step asks of its attempt
+//! (a live lease before a body runs) and tells it (a transient error that
+//! stops it), through the one [`AttemptHook`] a [`Memo`](crate::Memo)
+//! carries.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+
+use super::Shared;
+use super::lease::HeldLease;
+use crate::error::{Error, Result};
+use crate::memo::AttemptHook;
+use crate::run_id::RunId;
+
+/// The first transient error of a workflow attempt (its interruption),
+/// shared by the attempt's [`Context`](super::Context) and the memos of its
+/// steps: once set, the attempt is over and the run stays open.
+#[derive(Debug, Clone, Default)]
+pub(super) struct AttemptInterruption(Arc<Mutex<Option<String>>>);
+
+impl AttemptInterruption {
+    /// Records `error` if it does not fail the run ([`Error::fails_run`])
+    /// and no interruption was recorded before; the others are the caller's
+    /// to handle.
+    pub(super) fn record(&self, error: &Error) {
+        if !error.fails_run() {
+            self.slot().get_or_insert_with(|| error.to_string());
+        }
+    }
+
+    /// Whether an interruption is recorded.
+    pub(super) fn is_set(&self) -> bool {
+        self.slot().is_some()
+    }
+
+    /// Takes the recorded interruption, leaving none.
+    pub(super) fn take(&self) -> Option<String> {
+        self.slot().take()
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A step's attempt as its memo sees it: the attempt's lease, checked before
+/// a memoized call runs its body, and its interruption, told of the memo's
+/// transient errors.
+pub(super) struct StepAttempt {
+    pub(super) shared: Arc<Shared>,
+    pub(super) run_id: RunId,
+    pub(super) lease: Arc<HeldLease>,
+    pub(super) interruption: AttemptInterruption,
+}
+
+impl std::fmt::Debug for StepAttempt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepAttempt")
+            .field("run_id", &self.run_id)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AttemptHook for StepAttempt {
+    fn ensure_lease(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.lease.ensure_live(&self.shared, &self.run_id))
+    }
+
+    fn report(&self, error: &Error) {
+        self.interruption.record(error);
+    }
+
+    #[cfg(feature = "testing")]
+    fn attempt(&self) -> u32 {
+        self.lease.fence().attempt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost() -> Error {
+        Error::LeaseLost {
+            run_id: "r".into(),
+            attempt: 1,
+            reason: "taken over".into(),
+        }
+    }
+
+    #[test]
+    fn an_interruption_keeps_the_first_error_that_leaves_the_run_open() {
+        let interruption = AttemptInterruption::default();
+        let fails_run = Error::InvalidWrite {
+            run_id: "r".into(),
+            reason: "bad".into(),
+        };
+        interruption.record(&fails_run);
+        assert!(
+            !interruption.is_set(),
+            "an error that fails the run is the caller's"
+        );
+        interruption.record(&lost());
+        interruption.record(&Error::RunNotFound { run_id: "r".into() });
+        assert_eq!(interruption.take(), Some(lost().to_string()));
+        assert!(!interruption.is_set());
+    }
+}
