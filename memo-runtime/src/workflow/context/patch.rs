@@ -46,19 +46,47 @@ impl Context {
     ///
     /// # Example
     ///
+    /// A run started by the old code (e-mail, then wait for "go") is open
+    /// when the code that also sends an SMS is deployed:
+    ///
     /// ```
-    /// # use memo_runtime::{Error, workflow::Context};
-    /// async fn notify(ctx: Context, user: String) -> Result<(), Error> {
-    ///     ctx.step_with("email", &user, |_memo, _user| async move { Ok::<_, Error>(()) })
-    ///         .await?;
-    ///     // Added while runs were open: runs that already went past the
-    ///     // email step under the old code skip the SMS; every other run sends it.
-    ///     if ctx.patched("send-sms-too").await? {
-    ///         ctx.step_with("sms", &user, |_memo, _user| async move { Ok::<_, Error>(()) })
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use memo_runtime::{Error, MemoStore, RunId, runtime_store::InMemoryRuntimeStore};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::workflow::{Context, Runtime, Workflow};
+    ///
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .signal_wait(Duration::ZERO)
+    ///     .build()?;
+    /// let notify = |patch: bool| {
+    ///     Workflow::new("notify", move |ctx: Context, user: String| async move {
+    ///         ctx.step_with("email", &user, |_memo, _user| async move { Ok::<_, Error>(()) })
     ///             .await?;
-    ///     }
-    ///     ctx.step("done", |_memo| async move { Ok::<_, Error>(()) }).await
+    ///         let sms = patch && ctx.patched("send-sms-too").await?;
+    ///         if sms {
+    ///             ctx.step_with("sms", &user, |_memo, _user| async move { Ok::<_, Error>(()) })
+    ///                 .await?;
+    ///         }
+    ///         ctx.wait_for_signal::<()>("go").await?;
+    ///         Ok::<_, Error>(sms)
+    ///     })
+    /// };
+    /// let (old, ada, bob) = (RunId::new("old")?, "ada".to_string(), "bob".to_string());
+    /// assert!(runtime.run(&old, &ada, &notify(false)).await.is_err()); // waits for "go"
+    ///
+    /// // Deployed: the open run passed the patch point without the patch.
+    /// let new = RunId::new("new")?;
+    /// assert!(runtime.run(&new, &bob, &notify(true)).await.is_err()); // sent the SMS, waits
+    /// for run in [&old, &new] {
+    ///     runtime.signal(run, "go", &()).await?;
     /// }
+    /// assert!(!runtime.run(&old, &ada, &notify(true)).await?); // the old branch
+    /// assert!(runtime.run(&new, &bob, &notify(true)).await?); // the recorded patch
+    /// # Ok(()) }
     /// ```
     pub async fn patched(&self, name: &str) -> Result<bool, Error> {
         let marker = format!("{PATCH_STEP_PREFIX}{name}");
