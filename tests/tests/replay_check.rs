@@ -531,3 +531,55 @@ async fn the_check_writes_nothing() {
     );
     assert_eq!(read_only.writes.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn a_run_asleep_replays_up_to_its_timer_and_a_step_before_it_is_found() {
+    let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+        .runtime_store(Arc::clone(&store))
+        .build()
+        .unwrap();
+    let sleeper = |extra: bool| {
+        code(move |ctx: Context, cents: u64| {
+            Box::pin(async move {
+                ctx.step("charge", |_m| body(cents)).await?;
+                if extra {
+                    ctx.step("remind", |_m| body(())).await?;
+                }
+                ctx.sleep(Duration::from_secs(24 * 3600)).await?;
+                ctx.step("close", |_m| body(())).await?;
+                Ok(String::new())
+            })
+        })
+    };
+    let asleep = runtime
+        .run(&RunId::new("asleep").unwrap(), &1u64, &sleeper(false))
+        .await;
+    assert!(
+        matches!(
+            asleep,
+            Err(Error::Suspended {
+                until_ms: Some(_),
+                ..
+            })
+        ),
+        "{asleep:?}"
+    );
+
+    let same = check(&store, &sleeper(false)).await;
+    let inserted = check(&store, &sleeper(true)).await;
+
+    assert_eq!(
+        outcome(&same, "asleep"),
+        &ReplayOutcome::Replays { steps: 2 }
+    );
+    assert_eq!(
+        outcome(&inserted, "asleep"),
+        &ReplayOutcome::NonDeterminism {
+            sequence: 1,
+            recorded: "memo.sleep".into(),
+            called: "remind".into()
+        }
+    );
+}
