@@ -214,6 +214,7 @@ where
         Arc::clone(&runtime.shared),
         record.run_id.clone(),
         record.incarnation,
+        record.attempts.saturating_add(1),
         history,
         Arc::clone(&probe),
     );

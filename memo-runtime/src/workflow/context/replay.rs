@@ -47,18 +47,17 @@ const END_OF_HISTORY: &str = "the replay check reached the end of the recorded h
 
 impl Context {
     /// A context that replays `history` and stops where it ends: no step
-    /// body runs, nothing is waited for, nothing is committed.
+    /// body runs, nothing is waited for, nothing is committed. It says it is
+    /// `attempt`, the attempt that would resume the run.
     pub(in crate::workflow) fn replay_only(
         shared: Arc<Shared>,
         run_id: RunId,
         incarnation: Incarnation,
+        attempt: u32,
         history: Vec<StepReceipt>,
         probe: Arc<ReplayProbe>,
     ) -> Context {
-        let fence = Fence {
-            attempt: 0,
-            token: 0,
-        };
+        let fence = Fence { attempt, token: 0 };
         Context {
             inner: Arc::new(Inner {
                 shared,
