@@ -12,6 +12,7 @@ fn example(bin: &str, store: &Path, args: &[&str]) -> Output {
         "agent_approval" => env!("CARGO_BIN_EXE_agent_approval"),
         "retention" => env!("CARGO_BIN_EXE_retention"),
         "replay_check" => env!("CARGO_BIN_EXE_replay_check"),
+        "reminder" => env!("CARGO_BIN_EXE_reminder"),
         other => panic!("no example {other}"),
     };
     Command::new(exe)
@@ -242,4 +243,49 @@ fn replay_check_passes_a_patched_change_and_fails_a_renamed_step() {
             .contains("non-determinism at step 0: recorded \"welcome\", the code calls \"greet\""),
         "{stdout}"
     );
+}
+
+#[test]
+fn agent_approval_reminds_then_rejects_by_itself_when_nobody_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--run",
+        "refund-late",
+        "--remind-after",
+        "1ms",
+        "--reject-after",
+        "2ms",
+    ];
+    let expired = succeeded(example("agent_approval", dir.path(), &args));
+    assert!(expired.contains("reminder: a refund waits"), "{expired}");
+    assert_eq!(
+        outcome_of(&expired, "signal \"approval\""),
+        "no answer in time"
+    );
+    assert_eq!(
+        outcome_of(&expired, "issue_refund"),
+        "skipped: rejected by the deadline"
+    );
+    assert!(expired.contains("rejected automatically"), "{expired}");
+
+    // An approval after the deadline changes nothing.
+    let late = succeeded(example(
+        "agent_approval",
+        dir.path(),
+        &["--approve", "refund-late"],
+    ));
+    assert!(late.contains("nothing sent"), "{late}");
+}
+
+#[test]
+fn reminder_sleeps_across_a_restart_and_goes_out_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = succeeded(example("reminder", dir.path(), &["--in", "300ms"]));
+    assert!(started.contains("still sleeping"), "{started}");
+    // A new process, later: the run goes on past its sleep, once.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let woke = succeeded(example("reminder", dir.path(), &[]));
+    assert!(woke.contains("the reminder went out now"), "{woke}");
+    let again = succeeded(example("reminder", dir.path(), &[]));
+    assert!(again.contains("went out before; nothing to do"), "{again}");
 }

@@ -50,6 +50,10 @@ enum Command {
         /// Only runs of this workflow.
         #[arg(long)]
         workflow: Option<String>,
+        /// Only open runs suspended in a wait (a timer, a signal, a
+        /// deadline), with what they wait for and until when.
+        #[arg(long, conflicts_with = "status")]
+        waiting: bool,
     },
     /// Shows one run: its record and lease, its steps with their receipts,
     /// the signals delivered to it, and its memo entries with their sizes.
@@ -146,9 +150,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let store = cli.store.open()?;
     let json = cli.json;
     match cli.command {
-        Command::Runs { status, workflow } => {
-            commands::runs(&store, status, workflow.as_deref(), json).await
-        }
+        Command::Runs {
+            status,
+            workflow,
+            waiting,
+        } => commands::runs(&store, status, workflow.as_deref(), waiting, json).await,
         Command::Show { run } => commands::show(&store, &run, json).await,
         Command::Signal { run, name, payload } => {
             commands::signal(&store, &run, &name, &payload, json).await

@@ -89,22 +89,46 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
     };
     let fake_return = fake_return(output);
     let runtime = private_path(krate, Span::call_site());
-    let key = local("__memo_key", Span::call_site());
-    let body = local("__memo_body", Span::call_site());
-    let codec_local = local("__memo_codec", Span::call_site());
+    let at = Span::call_site();
+    let (codec_local, call, value) = (
+        local("__memo_codec", at),
+        local("__memo_call", at),
+        local("__memo_value", at),
+    );
+    let (body, output_local, cx, failed) = (
+        local("__memo_body", at),
+        local("__memo_output", at),
+        local("__memo_cx", at),
+        local("__memo_failed", at),
+    );
 
+    // The sequence `memo_runtime::memoize::engine::Codec` documents: only
+    // these lines are compiled per function; the work is in the runtime.
     quote! {
         #(#attrs)*
         #(#inner_attrs)*
         #vis #sig {
             #bind_memo
-            let #key = #key_value;
-            let #body = async {
-                #fake_return
-                #block
-            };
             let #codec_local = #codec;
-            #runtime::memoize(#memo, #name, #key, #codec_local, #body).await
+            let mut #call = #runtime::Call::new(#memo, #name, #key_value);
+            let mut #value = ::core::option::Option::None;
+            if #call.look_up().await {
+                let mut #body = ::core::pin::pin!(async {
+                    #fake_return
+                    #block
+                });
+                let #output_local = ::core::future::poll_fn(|#cx| {
+                    #codec_local.poll_body(&#call, #body.as_mut(), #cx)
+                })
+                .await;
+                if let ::core::option::Option::Some(#failed) =
+                    #codec_local.ran(&mut #call, #output_local, &mut #value)
+                {
+                    return #failed;
+                }
+                #call.commit().await;
+            }
+            #codec_local.finish(#call, #value)
         }
     }
 }
@@ -226,6 +250,7 @@ fn located_at(tokens: TokenStream, span: Span) -> TokenStream {
 
 #[cfg(test)]
 mod tests {
+    use proc_macro2::{TokenStream, TokenTree};
     use quote::quote;
 
     use super::memoized;
@@ -280,5 +305,67 @@ mod tests {
         .to_string();
         assert_eq!(expanded.matches("fn f").count(), 1, "{expanded}");
         assert_eq!(expanded.matches("compile_error").count(), 1, "{expanded}");
+    }
+
+    /// Tokens in `tokens`, a group counting one plus what it holds.
+    fn token_count(tokens: TokenStream) -> usize {
+        tokens
+            .into_iter()
+            .map(|token| match token {
+                TokenTree::Group(group) => 1 + token_count(group.stream()),
+                _ => 1,
+            })
+            .sum()
+    }
+
+    /// The tokens `#[memoized]` adds to a typical function, as measured when
+    /// this was last changed (issue 28): its free-function form and its
+    /// method form with options.
+    const ADDED_TOKENS: [(&str, usize); 2] = [("free function", 328), ("method with options", 341)];
+
+    /// How far the expansion may grow past [`ADDED_TOKENS`] before this
+    /// fails (and how far it may shrink before the pin must come down).
+    const MARGIN_PERCENT: usize = 10;
+
+    /// Every user's crate compiles the expansion once per memoized function,
+    /// so its size is build time (issue 28; `tools/compile-cost` measures
+    /// it): this pins it, so the gain does not erode unnoticed.
+    #[test]
+    fn a_typical_expansion_stays_within_its_token_budget() {
+        let free = quote! {
+            pub async fn draft(memo: &Memo, id: u64, name: &str, tag: &[u32]) -> memo_runtime::Result<u64> {
+                Ok(id + name.len() as u64 + tag.len() as u64)
+            }
+        };
+        let method = quote! {
+            pub async fn draft(&self, memo: &Memo, id: u64, name: &str, tag: &[u32]) -> memo_runtime::Result<u64> {
+                Ok(id + name.len() as u64 + tag.len() as u64)
+            }
+        };
+        let cases = [
+            (quote!(), free),
+            (quote!(version = 2, skip(self, tag)), method),
+        ];
+        for ((args, item), (form, pinned)) in cases.into_iter().zip(ADDED_TOKENS) {
+            let expanded = memoized(args, item.clone());
+            assert!(
+                !expanded.to_string().contains("compile_error"),
+                "{expanded}"
+            );
+            let added = token_count(expanded) - token_count(item);
+            let most = pinned * (100 + MARGIN_PERCENT) / 100;
+            let least = pinned * (100 - MARGIN_PERCENT) / 100;
+            assert!(
+                added <= most,
+                "the expansion of a {form} grew to {added} added tokens, more than \
+                 {MARGIN_PERCENT}% over the {pinned} pinned: every memoized function \
+                 in every user's crate compiles them (measure with tools/compile-cost)"
+            );
+            assert!(
+                added >= least,
+                "the expansion of a {form} shrank to {added} added tokens: lower its \
+                 pin in ADDED_TOKENS from {pinned} to {added}, so the margin stays tight"
+            );
+        }
     }
 }

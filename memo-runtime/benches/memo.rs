@@ -1,9 +1,9 @@
 //! Benchmarks of memo's hot paths and of what grows with stored data:
 //! content keys against raw SHA-256, hits, misses and puts on the embedded
 //! backends with the committed-entry cache on and off, a `#[memoized]` hit
-//! against the hand-written `content_get` + decode it replaces, one durable
-//! step end to end, a retention sweep among many retained runs, and
-//! clearing a run.
+//! against the hand-written `content_get` + decode it replaces, a
+//! `#[memoized]` miss, one durable step end to end, a retention sweep among
+//! many retained runs, and clearing a run.
 //!
 //! ```text
 //! cargo bench -p memo-runtime --bench memo
@@ -271,6 +271,26 @@ mod memoized_hit {
         let rt = runtime();
         let (memo, ticket) = committed_reply(&rt, config);
         bencher.bench_local(|| rt.block_on(read_by_hand(&memo, divan::black_box(&ticket))));
+    }
+}
+
+/// A `#[memoized]` miss: each call's ticket is new, so the body runs and its
+/// value is committed (key, read, flight, re-read, encode, create).
+mod memoized_miss {
+    use super::*;
+
+    #[divan::bench(args = ["in-memory", "in-memory/no-cache"])]
+    fn memoized(bencher: divan::Bencher, config: &str) {
+        let rt = runtime();
+        let (store, _) = memo_store(config);
+        let memo = store.memo_for(&run("bench"), IN_A_RUN, 0);
+        let (_, _, mut ticket) = ticket();
+        let next = AtomicU64::new(0);
+        bencher.bench_local(|| {
+            ticket.id = next.fetch_add(1, Ordering::Relaxed);
+            rt.block_on(draft_reply(&memo, divan::black_box(&ticket)))
+                .unwrap()
+        });
     }
 }
 

@@ -19,6 +19,7 @@
 //! | run checkpoint delta (before inputs were kept in bases; read, no longer written) | `runs/<run>/<inc>/delta/<position, 20 digits>` |
 //! | run checkpoint delta | `runs/<run>/<inc>/delta/v2/<position, 20 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
+//! | due-run entry | `due/<hour>/<due_ms, 20 digits>_<run>.<inc>` |
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //!
 //! A run checkpoint holds the run folded from its log entries before
@@ -91,12 +92,28 @@
 //! `memo.signal-timeout:<name>` (output: MessagePack nil), and
 //! `memo.wait:<name>` (empty output), which marks a run suspended in
 //! `Context::wait_for_signal` and precedes the wait's `signal:<name>`
-//! receipt. These were added to version 2 without changing its number:
+//! receipt; `memo.select` (output: a MessagePack `(u64, [String])`, the
+//! deadline, `u64::MAX` for none, and the signal names of a
+//! `Context::select`), followed by the winner's `signal:<name>` receipt or
+//! `memo.select-timeout` (output: MessagePack nil). These were added to version 2 without changing its number:
 //! histories written before them never contain them and replay as before
 //! (a wait finds its `signal:<name>` receipt where it always was). A runtime
 //! from before them reading a history that does contain them (a rollback)
 //! reports `Error::NonDeterminism` at the first one and leaves the run open:
 //! finish or cancel runs that sleep or wait before rolling back.
+//!
+//! Due-run entries (the due-run index, `workflow::DueRun`) name a run
+//! incarnation that waits for something due at `<due_ms>` (a timer, a
+//! signal deadline, a signal that arrived, the expiry of an attempt's
+//! lease), in the hour folder that holds `<due_ms>` (`<hour>` is `<due_ms>`
+//! rounded down to the hour, as a marker's): within an hour the earliest
+//! entry sorts first. The object is empty (a frame with no payload, as a
+//! marker's): everything is in its name. Entries were added to version 2
+//! without changing its number, additive both ways: a run written before
+//! them has none, and is found by `Runtime::recover` as before; a reader
+//! that does not know them never lists `due/`. An entry is only a hint: a
+//! worker that wakes a run that is not due (ended, not yet due, another
+//! incarnation) writes nothing to the run and deletes the entry.
 //!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
@@ -115,6 +132,7 @@ pub(crate) const TERMINALS: &str = "terminals";
 const RUNS: &str = "runs";
 const RUNS_BY_STATUS: &str = "runs-by-status";
 const PROBES: &str = "probes";
+const DUE: &str = "due";
 
 /// The width of a marker's hour folder, in milliseconds.
 pub(crate) const MARKER_HOUR_MS: u64 = 60 * 60 * 1000;
@@ -358,6 +376,25 @@ impl Layout {
             .join(format!("{:020}z", u64::MAX - cutoff_ms))
     }
 
+    /// `due`: the due-run index.
+    pub(crate) fn due_folder(&self) -> Path {
+        self.base.clone().join(DUE)
+    }
+
+    /// `due/<hour>`: the due-run entries of the hour starting at `hour_ms`.
+    pub(crate) fn due_hour(&self, hour_ms: u64) -> Path {
+        self.due_folder().join(format!("{hour_ms:020}"))
+    }
+
+    /// `due/<hour>/<due_ms>_<run>.<inc>`.
+    pub(crate) fn due_entry(&self, run_id: &RunId, incarnation: Incarnation, due_ms: u64) -> Path {
+        let hour = due_ms - due_ms % MARKER_HOUR_MS;
+        self.due_hour(hour).join(format!(
+            "{due_ms:020}_{}",
+            incarnation_name(run_id, incarnation)
+        ))
+    }
+
     /// The run pointer: the creation record naming a run's current
     /// incarnation.
     pub(crate) fn run_pointer(&self, run_id: &RunId) -> Path {
@@ -476,6 +513,17 @@ pub(crate) fn parse_marker(path: &Path) -> Option<(u64, RunId, Incarnation, u64)
     (at_ms - at_ms % MARKER_HOUR_MS == hour).then_some((hour, run_id, incarnation, at_ms))
 }
 
+/// Parses a due-run entry's path into (hour, run, incarnation, due_ms);
+/// `None` for anything that [`Layout::due_entry`] would not have written.
+pub(crate) fn parse_due_entry(path: &Path) -> Option<(u64, RunId, Incarnation, u64)> {
+    let hour = parse_marker_hour(&path.parent()?)?;
+    let name = path.filename()?;
+    let (due, rest) = name.split_at_checked(20)?;
+    let (run_id, incarnation) = parse_incarnation_name(rest.strip_prefix('_')?)?;
+    let due_ms = parse_digits(due)?;
+    (due_ms - due_ms % MARKER_HOUR_MS == hour).then_some((hour, run_id, incarnation, due_ms))
+}
+
 /// Parses a status hint's file name into the run and incarnation it names.
 pub(crate) fn parse_status_hint(path: &Path) -> Option<(RunId, Incarnation)> {
     parse_incarnation_name(path.filename()?)
@@ -584,6 +632,7 @@ mod tests {
             layout.entry(STEP_OUTPUTS, id, inc, u32::MAX, &"f".repeat(64)),
             layout.marker(id, inc, u64::MAX),
             layout.marker(id, inc, 0),
+            layout.due_entry(id, inc, u64::MAX),
             layout.run_pointer(id),
             layout.log_entry(id, inc, u64::MAX),
             layout.checkpoint(id, inc, u64::MAX),
@@ -637,6 +686,8 @@ mod tests {
                     }
                     let marker = layout.marker(&id, inc, 7);
                     assert_eq!(parse_marker(&marker), Some((0, id.clone(), inc, 7)));
+                    let due = layout.due_entry(&id, inc, 7);
+                    assert_eq!(parse_due_entry(&due), Some((0, id.clone(), inc, 7)));
                     let hint = layout.status_hint("Running", &id, inc);
                     assert_eq!(parse_status_hint(&hint), Some((id, inc)));
                 }
@@ -664,6 +715,7 @@ mod tests {
             layout.delta(&id, inc, 68).to_string(),
             layout.delta_v2(&id, inc, 72).to_string(),
             probe(layout.prefix(), 0xcd).to_string(),
+            layout.due_entry(&id, inc, 3_600_001).to_string(),
         ];
         assert_eq!(
             paths,
@@ -682,8 +734,37 @@ mod tests {
                 "pre/fix/runs/=run_1/00000000000000ab/delta/00000000000000000068".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/delta/v2/00000000000000000072".to_string(),
                 "pre/fix/probes/00000000000000cd".to_string(),
+                "pre/fix/due/00000000000003600000/00000000000003600001_=run_1.00000000000000ab"
+                    .to_string(),
             ]
         );
+    }
+
+    #[test]
+    fn due_entries_round_trip_sort_by_due_time_and_foreign_names_do_not_parse() {
+        let layout = Layout::new("p");
+        let (id, inc) = (run("A-b_C"), Incarnation::random());
+        for due_ms in [0, 1, 3_599_999, 3_600_000, u64::MAX] {
+            let path = layout.due_entry(&id, inc, due_ms);
+            let hour = due_ms - due_ms % MARKER_HOUR_MS;
+            assert_eq!(
+                parse_due_entry(&path),
+                Some((hour, id.clone(), inc, due_ms))
+            );
+        }
+        let (early, late) = (
+            layout.due_entry(&run("z"), inc, 5),
+            layout.due_entry(&id, inc, 6),
+        );
+        assert!(early.as_ref() < late.as_ref());
+        let hour = layout.due_hour(0);
+        for foreign in ["x", "00000000000000000001_r", "00000000000003600000_r.zz"] {
+            assert_eq!(
+                parse_due_entry(&hour.clone().join(foreign)),
+                None,
+                "{foreign}"
+            );
+        }
     }
 
     #[test]

@@ -14,4 +14,4 @@ pub use crate::memoize::bounds::{
 #[doc(hidden)]
 pub use crate::memoize::call_key::{CallKey, type_key, type_key_of_val};
 #[doc(hidden)]
-pub use crate::memoize::engine::{Codec, codec, memoize};
+pub use crate::memoize::engine::{Call, Codec, codec};

@@ -583,3 +583,44 @@ async fn a_run_asleep_replays_up_to_its_timer_and_a_step_before_it_is_found() {
         }
     );
 }
+
+#[tokio::test]
+async fn a_run_in_a_select_replays_up_to_it_and_writes_nothing() {
+    let stored: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+        .runtime_store(Arc::clone(&stored))
+        .signal_wait(Duration::ZERO)
+        .build()
+        .unwrap();
+    let chooser = code(|ctx: Context, cents: u64| {
+        Box::pin(async move {
+            ctx.step("charge", |_m| body(cents)).await?;
+            ctx.select(&["approve", "reject"], None).await?;
+            ctx.step("close", |_m| body(())).await?;
+            Ok(String::new())
+        })
+    });
+    let waiting = runtime
+        .run(&RunId::new("choosing").unwrap(), &1u64, &chooser)
+        .await;
+    assert!(
+        matches!(waiting, Err(Error::Suspended { .. })),
+        "{waiting:?}"
+    );
+    // A signal has come: the run's next attempt would consume it.
+    runtime
+        .signal(&RunId::new("choosing").unwrap(), "approve", &())
+        .await
+        .unwrap();
+    let read_only = Arc::new(FailsEveryWrite {
+        inner: stored,
+        writes: AtomicU64::new(0),
+    });
+    let store: Arc<dyn RuntimeStore> = read_only.clone();
+
+    let report = check(&store, &chooser).await;
+
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(read_only.writes.load(Ordering::SeqCst), 0);
+}

@@ -1,22 +1,34 @@
 //! An agent that asks a human first: it drafts an action (a refund) with an
 //! LLM call, waits for an approval signal, and only then executes it,
 //! exactly once however often it is resumed or approved. Rejecting ends the
-//! run without executing anything.
+//! run without executing anything. Nobody answering is an answer too: after
+//! `--remind-after` (default 1 h) the agent sends a reminder, after
+//! `--reject-after` (default 48 h, from the start of the wait) it rejects the
+//! action by itself. Both deadlines are recorded in the run when first
+//! reached, so a restart, another worker or a changed flag sees the same.
+//!
+//! The run is driven by a `Worker`, the loop that starts submitted runs and
+//! wakes due ones (a signal, a reminder, the deadline): by default one pass
+//! of it in the foreground, or, with `--serve DURATION`, the loop itself for
+//! that long.
 //!
 //! ```text
 //! cargo run -p memo-examples --bin agent_approval                        # drafts, then waits
 //! cargo run -p memo-examples --bin agent_approval -- --approve refund-1042   # executes once
 //! cargo run -p memo-examples --bin agent_approval -- --reject refund-1042    # ends the run
+//! cargo run -p memo-examples --bin agent_approval -- --run r-2 --remind-after 5s --reject-after 20s --serve 30s
 //! ```
 //!
 //! The signal can come from anywhere: `memoctl --store URL signal refund-1042
-//! approval --payload true`, then run this example again to resume the run.
+//! approval --payload true`, then run this example again (or keep one
+//! serving) to resume the run.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use clap::Parser;
 use memo_examples::{CallLog, DEFAULT_STORE, Outcome, Price, Report, open_store};
-use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
 use memo_runtime::{Error, Memo, RunId, memoized};
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +47,25 @@ struct Args {
     /// Reject run RUN's action, then resume it: the run ends.
     #[arg(long, value_name = "RUN", conflicts_with = "run")]
     reject: Option<String>,
+    /// How long the agent waits for an answer before it sends a reminder.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
+    remind_after: Duration,
+    /// How long the agent waits for an answer in all before it rejects the
+    /// action by itself.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "48h")]
+    reject_after: Duration,
+    /// Keep the worker loop running for this long, so that the reminder and
+    /// the automatic rejection happen on time, and signals sent meanwhile
+    /// (`memoctl signal`) are taken at once; then stop it gracefully.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    serve: Option<Duration>,
+}
+
+/// The input the run's deadlines come from (recorded with the run).
+#[derive(Serialize, Deserialize, Clone, Copy)]
+struct Deadlines {
+    remind_after_ms: u64,
+    reject_after_ms: u64,
 }
 
 /// What the customer asked for: the run's input.
@@ -42,6 +73,7 @@ struct Args {
 struct Request {
     order: String,
     complaint: String,
+    deadlines: Deadlines,
 }
 
 /// The action the agent proposes.
@@ -55,8 +87,17 @@ struct Action {
 /// How the run ended: its output.
 #[derive(Serialize, Deserialize)]
 enum Decision {
-    Executed { action: String, receipt: String },
-    Rejected { action: String },
+    Executed {
+        action: String,
+        receipt: String,
+    },
+    Rejected {
+        action: String,
+    },
+    /// Nobody answered by the deadline: rejected by the agent itself.
+    Expired {
+        action: String,
+    },
 }
 
 const PLAN_ACTION: Price = Price::new(50, 2500);
@@ -114,7 +155,31 @@ async fn main() -> anyhow::Result<()> {
                 })
                 .await?;
             *PROPOSED.lock().unwrap_or_else(|e| e.into_inner()) = Some(describe(&action));
-            let approved: bool = ctx.wait_for_signal("approval").await?;
+            let Deadlines {
+                remind_after_ms,
+                reject_after_ms,
+            } = request.deadlines;
+            let ms = Duration::from_millis;
+            let mut answer = ctx
+                .wait_for_signal_timeout::<bool>("approval", ms(remind_after_ms))
+                .await?;
+            if answer.is_none() {
+                ctx.step("remind", |_memo| async {
+                    CALLS.step_ran("remind");
+                    println!("reminder: a refund waits for your approval");
+                    Ok::<_, Error>(())
+                })
+                .await?;
+                let rest = reject_after_ms.saturating_sub(remind_after_ms);
+                answer = ctx
+                    .wait_for_signal_timeout::<bool>("approval", ms(rest))
+                    .await?;
+            }
+            let Some(approved) = answer else {
+                return Ok(Decision::Expired {
+                    action: describe(&action),
+                });
+            };
             if !approved {
                 return Ok(Decision::Rejected {
                     action: describe(&action),
@@ -155,11 +220,33 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let request = Request {
         order: "A-1042".into(),
         complaint: "the parcel arrived broken".into(),
+        deadlines: Deadlines {
+            remind_after_ms: millis(args.remind_after),
+            reject_after_ms: millis(args.reject_after),
+        },
     };
-    let outcome = runtime.run(&run, &request, &agent).await;
+    let worker = Worker::builder(runtime.clone()).workflow(&agent).build();
+    if runtime.status(&run).await?.is_none() {
+        worker.submit(&agent, &run, &request).await?;
+    }
+    if let Some(serve) = args.serve {
+        let shown = humantime::format_duration(serve);
+        println!("serving for {shown}: the worker wakes the run when it is due");
+        let serving = worker.spawn();
+        tokio::time::sleep(serve).await;
+        serving.shutdown(Duration::from_secs(10)).await;
+    } else {
+        // One pass of the worker loop: what is due now (the new run, a
+        // signal sent, a reminder or deadline that has passed) runs now.
+        while worker.wake_due().await?.entries > 0 {}
+    }
+    // The run's outcome: a run that has ended returns it; one that waits
+    // says so without starting anything or writing.
+    let outcome = runtime.resume(&run, &agent).await;
     let mut report = Report::new();
     report.call(
         "draft",
@@ -179,6 +266,12 @@ async fn main() -> anyhow::Result<()> {
             let skipped = Outcome::Not("skipped: rejected".into());
             report.call("execute", "issue_refund", skipped, ISSUE_REFUND);
             format!("rejected: {action}; nothing executed, the run has ended")
+        }
+        Ok(Decision::Expired { action }) => {
+            report.note("approval", "signal \"approval\"", "no answer in time");
+            let skipped = Outcome::Not("skipped: rejected by the deadline".into());
+            report.call("execute", "issue_refund", skipped, ISSUE_REFUND);
+            format!("rejected automatically: {action}; nobody answered in time, the run has ended")
         }
         Err(Error::Suspended { .. }) => {
             report.note("approval", "signal \"approval\"", "waiting");

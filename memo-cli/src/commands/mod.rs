@@ -7,6 +7,7 @@ mod runs;
 mod show;
 mod signal;
 mod sweep;
+mod waits;
 
 pub(crate) use cancel::{cancel, request_cancel};
 pub(crate) use markers::markers;

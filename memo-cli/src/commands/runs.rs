@@ -8,19 +8,25 @@ use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{RunStatus, RunSummary, RuntimeStore};
 use serde_json::json;
 
-use crate::output::{Table, errln, print_json, time};
+use super::waits;
+use crate::output::{Table, errln, now_ms, print_json, time};
 use crate::store::Store;
 
 /// Lists the runs in `status` (every status if `None`) of `workflow` (every
 /// workflow if `None`), in status then run-id order. A run that cannot be
 /// loaded is reported on stderr and fails the command, after the others are
-/// printed.
+/// printed. With `waiting`, lists only the open runs suspended in a wait,
+/// with what they wait for and until when.
 pub(crate) async fn runs(
     store: &Store,
     status: Option<RunStatus>,
     workflow: Option<&str>,
+    waiting: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    if waiting {
+        return waiting_runs(store, workflow, json).await;
+    }
     let statuses = status.map_or(RunStatus::ALL.to_vec(), |s| vec![s]);
     let mut listed = Vec::new();
     let mut damaged = 0;
@@ -162,4 +168,60 @@ fn run_json(record: &RunSummary) -> serde_json::Value {
         "updated_at_ms": record.updated_at_ms,
         "terminal_at_ms": record.terminal_at_ms,
     })
+}
+
+/// The open runs (pending or running) whose last receipt is a wait: what
+/// they wait for and until when. Costs a listing per open status and a read
+/// of each open run's receipts.
+async fn waiting_runs(
+    store: &Store,
+    workflow: Option<&str>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let now = now_ms();
+    let mut rows = Vec::new();
+    for status in [RunStatus::Pending, RunStatus::Running] {
+        let runs = store
+            .runs
+            .list_runs(status)
+            .await
+            .with_context(|| format!("cannot list {status} runs in {}", store.url))?;
+        for run in runs {
+            if workflow.is_some_and(|w| w != run.workflow) {
+                continue;
+            }
+            let receipts = store
+                .runs
+                .load_receipts(&run.run_id, None)
+                .await
+                .with_context(|| format!("cannot read run {} in {}", run.run_id, store.url))?;
+            if let Some((what, until)) = waits::waiting(&receipts) {
+                rows.push((run, what, until));
+            }
+        }
+    }
+    if json {
+        print_json(&json!(
+            rows.iter()
+                .map(|(run, what, until)| json!({
+                    "run_id": run.run_id.as_str(),
+                    "workflow": run.workflow,
+                    "waits_for": what,
+                    "until_ms": until,
+                }))
+                .collect::<Vec<_>>()
+        ));
+    } else {
+        let mut table = Table::new(&["RUN", "WORKFLOW", "WAITS FOR", "UNTIL"]);
+        for (run, what, until) in &rows {
+            table.row(vec![
+                run.run_id.to_string(),
+                run.workflow.clone(),
+                what.clone(),
+                waits::when(*until, now),
+            ]);
+        }
+        table.print_or("no waiting runs");
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use memo_runtime::runtime_store::{InputPhase, RunRecord, RuntimeStore};
 use memo_runtime::{Incarnation, RunId};
 use serde_json::{Value, json};
 
-use super::{existing_run, run_id};
+use super::{existing_run, run_id, waits};
 use crate::output::{
     Table, duration, now_ms, outln, payload, payload_line, print_fields, print_json, time,
 };
@@ -37,6 +37,7 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
         .with_context(context)?;
     let entries = entries(store, &run_id, record.incarnation).await?;
     let now = now_ms();
+    let timers = waits::timers(&receipts);
     if json {
         print_json(&json!({
             "run": record_json(&record, now),
@@ -56,6 +57,13 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
                 "consumed_by": i.consumed_by,
                 "accepted_at_ms": i.accepted_at_ms,
                 "payload": payload(&i.payload),
+            })).collect::<Vec<_>>(),
+            "timers": timers.iter().map(|t| json!({
+                "sequence": t.sequence,
+                "waits_for": t.what,
+                "due_at_ms": t.at_ms,
+                "passed": t.done || t.at_ms.is_some_and(|at| at <= now),
+                "done": t.done,
             })).collect::<Vec<_>>(),
             "entries": entries.iter().map(|e| json!({
                 "kind": e.kind, "step": e.step, "digest": e.digest, "size": e.size,
@@ -79,6 +87,24 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
         ]);
     }
     steps.print_or("  (none)");
+    outln!("\ntimers and deadlines");
+    let mut table = Table::new(&["SEQ", "WAITS FOR", "DUE", "STATE"]);
+    for t in &timers {
+        let state = if t.done {
+            "went past it"
+        } else if record.status.is_terminal() {
+            "run ended"
+        } else {
+            "waiting"
+        };
+        table.row(vec![
+            t.sequence.to_string(),
+            t.what.clone(),
+            waits::when(t.at_ms, now),
+            state.into(),
+        ]);
+    }
+    table.print_or("  (none)");
     outln!("\nsignals");
     let mut signals = Table::new(&["NAME", "PHASE", "ACCEPTED", "PAYLOAD", "INPUT ID"]);
     for i in &inputs {

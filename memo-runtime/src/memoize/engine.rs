@@ -2,6 +2,8 @@
 //! body on a miss, commit write-once, return what was committed.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use tracing::Instrument;
@@ -42,11 +44,41 @@ pub(crate) fn current_call() -> Option<CurrentCall> {
 
 /// What a memoized call needs to know about its return type `R`, as plain
 /// function pointers: splitting `R` into its `Ok` type `T` and error `E`,
-/// encoding and decoding `T`, carrying memo's errors as `E`.
+/// encoding and decoding `T`, carrying memo's errors as `E`; and the steps
+/// of a call that depend on those types.
 ///
-/// [`codec()`] checks every bound once, at the return type; [`memoize`] then
-/// needs none, so a return type that does not qualify is one error there
-/// instead of one per use.
+/// [`codec()`] checks every bound once, at the return type; the methods
+/// then need none, so a return type that does not qualify is one error
+/// there instead of one per use.
+///
+/// # How a call runs, and why in these pieces
+///
+/// The expansion of `#[memoized]` sequences one call:
+///
+/// ```text
+/// let codec = codec::<R>();
+/// let mut call = Call::new(memo, name, key);
+/// let mut value = None;
+/// if call.look_up().await {                         // no committed value
+///     let mut body = pin!(async { <the body> });
+///     let output = poll_fn(|cx| codec.poll_body(&call, body.as_mut(), cx)).await;
+///     if let Some(failed) = codec.ran(&mut call, output, &mut value) {
+///         return failed;                              // the body's `Err`
+///     }
+///     call.commit().await;
+/// }
+/// codec.finish(call, value)
+/// ```
+///
+/// Every memoized function compiles that much of its own in the user's
+/// crate (each body is a type of its own). The work is elsewhere: in
+/// [`Call`], compiled once in this crate, and in `Codec`'s methods,
+/// compiled once per return type. Nothing generic is an async fn, so no
+/// future is built per function besides the function's own and its body's
+/// (issue 28 measured what they cost a user's build). The body is `dyn`
+/// only for the length of one poll, so the function's future is `Send`
+/// exactly when its body is, and the body's `Err` is never held across an
+/// await.
 pub struct Codec<R, T, E> {
     split: fn(R) -> core::result::Result<T, E>,
     join: fn(core::result::Result<T, E>) -> R,
@@ -73,63 +105,70 @@ where
     }
 }
 
-/// Runs one memoized call: returns the committed value for `key` if there
-/// is one, else runs `body` and commits its `Ok` value.
-pub async fn memoize<R, T, E, F>(
-    memo: &Memo,
-    function: &'static str,
-    key: Result<HexDigest>,
-    codec: Codec<R, T, E>,
-    body: F,
-) -> R
-where
-    F: Future<Output = R>,
-{
-    let span = if span_may_be_seen() {
-        tracing::info_span!(
-            "memoized",
-            function,
-            run = %memo.run_id(),
-            step = memo.step_number(),
-            outcome = tracing::field::Empty,
-        )
-    } else {
-        tracing::Span::none()
-    };
-    let call = Call {
-        memo,
-        function,
-        codec: &codec,
-    };
-    // As `#[tracing::instrument]` does, a span nobody listens to is not
-    // entered: entering it does nothing, but the wrapper's extra poll layer
-    // and drop glue cost every hit some 3%. Each branch builds its future
-    // where it is awaited: built once before the `if`, the ~2 KB future
-    // was copied into place on every call (callgrind: 170 instructions).
-    let result = if span.is_disabled() {
-        call.run(key, body).await
-    } else {
-        call.run(key, body).instrument(span.clone()).await
-    };
-    let outcome = match &result {
-        Ok((_, outcome)) => *outcome,
-        Err(_) => Outcome::Error,
-    };
-    // A disabled span still looks the field up by name: skip it on the hot
-    // path when nothing listens.
-    if !span.is_disabled() {
-        span.record("outcome", outcome.as_str());
-    }
-    match result {
-        Ok((value, _)) => (codec.join)(Ok(value)),
-        Err(Failure::Body(e)) => (codec.join)(Err(e)),
-        Err(Failure::Memo(e)) => {
-            span.in_scope(|| tracing::warn!(error = %e, "memoized call failed"));
-            (codec.join)(Err((codec.from_memo_error)(e)))
+impl<R, T, E> Codec<R, T, E> {
+    /// Polls the body once, inside the call's span.
+    pub fn poll_body(
+        &self,
+        call: &Call<'_>,
+        body: Pin<&mut dyn Future<Output = R>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<R> {
+        let _entered = call.enter();
+        // Only a simulation in progress on this thread pays for telling the
+        // body which call it runs in (a clone of the memo and the key).
+        #[cfg(any(test, feature = "testing"))]
+        if let Some(current) = call.current() {
+            return CURRENT_CALL.sync_scope(current, || body.poll(cx));
         }
+        body.poll(cx)
+    }
+
+    /// Takes the body's return value: an `Ok` value is kept in `value` and
+    /// its encoding readied for [`Call::commit`]; anything else is the
+    /// call's return value, returned at once (an `Err` is never committed).
+    pub fn ran(&self, call: &mut Call<'_>, output: R, value: &mut Option<T>) -> Option<R> {
+        let error = match (self.split)(output) {
+            Ok(ok) => match (self.encode)(&ok) {
+                Ok(encoded) => {
+                    *value = Some(ok);
+                    call.step = Step::Commit(encoded);
+                    return None;
+                }
+                Err(e) => call.unencodable(e),
+            },
+            Err(e) => {
+                call.ended(Outcome::Error, None);
+                return Some((self.join)(Err(e)));
+            }
+        };
+        call.ended(Outcome::Error, Some(&error));
+        Some((self.join)(Err((self.from_memo_error)(error))))
+    }
+
+    /// The call's return value, from where it ended: the body's value it
+    /// committed, a committed value decoded, or the memo's error.
+    pub fn finish(&self, mut call: Call<'_>, value: Option<T>) -> R {
+        let error = match std::mem::replace(&mut call.step, Step::Run) {
+            Step::Committed(committed, outcome) => match (self.decode)(&committed) {
+                Ok(value) => {
+                    call.returned(&committed);
+                    call.ended(outcome, None);
+                    return (self.join)(Ok(value));
+                }
+                Err(e) => call.undecodable(e),
+            },
+            Step::Miss => {
+                call.ended(Outcome::Miss, None);
+                let value = value.expect("a committed body's value is kept");
+                return (self.join)(Ok(value));
+            }
+            Step::Failed(error) => error,
+            Step::Run | Step::Commit(_) => unreachable!("a call finishes once it committed"),
+        };
+        call.ended(Outcome::Error, Some(&error));
+        (self.join)(Err((self.from_memo_error)(error)))
     }
 }
-
 /// Whether anyone could see a `memoized` span: a `tracing` subscriber
 /// that takes INFO spans, or a `log` logger at INFO (through `tracing`'s
 /// `log` feature, when some crate turns it on). When neither can, the span
@@ -171,90 +210,185 @@ impl Outcome {
     }
 }
 
-/// Why a call returned no value.
-enum Failure<E> {
-    /// The body returned `Err`; it is passed through, never committed.
-    Body(E),
-    /// The memo failed: storage, encoding or decoding.
-    Memo(Error),
+/// Where a call stands.
+enum Step {
+    /// Not looked up yet, or no value is committed: the body must run.
+    Run,
+    /// The body's `Ok` value, encoded, to commit.
+    Commit(Vec<u8>),
+    /// The body's value is committed; the caller kept it.
+    Miss,
+    /// A committed value is the call's, once decoded.
+    Committed(Bytes, Outcome),
+    /// The memo failed: deriving the key, storage, encoding.
+    Failed(Error),
 }
 
-/// One memoized call in progress.
-struct Call<'a, R, T, E> {
+/// One memoized call in progress: every part of it that does not depend on
+/// the function's types, compiled once, in this crate (see [`Codec`] for
+/// how a call runs).
+pub struct Call<'a> {
     memo: &'a Memo,
     function: &'static str,
-    codec: &'a Codec<R, T, E>,
+    /// Disabled unless someone may see it ([`span_may_be_seen`]).
+    span: tracing::Span,
+    /// The call's key, if it could be derived.
+    key: Option<HexDigest>,
+    step: Step,
+    /// Held from the re-read after a miss to the commit: whoever holds the
+    /// flight for an entry runs the body.
+    flight: Option<Flight>,
 }
 
-impl<R, T, E> Call<'_, R, T, E> {
-    async fn run<F>(&self, key: Result<HexDigest>, body: F) -> Result<(T, Outcome), Failure<E>>
-    where
-        F: Future<Output = R>,
-    {
-        let key = key.map_err(|e| Failure::Memo(self.key_error(e)))?;
+impl<'a> Call<'a> {
+    /// Starts a call of `function` on `memo` under `key`.
+    pub fn new(memo: &'a Memo, function: &'static str, key: Result<HexDigest>) -> Call<'a> {
+        let span = if span_may_be_seen() {
+            tracing::info_span!(
+                "memoized",
+                function,
+                run = %memo.run_id(),
+                step = memo.step_number(),
+                outcome = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        let mut call = Call {
+            memo,
+            function,
+            span,
+            key: None,
+            step: Step::Run,
+            flight: None,
+        };
+        match key {
+            Ok(key) => call.key = Some(key),
+            Err(e) => call.step = Step::Failed(call.key_error(e)),
+        }
+        call
+    }
+
+    /// Reads the committed value, under the call's flight if there is none
+    /// yet; true if the body must run.
+    pub async fn look_up(&mut self) -> bool {
+        let Some(key) = self.key else {
+            return false;
+        };
+        // As `#[tracing::instrument]` does, a span nobody listens to is not
+        // entered: entering it does nothing, but the wrapper's extra poll
+        // layer and drop glue cost every hit some 3%.
+        let found = if self.span.is_disabled() {
+            self.find(&key).await
+        } else {
+            let span = self.span.clone();
+            self.find(&key).instrument(span).await
+        };
+        self.step = found.unwrap_or_else(Step::Failed);
+        matches!(self.step, Step::Run)
+    }
+
+    async fn find(&mut self, key: &HexDigest) -> Result<Step> {
         let key = key.as_str();
-        if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
-            return Ok((self.returned(key, &committed)?, Outcome::Hit));
+        if let Some(committed) = self.memo.get(key).await? {
+            return Ok(Step::Committed(committed, Outcome::Hit));
         }
         // Whoever holds the flight for this entry runs the body; the others
         // wait and then find its committed value on the re-read, so
         // identical calls in one process run the body once.
-        let _flight = Flight::enter(self.memo.flight_key(key)).await;
-        if let Some(committed) = self.memo.get(key).await.map_err(Failure::Memo)? {
-            return Ok((self.returned(key, &committed)?, Outcome::Hit));
+        self.flight = Some(Flight::enter(self.memo.flight_key(key)).await);
+        if let Some(committed) = self.memo.get(key).await? {
+            return Ok(Step::Committed(committed, Outcome::Hit));
         }
         // The step checked its lease before it began, but this call has
         // awaited reads since: a pause or a clock jump there may have let
         // the lease expire and another attempt take the run over. Check it
         // again, with no await between the check and the body's start.
-        self.memo.ensure_lease().await.map_err(|e| {
-            self.memo.report_transient(&e);
-            Failure::Memo(e)
-        })?;
-        // Only a simulation in progress on this thread pays for telling the
-        // body which call it runs in (a clone of the memo and the key).
-        #[cfg(any(test, feature = "testing"))]
-        let body = if crate::testing::sim::simulating() {
-            futures::future::Either::Left(CURRENT_CALL.scope(
-                CurrentCall {
-                    memo: self.memo.clone(),
-                    key: key.to_string(),
-                },
-                body,
-            ))
-        } else {
-            futures::future::Either::Right(body)
+        self.memo
+            .ensure_lease()
+            .await
+            .inspect_err(|e| self.memo.report_transient(e))?;
+        Ok(Step::Run)
+    }
+
+    /// Commits the body's encoded `Ok` value ([`Codec::ran`]); the value
+    /// committed may be another attempt's.
+    pub async fn commit(&mut self) {
+        let Step::Commit(encoded) = std::mem::replace(&mut self.step, Step::Run) else {
+            unreachable!("a call commits what its body returned")
         };
-        let value = (self.codec.split)(body.await).map_err(Failure::Body)?;
-        let encoded = (self.codec.encode)(&value).map_err(|e| {
-            Failure::Memo(Error::serialization(
-                format!("the value returned by {}", self.describe()),
-                e,
-            ))
-        })?;
-        let committed = self.memo.put(key, &encoded).await.map_err(Failure::Memo)?;
-        if committed == encoded {
-            #[cfg(any(test, feature = "testing"))]
-            crate::testing::sim::memoized_returned(self.memo, key, &committed);
-            Ok((value, Outcome::Miss))
+        self.step = if self.span.is_disabled() {
+            self.put(encoded).await
         } else {
+            self.put(encoded).instrument(self.span.clone()).await
+        };
+        self.flight = None;
+    }
+
+    async fn put(&self, encoded: Vec<u8>) -> Step {
+        let key = self.key_str();
+        match self.memo.put(key, &encoded).await {
+            Err(e) => Step::Failed(e),
+            Ok(committed) if committed == encoded => {
+                #[cfg(any(test, feature = "testing"))]
+                crate::testing::sim::memoized_returned(self.memo, key, &committed);
+                Step::Miss
+            }
             // Another attempt (another process, a lost acknowledgement)
             // committed first: every caller must see one value, so ours is
             // dropped.
-            Ok((self.returned(key, &committed)?, Outcome::CommittedByOther))
+            Ok(committed) => Step::Committed(committed, Outcome::CommittedByOther),
         }
     }
 
-    /// The committed value the call returns, decoded.
-    fn returned(&self, key: &str, committed: &Bytes) -> Result<T, Failure<E>> {
-        let value = self.decode(key, committed)?;
-        #[cfg(any(test, feature = "testing"))]
-        crate::testing::sim::memoized_returned(self.memo, key, committed);
-        Ok(value)
+    /// The call's span, entered for a poll of the body if anyone may see it.
+    fn enter(&self) -> Option<tracing::span::Entered<'_>> {
+        (!self.span.is_disabled()).then(|| self.span.enter())
     }
 
-    fn decode(&self, key: &str, committed: &Bytes) -> Result<T, Failure<E>> {
-        (self.codec.decode)(committed).map_err(|e| Failure::Memo(self.undecodable(key, e)))
+    /// The call, for the body it runs while a simulation is in progress on
+    /// this thread.
+    #[cfg(any(test, feature = "testing"))]
+    fn current(&self) -> Option<CurrentCall> {
+        crate::testing::sim::simulating().then(|| CurrentCall {
+            memo: self.memo.clone(),
+            key: self.key_str().to_owned(),
+        })
+    }
+
+    fn key_str(&self) -> &str {
+        self.key
+            .as_ref()
+            .expect("the key is derived before the body runs")
+            .as_str()
+    }
+
+    /// A committed value decoded and is returned.
+    fn returned(&self, committed: &Bytes) {
+        #[cfg(any(test, feature = "testing"))]
+        crate::testing::sim::memoized_returned(self.memo, self.key_str(), committed);
+        #[cfg(not(any(test, feature = "testing")))]
+        let _ = committed;
+    }
+
+    /// Records how the call ended on its span, and the memo's error if it
+    /// failed.
+    fn ended(&self, outcome: Outcome, error: Option<&Error>) {
+        // A disabled span still looks the field up by name: skip it on the
+        // hot path when nothing listens.
+        if self.span.is_disabled() {
+            return;
+        }
+        self.span.record("outcome", outcome.as_str());
+        if let Some(e) = error {
+            self.span
+                .in_scope(|| tracing::warn!(error = %e, "memoized call failed"));
+        }
+    }
+
+    /// The body's `Ok` value did not encode.
+    fn unencodable(&self, error: EncodeError) -> Error {
+        Error::serialization(format!("the value returned by {}", self.describe()), error)
     }
 
     /// The one path for a committed value that does not decode as the `Ok`
@@ -262,8 +396,8 @@ impl<R, T, E> Call<'_, R, T, E> {
     /// the key): the call fails with [`Error::Decode`] and the body is not
     /// run, because its side effect has already happened once. Reporting
     /// such an error anywhere else belongs here.
-    fn undecodable(&self, key: &str, error: DecodeError) -> Error {
-        let error = Error::decode(self.describe(), self.memo.entry_path(key), error);
+    fn undecodable(&self, error: DecodeError) -> Error {
+        let error = Error::decode(self.describe(), self.memo.entry_path(self.key_str()), error);
         // A code fix can read the value: in a workflow, the attempt stops and
         // the run stays open, whatever the caller does with the error.
         self.memo.report_transient(&error);

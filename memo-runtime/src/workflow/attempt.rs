@@ -54,9 +54,11 @@ impl Runtime {
             return Err(waiting.into());
         }
         let attempt = record.attempts + 1;
-        let lease = AttemptLease::start(&self.shared, &run_id, attempt).await?;
+        let (lease, due_entry) =
+            super::due::start_attempt(&self.shared, &run_id, record.incarnation, attempt).await?;
         let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
         let (result, ended) = settle(&run_id, lease.hold(body.catch_unwind()).await);
+        super::due::settle(&self.shared, lease.held(), ended, &due_entry).await;
         if !ended {
             // However the attempt stopped, the next one need not wait.
             lease.release().await;
@@ -70,7 +72,7 @@ impl Runtime {
     /// whose signal has not come and whose deadline, if any, has not passed.
     /// Costs a read of the run's receipts (and of its inputs, for a signal
     /// wait) for a run that has had an attempt; none for a new run.
-    async fn still_waiting(&self, record: &RunRecord) -> Result<Option<Error>> {
+    pub(super) async fn still_waiting(&self, record: &RunRecord) -> Result<Option<Error>> {
         if record.attempts == 0 {
             return Ok(None);
         }
@@ -90,26 +92,33 @@ impl Runtime {
             let wake = codec::decode::<u64>(&last.output).ok();
             return Ok(wake.filter(|&at| far(at)).map(|at| suspended("", Some(at))));
         }
-        let (name, deadline) = if let Some(name) = last.step.strip_prefix(context::WAIT_STEP_PREFIX)
-        {
-            (name, None)
-        } else if let Some(name) = last.step.strip_prefix(context::DEADLINE_STEP_PREFIX) {
-            let Ok(at) = codec::decode::<u64>(&last.output) else {
+        let (names, deadline) =
+            if let Some(name) = last.step.strip_prefix(context::WAIT_STEP_PREFIX) {
+                (vec![name.to_string()], None)
+            } else if let Some(name) = last.step.strip_prefix(context::DEADLINE_STEP_PREFIX) {
+                let Ok(at) = codec::decode::<u64>(&last.output) else {
+                    return Ok(None);
+                };
+                if !far(at) {
+                    return Ok(None);
+                }
+                (vec![name.to_string()], Some(at))
+            } else if let Some((at, names)) = context::select_recorded(last) {
+                let at = (at != u64::MAX).then_some(at);
+                if at.is_some_and(|at| !far(at)) {
+                    return Ok(None);
+                }
+                (names, at)
+            } else {
                 return Ok(None);
             };
-            if !far(at) {
-                return Ok(None);
-            }
-            (name, Some(at))
-        } else {
-            return Ok(None);
-        };
+        let name = &names.join(",");
         if !self.shared.signal_wait.is_zero() {
             return Ok(None);
         }
         let inputs = store.load_inputs(&record.run_id).await?;
         let arrived = inputs.iter().any(|input| {
-            input.name == name
+            names.contains(&input.name)
                 && input.accepted_at_ms <= deadline.unwrap_or(u64::MAX)
                 && matches!(input.phase, InputPhase::Accepted | InputPhase::Queued)
         });

@@ -192,6 +192,7 @@ impl RuntimeBuilder {
                     .unwrap_or(DEFAULT_RECOVERY_CONCURRENCY),
                 conditional_create_checked: (!self.skip_conditional_create_check)
                     .then(tokio::sync::OnceCell::new),
+                draining: std::sync::atomic::AtomicBool::new(false),
                 lease: self.lease.unwrap_or(DEFAULT_LEASE),
                 worker_id: self.worker_id.unwrap_or_else(|| {
                     format!(

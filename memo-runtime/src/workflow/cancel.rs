@@ -111,8 +111,10 @@ impl Runtime {
         let reason = cancel_reason(&store.load_inputs(run_id).await?);
         let record = store.load_run(run_id).await?.ok_or_else(not_found)?;
         let attempt = record.attempts.saturating_add(1);
-        let lease = match AttemptLease::start(&self.shared, run_id, attempt).await {
-            Ok(lease) => lease,
+        let started =
+            super::due::start_attempt(&self.shared, run_id, record.incarnation, attempt).await;
+        let (lease, due_entry) = match started {
+            Ok(started) => started,
             Err(Error::LeaseHeld {
                 attempt,
                 owner,
@@ -143,6 +145,7 @@ impl Runtime {
         };
         self.end_cancelled(run_id, record.incarnation, &lease, reason)
             .await?;
+        super::due::settle(&self.shared, lease.held(), true, &due_entry).await;
         Ok(Cancellation::Cancelled)
     }
 

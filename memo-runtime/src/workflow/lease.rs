@@ -34,6 +34,9 @@ pub(super) struct HeldLease {
     /// The reason of the run's cancellation, once the attempt has seen it
     /// requested (at its start, at a lease renewal, in a wait's poll).
     cancel: std::sync::Mutex<Option<String>>,
+    /// Set when the attempt suspends ([`Error::Suspended`]), with the time
+    /// its wait ends, if it has one: the due-run index's entry for it.
+    suspended: std::sync::Mutex<Option<Option<u64>>>,
 }
 
 impl HeldLease {
@@ -45,6 +48,7 @@ impl HeldLease {
             until_ms: AtomicU64::new(0),
             renewing: tokio::sync::Mutex::new(()),
             cancel: std::sync::Mutex::new(None),
+            suspended: std::sync::Mutex::new(None),
         }
     }
 
@@ -59,6 +63,18 @@ impl HeldLease {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Notes that the attempt suspends in a wait that ends at `until_ms`
+    /// (if it has an end).
+    pub(super) fn note_suspended(&self, until_ms: Option<u64>) {
+        *self.suspended.lock().unwrap_or_else(|e| e.into_inner()) = Some(until_ms);
+    }
+
+    /// `Some(until_ms)` if the attempt suspended (see
+    /// [`note_suspended`](Self::note_suspended)).
+    pub(super) fn suspended(&self) -> Option<Option<u64>> {
+        *self.suspended.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Notes the cancellation request among `inputs`, if there is one.
@@ -173,6 +189,7 @@ impl<'a> AttemptLease<'a> {
             until_ms: AtomicU64::new(until_ms),
             renewing: tokio::sync::Mutex::new(()),
             cancel: std::sync::Mutex::new(None),
+            suspended: std::sync::Mutex::new(None),
         });
         Ok(AttemptLease {
             shared,

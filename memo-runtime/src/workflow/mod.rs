@@ -53,6 +53,7 @@ mod attempt;
 mod builder;
 mod cancel;
 mod context;
+mod due;
 mod hook;
 mod lease;
 mod outcome;
@@ -60,6 +61,7 @@ mod recovery;
 pub mod replay_check;
 mod retry;
 mod run;
+mod worker;
 
 use std::borrow::Cow;
 use std::fmt::Display;
@@ -69,12 +71,17 @@ use std::time::Duration;
 
 pub use builder::RuntimeBuilder;
 pub use cancel::Cancellation;
-pub use context::{Context, Step};
+pub use context::{Context, Selected, Step};
+pub use due::DueRun;
 pub use outcome::{RunOutcome, Suspension};
 pub use recovery::Recovery;
 pub use replay_check::{PatchUse, ReplayCheck, ReplayOutcome, ReplayReport, RunReplay};
 pub use retry::RetryPolicy;
 pub use run::Runtime;
+pub use worker::{
+    DEFAULT_POLL_BATCH, DEFAULT_POLL_INTERVAL, DEFAULT_SWEEP_INTERVAL, DEFAULT_WORKER_CONCURRENCY,
+    WakeReport, Worker, WorkerBuilder, WorkerHandle,
+};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -223,6 +230,9 @@ struct Shared {
     /// Set once the memo store has been seen to refuse a second create;
     /// `None` if the check is turned off.
     conditional_create_checked: Option<tokio::sync::OnceCell<()>>,
+    /// Set while a [`Worker`] of this runtime shuts down: attempts stop at
+    /// their next step boundary.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {

@@ -284,7 +284,7 @@ impl Runtime {
     /// Creates the run, or finds it created earlier with the same workflow
     /// and an input equal to `input` under the canonical encoding of content
     /// keys (the store compares encoded bytes, which a map's order changes).
-    async fn create_run<I>(&self, new_run: NewRun, input: &I) -> Result<RunRecord>
+    pub(super) async fn create_run<I>(&self, new_run: NewRun, input: &I) -> Result<RunRecord>
     where
         I: Serialize + DeserializeOwned,
     {
@@ -336,6 +336,7 @@ impl Runtime {
                 ),
             });
         }
+        super::due::before_signal(&self.shared, run_id).await?;
         let input = NewInput {
             input_id,
             name: name.to_string(),

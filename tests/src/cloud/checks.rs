@@ -264,3 +264,9 @@ pub async fn an_object_over_its_limit_is_refused_before_its_body_is_read(bucket:
         "{error}"
     );
 }
+
+/// Timers, signal deadlines and cancellation across two workers, each with
+/// its own client (see [`time`](super::time)).
+pub async fn timers_deadlines_and_cancellation_across_workers(bucket: &CloudBucket) {
+    super::time::timers_deadlines_and_cancellation_across_workers(|| bucket.open()).await;
+}

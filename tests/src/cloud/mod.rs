@@ -21,6 +21,7 @@ use memo_runtime::{
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub mod checks;
+pub mod time;
 
 /// The storage account of Azure's storage emulators, Azurite among them.
 pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
@@ -303,6 +304,7 @@ macro_rules! cloud_checks {
         $crate::cloud_checks!(@exclusive $cloud, 4, clearing_a_large_run_uses_batched_deletes);
         $crate::cloud_checks!(@shared $cloud, 4, workflow_runs_are_swept_once_their_retention_has_passed);
         $crate::cloud_checks!(@shared $cloud, 4, an_object_over_its_limit_is_refused_before_its_body_is_read);
+        $crate::cloud_checks!(@shared $cloud, 4, timers_deadlines_and_cancellation_across_workers);
     };
     (@$hold:ident $cloud:expr, $threads:literal, $check:ident) => {
         #[::tokio::test(flavor = "multi_thread", worker_threads = $threads)]

@@ -5,6 +5,7 @@
 
 mod patch;
 mod replay;
+mod select;
 mod signal;
 mod step;
 mod timer;
@@ -15,6 +16,8 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
 pub(super) use replay::ReplayProbe;
+pub use select::Selected;
+pub(super) use select::recorded as select_recorded;
 pub use step::Step;
 
 use super::Shared;
@@ -190,6 +193,9 @@ impl Context {
     /// be failed for it), and converts it for the workflow.
     pub(super) fn interrupt<E: From<Error>>(&self, error: Error) -> E {
         self.note_problem(&error);
+        if let Error::Suspended { until_ms, .. } = &error {
+            self.inner.lease.note_suspended(*until_ms);
+        }
         self.inner.interruption.record(&error);
         E::from(error)
     }
@@ -203,6 +209,13 @@ impl Context {
                 run_id: self.inner.run_id.to_string(),
                 reason: Some(reason),
             }));
+        }
+        if (self.inner.shared.draining).load(std::sync::atomic::Ordering::Acquire) {
+            let stopping = Error::Aborted {
+                run_id: self.inner.run_id.to_string(),
+                reason: "the worker is shutting down; the run stays open".into(),
+            };
+            return Err(self.interrupt(stopping));
         }
         if self.inner.interruption.is_set() {
             return Err(E::from(Error::Aborted {

@@ -45,6 +45,13 @@ async fn nothing_in_key(memo: &Memo) -> memo_runtime::Result<()> {
     Ok(())
 }
 
+/// Its error type is not `Send`; an `Err` is returned at once, never held
+/// across an await, so the future is `Send` all the same.
+#[memoized]
+async fn error_not_send(memo: &Memo, n: u8) -> Result<u8, Box<dyn std::error::Error>> {
+    Ok(n)
+}
+
 /// Calls each one; the futures stay `Send` so they can be spawned.
 async fn calls(memo: &Memo) -> memo_runtime::Result<()> {
     describe(memo, 7u8).await?;
@@ -59,4 +66,5 @@ fn assert_send<T: Send>(_: T) {}
 
 fn main() {
     let _ = |memo: &'static Memo| assert_send(calls(memo));
+    let _ = |memo: &'static Memo| assert_send(error_not_send(memo, 1));
 }

@@ -1,0 +1,261 @@
+//! The due-run index: runs that wait for something due at a known time (a
+//! timer, a signal deadline, a signal that arrived for a suspended run, the
+//! expiry of an attempt's lease), found by due time at a cost in proportion
+//! to the runs that are due, not to all runs.
+//!
+//! An entry is an empty object `due/<hour>/<due_ms>_<run>.<inc>` in the memo
+//! store (the path is in `layout.rs`), written *before* the commit or lease
+//! release that makes the run wait, and deleted only after the run moved on,
+//! so a crash can leave a stale entry but never lose a wake-up. A stale
+//! entry is harmless: waking a run that is not due (ended, another
+//! incarnation, a timer not yet due) writes nothing to the run and deletes
+//! the entry.
+//!
+//! Who writes what:
+//!
+//! - every attempt, before it starts: an entry at its lease's first expiry,
+//!   so a worker finds an attempt that crashed once its lease expired; the
+//!   attempt deletes it when it ends the run or suspends (after writing the
+//!   entry of the timer it suspends on, if any), and keeps it if it was
+//!   interrupted (the run is then tried again when the lease would have
+//!   expired);
+//! - [`Runtime::signal`](super::Runtime::signal) (and `signal_with_id`,
+//!   `cancel`), before it records the signal: an entry due now, so a run
+//!   suspended in a wait for it is woken;
+//! - a worker that wakes a run whose lease is live: an entry at the lease's
+//!   expiry, before it deletes the one it woke; and one that finds a run
+//!   suspended on a timer: the timer's entry (again: it is create-once).
+
+use futures::future;
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+
+use super::Shared;
+use super::lease::{AttemptLease, HeldLease};
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::memo::MemoStore;
+use crate::read_limit::Limit;
+use crate::run_id::{Incarnation, RunId};
+use crate::write_once;
+
+/// An entry of the due-run index: run `run_id` (its incarnation
+/// `incarnation`) has something due at `due_at_ms`.
+///
+/// An entry is a hint, never the run's state: the run's own record says
+/// whether it is still waiting. See [`Runtime::due_runs`](super::Runtime::due_runs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DueRun {
+    /// When the run is due, in ms since the Unix epoch (by the clock of the
+    /// runtime that wrote the entry).
+    pub due_at_ms: u64,
+    /// The run.
+    pub run_id: RunId,
+    /// Which use of the run id.
+    pub incarnation: Incarnation,
+}
+
+impl super::Runtime {
+    /// The entries of the due-run index due at or before `at_ms` (ms since
+    /// the Unix epoch; `u64::MAX` for every entry), hour by hour, earliest
+    /// hour first: the runs that wait for a timer, a signal deadline or a
+    /// signal that arrived, and those whose attempt's lease expires then.
+    /// A [`Worker`](super::Worker) wakes them; an operator lists them to
+    /// see which runs wait, and until when.
+    ///
+    /// An entry is a hint: a run may have moved on since (the worker that
+    /// wakes it deletes the entry), and a run may have several entries.
+    /// Costs one delimiter listing of the index's hour folders plus a
+    /// listing of each hour up to `at_ms` (a request per 1,000 entries):
+    /// in proportion to the entries due, not to the runs stored.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use futures::TryStreamExt;
+    /// use memo_runtime::{Error, MemoStore, RunId, clock::ManualClock, runtime_store::InMemoryRuntimeStore};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::workflow::{Context, Runtime, Workflow};
+    ///
+    /// let clock = Arc::new(ManualClock::new(0));
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let nap = Workflow::new("nap", |ctx: Context, _: ()| async move {
+    ///     ctx.sleep(Duration::from_secs(3600)).await
+    /// });
+    /// let run = RunId::new("nap-1")?;
+    /// assert!(matches!(runtime.run(&run, &(), &nap).await, Err(Error::Suspended { .. })));
+    ///
+    /// let due_now: Vec<_> = runtime.due_runs(clock.now_ms()).try_collect().await?;
+    /// assert!(due_now.is_empty());
+    /// let waiting: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await?;
+    /// assert_eq!((waiting[0].run_id.as_str(), waiting[0].due_at_ms), ("nap-1", 3_600_000));
+    /// # use memo_runtime::clock::Clock;
+    /// # Ok(()) }
+    /// ```
+    pub fn due_runs(&self, at_ms: u64) -> BoxStream<'static, Result<DueRun>> {
+        due_at(&self.shared.memo, at_ms)
+    }
+}
+
+/// Writes `due`'s entry; writing it again is a no-op.
+pub(crate) async fn write(memo: &MemoStore, due: &DueRun) -> Result<()> {
+    let path = path(memo, due);
+    write_once::create_once(memo.store(), &path, &[], Limit::MARKER).await?;
+    Ok(())
+}
+
+/// Deletes `due`'s entry; deleting an entry that is gone succeeds.
+pub(crate) async fn delete(memo: &MemoStore, due: &DueRun) -> Result<()> {
+    let path = path(memo, due);
+    match memo.store().delete(&path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(Error::store(&path, e)),
+    }
+}
+
+fn path(memo: &MemoStore, due: &DueRun) -> Path {
+    memo.layout()
+        .due_entry(&due.run_id, due.incarnation, due.due_at_ms)
+}
+
+/// The entries due at or before `now_ms` (every entry for `u64::MAX`),
+/// hour by hour, earliest hour first.
+///
+/// Costs one delimiter listing of the index's hour folders (a name per hour
+/// that holds entries, a page per 1,000 of them), a listing of every hour
+/// that ended by `now_ms` (all its entries are due), and a listing of the
+/// hour that holds `now_ms` (whole: its entries not yet due are listed and
+/// skipped, at most an hour's worth). Hours after `now_ms` are never listed.
+pub(crate) fn due_at(memo: &MemoStore, now_ms: u64) -> BoxStream<'static, Result<DueRun>> {
+    let memo = memo.clone();
+    stream::once(async move {
+        let hours = due_hours(&memo, now_ms).await?;
+        let entries = stream::iter(hours)
+            .map(move |(hour, path)| {
+                memo.store()
+                    .list(Some(&path))
+                    .map_err(move |e| Error::store(&path, e))
+                    .try_filter_map(move |meta| {
+                        let entry = parse(&meta.location, hour);
+                        future::ready(Ok(entry))
+                    })
+            })
+            .flatten()
+            .try_filter(move |due| future::ready(due.due_at_ms <= now_ms));
+        Ok::<_, Error>(entries)
+    })
+    .try_flatten()
+    .boxed()
+}
+
+/// The hour folders that hold entries due by `now_ms`, earliest first.
+async fn due_hours(memo: &MemoStore, now_ms: u64) -> Result<Vec<(u64, Path)>> {
+    let folder = memo.layout().due_folder();
+    let listing = memo
+        .store()
+        .list_with_delimiter(Some(&folder))
+        .await
+        .map_err(|e| Error::store(&folder, e))?;
+    let mut hours: Vec<_> = listing
+        .common_prefixes
+        .into_iter()
+        .filter_map(|path| layout::parse_marker_hour(&path).map(|hour| (hour, path)))
+        .filter(|(hour, _)| *hour <= now_ms)
+        .collect();
+    hours.sort_unstable_by_key(|(hour, _)| *hour);
+    Ok(hours)
+}
+
+fn parse(path: &Path, expected_hour: u64) -> Option<DueRun> {
+    match layout::parse_due_entry(path) {
+        Some((hour, run_id, incarnation, due_at_ms)) if hour == expected_hour => Some(DueRun {
+            due_at_ms,
+            run_id,
+            incarnation,
+        }),
+        _ => {
+            tracing::warn!(%path, "skipping an object that is not a due-run entry");
+            None
+        }
+    }
+}
+
+/// Starts attempt `attempt` of a run under a lease, after writing the entry
+/// that wakes the run if the attempt crashes (due when its lease first
+/// expires). The entry is kept if the start fails: another attempt that
+/// started at the same millisecond may have written the same one.
+pub(super) async fn start_attempt<'a>(
+    shared: &'a Shared,
+    run_id: &'a RunId,
+    incarnation: Incarnation,
+    attempt: u32,
+) -> Result<(AttemptLease<'a>, DueRun)> {
+    let entry = DueRun {
+        due_at_ms: shared.clock.now_ms().saturating_add(shared.lease_ms()),
+        run_id: run_id.clone(),
+        incarnation,
+    };
+    write(&shared.memo, &entry).await?;
+    let lease = AttemptLease::start(shared, run_id, attempt).await?;
+    Ok((lease, entry))
+}
+
+/// Settles the index once an attempt stopped, before its lease is
+/// released: an attempt that ended the run deletes its lease entry; one that
+/// suspended writes the entry of its timer (if it waits for one) and then
+/// deletes its lease entry; one that was interrupted keeps it, so the run is
+/// tried again when the lease would have expired. Best effort: an entry
+/// that cannot be deleted stays, harmless.
+pub(super) async fn settle(shared: &Shared, held: &HeldLease, ended: bool, lease_entry: &DueRun) {
+    if !ended {
+        let Some(until_ms) = held.suspended() else {
+            return;
+        };
+        if let Some(due_at_ms) = until_ms {
+            let timer = DueRun {
+                due_at_ms,
+                ..lease_entry.clone()
+            };
+            if let Err(e) = write(&shared.memo, &timer).await {
+                // The lease entry stays: whoever wakes the run then writes
+                // the timer's entry.
+                tracing::warn!(run_id = %timer.run_id, error = %e, "due-run entry not written");
+                return;
+            }
+            if timer == *lease_entry {
+                // A timer due when the lease would have expired: one entry.
+                return;
+            }
+        }
+    }
+    if let Err(e) = delete(&shared.memo, lease_entry).await {
+        tracing::debug!(run_id = %lease_entry.run_id, error = %e, "due-run entry not deleted");
+    }
+}
+
+/// Writes the entry that makes run `run_id` due now, before a signal is
+/// recorded for it, so that a run suspended in a wait for the signal is
+/// woken. Nothing for a run that does not exist or has ended (recording the
+/// signal then fails).
+pub(super) async fn before_signal(shared: &Shared, run_id: &RunId) -> Result<()> {
+    let Some(record) = shared.store.load_run(run_id).await? else {
+        return Ok(());
+    };
+    if record.status.is_terminal() {
+        return Ok(());
+    }
+    let entry = DueRun {
+        due_at_ms: shared.clock.now_ms(),
+        run_id: run_id.clone(),
+        incarnation: record.incarnation,
+    };
+    write(&shared.memo, &entry).await
+}

@@ -1,0 +1,451 @@
+//! The due-run index and the worker loop (issue 23, items 4 and 5): runs
+//! that wait are found by due time at a cost in proportion to the due runs;
+//! workers on one store (separate store instances over one object store,
+//! as separate processes are) wake them, share them, and take over a
+//! crashed worker's runs once their leases expire. Clocks are
+//! `ManualClock`s.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use memo_runtime::clock::{Clock, ManualClock};
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
+use memo_runtime::runtime_store::RunStatus;
+use memo_runtime::testing::CountingStore;
+use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
+use memo_runtime::{Error, MemoStore, RunId};
+
+const DAY_MS: u64 = 24 * 3600 * 1000;
+const LEASE: Duration = Duration::from_secs(60);
+
+/// A runtime over its own store instances on `objects`, as a process has.
+fn process(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(objects.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            objects.clone(),
+            "runs",
+        )))
+        .clock(clock.clone())
+        .lease(LEASE)
+        .timer_wait(Duration::ZERO)
+        .signal_poll_interval(Duration::from_millis(1))
+        .build()
+        .unwrap()
+}
+
+fn run(id: &str) -> RunId {
+    RunId::new(id).unwrap()
+}
+
+type BoxedRun = futures::future::BoxFuture<'static, Result<String, Error>>;
+
+/// How often each run's step bodies ran, by run id and step.
+#[derive(Default)]
+struct Bodies(Mutex<HashMap<(String, &'static str), u64>>);
+
+impl Bodies {
+    fn ran(&self, run: &str, step: &'static str) {
+        *self
+            .0
+            .lock()
+            .unwrap()
+            .entry((run.into(), step))
+            .or_default() += 1;
+    }
+
+    fn count(&self, run: &str, step: &'static str) -> u64 {
+        let bodies = self.0.lock().unwrap();
+        bodies.get(&(run.into(), step)).copied().unwrap_or(0)
+    }
+}
+
+/// Sleeps `ms` (recorded when first reached), then runs the step `after`.
+fn napper(
+    bodies: Arc<Bodies>,
+) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Clone + Send + Sync + 'static> {
+    Workflow::new("napper", move |ctx: Context, ms: u64| {
+        let bodies = bodies.clone();
+        Box::pin(async move {
+            ctx.sleep(Duration::from_millis(ms)).await?;
+            let run = ctx.run_id().to_string();
+            ctx.step("after", move |_memo| {
+                bodies.ran(&run, "after");
+                async { Ok::<_, Error>("woke".to_string()) }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+/// Waits for the signal `go`, then runs the step `after`.
+fn waiter(
+    bodies: Arc<Bodies>,
+) -> Workflow<impl Fn(Context, ()) -> BoxedRun + Clone + Send + Sync + 'static> {
+    Workflow::new("waiter", move |ctx: Context, (): ()| {
+        let bodies = bodies.clone();
+        Box::pin(async move {
+            let go: String = ctx.wait_for_signal("go").await?;
+            let run = ctx.run_id().to_string();
+            ctx.step("after", move |_memo| {
+                bodies.ran(&run, "after");
+                let go = go.clone();
+                async move { Ok::<_, Error>(go) }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+async fn status(runtime: &Runtime, id: &RunId) -> RunStatus {
+    runtime.status(id).await.unwrap().expect("the run").status
+}
+
+/// Stores `idle` runs that wait for a timer ten days away and `ended` that
+/// completed, then three runs whose one-minute timers are due after the
+/// clock moves two hours on; returns the request counts of the poll that
+/// wakes them.
+async fn cost_of_waking_three(idle: usize, ended: usize) -> memo_runtime::testing::RequestCounts {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let runtime = process(&objects, &clock);
+    let bodies = Arc::new(Bodies::default());
+    let napper = napper(bodies.clone());
+    for i in 0..idle {
+        let outcome = runtime
+            .run(&run(&format!("idle-{i}")), &(10 * DAY_MS), &napper)
+            .await;
+        assert!(
+            matches!(outcome, Err(Error::Suspended { .. })),
+            "{outcome:?}"
+        );
+    }
+    for i in 0..ended {
+        runtime
+            .run(&run(&format!("ended-{i}")), &0, &napper)
+            .await
+            .unwrap();
+    }
+    for i in 0..3 {
+        let outcome = runtime
+            .run(&run(&format!("due-{i}")), &60_000, &napper)
+            .await;
+        assert!(
+            matches!(outcome, Err(Error::Suspended { .. })),
+            "{outcome:?}"
+        );
+    }
+    clock.advance_ms(2 * 3600 * 1000);
+    let worker = Worker::builder(runtime.clone()).workflow(&napper).build();
+    counting.reset();
+    let report = worker.wake_due().await.unwrap();
+    let counts = counting.counts();
+    assert_eq!((report.entries, report.resumed), (3, 3), "{report:?}");
+    for i in 0..3 {
+        assert_eq!(
+            status(&runtime, &run(&format!("due-{i}"))).await,
+            RunStatus::Completed
+        );
+    }
+    assert_eq!(bodies.count("idle-0", "after"), 0);
+    counts
+}
+
+#[tokio::test]
+async fn waking_due_runs_costs_requests_in_proportion_to_the_due_runs_not_all_runs() {
+    let few = cost_of_waking_three(5, 5).await;
+    let many = cost_of_waking_three(60, 60).await;
+    assert_eq!(
+        few, many,
+        "the cost of a poll grew with the idle and ended runs"
+    );
+    // One delimiter listing of the hours, one listing of the due hour.
+    assert_eq!(few.lists_with_delimiter, 1, "{few:?}");
+    assert_eq!(few.objects_listed, 3, "{few:?}");
+}
+
+#[tokio::test]
+async fn a_timer_woken_by_a_worker_never_fires_before_its_deadline() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let runtime = process(&objects, &clock);
+    let bodies = Arc::new(Bodies::default());
+    let napper = napper(bodies.clone());
+    let worker = Worker::builder(runtime.clone()).workflow(&napper).build();
+    let id = run("nap");
+    worker.submit(&napper, &id, &DAY_MS).await.unwrap();
+    let report = worker.wake_due().await.unwrap();
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert_eq!(status(&runtime, &id).await, RunStatus::Running);
+    let waiting: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await.unwrap();
+    assert_eq!(waiting.len(), 1, "only the timer's entry: {waiting:?}");
+    assert_eq!(waiting[0].due_at_ms, 2 * DAY_MS);
+
+    clock.set_ms(2 * DAY_MS - 1);
+    let early = worker.wake_due().await.unwrap();
+    assert_eq!(early.entries, 0, "{early:?}");
+    assert_eq!(bodies.count("nap", "after"), 0);
+
+    clock.set_ms(2 * DAY_MS);
+    let due = worker.wake_due().await.unwrap();
+    assert_eq!(due.resumed, 1, "{due:?}");
+    assert_eq!(status(&runtime, &id).await, RunStatus::Completed);
+    assert_eq!(bodies.count("nap", "after"), 1);
+    let left: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await.unwrap();
+    assert!(left.is_empty(), "an ended run keeps no entry: {left:?}");
+}
+
+#[tokio::test]
+async fn a_signal_makes_a_suspended_run_due_for_a_worker_of_another_process() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let (a, b) = (process(&objects, &clock), process(&objects, &clock));
+    let bodies = Arc::new(Bodies::default());
+    let waiter = waiter(bodies.clone());
+    let worker = Worker::builder(a.clone()).workflow(&waiter).build();
+    let id = run("wait");
+    worker.submit(&waiter, &id, &()).await.unwrap();
+    assert_eq!(worker.wake_due().await.unwrap().resumed, 1);
+    // Suspended for the signal: nothing is due, however often it polls.
+    let idle = worker.wake_due().await.unwrap();
+    assert_eq!(idle.entries, 0, "{idle:?}");
+
+    b.signal(&id, "go", "now").await.unwrap();
+    let woken = worker.wake_due().await.unwrap();
+    assert_eq!(woken.resumed, 1, "{woken:?}");
+    assert_eq!(status(&a, &id).await, RunStatus::Completed);
+    assert_eq!(bodies.count("wait", "after"), 1);
+}
+
+#[tokio::test]
+async fn a_restarted_worker_takes_over_a_crashed_workers_run_once_its_lease_expires() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let started = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let stuck = {
+        let (started, gate) = (started.clone(), gate.clone());
+        Workflow::new("stuck", move |ctx: Context, (): ()| {
+            let (started, gate) = (started.clone(), gate.clone());
+            Box::pin(async move {
+                ctx.step("work", move |_memo| {
+                    let (started, gate) = (started.clone(), gate.clone());
+                    async move {
+                        // The first attempt hangs here until its process dies.
+                        if started.fetch_add(1, Ordering::SeqCst) == 0 {
+                            let _never = gate.acquire().await;
+                        }
+                        Ok::<_, Error>("done".to_string())
+                    }
+                })
+                .await
+            }) as BoxedRun
+        })
+    };
+    // The crashed process ran the run itself (no worker, nothing submitted):
+    // only the attempt's own entry says when its lease expires.
+    let crashed = process(&objects, &clock);
+    let id = run("stuck-1");
+    let first = tokio::spawn({
+        let (crashed, id, stuck) = (crashed.clone(), id.clone(), stuck.clone());
+        async move { crashed.run(&id, &(), &stuck).await }
+    });
+    for _ in 0..1000 {
+        if started.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1,
+        "the first attempt started"
+    );
+    first.abort(); // the worker's process dies mid-step
+    let _ = first.await;
+
+    let restarted = process(&objects, &clock);
+    let worker = Worker::builder(restarted.clone()).workflow(&stuck).build();
+    let before = worker.wake_due().await.unwrap();
+    assert_eq!(before.resumed, 0, "the lease is live: {before:?}");
+    assert_eq!(started.load(Ordering::SeqCst), 1);
+
+    clock.advance_ms(LEASE.as_millis() as u64);
+    let after = worker.wake_due().await.unwrap();
+    assert_eq!(after.resumed, 1, "{after:?}");
+    assert_eq!(status(&restarted, &id).await, RunStatus::Completed);
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn two_workers_polling_together_drive_each_due_run_once() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let (a, b) = (process(&objects, &clock), process(&objects, &clock));
+    let bodies = Arc::new(Bodies::default());
+    let napper = napper(bodies.clone());
+    let one = Worker::builder(a.clone()).workflow(&napper).build();
+    let two = Worker::builder(b.clone()).workflow(&napper).build();
+    let ids: Vec<_> = (0..12).map(|i| run(&format!("shared-{i}"))).collect();
+    for id in &ids {
+        one.submit(&napper, id, &3_600_000).await.unwrap();
+    }
+    let (x, y) = tokio::join!(one.wake_due(), two.wake_due());
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert!(x.failed.is_empty() && y.failed.is_empty(), "{x:?} {y:?}");
+    clock.advance_ms(3_600_000);
+    let (x, y) = tokio::join!(one.wake_due(), two.wake_due());
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert!(x.failed.is_empty() && y.failed.is_empty(), "{x:?} {y:?}");
+    for id in &ids {
+        assert_eq!(status(&a, id).await, RunStatus::Completed, "{id}");
+        assert_eq!(bodies.count(id.as_str(), "after"), 1, "{id}");
+    }
+}
+
+#[tokio::test]
+async fn a_spawned_worker_starts_submitted_runs_and_wakes_timers() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let runtime = process(&objects, &clock);
+    let bodies = Arc::new(Bodies::default());
+    let napper = napper(bodies.clone());
+    let handle = Worker::builder(runtime.clone())
+        .workflow(&napper)
+        .poll_interval(Duration::from_millis(5))
+        .spawn();
+    let id = run("spawned");
+    handle.worker().submit(&napper, &id, &DAY_MS).await.unwrap();
+    let waits = async |status: RunStatus| {
+        for _ in 0..2000 {
+            if runtime.status(&id).await.unwrap().map(|r| r.status) == Some(status)
+                && runtime
+                    .due_runs(u64::MAX)
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .unwrap()
+                    .len()
+                    == 1
+            {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    };
+    assert!(
+        waits(RunStatus::Running).await,
+        "the run started and sleeps"
+    );
+    clock.advance_ms(DAY_MS);
+    let mut done = false;
+    for _ in 0..2000 {
+        if status(&runtime, &id).await == RunStatus::Completed {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        done,
+        "the spawned worker woke the run once its timer was due"
+    );
+    let report = handle.shutdown(Duration::from_secs(10)).await;
+    assert!(report.resumed >= 2, "{report:?}");
+    assert_eq!(bodies.count("spawned", "after"), 1);
+}
+
+#[tokio::test]
+async fn shutdown_stops_attempts_at_a_step_boundary_and_another_worker_goes_on() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let bodies = Arc::new(Bodies::default());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let two_steps = {
+        let (bodies, gate) = (bodies.clone(), gate.clone());
+        Workflow::new("two-steps", move |ctx: Context, (): ()| {
+            let (bodies, gate) = (bodies.clone(), gate.clone());
+            Box::pin(async move {
+                let run = ctx.run_id().to_string();
+                let (b, r) = (bodies.clone(), run.clone());
+                ctx.step("first", move |_memo| {
+                    let (b, r, gate) = (b.clone(), r.clone(), gate.clone());
+                    async move {
+                        b.ran(&r, "first");
+                        let _open = gate.acquire().await;
+                        Ok::<_, Error>(())
+                    }
+                })
+                .await?;
+                ctx.step("second", move |_memo| {
+                    bodies.ran(&run, "second");
+                    async { Ok::<_, Error>("done".to_string()) }
+                })
+                .await
+            }) as BoxedRun
+        })
+    };
+    let stopping = process(&objects, &clock);
+    let handle = Worker::builder(stopping.clone())
+        .workflow(&two_steps)
+        .poll_interval(Duration::from_millis(5))
+        .spawn();
+    let id = run("graceful");
+    handle.worker().submit(&two_steps, &id, &()).await.unwrap();
+    for _ in 0..2000 {
+        if bodies.count("graceful", "first") > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(bodies.count("graceful", "first"), 1);
+    let shutdown = tokio::spawn(handle.shutdown(Duration::from_secs(30)));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    gate.add_permits(100); // the step in flight finishes
+    shutdown.await.unwrap();
+    assert_eq!(
+        bodies.count("graceful", "second"),
+        0,
+        "no step started after the shutdown"
+    );
+    let record = stopping.status(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Running);
+    let lease = record.lease.expect("the attempt's lease");
+    assert!(
+        !lease.is_live_at(clock.now_ms()),
+        "the lease was released: {lease:?}"
+    );
+
+    let other = process(&objects, &clock);
+    let worker = Worker::builder(other.clone()).workflow(&two_steps).build();
+    clock.advance_ms(LEASE.as_millis() as u64);
+    let report = worker.wake_due().await.unwrap();
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert_eq!(status(&other, &id).await, RunStatus::Completed);
+    assert_eq!(bodies.count("graceful", "first"), 1);
+    assert_eq!(bodies.count("graceful", "second"), 1);
+}
+
+#[tokio::test]
+async fn timers_deadlines_and_cancellation_across_workers_in_memory_and_on_a_folder() {
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    memo_tests::cloud::time::timers_deadlines_and_cancellation_across_workers(|| {
+        memo_runtime::store::StoreAndPrefix {
+            store: memory.clone(),
+            prefix: "p".into(),
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().display());
+    memo_tests::cloud::time::timers_deadlines_and_cancellation_across_workers(|| {
+        memo_runtime::store::store_from_url(&url, Vec::<(String, String)>::new()).unwrap()
+    })
+    .await;
+}
