@@ -11,6 +11,7 @@ fn example(bin: &str, store: &Path, args: &[&str]) -> Output {
         "crash_resume" => env!("CARGO_BIN_EXE_crash_resume"),
         "agent_approval" => env!("CARGO_BIN_EXE_agent_approval"),
         "retention" => env!("CARGO_BIN_EXE_retention"),
+        "replay_check" => env!("CARGO_BIN_EXE_replay_check"),
         "reminder" => env!("CARGO_BIN_EXE_reminder"),
         other => panic!("no example {other}"),
     };
@@ -213,6 +214,35 @@ fn retention_removes_runs_that_ended_before_the_cutoff_and_keeps_the_rest() {
         assert!(out.contains("removed 3 runs"), "{out}");
         assert!(out.contains("would remove 3 runs"), "{out}");
     }
+}
+
+#[test]
+fn replay_check_passes_a_patched_change_and_fails_a_renamed_step() {
+    let dir = tempfile::tempdir().unwrap();
+    succeeded(example(
+        "replay_check",
+        dir.path(),
+        &["seed", "--runs", "2"],
+    ));
+
+    let patched = succeeded(example("replay_check", dir.path(), &["check"]));
+    let broken = example("replay_check", dir.path(), &["check", "--broken"]);
+
+    assert!(
+        patched.contains("2 runs checked, 2 replay, 0 do not"),
+        "{patched}"
+    );
+    assert!(
+        patched.contains("old branch of patch \"sms\": 2"),
+        "{patched}"
+    );
+    assert_eq!(broken.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&broken.stdout);
+    assert!(
+        stdout
+            .contains("non-determinism at step 0: recorded \"welcome\", the code calls \"greet\""),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -40,6 +40,18 @@ pub(super) struct HeldLease {
 }
 
 impl HeldLease {
+    /// A lease no store knows of, for a context that commits nothing (the
+    /// replay check's).
+    pub(super) fn detached(fence: Fence) -> HeldLease {
+        HeldLease {
+            fence,
+            until_ms: AtomicU64::new(0),
+            renewing: tokio::sync::Mutex::new(()),
+            cancel: std::sync::Mutex::new(None),
+            suspended: std::sync::Mutex::new(None),
+        }
+    }
+
     /// The attempt's fence, which its commits carry.
     pub(super) fn fence(&self) -> Fence {
         self.fence

@@ -58,6 +58,7 @@ mod hook;
 mod lease;
 mod outcome;
 mod recovery;
+pub mod replay_check;
 mod retry;
 mod run;
 mod worker;
@@ -74,6 +75,7 @@ pub use context::{Context, Selected, Step};
 pub use due::DueRun;
 pub use outcome::{RunOutcome, Suspension};
 pub use recovery::Recovery;
+pub use replay_check::{PatchUse, ReplayCheck, ReplayOutcome, ReplayReport, RunReplay};
 pub use retry::RetryPolicy;
 pub use run::Runtime;
 pub use worker::{

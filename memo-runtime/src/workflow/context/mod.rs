@@ -3,6 +3,8 @@
 //! ([`timer`]) share: the attempt's receipts, its step cursor, its
 //! interruption and its cancellation.
 
+mod patch;
+mod replay;
 mod select;
 mod signal;
 mod step;
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
+pub(super) use replay::ReplayProbe;
 pub use select::Selected;
 pub(super) use select::recorded as select_recorded;
 pub use step::Step;
@@ -59,6 +62,9 @@ struct Inner {
     /// cancellation (at a step boundary, in a wait, or when asked): no step
     /// runs after it, and the attempt ends the run cancelled.
     cancelled: std::sync::Mutex<Option<String>>,
+    /// Set only for the replay check: the context replays and stops at the
+    /// end of the history (see the `replay` module).
+    probe: Option<Arc<ReplayProbe>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -89,6 +95,7 @@ impl Context {
                 cursor: tokio::sync::Mutex::new(0),
                 interruption: AttemptInterruption::default(),
                 cancelled: std::sync::Mutex::new(None),
+                probe: None,
             }),
         }
     }
@@ -185,6 +192,7 @@ impl Context {
     /// Records a runtime-side failure, if it is transient (the run must not
     /// be failed for it), and converts it for the workflow.
     pub(super) fn interrupt<E: From<Error>>(&self, error: Error) -> E {
+        self.note_problem(&error);
         if let Error::Suspended { until_ms, .. } = &error {
             self.inner.lease.note_suspended(*until_ms);
         }
@@ -263,7 +271,10 @@ impl Context {
         step: &str,
     ) -> Option<Result<T, E>> {
         let sequence = cursor.sequence();
-        let receipt = self.history_at(sequence)?;
+        let Some(receipt) = self.history_at(sequence) else {
+            // A replay-only context stops here; an attempt runs the call.
+            return self.end_of_history::<E>().err().map(Err);
+        };
         if receipt.step != step {
             return Some(Err(self.interrupt(Error::NonDeterminism {
                 run_id: self.inner.run_id.to_string(),
@@ -345,6 +356,10 @@ pub(super) const SLEEP_STEP: &str = "memo.sleep";
 /// The prefix of the step that marks a run suspended in
 /// [`Context::wait_for_signal`] (`memo.wait:<name>`, empty output).
 pub(super) const WAIT_STEP_PREFIX: &str = "memo.wait:";
+
+/// The prefix of the step that records that a run took the branch of a
+/// patch ([`Context::patched`], `memo.patch:<name>`, empty output).
+pub(super) const PATCH_STEP_PREFIX: &str = "memo.patch:";
 
 /// The prefix of the step that records a signal wait's deadline.
 pub(super) const DEADLINE_STEP_PREFIX: &str = "memo.signal-deadline:";

@@ -163,6 +163,7 @@ impl Context {
             cursor.advance();
             return Ok(selected);
         }
+        self.end_of_history::<Error>()?;
         let selected = self.select_live(sequence, &names, deadline).await?;
         cursor.advance();
         Ok(selected)
