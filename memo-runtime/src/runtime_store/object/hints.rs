@@ -11,7 +11,7 @@ use crate::layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
-use crate::runtime_store::{Commit, RunStatus};
+use crate::runtime_store::{Commit, RunIdPage, RunStatus};
 use crate::write_once;
 
 impl ObjectStoreRuntimeStore {
@@ -99,6 +99,69 @@ impl ObjectStoreRuntimeStore {
                 parsed
             })
             .collect())
+    }
+
+    /// One page of the run ids hinted to be in `status` after `after`, in
+    /// the hints' order: one listing from the cursor's offset, read only
+    /// as far as the page and one hint past it (each further batch of hints
+    /// is read only if the ones before were not enough). For `Pending`,
+    /// each hint read is checked against its run's pointer and tidied as
+    /// [`live_pending_hints`](Self::live_pending_hints) tidies it, so a page
+    /// lists no hint of an unborn incarnation and its cursor says whether a
+    /// live one follows.
+    pub(super) async fn status_hints_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        let limit = limit.max(1);
+        let folder = self.layout.status_folder(status.path_segment());
+        let mut hints = match after {
+            None => self.store.list(Some(&folder)),
+            Some(after) => {
+                let offset = self.layout.status_hints_after(status.path_segment(), after);
+                self.store.list_with_offset(Some(&folder), &offset)
+            }
+        };
+        let mut ids: Vec<RunId> = Vec::new();
+        let mut ended = false;
+        while !ended && ids.len() <= limit {
+            // The hints still wanted: the page's rest and one past it.
+            let wanted = limit + 1 - ids.len();
+            let mut batch = Vec::with_capacity(wanted);
+            while batch.len() < wanted {
+                let Some(hint) = hints.next().await else {
+                    ended = true;
+                    break;
+                };
+                let hint = hint.map_err(|e| Error::store(&folder, e))?;
+                match layout::parse_status_hint(&hint.location) {
+                    Some(parsed) => batch.push(parsed),
+                    None => {
+                        tracing::warn!(path = %hint.location, "not a run status hint; skipped");
+                    }
+                }
+            }
+            if status == RunStatus::Pending {
+                batch = self.live_pending_hints(batch).await?;
+            }
+            for (run_id, _) in batch {
+                // The hints of one run (its incarnations) come together.
+                if ids.last() != Some(&run_id) {
+                    ids.push(run_id);
+                }
+            }
+        }
+        // Stops the listing: nothing past the page is read.
+        drop(hints);
+        let next = if ids.len() > limit {
+            ids.truncate(limit);
+            ids.last().cloned()
+        } else {
+            None
+        };
+        Ok(RunIdPage { ids, next })
     }
 
     /// Deletes a hint that a listing found stale, unless listings are

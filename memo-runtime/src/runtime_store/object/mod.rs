@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunLimits, RunRecord, RunStatus, RunSummary,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunRecord, RunStatus, RunSummary,
     RuntimeStore, StepReceipt,
 };
 use crate::error::{Error, Result};
@@ -446,6 +446,15 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         run_ids.sort();
         run_ids.dedup();
         Ok(run_ids)
+    }
+
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        self.status_hints_page(status, after, limit).await
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
