@@ -7,13 +7,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use memo_runtime::object_store::ObjectStoreExt;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{
     Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, ObjectStoreRuntimeStore,
     RunRecord, RunStatus, RunSummary, RuntimeStore, StatusChange, StepReceipt,
 };
+use memo_runtime::store::LocalFolder;
 use memo_runtime::testing::CountingStore;
 use memo_runtime::{Bytes, Incarnation, Result, RunId};
 use memo_tests::fixtures::run;
@@ -124,7 +125,7 @@ async fn one_page_costs_the_same_with_1k_and_100k_runs() {
         let objects = InMemory::new();
         plant_running_hints(&objects, n).await;
         let counting = Arc::new(CountingStore::new(objects));
-        let store = ObjectStoreRuntimeStore::new(counting.clone(), "rt");
+        let store = ObjectStoreRuntimeStore::new(counting.clone(), "rt").with_ordered_listings();
 
         counting.reset();
         let first = store
@@ -181,13 +182,25 @@ async fn paging_lists_every_run_once_in_memory() {
     assert_eq!(page.ids, [run("b"), run("b-")]);
 }
 
-#[tokio::test]
-async fn paging_lists_every_run_once_on_object_storage() {
-    let objects = Arc::new(InMemory::new());
-    let store = ObjectStoreRuntimeStore::new(objects.clone(), "rt");
-    create_runs(&store, &IDS).await;
+/// The path segment of `id` in the short form (`=` before each capital).
+fn segment(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_uppercase() {
+                format!("={}", c.to_ascii_lowercase())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Fills `objects` with [`IDS`], the first seven `Running`, and pages
+/// through each status with `store`, which lists `objects`.
+async fn check_paging_on(objects: Arc<dyn ObjectStore>, store: &ObjectStoreRuntimeStore) {
+    create_runs(store, &IDS).await;
     for id in &IDS[..7] {
-        start(&store, id).await;
+        start(store, id).await;
     }
     // A second hint of runs in `Running` (of an older incarnation, as a
     // stalled deletion leaves one): each run is still listed once, also
@@ -195,24 +208,15 @@ async fn paging_lists_every_run_once_on_object_storage() {
     for id in ["a", "a_b", "AB"] {
         let current = store.load_run(&run(id)).await.unwrap().unwrap().incarnation;
         assert_ne!(current, Incarnation::from_u64(0));
-        let segment = id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_uppercase() {
-                    format!("={}", c.to_ascii_lowercase())
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect::<String>();
         let stale = Path::from(format!(
-            "rt/runs-by-status/Running/{segment}.{}",
+            "rt/runs-by-status/Running/{}.{}",
+            segment(id),
             Incarnation::from_u64(0)
         ));
         objects.put(&stale, "x".into()).await.unwrap();
     }
     for status in [RunStatus::Pending, RunStatus::Running, RunStatus::Completed] {
-        check_paging(&store, status, &[0, 1, 2, 3, 5, 6, 7, 8, 13]).await;
+        check_paging(store, status, &[0, 1, 2, 3, 5, 6, 7, 8, 13]).await;
     }
     let running = store
         .list_run_ids_page(RunStatus::Running, None, 100)
@@ -227,9 +231,34 @@ async fn paging_lists_every_run_once_on_object_storage() {
 }
 
 #[tokio::test]
-async fn a_pending_page_tidies_and_skips_unborn_hints() {
+async fn paging_lists_every_run_once_on_object_storage_that_lists_in_order() {
     let objects = Arc::new(InMemory::new());
+    let store = ObjectStoreRuntimeStore::new(objects.clone(), "rt").with_ordered_listings();
+    check_paging_on(objects, &store).await;
+}
+
+#[tokio::test]
+async fn paging_lists_every_run_once_on_a_local_folder() {
+    // A folder lists in no particular order: pages are still in order.
+    let dir = tempfile::tempdir().unwrap();
+    let objects = Arc::new(LocalFolder::new(dir.path()).unwrap());
     let store = ObjectStoreRuntimeStore::new(objects.clone(), "rt");
+    check_paging_on(objects, &store).await;
+}
+
+#[tokio::test]
+async fn a_pending_page_tidies_and_skips_unborn_hints() {
+    for ordered in [true, false] {
+        pending_page_tidies_and_skips_unborn_hints(ordered).await;
+    }
+}
+
+async fn pending_page_tidies_and_skips_unborn_hints(ordered: bool) {
+    let objects = Arc::new(InMemory::new());
+    let mut store = ObjectStoreRuntimeStore::new(objects.clone(), "rt");
+    if ordered {
+        store = store.with_ordered_listings();
+    }
     create_runs(&store, &["p-1", "p-3"]).await;
     // A creation that stopped between its hint and its pointer: `p-2`
     // never existed, and `p-4` neither, past the last live run.

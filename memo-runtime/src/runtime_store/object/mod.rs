@@ -214,6 +214,8 @@ pub struct ObjectStoreRuntimeStore {
     limits: RunLimits,
     /// Whether `list_runs` deletes the stale status hints it meets.
     tidy_hints: bool,
+    /// Whether `store` lists in lexical order (see `with_ordered_listings`).
+    ordered_listings: bool,
 }
 
 /// Names the store by its `Display` (backend, bucket or account and
@@ -226,6 +228,7 @@ impl std::fmt::Debug for ObjectStoreRuntimeStore {
             .field("prefix", &self.layout.prefix().as_ref())
             .field("checkpoint_interval", &self.checkpoint_interval)
             .field("tidy_hints", &self.tidy_hints)
+            .field("ordered_listings", &self.ordered_listings)
             .finish_non_exhaustive()
     }
 }
@@ -256,6 +259,7 @@ impl ObjectStoreRuntimeStore {
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             limits: RunLimits::default(),
             tidy_hints: true,
+            ordered_listings: false,
         }
     }
 
@@ -280,6 +284,26 @@ impl ObjectStoreRuntimeStore {
     #[must_use]
     pub fn with_read_only_listings(mut self) -> ObjectStoreRuntimeStore {
         self.tidy_hints = false;
+        self
+    }
+
+    /// Declares that the store lists objects in lexical order of their
+    /// paths, as S3, GCS, Azure and `InMemory` do (a local folder does
+    /// not; `ObjectStore` does not promise it), so that a page of
+    /// [`list_run_ids_page`](RuntimeStore::list_run_ids_page) stops its
+    /// listing once it has the page and one hint past it: one listing
+    /// request and `limit + 1` hints read (more only where one run has
+    /// several hints, or `Pending` hints of unborn runs), whatever the
+    /// number of runs.
+    ///
+    /// Without it (the default, right for every store), a page reads the
+    /// whole listing of the status's hints after its cursor and keeps only
+    /// the `limit + 1` first: memory follows the page, requests and time
+    /// the number of hints. On a store that does not list in order, this
+    /// declaration makes pages skip and repeat runs.
+    #[must_use]
+    pub fn with_ordered_listings(mut self) -> ObjectStoreRuntimeStore {
+        self.ordered_listings = true;
         self
     }
 
