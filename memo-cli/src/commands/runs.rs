@@ -9,7 +9,7 @@ use memo_runtime::runtime_store::{RunStatus, RunSummary, RuntimeStore};
 use serde_json::json;
 
 use super::waits;
-use crate::output::{Table, errln, now_ms, print_json, time};
+use crate::output::{Table, errln, now_ms, outln, print_json, time};
 use crate::store::Store;
 
 /// Lists the runs in `status` (every status if `None`) of `workflow` (every
@@ -104,7 +104,7 @@ pub(crate) async fn runs_page(
     } else {
         print_table(store, &listed).await?;
         if let Some(next) = &next {
-            println!("next page: --after {}", next.as_str());
+            outln!("next page: --after {}", next.as_str());
         }
     }
     Ok(if damaged == 0 {

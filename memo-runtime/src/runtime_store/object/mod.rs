@@ -167,6 +167,14 @@ const CONCURRENCY: usize = 8;
 ///   its hint); for `Pending`, also a `GET` of each hinted run's pointer,
 ///   and the hints of incarnations that are not current (of a creation that
 ///   stopped before its pointer) are tidied as `list_runs` tidies them;
+/// - listing one page of run ids by status
+///   ([`list_run_ids_page`](RuntimeStore::list_run_ids_page)): on a store
+///   that [lists in order](ObjectStoreRuntimeStore::with_ordered_listings),
+///   one listing from the cursor, read as far as the page and one hint past
+///   it, whatever the number of runs; on any other, the whole listing of
+///   the status's hints after the cursor, of which only the page is kept.
+///   For `Pending`, also a `GET` of each kept hint's pointer, tidied as
+///   `list_run_ids` tidies them;
 /// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
 ///   listing deletes the hints it finds out of date (unless listings are
