@@ -207,6 +207,15 @@ pub struct RunIdPage {
     pub next: Option<RunId>,
 }
 
+impl RunIdPage {
+    /// A page of `ids` whose next page starts after `next` (`None`: the
+    /// last page), for a backend's
+    /// [`list_run_ids_page`](RuntimeStore::list_run_ids_page).
+    pub fn new(ids: Vec<RunId>, next: Option<RunId>) -> RunIdPage {
+        RunIdPage { ids, next }
+    }
+}
+
 impl RunSummary {
     /// The summary of `record`, a run that committed `steps` step receipts.
     pub fn new(record: &RunRecord, steps: u64) -> RunSummary {
@@ -781,7 +790,10 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// Ids come in an order fixed by the backend, the same for every page:
     /// run-id order for [`InMemoryRuntimeStore`] and this default, the
     /// order of the status hints' names for [`ObjectStoreRuntimeStore`]
-    /// (the order of the run ids' path segments). Paging through to a page
+    /// (run-id order, except that a capital sorts as `=` and its lower case
+    /// and an id continued by `-` before the id itself; see
+    /// [`with_ordered_listings`](ObjectStoreRuntimeStore::with_ordered_listings)
+    /// for what a page costs there). Paging through to a page
     /// whose `next` is `None` lists every run that stayed in `status`
     /// throughout, each once; a run that entered or left `status` meanwhile
     /// may or may not be listed, and, as with `list_run_ids`, a listed run

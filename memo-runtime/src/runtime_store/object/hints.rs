@@ -183,7 +183,7 @@ impl ObjectStoreRuntimeStore {
         } else {
             None
         };
-        Ok(RunIdPage { ids, next })
+        Ok(RunIdPage::new(ids, next))
     }
 
     /// Deletes a hint that a listing found stale, unless listings are
