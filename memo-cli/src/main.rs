@@ -54,6 +54,14 @@ enum Command {
         /// deadline), with what they wait for and until when.
         #[arg(long, conflicts_with = "status")]
         waiting: bool,
+        /// List one page of at most this many runs of `--status` (in the
+        /// store's listing order), reading only those runs, and print the
+        /// cursor of the next page.
+        #[arg(long, requires = "status", value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
+        /// The page after this run (the cursor the page before printed).
+        #[arg(long, requires = "limit", allow_hyphen_values = true)]
+        after: Option<String>,
     },
     /// Shows one run: its record and lease, its steps with their receipts,
     /// the signals delivered to it, and its memo entries with their sizes.
@@ -154,7 +162,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             status,
             workflow,
             waiting,
-        } => commands::runs(&store, status, workflow.as_deref(), waiting, json).await,
+            limit,
+            after,
+        } => match limit {
+            Some(limit) => {
+                let status = status.expect("clap: --limit requires --status");
+                let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+                let page = commands::Page {
+                    status,
+                    after: after.as_deref(),
+                    limit,
+                };
+                commands::runs_page(&store, page, workflow.as_deref(), json).await
+            }
+            None => commands::runs(&store, status, workflow.as_deref(), waiting, json).await,
+        },
         Command::Show { run } => commands::show(&store, &run, json).await,
         Command::Signal { run, name, payload } => {
             commands::signal(&store, &run, &name, &payload, json).await

@@ -114,9 +114,13 @@ impl StoreArgs {
         };
         let memo = MemoStore::new(Arc::clone(&opened.store), under(&self.memo_prefix));
         // An operator's listing must not change the store it inspects.
-        let runs =
+        let mut runs =
             ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix))
                 .with_read_only_listings();
+        // The cloud stores list in order, so a page stops its listing there.
+        if lists_in_order(given) {
+            runs = runs.with_ordered_listings();
+        }
         Ok(Store {
             url,
             base: opened.prefix.clone(),
@@ -125,4 +129,14 @@ impl StoreArgs {
             runs: Arc::new(runs),
         })
     }
+}
+
+/// Whether the store a URL names lists objects in lexical order: S3, GCS
+/// and Azure do; a local folder does not.
+fn lists_in_order(url: &str) -> bool {
+    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+    matches!(
+        scheme.to_ascii_lowercase().as_str(),
+        "s3" | "s3a" | "gs" | "az" | "adl" | "azure" | "abfs" | "abfss"
+    )
 }

@@ -85,6 +85,57 @@ async fn runs_filters_by_status_and_workflow_and_prints_json() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn runs_pages_with_limit_and_after_and_prints_the_next_cursor() {
+    let folder = Folder::filled().await;
+    let first = ok(&folder.memoctl(&["runs", "--status", "completed", "--limit", "1"]));
+    assert_eq!(row(&first, "old-1")[2], "Completed", "{first}");
+    assert_eq!(first.lines().count(), 3, "{first}");
+    assert!(first.ends_with("next page: --after old-1\n"), "{first}");
+    let last = ok(&folder.memoctl(&[
+        "runs",
+        "--status",
+        "completed",
+        "--limit",
+        "1",
+        "--after",
+        "old-1",
+    ]));
+    assert_eq!(row(&last, "order-1")[2], "Completed", "{last}");
+    assert_eq!(
+        last.lines().count(),
+        2,
+        "no cursor after the last page: {last}"
+    );
+
+    let page =
+        ok_json(&folder.memoctl(&["runs", "--json", "--status", "completed", "--limit", "1"]));
+    assert_eq!(run_ids(&page["runs"]), ["old-1"]);
+    assert_eq!(page["next"], "old-1");
+    let page = ok_json(&folder.memoctl(&[
+        "runs",
+        "--json",
+        "--status",
+        "completed",
+        "--limit",
+        "5",
+        "--after",
+        "old-1",
+    ]));
+    assert_eq!(run_ids(&page["runs"]), ["order-1"]);
+    assert_eq!(page["next"], serde_json::Value::Null);
+
+    // A page is of one status, and holds at least one run.
+    for args in [
+        &["runs", "--limit", "1"][..],
+        &["runs", "--status", "completed", "--limit", "0"],
+        &["runs", "--status", "completed", "--after", "old-1"],
+    ] {
+        let output = folder.memoctl(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn show_prints_the_record_steps_signals_and_memo_entries_with_sizes() {
     let folder = Folder::filled().await;
     let shown = ok(&folder.memoctl(&["show", "order-1"]));

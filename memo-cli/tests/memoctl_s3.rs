@@ -26,6 +26,31 @@ async fn every_command_works_on_s3() {
     );
     let runs = ok_json(&memoctl(&["runs", "--status", "completed", "--json"]));
     assert_eq!(run_ids(&runs), ["old-1", "order-1"]);
+    // Pages, from S3's listing in order and from its offset.
+    let page = ok_json(&memoctl(&[
+        "runs",
+        "--status",
+        "completed",
+        "--limit",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(
+        (run_ids(&page["runs"]), &page["next"]),
+        (vec!["old-1"], &"old-1".into())
+    );
+    let page = ok_json(&memoctl(&[
+        "runs",
+        "--status",
+        "completed",
+        "--limit",
+        "1",
+        "--after",
+        "old-1",
+        "--json",
+    ]));
+    assert_eq!(run_ids(&page["runs"]), ["order-1"]);
+    assert_eq!(page["next"], serde_json::Value::Null);
 
     let shown = ok_json(&memoctl(&["show", "order-1", "--json"]));
     assert_eq!(shown["run"]["output"], "reserved order-1");

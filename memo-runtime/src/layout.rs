@@ -494,6 +494,17 @@ impl Layout {
         self.status_folder(status)
             .join(incarnation_name(run_id, incarnation))
     }
+
+    /// A path after every status hint of `run_id` in `status` and before
+    /// the hints of every run whose segment sorts after its segment: the
+    /// offset from which a listing of the status's hints continues past
+    /// `run_id`. A hint name is `<run>.` and 16 lower-case hex digits, and
+    /// `.` is in no segment, so `<run>.g` sorts after every hint of `<run>`
+    /// and before any other run's.
+    pub(crate) fn status_hints_after(&self, status: &str, run_id: &RunId) -> Path {
+        self.status_folder(status)
+            .join(format!("{}.g", run_segment(run_id)))
+    }
 }
 
 /// Parses an hour folder's name; `None` for anything else.

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
-    StatusChange, StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
@@ -703,6 +703,15 @@ impl RuntimeStore for HoldsARenewal {
 
     async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>, Error> {
         self.inner.list_run_ids(status).await
+    }
+
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage, Error> {
+        self.inner.list_run_ids_page(status, after, limit).await
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool, Error> {

@@ -12,7 +12,7 @@ mod waits;
 pub(crate) use cancel::{cancel, request_cancel};
 pub(crate) use markers::markers;
 pub(crate) use probe::probe;
-pub(crate) use runs::runs;
+pub(crate) use runs::{Page, runs, runs_page};
 pub(crate) use show::show;
 pub(crate) use signal::{send_signal, signal};
 pub(crate) use sweep::{sweep, sweeper};

@@ -9,7 +9,7 @@ use memo_runtime::runtime_store::{RunStatus, RunSummary, RuntimeStore};
 use serde_json::json;
 
 use super::waits;
-use crate::output::{Table, errln, now_ms, print_json, time};
+use crate::output::{Table, errln, now_ms, outln, print_json, time};
 use crate::store::Store;
 
 /// Lists the runs in `status` (every status if `None`) of `workflow` (every
@@ -49,35 +49,96 @@ pub(crate) async fn runs(
             errln!("memoctl: no runs: {note}");
         }
     } else {
-        let mut table = Table::new(&[
-            "RUN",
-            "WORKFLOW",
-            "STATUS",
-            "ATTEMPTS",
-            "STEPS",
-            "LAST CHANGE",
-        ]);
-        for run in &listed {
-            table.row(vec![
-                run.run_id.to_string(),
-                run.workflow.clone(),
-                run.status.to_string(),
-                run.attempts.to_string(),
-                run.steps.to_string(),
-                time(run.updated_at_ms),
-            ]);
-        }
-        let empty = match store_is_empty(store).await? {
-            Some(note) => format!("no runs: {note}"),
-            None => "no runs".into(),
-        };
-        table.print_or(&empty);
+        print_table(store, &listed).await?;
     }
     Ok(if damaged == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Which page of a status's runs `memoctl runs --limit` lists.
+pub(crate) struct Page<'a> {
+    pub(crate) status: RunStatus,
+    /// The cursor: the last run of the page before, as given.
+    pub(crate) after: Option<&'a str>,
+    pub(crate) limit: usize,
+}
+
+/// Lists one page of the runs in `page.status` (of `workflow`, if given,
+/// after the page is listed, so a page may show fewer rows than its
+/// limit), reading only the page's runs, and prints the next page's cursor.
+/// A listed run that left the status since is skipped; one that cannot be
+/// loaded is reported on stderr and fails the command, after the others
+/// are printed.
+pub(crate) async fn runs_page(
+    store: &Store,
+    page: Page<'_>,
+    workflow: Option<&str>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let Page {
+        status,
+        after,
+        limit,
+    } = page;
+    let after = after.map(super::run_id).transpose()?;
+    let listed_page = store
+        .runs
+        .list_run_ids_page(status, after.as_ref(), limit)
+        .await
+        .with_context(|| format!("cannot list {status} runs in {}", store.url))?;
+    let mut damaged = 0;
+    let runs = load_each(store, status, listed_page.ids, &mut damaged).await;
+    let listed: Vec<RunSummary> = runs
+        .into_iter()
+        .filter(|run| workflow.is_none_or(|w| w == run.workflow))
+        .collect();
+    let next = listed_page.next;
+    if json {
+        print_json(&json!({
+            "runs": listed.iter().map(run_json).collect::<Vec<_>>(),
+            "next": next.as_ref().map(RunId::as_str),
+        }));
+    } else {
+        print_table(store, &listed).await?;
+        if let Some(next) = &next {
+            outln!("next page: --after {}", next.as_str());
+        }
+    }
+    Ok(if damaged == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn print_table(store: &Store, listed: &[RunSummary]) -> anyhow::Result<()> {
+    let mut table = Table::new(&[
+        "RUN",
+        "WORKFLOW",
+        "STATUS",
+        "ATTEMPTS",
+        "STEPS",
+        "LAST CHANGE",
+    ]);
+    for run in listed {
+        table.row(vec![
+            run.run_id.to_string(),
+            run.workflow.clone(),
+            run.status.to_string(),
+            run.attempts.to_string(),
+            run.steps.to_string(),
+            time(run.updated_at_ms),
+        ]);
+    }
+    let empty = match store_is_empty(store).await? {
+        Some(note) => format!("no runs: {note}"),
+        None => "no runs".into(),
+    };
+    table.print_or(&empty);
+    Ok(())
 }
 
 /// When the runtime store's prefix holds nothing at all (not even an ended
@@ -132,6 +193,17 @@ async fn one_by_one(
         .list_run_ids(status)
         .await
         .with_context(|| format!("cannot list {status} runs in {}", store.url))?;
+    Ok(load_each(store, status, ids, damaged).await)
+}
+
+/// The runs `ids` still in `status`, each loaded on its own; the ones that
+/// cannot be loaded are reported (and counted in `damaged`).
+async fn load_each(
+    store: &Store,
+    status: RunStatus,
+    ids: Vec<RunId>,
+    damaged: &mut usize,
+) -> Vec<RunSummary> {
     let mut runs = Vec::new();
     for run_id in ids {
         match load(store, &run_id).await {
@@ -145,7 +217,7 @@ async fn one_by_one(
             }
         }
     }
-    Ok(runs)
+    runs
 }
 
 async fn load(store: &Store, run_id: &RunId) -> anyhow::Result<Option<RunSummary>> {

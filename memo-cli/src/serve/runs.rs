@@ -1,13 +1,15 @@
 //! The runs page: runs filtered by status, workflow and id prefix, one page
 //! at a time.
 //!
-//! What a page costs: for each status it reaches, one listing of the
-//! runtime store's status index (`list_run_ids`: every id in that status,
-//! which the store cannot yet list from an offset), then at most
-//! [`SCAN_LIMIT`] runs loaded, [`LOAD_CONCURRENCY`] at a time. The id prefix
-//! and the cursor cut the sorted ids before any run is loaded; the workflow
-//! filter needs each run's record, so a rare workflow may take several
-//! pages of scanning.
+//! What a page costs: pages of the runtime store's status index
+//! (`list_run_ids_page`, from the cursor, each no longer than what the page
+//! can still show), so a page lists about as many ids as it shows, then at
+//! most [`SCAN_LIMIT`] runs loaded, [`LOAD_CONCURRENCY`] at a time, whatever
+//! the number of runs stored. Runs come in the index's order (see
+//! `RuntimeStore::list_run_ids_page`). The id prefix cuts the listed ids
+//! before any run is loaded, and a page stops listing after
+//! `SCAN_LIMIT * LIST_FACTOR` ids; the workflow filter needs each run's
+//! record, so a rare workflow or prefix may take several pages of scanning.
 
 use std::sync::Arc;
 
@@ -27,6 +29,10 @@ pub(crate) const PAGE_SIZE: usize = 50;
 /// Runs loaded for one page at most, matching or not: a page whose filter
 /// matches few runs stops here and offers the next page.
 pub(crate) const SCAN_LIMIT: usize = 500;
+
+/// Run ids listed for one page at most, as a multiple of [`SCAN_LIMIT`]:
+/// an id prefix that few runs have stops the page here.
+pub(crate) const LIST_FACTOR: usize = 10;
 
 /// Runs loaded at once.
 pub(crate) const LOAD_CONCURRENCY: usize = 8;
@@ -64,6 +70,8 @@ pub(crate) struct RunPage {
     pub(crate) next: Option<(RunStatus, RunId)>,
     /// Runs loaded for this page.
     pub(crate) scanned: usize,
+    /// Run ids listed for this page (loaded or not).
+    pub(crate) listed: usize,
     /// Whether the page stopped at [`SCAN_LIMIT`] rather than full.
     pub(crate) capped: bool,
 }
@@ -85,45 +93,63 @@ pub(crate) async fn page_of_runs(
             Some((from_status, after)) if status == *from_status => Some(after),
             _ => None,
         };
-        let ids = store.list_run_ids(status).await?;
-        // Sorted: the ids with the prefix are one stretch, and so are the
-        // ids after the cursor.
-        let start = ids.partition_point(|id| {
-            id.as_str() < filter.prefix.as_str() || after.is_some_and(|after| id <= after)
-        });
-        // A page loads at most `scan_limit` runs in all.
-        let candidates: Vec<RunId> = ids[start..]
-            .iter()
-            .take_while(|id| id.as_str().starts_with(&filter.prefix))
-            .take(scan_limit - page.scanned)
-            .cloned()
-            .collect();
-        let mut loads = stream::iter(candidates)
-            .map(|id| async move {
-                let summary = summary(store, &id).await;
-                (id, summary)
-            })
-            .buffered(LOAD_CONCURRENCY);
-        while let Some((id, loaded)) = loads.next().await {
-            page.scanned += 1;
-            match loaded {
-                // The status index is a hint: a run that moved on is listed
-                // under its new status.
-                Ok(Some(run))
-                    if run.status == status
-                        && filter.workflow.as_ref().is_none_or(|w| *w == run.workflow) =>
-                {
-                    page.runs.push(run);
+        let mut after = after.cloned();
+        loop {
+            // List only what the page can still load.
+            // (With an id prefix, as many as it may load: most ids listed
+            // may not have the prefix.)
+            let wanted = if filter.prefix.is_empty() {
+                (page_size - page.runs.len()).min(scan_limit - page.scanned)
+            } else {
+                scan_limit - page.scanned
+            };
+            let listed = store
+                .list_run_ids_page(status, after.as_ref(), wanted)
+                .await?;
+            page.listed += listed.ids.len();
+            let candidates: Vec<RunId> = listed
+                .ids
+                .iter()
+                .filter(|id| id.as_str().starts_with(&filter.prefix))
+                .cloned()
+                .collect();
+            let mut loads = stream::iter(candidates)
+                .map(|id| async move {
+                    let summary = summary(store, &id).await;
+                    (id, summary)
+                })
+                .buffered(LOAD_CONCURRENCY);
+            while let Some((id, loaded)) = loads.next().await {
+                page.scanned += 1;
+                match loaded {
+                    // The status index is a hint: a run that moved on is
+                    // listed under its new status.
+                    Ok(Some(run))
+                        if run.status == status
+                            && filter.workflow.as_ref().is_none_or(|w| *w == run.workflow) =>
+                    {
+                        page.runs.push(run);
+                    }
+                    Ok(_) => {}
+                    Err(e) => page.damaged.push((id.clone(), format!("{e:#}"))),
                 }
-                Ok(_) => {}
-                Err(e) => page.damaged.push((id.clone(), format!("{e:#}"))),
+                let full = page.runs.len() >= page_size;
+                if full || page.scanned >= scan_limit {
+                    page.capped = !full;
+                    page.next = Some((status, id));
+                    return Ok(page);
+                }
             }
-            let full = page.runs.len() >= page_size;
-            if full || page.scanned >= scan_limit {
-                page.capped = !full;
-                page.next = Some((status, id));
+            let Some(next) = listed.next else {
+                break;
+            };
+            // An id prefix that few runs have: the page stops listing here.
+            if page.listed >= scan_limit * LIST_FACTOR {
+                page.capped = true;
+                page.next = Some((status, next));
                 return Ok(page);
             }
+            after = Some(next);
         }
     }
     Ok(page)
@@ -319,6 +345,43 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(ids(&rest)[..2], ["r-09", "r-11"]);
+    }
+
+    #[tokio::test]
+    async fn a_page_lists_only_its_runs_however_many_are_stored() {
+        use std::sync::Arc;
+
+        use memo_runtime::object_store::memory::InMemory;
+        use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
+        use memo_runtime::testing::CountingStore;
+
+        let counting = Arc::new(CountingStore::new(InMemory::new()));
+        let store = ObjectStoreRuntimeStore::new(counting.clone(), "rt").with_ordered_listings();
+        for i in 0..300 {
+            store
+                .create_run(NewRun {
+                    run_id: RunId::new(format!("r-{i:03}")).unwrap(),
+                    workflow: "w".into(),
+                    input: memo_runtime::Bytes::new(),
+                    created_at_ms: 1,
+                })
+                .await
+                .unwrap();
+        }
+        let all = RunFilter::default();
+        counting.reset();
+        let first = page_of_runs(&store, &all, None, 10, 100).await.unwrap();
+        assert_eq!(ids(&first).len(), 10);
+        assert_eq!(first.listed, 10);
+        // The page's hints and one past it, not the 300.
+        let listed = counting.counts().objects_listed;
+        assert_eq!(listed, 11);
+        counting.reset();
+        let second = page_of_runs(&store, &all, first.next, 10, 100)
+            .await
+            .unwrap();
+        assert_eq!(ids(&second).first(), Some(&"r-010"));
+        assert_eq!(counting.counts().objects_listed, 11);
     }
 
     #[tokio::test]

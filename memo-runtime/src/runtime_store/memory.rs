@@ -2,6 +2,7 @@
 //! ephemeral runs.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
@@ -9,8 +10,8 @@ use bytes::Bytes;
 
 use super::state::{Change, RunState, Verdict};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunLimits, RunRecord, RunStatus, RunSummary,
-    RuntimeStore, StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt, page_of,
 };
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
@@ -159,6 +160,21 @@ impl RuntimeStore for InMemoryRuntimeStore {
             .filter(|(_, run)| run.record().status == status)
             .map(|(run_id, _)| run_id.clone())
             .collect())
+    }
+
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        let runs = self.runs();
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let ids = runs
+            .range::<RunId, _>((from, Bound::Unbounded))
+            .filter(|(_, run)| run.record().status == status)
+            .map(|(run_id, _)| run_id.clone());
+        Ok(page_of(ids, limit))
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {

@@ -195,6 +195,27 @@ pub struct RunSummary {
     pub lease: Option<Lease>,
 }
 
+/// One page of a listing of run ids by status, from
+/// [`RuntimeStore::list_run_ids_page`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunIdPage {
+    /// The page's run ids, in the listing's order, each once.
+    pub ids: Vec<RunId>,
+    /// The cursor of the next page (the last id of this one), or `None` if
+    /// the listing found nothing after this page.
+    pub next: Option<RunId>,
+}
+
+impl RunIdPage {
+    /// A page of `ids` whose next page starts after `next` (`None`: the
+    /// last page), for a backend's
+    /// [`list_run_ids_page`](RuntimeStore::list_run_ids_page).
+    pub fn new(ids: Vec<RunId>, next: Option<RunId>) -> RunIdPage {
+        RunIdPage { ids, next }
+    }
+}
+
 impl RunSummary {
     /// The summary of `record`, a run that committed `steps` step receipts.
     pub fn new(record: &RunRecord, steps: u64) -> RunSummary {
@@ -761,6 +782,44 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
         Ok(runs.into_iter().map(|run| run.run_id).collect())
     }
 
+    /// One page of [`list_run_ids`](Self::list_run_ids): at most `limit`
+    /// ids (a `limit` of 0 is taken as 1) of the runs whose status is
+    /// `status`, those that come after the cursor `after` (the `next` of
+    /// the page before; `None` for the first page).
+    ///
+    /// Ids come in an order fixed by the backend, the same for every page:
+    /// run-id order for [`InMemoryRuntimeStore`] and this default, the
+    /// order of the status hints' names for [`ObjectStoreRuntimeStore`]
+    /// (run-id order, except that a capital sorts as `=` and its lower case
+    /// and an id continued by `-` before the id itself; see
+    /// [`with_ordered_listings`](ObjectStoreRuntimeStore::with_ordered_listings)
+    /// for what a page costs there). Paging through to a page
+    /// whose `next` is `None` lists every run that stayed in `status`
+    /// throughout, each once; a run that entered or left `status` meanwhile
+    /// may or may not be listed, and, as with `list_run_ids`, a listed run
+    /// may have left `status` by the time it is read: load each run and
+    /// check its status. A page may be empty while its cursor was not
+    /// `None` (the runs after the cursor left `status`).
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors). The default
+    /// implementation lists every id with [`list_run_ids`](Self::list_run_ids)
+    /// and returns one page of them, which is correct but costs the whole
+    /// listing per page: backends override it to list only the page.
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        let mut ids = self.list_run_ids(status).await?;
+        ids.sort();
+        ids.dedup();
+        let start = after.map_or(0, |after| ids.partition_point(|id| id <= after));
+        Ok(page_of(ids.into_iter().skip(start), limit))
+    }
+
     /// Deletes every record of incarnation `incarnation` of a terminal run;
     /// `false` if the run does not exist or is another incarnation, which is
     /// then not touched (a later run of the same id is another run).
@@ -844,7 +903,35 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         (**self).list_run_ids(status).await
     }
 
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        (**self).list_run_ids_page(status, after, limit).await
+    }
+
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         (**self).delete_run(run_id, incarnation).await
     }
+}
+
+/// The first `limit` (at least 1) distinct ids of `ids` (distinct ids of
+/// one run come together), with the last of them as the cursor if another
+/// id follows: reads at most one id past the page.
+pub(crate) fn page_of(ids: impl IntoIterator<Item = RunId>, limit: usize) -> RunIdPage {
+    let limit = limit.max(1);
+    let mut page = RunIdPage::default();
+    for id in ids {
+        if page.ids.last() == Some(&id) {
+            continue;
+        }
+        if page.ids.len() == limit {
+            page.next = page.ids.last().cloned();
+            break;
+        }
+        page.ids.push(id);
+    }
+    page
 }

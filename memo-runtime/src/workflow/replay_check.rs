@@ -71,8 +71,8 @@ use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
-    StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt,
 };
 
 /// How many runs a check replays at once.
@@ -599,6 +599,15 @@ impl RuntimeStore for ReadOnlyView {
 
     async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
         self.inner.list_run_ids(status).await
+    }
+
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        self.inner.list_run_ids_page(status, after, limit).await
     }
 
     async fn delete_run(&self, run_id: &RunId, _incarnation: Incarnation) -> Result<bool> {

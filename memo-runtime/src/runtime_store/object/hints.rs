@@ -2,8 +2,12 @@
 //! that lets `list_runs` read only the runs in a status, written before a
 //! change moves a run into it and deleted once the run left it.
 
+use std::collections::BTreeMap;
+
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use object_store::ObjectStoreExt;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStoreExt};
 
 use super::{CONCURRENCY, ObjectStoreRuntimeStore};
 use crate::error::{Error, Result};
@@ -11,7 +15,7 @@ use crate::layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
-use crate::runtime_store::{Commit, RunStatus};
+use crate::runtime_store::{Commit, RunIdPage, RunStatus};
 use crate::write_once;
 
 impl ObjectStoreRuntimeStore {
@@ -99,6 +103,87 @@ impl ObjectStoreRuntimeStore {
                 parsed
             })
             .collect())
+    }
+
+    /// One page of the run ids hinted to be in `status` after `after`, in
+    /// the hints' order. On a store that lists in order
+    /// ([`with_ordered_listings`](Self::with_ordered_listings)): one listing
+    /// from the cursor's offset, read only as far as the page and one hint
+    /// past it (each further batch of hints is read only if the ones before
+    /// were not enough). On any other: the whole listing after the cursor,
+    /// keeping only the first runs wanted. For `Pending`, each hint kept is
+    /// checked against its run's pointer and tidied as
+    /// [`live_pending_hints`](Self::live_pending_hints) tidies it, so a page
+    /// lists no hint of an unborn incarnation and its cursor says whether a
+    /// live one follows.
+    pub(super) async fn status_hints_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        let limit = limit.max(1);
+        let folder = self.layout.status_folder(status.path_segment());
+        let mut offset =
+            after.map(|after| self.layout.status_hints_after(status.path_segment(), after));
+        let listing = |offset: Option<&Path>| match offset {
+            None => self.store.list(Some(&folder)),
+            Some(offset) => self.store.list_with_offset(Some(&folder), offset),
+        };
+        let mut ordered = self.ordered_listings.then(|| listing(offset.as_ref()));
+        let mut ids: Vec<RunId> = Vec::new();
+        let mut ended = false;
+        while !ended && ids.len() <= limit {
+            // The runs still wanted: the page's rest and one past it.
+            let wanted = limit + 1 - ids.len();
+            let batch = match ordered.as_mut() {
+                Some(hints) => {
+                    let mut batch = Vec::with_capacity(wanted);
+                    while batch.len() < wanted {
+                        let Some(hint) = hints.next().await else {
+                            ended = true;
+                            break;
+                        };
+                        let hint = hint.map_err(|e| Error::store(&folder, e))?;
+                        batch.extend(parse_hint(&hint.location));
+                    }
+                    batch
+                }
+                None => {
+                    let (batch, more) = first_hints(listing(offset.as_ref()), wanted)
+                        .await
+                        .map_err(|e| Error::store(&folder, e))?;
+                    ended = !more;
+                    if let Some((run_id, _)) = batch.last() {
+                        offset = Some(
+                            self.layout
+                                .status_hints_after(status.path_segment(), run_id),
+                        );
+                    }
+                    batch
+                }
+            };
+            let batch = if status == RunStatus::Pending {
+                self.live_pending_hints(batch).await?
+            } else {
+                batch
+            };
+            for (run_id, _) in batch {
+                // The hints of one run (its incarnations) come together.
+                if ids.last() != Some(&run_id) {
+                    ids.push(run_id);
+                }
+            }
+        }
+        // Stops the listing: nothing past the page is read.
+        drop(ordered);
+        let next = if ids.len() > limit {
+            ids.truncate(limit);
+            ids.last().cloned()
+        } else {
+            None
+        };
+        Ok(RunIdPage::new(ids, next))
     }
 
     /// Deletes a hint that a listing found stale, unless listings are
@@ -198,4 +283,52 @@ impl ObjectStoreRuntimeStore {
     pub(super) fn hint_is_stale(hinted: RunStatus, actual: RunStatus) -> bool {
         hinted != actual && (actual.is_terminal() || hinted == RunStatus::Pending)
     }
+}
+
+/// A hint's run and incarnation; `None` (with a warning) for an object that
+/// is not a hint.
+fn parse_hint(location: &Path) -> Option<(RunId, Incarnation)> {
+    let parsed = layout::parse_status_hint(location);
+    if parsed.is_none() {
+        tracing::warn!(path = %location, "not a run status hint; skipped");
+    }
+    parsed
+}
+
+/// The hints of the first `runs` runs (in the hints' order) of a listing in
+/// any order, holding no more than those while it reads, in order; and
+/// whether the listing held hints of other runs after them.
+async fn first_hints(
+    mut listing: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    runs: usize,
+) -> object_store::Result<(Vec<(RunId, Incarnation)>, bool)> {
+    // Keyed by the hint's name without its incarnation (`<run>.`), which
+    // sorts runs as their hints' names do.
+    let mut first: BTreeMap<String, Vec<(RunId, Incarnation)>> = BTreeMap::new();
+    let mut more = false;
+    while let Some(hint) = listing.next().await {
+        let hint = hint?;
+        let Some(parsed) = parse_hint(&hint.location) else {
+            continue;
+        };
+        let name = hint.location.filename().unwrap_or_default();
+        let key = name[..=name.rfind('.').unwrap_or(0)].to_string();
+        if first.len() == runs && !first.contains_key(&key) {
+            more = true;
+            let last = first.keys().next_back().cloned().unwrap_or_default();
+            if key > last {
+                continue;
+            }
+            first.remove(&last);
+        }
+        first.entry(key).or_default().push(parsed);
+    }
+    let hints = first
+        .into_values()
+        .flat_map(|mut hints| {
+            hints.sort_by_key(|(_, incarnation)| *incarnation);
+            hints
+        })
+        .collect();
+    Ok((hints, more))
 }

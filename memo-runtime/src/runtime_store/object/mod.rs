@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunLimits, RunRecord, RunStatus, RunSummary,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunRecord, RunStatus, RunSummary,
     RuntimeStore, StepReceipt,
 };
 use crate::error::{Error, Result};
@@ -167,6 +167,14 @@ const CONCURRENCY: usize = 8;
 ///   its hint); for `Pending`, also a `GET` of each hinted run's pointer,
 ///   and the hints of incarnations that are not current (of a creation that
 ///   stopped before its pointer) are tidied as `list_runs` tidies them;
+/// - listing one page of run ids by status
+///   ([`list_run_ids_page`](RuntimeStore::list_run_ids_page)): on a store
+///   that [lists in order](ObjectStoreRuntimeStore::with_ordered_listings),
+///   one listing from the cursor, read as far as the page and one hint past
+///   it, whatever the number of runs; on any other, the whole listing of
+///   the status's hints after the cursor, of which only the page is kept.
+///   For `Pending`, also a `GET` of each kept hint's pointer, tidied as
+///   `list_run_ids` tidies them;
 /// - listing runs by status: one listing of that status's hints, then a read per
 ///   hinted run. A run's hint is deleted when it leaves the status, and a
 ///   listing deletes the hints it finds out of date (unless listings are
@@ -214,6 +222,8 @@ pub struct ObjectStoreRuntimeStore {
     limits: RunLimits,
     /// Whether `list_runs` deletes the stale status hints it meets.
     tidy_hints: bool,
+    /// Whether `store` lists in lexical order (see `with_ordered_listings`).
+    ordered_listings: bool,
 }
 
 /// Names the store by its `Display` (backend, bucket or account and
@@ -226,6 +236,7 @@ impl std::fmt::Debug for ObjectStoreRuntimeStore {
             .field("prefix", &self.layout.prefix().as_ref())
             .field("checkpoint_interval", &self.checkpoint_interval)
             .field("tidy_hints", &self.tidy_hints)
+            .field("ordered_listings", &self.ordered_listings)
             .finish_non_exhaustive()
     }
 }
@@ -256,6 +267,7 @@ impl ObjectStoreRuntimeStore {
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             limits: RunLimits::default(),
             tidy_hints: true,
+            ordered_listings: false,
         }
     }
 
@@ -280,6 +292,26 @@ impl ObjectStoreRuntimeStore {
     #[must_use]
     pub fn with_read_only_listings(mut self) -> ObjectStoreRuntimeStore {
         self.tidy_hints = false;
+        self
+    }
+
+    /// Declares that the store lists objects in lexical order of their
+    /// paths, as S3, GCS, Azure and `InMemory` do (a local folder does
+    /// not; `ObjectStore` does not promise it), so that a page of
+    /// [`list_run_ids_page`](RuntimeStore::list_run_ids_page) stops its
+    /// listing once it has the page and one hint past it: one listing
+    /// request and `limit + 1` hints read (more only where one run has
+    /// several hints, or `Pending` hints of unborn runs), whatever the
+    /// number of runs.
+    ///
+    /// Without it (the default, right for every store), a page reads the
+    /// whole listing of the status's hints after its cursor and keeps only
+    /// the `limit + 1` first: memory follows the page, requests and time
+    /// the number of hints. On a store that does not list in order, this
+    /// declaration makes pages skip and repeat runs.
+    #[must_use]
+    pub fn with_ordered_listings(mut self) -> ObjectStoreRuntimeStore {
+        self.ordered_listings = true;
         self
     }
 
@@ -446,6 +478,15 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         run_ids.sort();
         run_ids.dedup();
         Ok(run_ids)
+    }
+
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        self.status_hints_page(status, after, limit).await
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {

@@ -23,8 +23,8 @@ use super::checker::Checker;
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunRecord, RunStatus, RunSummary, RuntimeStore,
-    StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt,
 };
 
 /// A future that is pending once (waking itself), then ready: a point where
@@ -243,6 +243,18 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
 
     async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
         self.seen("list_run_ids", self.inner.list_run_ids(status).await)
+    }
+
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        self.seen(
+            "list_run_ids_page",
+            self.inner.list_run_ids_page(status, after, limit).await,
+        )
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
