@@ -56,6 +56,7 @@
 
 pub mod clock;
 mod codec;
+mod due_index;
 mod envelope;
 mod error;
 mod forward;

@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::clock::{Clock, SystemClock};
+use crate::due_index;
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::retention::TerminalMarker;
@@ -223,7 +224,65 @@ impl RetentionSweeper {
     pub async fn sweep_once(&self, now_ms: u64) -> Result<SweepReport> {
         let cutoff_ms = self.cutoff_ms(now_ms);
         let span = tracing::info_span!("memo.sweep", cutoff_ms, dry_run = self.config.dry_run);
-        self.sweep_before(cutoff_ms).instrument(span).await
+        async move {
+            let mut report = self.sweep_before(cutoff_ms).await?;
+            self.tidy_due_index(now_ms, &mut report).await;
+            Ok(report)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Deletes the due-run entries due by `now_ms` whose run has ended, is
+    /// gone, or is another incarnation now (in a dry run: counts them), so
+    /// the index does not keep what the runs it names left behind: an
+    /// interrupted attempt's entry once another attempt ended the run, a
+    /// signal's entry once a redelivery ran the run, the entries of a run
+    /// this pass cleared. Needs a runtime store to read the runs; costs the
+    /// listing of the entries due by `now_ms` and a run load per entry (what
+    /// a worker's poll costs). An entry of a run that still waits stays, and
+    /// so does one due after `now_ms` (a later pass, or a worker, deletes it
+    /// once due). Best effort: a failure is logged and the entry is left for
+    /// the next pass; a stale entry is harmless meanwhile.
+    async fn tidy_due_index(&self, now_ms: u64, report: &mut SweepReport) {
+        let config = &*self.config;
+        let Some(runs) = &config.runtime_store else {
+            return;
+        };
+        let mut entries = due_index::due_at(&config.memo_store, now_ms);
+        loop {
+            let due = match entries.try_next().await {
+                Ok(Some(due)) => due,
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "listing the due-run index failed; its tidying stops here");
+                    break;
+                }
+            };
+            let stale = match runs.load_run(&due.run_id).await {
+                Ok(None) => true,
+                Ok(Some(record)) => {
+                    record.incarnation != due.incarnation || record.status.is_terminal()
+                }
+                Err(error) => {
+                    tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run cannot be read");
+                    continue;
+                }
+            };
+            if !stale {
+                continue;
+            }
+            if config.dry_run {
+                report.due_entries_deleted += 1;
+                continue;
+            }
+            match due_index::delete(&config.memo_store, &due).await {
+                Ok(()) => report.due_entries_deleted += 1,
+                Err(error) => {
+                    tracing::warn!(run_id = %due.run_id, %error, "stale due-run entry not deleted");
+                }
+            }
+        }
     }
 
     /// Runs one pass at the configured clock's current time.
@@ -571,6 +630,10 @@ pub struct SweepReport {
     pub runtime_runs_deleted: usize,
     /// The runs that could not be cleared; their markers are kept.
     pub failures: Vec<SweepFailure>,
+    /// Entries of the due-run index deleted because their run had ended,
+    /// was gone or was another incarnation (in a dry run: that would be
+    /// deleted). Always 0 without a runtime store.
+    pub due_entries_deleted: usize,
 }
 
 /// A run a sweep pass could not clear.
@@ -596,6 +659,7 @@ impl SweepReport {
             entries_deleted: 0,
             runtime_runs_deleted: 0,
             failures: Vec::new(),
+            due_entries_deleted: 0,
         }
     }
 
