@@ -99,6 +99,10 @@ async fn pages_answer_with_their_status_and_show_runs_steps_and_markers() {
     assert!(failed.contains("card declined for bad-2"), "{failed}");
     let (_, _, waiting) = get(&format!("{base}/runs/Ticket-42")).await;
     assert!(waiting.contains("Waits for the signal"), "{waiting}");
+    // Its draft step took two tries; the page says so, and why.
+    assert!(waiting.contains("2 tries"), "{waiting}");
+    assert!(waiting.contains(support::BUSY), "{waiting}");
+    assert!(!order.contains(" tries<"), "one try each: {order}");
     assert!(
         waiting.contains("/runs/Ticket-42/signal?name=approval&amp;payload=true"),
         "an approve button: {waiting}"
