@@ -229,7 +229,10 @@ fn step_receipts_are_pinned_with_and_without_retries() {
     let before: &[u8] = b"\x86\xa6run_id\xa1r\xa8sequence\x01\xa4step\xa1s\xa6output\xc4\x01o\
         \xaerecorded_at_ms\x02\xa5error\xc0";
     assert_eq!(rmp_serde::to_vec_named(&one_try).unwrap(), before);
-    assert_eq!(rmp_serde::from_slice::<StepReceipt>(before).unwrap(), one_try);
+    assert_eq!(
+        rmp_serde::from_slice::<StepReceipt>(before).unwrap(),
+        one_try
+    );
 
     let retried = StepReceipt {
         retries: 2,
@@ -240,5 +243,8 @@ fn step_receipts_are_pinned_with_and_without_retries() {
     after.extend_from_slice(&before[1..]);
     after.extend_from_slice(b"\xa7retries\x02\xb2last_retried_error\xa4busy");
     assert_eq!(rmp_serde::to_vec_named(&retried).unwrap(), after);
-    assert_eq!(rmp_serde::from_slice::<StepReceipt>(&after).unwrap(), retried);
+    assert_eq!(
+        rmp_serde::from_slice::<StepReceipt>(&after).unwrap(),
+        retried
+    );
 }

@@ -409,7 +409,10 @@ async fn transient_errors_are_retried_and_permanent_ones_fail_the_run() {
         "a permanent error is not retried"
     );
     let receipts = store.load_receipts(&run("broken"), None).await.unwrap();
-    assert_eq!((receipts[0].retries, &receipts[0].last_retried_error), (0, &None));
+    assert_eq!(
+        (receipts[0].retries, &receipts[0].last_retried_error),
+        (0, &None)
+    );
     let record = runtime.status(&run("broken")).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Failed);
     assert_eq!(record.error, Some(err.to_string()));

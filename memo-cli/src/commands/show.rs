@@ -84,7 +84,11 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
         // The tries of the attempt that recorded the step, and why the
         // last retried one failed.
         let tries = match &r.last_retried_error {
-            Some(error) => format!("{} (last retried: {})", u64::from(r.retries) + 1, clip(error, 40)),
+            Some(error) => format!(
+                "{} (last retried: {})",
+                u64::from(r.retries) + 1,
+                clip(error, 40)
+            ),
             None => (u64::from(r.retries) + 1).to_string(),
         };
         steps.row(vec![

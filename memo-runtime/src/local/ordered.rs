@@ -323,8 +323,8 @@ mod tests {
     /// Names whose order as paths differs from their order as names: a
     /// folder `a` sorts after `a-b` and `a.c` and before `a0`.
     const PATHS: [&str; 12] = [
-        "p/a-b", "p/a.c", "p/a/x", "p/a/y/z", "p/a/y-1", "p/a0", "p/b", "p/b/c", "p/ba",
-        "p/c.1", "p/c/d", "q/e",
+        "p/a-b", "p/a.c", "p/a/x", "p/a/y/z", "p/a/y-1", "p/a0", "p/b", "p/b/c", "p/ba", "p/c.1",
+        "p/c/d", "q/e",
     ];
 
     async fn listed(store: &dyn ObjectStore, prefix: &str, offset: &str) -> Vec<String> {
@@ -350,7 +350,8 @@ mod tests {
             memory.put(&Path::from(path), "x".into()).await.unwrap();
         }
         let mut offsets: Vec<String> = PATHS.iter().map(|p| p.to_string()).collect();
-        offsets.extend(["", "p", "p/", "p/a", "p/a/", "p/a/y", "p/a-", "p/zz", "z"].map(String::from));
+        offsets
+            .extend(["", "p", "p/", "p/a", "p/a/", "p/a/y", "p/a-", "p/zz", "z"].map(String::from));
         for prefix in ["p", "p/a", ""] {
             for offset in &offsets {
                 assert_eq!(
@@ -375,7 +376,11 @@ mod tests {
 
         // A page of ten from the middle: one read, at most a batch held.
         let mut walk = OrderedWalk::new(root.clone(), Path::from("f"), Path::from("f/01000"));
-        let page: Vec<_> = walk.by_ref().take(10).map(|m| m.unwrap().location).collect();
+        let page: Vec<_> = walk
+            .by_ref()
+            .take(10)
+            .map(|m| m.unwrap().location)
+            .collect();
         assert_eq!(page[0].as_ref(), "f/01001");
         assert_eq!(page[9].as_ref(), "f/01010");
         assert_eq!(walk.reads, 1);
@@ -389,7 +394,11 @@ mod tests {
             all.push(meta.unwrap().location.to_string());
             most_held = most_held.max(walk.most_held());
             // Never more held than returned, past the first batch.
-            assert!(walk.most_held() <= all.len().max(FIRST_BATCH), "{}", all.len());
+            assert!(
+                walk.most_held() <= all.len().max(FIRST_BATCH),
+                "{}",
+                all.len()
+            );
         }
         let expected: Vec<_> = (0..n).map(|i| format!("f/{i:05}")).collect();
         assert_eq!(all, expected);
