@@ -302,3 +302,37 @@ fn a_namespace_is_checked() {
         ("default", Duration::from_secs(7 * 24 * 3600))
     );
 }
+
+#[tokio::test]
+async fn a_shared_miss_costs_two_creates_and_a_hit_one_read() {
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    #[memoized(scope = shared)]
+    async fn answer(memo: &Memo, prompt: &str) -> memo_runtime::Result<String> {
+        CALLS.fetch_add(1, Ordering::SeqCst);
+        Ok(prompt.to_owned())
+    }
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = MemoStore::new(counting.clone(), "memo");
+    answer(&store.new_memo(&run("first"), 0), "q")
+        .await
+        .unwrap();
+    let miss = counting.counts();
+    // The read, the re-read under the flight, then the expiry marker and
+    // the entry: the run-scoped miss's two reads and one create, plus one.
+    assert_eq!(
+        (miss.gets, miss.creates, miss.delete_paths),
+        (2, 2, 0),
+        "{miss:?}"
+    );
+    counting.reset();
+    answer(&store.new_memo(&run("second"), 0), "q")
+        .await
+        .unwrap();
+    let hit = counting.counts();
+    assert_eq!(
+        (hit.gets, hit.creates, hit.delete_paths),
+        (1, 0, 0),
+        "{hit:?}"
+    );
+    assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+}
