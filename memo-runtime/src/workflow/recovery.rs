@@ -32,7 +32,10 @@ pub struct Recovery<O, E> {
     pub remarked: usize,
     /// Runs that could not be loaded (a damaged record, a run deleted
     /// meanwhile) or whose terminal marker could not be written, with the
-    /// error; every other run was recovered.
+    /// error, and open runs of the workflow left open because they started
+    /// on a [version](super::Workflow::with_version) the recovery does not
+    /// drive, with an [`Error::Conflict`] naming it; every other run was
+    /// recovered.
     pub skipped: Vec<(RunId, Error)>,
     /// Runs left alone because another attempt holds their lease (a live
     /// worker is running them, or a crashed one's lease has not expired):
@@ -42,8 +45,12 @@ pub struct Recovery<O, E> {
 }
 
 impl Runtime {
-    /// Resumes every run of `workflow` that is not terminal (one attempt
-    /// each, at most [`RuntimeBuilder::recovery_concurrency`] at once), and
+    /// Resumes every run of `workflow` that is not terminal and started on
+    /// its version (one attempt each, at most
+    /// [`RuntimeBuilder::recovery_concurrency`] at once; runs of its other
+    /// versions are left open and listed in [`Recovery::skipped`]: recover
+    /// several versions at once with
+    /// [`Worker::recover`](super::Worker::recover)), and
     /// writes the terminal marker of every terminal run that has none, so
     /// that a marker write lost in a crash cannot leave a run unsweepable.
     ///
