@@ -145,7 +145,10 @@ impl<F> Workflow<F> {
     /// every version that still has open runs (say `"1"` and `"2"` during a
     /// deploy), each run is driven by its own version's code, and a run
     /// whose version no worker registers is left open and reported
-    /// ([`Recovery::skipped`], [`WakeReport::unknown`]), never failed. A run
+    /// ([`Recovery::skipped`], [`WakeReport::unknown`]), never failed;
+    /// [`Runtime::run`] or [`Runtime::resume`] of it with another version is
+    /// an [`Error::Conflict`] that changes nothing (a run that has ended
+    /// returns its stored result to any version: nothing runs). A run
     /// started with no version is a run of the unversioned workflow. Use a
     /// version for a change too large for [`Context::patched`]; the
     /// repository's `docs/guide/workflows.md` compares the two.
@@ -163,8 +166,9 @@ impl<F> Workflow<F> {
     ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
     ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
     ///     .build()?;
-    /// let v1 = Workflow::new("greet", |_ctx: Context, who: String| async move {
-    ///     Ok::<_, Error>(format!("hello {who}"))
+    /// let v1 = Workflow::new("greet", |ctx: Context, who: String| async move {
+    ///     let greeting: String = ctx.wait_for_signal("greeting").await?;
+    ///     Ok::<_, Error>(format!("{greeting} {who}"))
     /// })
     /// .with_version("1");
     /// let v2 = Workflow::new("greet", |_ctx: Context, who: String| async move {
@@ -173,11 +177,14 @@ impl<F> Workflow<F> {
     /// .with_version("2");
     ///
     /// let run = RunId::new("greet-ada")?;
-    /// assert_eq!(runtime.run(&run, &"ada".to_string(), &v1).await?, "hello ada");
+    /// assert!(runtime.run(&run, &"ada".to_string(), &v1).await.is_err()); // waits
     /// let record = runtime.status(&run).await?.unwrap();
     /// assert_eq!(record.workflow_version.as_deref(), Some("1"));
-    /// // Version 2 does not drive a run that started on version 1.
+    /// runtime.signal(&run, "greeting", "hello").await?;
+    /// // Version 2 does not drive a run that started on version 1...
     /// assert!(matches!(runtime.resume(&run, &v2).await, Err(Error::Conflict { .. })));
+    /// // ...version 1 does.
+    /// assert_eq!(runtime.resume(&run, &v1).await?, "hello ada");
     /// # Ok(()) }
     /// ```
     #[must_use]
