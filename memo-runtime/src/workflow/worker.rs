@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, watch};
 
 use super::due::{self, DueRun};
-use super::recovery::{self, Recovery};
+use super::recovery::{Pick, Recovery};
 use super::{Context, Runtime, Workflow};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -307,16 +307,6 @@ impl WakeReport {
     }
 }
 
-/// Whose a run is, to this worker.
-enum Pick {
-    /// A registered workflow and version's: this drives it.
-    Drive(Drive),
-    /// A registered workflow's, on a version this worker does not register.
-    Unregistered(Error),
-    /// A workflow this worker does not register.
-    Other,
-}
-
 /// How waking one run went.
 enum Woke {
     Resumed,
@@ -413,16 +403,15 @@ impl Worker {
         runtime.check_conditional_create().await?;
         let mut plan = runtime
             .plan_recovery(|record| match self.registered(record) {
-                Pick::Drive(_) => recovery::Pick::Drive,
-                Pick::Unregistered(why) => recovery::Pick::Unregistered(why),
-                Pick::Other => recovery::Pick::Other,
+                Ok(_) => Pick::Drive,
+                Err(unregistered) => unregistered,
             })
             .await?;
         let runs = std::mem::take(&mut plan.open);
         let resumed = runtime
             .resume_each(runs, |record| async move {
                 let run_id = record.run_id.clone();
-                let Pick::Drive(drive) = self.registered(&record) else {
+                let Ok(drive) = self.registered(&record) else {
                     unreachable!("the plan holds registered runs only");
                 };
                 match drive(runtime.clone(), record).await {
@@ -434,20 +423,21 @@ impl Worker {
         Ok(plan.into_recovery(resumed))
     }
 
-    /// Whether `record`'s workflow and version are registered here.
-    fn registered(&self, record: &RunRecord) -> Pick {
+    /// What drives `record`'s run here, or why nothing does: its workflow
+    /// is not registered ([`Pick::Other`]), or not on its version.
+    fn registered(&self, record: &RunRecord) -> std::result::Result<Drive, Pick> {
         let Some(versions) = self.inner.workflows.get(&record.workflow) else {
-            return Pick::Other;
+            return Err(Pick::Other);
         };
         if let Some(drive) = versions.get(&record.workflow_version) {
-            return Pick::Drive(Arc::clone(drive));
+            return Ok(Arc::clone(drive));
         }
         let mut registered: Vec<_> = versions
             .keys()
             .map(|v| super::describe_version(v.as_deref()))
             .collect();
         registered.sort();
-        Pick::Unregistered(Error::Conflict {
+        Err(Pick::Unregistered(Error::Conflict {
             what: format!("run {}", record.run_id),
             reason: format!(
                 "it started on {} of workflow {:?}, which this worker does not register \
@@ -456,7 +446,7 @@ impl Worker {
                 record.workflow,
                 registered.join(", ")
             ),
-        })
+        }))
     }
 
     /// Wakes the runs due now by the runtime's clock (at most a
@@ -527,12 +517,12 @@ impl Worker {
             return Woke::Stale;
         };
         let drive = match self.registered(&record) {
-            Pick::Drive(drive) => drive,
-            Pick::Unregistered(why) => {
+            Ok(drive) => drive,
+            Err(Pick::Unregistered(why)) => {
                 tracing::warn!(run_id = %record.run_id, reason = %why, "due run not woken");
                 return Woke::Unknown;
             }
-            Pick::Other => return Woke::Unknown,
+            Err(_) => return Woke::Unknown,
         };
         let now = shared.clock.now_ms();
         if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live_at(now)) {
