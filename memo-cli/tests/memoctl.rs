@@ -798,6 +798,7 @@ async fn a_payload_nested_too_deep_for_json_readers_is_shown_by_its_size() {
             workflow: "w".into(),
             input: input.into(),
             created_at_ms: 1,
+            workflow_version: None,
         })
         .await
         .unwrap();

@@ -375,6 +375,7 @@ async fn runs_are_paged_and_filtered_by_status_workflow_and_id_prefix() {
             workflow: if i % 2 == 0 { "even" } else { "odd" }.into(),
             input: memo_runtime::Bytes::from_static(&[0xc0]),
             created_at_ms: support::now_ms(),
+            workflow_version: None,
         })
         .await
         .unwrap();

@@ -65,6 +65,7 @@ fn write_run(
             workflow: "w".into(),
             input: Bytes::from_static(b"input"),
             created_at_ms: 0,
+            workflow_version: None,
         };
         store.create_run(new).await.expect("create");
         let start = Commit::status(StatusChange::start_attempt(1), 1);

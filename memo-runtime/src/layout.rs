@@ -130,6 +130,18 @@
 //! additive both ways: data written before them has none, and a reader that
 //! does not know them never lists `shared/`.
 //!
+//! Workflow versions add a field, no object: a run started on a version
+//! (`Workflow::with_version`) carries `workflow_version` in its run pointer
+//! and incarnation record (in the created run, `NewRun`) and in the run
+//! record its checkpoints hold; a run without one is written exactly as
+//! before (the field is left out), so data of unversioned workflows is
+//! unchanged both ways. This was added to version 2 without changing its
+//! number: a record written before versions reads as a run with no version
+//! (pinned by the goldens in `runtime_store/object/records.rs`); a runtime
+//! from before versions reading a versioned run ignores the field and drives
+//! the run with whatever code it has, as it did every run, so roll back only
+//! once no open run has a version (`memoctl runs` shows each run's).
+//!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
 //! miss, a v1 marker is skipped as foreign); [`MemoStore::clear_memos_for_run`]

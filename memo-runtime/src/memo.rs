@@ -346,6 +346,36 @@ impl MemoStore {
         Ok(entries)
     }
 
+    /// The paths of the objects that [`list_entries`](Self::list_entries)
+    /// lists (every memo and legacy step-output entry of incarnation
+    /// `incarnation` of `run_id`), for a tool that copies a run's entries
+    /// whole to another store (`memoctl export`).
+    ///
+    /// # Errors
+    ///
+    /// A store error listing the run's folders.
+    pub async fn list_entry_paths(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<Path>> {
+        let layout = &self.inner.layout;
+        let mut paths = Vec::new();
+        for folder in [MEMOS, STEP_OUTPUTS] {
+            let prefix = layout.incarnation_folder(folder, run_id, incarnation);
+            let listed: Vec<Path> = self
+                .store()
+                .list(Some(&prefix))
+                .map_ok(|meta| meta.location)
+                .try_collect()
+                .await
+                .map_err(|e| Error::store(&prefix, e))?;
+            paths.extend(listed);
+        }
+        paths.sort();
+        Ok(paths)
+    }
+
     async fn clear_folders(&self, run_id: &RunId, folders: [Path; 2]) -> Result<usize> {
         // Dropped after the deletes, however they end (an error, a
         // cancelled call): any entry under the folders may be gone.

@@ -91,6 +91,7 @@ async fn started_run(store: &dyn RuntimeStore, id: &str, steps: u64) -> RunId {
         workflow: "w".into(),
         input: Bytes::from_static(b"input"),
         created_at_ms: 0,
+        workflow_version: None,
     };
     store.create_run(new).await.unwrap();
     let start = Commit::status(StatusChange::start_attempt(1), 1);

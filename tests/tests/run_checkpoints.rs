@@ -68,6 +68,7 @@ async fn create(store: &dyn RuntimeStore, run_id: &RunId, input: &'static [u8]) 
         workflow: "w".into(),
         input: Bytes::from_static(input),
         created_at_ms: 0,
+        workflow_version: None,
     };
     store.create_run(new).await.unwrap()
 }

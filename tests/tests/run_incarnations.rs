@@ -157,6 +157,7 @@ fn new_run(run_id: &RunId) -> NewRun {
         workflow: "w".into(),
         input: Bytes::from_static(b"in"),
         created_at_ms: 1,
+        workflow_version: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn new_run(run_id: &RunId, input: usize) -> NewRun {
         workflow: "w".into(),
         input: Bytes::from(vec![1; input]),
         created_at_ms: 0,
+        workflow_version: None,
     }
 }
 

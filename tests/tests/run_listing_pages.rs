@@ -105,6 +105,7 @@ async fn create_runs(store: &dyn RuntimeStore, ids: &[&str]) {
                 workflow: "w".into(),
                 input: Bytes::new(),
                 created_at_ms: 0,
+                workflow_version: None,
             })
             .await
             .unwrap();

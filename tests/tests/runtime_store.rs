@@ -91,6 +91,7 @@ mod costs {
             workflow: "w".into(),
             input: Bytes::new(),
             created_at_ms: 0,
+            workflow_version: None,
         };
         store.create_run(run).await.unwrap();
         let start = Commit::status(StatusChange::start_attempt(1), 1);
@@ -185,6 +186,7 @@ mod costs {
             workflow: "w".into(),
             input: Bytes::new(),
             created_at_ms: 0,
+            workflow_version: None,
         };
         store.create_run(run).await.unwrap();
 

@@ -124,6 +124,7 @@ async fn started_run(store: &dyn RuntimeStore, run: &RunId, created_at_ms: u64) 
         workflow: "wf".into(),
         input: Bytes::new(),
         created_at_ms,
+        workflow_version: None,
     };
     let incarnation = store.create_run(new).await.unwrap().incarnation;
     let start = StatusChange::start_attempt(1);

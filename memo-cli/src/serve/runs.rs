@@ -301,6 +301,7 @@ mod tests {
                     workflow: if i % 2 == 0 { "even" } else { "odd" }.into(),
                     input: memo_runtime::Bytes::new(),
                     created_at_ms: 1,
+                    workflow_version: None,
                 })
                 .await
                 .unwrap();
@@ -364,6 +365,7 @@ mod tests {
                     workflow: "w".into(),
                     input: memo_runtime::Bytes::new(),
                     created_at_ms: 1,
+                    workflow_version: None,
                 })
                 .await
                 .unwrap();
@@ -406,6 +408,7 @@ mod tests {
                     workflow: "w".into(),
                     input: memo_runtime::Bytes::new(),
                     created_at_ms: 1,
+                    workflow_version: None,
                 })
                 .await
                 .unwrap();

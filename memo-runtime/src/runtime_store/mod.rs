@@ -130,6 +130,7 @@ pub(crate) use run::{lease_is_live, page_of};
 ///         workflow: "checkout".into(),
 ///         input: Bytes::from_static(b"{}"),
 ///         created_at_ms: 1_000,
+///         workflow_version: None,
 ///     })
 ///     .await?;
 /// store.atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 1_001)).await?;

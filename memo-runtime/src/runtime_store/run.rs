@@ -75,6 +75,11 @@ pub struct NewRun {
     pub input: Bytes,
     /// When the run was created (ms since the Unix epoch).
     pub created_at_ms: u64,
+    /// The version of the workflow the run started on
+    /// ([`Workflow::with_version`](crate::workflow::Workflow::with_version)),
+    /// if it has one: the run continues on that version only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_version: Option<String>,
 }
 
 /// A run as the store holds it.
@@ -111,6 +116,11 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// The lease of the current attempt, while the run is `Running`.
     pub lease: Option<Lease>,
+    /// The version of the workflow the run started on, if it has one (see
+    /// [`NewRun::workflow_version`]); `None` for runs stored before versions
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_version: Option<String>,
 }
 
 /// A run as [`RuntimeStore::list_runs`] lists it: its record without the
@@ -139,6 +149,8 @@ pub struct RunSummary {
     pub terminal_at_ms: Option<u64>,
     /// The lease of the current attempt, while the run is `Running`.
     pub lease: Option<Lease>,
+    /// The version of the workflow the run started on, if it has one.
+    pub workflow_version: Option<String>,
 }
 
 /// One page of a listing of run ids by status, from
@@ -176,6 +188,7 @@ impl RunSummary {
             updated_at_ms: record.updated_at_ms,
             terminal_at_ms: record.terminal_at_ms,
             lease: record.lease.clone(),
+            workflow_version: record.workflow_version.clone(),
         }
     }
 }

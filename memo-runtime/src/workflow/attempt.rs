@@ -44,6 +44,9 @@ impl Runtime {
         if let Some(done) = finished(&record) {
             return done.map_err(W::Error::from);
         }
+        if !workflow.drives_version(record.workflow_version.as_deref()) {
+            return Err(super::other_version(&record, workflow.version()).into());
+        }
         let input: I = codec::decode_value(
             "the workflow input",
             &format!("run {run_id}"),

@@ -93,6 +93,7 @@ impl RunState {
                 output: None,
                 error: None,
                 lease: None,
+                workflow_version: run.workflow_version,
             },
             receipts: Vec::new(),
             commit_digests: Vec::new(),
@@ -325,6 +326,7 @@ mod tests {
             workflow: "w".into(),
             input: Bytes::new(),
             created_at_ms: 0,
+            workflow_version: None,
         };
         let mut state = RunState::new(run, Incarnation::random());
         state.record.status = RunStatus::Running;

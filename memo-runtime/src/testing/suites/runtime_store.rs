@@ -69,6 +69,7 @@ fn new_run(run_id: &RunId, input: &'static [u8]) -> NewRun {
         workflow: "conformance".into(),
         input: Bytes::from_static(input),
         created_at_ms: 1_000,
+        workflow_version: None,
     }
 }
 
