@@ -282,6 +282,10 @@ async fn a_call_whose_read_missed_before_another_call_committed_finds_that_commi
     };
     let (overtaken, overtaking) = tokio::join!(overtaken, overtaking);
     assert_eq!(overtaking.unwrap(), "ticket: body run 1");
-    assert_eq!(overtaken.unwrap(), "ticket: body run 1", "the commit is found");
+    assert_eq!(
+        overtaken.unwrap(),
+        "ticket: body run 1",
+        "the commit is found"
+    );
     assert_eq!(BODIES.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

@@ -141,7 +141,10 @@ impl StoreArgs {
 
     /// The arguments that give a worker process this store.
     fn to_args(&self) -> Vec<String> {
-        let mut args = vec!["--store".to_string(), format!("{:?}", self.store).to_lowercase()];
+        let mut args = vec![
+            "--store".to_string(),
+            format!("{:?}", self.store).to_lowercase(),
+        ];
         let mut add = |name: &str, value: Option<String>| {
             if let Some(value) = value {
                 args.extend([name.to_string(), value]);

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -74,10 +74,7 @@ impl Distant {
     }
 
     /// `stream`, its first item held back by the latency.
-    fn delayed<T: Send + 'static>(
-        &self,
-        stream: BoxStream<'static, T>,
-    ) -> BoxStream<'static, T> {
+    fn delayed<T: Send + 'static>(&self, stream: BoxStream<'static, T>) -> BoxStream<'static, T> {
         let latency = self.latency;
         futures::stream::once(async move {
             if !latency.is_zero() {
