@@ -13,7 +13,7 @@ use crate::key::HexDigest;
 use crate::{Error, Memo, Result};
 
 use super::bounds::{FromMemoError, MemoResult, StoredValue};
-use super::flight::{Ended, Flight};
+use super::flight::Flight;
 
 #[cfg(any(test, feature = "testing"))]
 tokio::task_local! {
@@ -290,19 +290,14 @@ impl<'a> Call<'a> {
 
     async fn find(&mut self, key: &HexDigest) -> Result<Step> {
         let key = key.as_str();
-        let ended = Ended::before_read(key);
         if let Some(committed) = self.memo.get(key).await? {
             return Ok(Step::Committed(committed, Outcome::Hit));
         }
         // Whoever holds the flight for this entry runs the body; the others
         // wait and then find its committed value on the re-read, so
-        // identical calls in one process run the body once. With no flight
-        // of the entry's stripe ended since the read above, nothing this
-        // process committed can have been missed: no second read.
-        self.flight = Some(Flight::enter(self.memo.flight_key(key), key).await);
-        if ended.since()
-            && let Some(committed) = self.memo.get(key).await?
-        {
+        // identical calls in one process run the body once.
+        self.flight = Some(Flight::enter(self.memo.flight_key(key)).await);
+        if let Some(committed) = self.memo.get(key).await? {
             return Ok(Step::Committed(committed, Outcome::Hit));
         }
         // The step checked its lease before it began, but this call has
