@@ -149,8 +149,13 @@ impl Runtime {
         let run_id = record.run_id.clone();
         let attempt = lease.held().fence().attempt;
         let store = &self.shared.store;
-        let history = store.load_receipts(&run_id, None).await?;
-        lease.held().note_cancel(&store.load_inputs(&run_id).await?);
+        // Two reads that do not depend on each other: on a bucket, one
+        // round trip rather than two before the workflow runs.
+        let (history, inputs) = futures::try_join!(
+            store.load_receipts(&run_id, None),
+            store.load_inputs(&run_id)
+        )?;
+        lease.held().note_cancel(&inputs);
         tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
         let ctx = Context::new(
             Arc::clone(&self.shared),
