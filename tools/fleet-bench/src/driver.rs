@@ -111,6 +111,7 @@ fn seed(store: &StoreArgs, base: &str, count: usize) -> anyhow::Result<()> {
                         workflow: "support".into(),
                         input: Bytes::from_static(b"\x80"),
                         created_at_ms: now,
+                        workflow_version: None,
                     };
                     runs.create_run(new).await?;
                     let start = Commit::status(StatusChange::start_attempt(1), now);
