@@ -60,12 +60,10 @@
 mod read;
 mod write;
 
-use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::run_id::Incarnation;
 use crate::runtime_store::InputPhase;
-use crate::runtime_store::state::{RunState, Standing};
 
 /// How many listings of a checkpoint folder a load tries before it reads
 /// less: each retry means a newer checkpoint replaced the one listed, which
@@ -108,29 +106,6 @@ struct Delta<S> {
     state: S,
 }
 
-/// A base, as the deltas that name it need it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Base {
-    position: u64,
-    receipts: u64,
-    inputs: u64,
-    /// Where each of its inputs stands in it, if this instance knows (it
-    /// read or wrote the base); if not, a delta names where every one of
-    /// them stands now.
-    standings: Option<Vec<Standing>>,
-}
-
-impl Base {
-    fn of(position: u64, state: &RunState) -> Base {
-        Base {
-            position,
-            receipts: state.receipt_count(),
-            inputs: state.input_count(),
-            standings: Some(state.standings(state.input_count())),
-        }
-    }
-}
-
 /// Which of the two forms of delta a stored one has (see [`Delta`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum DeltaForm {
@@ -138,22 +113,6 @@ enum DeltaForm {
     Whole,
     /// `delta/v2/<position>`: inputs kept in the base.
     InputsInBase,
-}
-
-/// What one instance knows of a run's checkpoints.
-#[derive(Debug, Default)]
-pub(super) struct Checkpoints {
-    /// The position of the newest delta this instance read or wrote (0:
-    /// none, so one is due as soon as the run has `interval` entries).
-    delta: u64,
-    /// Where that delta is stored.
-    delta_at: Option<Path>,
-    /// The base the next delta names: one this instance read, or whose
-    /// create it saw settle.
-    base: Option<Base>,
-    /// Deltas and bases newer ones replaced, deleted once a delta of this
-    /// instance settles.
-    superseded: Vec<Path>,
 }
 
 #[cfg(test)]

@@ -4,14 +4,14 @@
 use futures::TryStreamExt;
 use object_store::path::Path;
 
-use super::{Base, Checkpoint, Checkpoints, Delta, DeltaForm, LISTING_ATTEMPTS};
+use super::{Checkpoint, Delta, DeltaForm, LISTING_ATTEMPTS};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::object::ObjectStoreRuntimeStore;
-use crate::runtime_store::object::cache::Folded;
+use crate::runtime_store::object::folded::{Base, Checkpoints, Folded};
 use crate::runtime_store::state::RunState;
 use crate::write_once;
 

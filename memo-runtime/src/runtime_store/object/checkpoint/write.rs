@@ -4,13 +4,13 @@
 
 use bytes::Bytes;
 
-use super::{Base, Checkpoint, Delta, DeltaForm, MIN_BASE_ITEMS};
+use super::{Checkpoint, Delta, DeltaForm, MIN_BASE_ITEMS};
 use crate::codec;
 use crate::error::Result;
 use crate::read_limit::Limit;
 use crate::run_id::RunId;
 use crate::runtime_store::object::ObjectStoreRuntimeStore;
-use crate::runtime_store::object::cache::Folded;
+use crate::runtime_store::object::folded::{Base, Folded};
 use crate::write_once::{self, Created};
 
 impl ObjectStoreRuntimeStore {
