@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
+use crate::shared::SharedScope;
 use crate::write_once::{self, Created};
 
 use entry_cache::EntryCache;
@@ -107,6 +108,8 @@ struct Inner {
     max_value_size: usize,
     /// `None` when turned off.
     cache: Option<Arc<EntryCache>>,
+    /// The scope of `#[memoized(scope = shared)]` calls ([`Memo::shared`]).
+    shared_scope: Arc<SharedScope>,
 }
 
 impl std::fmt::Debug for MemoStore {
@@ -131,6 +134,7 @@ impl MemoStore {
                 layout: Layout::new(prefix),
                 max_value_size: DEFAULT_MAX_VALUE_SIZE,
                 cache: Some(EntryCache::new(DEFAULT_ENTRY_CACHE_BYTES)),
+                shared_scope: Arc::default(),
             }),
         }
     }
@@ -148,6 +152,7 @@ impl MemoStore {
                 layout: self.inner.layout.clone(),
                 max_value_size: bytes,
                 cache: self.inner.cache.clone(),
+                shared_scope: Arc::clone(&self.inner.shared_scope),
             }),
         }
     }
@@ -173,6 +178,7 @@ impl MemoStore {
                 layout: self.inner.layout.clone(),
                 max_value_size: self.inner.max_value_size,
                 cache: (bytes > 0).then(|| EntryCache::new(bytes)),
+                shared_scope: Arc::clone(&self.inner.shared_scope),
             }),
         }
     }
@@ -221,6 +227,7 @@ impl MemoStore {
             incarnation,
             step_number,
             attempt: None,
+            shared: None,
         }
     }
 
@@ -463,7 +470,7 @@ impl MemoStore {
     /// Creates `path` with `value` unless it exists, after the size check;
     /// `key` names the entry in a `TooLarge` error. A committed payload in
     /// `cache` answers without a request.
-    async fn create(
+    pub(crate) async fn create(
         &self,
         path: &Path,
         value: &[u8],
@@ -522,6 +529,27 @@ impl EntryKind {
         match self {
             EntryKind::Memo => "memo",
             EntryKind::LegacyStepOutput => "step-output",
+        }
+    }
+}
+
+/// What the shared scope (`crate::shared`) needs of a store and a memo.
+impl MemoStore {
+    /// The scope of this store's `#[memoized(scope = shared)]` calls.
+    pub(crate) fn shared_scope_arc(&self) -> &Arc<SharedScope> {
+        &self.inner.shared_scope
+    }
+
+    /// The same store whose shared calls are in `scope`.
+    pub(crate) fn with_shared_scope_arc(self, scope: Arc<SharedScope>) -> MemoStore {
+        MemoStore {
+            inner: Arc::new(Inner {
+                store: Arc::clone(&self.inner.store),
+                layout: self.inner.layout.clone(),
+                max_value_size: self.inner.max_value_size,
+                cache: self.inner.cache.clone(),
+                shared_scope: scope,
+            }),
         }
     }
 }

@@ -85,6 +85,8 @@ fn step(run_id: &RunId, sequence: u64) -> Commit {
         output: Bytes::from(format!("output of {sequence}")),
         recorded_at_ms: 2 + sequence,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     };
     Commit::step(receipt, 2 + sequence).with_snapshot(Bytes::from(format!("after {sequence}")))
 }
@@ -659,6 +661,8 @@ fn large_step(run_id: &RunId, sequence: u64) -> Commit {
         output: Bytes::from(vec![7u8; 256]),
         recorded_at_ms: 2,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     };
     Commit::step(receipt, 2)
 }

@@ -13,6 +13,7 @@ use super::entry_cache::EntryCache;
 use crate::error::{Error, Result};
 use crate::key::{content_key, sha256_digest};
 use crate::run_id::{Incarnation, RunId};
+use crate::shared::SharedScope;
 use crate::write_once::Created;
 
 /// The memo of one step of one run incarnation: a write-once key-value map
@@ -33,6 +34,9 @@ pub struct Memo {
     /// memoized call runs its body, and told of the memo's transient errors;
     /// `None` for a standalone memo.
     pub(super) attempt: Option<Arc<dyn AttemptHook>>,
+    /// The shared scope this memo's entries are in ([`Memo::shared`]);
+    /// `None` for a run's own entries.
+    pub(super) shared: Option<Arc<SharedScope>>,
 }
 
 /// What a workflow step's memo asks of the attempt it belongs to: the one
@@ -176,7 +180,9 @@ impl Memo {
     /// run is cleared only once it ended, and a run created again under its
     /// id is another incarnation, at other paths.
     fn cached(&self) -> Option<&EntryCache> {
-        (self.incarnation != Incarnation::STANDALONE)
+        // A shared entry expires, and is then written again, maybe with
+        // another value, by any process: never served from memory.
+        (self.incarnation != Incarnation::STANDALONE && self.shared.is_none())
             .then_some(self.store.inner.cache.as_deref())
             .flatten()
     }
@@ -206,6 +212,11 @@ impl Memo {
     /// conditionally (memo never overwrites); [`Error::Store`] if the store
     /// keeps failing; [`Error::Corrupt`] if the committed entry is damaged.
     pub async fn put(&self, key: &str, value: impl AsRef<[u8]>) -> Result<Bytes> {
+        if let Some(scope) = &self.shared {
+            return crate::shared::put(self, scope, key, value.as_ref())
+                .await
+                .inspect_err(|e| self.report_transient(e));
+        }
         let describe = || {
             format!(
                 "{key:?} (run {} incarnation {}, step {})",
@@ -281,6 +292,24 @@ impl Memo {
     pub(crate) fn flight_key(&self, key: &str) -> String {
         let instance = Arc::as_ptr(&self.store.inner.store) as *const () as usize;
         format!("{instance:x}:{}", self.key_path(key))
+    }
+}
+
+impl Memo {
+    /// This memo, with its entries in `folder` of the shared `scope`
+    /// instead of its step's folder; the run, step and attempt are kept for
+    /// spans, errors and the lease check before a body runs.
+    pub(crate) fn in_shared_folder(&self, folder: Path, scope: Arc<SharedScope>) -> Memo {
+        Memo {
+            memo_folder: folder,
+            shared: Some(scope),
+            ..self.clone()
+        }
+    }
+
+    /// The shared scope this memo's entries are in, if any.
+    pub(crate) fn shared_scope_arc(&self) -> Option<&Arc<SharedScope>> {
+        self.shared.as_ref()
     }
 }
 

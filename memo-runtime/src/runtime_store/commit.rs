@@ -30,6 +30,24 @@ pub struct StepReceipt {
     /// former `input_digest` field decode too, the field is ignored).
     #[serde(default)]
     pub error: Option<String>,
+    /// How many tries of the step's body failed and were retried (under its
+    /// [`RetryPolicy`](crate::workflow::RetryPolicy)) before the outcome
+    /// recorded here, in the attempt that committed it: the body ran
+    /// `retries + 1` times there. Tries in attempts that stopped before
+    /// committing the step (a crash, a lost lease, a store fault) left no
+    /// record and are not counted. 0 in receipts stored before this field
+    /// existed. Stored only when not 0, so a receipt of a step that took one
+    /// try is stored as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// The error of the last try that was retried (its `Display`), if any:
+    /// why the step needed its retries. Stored only when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_retried_error: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A change of a run's status, part of a [`Commit`]. The commit's `at_ms` is
@@ -158,6 +176,8 @@ impl StatusChange {
 ///     output: Bytes::from_static(b"ok"),
 ///     recorded_at_ms: 1_000,
 ///     error: None,
+///     retries: 0,
+///     last_retried_error: None,
 /// };
 /// let step = Commit::step(receipt, 1_000)
 ///     .with_snapshot(Bytes::from_static(b"state after charge"))

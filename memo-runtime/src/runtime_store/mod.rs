@@ -141,6 +141,8 @@ pub(crate) use run::{lease_is_live, page_of};
 ///     output: Bytes::from_static(b"paid"),
 ///     recorded_at_ms: 1_002,
 ///     error: None,
+///     retries: 0,
+///     last_retried_error: None,
 /// };
 /// let commit = Commit::step(receipt.clone(), 1_002);
 /// store.atomic_apply(&run_id, commit.clone()).await?;
