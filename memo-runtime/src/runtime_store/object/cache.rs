@@ -6,32 +6,10 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use super::ObjectStoreRuntimeStore;
-use super::checkpoint::Checkpoints;
+use super::folded::Folded;
 use crate::error::{Error, Result};
-use crate::run_id::{Incarnation, RunId};
+use crate::run_id::RunId;
 use crate::runtime_store::state::RunState;
-
-/// A run folded up to (not including) log position `next`.
-#[derive(Debug)]
-pub(super) struct Folded {
-    pub(super) state: RunState,
-    pub(super) next: u64,
-    pub(super) incarnation: Incarnation,
-    /// What this instance knows of the run's checkpoints.
-    pub(super) checkpoints: Checkpoints,
-}
-
-impl Folded {
-    /// A run as created, before its first log entry.
-    pub(super) fn created(state: RunState, incarnation: Incarnation) -> Folded {
-        Folded {
-            state,
-            next: 0,
-            incarnation,
-            checkpoints: Checkpoints::default(),
-        }
-    }
-}
 
 /// What [`ObjectStoreRuntimeStore::refresh`] found.
 #[derive(Debug, PartialEq, Eq)]

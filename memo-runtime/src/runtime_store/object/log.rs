@@ -5,7 +5,8 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
-use super::cache::{Folded, Refreshed};
+use super::cache::Refreshed;
+use super::folded::Folded;
 use super::{CONCURRENCY, Creation, Entry, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};

@@ -3,11 +3,13 @@
 //!
 //! The type, its stored records and the trait impl live here; `log` reads
 //! and folds a run's log and commits changes to it, `cache` keeps folded
-//! runs per instance, `hints` keeps the status-hint index. Every path comes
+//! runs per instance (`folded` the data it keeps, which `log` and
+//! `checkpoint` fill), `hints` keeps the status-hint index. Every path comes
 //! from [`crate::layout`].
 
 mod cache;
 mod checkpoint;
+mod folded;
 mod hints;
 mod log;
 mod pointer;

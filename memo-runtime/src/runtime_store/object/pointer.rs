@@ -46,7 +46,7 @@
 use bytes::Bytes;
 use object_store::path::Path;
 
-use super::cache::Folded;
+use super::folded::Folded;
 use super::{Creation, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};

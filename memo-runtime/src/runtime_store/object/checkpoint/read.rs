@@ -1,0 +1,362 @@
+//! Loading a run from its checkpoints: the newest delta, the base it names
+//! (or the newest base), each checked as it is decoded.
+
+use futures::TryStreamExt;
+use object_store::path::Path;
+
+use super::{Checkpoint, Delta, DeltaForm, LISTING_ATTEMPTS};
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::read_limit::Limit;
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::object::ObjectStoreRuntimeStore;
+use crate::runtime_store::object::folded::{Base, Checkpoints, Folded};
+use crate::runtime_store::state::RunState;
+use crate::write_once;
+
+/// What reading the newest delta found.
+enum DeltaRead {
+    Loaded(Box<Folded>),
+    /// Deleted since the listing: a newer one replaced it.
+    Gone,
+    /// It names a base that is gone.
+    BaseGone,
+}
+
+impl ObjectStoreRuntimeStore {
+    /// The run folded up to its newest checkpoint, or as `created` if it
+    /// has none.
+    pub(in crate::runtime_store::object) async fn load_checkpoint(
+        &self,
+        run_id: &RunId,
+        created: RunState,
+    ) -> Result<Folded> {
+        let incarnation = created.record().incarnation;
+        for _ in 0..LISTING_ATTEMPTS {
+            let Some(newest) = self.newest_delta(run_id, incarnation).await? else {
+                return self.load_base(run_id, created, None).await;
+            };
+            match self.read_delta(run_id, incarnation, newest, None).await? {
+                DeltaRead::Loaded(folded) => return Ok(*folded),
+                DeltaRead::Gone => {}
+                DeltaRead::BaseGone => {
+                    let unusable = self.delta_path(run_id, incarnation, newest);
+                    return self.load_base(run_id, created, Some(unusable)).await;
+                }
+            }
+        }
+        self.load_base(run_id, created, None).await
+    }
+
+    /// Replaces `folded` with the run read from the newest delta if that is
+    /// ahead of it: how a cached run that fell behind skips the log entries
+    /// the delta covers. The cached receipts stand in for the delta's base
+    /// where they cover it (both are copies of the same log entries), so the
+    /// base is read only if it is ahead of the cache too. A delta whose base
+    /// is gone is passed over for the newest base, as in a fresh load, if
+    /// that is ahead of `folded`.
+    pub(in crate::runtime_store::object) async fn skip_to_newer_checkpoint(
+        &self,
+        run_id: &RunId,
+        folded: &mut Folded,
+    ) -> Result<()> {
+        let incarnation = folded.incarnation;
+        for _ in 0..LISTING_ATTEMPTS {
+            let Some(newest) = self.newest_delta(run_id, incarnation).await? else {
+                return Ok(());
+            };
+            if newest.0 <= folded.next {
+                return Ok(());
+            }
+            match self
+                .read_delta(run_id, incarnation, newest, Some(&folded.state))
+                .await?
+            {
+                DeltaRead::Loaded(newer) => {
+                    let mut newer = *newer;
+                    let known = std::mem::take(&mut folded.checkpoints);
+                    let checkpoints = &mut newer.checkpoints;
+                    checkpoints.superseded = known.superseded;
+                    // What this instance wrote before is older than the
+                    // delta read, and deleted with what it supersedes.
+                    checkpoints.superseded.extend(known.delta_at);
+                    let newer_base = checkpoints.base.as_ref().map(|b| b.position);
+                    if let Some(old) = known.base
+                        && newer_base.is_some_and(|new| new > old.position)
+                    {
+                        let old = self.layout.checkpoint(run_id, incarnation, old.position);
+                        checkpoints.superseded.push(old);
+                    }
+                    *folded = newer;
+                    return Ok(());
+                }
+                DeltaRead::Gone => {}
+                DeltaRead::BaseGone => {
+                    // As a fresh load does: the newest base, if it is ahead.
+                    let unusable = self.delta_path(run_id, incarnation, newest);
+                    let fallback = folded.state.clone();
+                    let based = self.load_base(run_id, fallback, Some(unusable)).await?;
+                    if based.next > folded.next {
+                        let mut based = based;
+                        let known = std::mem::take(&mut folded.checkpoints);
+                        let superseded = &mut based.checkpoints.superseded;
+                        superseded.extend(known.superseded);
+                        superseded.extend(known.delta_at);
+                        *folded = based;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The run folded up to its newest base, or as `created` if it has
+    /// none. `unusable` is a delta that names a base that is gone: it is
+    /// deleted once a newer delta of this instance settles.
+    async fn load_base(
+        &self,
+        run_id: &RunId,
+        created: RunState,
+        unusable: Option<Path>,
+    ) -> Result<Folded> {
+        let incarnation = created.record().incarnation;
+        let mut none = Folded::created(created, incarnation);
+        none.checkpoints.superseded.extend(unusable);
+        let folder = self.layout.checkpoint_folder(run_id, incarnation);
+        for _ in 0..LISTING_ATTEMPTS {
+            let Some(newest) = self.positions(run_id, &folder, "checkpoint").await?.pop() else {
+                return Ok(none);
+            };
+            let path = self.layout.checkpoint(run_id, incarnation, newest);
+            // Deleted since the listing: a newer one replaced it.
+            let Some(bytes) =
+                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+            else {
+                continue;
+            };
+            let state = self.decode_base(run_id, incarnation, newest, &bytes)?;
+            let base = Base::of(newest, &state);
+            return Ok(Folded {
+                state: state.reindexed(),
+                next: newest,
+                incarnation,
+                checkpoints: Checkpoints {
+                    delta: 0,
+                    delta_at: None,
+                    base: Some(base),
+                    superseded: none.checkpoints.superseded,
+                },
+            });
+        }
+        Ok(none)
+    }
+
+    /// Reads the delta at `position` and the base it names, and joins them.
+    /// `known` is the run folded from the log up to an earlier position:
+    /// where it holds every receipt the base holds, they are taken from it
+    /// rather than read again.
+    async fn read_delta(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        (position, form): (u64, DeltaForm),
+        known: Option<&RunState>,
+    ) -> Result<DeltaRead> {
+        let path = self.delta_path(run_id, incarnation, (position, form));
+        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+        else {
+            return Ok(DeltaRead::Gone);
+        };
+        let what = format!("run {run_id} checkpoint delta {position}");
+        let delta: Delta<RunState> = codec::decode_record(&what, &path, &bytes)?;
+        let record = delta.state.record();
+        let base_after = delta.base.is_some_and(|p| p > position);
+        if delta.incarnation != incarnation
+            || delta.next != position
+            || position == u64::MAX
+            || record.incarnation != incarnation
+            || record.run_id != *run_id
+            || base_after
+            || (delta.base.is_none() && (delta.receipts_from, delta.inputs_from) != (0, 0))
+        {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "{what} holds run {} incarnation {} up to entry {} over base {:?}",
+                    record.run_id, delta.incarnation, delta.next, delta.base
+                ),
+            ));
+        }
+        if let Err(reason) = delta.state.check_stored(delta.receipts_from) {
+            return Err(Error::corrupt(&path, format!("{what}: {reason}")));
+        }
+        let (state, base) = match delta.base {
+            None => (delta.state, None),
+            Some(p) => {
+                // Where the base holds inputs, where they stand in it is
+                // known only from the base itself.
+                let covered = known
+                    .filter(|k| k.receipt_count() >= delta.receipts_from && delta.inputs_from == 0);
+                let base = match covered {
+                    Some(known) => known.with_receipts_before(delta.receipts_from),
+                    None => {
+                        let base_path = self.layout.checkpoint(run_id, incarnation, p);
+                        let read =
+                            write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT)
+                                .await?;
+                        let Some(bytes) = read else {
+                            return Ok(DeltaRead::BaseGone);
+                        };
+                        self.decode_base(run_id, incarnation, p, &bytes)?
+                    }
+                };
+                let held = (base.receipt_count(), base.input_count());
+                // What the next delta may leave to this base: its inputs if
+                // they were read, none if not.
+                let known_base = Base::of(p, &base);
+                let joined = (held.0 == delta.receipts_from && held.1 >= delta.inputs_from)
+                    .then(|| {
+                        let standings = &delta.standings;
+                        delta.state.joined_to(base, delta.inputs_from, standings)
+                    })
+                    .flatten();
+                let Some(state) = joined else {
+                    return Err(Error::corrupt(
+                        &path,
+                        format!(
+                            "{what} follows receipt {} and input {} of base {p}, \
+                             which holds {} and {}",
+                            delta.receipts_from, delta.inputs_from, held.0, held.1
+                        ),
+                    ));
+                };
+                if let Err(reason) = state.check_stored(0) {
+                    return Err(Error::corrupt(
+                        &path,
+                        format!("{what} over base {p}: {reason}"),
+                    ));
+                }
+                (state, Some(known_base))
+            }
+        };
+        Ok(DeltaRead::Loaded(Box::new(Folded {
+            state: state.reindexed(),
+            next: position,
+            incarnation,
+            checkpoints: Checkpoints {
+                delta: position,
+                delta_at: Some(path),
+                base,
+                superseded: Vec::new(),
+            },
+        })))
+    }
+
+    /// The newest delta of the incarnation, of either form (the newer form
+    /// first at one position): both lie under `delta/`, so one listing
+    /// finds them.
+    async fn newest_delta(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<(u64, DeltaForm)>> {
+        let folder = self.layout.delta_folder(run_id, incarnation);
+        let v2 = self.layout.delta_v2_folder(run_id, incarnation);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let mut newest = None;
+        for meta in metas {
+            let form = if meta.location.prefix_matches(&v2) {
+                DeltaForm::InputsInBase
+            } else {
+                DeltaForm::Whole
+            };
+            let position = layout::parse_log_position(&meta.location);
+            let expected = position.map(|p| self.delta_path(run_id, incarnation, (p, form)));
+            let Some(position) = position.filter(|_| expected.as_ref() == Some(&meta.location))
+            else {
+                return Err(Error::corrupt(
+                    &meta.location,
+                    format!("run {run_id}: not a delta name (20 digits expected)"),
+                ));
+            };
+            newest = newest.max(Some((position, form)));
+        }
+        Ok(newest)
+    }
+
+    pub(super) fn delta_path(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        (position, form): (u64, DeltaForm),
+    ) -> Path {
+        match form {
+            DeltaForm::Whole => self.layout.delta(run_id, incarnation, position),
+            DeltaForm::InputsInBase => self.layout.delta_v2(run_id, incarnation, position),
+        }
+    }
+
+    /// The positions in a checkpoint folder (`what`: "delta" or
+    /// "checkpoint"), in order.
+    async fn positions(&self, run_id: &RunId, folder: &Path, what: &str) -> Result<Vec<u64>> {
+        let metas: Vec<_> = self
+            .store
+            .list(Some(folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(folder, e))?;
+        let mut positions = metas
+            .iter()
+            .map(|meta| {
+                layout::parse_log_position(&meta.location).ok_or_else(|| {
+                    Error::corrupt(
+                        &meta.location,
+                        format!("run {run_id}: not a {what} name (20 digits expected)"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<u64>>>()?;
+        // LocalFileSystem lists in no particular order.
+        positions.sort_unstable();
+        Ok(positions)
+    }
+
+    /// Decodes the base at `position` (its input index not yet rebuilt).
+    fn decode_base(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        position: u64,
+        bytes: &[u8],
+    ) -> Result<RunState> {
+        let path = self.layout.checkpoint(run_id, incarnation, position);
+        let what = format!("run {run_id} checkpoint {position}");
+        let stored: Checkpoint<RunState> = codec::decode_record(&what, &path, bytes)?;
+        let record = stored.state.record();
+        if stored.incarnation != incarnation
+            || stored.next != position
+            || position == u64::MAX
+            || record.incarnation != incarnation
+            || record.run_id != *run_id
+        {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "{what} holds run {} incarnation {} up to entry {}",
+                    record.run_id, stored.incarnation, stored.next
+                ),
+            ));
+        }
+        if let Err(reason) = stored.state.check_stored(0) {
+            return Err(Error::corrupt(&path, format!("{what}: {reason}")));
+        }
+        Ok(stored.state)
+    }
+}

@@ -1,0 +1,151 @@
+//! Writing checkpoints after a commit: a delta every few entries, a base
+//! before it when enough items came since the last, and deleting what they
+//! supersede.
+
+use bytes::Bytes;
+
+use super::{Checkpoint, Delta, DeltaForm, MIN_BASE_ITEMS};
+use crate::codec;
+use crate::error::Result;
+use crate::read_limit::Limit;
+use crate::run_id::RunId;
+use crate::runtime_store::object::ObjectStoreRuntimeStore;
+use crate::runtime_store::object::folded::{Base, Folded};
+use crate::write_once::{self, Created};
+
+impl ObjectStoreRuntimeStore {
+    /// After a commit: writes a delta if `interval` entries were committed
+    /// since the newest delta this instance knows of (and first a new base
+    /// if enough receipts came since the last), or a whole-run delta if the
+    /// run just ended (nothing follows a terminal change, so a reader of a
+    /// finished run reads that delta alone). Best effort: the commit is
+    /// durable in the log whatever happens here.
+    pub(in crate::runtime_store::object) async fn checkpoint_if_due(
+        &self,
+        run_id: &RunId,
+        folded: &mut Folded,
+    ) {
+        let terminal = folded.state.record().status.is_terminal();
+        let last = folded.checkpoints.delta;
+        let due = folded.next.saturating_sub(last) >= self.checkpoint_interval || terminal;
+        if !due || folded.next == last {
+            return;
+        }
+        if !terminal && base_due(folded) {
+            self.rebase(run_id, folded).await;
+        }
+        let base = if terminal {
+            None
+        } else {
+            folded.checkpoints.base.clone()
+        };
+        let created = match self.write_delta(run_id, folded, base).await {
+            Ok(created) => created,
+            Err(e) => {
+                tracing::debug!(%run_id, position = folded.next, error = %e, "checkpoint delta not written");
+                return;
+            }
+        };
+        let checkpoints = &mut folded.checkpoints;
+        checkpoints.superseded.extend(checkpoints.delta_at.take());
+        checkpoints.delta = folded.next;
+        let form = (folded.next, DeltaForm::InputsInBase);
+        checkpoints.delta_at = Some(self.delta_path(run_id, folded.incarnation, form));
+        // Another writer's delta at this position may name a base this
+        // instance replaced: only a delta of ours makes deleting it safe.
+        if let Created::Theirs(_) = created {
+            return;
+        }
+        let superseded = std::mem::take(&mut checkpoints.superseded);
+        if let Err(e) = self.delete_all(superseded).await {
+            tracing::debug!(%run_id, error = %e, "superseded checkpoints kept");
+        }
+    }
+
+    /// Writes a base at `folded.next` and makes the next delta name it, if
+    /// its create settles as this state.
+    async fn rebase(&self, run_id: &RunId, folded: &mut Folded) {
+        let checkpoint = Checkpoint {
+            incarnation: folded.incarnation,
+            next: folded.next,
+            state: &folded.state,
+        };
+        let path = self
+            .layout
+            .checkpoint(run_id, folded.incarnation, folded.next);
+        let written = match codec::encode_value("a run checkpoint", &checkpoint) {
+            Ok(encoded) => {
+                write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match written {
+            Ok(Created::Ours(_) | Created::Same(_)) => {
+                let base = Base::of(folded.next, &folded.state);
+                let checkpoints = &mut folded.checkpoints;
+                if let Some(old) = checkpoints.base.replace(base) {
+                    let old = self
+                        .layout
+                        .checkpoint(run_id, folded.incarnation, old.position);
+                    checkpoints.superseded.push(old);
+                }
+            }
+            Ok(Created::Theirs(_)) => {
+                tracing::debug!(%run_id, position = folded.next, "another checkpoint at this position");
+            }
+            Err(e) => {
+                tracing::debug!(%run_id, position = folded.next, error = %e, "checkpoint not written");
+            }
+        }
+    }
+
+    async fn write_delta(
+        &self,
+        run_id: &RunId,
+        folded: &Folded,
+        base: Option<Base>,
+    ) -> Result<Created> {
+        let state = &folded.state;
+        let (receipts_from, inputs_from) = base.as_ref().map_or((0, 0), |b| (b.receipts, b.inputs));
+        // Only the base's inputs that moved since it, if this instance
+        // knows where they stood in it; otherwise every one of them.
+        let then = base.as_ref().and_then(|b| b.standings.as_deref());
+        let standings = (0..)
+            .zip(state.standings(inputs_from))
+            .filter(|(i, now)| {
+                let then = then.and_then(|then| then.get(usize::try_from(*i).ok()?));
+                then != Some(now)
+            })
+            .map(|(i, (phase, consumed_by))| (i, phase, consumed_by))
+            .collect();
+        let delta = Delta {
+            incarnation: folded.incarnation,
+            next: folded.next,
+            base: base.as_ref().map(|b| b.position),
+            receipts_from,
+            inputs_from,
+            standings,
+            state: state.without_first(receipts_from, inputs_from),
+        };
+        let encoded: Bytes = codec::encode_value("a run checkpoint delta", &delta)?;
+        let path = self
+            .layout
+            .delta_v2(run_id, folded.incarnation, folded.next);
+        write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT).await
+    }
+}
+
+/// Whether enough receipts and inputs came since the base for a new one:
+/// at least `2·√items`, which keeps the bytes of deltas (each up to that
+/// many items, every `interval` entries) and of bases (each the whole run)
+/// of the same order, about `n^1.5` items' worth for a run of `n` steps
+/// and inputs.
+fn base_due(folded: &Folded) -> bool {
+    let state = &folded.state;
+    let items = state.receipt_count().saturating_add(state.input_count());
+    let based =
+        (folded.checkpoints.base.as_ref()).map_or(0, |b| b.receipts.saturating_add(b.inputs));
+    let since = items.saturating_sub(based);
+    since >= MIN_BASE_ITEMS.max(2 * items.isqrt())
+}

@@ -1,0 +1,145 @@
+//! Runs listed by status, and deleting a run removes only that run.
+
+use super::{
+    assert_conflict, input, load, new_run, receipt, running_run, snapshot_of, unique_run_id,
+};
+use crate::runtime_store::{Commit, RunStatus, RuntimeStore, StatusChange};
+
+/// Listing by status finds exactly the runs in that status; listing run
+/// ids finds every one of them.
+pub async fn runs_are_listed_by_status(store: &dyn RuntimeStore) {
+    let pending = unique_run_id("list-pending");
+    store
+        .create_run(new_run(&pending, b"i"))
+        .await
+        .expect("create");
+    let running = running_run(store, "list-running").await;
+    let completed = running_run(store, "list-completed").await;
+    let done = Commit::status(StatusChange::Completed { output: "o".into() }, 9);
+    store
+        .atomic_apply(&completed, done)
+        .await
+        .expect("complete");
+    let ours = [
+        (&pending, RunStatus::Pending),
+        (&running, RunStatus::Running),
+        (&completed, RunStatus::Completed),
+    ];
+    for status in RunStatus::ALL {
+        let listed = store.list_runs(status).await.expect("list runs");
+        assert!(
+            listed.iter().all(|r| r.status == status),
+            "{status}: {listed:?}"
+        );
+        assert!(
+            listed.windows(2).all(|w| w[0].run_id < w[1].run_id),
+            "{status}: not in run-id order"
+        );
+        for (run_id, run_status) in ours {
+            let found = listed.iter().any(|r| &r.run_id == run_id);
+            assert_eq!(found, run_status == status, "{run_id} listed as {status}");
+        }
+        // The ids-only listing names at least every run in the status.
+        let ids = store.list_run_ids(status).await.expect("list run ids");
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{status}: run ids not in order"
+        );
+        for record in &listed {
+            assert!(
+                ids.contains(&record.run_id),
+                "{status}: {} not in the id listing",
+                record.run_id
+            );
+        }
+        for (run_id, run_status) in ours {
+            if run_status == status {
+                assert!(
+                    ids.contains(run_id),
+                    "{run_id} not in the {status} id listing"
+                );
+            }
+        }
+    }
+}
+
+/// Deleting a run removes all of it and nothing else, only once it is
+/// terminal; the id can then be used again.
+pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
+    let run_id = running_run(store, "delete").await;
+    let neighbour = running_run(store, "delete").await;
+    for id in [&run_id, &neighbour] {
+        store
+            .append_input(id, input("i", b"x"))
+            .await
+            .expect("append");
+        let step = Commit::step(receipt(id, 0, "o"), 2_000).with_snapshot("s".into());
+        store.atomic_apply(id, step).await.expect("commit");
+    }
+    let kept = snapshot_of(store, &neighbour).await;
+    let incarnation = load(store, &run_id).await.incarnation;
+    assert_conflict(
+        store.delete_run(&run_id, incarnation).await,
+        "deleting a running run",
+    );
+    let fail = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
+    store.atomic_apply(&run_id, fail).await.expect("fail");
+    assert!(
+        !store
+            .delete_run(&run_id, crate::Incarnation::random())
+            .await
+            .expect("delete another incarnation"),
+        "deleting another incarnation deletes nothing"
+    );
+    assert_eq!(load(store, &run_id).await.status, RunStatus::Failed);
+    assert!(
+        store
+            .delete_run(&run_id, incarnation)
+            .await
+            .expect("delete")
+    );
+    assert_eq!(store.load_run(&run_id).await.expect("load"), None);
+    assert!(
+        store
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .is_empty()
+    );
+    assert!(store.load_inputs(&run_id).await.expect("inputs").is_empty());
+    assert_eq!(store.load_snapshot(&run_id).await.expect("snapshot"), None);
+    assert!(
+        !store
+            .delete_run(&run_id, incarnation)
+            .await
+            .expect("delete again")
+    );
+    for status in RunStatus::ALL {
+        let listed = store.list_runs(status).await.expect("list");
+        assert!(
+            listed.iter().all(|r| r.run_id != run_id),
+            "deleted run listed"
+        );
+    }
+    assert_eq!(
+        snapshot_of(store, &neighbour).await,
+        kept,
+        "the neighbour changed"
+    );
+
+    let reborn = store
+        .create_run(new_run(&run_id, b"new"))
+        .await
+        .expect("re-create");
+    assert_eq!(
+        (reborn.status, &reborn.input[..]),
+        (RunStatus::Pending, &b"new"[..])
+    );
+    assert!(
+        store
+            .load_receipts(&run_id, None)
+            .await
+            .expect("receipts")
+            .is_empty()
+    );
+}
