@@ -23,6 +23,8 @@ use crate::memo::Memo;
 #[derive(Clone, Debug)]
 pub struct Ledger {
     pub(super) checker: Checker,
+    /// The attempts that observed their run's cancellation.
+    pub(super) cancels: super::loops::ObservedCancels,
 }
 
 impl Ledger {
@@ -61,6 +63,7 @@ impl Ledger {
     /// the store records it (a step body starts only under a live lease),
     /// and that no other live attempt runs anything of the same step.
     pub fn step_body(&self, memo: &Memo) -> StepBody {
+        self.cancels.body_started(&self.checker, memo);
         StepBody {
             checker: self.checker.clone(),
             number: self.checker.body_started(memo),
