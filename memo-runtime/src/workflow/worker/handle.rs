@@ -11,10 +11,10 @@ use crate::retention::SweeperHandle;
 
 impl Worker {
     /// Polls in a Tokio task until [`WorkerHandle::shutdown`]: wakes the
-    /// due runs every [`poll_interval`](WorkerBuilder::poll_interval) (with
+    /// due runs every [`poll_interval`](super::WorkerBuilder::poll_interval) (with
     /// jitter), at once after a [`submit`](Worker::submit), and runs the
     /// retention sweeper every
-    /// [`sweep_interval`](WorkerBuilder::sweep_interval).
+    /// [`sweep_interval`](super::WorkerBuilder::sweep_interval).
     ///
     /// Dropping the handle detaches the task: it polls until the Tokio
     /// runtime shuts down.
@@ -96,7 +96,7 @@ impl WorkerHandle {
     /// polls did.
     ///
     /// While it stops, every attempt of the worker's
-    /// [`Runtime`] (and of its clones) stops at its next step boundary:
+    /// [`Runtime`](crate::workflow::Runtime) (and of its clones) stops at its next step boundary:
     /// give a worker a runtime of its own.
     pub async fn shutdown(mut self, deadline: Duration) -> WakeReport {
         let _ = self.stop.send(true);
