@@ -77,6 +77,8 @@ fn write_run(
                 output: Bytes::from(vec![7u8; output_bytes]),
                 recorded_at_ms: 2,
                 error: None,
+                retries: 0,
+                last_retried_error: None,
             };
             let commit = Commit::step(receipt, 2);
             store.atomic_apply(&run_id, commit).await.expect("step");

@@ -103,6 +103,8 @@ async fn started_run(store: &dyn RuntimeStore, id: &str, steps: u64) -> RunId {
             output: Bytes::from(format!("output of {sequence}")),
             recorded_at_ms: 2 + sequence,
             error: None,
+            retries: 0,
+            last_retried_error: None,
         };
         let commit = Commit::step(receipt, 2 + sequence);
         store.atomic_apply(&run_id, commit).await.unwrap();

@@ -33,6 +33,8 @@ fn charged(run_id: &RunId) -> StepReceipt {
         sequence: 0,
         step: "charge".into(),
         error: None,
+        retries: 0,
+        last_retried_error: None,
         output: Bytes::from_static(b"charged"),
         recorded_at_ms: 3,
     }

@@ -166,6 +166,8 @@ fn receipt(run_id: &RunId, sequence: u64, output: &'static [u8]) -> StepReceipt 
         sequence,
         step: "s".into(),
         error: None,
+        retries: 0,
+        last_retried_error: None,
         output: Bytes::from_static(output),
         recorded_at_ms: 2,
     }

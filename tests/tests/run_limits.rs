@@ -65,6 +65,8 @@ fn step(run_id: &RunId, sequence: u64, output: usize) -> Commit {
         output: Bytes::from(vec![3; output]),
         recorded_at_ms: 2,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     };
     Commit::step(receipt, 2)
 }

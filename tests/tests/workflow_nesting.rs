@@ -92,6 +92,8 @@ async fn run_with_recorded_output(store: &Arc<dyn RuntimeStore>, id: &str, outpu
         output,
         recorded_at_ms: 2,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     };
     store
         .atomic_apply(&run, Commit::step(receipt, 2))

@@ -296,8 +296,10 @@ impl ObjectStoreRuntimeStore {
     }
 
     /// Declares that the store lists objects in lexical order of their
-    /// paths, as S3, GCS, Azure and `InMemory` do (a local folder does
-    /// not; `ObjectStore` does not promise it), so that a page of
+    /// paths from an offset (`list_with_offset`), as S3, GCS, Azure,
+    /// `InMemory` and [`LocalFolder`](crate::store::LocalFolder) do
+    /// (`object_store`'s `LocalFileSystem` does not; `ObjectStore` does not
+    /// promise it), so that a page of
     /// [`list_run_ids_page`](RuntimeStore::list_run_ids_page) stops its
     /// listing once it has the page and one hint past it: one listing
     /// request and `limit + 1` hints read (more only where one run has

@@ -80,6 +80,8 @@ fn receipt(run_id: &RunId, sequence: u64, output: impl Into<Bytes>) -> StepRecei
         output: output.into(),
         recorded_at_ms: 2_000 + sequence,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     }
 }
 
