@@ -325,7 +325,9 @@ async fn a_store_fault_while_asking_is_cancelled_interrupts_and_never_fails_the_
             }
             let cancelled = ctx.is_cancelled().await;
             store.clear_faults();
-            Ok::<_, Error>(cancelled?)
+            // Passed on with `?`, as a workflow does.
+            let cancelled = cancelled?;
+            Ok::<_, Error>(cancelled)
         }
     });
     let run = RunId::new("asker-1").unwrap();
