@@ -15,6 +15,7 @@ use crate::layout;
 use crate::memo::MemoStore;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::RunRecord;
 use crate::write_once;
 
 /// An entry of the due-run index: run `run_id` (its incarnation
@@ -54,34 +55,109 @@ fn path(memo: &MemoStore, due: &DueRun) -> Path {
         .due_entry(&due.run_id, due.incarnation, due.due_at_ms)
 }
 
-/// The entries due at or before `now_ms` (every entry for `u64::MAX`),
-/// hour by hour, earliest hour first.
-///
-/// Costs one delimiter listing of the index's hour folders (a name per hour
-/// that holds entries, a page per 1,000 of them), a listing of every hour
-/// that ended by `now_ms` (all its entries are due), and a listing of the
-/// hour that holds `now_ms` (whole: its entries not yet due are listed and
-/// skipped, at most an hour's worth). Hours after `now_ms` are never listed.
+/// The entries due at or before `now_ms` (every entry for `u64::MAX`), in
+/// the order of their keys (due time first), on any store: see [`due_after`]
+/// with no cursor and `ordered` false.
 pub(crate) fn due_at(memo: &MemoStore, now_ms: u64) -> BoxStream<'static, Result<DueRun>> {
+    due_after(memo, now_ms, None, false)
+        .map_ok(|(_, due)| due)
+        .boxed()
+}
+
+/// The entries due at or before `now_ms` whose key sorts after `after` (all
+/// of them for `None`), with their keys, in key order: due time first, so
+/// a caller that takes the first `n` takes the `n` most overdue, and one
+/// that goes on from the last key it took (a cursor) reaches every due
+/// entry in turn, whatever the entries before it.
+///
+/// On a store that lists in key order (`ordered`: S3, GCS, Azure,
+/// `InMemory`): one listing of the index from `after`, read only up to the
+/// first entry not yet due, so a poll costs a request per 1,000 due
+/// entries it reads (one when none is due), whatever the entries due later.
+/// On any other (a local folder lists in no order): a delimiter listing of
+/// the index's hour folders (a request per 1,000 hours that hold entries),
+/// then a listing of each hour from the one holding `after` to the one
+/// holding `now_ms` (a request per 1,000 of its entries), sorted in memory
+/// an hour at a time: the current hour's entries not yet due are listed and
+/// skipped. Hours after `now_ms` are never listed.
+pub(crate) fn due_after(
+    memo: &MemoStore,
+    now_ms: u64,
+    after: Option<&Path>,
+    ordered: bool,
+) -> BoxStream<'static, Result<(Path, DueRun)>> {
     let memo = memo.clone();
+    let after = after.cloned();
+    if ordered {
+        let folder = memo.layout().due_folder();
+        let listing = match &after {
+            Some(after) => memo.store().list_with_offset(Some(&folder), after),
+            None => memo.store().list(Some(&folder)),
+        };
+        return listing
+            .map_err(move |e| Error::store(&folder, e))
+            .try_filter_map(|meta| {
+                let entry = parse(&meta.location, None).map(|due| (meta.location, due));
+                future::ready(Ok(entry))
+            })
+            // Every entry after the first one not due is later still.
+            .try_take_while(move |(_, due)| future::ready(Ok(due.due_at_ms <= now_ms)))
+            .boxed();
+    }
     stream::once(async move {
+        let first_hour = after
+            .as_ref()
+            .and_then(layout::parse_due_entry)
+            .map_or(0, |(hour, ..)| hour);
         let hours = due_hours(&memo, now_ms).await?;
         let entries = stream::iter(hours)
-            .map(move |(hour, path)| {
-                memo.store()
-                    .list(Some(&path))
-                    .map_err(move |e| Error::store(&path, e))
-                    .try_filter_map(move |meta| {
-                        let entry = parse(&meta.location, hour);
-                        future::ready(Ok(entry))
-                    })
+            .filter(move |(hour, _)| future::ready(*hour >= first_hour))
+            .then(move |(hour, path)| {
+                let (memo, after) = (memo.clone(), after.clone());
+                async move { due_in_hour(&memo, hour, path, now_ms, after.as_ref()).await }
             })
-            .flatten()
-            .try_filter(move |due| future::ready(due.due_at_ms <= now_ms));
+            .map_ok(|entries| stream::iter(entries).map(Ok))
+            .try_flatten();
         Ok::<_, Error>(entries)
     })
     .try_flatten()
     .boxed()
+}
+
+/// The entries of the hour folder `path` (starting at `hour`) due by
+/// `now_ms` and after `after`, sorted by key: the whole folder is listed.
+async fn due_in_hour(
+    memo: &MemoStore,
+    hour: u64,
+    path: Path,
+    now_ms: u64,
+    after: Option<&Path>,
+) -> Result<Vec<(Path, DueRun)>> {
+    let listing = match after {
+        Some(after) => memo.store().list_with_offset(Some(&path), after),
+        None => memo.store().list(Some(&path)),
+    };
+    let mut entries: Vec<(Path, DueRun)> = listing
+        .map_err(|e| Error::store(&path, e))
+        .try_filter_map(|meta| {
+            let entry = parse(&meta.location, Some(hour))
+                .filter(|due| due.due_at_ms <= now_ms)
+                .filter(|_| after.is_none_or(|after| meta.location > *after))
+                .map(|due| (meta.location, due));
+            future::ready(Ok(entry))
+        })
+        .try_collect()
+        .await?;
+    entries.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+    Ok(entries)
+}
+
+/// Whether `entry` has nothing left to wake: its run (as `run` records it
+/// now) is gone, is another incarnation of the run id, or has ended. The
+/// one test of staleness: a worker that wakes such an entry and a
+/// retention sweep that tidies the index both delete it, and nothing else.
+pub(crate) fn is_stale(entry: &DueRun, run: Option<&RunRecord>) -> bool {
+    run.is_none_or(|run| run.incarnation != entry.incarnation || run.status.is_terminal())
 }
 
 /// The hour folders that hold entries due by `now_ms`, earliest first.
@@ -102,13 +178,19 @@ async fn due_hours(memo: &MemoStore, now_ms: u64) -> Result<Vec<(u64, Path)>> {
     Ok(hours)
 }
 
-fn parse(path: &Path, expected_hour: u64) -> Option<DueRun> {
+/// Parses an entry's path; `None` (with a warning) for anything else,
+/// including an entry found in another hour folder than `expected_hour`.
+fn parse(path: &Path, expected_hour: Option<u64>) -> Option<DueRun> {
     match layout::parse_due_entry(path) {
-        Some((hour, run_id, incarnation, due_at_ms)) if hour == expected_hour => Some(DueRun {
-            due_at_ms,
-            run_id,
-            incarnation,
-        }),
+        Some((hour, run_id, incarnation, due_at_ms))
+            if expected_hour.is_none_or(|expected| expected == hour) =>
+        {
+            Some(DueRun {
+                due_at_ms,
+                run_id,
+                incarnation,
+            })
+        }
         _ => {
             tracing::warn!(%path, "skipping an object that is not a due-run entry");
             None

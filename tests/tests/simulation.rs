@@ -272,6 +272,7 @@ fn events_turned_off() -> Vec<Event> {
             "clock-jump" => Event::ClockJump,
             "signal" => Event::Signal,
             "store-fault" => Event::StoreFault,
+            "cancel" => Event::Cancel,
             other => panic!("MEMO_SIM_WITHOUT: unknown event {other:?}"),
         })
         .collect()
@@ -501,4 +502,107 @@ fn a_side_effect_outside_its_memoized_call_fails_the_simulation() {
             .any(|v| v.invariant == "a side effect is reported inside a #[memoized] body"),
         "{failure}"
     );
+}
+
+/// A reminder: the input's minutes after it is planned it sends a nudge
+/// (unless cancelled), then waits for an approval until a deadline.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Reminder {
+    id: u32,
+    wait_minutes: u64,
+    deadline_minutes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Reminded {
+    nudged: String,
+    approval: Option<String>,
+}
+
+#[memoized(skip(ledger))]
+async fn nudge(memo: &Memo, ledger: &Ledger, reminder: u32) -> Result<String, Error> {
+    let n = ledger.side_effect(memo).await;
+    Ok(format!("nudge #{n}"))
+}
+
+/// Plans its times in a step (so every replay takes the recorded ones),
+/// sleeps until the first, asks whether it was cancelled (a step after
+/// that would break an invariant), nudges, and waits for `approve` until
+/// the deadline; reports each timer that fires to the ledger.
+async fn remind(ctx: Context, reminder: Reminder, ledger: Ledger) -> Result<Reminded, Error> {
+    let id = reminder.id;
+    let plan = ledger.clone();
+    let wake_ms: u64 = ctx
+        .step("plan", move |memo| {
+            let ledger = plan.clone();
+            async move {
+                let _body = ledger.step_body(&memo);
+                Ok::<_, Error>(ledger.now_ms() + reminder.wait_minutes * 60_000)
+            }
+        })
+        .await?;
+    ctx.sleep_until(wake_ms).await?;
+    ledger.timer_fired(wake_ms);
+    if ctx.is_cancelled().await? {
+        ledger.cancel_observed(&ctx);
+    }
+    let send = ledger.clone();
+    let nudged = ctx
+        .step("nudge", move |memo| {
+            let ledger = send.clone();
+            async move {
+                let _body = ledger.step_body(&memo);
+                nudge(&memo, &ledger, id).await
+            }
+        })
+        .await?;
+    let deadline_ms = wake_ms + reminder.deadline_minutes * 60_000;
+    let approval = ctx
+        .wait_for_signal_until::<String>("approve", deadline_ms)
+        .await?;
+    if approval.is_none() {
+        ledger.timer_fired(deadline_ms);
+    }
+    Ok(Reminded { nudged, approval })
+}
+
+fn reminders() -> Vec<Reminder> {
+    (0..5)
+        .map(|id| Reminder {
+            id,
+            // Some within the hour, some in the next ones.
+            wait_minutes: [1, 25, 70][id as usize % 3],
+            deadline_minutes: [10, 200][id as usize % 2],
+        })
+        .collect()
+}
+
+/// How many seeds of the world with worker loops `cargo test` runs, and
+/// how long each history is.
+const LOOP_SEEDS: u64 = 20;
+const LOOP_POLLS: u64 = 800;
+
+/// Timers, signal deadlines, cancellation and worker loops (several, with
+/// crashes and restarts; issue 23): a timer never fires early, an attempt
+/// that observed a cancellation starts no step body, no run is driven by
+/// two live attempts, and once faults stop the workers' polls alone end
+/// every run. `MEMO_SIM_SEEDS` and `MEMO_SIM_SEED` choose the seeds.
+#[test]
+fn histories_with_timers_cancellation_and_worker_loops_keep_every_invariant() {
+    let make = |ledger: Ledger| {
+        Workflow::new("remind", move |ctx: Context, reminder: Reminder| {
+            remind(ctx, reminder, ledger.clone())
+        })
+    };
+    let simulation = Simulation::new(make, reminders())
+        .polls(LOOP_POLLS)
+        .signal("approve", "approved".to_string())
+        .check_step_bodies(true)
+        .check_outcome(|_, outcome: &RunOutcome<Reminded>| match outcome {
+            RunOutcome::Completed(_) | RunOutcome::Cancelled => Ok(()),
+            RunOutcome::Failed(message) => Err(format!("failed: {message}")),
+        })
+        .worker_loops();
+    let summary = simulation.check_seeds_from_env(LOOP_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
 }

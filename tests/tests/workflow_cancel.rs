@@ -301,3 +301,44 @@ async fn a_body_that_asks_sees_the_cancellation() {
     let record = operator.status(&run).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Cancelled);
 }
+
+/// A store fault while a workflow asks `is_cancelled` interrupts the
+/// attempt like a step's would: a workflow that passes it on with `?` does
+/// not fail the run, and the next attempt goes on. (The simulation with
+/// worker loops found it failing runs, seed 6.)
+#[tokio::test]
+async fn a_store_fault_while_asking_is_cancelled_interrupts_and_never_fails_the_run() {
+    use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+    let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+    let objects: Arc<dyn ObjectStore> = faults.clone();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let runtime = process(&objects, &clock).build().unwrap();
+    let armed = Arc::new(AtomicU64::new(1));
+    let (store, arm) = (faults.clone(), armed.clone());
+    let asker = Workflow::new("asker", move |ctx: Context, (): ()| {
+        let (store, arm) = (store.clone(), arm.clone());
+        async move {
+            if arm.swap(0, Ordering::SeqCst) == 1 {
+                for kind in RequestKind::ALL {
+                    store.inject(FaultRule::fail_before(kind).times(1));
+                }
+            }
+            let cancelled = ctx.is_cancelled().await;
+            store.clear_faults();
+            // Passed on with `?`, as a workflow does.
+            let cancelled = cancelled?;
+            Ok::<_, Error>(cancelled)
+        }
+    });
+    let run = RunId::new("asker-1").unwrap();
+    let first = runtime.run(&run, &(), &asker).await;
+    assert!(first.is_err(), "{first:?}");
+    let status = runtime.status(&run).await.unwrap().unwrap().status;
+    assert_eq!(
+        status,
+        RunStatus::Running,
+        "the fault failed the run: {first:?}"
+    );
+    clock.advance_ms(60_000);
+    assert!(!runtime.run(&run, &(), &asker).await.unwrap());
+}

@@ -38,7 +38,7 @@ use futures::stream::BoxStream;
 use super::Shared;
 use super::lease::{AttemptLease, HeldLease};
 pub use crate::due_index::DueRun;
-pub(crate) use crate::due_index::{delete, due_at, write};
+pub(crate) use crate::due_index::{delete, due_after, due_at, is_stale, write};
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 

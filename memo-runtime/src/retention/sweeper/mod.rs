@@ -177,10 +177,7 @@ impl RetentionSweeper {
                 }
             };
             let stale = match runs.load_run(&due.run_id).await {
-                Ok(None) => true,
-                Ok(Some(record)) => {
-                    record.incarnation != due.incarnation || record.status.is_terminal()
-                }
+                Ok(record) => due_index::is_stale(&due, record.as_ref()),
                 Err(error) => {
                     tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run cannot be read");
                     continue;

@@ -95,6 +95,8 @@ pub(super) enum TaskKind {
     Sweep,
     Delete,
     Operator,
+    Poll,
+    Cancel,
 }
 
 /// A live task.
@@ -241,6 +243,11 @@ impl Checker {
 
     pub(super) fn objects(&self) -> &Shared {
         &self.objects
+    }
+
+    /// The simulated clock's time now.
+    pub(super) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
     }
 
     /// A foreign object stands at `path` (`true`) or no longer does: while

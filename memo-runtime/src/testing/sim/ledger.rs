@@ -25,6 +25,8 @@ pub struct Ledger {
     pub(super) checker: Checker,
     /// Set by the simulated deploy ([`Simulation::deploy_at`](super::Simulation::deploy_at)).
     pub(super) deployed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The attempts that observed their run's cancellation.
+    pub(super) cancels: super::loops::ObservedCancels,
 }
 
 impl Ledger {
@@ -63,6 +65,7 @@ impl Ledger {
     /// the store records it (a step body starts only under a live lease),
     /// and that no other live attempt runs anything of the same step.
     pub fn step_body(&self, memo: &Memo) -> StepBody {
+        self.cancels.body_started(&self.checker, memo);
         StepBody {
             checker: self.checker.clone(),
             number: self.checker.body_started(memo),

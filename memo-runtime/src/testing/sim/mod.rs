@@ -54,6 +54,12 @@
 //! - a side effect is reported from inside its `#[memoized]` body (the
 //!   ledger learns its key from the call), and some caller gets the value
 //!   of an entry a side effect ran for, or the history checked nothing;
+//! - with [`Simulation::worker_loops`]: a timer or a signal's deadline
+//!   never fires before its time by the runtime's clock
+//!   ([`Ledger::timer_fired`]); an attempt that observed its run's
+//!   cancellation ([`Ledger::cancel_observed`]) starts no step body; and once
+//!   faults stop and time passes, the workers' polls alone wake every due
+//!   run and every run ends;
 //! - with an operator, cached reader or final sweep, the invariants each
 //!   knob documents.
 //!
@@ -104,6 +110,7 @@ mod checker;
 mod compat;
 mod folder;
 mod ledger;
+mod loops;
 mod operator;
 mod plant;
 mod reader;
@@ -151,6 +158,9 @@ pub enum Event {
     Signal,
     /// Store requests fail (before or after they are applied).
     StoreFault,
+    /// A run is cancelled from outside (with
+    /// [`worker_loops`](Simulation::worker_loops)).
+    Cancel,
 }
 
 /// The settings of a [`Simulation`].
@@ -214,6 +224,8 @@ pub struct Simulation<I, O, Mk> {
     signals: Vec<(String, SignalSender)>,
     check: Option<OutcomeCheck<I, O>>,
     redeliver: Option<Redeliver<I>>,
+    /// The worker loops, with [`worker_loops`](Self::worker_loops).
+    loops: Option<loops::MakeLoops<I>>,
 }
 
 impl<I, O, Mk> fmt::Debug for Simulation<I, O, Mk> {
@@ -379,6 +391,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             signals: Vec::new(),
             check: None,
             redeliver: None,
+            loops: None,
         }
     }
 

@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use super::checker::{self, Checker, TaskKind, as_task};
 use super::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
 use super::folder::Folder;
+use super::loops::{self, Loops, ObservedCancels};
 use super::operator::{self, Visit};
 use super::plant::{self, Foreign, Kind};
 use super::reader::CachedReader;
@@ -90,10 +91,16 @@ where
         config.check_bodies,
     );
     let deployed = Arc::default();
-    let workflow = (sim.make_workflow)(Ledger {
+    let ledger = Ledger {
         checker: checker.clone(),
         deployed: Arc::clone(&deployed),
-    });
+        cancels: ObservedCancels::default(),
+    };
+    let workflow = (sim.make_workflow)(ledger.clone());
+    let loops = sim.loops.as_ref().map(|make| make(ledger));
+    // `InMemory` lists in order; a local folder and a case-folding store
+    // do not.
+    let ordered = !config.wide_run_ids && !in_local_folder(config, seed);
     let run_ids = if config.wide_run_ids {
         wide_run_ids(sim.inputs.len(), seed)
     } else {
@@ -109,6 +116,7 @@ where
             run_id,
             input: input.clone(),
             delivered: false,
+            unacknowledged: false,
             last_error: None,
         })
         .collect();
@@ -136,6 +144,8 @@ where
         plants: Vec::new(),
         removed_plants: Vec::new(),
         deployed,
+        loops,
+        ordered,
     };
     let checker = world.checker.clone();
     checker::while_active(&checker, || runtime.block_on(world.run()));
@@ -152,6 +162,10 @@ where
         Err((violations, world.checker.trace()))
     }
 }
+
+/// The share of random events that are a worker loop's poll or a
+/// cancellation, with worker loops.
+const LOOP_EVENT_SHARE: f64 = 0.4;
 
 /// The chance, per scheduler step, that a worker pauses, with pauses.
 const PAUSE_RATE: f64 = 0.003;
@@ -257,12 +271,17 @@ struct SimRun<I> {
     run_id: RunId,
     input: I,
     delivered: bool,
+    /// A submission to a worker loop has not returned `Ok` (its caller
+    /// submits again).
+    unacknowledged: bool,
     last_error: Option<String>,
 }
 
 struct Worker {
     runtime: Runtime,
     faults: Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
+    /// Its worker loop, with [`Simulation::worker_loops`].
+    looped: Option<crate::workflow::Worker>,
 }
 
 /// A run `recover()` resumed, and how its attempt ended.
@@ -277,6 +296,8 @@ enum Outcome {
     Recover(Result<Vec<Resumed>, String>),
     Deleted(usize, Result<bool, String>),
     Done(Result<(), String>),
+    /// A submission to a worker loop ended.
+    Submitted(usize, Result<(), String>),
 }
 
 struct Task<'w> {
@@ -325,6 +346,10 @@ struct World<'w, I, O, Mk, F> {
     removed_plants: Vec<(Path, u64)>,
     /// Whether the workers run the new code ([`Simulation::deploy_at`]).
     deployed: Arc<std::sync::atomic::AtomicBool>,
+    /// The worker loops, with [`Simulation::worker_loops`].
+    loops: Option<Loops<I>>,
+    /// Whether the shared store lists in order (for the worker loops).
+    ordered: bool,
 }
 
 impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
@@ -486,10 +511,25 @@ where
                     .with_min_delay(Duration::from_millis(20))
                     .without_jitter(),
             );
-        let runtime = compat::configure(builder, self.config.lease)
+        let builder = compat::configure(builder, self.config.lease);
+        // With worker loops, an attempt suspends at every timer, for a
+        // worker's poll to wake it.
+        let builder = match &self.loops {
+            Some(_) => builder.timer_wait(Duration::ZERO),
+            None => builder,
+        };
+        let runtime = builder
             .build()
             .expect("a memo store and a runtime store are set");
-        Worker { runtime, faults }
+        let looped = self
+            .loops
+            .as_ref()
+            .map(|loops| (loops.worker)(runtime.clone(), self.ordered));
+        Worker {
+            runtime,
+            faults,
+            looped,
+        }
     }
 
     fn live_faults(&self) -> u64 {
@@ -683,6 +723,9 @@ where
     }
 
     fn random_event(&mut self) {
+        if self.loops.is_some() && self.rng.random_bool(LOOP_EVENT_SHARE) {
+            return self.loop_event();
+        }
         let roll = self.rng.random_range(0..100u32);
         let has = |event| self.config.has(event);
         match roll {
@@ -724,6 +767,9 @@ where
     }
 
     fn deliver(&mut self, worker: usize, run: usize) {
+        if self.loops.is_some() {
+            return self.submit(worker, run);
+        }
         let runtime = self.workers[worker]
             .as_ref()
             .expect("a live worker")
@@ -745,6 +791,125 @@ where
             Outcome::Run(run, result.map(drop).map_err(|e| e.to_string()), delivered)
         };
         self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
+    }
+
+    /// With worker loops: a worker polls, or a run is cancelled.
+    fn loop_event(&mut self) {
+        if self.config.has(Event::Cancel) && self.rng.random_bool(0.2) {
+            if !self.runs.is_empty() {
+                let run = self.rng.random_range(0..self.runs.len());
+                if let Some(worker) = self.random_live_worker() {
+                    self.cancel(worker, run);
+                }
+            }
+        } else if let Some(worker) = self.random_live_worker() {
+            self.poll(worker);
+        }
+    }
+
+    /// Submits `run` to `worker`'s loop, as a caller that saw no `Ok` yet
+    /// does again.
+    fn submit(&mut self, worker: usize, run: usize) {
+        let Some(loops) = &self.loops else {
+            return;
+        };
+        let looped = self.workers[worker]
+            .as_ref()
+            .and_then(|w| w.looped.clone())
+            .expect("a live worker with a loop");
+        let slot = &mut self.runs[run];
+        slot.delivered = true;
+        slot.unacknowledged = true;
+        let submitted = (loops.submit)(looped, slot.run_id.clone(), slot.input.clone());
+        self.checker
+            .event(format!("submit {} to worker {worker}", slot.run_id));
+        let future =
+            async move { Outcome::Submitted(run, submitted.await.map_err(|e| e.to_string())) };
+        self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
+    }
+
+    /// `worker`'s loop polls the due-run index once, unless it is polling.
+    fn poll(&mut self, worker: usize) {
+        let polling = self
+            .tasks
+            .iter()
+            .any(|t| t.kind == TaskKind::Poll && t.worker == worker);
+        let Some(looped) = self.workers[worker].as_ref().and_then(|w| w.looped.clone()) else {
+            return;
+        };
+        if polling {
+            return;
+        }
+        self.checker.event(format!("worker {worker} polls"));
+        let future = async move {
+            let errors = loops::poll(looped).await;
+            Outcome::Done(if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors.join("; "))
+            })
+        };
+        self.spawn(worker, TaskKind::Poll, None, Box::pin(future));
+    }
+
+    /// Cancels `run` through `worker`'s runtime.
+    fn cancel(&mut self, worker: usize, run: usize) {
+        let runtime = self.runtime_of(worker);
+        let run_id = self.runs[run].run_id.clone();
+        self.checker
+            .event(format!("cancel {run_id} via worker {worker}"));
+        let future = async move { Outcome::Done(loops::cancel(runtime, run_id).await) };
+        self.spawn(worker, TaskKind::Cancel, Some(run), Box::pin(future));
+    }
+
+    /// With worker loops, the end of a history: faults stop, crashed
+    /// workers restart, and then, while the clock moves on a day at a
+    /// time, only the workers' polls drive runs; a submission that never
+    /// returned `Ok` is made again, and every open run gets every signal,
+    /// as callers would.
+    async fn settle_with_loops(&mut self) {
+        self.checker.event("faults stop".into());
+        for worker in 0..self.workers.len() {
+            match &self.workers[worker] {
+                Some(live) => live.faults.set_enabled(false),
+                None => {
+                    let restarted = self.start_worker(false);
+                    self.workers[worker] = Some(restarted);
+                    self.checker.event(format!("worker {worker} restarts"));
+                }
+            }
+        }
+        self.drain().await;
+        for _ in 0..self.config.liveness_rounds {
+            self.clock
+                .advance_ms(millis(self.config.lease) + loops::SETTLE_JUMP_MS);
+            let open: Vec<usize> = (0..self.runs.len())
+                .filter(|&run| self.runs[run].delivered && !self.is_terminal(run))
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            for run in open {
+                let worker = self.rng.random_range(0..self.workers.len());
+                let created = matches!(
+                    fresh_run(self.checker.objects(), &self.runs[run].run_id),
+                    Some(Ok(Some(_)))
+                );
+                if self.runs[run].unacknowledged || !created {
+                    self.submit(worker, run);
+                }
+                for signal in 0..self.sim.signals.len() {
+                    self.send_signal(worker, run, signal);
+                }
+            }
+            self.drain().await;
+            for _ in 0..loops::SETTLE_POLLS {
+                for worker in 0..self.workers.len() {
+                    self.poll(worker);
+                }
+                self.drain().await;
+            }
+        }
     }
 
     fn spawn(
@@ -933,7 +1098,8 @@ where
             .tasks
             .iter()
             .any(|t| matches!(t.kind, TaskKind::Run | TaskKind::Recover));
-        if self.config.has(Event::ConcurrentDelivery) || quiet {
+        // A worker loop takes over the crashed worker's runs by itself.
+        if self.loops.is_none() && (self.config.has(Event::ConcurrentDelivery) || quiet) {
             self.recover(worker);
         }
     }
@@ -1006,6 +1172,16 @@ where
                     .event(format!("{:?} task {} ends: {result:?}", task.kind, task.id));
                 if let Err(error) = &result {
                     self.check_error(None, error);
+                }
+            }
+            Outcome::Submitted(run, result) => {
+                self.checker.event(format!(
+                    "submission of {} ends: {result:?}",
+                    self.runs[run].run_id
+                ));
+                match result {
+                    Ok(()) => self.runs[run].unacknowledged = false,
+                    Err(error) => self.attempt_ended(run, Err(error), None),
                 }
             }
         }
@@ -1181,6 +1357,9 @@ where
     /// Faults stop, crashed workers restart, time moves on, and every open
     /// run is redelivered (with every signal) until it is terminal.
     async fn settle(&mut self) {
+        if self.loops.is_some() {
+            return self.settle_with_loops().await;
+        }
         for (path, _) in std::mem::take(&mut self.plants) {
             self.unplant(&path);
         }

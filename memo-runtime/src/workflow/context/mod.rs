@@ -134,7 +134,9 @@ impl Context {
     ///
     /// # Errors
     ///
-    /// A store error reading the run's inputs.
+    /// A store error reading the run's inputs; it interrupts the attempt,
+    /// as a step's would, so a workflow that returns it does not fail the
+    /// run.
     ///
     /// [`Runtime::cancel`]: crate::workflow::Runtime::cancel
     pub async fn is_cancelled(&self) -> Result<bool, Error> {
@@ -146,7 +148,10 @@ impl Context {
             .shared
             .store
             .load_inputs(&self.inner.run_id)
-            .await?;
+            .await
+            // A store fault interrupts the attempt: the run must not fail
+            // for it when the workflow passes it on with `?`.
+            .map_err(|e| self.interrupt::<Error>(e))?;
         self.inner.lease.note_cancel(&inputs);
         Ok(self.check_cancelled::<Error>().is_err())
     }

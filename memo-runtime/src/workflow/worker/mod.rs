@@ -6,22 +6,27 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
+
+mod builder;
+mod handle;
+
+pub use builder::WorkerBuilder;
+pub use handle::WorkerHandle;
 
 use super::due::{self, DueRun};
 use super::recovery::{Pick, Recovery};
 use super::{Context, Runtime, Workflow};
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::retention::SweeperHandle;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{NewRun, RunRecord};
 
@@ -87,16 +92,20 @@ impl<E: Display> Display for Driving<E> {
 /// # What a poll costs
 ///
 /// A poll ([`wake_due`](Worker::wake_due)) lists the due-run index up to
-/// now: one delimiter listing of its hour folders (a request per 1,000
-/// hours that hold entries), a listing of each hour that holds due entries
-/// and of the current hour (a request per 1,000 entries), then, for each
-/// due run (at most [`poll_batch`](WorkerBuilder::poll_batch) entries per
-/// poll), a load of its record and what waking it costs: nothing more for a
-/// run that ended or is not due (the entry is deleted), a create and a
-/// delete for a run another attempt holds (its entry moves to the lease's
-/// expiry), and an attempt for a run that is due. With no run due, a poll
-/// costs one listing request (plus one per hour of the current hour's
-/// entries), whatever the number of runs stored.
+/// now, from where the last full poll stopped, and takes at most
+/// [`poll_batch`](WorkerBuilder::poll_batch) entries. On a store declared
+/// to list in order ([`ordered_listings`](WorkerBuilder::ordered_listings):
+/// S3, GCS, Azure, `InMemory`) the listing is read only up to the first
+/// entry not yet due: a request per 1,000 due entries, one when none is
+/// due, whatever the number of runs stored or waiting. On any other store
+/// it is one delimiter listing of the index's hour folders (a request per
+/// 1,000 hours that hold entries), and a listing of each hour that holds
+/// due entries and of the current hour, whose entries not yet due are
+/// listed too. Then, for each due run, a load of its record and what waking
+/// it costs: nothing more for a run that ended or is not due (the entry is
+/// deleted), a create and a delete for a run another attempt holds (its
+/// entry moves to the lease's expiry), and an attempt for a run that is
+/// due.
 ///
 /// # Example
 ///
@@ -143,8 +152,14 @@ struct WorkerInner {
     poll_interval: Duration,
     poll_batch: usize,
     sweep_interval: Option<Duration>,
+    ordered_listings: bool,
     /// Wakes the spawned loop at once (a run was submitted).
     submitted: Notify,
+    /// The key of the last entry the last full poll took: the next poll
+    /// goes on after it, so that entries this worker cannot wake (a
+    /// workflow it does not know, a run that fails to load) never keep it
+    /// from the ones after them. `None` starts at the earliest due entry.
+    cursor: Mutex<Option<Path>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -156,120 +171,6 @@ impl std::fmt::Debug for Worker {
             .field("concurrency", &self.inner.concurrency)
             .field("poll_interval", &self.inner.poll_interval)
             .finish_non_exhaustive()
-    }
-}
-
-/// Builds a [`Worker`]; see [`Worker::builder`].
-#[must_use]
-pub struct WorkerBuilder {
-    runtime: Runtime,
-    workflows: Registry,
-    concurrency: usize,
-    poll_interval: Duration,
-    poll_batch: usize,
-    sweep_interval: Option<Duration>,
-}
-
-impl std::fmt::Debug for WorkerBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkerBuilder")
-            .field("workflows", &self.workflows.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl WorkerBuilder {
-    /// Runs of `workflow` are this worker's to start, wake and recover. A
-    /// run of a workflow no worker registered is left alone (its due
-    /// entries stay for a worker that knows it; each poll loads it again).
-    ///
-    /// Register each [version](Workflow::with_version) of a workflow that
-    /// still has open runs: each run is driven by the version it started
-    /// on, and a run whose version is not registered is left open, counted
-    /// in [`WakeReport::unknown`] and skipped, with the reason, by
-    /// [`Worker::recover`]. Registering a version again replaces it.
-    pub fn workflow<I, O, E, F, Fut>(mut self, workflow: &Workflow<F>) -> Self
-    where
-        I: Serialize + DeserializeOwned + Send + 'static,
-        O: Serialize + DeserializeOwned + Send + 'static,
-        E: From<Error> + Display + Send + 'static,
-        F: Fn(Context, I) -> Fut + Clone + Send + Sync + 'static,
-        Fut: Future<Output = Result<O, E>> + Send + 'static,
-    {
-        let run = workflow.run.clone();
-        let mut wrapped = Workflow::new(workflow.name.clone(), move |ctx: Context, input: I| {
-            let run = run.clone();
-            async move { run(ctx, input).await.map_err(Driving::Workflow) }
-        });
-        wrapped.version = workflow.version.clone();
-        let drive: Drive = Arc::new(move |runtime: Runtime, record: RunRecord| {
-            let wrapped = wrapped.clone();
-            async move {
-                match runtime.drive::<I, _>(record, &wrapped).await {
-                    Ok(_) | Err(Driving::Workflow(_)) => Driven::Ran,
-                    Err(Driving::Runtime(e)) => Driven::Runtime(e),
-                }
-            }
-            .boxed()
-        });
-        self.workflows
-            .entry(workflow.name.to_string())
-            .or_default()
-            .insert(workflow.version().map(str::to_string), drive);
-        self
-    }
-
-    /// How many runs the worker drives at once (default
-    /// [`DEFAULT_WORKER_CONCURRENCY`]; at least 1).
-    pub fn concurrency(mut self, runs: usize) -> Self {
-        self.concurrency = runs.max(1);
-        self
-    }
-
-    /// How often a spawned worker polls the due-run index (default
-    /// [`DEFAULT_POLL_INTERVAL`]), plus a random jitter of up to a quarter
-    /// of it, so that workers started together do not poll together. A
-    /// [`submit`](Worker::submit) to this worker polls at once.
-    pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
-        self
-    }
-
-    /// How many due entries one poll takes at most (default
-    /// [`DEFAULT_POLL_BATCH`]; at least 1); a full batch is followed by
-    /// another poll at once.
-    pub fn poll_batch(mut self, entries: usize) -> Self {
-        self.poll_batch = entries.max(1);
-        self
-    }
-
-    /// How often a spawned worker runs the runtime's retention sweeper
-    /// ([`Runtime::retention_sweeper`]); `None` runs none (default
-    /// [`DEFAULT_SWEEP_INTERVAL`]).
-    pub fn sweep_interval(mut self, interval: Option<Duration>) -> Self {
-        self.sweep_interval = interval;
-        self
-    }
-
-    /// The worker, not yet polling: call [`Worker::wake_due`] yourself, or
-    /// [`Worker::spawn`].
-    pub fn build(self) -> Worker {
-        Worker {
-            inner: Arc::new(WorkerInner {
-                runtime: self.runtime,
-                workflows: self.workflows,
-                concurrency: self.concurrency,
-                poll_interval: self.poll_interval,
-                poll_batch: self.poll_batch,
-                sweep_interval: self.sweep_interval,
-                submitted: Notify::new(),
-            }),
-        }
-    }
-
-    /// The worker, polling in a Tokio task: see [`Worker::spawn`].
-    pub fn spawn(self) -> WorkerHandle {
-        self.build().spawn()
     }
 }
 
@@ -318,19 +219,6 @@ enum Woke {
 }
 
 impl Worker {
-    /// A builder over `runtime`: register workflows with
-    /// [`WorkerBuilder::workflow`].
-    pub fn builder(runtime: Runtime) -> WorkerBuilder {
-        WorkerBuilder {
-            runtime,
-            workflows: HashMap::new(),
-            concurrency: DEFAULT_WORKER_CONCURRENCY,
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            poll_batch: DEFAULT_POLL_BATCH,
-            sweep_interval: Some(DEFAULT_SWEEP_INTERVAL),
-        }
-    }
-
     /// The runtime the worker drives runs with.
     pub fn runtime(&self) -> &Runtime {
         &self.inner.runtime
@@ -468,10 +356,7 @@ impl Worker {
     pub async fn wake_due(&self) -> Result<WakeReport> {
         let runtime = &self.inner.runtime;
         let now = runtime.shared.clock.now_ms();
-        let entries: Vec<DueRun> = due::due_at(&runtime.shared.memo, now)
-            .take(self.inner.poll_batch)
-            .try_collect()
-            .await?;
+        let entries = self.take_due(now).await?;
         let mut report = WakeReport {
             entries: entries.len(),
             ..WakeReport::default()
@@ -500,6 +385,34 @@ impl Worker {
         Ok(report)
     }
 
+    /// The entries due by `now_ms` that this poll takes: a batch from
+    /// after the cursor, and, if the index has fewer after it, the rest of
+    /// the batch from the earliest entry on (up to the cursor). The cursor
+    /// moves to the last entry of a full batch, and back to the start
+    /// otherwise.
+    async fn take_due(&self, now_ms: u64) -> Result<Vec<DueRun>> {
+        let memo = &self.inner.runtime.shared.memo;
+        let (batch, ordered) = (self.inner.poll_batch, self.inner.ordered_listings);
+        let after = self.cursor().clone();
+        let mut taken: Vec<(Path, DueRun)> = due::due_after(memo, now_ms, after.as_ref(), ordered)
+            .take(batch)
+            .try_collect()
+            .await?;
+        if let Some(after) = after.filter(|_| taken.len() < batch) {
+            let wrapped: Vec<(Path, DueRun)> = due::due_after(memo, now_ms, None, ordered)
+                .try_take_while(|(key, _)| futures::future::ready(Ok(*key <= after)))
+                .take(batch - taken.len())
+                .try_collect()
+                .await?;
+            taken.extend(wrapped);
+        }
+        *self.cursor() = match taken.last() {
+            Some((last, _)) if taken.len() >= batch => Some(last.clone()),
+            _ => None,
+        };
+        Ok(taken.into_iter().map(|(_, due)| due).collect())
+    }
+
     /// Wakes the run that `entries` (all of one run incarnation) name, and
     /// deletes them once the run moved on.
     async fn wake_run(&self, entries: Vec<DueRun>) -> Woke {
@@ -510,11 +423,12 @@ impl Worker {
             Ok(record) => record,
             Err(e) => return Woke::Failed(first.run_id, e),
         };
-        let Some(record) =
-            record.filter(|r| r.incarnation == first.incarnation && !r.status.is_terminal())
-        else {
-            self.forget(&entries).await;
-            return Woke::Stale;
+        let record = match record {
+            Some(record) if !due::is_stale(&first, Some(&record)) => record,
+            _ => {
+                self.forget(&entries).await;
+                return Woke::Stale;
+            }
         };
         let drive = match self.registered(&record) {
             Ok(drive) => drive,
@@ -568,6 +482,13 @@ impl Worker {
         woke
     }
 
+    fn cursor(&self) -> std::sync::MutexGuard<'_, Option<Path>> {
+        self.inner
+            .cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Deletes `entries`, best effort: an entry left behind is woken again,
     /// harmlessly.
     async fn forget(&self, entries: &[DueRun]) {
@@ -576,118 +497,5 @@ impl Worker {
                 tracing::debug!(run_id = %entry.run_id, error = %e, "due-run entry not deleted");
             }
         }
-    }
-
-    /// Polls in a Tokio task until [`WorkerHandle::shutdown`]: wakes the
-    /// due runs every [`poll_interval`](WorkerBuilder::poll_interval) (with
-    /// jitter), at once after a [`submit`](Worker::submit), and runs the
-    /// retention sweeper every
-    /// [`sweep_interval`](WorkerBuilder::sweep_interval).
-    ///
-    /// Dropping the handle detaches the task: it polls until the Tokio
-    /// runtime shuts down.
-    pub fn spawn(&self) -> WorkerHandle {
-        let (stop, stop_rx) = watch::channel(false);
-        let sweeper = self
-            .inner
-            .sweep_interval
-            .map(|interval| self.inner.runtime.retention_sweeper().spawn(interval));
-        let detached = stop.clone();
-        let worker = self.clone();
-        let task = tokio::spawn(async move {
-            let report = worker.poll_until_stopped(stop_rx).await;
-            drop(detached);
-            report
-        });
-        WorkerHandle {
-            worker: self.clone(),
-            stop,
-            task,
-            sweeper,
-        }
-    }
-
-    async fn poll_until_stopped(&self, mut stop: watch::Receiver<bool>) -> WakeReport {
-        let mut total = WakeReport::default();
-        while !*stop.borrow_and_update() {
-            let full = match self.wake_due().await {
-                Ok(report) => {
-                    let full = report.entries >= self.inner.poll_batch;
-                    for (run_id, e) in &report.failed {
-                        tracing::warn!(%run_id, error = %e, "due run not woken; the next poll tries again");
-                    }
-                    total.add(report);
-                    full
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "due-run index not listed");
-                    false
-                }
-            };
-            if full {
-                continue;
-            }
-            let interval = self.inner.poll_interval;
-            let jitter = interval.mul_f64((crate::run_id::unique_token() % 1024) as f64 / 4096.0);
-            tokio::select! {
-                biased;
-                _ = stop.changed() => break,
-                () = self.inner.submitted.notified() => {}
-                () = tokio::time::sleep(interval + jitter) => {}
-            }
-        }
-        total
-    }
-}
-
-/// A spawned [`Worker`]; stop it with [`shutdown`](WorkerHandle::shutdown).
-#[derive(Debug)]
-pub struct WorkerHandle {
-    worker: Worker,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<WakeReport>,
-    sweeper: Option<SweeperHandle>,
-}
-
-impl WorkerHandle {
-    /// The worker, to [`submit`](Worker::submit) runs to.
-    pub fn worker(&self) -> &Worker {
-        &self.worker
-    }
-
-    /// Stops the worker gracefully: it takes no more work, and the
-    /// attempts it is running stop at their next step boundary or wait
-    /// (their runs stay open, their leases released, their due entries in
-    /// the index), within `deadline`. An attempt still running then is
-    /// dropped where it is, as if its process had died: its lease expires
-    /// and another worker takes its run over. Returns what the worker's
-    /// polls did.
-    ///
-    /// While it stops, every attempt of the worker's
-    /// [`Runtime`] (and of its clones) stops at its next step boundary:
-    /// give a worker a runtime of its own.
-    pub async fn shutdown(mut self, deadline: Duration) -> WakeReport {
-        let _ = self.stop.send(true);
-        let shared = &self.worker.inner.runtime.shared;
-        shared.draining.store(true, Ordering::Release);
-        let report = match tokio::time::timeout(deadline, &mut self.task).await {
-            Ok(Ok(report)) => report,
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "the worker's task failed");
-                WakeReport::default()
-            }
-            Err(_) => {
-                self.task.abort();
-                tracing::warn!(
-                    "the worker did not stop within its deadline; its attempts were dropped"
-                );
-                WakeReport::default()
-            }
-        };
-        if let Some(sweeper) = self.sweeper.take() {
-            sweeper.shutdown().await;
-        }
-        shared.draining.store(false, Ordering::Release);
-        report
     }
 }

@@ -1,0 +1,168 @@
+//! [`WorkerBuilder`]: which workflows a [`Worker`] drives, and how.
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+use super::{
+    DEFAULT_POLL_BATCH, DEFAULT_POLL_INTERVAL, DEFAULT_SWEEP_INTERVAL, DEFAULT_WORKER_CONCURRENCY,
+    Drive, Driven, Driving, Registry, Worker, WorkerHandle, WorkerInner,
+};
+use crate::error::Error;
+use crate::runtime_store::RunRecord;
+use crate::workflow::{Context, Runtime, Workflow};
+
+impl Worker {
+    /// A builder over `runtime`: register workflows with
+    /// [`WorkerBuilder::workflow`].
+    pub fn builder(runtime: Runtime) -> WorkerBuilder {
+        WorkerBuilder {
+            runtime,
+            workflows: HashMap::new(),
+            concurrency: DEFAULT_WORKER_CONCURRENCY,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            poll_batch: DEFAULT_POLL_BATCH,
+            sweep_interval: Some(DEFAULT_SWEEP_INTERVAL),
+            ordered_listings: false,
+        }
+    }
+}
+
+/// Builds a [`Worker`]; see [`Worker::builder`].
+#[must_use]
+pub struct WorkerBuilder {
+    runtime: Runtime,
+    workflows: Registry,
+    concurrency: usize,
+    poll_interval: Duration,
+    poll_batch: usize,
+    sweep_interval: Option<Duration>,
+    ordered_listings: bool,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("workflows", &self.workflows.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    /// Runs of `workflow` are this worker's to start, wake and recover. A
+    /// run of a workflow no worker registered is left alone (its due
+    /// entries stay for a worker that knows it; each poll loads it again).
+    ///
+    /// Register each [version](Workflow::with_version) of a workflow that
+    /// still has open runs: each run is driven by the version it started
+    /// on, and a run whose version is not registered is left open, counted
+    /// in [`WakeReport::unknown`] and skipped, with the reason, by
+    /// [`Worker::recover`]. Registering a version again replaces it.
+    pub fn workflow<I, O, E, F, Fut>(mut self, workflow: &Workflow<F>) -> Self
+    where
+        I: Serialize + DeserializeOwned + Send + 'static,
+        O: Serialize + DeserializeOwned + Send + 'static,
+        E: From<Error> + Display + Send + 'static,
+        F: Fn(Context, I) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, E>> + Send + 'static,
+    {
+        let run = workflow.run.clone();
+        let mut wrapped = Workflow::new(workflow.name.clone(), move |ctx: Context, input: I| {
+            let run = run.clone();
+            async move { run(ctx, input).await.map_err(Driving::Workflow) }
+        });
+        wrapped.version = workflow.version.clone();
+        let drive: Drive = Arc::new(move |runtime: Runtime, record: RunRecord| {
+            let wrapped = wrapped.clone();
+            async move {
+                match runtime.drive::<I, _>(record, &wrapped).await {
+                    Ok(_) | Err(Driving::Workflow(_)) => Driven::Ran,
+                    Err(Driving::Runtime(e)) => Driven::Runtime(e),
+                }
+            }
+            .boxed()
+        });
+        self.workflows
+            .entry(workflow.name.to_string())
+            .or_default()
+            .insert(workflow.version().map(str::to_string), drive);
+        self
+    }
+
+    /// How many runs the worker drives at once (default
+    /// [`DEFAULT_WORKER_CONCURRENCY`]; at least 1).
+    pub fn concurrency(mut self, runs: usize) -> Self {
+        self.concurrency = runs.max(1);
+        self
+    }
+
+    /// How often a spawned worker polls the due-run index (default
+    /// [`DEFAULT_POLL_INTERVAL`]), plus a random jitter of up to a quarter
+    /// of it, so that workers started together do not poll together. A
+    /// [`submit`](Worker::submit) to this worker polls at once.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// How many due entries one poll takes at most (default
+    /// [`DEFAULT_POLL_BATCH`]; at least 1); a full batch is followed by
+    /// another poll at once, which goes on after the last entry taken, so
+    /// every due entry gets its turn, whatever the entries before it.
+    pub fn poll_batch(mut self, entries: usize) -> Self {
+        self.poll_batch = entries.max(1);
+        self
+    }
+
+    /// Declares that the store lists objects in lexical order of their
+    /// paths, as S3, GCS, Azure and `InMemory` do (a local folder does not;
+    /// `ObjectStore` does not promise it), so that a poll reads the due-run
+    /// index only up to the first entry not yet due: its listing costs a
+    /// request per 1,000 due entries (one when none is due), whatever the
+    /// runs waiting for later. Without it (the default, right for every
+    /// store), a poll also lists the current hour's entries not yet due.
+    /// On a store that does not list in order, this declaration makes
+    /// polls miss due runs.
+    pub fn ordered_listings(mut self) -> Self {
+        self.ordered_listings = true;
+        self
+    }
+
+    /// How often a spawned worker runs the runtime's retention sweeper
+    /// ([`Runtime::retention_sweeper`]); `None` runs none (default
+    /// [`DEFAULT_SWEEP_INTERVAL`]).
+    pub fn sweep_interval(mut self, interval: Option<Duration>) -> Self {
+        self.sweep_interval = interval;
+        self
+    }
+
+    /// The worker, not yet polling: call [`Worker::wake_due`] yourself, or
+    /// [`Worker::spawn`].
+    pub fn build(self) -> Worker {
+        Worker {
+            inner: Arc::new(WorkerInner {
+                runtime: self.runtime,
+                workflows: self.workflows,
+                concurrency: self.concurrency,
+                poll_interval: self.poll_interval,
+                poll_batch: self.poll_batch,
+                sweep_interval: self.sweep_interval,
+                ordered_listings: self.ordered_listings,
+                submitted: Notify::new(),
+                cursor: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The worker, polling in a Tokio task: see [`Worker::spawn`].
+    pub fn spawn(self) -> WorkerHandle {
+        self.build().spawn()
+    }
+}

@@ -1,0 +1,125 @@
+//! A spawned [`Worker`]: its polling loop and the [`WorkerHandle`] that
+//! stops it.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{WakeReport, Worker};
+use crate::retention::SweeperHandle;
+
+impl Worker {
+    /// Polls in a Tokio task until [`WorkerHandle::shutdown`]: wakes the
+    /// due runs every [`poll_interval`](super::WorkerBuilder::poll_interval) (with
+    /// jitter), at once after a [`submit`](Worker::submit), and runs the
+    /// retention sweeper every
+    /// [`sweep_interval`](super::WorkerBuilder::sweep_interval).
+    ///
+    /// Dropping the handle detaches the task: it polls until the Tokio
+    /// runtime shuts down.
+    pub fn spawn(&self) -> WorkerHandle {
+        let (stop, stop_rx) = watch::channel(false);
+        let sweeper = self
+            .inner
+            .sweep_interval
+            .map(|interval| self.inner.runtime.retention_sweeper().spawn(interval));
+        let detached = stop.clone();
+        let worker = self.clone();
+        let task = tokio::spawn(async move {
+            let report = worker.poll_until_stopped(stop_rx).await;
+            drop(detached);
+            report
+        });
+        WorkerHandle {
+            worker: self.clone(),
+            stop,
+            task,
+            sweeper,
+        }
+    }
+
+    async fn poll_until_stopped(&self, mut stop: watch::Receiver<bool>) -> WakeReport {
+        let mut total = WakeReport::default();
+        while !*stop.borrow_and_update() {
+            let full = match self.wake_due().await {
+                Ok(report) => {
+                    let full = report.entries >= self.inner.poll_batch;
+                    for (run_id, e) in &report.failed {
+                        tracing::warn!(%run_id, error = %e, "due run not woken; the next poll tries again");
+                    }
+                    total.add(report);
+                    full
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "due-run index not listed");
+                    false
+                }
+            };
+            if full {
+                continue;
+            }
+            let interval = self.inner.poll_interval;
+            let jitter = interval.mul_f64((crate::run_id::unique_token() % 1024) as f64 / 4096.0);
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                () = self.inner.submitted.notified() => {}
+                () = tokio::time::sleep(interval + jitter) => {}
+            }
+        }
+        total
+    }
+}
+
+/// A spawned [`Worker`]; stop it with [`shutdown`](WorkerHandle::shutdown).
+#[derive(Debug)]
+pub struct WorkerHandle {
+    worker: Worker,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<WakeReport>,
+    sweeper: Option<SweeperHandle>,
+}
+
+impl WorkerHandle {
+    /// The worker, to [`submit`](Worker::submit) runs to.
+    pub fn worker(&self) -> &Worker {
+        &self.worker
+    }
+
+    /// Stops the worker gracefully: it takes no more work, and the
+    /// attempts it is running stop at their next step boundary or wait
+    /// (their runs stay open, their leases released, their due entries in
+    /// the index), within `deadline`. An attempt still running then is
+    /// dropped where it is, as if its process had died: its lease expires
+    /// and another worker takes its run over. Returns what the worker's
+    /// polls did.
+    ///
+    /// While it stops, every attempt of the worker's
+    /// [`Runtime`](crate::workflow::Runtime) (and of its clones) stops at its next step boundary:
+    /// give a worker a runtime of its own.
+    pub async fn shutdown(mut self, deadline: Duration) -> WakeReport {
+        let _ = self.stop.send(true);
+        let shared = &self.worker.inner.runtime.shared;
+        shared.draining.store(true, Ordering::Release);
+        let report = match tokio::time::timeout(deadline, &mut self.task).await {
+            Ok(Ok(report)) => report,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "the worker's task failed");
+                WakeReport::default()
+            }
+            Err(_) => {
+                self.task.abort();
+                tracing::warn!(
+                    "the worker did not stop within its deadline; its attempts were dropped"
+                );
+                WakeReport::default()
+            }
+        };
+        if let Some(sweeper) = self.sweeper.take() {
+            sweeper.shutdown().await;
+        }
+        shared.draining.store(false, Ordering::Release);
+        report
+    }
+}

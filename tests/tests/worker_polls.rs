@@ -1,0 +1,176 @@
+//! What a worker's poll of the due-run index reads (issue 23): on a store
+//! that lists in order, requests in proportion to the due runs, whatever
+//! the runs waiting later in the same hour; and every due entry gets its
+//! turn, however many entries of workflows the worker does not know come
+//! before it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use memo_runtime::clock::ManualClock;
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RunStatus};
+use memo_runtime::testing::{CountingStore, RequestCounts};
+use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
+use memo_runtime::{Error, MemoStore, RunId};
+
+/// The clock starts at the beginning of an hour, so the runs below wait
+/// in the hour that holds the polls.
+const START_MS: u64 = 24 * 3600 * 1000;
+const MINUTE_MS: u64 = 60_000;
+
+fn process(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(objects.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            objects.clone(),
+            "runs",
+        )))
+        .clock(clock.clone())
+        .timer_wait(Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+fn run(id: &str) -> RunId {
+    RunId::new(id).unwrap()
+}
+
+type BoxedRun = futures::future::BoxFuture<'static, Result<u64, Error>>;
+
+/// Sleeps the input's milliseconds, then ends with them.
+fn napper(name: &'static str) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Clone + Send + Sync> {
+    Workflow::new(name, |ctx: Context, ms: u64| {
+        Box::pin(async move {
+            ctx.sleep(Duration::from_millis(ms)).await?;
+            Ok::<_, Error>(ms)
+        }) as BoxedRun
+    })
+}
+
+async fn suspend(
+    runtime: &Runtime,
+    id: &str,
+    ms: u64,
+    workflow: &Workflow<impl Fn(Context, u64) -> BoxedRun>,
+) {
+    let outcome = runtime.run(&run(id), &ms, workflow).await;
+    assert!(
+        matches!(outcome, Err(Error::Suspended { .. })),
+        "{outcome:?}"
+    );
+}
+
+async fn status(runtime: &Runtime, id: &str) -> RunStatus {
+    runtime
+        .status(&run(id))
+        .await
+        .unwrap()
+        .expect("the run")
+        .status
+}
+
+/// `later` runs wait 30 minutes and three wait one minute, all in the
+/// current hour; the clock moves two minutes on. Returns what the poll
+/// that wakes the three requested, by a worker that declares the store
+/// lists in order (as `InMemory` does) or not.
+async fn cost_of_waking_three(later: usize, ordered: bool) -> RequestCounts {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = process(&objects, &clock);
+    let napper = napper("napper");
+    for i in 0..later {
+        suspend(&runtime, &format!("later-{i}"), 30 * MINUTE_MS, &napper).await;
+    }
+    for i in 0..3 {
+        suspend(&runtime, &format!("due-{i}"), MINUTE_MS, &napper).await;
+    }
+    clock.advance_ms(2 * MINUTE_MS);
+    let mut worker = Worker::builder(runtime.clone()).workflow(&napper);
+    if ordered {
+        worker = worker.ordered_listings();
+    }
+    let worker = worker.build();
+    counting.reset();
+    let report = worker.wake_due().await.unwrap();
+    let counts = counting.counts();
+    assert_eq!((report.entries, report.resumed), (3, 3), "{report:?}");
+    for i in 0..3 {
+        assert_eq!(
+            status(&runtime, &format!("due-{i}")).await,
+            RunStatus::Completed
+        );
+    }
+    assert_eq!(status(&runtime, "later-0").await, RunStatus::Running);
+    counts
+}
+
+#[tokio::test]
+async fn a_poll_on_an_ordered_store_reads_the_due_entries_not_the_hours_later_ones() {
+    let few = cost_of_waking_three(5, true).await;
+    let many = cost_of_waking_three(200, true).await;
+    assert_eq!(
+        few, many,
+        "the cost of a poll grew with the runs waiting later"
+    );
+    // One listing, read up to the first entry not yet due.
+    assert_eq!(
+        few.lists + few.lists_with_offset + few.lists_with_delimiter,
+        1,
+        "{few:?}"
+    );
+    assert_eq!(few.objects_listed, 3 + 1, "{few:?}");
+}
+
+#[tokio::test]
+async fn a_poll_on_an_unordered_store_lists_the_current_hour_whole() {
+    // The default, right for a local folder: correct, at the cost of the
+    // current hour's entries.
+    let few = cost_of_waking_three(5, false).await;
+    let many = cost_of_waking_three(200, false).await;
+    assert_eq!(few.objects_listed, 3 + 5, "{few:?}");
+    assert_eq!(many.objects_listed, 3 + 200, "{many:?}");
+}
+
+/// Three runs of a workflow the worker does not know are due before one of
+/// its own; with a batch of two, the second poll reaches its run.
+async fn a_run_behind_unknown_entries_is_woken(ordered: bool) {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = process(&objects, &clock);
+    let (mine, theirs) = (napper("mine"), napper("theirs"));
+    for i in 0..3 {
+        suspend(&runtime, &format!("theirs-{i}"), MINUTE_MS, &theirs).await;
+    }
+    suspend(&runtime, "mine", 2 * MINUTE_MS, &mine).await;
+    clock.advance_ms(3 * MINUTE_MS);
+    let mut worker = Worker::builder(runtime.clone())
+        .workflow(&mine)
+        .poll_batch(2);
+    if ordered {
+        worker = worker.ordered_listings();
+    }
+    let worker = worker.build();
+    let first = worker.wake_due().await.unwrap();
+    assert_eq!(
+        (first.entries, first.unknown, first.resumed),
+        (2, 2, 0),
+        "{first:?}"
+    );
+    let second = worker.wake_due().await.unwrap();
+    assert_eq!((second.unknown, second.resumed), (1, 1), "{second:?}");
+    assert_eq!(status(&runtime, "mine").await, RunStatus::Completed);
+    // The next poll goes on from the earliest entry when none is left
+    // after its cursor: the unknown runs' entries stay for a worker that
+    // knows them.
+    let third = worker.wake_due().await.unwrap();
+    assert_eq!((third.entries, third.unknown), (2, 2), "{third:?}");
+}
+
+#[tokio::test]
+async fn entries_of_unknown_workflows_never_starve_a_workers_own_runs() {
+    a_run_behind_unknown_entries_is_woken(true).await;
+    a_run_behind_unknown_entries_is_woken(false).await;
+}
