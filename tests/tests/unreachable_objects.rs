@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
-use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{
@@ -174,6 +174,48 @@ async fn deleting_a_run_through_the_sweeper_leaves_nothing_after_the_next_pass()
         Vec::<String>::new()
     );
     assert!(!sweeper.delete_run(&run_id).await.unwrap(), "already gone");
+
+    let report = sweeper.sweep_once(100).await.unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+}
+
+/// Seed 378 of the deployment world: a finished run whose last attempt
+/// stopped before writing its terminal marker is deleted with
+/// `RetentionSweeper::delete_run`, and the runtime store's deletion fails
+/// after the run's pointer is gone. A second call finds no run; without a
+/// marker no pass would reach the log entries and hints left behind. The
+/// deletion gives the run its marker first, so the next pass past the
+/// run's retention deletes what is left.
+#[tokio::test]
+async fn a_sweeper_deletion_of_a_run_without_a_marker_that_stops_part_way_is_finished_by_a_pass() {
+    let objects = Arc::new(InMemory::new());
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-7");
+    finished_run_with_entry(&memo, &runs, &run_id).await;
+    let markers = objects_under(&objects, "memo/terminals").await;
+    for marker in &markers {
+        objects.delete(&Path::from(marker.as_str())).await.unwrap();
+    }
+
+    let faulty = Arc::new(FaultInjectingStore::new(
+        objects.clone() as Arc<dyn ObjectStore>
+    ));
+    faulty.inject(
+        FaultRule::fail_before(RequestKind::Delete)
+            .matching(|p| p.as_ref().contains("/log/"))
+            .times(1),
+    );
+    let deleter: Arc<dyn RuntimeStore> =
+        Arc::new(ObjectStoreRuntimeStore::new(faulty.clone(), "runs"));
+    let sweeper = RetentionSweeper::builder(MemoStore::new(faulty, "memo"), Duration::ZERO)
+        .runtime_store(deleter)
+        .build();
+    assert!(sweeper.delete_run(&run_id).await.is_err());
+    assert!(runs.load_run(&run_id).await.unwrap().is_none());
+    assert!(!sweeper.delete_run(&run_id).await.unwrap(), "no run to find");
+    assert!(!objects_under(&objects, "runs").await.is_empty());
 
     let report = sweeper.sweep_once(100).await.unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
