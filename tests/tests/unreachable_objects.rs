@@ -222,6 +222,47 @@ async fn a_sweeper_deletion_of_a_run_without_a_marker_that_stops_part_way_is_fin
     assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
 }
 
+/// Seed 206 of the deployment world: an earlier run of an id was deleted
+/// and its marker left to the next pass; the id's next run ended, but its
+/// attempt stopped before writing its marker. `Runtime::recover` counts an
+/// id with a marker of any incarnation as marked, so it did not mark the
+/// later run, and once the pass deleted the earlier run's marker nothing
+/// would ever sweep the later one. The pass gives it its marker.
+#[tokio::test]
+async fn a_pass_that_sweeps_an_earlier_runs_marker_marks_the_later_finished_run() {
+    let objects = Arc::new(InMemory::new());
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-7");
+    let earlier = finished_run_with_entry(&memo, &runs, &run_id).await;
+    let runtime_store: Arc<dyn RuntimeStore> =
+        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
+    let sweeper = RetentionSweeper::builder(memo.clone(), Duration::ZERO)
+        .runtime_store(runtime_store)
+        .build();
+    assert!(sweeper.delete_run(&run_id).await.unwrap());
+    let later = runs.create_run(order(&run_id)).await.unwrap();
+    runs.atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 5))
+        .await
+        .unwrap();
+    runs.atomic_apply(&run_id, completed()).await.unwrap();
+
+    let report = sweeper.sweep_once(100).await.unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let markers: Vec<_> = memo
+        .markers()
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.incarnation)
+        .collect();
+    assert_eq!(markers, [later.incarnation], "earlier: {}", earlier.incarnation);
+    let report = sweeper.sweep_once(100).await.unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+}
+
 /// Only a finished run can be deleted: deleting an open one is a conflict
 /// and deletes nothing.
 #[tokio::test]

@@ -410,14 +410,28 @@ impl RetentionSweeper {
     /// terminal, so that a stray marker can never clear a live run's
     /// entries. A later run of the same id (another incarnation) is not the
     /// marker's run: that the id was used again proves the marker's run was
-    /// deleted from this runtime store.
+    /// deleted from this runtime store. If that later run has ended, it is
+    /// given its marker (a no-op if it has one): `Runtime::recover` counts
+    /// an id with a marker of any incarnation as marked, so a later run
+    /// whose own attempt stopped before marking it would otherwise be left
+    /// unmarked, and never swept, once this marker is gone.
     async fn check_terminal(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Found> {
         let Some(store) = &self.config.runtime_store else {
             return Ok(Found::Other);
         };
         match store.load_run(run_id).await? {
             None => Ok(Found::Nothing),
-            Some(run) if run.incarnation != incarnation => Ok(Found::Other),
+            Some(run) if run.incarnation != incarnation => {
+                if let Some(terminal_at_ms) = run.terminal_at_ms.filter(|_| !self.config.dry_run) {
+                    let later = TerminalMarker {
+                        run_id: run_id.clone(),
+                        terminal_at_ms,
+                        incarnation: run.incarnation,
+                    };
+                    self.config.memo_store.markers().write(&later).await?;
+                }
+                Ok(Found::Other)
+            }
             Some(run) if run.status.is_terminal() => Ok(Found::Terminal),
             Some(run) => Err(Error::Conflict {
                 what: format!("run {run_id}"),
