@@ -263,6 +263,36 @@ async fn a_pass_that_sweeps_an_earlier_runs_marker_marks_the_later_finished_run(
     assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
 }
 
+/// Seed 1919 of the deployment world: a worker whose cache held a run as
+/// running commits a status change after the run ended and was deleted.
+/// Its log entry lands on a position the deletion freed, the pointer is
+/// gone, so it takes the entry back; the status hint it wrote just before
+/// must go too, or nothing would ever delete it.
+#[tokio::test]
+async fn a_change_that_finds_its_run_deleted_takes_back_its_status_hint() {
+    let objects = Arc::new(InMemory::new());
+    let stale = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-7");
+    let created = stale.create_run(order(&run_id)).await.unwrap();
+    stale
+        .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
+        .await
+        .unwrap();
+    let other = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    other.atomic_apply(&run_id, completed()).await.unwrap();
+    assert!(other.delete_run(&run_id, created.incarnation).await.unwrap());
+
+    let failed = StatusChange::Failed {
+        error: "refused".into(),
+    };
+    let late = stale.atomic_apply(&run_id, Commit::status(failed, 5)).await;
+    assert!(
+        matches!(late, Err(memo_runtime::Error::Conflict { .. })),
+        "{late:?}"
+    );
+    assert_eq!(objects_under(&objects, "runs").await, Vec::<String>::new());
+}
+
 /// Only a finished run can be deleted: deleting an open one is a conflict
 /// and deletes nothing.
 #[tokio::test]
