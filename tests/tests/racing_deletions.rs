@@ -202,10 +202,7 @@ async fn a_redelivery_that_read_the_run_before_its_deletion_never_brings_it_back
 
         let sweeper = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         assert!(
-            sweeper
-                .delete_run(&run_id, old.incarnation)
-                .await
-                .unwrap(),
+            sweeper.delete_run(&run_id, old.incarnation).await.unwrap(),
             "{name}"
         );
         log_listing.release.send(()).unwrap();

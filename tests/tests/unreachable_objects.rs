@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
-use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
 };
@@ -214,7 +214,10 @@ async fn a_sweeper_deletion_of_a_run_without_a_marker_that_stops_part_way_is_fin
         .build();
     assert!(sweeper.delete_run(&run_id).await.is_err());
     assert!(runs.load_run(&run_id).await.unwrap().is_none());
-    assert!(!sweeper.delete_run(&run_id).await.unwrap(), "no run to find");
+    assert!(
+        !sweeper.delete_run(&run_id).await.unwrap(),
+        "no run to find"
+    );
     assert!(!objects_under(&objects, "runs").await.is_empty());
 
     let report = sweeper.sweep_once(100).await.unwrap();
@@ -257,7 +260,12 @@ async fn a_pass_that_sweeps_an_earlier_runs_marker_marks_the_later_finished_run(
         .into_iter()
         .map(|m| m.incarnation)
         .collect();
-    assert_eq!(markers, [later.incarnation], "earlier: {}", earlier.incarnation);
+    assert_eq!(
+        markers,
+        [later.incarnation],
+        "earlier: {}",
+        earlier.incarnation
+    );
     let report = sweeper.sweep_once(100).await.unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
@@ -280,7 +288,12 @@ async fn a_change_that_finds_its_run_deleted_takes_back_its_status_hint() {
         .unwrap();
     let other = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
     other.atomic_apply(&run_id, completed()).await.unwrap();
-    assert!(other.delete_run(&run_id, created.incarnation).await.unwrap());
+    assert!(
+        other
+            .delete_run(&run_id, created.incarnation)
+            .await
+            .unwrap()
+    );
 
     let failed = StatusChange::Failed {
         error: "refused".into(),
