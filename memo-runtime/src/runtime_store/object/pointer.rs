@@ -154,7 +154,10 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
         match write_once::create_once(self.store.as_ref(), &path, &bytes, Limit::RECORD).await? {
-            Created::Ours(_) => {
+            // `Same`: restored by another restorer too, or by our create
+            // whose answer was lost; checked as our own, since the record
+            // may be gone by now either way.
+            Created::Ours(_) | Created::Same(_) => {
                 let record = self.layout.incarnation_record(run_id, orphan.incarnation);
                 if write_once::read(self.store.as_ref(), &record, Limit::RECORD)
                     .await?
@@ -167,19 +170,6 @@ impl ObjectStoreRuntimeStore {
                 // The run's deletion removed its record (and then its pointer)
                 // after we listed it: take back the pointer we restored.
                 self.delete_all(vec![path]).await?;
-                Ok(None)
-            }
-            // Restored by another restorer (or by our create, whose answer
-            // was lost): checked as our own, since that restorer may yet
-            // find the record gone and take the pointer back.
-            Created::Same(_) => {
-                let record = self.layout.incarnation_record(run_id, orphan.incarnation);
-                if write_once::read(self.store.as_ref(), &record, Limit::RECORD)
-                    .await?
-                    .is_some()
-                {
-                    return Ok(Some((orphan, bytes)));
-                }
                 Ok(None)
             }
             // Another incarnation was created, or restored, meanwhile.
