@@ -378,10 +378,9 @@ fn simulated_histories_keep_every_invariant() {
 /// `Simulation::deployment()` (a sweeper in every worker, an operator
 /// beside them, pauses past a lease, run ids of every shape on a
 /// name-limited case-folding store, a long-lived cached reader, local-folder
-/// and foreign-object seeds, and the final sweep of everything). The final
-/// sweep's invariant (*no object is left unreachable*) still breaks on
-/// about one seed in a hundred of a long survey (RELIABILITY.md, issue 20);
-/// the seeds CI runs are clean, and it is the check that found the due-run
+/// and foreign-object seeds, and the final sweep of everything). A long
+/// survey still finds a broken seed in a few hundred (RELIABILITY.md,
+/// issue 20); the seeds CI runs are clean, and it is the check that found the due-run
 /// index keeping the entries of ended runs (every seed broke it until a
 /// sweep tidied the index). `MEMO_SIM_SEEDS` and `MEMO_SIM_SEED` choose the
 /// seeds as for the default world.
