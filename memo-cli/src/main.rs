@@ -41,7 +41,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Lists runs: id, workflow, status, attempts, steps, last change.
+    /// Lists runs: id, workflow, status, attempts, steps, last change, and
+    /// the workflow version each run started on (`-`: none).
     Runs {
         /// Only runs in this status (pending, running, completed, failed,
         /// cancelled).
@@ -107,6 +108,24 @@ enum Command {
         /// Count what would be deleted; delete nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Copies chosen runs, with what their replay needs (records, logs,
+    /// checkpoints, signals, memo entries), into a local folder, to keep
+    /// as test fixtures: `--store file://DIR` reads the copy as a store.
+    Export {
+        /// The folder to copy into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        to: std::path::PathBuf,
+        /// Only these runs (every run if none is named).
+        #[arg(allow_hyphen_values = true)]
+        runs: Vec<String>,
+        /// Only runs of this workflow.
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only runs in this status (pending, running, completed, failed,
+        /// cancelled).
+        #[arg(long, value_parser = parse_status)]
+        status: Option<RunStatus>,
     },
     /// Checks that the store refuses a second conditional create, which
     /// memo's write-once entries need.
@@ -187,6 +206,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Sweep { retention, dry_run } => {
             commands::sweep(&store, retention, dry_run, json).await
+        }
+        Command::Export {
+            to,
+            runs,
+            workflow,
+            status,
+        } => {
+            let selection = commands::Selection {
+                runs: &runs,
+                workflow: workflow.as_deref(),
+                status,
+            };
+            commands::export(&store, &to, selection, json).await
         }
         Command::Probe => commands::probe(&store, json).await,
         Command::Serve(args) => serve::serve(store, args).await,

@@ -117,7 +117,8 @@ impl StoreArgs {
         let mut runs =
             ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix))
                 .with_read_only_listings();
-        // The cloud stores list in order, so a page stops its listing there.
+        // The cloud stores and memo's local folder list in order from an
+        // offset, so a page stops its listing there.
         if lists_in_order(given) {
             runs = runs.with_ordered_listings();
         }
@@ -131,12 +132,40 @@ impl StoreArgs {
     }
 }
 
-/// Whether the store a URL names lists objects in lexical order: S3, GCS
-/// and Azure do; a local folder does not.
+/// Whether the store a URL names lists objects in lexical order from an
+/// offset: S3, GCS and Azure do, and so does the `LocalFolder` a `file://`
+/// URL opens (it reads a folder's names whole, but keeps and returns only
+/// the first after the offset).
 fn lists_in_order(url: &str) -> bool {
     let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
     matches!(
         scheme.to_ascii_lowercase().as_str(),
-        "s3" | "s3a" | "gs" | "az" | "adl" | "azure" | "abfs" | "abfss"
+        "file" | "s3" | "s3a" | "gs" | "az" | "adl" | "azure" | "abfs" | "abfss"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opened(url: &str) -> Store {
+        StoreArgs {
+            store: Some(url.to_owned()),
+            options: Vec::new(),
+            memo_prefix: "memo".into(),
+            runs_prefix: "runtime".into(),
+        }
+        .open()
+        .unwrap()
+    }
+
+    #[test]
+    fn a_folder_is_paged_from_its_listings_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        // The runtime store's `Debug` says how it pages.
+        let runs = format!("{:?}", opened(&url).runs);
+        assert!(runs.contains("ordered_listings: true"), "{runs}");
+        assert!(lists_in_order("s3://bucket/prefix"));
+    }
 }

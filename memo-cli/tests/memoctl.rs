@@ -145,9 +145,10 @@ async fn show_prints_the_record_steps_signals_and_memo_entries_with_sizes() {
         "{shown}"
     );
     assert_eq!(row(&shown, "0")[1], "reserve", "{shown}");
+    // One try, and three bytes of output.
     assert_eq!(
-        row(&shown, "1")[1..5],
-        ["charge", row(&shown, "1")[2], "3", "bytes"]
+        row(&shown, "1")[1..6],
+        ["charge", row(&shown, "1")[2], "1", "3", "bytes"]
     );
     // "reserved order-1" in the memo of step 0, "ch_1" in step 1's.
     let memo_rows: Vec<_> = shown.lines().filter(|l| l.starts_with("memo ")).collect();
@@ -185,6 +186,9 @@ async fn show_finds_the_entries_of_a_run_id_with_capitals_and_its_lease() {
     assert_eq!(json["run"]["lease"]["live"], false);
     assert_eq!(json["run"]["lease"]["attempt"], 1);
     assert_eq!(json["steps"][0]["step"], "draft");
+    // Its first try failed and was retried: the receipt says so.
+    assert_eq!(json["steps"][0]["tries"], 2);
+    assert_eq!(json["steps"][0]["last_retried_error"], support::BUSY);
     assert_eq!(json["signals"], json!([]));
     assert_eq!(json["entries"].as_array().unwrap().len(), 1, "{json}");
     let order = ok_json(&folder.memoctl(&["--json", "show", "order-1"]));
@@ -193,8 +197,12 @@ async fn show_finds_the_entries_of_a_run_id_with_capitals_and_its_lease() {
         json["entries"][0]["size"],
         "Re: refund".len() as u64 + frame
     );
+    assert_eq!(order["steps"][0]["tries"], 1);
+    assert_eq!(order["steps"][0]["last_retried_error"], json!(null));
     let shown = ok(&folder.memoctl(&["show", "Ticket-42"]));
     assert!(shown.contains("lease:       not held"), "{shown}");
+    let retried = format!("2 (last retried: {})", support::BUSY);
+    assert!(shown.contains(&retried), "{shown}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -790,6 +798,7 @@ async fn a_payload_nested_too_deep_for_json_readers_is_shown_by_its_size() {
             workflow: "w".into(),
             input: input.into(),
             created_at_ms: 1,
+            workflow_version: None,
         })
         .await
         .unwrap();

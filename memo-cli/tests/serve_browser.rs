@@ -7,6 +7,11 @@
 //! (`http://127.0.0.1:9515` for `chromedriver --port=9515`; `.ci/run`
 //! starts one). Without it the test says "skipped" and passes. `MEMO_CHROMIUM`
 //! names the browser binary if chromedriver does not find it.
+//!
+//! With `MEMO_SCREENSHOTS=DIR` it also saves the pages shown in the docs
+//! (`inspector-run.png`, `inspector-runs.png`, `inspector-retention.png`)
+//! there: `MEMO_SCREENSHOTS=$PWD/docs/img` from the repository's root
+//! refreshes them.
 
 mod inspector;
 mod support;
@@ -49,6 +54,15 @@ async fn text(driver: &WebDriver, css: &str) -> String {
         .text()
         .await
         .unwrap()
+}
+
+/// Saves the page as `$MEMO_SCREENSHOTS/<name>.png`, if that is set.
+async fn screenshot(driver: &WebDriver, name: &str) -> WebDriverResult<()> {
+    if let Ok(folder) = std::env::var("MEMO_SCREENSHOTS") {
+        let path = std::path::Path::new(&folder).join(format!("{name}.png"));
+        driver.screenshot(&path).await?;
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -96,18 +110,22 @@ async fn operate(
     assert_eq!(text(driver, "h1 .run-id").await, "Ticket-42");
     assert_eq!(text(driver, "h1 .status").await, "Running");
 
-    // Its steps: the draft with its output, then the suspended wait.
+    // Its steps: the draft with its output and its two tries, then the
+    // suspended wait.
     let draft = text(driver, "#step-0").await;
     assert!(
         draft.contains("draft") && draft.contains("Re: refund"),
         "{draft}"
     );
+    assert_eq!(text(driver, "#step-0 .tries").await, "2 tries");
+    assert!(draft.contains(support::BUSY), "{draft}");
     let wait = text(driver, "#step-1").await;
     assert!(wait.contains("memo.wait:approval"), "{wait}");
     assert!(
         text(driver, "section.waiting").await.contains("approval"),
         "the page says what the run waits for"
     );
+    screenshot(driver, "inspector-run").await?;
 
     // A worker resumes the run as soon as its signal is there.
     let worker = {
@@ -148,6 +166,10 @@ async fn operate(
         Some("sent Re: refund"),
         "the worker finished the run"
     );
+    driver.goto(format!("{base}/runs")).await?;
+    screenshot(driver, "inspector-runs").await?;
+    driver.goto(format!("{base}/retention?count=1")).await?;
+    screenshot(driver, "inspector-retention").await?;
 
     // A script in a run's input shows as text and does not run.
     driver.goto(format!("{base}/runs/{SCRIPT_RUN}")).await?;

@@ -99,6 +99,10 @@ async fn pages_answer_with_their_status_and_show_runs_steps_and_markers() {
     assert!(failed.contains("card declined for bad-2"), "{failed}");
     let (_, _, waiting) = get(&format!("{base}/runs/Ticket-42")).await;
     assert!(waiting.contains("Waits for the signal"), "{waiting}");
+    // Its draft step took two tries; the page says so, and why.
+    assert!(waiting.contains("2 tries"), "{waiting}");
+    assert!(waiting.contains(support::BUSY), "{waiting}");
+    assert!(!order.contains(" tries<"), "one try each: {order}");
     assert!(
         waiting.contains("/runs/Ticket-42/signal?name=approval&amp;payload=true"),
         "an approve button: {waiting}"
@@ -371,6 +375,7 @@ async fn runs_are_paged_and_filtered_by_status_workflow_and_id_prefix() {
             workflow: if i % 2 == 0 { "even" } else { "odd" }.into(),
             input: memo_runtime::Bytes::from_static(&[0xc0]),
             created_at_ms: support::now_ms(),
+            workflow_version: None,
         })
         .await
         .unwrap();
@@ -417,6 +422,57 @@ async fn runs_are_paged_and_filtered_by_status_workflow_and_id_prefix() {
     let (_, _, page) = get(&format!("{}/runs?status=completed", inspector.base)).await;
     assert!(listed(&page).is_empty(), "{page}");
     let _ = RunStatus::Pending;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn markers_are_paged_oldest_first_on_the_retention_page() {
+    let folder = Folder::empty();
+    let opened = store_from_url(&folder.url, Vec::<(String, String)>::new()).unwrap();
+    let memo = memo_runtime::MemoStore::new(Arc::clone(&opened.store), "memo");
+    // 230 expired markers over three hours, written newest first.
+    let hour = memo_runtime::retention::MARKER_PARTITION_MS;
+    let ids: Vec<String> = (0..230).map(|i| format!("m-{i:03}")).collect();
+    for (i, id) in ids.iter().enumerate().rev() {
+        let at = 10 * hour + (i as u64) * (hour / 100);
+        memo.markers()
+            .write_standalone(&support::run(id), at)
+            .await
+            .unwrap();
+    }
+    let inspector = Inspector::start(&folder.url, &[]);
+    let listed = |page: &str| -> Vec<String> {
+        page.split(r#"<a class="run" href="/runs/"#)
+            .skip(1)
+            .map(|rest| rest[..rest.find('"').unwrap()].to_string())
+            .collect()
+    };
+    let next = |page: &str| -> Option<String> {
+        let at = page.find(r#"<a class="next" href=""#)?;
+        let rest = &page[at + r#"<a class="next" href=""#.len()..];
+        Some(rest[..rest.find('"').unwrap()].replace("&amp;", "&"))
+    };
+    for start in ["/retention", "/retention?markers=all"] {
+        let mut seen = Vec::new();
+        let mut url = format!("{}{start}", inspector.base);
+        let mut pages = 0;
+        loop {
+            let (status, _, page) = get(&url).await;
+            assert_eq!(status, StatusCode::OK, "{page}");
+            let shown = listed(&page);
+            assert!(shown.len() <= 100, "{}", shown.len());
+            seen.extend(shown);
+            pages += 1;
+            match next(&page) {
+                Some(path) => url = format!("{}{path}", inspector.base),
+                None => break,
+            }
+            assert!(pages < 10, "paging ends");
+        }
+        assert_eq!(pages, 3, "{start}");
+        assert_eq!(seen, ids, "{start}: every marker once, oldest first");
+    }
+    let (status, _, body) = get(&format!("{}/retention?after=nonsense", inspector.base)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

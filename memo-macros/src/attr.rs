@@ -13,10 +13,23 @@ mod kw {
     syn::custom_keyword!(name);
     syn::custom_keyword!(version);
     syn::custom_keyword!(skip);
+    syn::custom_keyword!(scope);
 }
 
 /// The option keys, in the order the documentation lists them.
-pub(crate) const OPTION_KEYS: [&str; 5] = ["memo", "name", "version", "skip", "crate"];
+pub(crate) const OPTION_KEYS: [&str; 6] = ["memo", "name", "version", "skip", "scope", "crate"];
+
+/// The values of `scope = ...`, in the order the documentation lists them.
+const SCOPES: [&str; 2] = ["run", "shared"];
+
+/// Where a call's entry lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The memo's run and step (the default).
+    Run,
+    /// The memo store's shared scope, one entry for every run.
+    Shared,
+}
 
 /// The options as written, each with the span of its first occurrence.
 #[derive(Default)]
@@ -25,6 +38,7 @@ pub(crate) struct Options {
     pub(crate) name: SetOnce<String>,
     pub(crate) version: SetOnce<u32>,
     pub(crate) skip: SetOnce<Vec<Ident>>,
+    pub(crate) scope: SetOnce<Scope>,
     pub(crate) krate: SetOnce<syn::Path>,
     /// Problems found while parsing that did not stop it: duplicates,
     /// unknown keys, values of the wrong kind.
@@ -118,6 +132,13 @@ impl Options {
             let names =
                 Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, Ident::parse_any)?;
             self.skip.set(&key, names.into_iter().collect(), errors);
+        } else if lookahead.peek(kw::scope) {
+            let key = key(input)?;
+            let value: Expr = input.parse()?;
+            match scope(&value) {
+                Ok(scope) => self.scope.set(&key, scope, errors),
+                Err(e) => errors.push(e),
+            }
         } else if lookahead.peek(Token![crate]) {
             let key = key(input)?;
             let value: Expr = input.parse()?;
@@ -185,6 +206,31 @@ fn version_number(value: &Expr) -> syn::Result<u32> {
     })
 }
 
+fn scope(value: &Expr) -> syn::Result<Scope> {
+    let written = match value {
+        Expr::Path(path) if path.qself.is_none() => path.path.get_ident(),
+        _ => None,
+    };
+    match written.map(|ident| ident.unraw().to_string()).as_deref() {
+        Some("run") => Ok(Scope::Run),
+        Some("shared") => Ok(Scope::Shared),
+        other => {
+            let hint = match other.and_then(|written| closest(written, SCOPES)) {
+                Some(near) => format!("did you mean `{near}`? "),
+                None => String::new(),
+            };
+            Err(syn::Error::new(
+                value.span(),
+                format!(
+                    "unknown `scope`; {hint}write `scope = run` (the default: an entry per run \
+                     and step) or `scope = shared` (one entry for every run, see \
+                     `memo_runtime::shared`)"
+                ),
+            ))
+        }
+    }
+}
+
 fn unknown_option(unknown: &Ident) -> syn::Error {
     let written = unknown.unraw().to_string();
     let listed = OPTION_KEYS
@@ -237,6 +283,7 @@ mod tests {
             name = "n",
             version = 7,
             skip(a, self),
+            scope = shared,
             crate = "x::y"
         ))
         .unwrap();
@@ -253,7 +300,23 @@ mod tests {
             .map(|i| i.to_string())
             .collect();
         assert_eq!(skipped, ["a", "self"]);
+        assert_eq!(attr.scope.take().unwrap().0, super::Scope::Shared);
         assert!(attr.krate.take().is_some());
+    }
+
+    #[test]
+    fn a_scope_is_run_or_shared_and_anything_else_is_refused() {
+        let scope = |args| Options::parse_args(args).unwrap().scope.take().map(|s| s.0);
+        assert_eq!(scope(quote!(scope = run)), Some(super::Scope::Run));
+        assert_eq!(scope(quote!(scope = shared)), Some(super::Scope::Shared));
+        for bad in [
+            quote!(scope = global),
+            quote!(scope = "shared"),
+            quote!(scope = a::shared),
+        ] {
+            let attr = Options::parse_args(bad).unwrap();
+            assert_eq!(attr.errors.len(), 1);
+        }
     }
 
     #[test]

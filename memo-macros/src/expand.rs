@@ -5,7 +5,7 @@ use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use crate::attr::Options;
+use crate::attr::{Options, Scope};
 use crate::item::MemoFn;
 use crate::valid::{self, KeyType, MemoSource, Plan};
 
@@ -80,6 +80,7 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
         ..
     } = plan;
     let (bind_memo, memo) = memo_handle(plan);
+    let (bind_memo, memo) = in_scope(plan, bind_memo, memo);
     let key_value = key_call(plan);
     // Every bound on the return type is checked in this one call, so its
     // errors land on the return type.
@@ -202,6 +203,26 @@ fn memo_handle(plan: &Plan) -> (TokenStream, TokenStream) {
     }
 }
 
+/// The memo binding and the `&Memo` expression of the plan's scope: the
+/// run's memo as is, or (`scope = shared`) its shared memo, bound to a
+/// local of its own because `Call` borrows it. The default adds nothing.
+fn in_scope(plan: &Plan, bind_memo: TokenStream, memo: TokenStream) -> (TokenStream, TokenStream) {
+    match plan.scope {
+        Scope::Run => (bind_memo, memo),
+        Scope::Shared => {
+            let private = private_path(&plan.krate, Span::call_site());
+            let shared = local("__memo_shared", Span::call_site());
+            (
+                quote! {
+                    #bind_memo
+                    let #shared = #private::shared_memo(#memo);
+                },
+                quote!(&#shared),
+            )
+        }
+    }
+}
+
 /// Tracing's trick: an unreachable `return` of the declared type fixes the
 /// body's type, so `?` converts into the declared error and a wrong tail
 /// expression is reported at the user's expression, not here.
@@ -305,6 +326,20 @@ mod tests {
         .to_string();
         assert_eq!(expanded.matches("fn f").count(), 1, "{expanded}");
         assert_eq!(expanded.matches("compile_error").count(), 1, "{expanded}");
+    }
+
+    #[test]
+    fn only_a_shared_scope_asks_for_the_shared_memo() {
+        let item = quote! {
+            async fn f(memo: &Memo, n: u8) -> Result<u8, E> { Ok(n) }
+        };
+        let shared = memoized(quote!(scope = shared), item.clone()).to_string();
+        assert!(shared.contains("__private :: shared_memo"), "{shared}");
+        assert!(!shared.contains("compile_error"), "{shared}");
+        for args in [quote!(), quote!(scope = run)] {
+            let run = memoized(args, item.clone()).to_string();
+            assert!(!run.contains("shared_memo"), "{run}");
+        }
     }
 
     /// Tokens in `tokens`, a group counting one plus what it holds.

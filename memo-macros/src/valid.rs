@@ -9,7 +9,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{Expr, FnArg, GenericParam, Ident, Pat, ReturnType, Signature, Type};
 
-use crate::attr::{Options, closest};
+use crate::attr::{Options, Scope, closest};
 
 /// Everything the expansion needs, checked.
 pub(crate) struct Plan {
@@ -28,6 +28,8 @@ pub(crate) struct Plan {
     pub(crate) key_types: Vec<KeyType>,
     /// The declared return type.
     pub(crate) output: Box<Type>,
+    /// Where the call's entry lives.
+    pub(crate) scope: Scope,
 }
 
 /// Where the memo comes from.
@@ -156,6 +158,7 @@ pub(crate) fn check(mut attr: Options, sig: &Signature) -> syn::Result<Plan> {
         key_args,
         key_types,
         output: output.expect("a return type, or an error was reported"),
+        scope: attr.scope.take().map_or(Scope::Run, |(scope, _)| scope),
     })
 }
 

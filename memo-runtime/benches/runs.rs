@@ -65,6 +65,7 @@ fn write_run(
             workflow: "w".into(),
             input: Bytes::from_static(b"input"),
             created_at_ms: 0,
+            workflow_version: None,
         };
         store.create_run(new).await.expect("create");
         let start = Commit::status(StatusChange::start_attempt(1), 1);
@@ -77,6 +78,8 @@ fn write_run(
                 output: Bytes::from(vec![7u8; output_bytes]),
                 recorded_at_ms: 2,
                 error: None,
+                retries: 0,
+                last_retried_error: None,
             };
             let commit = Commit::step(receipt, 2);
             store.atomic_apply(&run_id, commit).await.expect("step");

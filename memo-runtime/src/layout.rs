@@ -21,6 +21,8 @@
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
 //! | due-run entry | `due/<hour>/<due_ms, 20 digits>_<run>.<inc>` |
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
+//! | shared entry | `shared/entries/<ns>/<sha256(key)>` |
+//! | shared expiry marker | `shared/expiry/<hour>/<u64::MAX - expires_ms>_<ns>.<sha256(key)>.<token, 16 hex digits>` |
 //!
 //! A run checkpoint holds the run folded from its log entries before
 //! `<position>`: a copy of what the log says, never the only record of a
@@ -115,6 +117,31 @@
 //! worker that wakes a run that is not due (ended, not yet due, another
 //! incarnation) writes nothing to the run and deletes the entry.
 //!
+//! Shared entries (`memo_runtime::shared`) hold the values of memoized calls
+//! in the shared scope: keyed by the call alone (function name, version,
+//! arguments), in a namespace `<ns>` (1 to 64 bytes of `[a-z0-9_-]`), apart
+//! from every run's folder, so no clear or sweep of a run reaches them. Each
+//! is written after an expiry marker naming it, in the hour folder that
+//! holds its expiry time (`<hour>`, as a terminal marker's, and inverted the
+//! same way, so the expired markers of the hour that holds a cutoff are
+//! listed from an offset); a sweep of the shared scope lists only the
+//! expired hours, deletes each entry its expired markers name, then the
+//! markers. Both were added to version 2 without changing its number,
+//! additive both ways: data written before them has none, and a reader that
+//! does not know them never lists `shared/`.
+//!
+//! Workflow versions add a field, no object: a run started on a version
+//! (`Workflow::with_version`) carries `workflow_version` in its run pointer
+//! and incarnation record (in the created run, `NewRun`) and in the run
+//! record its checkpoints hold; a run without one is written exactly as
+//! before (the field is left out), so data of unversioned workflows is
+//! unchanged both ways. This was added to version 2 without changing its
+//! number: a record written before versions reads as a run with no version
+//! (pinned by the goldens in `runtime_store/object/records.rs`); a runtime
+//! from before versions reading a versioned run ignores the field and drives
+//! the run with whatever code it has, as it did every run, so roll back only
+//! once no open run has a version (`memoctl runs` shows each run's).
+//!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
 //! miss, a v1 marker is skipped as foreign); [`MemoStore::clear_memos_for_run`]
@@ -133,6 +160,9 @@ const RUNS: &str = "runs";
 const RUNS_BY_STATUS: &str = "runs-by-status";
 const PROBES: &str = "probes";
 const DUE: &str = "due";
+const SHARED: &str = "shared";
+const SHARED_ENTRIES: &str = "entries";
+const SHARED_EXPIRY: &str = "expiry";
 
 /// The width of a marker's hour folder, in milliseconds.
 pub(crate) const MARKER_HOUR_MS: u64 = 60 * 60 * 1000;
@@ -395,6 +425,53 @@ impl Layout {
         ))
     }
 
+    /// `shared/entries/<ns>`: the shared entries of one namespace.
+    pub(crate) fn shared_entries(&self, namespace: &str) -> Path {
+        self.base
+            .clone()
+            .join(SHARED)
+            .join(SHARED_ENTRIES)
+            .join(PathPart::from(namespace))
+    }
+
+    /// `shared/expiry`: the expiry markers of shared entries.
+    pub(crate) fn shared_expiry_folder(&self) -> Path {
+        self.base.clone().join(SHARED).join(SHARED_EXPIRY)
+    }
+
+    /// `shared/expiry/<hour>`: the expiry markers of the hour starting at
+    /// `hour_ms`.
+    pub(crate) fn shared_expiry_hour(&self, hour_ms: u64) -> Path {
+        self.shared_expiry_folder().join(format!("{hour_ms:020}"))
+    }
+
+    /// `shared/expiry/<hour>/<inverted>_<ns>.<digest>.<token>`: the marker
+    /// that the shared entry `<ns>/<digest>` expires at `expires_ms`,
+    /// written by the writer of `token` (unique per write, so two writers'
+    /// markers of one entry never share a name, and the writer that loses
+    /// the race deletes its own only).
+    pub(crate) fn shared_expiry(
+        &self,
+        namespace: &str,
+        digest: &str,
+        expires_ms: u64,
+        token: u64,
+    ) -> Path {
+        let hour = expires_ms - expires_ms % MARKER_HOUR_MS;
+        self.shared_expiry_hour(hour).join(format!(
+            "{:020}_{namespace}.{digest}.{token:016x}",
+            u64::MAX - expires_ms
+        ))
+    }
+
+    /// The first name in an expiry hour folder at or after which every
+    /// marker expired strictly before `cutoff_ms` (markers sort latest
+    /// expiry first).
+    pub(crate) fn shared_expiry_offset(&self, hour_ms: u64, cutoff_ms: u64) -> Path {
+        self.shared_expiry_hour(hour_ms)
+            .join(format!("{:020}z", u64::MAX - cutoff_ms))
+    }
+
     /// The run pointer: the creation record naming a run's current
     /// incarnation.
     pub(crate) fn run_pointer(&self, run_id: &RunId) -> Path {
@@ -522,6 +599,55 @@ pub(crate) fn parse_marker(path: &Path) -> Option<(u64, RunId, Incarnation, u64)
     let (run_id, incarnation) = parse_incarnation_name(rest.strip_prefix('_')?)?;
     let at_ms = u64::MAX - parse_digits(inverted)?;
     (at_ms - at_ms % MARKER_HOUR_MS == hour).then_some((hour, run_id, incarnation, at_ms))
+}
+
+/// A shared expiry marker's parts, as [`parse_shared_expiry`] reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SharedExpiryName {
+    pub(crate) hour: u64,
+    pub(crate) namespace: String,
+    pub(crate) digest: String,
+    pub(crate) expires_ms: u64,
+    pub(crate) token: u64,
+}
+
+/// Parses a shared expiry marker's path; `None` for anything that
+/// [`Layout::shared_expiry`] would not have written.
+pub(crate) fn parse_shared_expiry(path: &Path) -> Option<SharedExpiryName> {
+    let hour = parse_marker_hour(&path.parent()?)?;
+    let name = path.filename()?;
+    let (inverted, rest) = name.split_at_checked(20)?;
+    let (namespace, rest) = rest.strip_prefix('_')?.split_once('.')?;
+    let (digest, token) = rest.split_once('.')?;
+    let expires_ms = u64::MAX - parse_digits(inverted)?;
+    let lower_hex = |s: &str, len: usize| {
+        s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let well_formed = is_shared_namespace(namespace)
+        && lower_hex(digest, 64)
+        && lower_hex(token, 16)
+        && expires_ms - expires_ms % MARKER_HOUR_MS == hour;
+    well_formed.then_some(())?;
+    Some(SharedExpiryName {
+        hour,
+        namespace: namespace.to_owned(),
+        digest: digest.to_owned(),
+        expires_ms,
+        token: u64::from_str_radix(token, 16).ok()?,
+    })
+}
+
+/// The longest shared namespace, in bytes.
+pub(crate) const MAX_SHARED_NAMESPACE_LEN: usize = 64;
+
+/// Whether `namespace` is a shared namespace: 1 to
+/// [`MAX_SHARED_NAMESPACE_LEN`] bytes of `[a-z0-9_-]` (lower case only, so
+/// two namespaces never share a folder on a case-insensitive one).
+pub(crate) fn is_shared_namespace(namespace: &str) -> bool {
+    (1..=MAX_SHARED_NAMESPACE_LEN).contains(&namespace.len())
+        && namespace
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'))
 }
 
 /// Parses a due-run entry's path into (hour, run, incarnation, due_ms);
@@ -727,6 +853,10 @@ mod tests {
             layout.delta_v2(&id, inc, 72).to_string(),
             probe(layout.prefix(), 0xcd).to_string(),
             layout.due_entry(&id, inc, 3_600_001).to_string(),
+            layout.shared_entries("llm-v1").join("d3").to_string(),
+            layout
+                .shared_expiry("llm-v1", &"e".repeat(64), 3_600_001, 0xef)
+                .to_string(),
         ];
         assert_eq!(
             paths,
@@ -747,6 +877,12 @@ mod tests {
                 "pre/fix/probes/00000000000000cd".to_string(),
                 "pre/fix/due/00000000000003600000/00000000000003600001_=run_1.00000000000000ab"
                     .to_string(),
+                "pre/fix/shared/entries/llm-v1/d3".to_string(),
+                format!(
+                    "pre/fix/shared/expiry/00000000000003600000/{}_llm-v1.{}.00000000000000ef",
+                    u64::MAX - 3_600_001,
+                    "e".repeat(64)
+                ),
             ]
         );
     }
@@ -775,6 +911,64 @@ mod tests {
                 None,
                 "{foreign}"
             );
+        }
+    }
+
+    #[test]
+    fn shared_expiry_markers_round_trip_and_foreign_names_do_not_parse() {
+        let layout = Layout::new("p");
+        let digest = "0123456789abcdef".repeat(4);
+        let longest = "n".repeat(MAX_SHARED_NAMESPACE_LEN);
+        for namespace in ["default", "a", "llm_v-2", longest.as_str()] {
+            for expires_ms in [0, 1, 3_599_999, 3_600_000, u64::MAX / 2] {
+                let path = layout.shared_expiry(namespace, &digest, expires_ms, u64::MAX);
+                let hour = expires_ms - expires_ms % MARKER_HOUR_MS;
+                assert_eq!(
+                    parse_shared_expiry(&path),
+                    Some(SharedExpiryName {
+                        hour,
+                        namespace: namespace.to_owned(),
+                        digest: digest.clone(),
+                        expires_ms,
+                        token: u64::MAX,
+                    })
+                );
+                assert!(path.filename().unwrap().len() <= 255 - 21, "{path}");
+            }
+        }
+        // Later expiries sort first, as markers do.
+        let (late, early) = (
+            layout.shared_expiry("a", &digest, 7, 1),
+            layout.shared_expiry("a", &digest, 6, 0),
+        );
+        assert!(late.as_ref() < early.as_ref());
+        let hour = layout.shared_expiry_hour(0);
+        let inverted = u64::MAX - 5;
+        for foreign in [
+            "x".to_string(),
+            format!("{inverted}_a"),
+            format!("{inverted}_a.{digest}"),
+            format!("{inverted}_a.{digest}.{}", "F".repeat(16)),
+            format!("{inverted}_a.{digest}.{}", "f".repeat(15)),
+            format!("{inverted}_A.{digest}.{}", "0".repeat(16)),
+            format!("{inverted}_a.{}.{}", &digest[1..], "0".repeat(16)),
+            format!("{inverted}_a.{}.{}", digest.to_uppercase(), "0".repeat(16)),
+            format!("{inverted}_.{digest}.{}", "0".repeat(16)),
+        ] {
+            assert_eq!(
+                parse_shared_expiry(&hour.clone().join(foreign.as_str())),
+                None,
+                "{foreign}"
+            );
+        }
+        for bad in [
+            "",
+            "A",
+            "a.b",
+            "a/b",
+            &"n".repeat(MAX_SHARED_NAMESPACE_LEN + 1),
+        ] {
+            assert!(!is_shared_namespace(bad), "{bad:?}");
         }
     }
 

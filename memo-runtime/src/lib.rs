@@ -32,6 +32,8 @@
 //!
 //! - `docs/guide/memoized.md`: the key, what is committed, the attribute's
 //!   options;
+//! - `docs/guide/shared-cache.md`: `scope = shared`, one call paid once
+//!   for every run, its time to live, and when not to use it;
 //! - `docs/guide/workflows.md`: steps, replay, leases, errors, signals,
 //!   timers, cancellation;
 //! - `docs/guide/durability.md`: what memo promises and what it cannot,
@@ -70,6 +72,7 @@ mod read_limit;
 pub mod retention;
 mod run_id;
 pub mod runtime_store;
+pub mod shared;
 mod store_url;
 pub mod workflow;
 mod write_once;

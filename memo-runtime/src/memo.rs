@@ -33,6 +33,7 @@ use crate::key::{content_key, sha256_digest};
 use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
+use crate::shared::SharedScope;
 use crate::write_once::{self, Created};
 
 use entry_cache::EntryCache;
@@ -106,6 +107,8 @@ struct Inner {
     max_value_size: usize,
     /// `None` when turned off.
     cache: Option<Arc<EntryCache>>,
+    /// The scope of `#[memoized(scope = shared)]` calls ([`Memo::shared`]).
+    shared_scope: Arc<SharedScope>,
 }
 
 impl std::fmt::Debug for MemoStore {
@@ -130,6 +133,7 @@ impl MemoStore {
                 layout: Layout::new(prefix),
                 max_value_size: DEFAULT_MAX_VALUE_SIZE,
                 cache: Some(EntryCache::new(DEFAULT_ENTRY_CACHE_BYTES)),
+                shared_scope: Arc::default(),
             }),
         }
     }
@@ -147,6 +151,7 @@ impl MemoStore {
                 layout: self.inner.layout.clone(),
                 max_value_size: bytes,
                 cache: self.inner.cache.clone(),
+                shared_scope: Arc::clone(&self.inner.shared_scope),
             }),
         }
     }
@@ -172,6 +177,7 @@ impl MemoStore {
                 layout: self.inner.layout.clone(),
                 max_value_size: self.inner.max_value_size,
                 cache: (bytes > 0).then(|| EntryCache::new(bytes)),
+                shared_scope: Arc::clone(&self.inner.shared_scope),
             }),
         }
     }
@@ -220,6 +226,7 @@ impl MemoStore {
             incarnation,
             step_number,
             attempt: None,
+            shared: None,
         }
     }
 
@@ -337,6 +344,36 @@ impl MemoStore {
         // LocalFileSystem lists in no particular order.
         entries.sort_by(|a, b| (a.kind, a.step, &a.digest).cmp(&(b.kind, b.step, &b.digest)));
         Ok(entries)
+    }
+
+    /// The paths of the objects that [`list_entries`](Self::list_entries)
+    /// lists (every memo and legacy step-output entry of incarnation
+    /// `incarnation` of `run_id`), for a tool that copies a run's entries
+    /// whole to another store (`memoctl export`).
+    ///
+    /// # Errors
+    ///
+    /// A store error listing the run's folders.
+    pub async fn list_entry_paths(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<Path>> {
+        let layout = &self.inner.layout;
+        let mut paths = Vec::new();
+        for folder in [MEMOS, STEP_OUTPUTS] {
+            let prefix = layout.incarnation_folder(folder, run_id, incarnation);
+            let listed: Vec<Path> = self
+                .store()
+                .list(Some(&prefix))
+                .map_ok(|meta| meta.location)
+                .try_collect()
+                .await
+                .map_err(|e| Error::store(&prefix, e))?;
+            paths.extend(listed);
+        }
+        paths.sort();
+        Ok(paths)
     }
 
     async fn clear_folders(&self, run_id: &RunId, folders: [Path; 2]) -> Result<usize> {
@@ -462,7 +499,7 @@ impl MemoStore {
     /// Creates `path` with `value` unless it exists, after the size check;
     /// `key` names the entry in a `TooLarge` error. A committed payload in
     /// `cache` answers without a request.
-    async fn create(
+    pub(crate) async fn create(
         &self,
         path: &Path,
         value: &[u8],
@@ -543,6 +580,9 @@ pub struct Memo {
     /// memoized call runs its body, and told of the memo's transient errors;
     /// `None` for a standalone memo.
     attempt: Option<Arc<dyn AttemptHook>>,
+    /// The shared scope this memo's entries are in ([`Memo::shared`]);
+    /// `None` for a run's own entries.
+    shared: Option<Arc<SharedScope>>,
 }
 
 /// What a workflow step's memo asks of the attempt it belongs to: the one
@@ -686,7 +726,9 @@ impl Memo {
     /// run is cleared only once it ended, and a run created again under its
     /// id is another incarnation, at other paths.
     fn cached(&self) -> Option<&EntryCache> {
-        (self.incarnation != Incarnation::STANDALONE)
+        // A shared entry expires, and is then written again, maybe with
+        // another value, by any process: never served from memory.
+        (self.incarnation != Incarnation::STANDALONE && self.shared.is_none())
             .then_some(self.store.inner.cache.as_deref())
             .flatten()
     }
@@ -716,6 +758,11 @@ impl Memo {
     /// conditionally (memo never overwrites); [`Error::Store`] if the store
     /// keeps failing; [`Error::Corrupt`] if the committed entry is damaged.
     pub async fn put(&self, key: &str, value: impl AsRef<[u8]>) -> Result<Bytes> {
+        if let Some(scope) = &self.shared {
+            return crate::shared::put(self, scope, key, value.as_ref())
+                .await
+                .inspect_err(|e| self.report_transient(e));
+        }
         let describe = || {
             format!(
                 "{key:?} (run {} incarnation {}, step {})",
@@ -791,6 +838,45 @@ impl Memo {
     pub(crate) fn flight_key(&self, key: &str) -> String {
         let instance = Arc::as_ptr(&self.store.inner.store) as *const () as usize;
         format!("{instance:x}:{}", self.key_path(key))
+    }
+}
+
+/// What the shared scope (`crate::shared`) needs of a store and a memo.
+impl MemoStore {
+    /// The scope of this store's `#[memoized(scope = shared)]` calls.
+    pub(crate) fn shared_scope_arc(&self) -> &Arc<SharedScope> {
+        &self.inner.shared_scope
+    }
+
+    /// The same store whose shared calls are in `scope`.
+    pub(crate) fn with_shared_scope_arc(self, scope: Arc<SharedScope>) -> MemoStore {
+        MemoStore {
+            inner: Arc::new(Inner {
+                store: Arc::clone(&self.inner.store),
+                layout: self.inner.layout.clone(),
+                max_value_size: self.inner.max_value_size,
+                cache: self.inner.cache.clone(),
+                shared_scope: scope,
+            }),
+        }
+    }
+}
+
+impl Memo {
+    /// This memo, with its entries in `folder` of the shared `scope`
+    /// instead of its step's folder; the run, step and attempt are kept for
+    /// spans, errors and the lease check before a body runs.
+    pub(crate) fn in_shared_folder(&self, folder: Path, scope: Arc<SharedScope>) -> Memo {
+        Memo {
+            memo_folder: folder,
+            shared: Some(scope),
+            ..self.clone()
+        }
+    }
+
+    /// The shared scope this memo's entries are in, if any.
+    pub(crate) fn shared_scope_arc(&self) -> Option<&Arc<SharedScope>> {
+        self.shared.as_ref()
     }
 }
 

@@ -9,7 +9,7 @@ pub use crate::key::HexDigest;
 #[doc(hidden)]
 pub use crate::memoize::bounds::{
     FromMemoError, KeyPart, MemoHandle, MemoParam, MemoResult, ReceiverKeyPart, StoredValue,
-    memo_of, memo_param,
+    memo_of, memo_param, shared_memo,
 };
 #[doc(hidden)]
 pub use crate::memoize::call_key::{CallKey, type_key, type_key_of_val};

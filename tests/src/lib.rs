@@ -33,6 +33,8 @@ pub mod docs {
     pub struct OperationsInspector;
     #[doc = include_str!("../../docs/guide/memoized.md")]
     pub struct GuideMemoized;
+    #[doc = include_str!("../../docs/guide/shared-cache.md")]
+    pub struct GuideSharedCache;
     #[doc = include_str!("../../docs/guide/workflows.md")]
     pub struct GuideWorkflows;
     #[doc = include_str!("../../docs/guide/durability.md")]

@@ -62,6 +62,7 @@ impl Fixture {
                 workflow: "w".into(),
                 input: Bytes::from_static(b"in"),
                 created_at_ms: 1,
+                workflow_version: None,
             })
             .await
             .unwrap();

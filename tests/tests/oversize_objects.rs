@@ -91,6 +91,7 @@ async fn started_run(store: &dyn RuntimeStore, id: &str, steps: u64) -> RunId {
         workflow: "w".into(),
         input: Bytes::from_static(b"input"),
         created_at_ms: 0,
+        workflow_version: None,
     };
     store.create_run(new).await.unwrap();
     let start = Commit::status(StatusChange::start_attempt(1), 1);
@@ -103,6 +104,8 @@ async fn started_run(store: &dyn RuntimeStore, id: &str, steps: u64) -> RunId {
             output: Bytes::from(format!("output of {sequence}")),
             recorded_at_ms: 2 + sequence,
             error: None,
+            retries: 0,
+            last_retried_error: None,
         };
         let commit = Commit::step(receipt, 2 + sequence);
         store.atomic_apply(&run_id, commit).await.unwrap();

@@ -24,6 +24,7 @@ fn order(run_id: &RunId) -> NewRun {
         workflow: "checkout".into(),
         input: Bytes::from_static(b"order"),
         created_at_ms: 1,
+        workflow_version: None,
     }
 }
 
@@ -33,6 +34,8 @@ fn charged(run_id: &RunId) -> StepReceipt {
         sequence: 0,
         step: "charge".into(),
         error: None,
+        retries: 0,
+        last_retried_error: None,
         output: Bytes::from_static(b"charged"),
         recorded_at_ms: 3,
     }

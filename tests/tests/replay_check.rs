@@ -490,6 +490,7 @@ async fn the_check_writes_nothing() {
             workflow: "order".into(),
             input: rmp_serde::to_vec_named(&9u64).unwrap().into(),
             created_at_ms: 0,
+            workflow_version: None,
         })
         .await
         .unwrap();

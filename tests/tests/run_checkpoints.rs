@@ -68,6 +68,7 @@ async fn create(store: &dyn RuntimeStore, run_id: &RunId, input: &'static [u8]) 
         workflow: "w".into(),
         input: Bytes::from_static(input),
         created_at_ms: 0,
+        workflow_version: None,
     };
     store.create_run(new).await.unwrap()
 }
@@ -85,6 +86,8 @@ fn step(run_id: &RunId, sequence: u64) -> Commit {
         output: Bytes::from(format!("output of {sequence}")),
         recorded_at_ms: 2 + sequence,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     };
     Commit::step(receipt, 2 + sequence).with_snapshot(Bytes::from(format!("after {sequence}")))
 }
@@ -659,6 +662,8 @@ fn large_step(run_id: &RunId, sequence: u64) -> Commit {
         output: Bytes::from(vec![7u8; 256]),
         recorded_at_ms: 2,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     };
     Commit::step(receipt, 2)
 }
@@ -1037,7 +1042,7 @@ async fn a_commit_to_a_cached_run_that_fell_far_behind_costs_what_a_fresh_instan
 }
 
 /// A run's state as checkpoints store it, restated here to forge them (the
-/// format is `RunState` in `runtime_store/state.rs`).
+/// format is `RunState` in `runtime_store/state/`).
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct StoredState {
     record: RunRecord,

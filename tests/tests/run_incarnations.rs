@@ -157,6 +157,7 @@ fn new_run(run_id: &RunId) -> NewRun {
         workflow: "w".into(),
         input: Bytes::from_static(b"in"),
         created_at_ms: 1,
+        workflow_version: None,
     }
 }
 
@@ -166,6 +167,8 @@ fn receipt(run_id: &RunId, sequence: u64, output: &'static [u8]) -> StepReceipt 
         sequence,
         step: "s".into(),
         error: None,
+        retries: 0,
+        last_retried_error: None,
         output: Bytes::from_static(output),
         recorded_at_ms: 2,
     }

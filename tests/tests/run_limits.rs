@@ -45,6 +45,7 @@ fn new_run(run_id: &RunId, input: usize) -> NewRun {
         workflow: "w".into(),
         input: Bytes::from(vec![1; input]),
         created_at_ms: 0,
+        workflow_version: None,
     }
 }
 
@@ -65,6 +66,8 @@ fn step(run_id: &RunId, sequence: u64, output: usize) -> Commit {
         output: Bytes::from(vec![3; output]),
         recorded_at_ms: 2,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     };
     Commit::step(receipt, 2)
 }

@@ -105,6 +105,7 @@ async fn create_runs(store: &dyn RuntimeStore, ids: &[&str]) {
                 workflow: "w".into(),
                 input: Bytes::new(),
                 created_at_ms: 0,
+                workflow_version: None,
             })
             .await
             .unwrap();
@@ -148,7 +149,10 @@ async fn one_page_costs_the_same_with_1k_and_100k_runs() {
         assert_eq!(middle.next, Some(run("run-000549")));
 
         // The page and the one hint past it, in one listing.
-        assert_eq!((first_cost.lists, first_cost.objects_listed), (1, 51));
+        assert_eq!(
+            (first_cost.lists_with_offset, first_cost.objects_listed),
+            (1, 51)
+        );
         assert_eq!(
             (middle_cost.lists_with_offset, middle_cost.objects_listed),
             (1, 51)
@@ -244,6 +248,57 @@ async fn paging_lists_every_run_once_on_a_local_folder() {
     let objects = Arc::new(LocalFolder::new(dir.path()).unwrap());
     let store = ObjectStoreRuntimeStore::new(objects.clone(), "rt");
     check_paging_on(objects, &store).await;
+}
+
+#[tokio::test]
+async fn paging_lists_every_run_once_on_a_local_folder_that_lists_in_order() {
+    // A folder lists from an offset in order: pages stop their listing.
+    let dir = tempfile::tempdir().unwrap();
+    let objects = Arc::new(LocalFolder::new(dir.path()).unwrap().with_fsync(false));
+    let store = ObjectStoreRuntimeStore::new(objects.clone(), "rt").with_ordered_listings();
+    check_paging_on(objects, &store).await;
+}
+
+#[tokio::test]
+async fn one_page_on_a_local_folder_lists_the_page_not_the_folder() {
+    let mut costs = Vec::new();
+    for n in [200, 3_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = LocalFolder::new(dir.path()).unwrap().with_fsync(false);
+        for i in 0..n {
+            let path = Path::from(format!(
+                "rt/runs-by-status/Running/run-{i:06}.{:016x}",
+                i + 1
+            ));
+            folder.put(&path, "x".into()).await.unwrap();
+        }
+        let counting = Arc::new(CountingStore::new(folder));
+        let store = ObjectStoreRuntimeStore::new(counting.clone(), "rt").with_ordered_listings();
+        counting.reset();
+        let first = store
+            .list_run_ids_page(RunStatus::Running, None, 50)
+            .await
+            .unwrap();
+        let first_cost = counting.counts();
+        assert_eq!(first.ids[0], run("run-000000"));
+        assert_eq!(first.next, Some(run("run-000049")));
+        counting.reset();
+        let middle = store
+            .list_run_ids_page(RunStatus::Running, Some(&run("run-000099")), 50)
+            .await
+            .unwrap();
+        let middle_cost = counting.counts();
+        assert_eq!(middle.ids.first(), Some(&run("run-000100")));
+        assert_eq!(middle.next, Some(run("run-000149")));
+        // The page and the one hint past it, not the folder's thousands:
+        // the folder's names are read whole, but only these are kept and
+        // returned (see `LocalFolder`'s `list_with_offset`).
+        for cost in [first_cost, middle_cost] {
+            assert_eq!((cost.lists_with_offset, cost.objects_listed), (1, 51));
+        }
+        costs.push((first_cost, middle_cost));
+    }
+    assert_eq!(costs[0], costs[1], "{costs:?}");
 }
 
 #[tokio::test]

@@ -91,6 +91,7 @@ mod costs {
             workflow: "w".into(),
             input: Bytes::new(),
             created_at_ms: 0,
+            workflow_version: None,
         };
         store.create_run(run).await.unwrap();
         let start = Commit::status(StatusChange::start_attempt(1), 1);
@@ -106,6 +107,8 @@ mod costs {
             output: Bytes::from_static(b"o"),
             recorded_at_ms: 2,
             error: None,
+            retries: 0,
+            last_retried_error: None,
         };
         Commit::step(receipt, 2)
     }
@@ -183,6 +186,7 @@ mod costs {
             workflow: "w".into(),
             input: Bytes::new(),
             created_at_ms: 0,
+            workflow_version: None,
         };
         store.create_run(run).await.unwrap();
 
@@ -201,4 +205,48 @@ mod costs {
             10
         );
     }
+}
+
+/// A step receipt as stored (MessagePack with named fields). A receipt of a
+/// step that took one try is stored byte for byte as before retries were
+/// recorded; the two retry fields are stored only when set; a receipt stored
+/// before them reads as one try.
+#[test]
+fn step_receipts_are_pinned_with_and_without_retries() {
+    use memo_runtime::runtime_store::StepReceipt;
+    use memo_runtime::{Bytes, RunId};
+
+    let one_try = StepReceipt {
+        run_id: RunId::new("r").unwrap(),
+        sequence: 1,
+        step: "s".into(),
+        output: Bytes::from_static(b"o"),
+        recorded_at_ms: 2,
+        error: None,
+        retries: 0,
+        last_retried_error: None,
+    };
+    // fixmap(6) "run_id" "r" "sequence" 1 "step" "s" "output" bin "o"
+    // "recorded_at_ms" 2 "error" nil
+    let before: &[u8] = b"\x86\xa6run_id\xa1r\xa8sequence\x01\xa4step\xa1s\xa6output\xc4\x01o\
+        \xaerecorded_at_ms\x02\xa5error\xc0";
+    assert_eq!(rmp_serde::to_vec_named(&one_try).unwrap(), before);
+    assert_eq!(
+        rmp_serde::from_slice::<StepReceipt>(before).unwrap(),
+        one_try
+    );
+
+    let retried = StepReceipt {
+        retries: 2,
+        last_retried_error: Some("busy".into()),
+        ..one_try
+    };
+    let mut after = b"\x88".to_vec();
+    after.extend_from_slice(&before[1..]);
+    after.extend_from_slice(b"\xa7retries\x02\xb2last_retried_error\xa4busy");
+    assert_eq!(rmp_serde::to_vec_named(&retried).unwrap(), after);
+    assert_eq!(
+        rmp_serde::from_slice::<StepReceipt>(&after).unwrap(),
+        retried
+    );
 }

@@ -35,6 +35,7 @@ async fn regression_recreating_an_advanced_run_returns_its_current_state() {
             workflow: "w".into(),
             input: Bytes::from_static(b"input"),
             created_at_ms: 1_000,
+            workflow_version: None,
         };
         first.create_run(new_run.clone()).await.unwrap();
         first

@@ -95,6 +95,11 @@ fn marker_runs(markers: &[TerminalMarker]) -> Vec<&str> {
     runs
 }
 
+/// The run ids of `markers`, in their order.
+fn in_order(markers: &[TerminalMarker]) -> Vec<String> {
+    markers.iter().map(|m| m.run_id.to_string()).collect()
+}
+
 fn sweeper(store: &MemoStore) -> RetentionSweeper {
     RetentionSweeper::builder(store.clone(), RETENTION).build()
 }
@@ -119,6 +124,7 @@ async fn started_run(store: &dyn RuntimeStore, run: &RunId, created_at_ms: u64) 
         workflow: "wf".into(),
         input: Bytes::new(),
         created_at_ms,
+        workflow_version: None,
     };
     let incarnation = store.create_run(new).await.unwrap().incarnation;
     let start = StatusChange::start_attempt(1);
@@ -693,6 +699,91 @@ async fn the_marker_stream_lists_a_partition_only_when_it_reaches_it() {
         ["h1", "h2", "h3", "h4"],
         "the rest, once each"
     );
+}
+
+#[tokio::test]
+async fn marker_pages_go_oldest_first_and_list_no_partition_before_their_cursor() {
+    for backend in Backend::all() {
+        let (name, objects) = (backend.name(), backend.objects());
+        let counting = Arc::new(CountingStore::new(objects));
+        let store = MemoStore::new(counting.clone(), "memo");
+        // Four markers in each of hours 0..5, written newest first; two
+        // runs end at the same time in hour 2, across a page boundary.
+        for hour in (0..5).rev() {
+            for i in (0..4).rev() {
+                let at = hour * HOUR + if hour == 2 && i == 1 { 0 } else { i * 10 };
+                store
+                    .markers()
+                    .write_standalone(&run(&format!("h{hour}-{i}")), at)
+                    .await
+                    .unwrap();
+            }
+        }
+        // Every page, three markers each, with the cutoff in hour 4.
+        let cutoff = 4 * HOUR + 25;
+        let mut pages = Vec::new();
+        let mut after: Option<TerminalMarker> = None;
+        loop {
+            let page = store
+                .markers()
+                .expired_page(cutoff, after.as_ref(), 3)
+                .await
+                .unwrap();
+            assert!(page.markers.len() <= 3, "{name}");
+            pages.push(in_order(&page.markers));
+            match page.next {
+                Some(next) => {
+                    assert_eq!(page.markers.last(), Some(&next), "{name}");
+                    after = Some(next);
+                }
+                None => break,
+            }
+            assert!(pages.len() < 20, "{name}: paging does not end");
+        }
+        let listed: Vec<String> = pages.concat();
+        let expected: Vec<String> = store
+            .markers()
+            .list_expired(cutoff)
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| (m.terminal_at_ms, m.run_id.to_string()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(listed.len(), 4 * 4 + 3, "{name}: {pages:?}");
+        assert_eq!(listed, expected, "{name}: {pages:?}");
+        assert_eq!(pages[0], ["h0-0", "h0-1", "h0-2"], "{name}");
+        // A tie in time goes by run id, across the page boundary.
+        assert_eq!(pages[2], ["h1-2", "h1-3", "h2-0"], "{name}");
+        assert_eq!(pages[3][0], "h2-1", "{name}");
+
+        // A page from a cursor in hour 3 lists hour 3 and the cutoff's
+        // hour, never the three before it.
+        counting.reset();
+        let cursor = TerminalMarker {
+            run_id: run("h3-0"),
+            terminal_at_ms: 3 * HOUR,
+            incarnation: Incarnation::STANDALONE,
+        };
+        let page = store
+            .markers()
+            .expired_page(cutoff, Some(&cursor), 3)
+            .await
+            .unwrap();
+        assert_eq!(in_order(&page.markers), ["h3-1", "h3-2", "h3-3"], "{name}");
+        assert_eq!(page.next.map(|m| m.run_id), Some(run("h3-3")), "{name}");
+        let counts = counting.counts();
+        assert_eq!(counts.lists_with_delimiter, 1, "{name}: {counts:?}");
+        assert_eq!(
+            counts.lists + counts.lists_with_offset,
+            2,
+            "{name}: {counts:?}"
+        );
+        // Hour 3's four markers and the cutoff hour's three expired ones.
+        assert_eq!(counts.objects_listed, 4 + 3, "{name}: {counts:?}");
+    }
 }
 
 #[tokio::test]

@@ -29,6 +29,7 @@ fn order(run_id: &RunId) -> NewRun {
         workflow: "checkout".into(),
         input: Bytes::from_static(b"order"),
         created_at_ms: 1,
+        workflow_version: None,
     }
 }
 

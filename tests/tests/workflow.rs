@@ -387,6 +387,10 @@ async fn transient_errors_are_retried_and_permanent_ones_fail_the_run() {
         2
     );
     assert_eq!(tries.load(Ordering::SeqCst), 3);
+    // The receipt says how many tries the step took, and why it retried.
+    let receipts = store.load_receipts(&run("flaky"), None).await.unwrap();
+    assert_eq!(receipts[0].retries, 2);
+    assert_eq!(receipts[0].last_retried_error.as_deref(), Some("Flaky"));
 
     tries.store(0, Ordering::SeqCst);
     let err = runtime
@@ -403,6 +407,11 @@ async fn transient_errors_are_retried_and_permanent_ones_fail_the_run() {
         tries.load(Ordering::SeqCst),
         1,
         "a permanent error is not retried"
+    );
+    let receipts = store.load_receipts(&run("broken"), None).await.unwrap();
+    assert_eq!(
+        (receipts[0].retries, &receipts[0].last_retried_error),
+        (0, &None)
     );
     let record = runtime.status(&run("broken")).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Failed);

@@ -82,6 +82,7 @@ async fn run_with_recorded_output(store: &Arc<dyn RuntimeStore>, id: &str, outpu
             workflow: "loads".into(),
             input: Bytes::from_static(&[0x00]), // 0u64
             created_at_ms: 1,
+            workflow_version: None,
         })
         .await
         .unwrap();
@@ -92,6 +93,8 @@ async fn run_with_recorded_output(store: &Arc<dyn RuntimeStore>, id: &str, outpu
         output,
         recorded_at_ms: 2,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     };
     store
         .atomic_apply(&run, Commit::step(receipt, 2))
@@ -144,6 +147,7 @@ async fn a_run_input_nested_deeper_than_the_limit_is_a_decode_error() {
                 workflow: "echo".into(),
                 input: nested_bytes(1_000),
                 created_at_ms: 1,
+                workflow_version: None,
             })
             .await
             .unwrap();

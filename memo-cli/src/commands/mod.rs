@@ -1,6 +1,7 @@
 //! One module per command.
 
 mod cancel;
+mod export;
 mod markers;
 mod probe;
 mod runs;
@@ -10,6 +11,7 @@ mod sweep;
 mod waits;
 
 pub(crate) use cancel::{cancel, request_cancel};
+pub(crate) use export::{Selection, export};
 pub(crate) use markers::markers;
 pub(crate) use probe::probe;
 pub(crate) use runs::{Page, runs, runs_page};

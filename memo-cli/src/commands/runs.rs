@@ -122,6 +122,7 @@ async fn print_table(store: &Store, listed: &[RunSummary]) -> anyhow::Result<()>
         "ATTEMPTS",
         "STEPS",
         "LAST CHANGE",
+        "VERSION",
     ]);
     for run in listed {
         table.row(vec![
@@ -131,6 +132,9 @@ async fn print_table(store: &Store, listed: &[RunSummary]) -> anyhow::Result<()>
             run.attempts.to_string(),
             run.steps.to_string(),
             time(run.updated_at_ms),
+            // A run continues only on its version: an operator checks here
+            // that some worker still registers it.
+            run.workflow_version.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
     let empty = match store_is_empty(store).await? {
@@ -233,6 +237,7 @@ fn run_json(record: &RunSummary) -> serde_json::Value {
         "run_id": record.run_id.as_str(),
         "incarnation": record.incarnation.to_string(),
         "workflow": record.workflow,
+        "workflow_version": record.workflow_version,
         "status": record.status.to_string(),
         "attempts": record.attempts,
         "steps": record.steps,

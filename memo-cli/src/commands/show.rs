@@ -48,6 +48,8 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
                 "output_bytes": r.output.len(),
                 "output": r.error.is_none().then(|| payload(&r.output)),
                 "error": r.error,
+                "tries": u64::from(r.retries) + 1,
+                "last_retried_error": r.last_retried_error,
             })).collect::<Vec<_>>(),
             "signals": inputs.iter().map(|i| json!({
                 "input_id": i.input_id,
@@ -73,16 +75,27 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
     }
     print_record(&record, now);
     outln!("\nsteps");
-    let mut steps = Table::new(&["SEQ", "STEP", "RECORDED", "OUTPUT"]);
+    let mut steps = Table::new(&["SEQ", "STEP", "RECORDED", "TRIES", "OUTPUT"]);
     for r in &receipts {
         let output = match &r.error {
             Some(error) => format!("failed: {error}"),
             None => format!("{} bytes {}", r.output.len(), payload_line(&r.output, 60)),
         };
+        // The tries of the attempt that recorded the step, and why the
+        // last retried one failed.
+        let tries = match &r.last_retried_error {
+            Some(error) => format!(
+                "{} (last retried: {})",
+                u64::from(r.retries) + 1,
+                clip(error, 40)
+            ),
+            None => (u64::from(r.retries) + 1).to_string(),
+        };
         steps.row(vec![
             r.sequence.to_string(),
             r.step.clone(),
             time(r.recorded_at_ms),
+            tries,
             output,
         ]);
     }
@@ -226,4 +239,13 @@ async fn entries(
             size: e.size,
         })
         .collect())
+}
+
+/// `text` cut to `max` characters, with `…` where it was cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        text.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+    }
 }

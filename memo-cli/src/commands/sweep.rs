@@ -1,4 +1,5 @@
-//! `memoctl sweep --retention 7d [--dry-run]`: clear expired runs.
+//! `memoctl sweep --retention 7d [--dry-run]`: clear expired runs, and
+//! expired entries of the shared scope (`#[memoized(scope = shared)]`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures::{TryStreamExt, future};
 use memo_runtime::retention::{RetentionSweeper, SweepReport};
+use memo_runtime::shared::SharedSweep;
 use serde_json::json;
 
 use crate::output::{self, now_ms, outln, print_json, time};
@@ -15,9 +17,10 @@ use crate::store::Store;
 
 /// Sweeps the runs whose terminal marker is older than `retention`: their
 /// memo entries, step outputs, runtime records, then their marker, with the
-/// runtime store's check that each run is terminal there. Fails (after
-/// reporting) if any run could not be cleared; its marker is kept for the
-/// next sweep.
+/// runtime store's check that each run is terminal there. Then the shared
+/// entries whose time to live ran out (their own expiry, whatever
+/// `retention` says). Fails (after reporting) if any run or shared entry
+/// could not be cleared; its marker is kept for the next sweep.
 pub(crate) async fn sweep(
     store: &Store,
     retention: Duration,
@@ -41,12 +44,18 @@ pub(crate) async fn sweep(
     let report = sweeper.sweep_once(now).await;
     progress.finish();
     let report = report.with_context(|| format!("the sweep of {} stopped", store.url))?;
+    let shared = sweep_shared(store, now, dry_run)
+        .await
+        .with_context(|| format!("the sweep of {}'s shared entries stopped", store.url))?;
     if json {
-        print_json(&report_json(&report, retention));
+        let mut out = report_json(&report, retention);
+        out["shared"] = shared_json(&shared);
+        print_json(&out);
     } else {
         print_report(&report, retention);
+        print_shared(&shared, report.dry_run);
     }
-    Ok(if report.is_complete() {
+    Ok(if report.is_complete() && shared.failures == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -61,6 +70,59 @@ pub(crate) fn sweeper(store: &Store, retention: Duration, dry_run: bool) -> Rete
         .runtime_store(Arc::clone(&store.runs) as _)
         .dry_run(dry_run)
         .build()
+}
+
+/// Deletes the shared entries expired at `now_ms`, or (a dry run) counts
+/// them.
+async fn sweep_shared(store: &Store, now_ms: u64, dry_run: bool) -> anyhow::Result<SharedSweep> {
+    let entries = store.memo.shared_entries();
+    if !dry_run {
+        return Ok(entries.sweep(now_ms).await?);
+    }
+    let expired = entries
+        .expired(now_ms)
+        .try_fold(0, |n, _| future::ready(Ok(n + 1)))
+        .await?;
+    let mut counted = SharedSweep::default();
+    counted.cutoff_ms = now_ms;
+    counted.markers_expired = expired;
+    Ok(counted)
+}
+
+fn print_shared(shared: &SharedSweep, dry_run: bool) {
+    let deleted = if dry_run {
+        "shared entries to delete"
+    } else {
+        "shared entries deleted"
+    };
+    outln!(
+        "shared entries that expired before {}:",
+        time(shared.cutoff_ms)
+    );
+    let lines = [
+        ("expired shared markers", shared.markers_expired),
+        (
+            deleted,
+            if dry_run {
+                shared.markers_expired
+            } else {
+                shared.entries_deleted
+            },
+        ),
+        ("shared failures", shared.failures),
+    ];
+    for (what, n) in lines {
+        outln!("{what:<26} {n}");
+    }
+}
+
+fn shared_json(shared: &SharedSweep) -> serde_json::Value {
+    json!({
+        "cutoff_ms": shared.cutoff_ms,
+        "markers_expired": shared.markers_expired,
+        "entries_deleted": shared.entries_deleted,
+        "failures": shared.failures,
+    })
 }
 
 fn print_report(report: &SweepReport, retention: Duration) {

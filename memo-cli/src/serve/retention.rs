@@ -6,18 +6,18 @@ use anyhow::Context as _;
 use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
-use futures::{StreamExt as _, TryStreamExt as _};
 use maud::{Markup, html};
-use memo_runtime::retention::{SweepReport, TerminalMarker};
+use memo_runtime::retention::{MarkerPage, SweepReport, TerminalMarker};
+use memo_runtime::{Incarnation, RunId};
 use serde::Deserialize;
 
-use super::page::{Failure, frame, when};
+use super::page::{Failure, frame, link, when};
 use super::{Inspector, Shared};
 use crate::commands::sweeper;
 use crate::output::{self, now_ms};
 
 /// Markers one page lists at most.
-pub(crate) const MARKERS_SHOWN: usize = 100;
+pub(crate) const MARKERS_PER_PAGE: usize = 100;
 
 /// The retention page's query.
 #[derive(Debug, Default, Deserialize)]
@@ -27,6 +27,9 @@ pub(crate) struct RetentionQuery {
     markers: String,
     /// Non-empty: count what a sweep would remove (a dry run).
     count: String,
+    /// The page starts after this marker: `<ended ms>.<run id>.<incarnation>`
+    /// (see [`cursor`]).
+    after: String,
 }
 
 /// The sweep's form.
@@ -45,9 +48,17 @@ pub(crate) async fn show(
     let retention = inspector.retention;
     let cutoff = sweeper(&inspector.store, retention, true).cutoff_ms(now);
     let all = query.markers == "all";
-    // Markers stream hour partition by hour partition, oldest first, and a
-    // partition is listed only when reached: a page costs what it shows.
-    let (markers, more) = markers_before(&inspector, if all { u64::MAX } else { cutoff }).await?;
+    let after = parse_cursor(&query.after)?;
+    // A page lists the hour partitions from its cursor's on, as far as it
+    // shows: it costs what it shows, whatever the number of markers.
+    let before = if all { u64::MAX } else { cutoff };
+    let page = inspector
+        .store
+        .memo
+        .markers()
+        .expired_page(before, after.as_ref(), MARKERS_PER_PAGE)
+        .await
+        .with_context(|| format!("cannot list terminal markers in {}", inspector.store.url))?;
     let dry_run = if query.count.is_empty() {
         None
     } else {
@@ -80,12 +91,12 @@ pub(crate) async fn show(
                 @if all { a href="/retention" { "Show only expired markers" } }
                 @else { a href="/retention?markers=all" { "Show all markers" } }
             }
-            @if markers.is_empty() {
+            @if page.markers.is_empty() {
                 p.empty { @if all { "No terminal markers." } @else { "No expired markers." } }
             } @else {
-                (markers_table(&markers, cutoff))
-                @if more { p.truncated { "Only the oldest " (MARKERS_SHOWN) " are listed." } }
+                (markers_table(&page.markers, cutoff))
             }
+            (paging(&query, after.is_some(), &page))
         }
     };
     Ok(frame("Retention", &inspector.store.url, body))
@@ -134,25 +145,51 @@ async fn dry_run(inspector: &Inspector) -> anyhow::Result<SweepReport> {
         .with_context(|| format!("the dry run of a sweep of {} stopped", inspector.store.url))
 }
 
-/// The markers of runs that ended before `before`, oldest partition first
-/// (at most [`MARKERS_SHOWN`], sorted by time), and whether there are more.
-async fn markers_before(
-    inspector: &Inspector,
-    before: u64,
-) -> anyhow::Result<(Vec<TerminalMarker>, bool)> {
-    let store = &inspector.store;
-    let mut markers: Vec<_> = store
-        .memo
-        .markers()
-        .expired(before)
-        .take(MARKERS_SHOWN + 1)
-        .try_collect()
-        .await
-        .with_context(|| format!("cannot list terminal markers in {}", store.url))?;
-    let more = markers.len() > MARKERS_SHOWN;
-    markers.truncate(MARKERS_SHOWN);
-    markers.sort_by(|a, b| (a.terminal_at_ms, &a.run_id).cmp(&(b.terminal_at_ms, &b.run_id)));
-    Ok((markers, more))
+/// A marker as a page's cursor: `<ended ms>.<run id>.<incarnation>` (a run
+/// id has no `.`).
+fn cursor(marker: &TerminalMarker) -> String {
+    format!(
+        "{}.{}.{}",
+        marker.terminal_at_ms, marker.run_id, marker.incarnation
+    )
+}
+
+fn parse_cursor(text: &str) -> Result<Option<TerminalMarker>, Failure> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let bad = || Failure::bad_request(format!("not a marker cursor: {text:?}"));
+    let mut parts = text.splitn(3, '.');
+    let (Some(at), Some(run_id), Some(incarnation)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    Ok(Some(TerminalMarker {
+        run_id: RunId::new(run_id).map_err(|_| bad())?,
+        terminal_at_ms: at.parse().map_err(|_| bad())?,
+        incarnation: Incarnation::from_u64(
+            u64::from_str_radix(incarnation, 16).map_err(|_| bad())?,
+        ),
+    }))
+}
+
+fn paging(query: &RetentionQuery, paged: bool, page: &MarkerPage) -> Markup {
+    let first = link("/retention", &[("markers", &query.markers)]);
+    let next = page.next.as_ref().map(|last| {
+        link(
+            "/retention",
+            &[("markers", &query.markers), ("after", &cursor(last))],
+        )
+    });
+    html! {
+        p.paging {
+            @if paged { a href=(first) { "First page" } " " }
+            @if let Some(next) = next { a.next href=(next) { "Next page" } }
+        }
+        p.cost {
+            (MARKERS_PER_PAGE) " markers a page, oldest first; a page lists the hours of markers from where it starts, as far as it shows."
+        }
+    }
 }
 
 fn markers_table(markers: &[TerminalMarker], cutoff: u64) -> Markup {

@@ -359,6 +359,14 @@ fn step_item(receipt: &StepReceipt, previous_ms: u64, entries: Option<&Vec<Entry
                 " " span.took title="since the previous step (or the run's creation)" {
                     "+" (crate::output::duration(took))
                 }
+                @if receipt.retries > 0 {
+                    " " span.tries title="tries of the body in the attempt that recorded the step" {
+                        (tries(receipt.retries)) " tries"
+                    }
+                }
+            }
+            @if let Some(retried) = &receipt.last_retried_error {
+                div.retried { "last retried failure: " pre.error { (retried) } }
             }
             @match kind {
                 StepKind::Sleep { wake_ms: Some(at) } => { p { "wakes at " (when(at)) } }
@@ -374,6 +382,11 @@ fn step_item(receipt: &StepReceipt, previous_ms: u64, entries: Option<&Vec<Entry
             @if let Some(entries) = entries { (entries_table(entries)) }
         }
     }
+}
+
+/// The tries of a step's body: its retries and the try that was recorded.
+fn tries(retries: u32) -> u64 {
+    u64::from(retries) + 1
 }
 
 fn entries_table(entries: &[Entry]) -> Markup {
@@ -488,6 +501,8 @@ mod tests {
             output: Bytes::from(output),
             recorded_at_ms: 0,
             error: None,
+            retries: 0,
+            last_retried_error: None,
         }
     }
 

@@ -301,6 +301,7 @@ mod tests {
                     workflow: if i % 2 == 0 { "even" } else { "odd" }.into(),
                     input: memo_runtime::Bytes::new(),
                     created_at_ms: 1,
+                    workflow_version: None,
                 })
                 .await
                 .unwrap();
@@ -364,6 +365,7 @@ mod tests {
                     workflow: "w".into(),
                     input: memo_runtime::Bytes::new(),
                     created_at_ms: 1,
+                    workflow_version: None,
                 })
                 .await
                 .unwrap();
@@ -376,6 +378,47 @@ mod tests {
         // The page's hints and one past it, not the 300.
         let listed = counting.counts().objects_listed;
         assert_eq!(listed, 11);
+        counting.reset();
+        let second = page_of_runs(&store, &all, first.next, 10, 100)
+            .await
+            .unwrap();
+        assert_eq!(ids(&second).first(), Some(&"r-010"));
+        assert_eq!(counting.counts().objects_listed, 11);
+    }
+
+    #[tokio::test]
+    async fn a_page_on_a_local_folder_lists_only_its_runs() {
+        use std::sync::Arc;
+
+        use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
+        use memo_runtime::store::LocalFolder;
+        use memo_runtime::testing::CountingStore;
+
+        let dir = tempfile::tempdir().unwrap();
+        let folder = LocalFolder::new(dir.path()).unwrap().with_fsync(false);
+        let counting = Arc::new(CountingStore::new(folder));
+        // As `memoctl` opens a `file://` store.
+        let store = ObjectStoreRuntimeStore::new(counting.clone(), "rt")
+            .with_read_only_listings()
+            .with_ordered_listings();
+        for i in 0..300 {
+            store
+                .create_run(NewRun {
+                    run_id: RunId::new(format!("r-{i:03}")).unwrap(),
+                    workflow: "w".into(),
+                    input: memo_runtime::Bytes::new(),
+                    created_at_ms: 1,
+                    workflow_version: None,
+                })
+                .await
+                .unwrap();
+        }
+        let all = RunFilter::default();
+        counting.reset();
+        let first = page_of_runs(&store, &all, None, 10, 100).await.unwrap();
+        assert_eq!(ids(&first)[..2], ["r-000", "r-001"]);
+        // The page's hints and one past it, not the folder's 300.
+        assert_eq!(counting.counts().objects_listed, 11);
         counting.reset();
         let second = page_of_runs(&store, &all, first.next, 10, 100)
             .await

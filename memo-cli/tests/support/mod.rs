@@ -9,12 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
     MemoStore, RunId,
     clock::{Clock, ManualClock, SystemClock},
     runtime_store::ObjectStoreRuntimeStore,
 };
+
+/// Why the first try of an `approval` run's `draft` step fails.
+pub(crate) const BUSY: &str = "the drafting service is busy";
 
 /// How long ago the run `old-1` ended: past the 7-day retention.
 pub(crate) const OLD_RUN_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -43,17 +46,23 @@ pub(crate) async fn orders(ctx: Context, order: String) -> anyhow::Result<String
     Ok(reserved)
 }
 
-/// A draft that waits for a human's `approval` signal (a bool).
+/// A draft that waits for a human's `approval` signal (a bool). The
+/// drafting service is busy the first time (the step's first try fails and
+/// is retried), so the step's receipt records two tries.
 pub(crate) async fn approval(ctx: Context, ticket: String) -> anyhow::Result<String> {
     let draft: String = ctx
         .step("draft", |memo| {
             let ticket = ticket.clone();
             async move {
                 let draft = format!("Re: {ticket}");
-                memo.put("draft", draft.as_bytes()).await?;
-                Ok::<_, memo_runtime::Error>(draft)
+                if memo.get("draft").await?.is_none() {
+                    memo.put("draft", draft.as_bytes()).await?;
+                    anyhow::bail!("{BUSY}");
+                }
+                Ok::<_, anyhow::Error>(draft)
             }
         })
+        .retry(RetryPolicy::attempts(3).with_min_delay(Duration::from_millis(1)))
         .await?;
     let approved: bool = ctx.wait_for_signal("approval").await?;
     Ok(if approved {

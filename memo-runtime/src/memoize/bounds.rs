@@ -176,3 +176,9 @@ pub fn memo_of<H: MemoHandle + ?Sized>(handle: &H) -> &Memo {
 pub fn memo_param<P: MemoParam>(param: &P) -> &Memo {
     param.memo_param()
 }
+
+/// The shared-scope memo of a call's memo, for `scope = shared` (see
+/// [`Memo::shared`]).
+pub fn shared_memo(memo: &Memo) -> Memo {
+    memo.shared()
+}

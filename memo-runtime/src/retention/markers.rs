@@ -54,6 +54,18 @@ pub struct TerminalMarker {
     pub incarnation: Incarnation,
 }
 
+/// One page of terminal markers ([`Markers::expired_page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MarkerPage {
+    /// The page's markers, oldest first (by time, then run id and
+    /// incarnation).
+    pub markers: Vec<TerminalMarker>,
+    /// Where the next page starts (pass it as `after`); `None` on the last
+    /// page.
+    pub next: Option<TerminalMarker>,
+}
+
 /// The terminal markers of one memo store: where they are written, listed
 /// and deleted. Get one with [`MemoStore::markers`]; cheap to clone.
 #[derive(Debug, Clone)]
@@ -183,6 +195,78 @@ impl Markers {
         })
         .try_flatten()
         .boxed()
+    }
+
+    /// One page of the markers [`expired`](Self::expired) at `cutoff_ms`,
+    /// oldest first (by time, then run id and incarnation): at most `limit`
+    /// (at least one) of those after `after` (the last marker of the page
+    /// before, or any marker: the page starts where it would sort).
+    ///
+    /// The cost is one delimiter listing of the partition folders, then a
+    /// listing of each partition from `after`'s on, until the page and one
+    /// marker past it are found: partitions before the cursor's are never
+    /// listed, so a page costs what it shows plus at most two partitions'
+    /// markers. A partition's markers sort newest first, so each partition
+    /// listed is read whole: memory holds one partition's markers (an
+    /// hour's) and the page.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if a listing fails.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
+    ///
+    /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    /// for (id, at) in [("a", 1_000), ("b", 2_000), ("c", 3_000)] {
+    ///     store.markers().write_standalone(&RunId::new(id)?, at).await?;
+    /// }
+    /// let first = store.markers().expired_page(5_000, None, 2).await?;
+    /// assert_eq!(first.markers.len(), 2);
+    /// let rest = store.markers().expired_page(5_000, first.next.as_ref(), 2).await?;
+    /// assert_eq!(rest.markers[0].run_id.as_str(), "c");
+    /// assert_eq!(rest.next, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn expired_page(
+        &self,
+        cutoff_ms: u64,
+        after: Option<&TerminalMarker>,
+        limit: usize,
+    ) -> Result<MarkerPage> {
+        let limit = limit.max(1);
+        let order = |m: &TerminalMarker| (m.terminal_at_ms, m.run_id.clone(), m.incarnation);
+        let after = after.map(order);
+        let from_partition = after
+            .as_ref()
+            .map(|(at, _, _)| at - at % MARKER_PARTITION_MS);
+        let mut markers: Vec<TerminalMarker> = Vec::new();
+        for (partition, path) in self.expired_partitions(cutoff_ms).await? {
+            if from_partition.is_some_and(|from| partition < from) {
+                continue;
+            }
+            let mut found: Vec<TerminalMarker> = self
+                .expired_in_partition(partition, path, cutoff_ms)
+                .try_filter(|m| future::ready(after.as_ref().is_none_or(|a| order(m) > *a)))
+                .try_collect()
+                .await?;
+            found.sort_by_key(order);
+            markers.extend(found);
+            if markers.len() > limit {
+                break;
+            }
+        }
+        let next = if markers.len() > limit {
+            markers.truncate(limit);
+            markers.last().cloned()
+        } else {
+            None
+        };
+        Ok(MarkerPage { markers, next })
     }
 
     /// The partition folders that hold markers before `cutoff_ms`, oldest first:

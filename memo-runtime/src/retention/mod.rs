@@ -16,7 +16,7 @@
 mod markers;
 mod sweeper;
 
-pub use markers::{MARKER_PARTITION_MS, Markers, TerminalMarker};
+pub use markers::{MARKER_PARTITION_MS, MarkerPage, Markers, TerminalMarker};
 pub use sweeper::{
     DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper, RetentionSweeperBuilder,
     SweepFailure, SweepReport, SweeperHandle, SweeperSummary,

@@ -38,6 +38,7 @@ use crate::run_id::{Incarnation, RunId};
 ///     workflow: "report".into(),
 ///     input: Bytes::new(),
 ///     created_at_ms: 0,
+///     workflow_version: None,
 /// };
 /// store.create_run(run).await?;
 /// assert_eq!(store.list_runs(RunStatus::Pending).await?.len(), 1);

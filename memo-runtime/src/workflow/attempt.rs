@@ -9,9 +9,9 @@ use futures::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::cancel::cancel_reason;
 use super::context;
 use super::lease::AttemptLease;
+use super::lease::cancel_reason;
 use super::{Context, Runtime, Workflow, WorkflowFn};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -43,6 +43,9 @@ impl Runtime {
         }
         if let Some(done) = finished(&record) {
             return done.map_err(W::Error::from);
+        }
+        if !workflow.drives_version(record.workflow_version.as_deref()) {
+            return Err(super::other_version(&record, workflow.version()).into());
         }
         let input: I = codec::decode_value(
             "the workflow input",
@@ -146,8 +149,13 @@ impl Runtime {
         let run_id = record.run_id.clone();
         let attempt = lease.held().fence().attempt;
         let store = &self.shared.store;
-        let history = store.load_receipts(&run_id, None).await?;
-        lease.held().note_cancel(&store.load_inputs(&run_id).await?);
+        // Two reads that do not depend on each other: on a bucket, one
+        // round trip rather than two before the workflow runs.
+        let (history, inputs) = futures::try_join!(
+            store.load_receipts(&run_id, None),
+            store.load_inputs(&run_id)
+        )?;
+        lease.held().note_cancel(&inputs);
         tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
         let ctx = Context::new(
             Arc::clone(&self.shared),

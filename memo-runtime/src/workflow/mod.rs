@@ -75,7 +75,9 @@ pub use context::{Context, Selected, Step};
 pub use due::DueRun;
 pub use outcome::{RunOutcome, Suspension};
 pub use recovery::Recovery;
-pub use replay_check::{PatchUse, ReplayCheck, ReplayOutcome, ReplayReport, RunReplay};
+pub use replay_check::{
+    DeployCheck, PatchUse, ReplayCheck, ReplayOutcome, ReplayReport, RunReplay,
+};
 pub use retry::RetryPolicy;
 pub use run::Runtime;
 pub use worker::{
@@ -89,7 +91,7 @@ use serde::de::DeserializeOwned;
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::memo::MemoStore;
-use crate::runtime_store::RuntimeStore;
+use crate::runtime_store::{RunRecord, RuntimeStore};
 
 /// How long an attempt holds its run without renewing, by default: 60 s.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
@@ -116,26 +118,117 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// How many runs [`Runtime::recover`] drives at once by default.
 pub const DEFAULT_RECOVERY_CONCURRENCY: usize = 8;
 
-/// A named workflow function: `name` is recorded with each run, so
-/// [`Runtime::recover`] resumes only this workflow's runs.
+/// A named workflow function: `name` (and the version, if it has one) is
+/// recorded with each run, so [`Runtime::recover`] resumes only this
+/// workflow's runs, each on the version it started on.
 #[derive(Debug, Clone)]
 pub struct Workflow<F> {
     name: Cow<'static, str>,
+    version: Option<Cow<'static, str>>,
     run: F,
 }
 
 impl<F> Workflow<F> {
-    /// The workflow `name`, running `run(ctx, input)`.
+    /// The workflow `name`, running `run(ctx, input)`, with no version.
     pub fn new(name: impl Into<Cow<'static, str>>, run: F) -> Workflow<F> {
         Workflow {
             name: name.into(),
+            version: None,
             run,
         }
+    }
+
+    /// The same workflow as version `version` of its name.
+    ///
+    /// The version is recorded in each run the workflow starts, and a run
+    /// continues only on the version it started on: a worker registers
+    /// every version that still has open runs (say `"1"` and `"2"` during a
+    /// deploy), each run is driven by its own version's code, and a run
+    /// whose version no worker registers is left open and reported
+    /// ([`Recovery::skipped`], [`WakeReport::unknown`]), never failed;
+    /// [`Runtime::run`] or [`Runtime::resume`] of it with another version is
+    /// an [`Error::Conflict`] that changes nothing (a run that has ended
+    /// returns its stored result to any version: nothing runs). A run
+    /// started with no version is a run of the unversioned workflow. Use a
+    /// version for a change too large for [`Context::patched`]; the
+    /// repository's `docs/guide/workflows.md` compares the two.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{Error, MemoStore, RunId, runtime_store::InMemoryRuntimeStore};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::workflow::{Context, Runtime, Workflow};
+    ///
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .build()?;
+    /// let v1 = Workflow::new("greet", |ctx: Context, who: String| async move {
+    ///     let greeting: String = ctx.wait_for_signal("greeting").await?;
+    ///     Ok::<_, Error>(format!("{greeting} {who}"))
+    /// })
+    /// .with_version("1");
+    /// let v2 = Workflow::new("greet", |_ctx: Context, who: String| async move {
+    ///     Ok::<_, Error>(format!("hi {who}"))
+    /// })
+    /// .with_version("2");
+    ///
+    /// let run = RunId::new("greet-ada")?;
+    /// assert!(runtime.run(&run, &"ada".to_string(), &v1).await.is_err()); // waits
+    /// let record = runtime.status(&run).await?.unwrap();
+    /// assert_eq!(record.workflow_version.as_deref(), Some("1"));
+    /// runtime.signal(&run, "greeting", "hello").await?;
+    /// // Version 2 does not drive a run that started on version 1...
+    /// assert!(matches!(runtime.resume(&run, &v2).await, Err(Error::Conflict { .. })));
+    /// // ...version 1 does.
+    /// assert_eq!(runtime.resume(&run, &v1).await?, "hello ada");
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_version(mut self, version: impl Into<Cow<'static, str>>) -> Workflow<F> {
+        self.version = Some(version.into());
+        self
     }
 
     /// The workflow's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The workflow's version, if it has one.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// Whether a run recorded with `version` is this version's to drive.
+    fn drives_version(&self, version: Option<&str>) -> bool {
+        self.version() == version
+    }
+}
+
+/// Why a workflow's code does not drive a run: it started on another
+/// version (a [`Conflict`](Error::Conflict): it fails nothing).
+fn other_version(record: &RunRecord, this: Option<&str>) -> Error {
+    Error::Conflict {
+        what: format!("run {}", record.run_id),
+        reason: format!(
+            "it started on {} of workflow {:?}, not {}; a worker that registers that \
+             version continues it",
+            describe_version(record.workflow_version.as_deref()),
+            record.workflow,
+            describe_version(this),
+        ),
+    }
+}
+
+/// `version "2"`, or `no version`.
+fn describe_version(version: Option<&str>) -> String {
+    match version {
+        Some(version) => format!("version {version:?}"),
+        None => "no version".to_string(),
     }
 }
 

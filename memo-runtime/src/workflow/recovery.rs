@@ -32,7 +32,10 @@ pub struct Recovery<O, E> {
     pub remarked: usize,
     /// Runs that could not be loaded (a damaged record, a run deleted
     /// meanwhile) or whose terminal marker could not be written, with the
-    /// error; every other run was recovered.
+    /// error, and open runs of the workflow left open because they started
+    /// on a [version](super::Workflow::with_version) the recovery does not
+    /// drive, with an [`Error::Conflict`] naming it; every other run was
+    /// recovered.
     pub skipped: Vec<(RunId, Error)>,
     /// Runs left alone because another attempt holds their lease (a live
     /// worker is running them, or a crashed one's lease has not expired):
@@ -42,8 +45,12 @@ pub struct Recovery<O, E> {
 }
 
 impl Runtime {
-    /// Resumes every run of `workflow` that is not terminal (one attempt
-    /// each, at most [`RuntimeBuilder::recovery_concurrency`] at once), and
+    /// Resumes every run of `workflow` that is not terminal and started on
+    /// its version (one attempt each, at most
+    /// [`RuntimeBuilder::recovery_concurrency`] at once; runs of its other
+    /// versions are left open and listed in [`Recovery::skipped`]: recover
+    /// several versions at once with
+    /// [`Worker::recover`](super::Worker::recover)), and
     /// writes the terminal marker of every terminal run that has none, so
     /// that a marker write lost in a crash cannot leave a run unsweepable.
     ///
@@ -73,6 +80,29 @@ impl Runtime {
         W: WorkflowFn<I>,
     {
         self.check_conditional_create().await?;
+        let plan = self
+            .plan_recovery(|record| {
+                if record.workflow != workflow.name {
+                    Pick::Other
+                } else if workflow.drives_version(record.workflow_version.as_deref()) {
+                    Pick::Drive
+                } else {
+                    Pick::Unregistered(super::other_version(record, workflow.version()))
+                }
+            })
+            .await?;
+        let mut plan = plan;
+        let runs = std::mem::take(&mut plan.open);
+        let resumed = self
+            .resume_each(runs, |record| self.recover_run(record, workflow))
+            .await;
+        Ok(plan.into_recovery(resumed))
+    }
+
+    /// Writes the missing terminal markers, then lists the open runs and
+    /// decides, with `pick`, which to resume: what every recovery does
+    /// before it drives the runs.
+    pub(super) async fn plan_recovery(&self, pick: impl Fn(&RunRecord) -> Pick) -> Result<Plan> {
         let store = &self.shared.store;
         let mut skipped = Vec::new();
         let mut remarked = 0;
@@ -105,11 +135,18 @@ impl Runtime {
         for status in [RunStatus::Pending, RunStatus::Running] {
             for run_id in store.list_run_ids(status).await? {
                 match store.load_run(&run_id).await {
-                    Ok(Some(record)) => match decide(record, &workflow.name, now) {
-                        OpenRun::Resume(record) => open.push(record),
-                        OpenRun::Busy(lease) => busy.push((run_id, lease)),
-                        OpenRun::Leave => {}
-                    },
+                    Ok(Some(record)) => {
+                        let picked = pick(&record);
+                        match decide(record, picked, now) {
+                            OpenRun::Resume(record) => open.push(record),
+                            OpenRun::Busy(lease) => busy.push((run_id, lease)),
+                            OpenRun::Unregistered(why) => {
+                                tracing::warn!(%run_id, reason = %why, "run not recovered");
+                                skipped.push((run_id, why));
+                            }
+                            OpenRun::Leave => {}
+                        }
+                    }
                     // Deleted meanwhile.
                     Ok(None) => {}
                     Err(e) => {
@@ -122,18 +159,33 @@ impl Runtime {
         // A run that moved from Pending to Running between the listings.
         open.sort_by(|a, b| a.run_id.cmp(&b.run_id));
         open.dedup_by(|a, b| a.run_id == b.run_id);
-        let mut resumed: Vec<_> = futures::stream::iter(open)
-            .map(|record| self.recover_run(record, workflow))
-            .buffer_unordered(self.shared.recovery_concurrency)
-            .collect()
-            .await;
-        resumed.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(Recovery {
-            resumed,
+        skipped.sort_by(|a, b| a.0.cmp(&b.0));
+        skipped.dedup_by(|a, b| a.0 == b.0);
+        Ok(Plan {
+            open,
             remarked,
             skipped,
             busy,
         })
+    }
+
+    /// Drives `runs`, at most [`RuntimeBuilder::recovery_concurrency`] at
+    /// once, in run-id order of the outcomes.
+    pub(super) async fn resume_each<T, Fut>(
+        &self,
+        runs: Vec<RunRecord>,
+        drive: impl Fn(RunRecord) -> Fut,
+    ) -> Vec<(RunId, T)>
+    where
+        Fut: std::future::Future<Output = (RunId, T)>,
+    {
+        let mut resumed: Vec<_> = futures::stream::iter(runs)
+            .map(drive)
+            .buffer_unordered(self.shared.recovery_concurrency)
+            .collect()
+            .await;
+        resumed.sort_by(|a, b| a.0.cmp(&b.0));
+        resumed
     }
 
     /// Writes the terminal marker of `run_id` again if the run is terminal.
@@ -171,20 +223,55 @@ impl Runtime {
     }
 }
 
+/// Whose an open run is, to a recovery.
+#[derive(Debug)]
+pub(super) enum Pick {
+    /// A workflow (and version) this recovery drives.
+    Drive,
+    /// A workflow this recovery drives, on a version it does not: left
+    /// open, and reported with this reason.
+    Unregistered(Error),
+    /// Another workflow's.
+    Other,
+}
+
+/// The runs a recovery found, before it drives them.
+pub(super) struct Plan {
+    pub(super) open: Vec<RunRecord>,
+    remarked: usize,
+    skipped: Vec<(RunId, Error)>,
+    busy: Vec<(RunId, Lease)>,
+}
+
+impl Plan {
+    /// The report of a recovery that drove the open runs to `resumed`.
+    pub(super) fn into_recovery<O, E>(self, resumed: Vec<(RunId, Result<O, E>)>) -> Recovery<O, E> {
+        Recovery {
+            resumed,
+            remarked: self.remarked,
+            skipped: self.skipped,
+            busy: self.busy,
+        }
+    }
+}
+
 /// What recovery does with a run it listed as open.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 enum OpenRun {
     /// Start an attempt of it.
     Resume(RunRecord),
     /// Leave it to the live attempt holding this lease.
     Busy(Lease),
+    /// Leave it open, and report why: its version is not the recovery's.
+    Unregistered(Error),
     /// Leave it: another workflow's, or it ended meanwhile.
     Leave,
 }
 
-/// What recovery of `workflow` at `now_ms` does with `record`.
-fn decide(record: RunRecord, workflow: &str, now_ms: u64) -> OpenRun {
-    if record.workflow != workflow {
+/// What a recovery at `now_ms` does with `record`, which `picked` says is
+/// its to drive or not.
+fn decide(record: RunRecord, picked: Pick, now_ms: u64) -> OpenRun {
+    if let Pick::Other = picked {
         return OpenRun::Leave;
     }
     match record
@@ -194,7 +281,10 @@ fn decide(record: RunRecord, workflow: &str, now_ms: u64) -> OpenRun {
     {
         Some(lease) => OpenRun::Busy(lease.clone()),
         None if record.status.is_terminal() => OpenRun::Leave,
-        None => OpenRun::Resume(record),
+        None => match picked {
+            Pick::Unregistered(why) => OpenRun::Unregistered(why),
+            _ => OpenRun::Resume(record),
+        },
     }
 }
 
@@ -223,41 +313,67 @@ mod tests {
                 owner: "w".into(),
                 until_ms,
             }),
+            workflow_version: None,
         }
+    }
+
+    fn order(record: &RunRecord) -> Pick {
+        if record.workflow != "order" {
+            Pick::Other
+        } else if record.workflow_version.is_none() {
+            Pick::Drive
+        } else {
+            Pick::Unregistered(Error::Conflict {
+                what: "run r".into(),
+                reason: "another version".into(),
+            })
+        }
+    }
+
+    fn decided(record: RunRecord, now_ms: u64) -> OpenRun {
+        let picked = order(&record);
+        decide(record, picked, now_ms)
     }
 
     #[test]
     fn an_open_run_of_the_workflow_whose_lease_expired_is_resumed() {
         for lease in [None, Some(100)] {
             let open = record("order", RunStatus::Running, lease);
-            assert_eq!(decide(open.clone(), "order", 100), OpenRun::Resume(open));
+            assert!(matches!(decided(open.clone(), 100), OpenRun::Resume(r) if r == open));
         }
         let pending = record("order", RunStatus::Pending, None);
-        assert_eq!(
-            decide(pending.clone(), "order", 5),
-            OpenRun::Resume(pending)
-        );
+        assert!(matches!(decided(pending.clone(), 5), OpenRun::Resume(r) if r == pending));
     }
 
     #[test]
     fn a_run_under_a_live_lease_is_left_to_its_attempt() {
         let held = record("order", RunStatus::Running, Some(101));
         let lease = held.lease.clone().unwrap();
-        assert_eq!(decide(held, "order", 100), OpenRun::Busy(lease));
+        assert!(matches!(decided(held, 100), OpenRun::Busy(l) if l == lease));
         let endless = record("order", RunStatus::Running, Some(u64::MAX));
-        assert!(matches!(
-            decide(endless, "order", u64::MAX),
-            OpenRun::Busy(_)
-        ));
+        assert!(matches!(decided(endless, u64::MAX), OpenRun::Busy(_)));
     }
 
     #[test]
     fn another_workflows_run_and_an_ended_one_are_left_alone() {
         let other = record("refund", RunStatus::Running, None);
-        assert_eq!(decide(other, "order", 0), OpenRun::Leave);
+        assert!(matches!(decided(other, 0), OpenRun::Leave));
         let other_held = record("refund", RunStatus::Running, Some(50));
-        assert_eq!(decide(other_held, "order", 0), OpenRun::Leave);
+        assert!(matches!(decided(other_held, 0), OpenRun::Leave));
         let ended = record("order", RunStatus::Completed, None);
-        assert_eq!(decide(ended, "order", 0), OpenRun::Leave);
+        assert!(matches!(decided(ended, 0), OpenRun::Leave));
+    }
+
+    #[test]
+    fn an_open_run_of_an_unregistered_version_is_reported_unless_an_attempt_holds_it() {
+        let mut open = record("order", RunStatus::Running, None);
+        open.workflow_version = Some("1".into());
+        assert!(matches!(decided(open.clone(), 0), OpenRun::Unregistered(_)));
+        open.lease = Some(Lease {
+            attempt: 1,
+            owner: "w".into(),
+            until_ms: 50,
+        });
+        assert!(matches!(decided(open, 0), OpenRun::Busy(_)));
     }
 }

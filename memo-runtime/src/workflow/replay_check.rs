@@ -55,12 +55,14 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::future::LocalBoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use serde::de::DeserializeOwned;
 
@@ -126,6 +128,11 @@ impl ReplayCheck {
     /// Replays the chosen runs of `workflow` (runs of other workflows are
     /// counted, not replayed) against its code, and reports on each.
     ///
+    /// A run that started on another [version](Workflow::with_version) of
+    /// the workflow is reported as [`ReplayOutcome::VersionNotRegistered`]:
+    /// to check each run against the version it started on, register every
+    /// version with [`ReplayCheck::deploy`].
+    ///
     /// # Errors
     ///
     /// A store error listing or reading the runs. What a run's replay finds
@@ -135,48 +142,177 @@ impl ReplayCheck {
         I: DeserializeOwned,
         W: WorkflowFn<I>,
     {
+        self.deploy().workflow(workflow).run().await
+    }
+
+    /// A check of the code of a whole deploy: every workflow, and every
+    /// version of one, that its workers register
+    /// ([`DeployCheck::workflow`]). Each run is replayed against the
+    /// version it started on.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{Error, MemoStore, RunId, runtime_store::{InMemoryRuntimeStore, RuntimeStore}};
+    /// use memo_runtime::object_store::memory::InMemory;
+    /// use memo_runtime::workflow::{Context, ReplayCheck, Runtime, Workflow};
+    ///
+    /// let store: Arc<dyn RuntimeStore> = Arc::new(InMemoryRuntimeStore::new());
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::clone(&store))
+    ///     .build()?;
+    /// let v1 = Workflow::new("greet", |ctx: Context, who: String| async move {
+    ///     ctx.step_with("hello", &who, |_memo, who| async move { Ok::<_, Error>(format!("hello {who}")) })
+    ///         .await
+    /// })
+    /// .with_version("1");
+    /// runtime.run(&RunId::new("greet-ada")?, &"ada".to_string(), &v1).await?;
+    ///
+    /// // Version 2 renames the step; runs of version 1 keep version 1's code.
+    /// let v2 = Workflow::new("greet", |ctx: Context, who: String| async move {
+    ///     ctx.step_with("say-hello", &who, |_memo, who| async move { Ok::<_, Error>(format!("hi {who}")) })
+    ///         .await
+    /// })
+    /// .with_version("2");
+    /// let check = ReplayCheck::new(store);
+    /// assert!(check.deploy().workflow(&v1).workflow(&v2).run().await?.is_clean());
+    /// // A deploy that drops version 1 would strand the run:
+    /// assert!(!check.deploy().workflow(&v2).run().await?.is_clean());
+    /// # Ok(()) }
+    /// ```
+    pub fn deploy(&self) -> DeployCheck<'_> {
+        DeployCheck {
+            check: self,
+            workflows: BTreeMap::new(),
+        }
+    }
+}
+
+/// Replays one run against one registered version's code.
+type ReplayFn<'a> =
+    Box<dyn Fn(Runtime, RunSummary) -> LocalBoxFuture<'a, Result<Option<RunReplay>>> + 'a>;
+
+/// A [`ReplayCheck`] of a deploy's code: the workflows (and versions) its
+/// workers register; see [`ReplayCheck::deploy`].
+#[must_use]
+pub struct DeployCheck<'a> {
+    check: &'a ReplayCheck,
+    /// By workflow name, then version.
+    workflows: BTreeMap<String, BTreeMap<Option<String>, ReplayFn<'a>>>,
+}
+
+impl fmt::Debug for DeployCheck<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let workflows: BTreeMap<_, Vec<_>> = (self.workflows.iter())
+            .map(|(name, versions)| (name, versions.keys().collect()))
+            .collect();
+        f.debug_struct("DeployCheck")
+            .field("check", self.check)
+            .field("workflows", &workflows)
+            .finish()
+    }
+}
+
+impl<'a> DeployCheck<'a> {
+    /// Adds `workflow` (its name and version) to the deploy's code: the
+    /// chosen runs that started on it are replayed against it.
+    pub fn workflow<I, W>(mut self, workflow: &'a Workflow<W>) -> DeployCheck<'a>
+    where
+        I: DeserializeOwned + 'a,
+        W: WorkflowFn<I> + 'a,
+    {
+        let replay: ReplayFn<'a> =
+            Box::new(move |runtime, summary| replay_run(runtime, summary, workflow).boxed_local());
+        self.workflows
+            .entry(workflow.name().to_string())
+            .or_default()
+            .insert(workflow.version().map(str::to_string), replay);
+        self
+    }
+
+    /// Replays the chosen runs of the added workflows (runs of other
+    /// workflows are counted, not replayed), each against the version it
+    /// started on, and reports on each; a run whose version was not added
+    /// is [`ReplayOutcome::VersionNotRegistered`].
+    ///
+    /// # Errors
+    ///
+    /// A store error listing or reading the runs. What a run's replay finds
+    /// is its [`RunReplay::outcome`], not an error.
+    pub async fn run(self) -> Result<ReplayReport> {
+        let check = self.check;
         let runtime = Runtime::builder()
             // Never written to: no step body, hence no memoized call, runs.
             .memo_store(MemoStore::new(
                 Arc::new(object_store::memory::InMemory::new()),
                 "replay-check",
             ))
-            .runtime_store(Arc::clone(&self.store))
+            .runtime_store(Arc::clone(&check.store))
             .signal_wait(Duration::ZERO)
             .timer_wait(Duration::ZERO)
             .check_conditional_create(false)
             .build()?;
         let mut chosen = Vec::new();
         let mut other_workflows = 0;
-        'statuses: for status in &self.statuses {
-            for summary in self.store.list_runs(*status).await? {
-                if summary.workflow != workflow.name() {
+        'statuses: for status in &check.statuses {
+            for summary in check.store.list_runs(*status).await? {
+                if !self.workflows.contains_key(&summary.workflow) {
                     other_workflows += 1;
                     continue;
                 }
-                if self.limit.is_some_and(|limit| chosen.len() >= limit) {
+                if check.limit.is_some_and(|limit| chosen.len() >= limit) {
                     break 'statuses;
                 }
                 chosen.push(summary);
             }
         }
+        let workflows = &self.workflows;
         let runs = futures::stream::iter(chosen)
-            .map(|summary| replay_run(&runtime, summary, workflow))
+            .map(|summary| {
+                let versions = &workflows[&summary.workflow];
+                match versions.get(&summary.workflow_version) {
+                    Some(replay) => replay(runtime.clone(), summary),
+                    None => {
+                        let registered = versions.keys().cloned().collect();
+                        futures::future::ready(Ok(Some(unregistered(summary, registered))))
+                            .boxed_local()
+                    }
+                }
+            })
             .buffered(CONCURRENCY)
             .try_filter_map(|run| async move { Ok(run) })
             .try_collect()
             .await?;
+        let names: Vec<_> = workflows.keys().map(|name| format!("{name:?}")).collect();
         Ok(ReplayReport {
-            workflow: workflow.name().to_string(),
+            workflow: names.join(", "),
             runs,
             other_workflows,
         })
     }
 }
 
+/// The report on a run whose version is not among the `registered` ones.
+fn unregistered(summary: RunSummary, registered: Vec<Option<String>>) -> RunReplay {
+    RunReplay {
+        outcome: ReplayOutcome::VersionNotRegistered {
+            version: summary.workflow_version.clone(),
+            registered,
+        },
+        run_id: summary.run_id,
+        status: summary.status,
+        version: summary.workflow_version,
+        recorded_steps: summary.steps,
+        patches: Vec::new(),
+    }
+}
+
 /// Replays one run; `None` if it was deleted since it was listed.
 async fn replay_run<I, W>(
-    runtime: &Runtime,
+    runtime: Runtime,
     summary: RunSummary,
     workflow: &Workflow<W>,
 ) -> Result<Option<RunReplay>>
@@ -184,7 +320,7 @@ where
     I: DeserializeOwned,
     W: WorkflowFn<I>,
 {
-    let store = &runtime.shared.store;
+    let store = Arc::clone(&runtime.shared.store);
     let Some(record) = store.load_run(&summary.run_id).await? else {
         return Ok(None);
     };
@@ -192,6 +328,7 @@ where
     let mut replay = RunReplay {
         run_id: record.run_id.clone(),
         status: record.status,
+        version: record.workflow_version.clone(),
         recorded_steps: history.len() as u64,
         outcome: ReplayOutcome::Replays { steps: 0 },
         patches: Vec::new(),
@@ -341,7 +478,7 @@ impl fmt::Display for ReplayReport {
         let problems = self.problems().count();
         writeln!(
             f,
-            "replay check of workflow {:?}: {} runs checked, {} replay, {} do not",
+            "replay check of workflow {}: {} runs checked, {} replay, {} do not",
             self.workflow,
             self.runs.len(),
             self.runs.len() - problems,
@@ -362,6 +499,8 @@ pub struct RunReplay {
     pub run_id: RunId,
     /// Its status in the store.
     pub status: RunStatus,
+    /// The version of the workflow it started on, if it has one.
+    pub version: Option<String>,
     /// How many receipts its history holds.
     pub recorded_steps: u64,
     /// Whether it replays, or why not.
@@ -454,6 +593,16 @@ pub enum ReplayOutcome {
         /// Why.
         message: String,
     },
+    /// The run started on a [version](Workflow::with_version) of its
+    /// workflow that the checked code does not register: no worker of the
+    /// deploy would continue it (it would stay open, reported, until a
+    /// worker registers its version again).
+    VersionNotRegistered {
+        /// The run's version (`None`: the unversioned workflow).
+        version: Option<String>,
+        /// The versions the checked code registers.
+        registered: Vec<Option<String>>,
+    },
 }
 
 impl ReplayOutcome {
@@ -543,6 +692,20 @@ impl fmt::Display for ReplayOutcome {
                 write!(f, "a recorded value does not decode: {message}")
             }
             ReplayOutcome::Interrupted { message } => write!(f, "replay stopped: {message}"),
+            ReplayOutcome::VersionNotRegistered {
+                version,
+                registered,
+            } => {
+                let registered: Vec<_> = (registered.iter())
+                    .map(|v| super::describe_version(v.as_deref()))
+                    .collect();
+                write!(
+                    f,
+                    "the run started on {}, which the code does not register (it registers {})",
+                    super::describe_version(version.as_deref()),
+                    registered.join(", ")
+                )
+            }
         }
     }
 }

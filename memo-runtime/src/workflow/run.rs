@@ -154,6 +154,7 @@ impl Runtime {
             workflow: workflow.name.to_string(),
             input: codec::encode_value("the workflow input", input)?,
             created_at_ms: self.shared.clock.now_ms(),
+            workflow_version: workflow.version().map(str::to_string),
         };
         let record = self.create_run(new_run, input).await?;
         let span = tracing::info_span!("memo.run", %run_id, workflow = %workflow.name);

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, watch};
 
 use super::due::{self, DueRun};
+use super::recovery::{Pick, Recovery};
 use super::{Context, Runtime, Workflow};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -39,6 +40,10 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
 /// Drives one run of a registered workflow: what the worker keeps of it,
 /// its types erased.
 type Drive = Arc<dyn Fn(Runtime, RunRecord) -> BoxFuture<'static, Driven> + Send + Sync>;
+
+/// The registered workflows: by name, then by version (`None`: the
+/// unversioned workflow).
+type Registry = HashMap<String, HashMap<Option<String>, Drive>>;
 
 /// How driving a run ended, as the index needs to know it.
 enum Driven {
@@ -133,7 +138,7 @@ pub struct Worker {
 
 struct WorkerInner {
     runtime: Runtime,
-    workflows: HashMap<String, Drive>,
+    workflows: Registry,
     concurrency: usize,
     poll_interval: Duration,
     poll_batch: usize,
@@ -158,7 +163,7 @@ impl std::fmt::Debug for Worker {
 #[must_use]
 pub struct WorkerBuilder {
     runtime: Runtime,
-    workflows: HashMap<String, Drive>,
+    workflows: Registry,
     concurrency: usize,
     poll_interval: Duration,
     poll_batch: usize,
@@ -177,6 +182,12 @@ impl WorkerBuilder {
     /// Runs of `workflow` are this worker's to start, wake and recover. A
     /// run of a workflow no worker registered is left alone (its due
     /// entries stay for a worker that knows it; each poll loads it again).
+    ///
+    /// Register each [version](Workflow::with_version) of a workflow that
+    /// still has open runs: each run is driven by the version it started
+    /// on, and a run whose version is not registered is left open, counted
+    /// in [`WakeReport::unknown`] and skipped, with the reason, by
+    /// [`Worker::recover`]. Registering a version again replaces it.
     pub fn workflow<I, O, E, F, Fut>(mut self, workflow: &Workflow<F>) -> Self
     where
         I: Serialize + DeserializeOwned + Send + 'static,
@@ -186,10 +197,11 @@ impl WorkerBuilder {
         Fut: Future<Output = Result<O, E>> + Send + 'static,
     {
         let run = workflow.run.clone();
-        let wrapped = Workflow::new(workflow.name.clone(), move |ctx: Context, input: I| {
+        let mut wrapped = Workflow::new(workflow.name.clone(), move |ctx: Context, input: I| {
             let run = run.clone();
             async move { run(ctx, input).await.map_err(Driving::Workflow) }
         });
+        wrapped.version = workflow.version.clone();
         let drive: Drive = Arc::new(move |runtime: Runtime, record: RunRecord| {
             let wrapped = wrapped.clone();
             async move {
@@ -200,7 +212,10 @@ impl WorkerBuilder {
             }
             .boxed()
         });
-        self.workflows.insert(workflow.name.to_string(), drive);
+        self.workflows
+            .entry(workflow.name.to_string())
+            .or_default()
+            .insert(workflow.version().map(str::to_string), drive);
         self
     }
 
@@ -272,7 +287,8 @@ pub struct WakeReport {
     pub stale: usize,
     /// Runs another attempt holds: their entry moved to the lease's expiry.
     pub busy: usize,
-    /// Runs of workflows this worker does not know.
+    /// Runs of workflows (or versions of a workflow) this worker does not
+    /// register: left open, for a worker that does.
     pub unknown: usize,
     /// Runs that could not be woken now (a store error), with the error;
     /// their entries stay, so the next poll tries again.
@@ -352,6 +368,7 @@ impl Worker {
             workflow: workflow.name.to_string(),
             input: codec::encode_value("the workflow input", input)?,
             created_at_ms: shared.clock.now_ms(),
+            workflow_version: workflow.version().map(str::to_string),
         };
         let record = runtime.create_run(new_run, input).await?;
         if !record.status.is_terminal() {
@@ -364,6 +381,72 @@ impl Worker {
         }
         self.inner.submitted.notify_one();
         Ok(())
+    }
+
+    /// Resumes every open run of the registered workflows, each on the
+    /// version it started on, and writes the missing terminal markers:
+    /// [`Runtime::recover`] for every registered workflow and version at
+    /// once. Call it at start-up.
+    ///
+    /// A run of a registered workflow whose version this worker does not
+    /// register is left open and reported in [`Recovery::skipped`], with
+    /// an [`Error::Conflict`] that names its version. Each resumed run's
+    /// entry in [`Recovery::resumed`] is `Ok(())` once an attempt ran
+    /// (whatever the workflow returned: the run's record holds that), or
+    /// the runtime's error that stopped it.
+    ///
+    /// # Errors
+    ///
+    /// A failed listing; each run's own outcome is in the [`Recovery`].
+    pub async fn recover(&self) -> Result<Recovery<(), Error>> {
+        let runtime = &self.inner.runtime;
+        runtime.check_conditional_create().await?;
+        let mut plan = runtime
+            .plan_recovery(|record| match self.registered(record) {
+                Ok(_) => Pick::Drive,
+                Err(unregistered) => unregistered,
+            })
+            .await?;
+        let runs = std::mem::take(&mut plan.open);
+        let resumed = runtime
+            .resume_each(runs, |record| async move {
+                let run_id = record.run_id.clone();
+                let Ok(drive) = self.registered(&record) else {
+                    unreachable!("the plan holds registered runs only");
+                };
+                match drive(runtime.clone(), record).await {
+                    Driven::Ran => (run_id, Ok(())),
+                    Driven::Runtime(e) => (run_id, Err(e)),
+                }
+            })
+            .await;
+        Ok(plan.into_recovery(resumed))
+    }
+
+    /// What drives `record`'s run here, or why nothing does: its workflow
+    /// is not registered ([`Pick::Other`]), or not on its version.
+    fn registered(&self, record: &RunRecord) -> std::result::Result<Drive, Pick> {
+        let Some(versions) = self.inner.workflows.get(&record.workflow) else {
+            return Err(Pick::Other);
+        };
+        if let Some(drive) = versions.get(&record.workflow_version) {
+            return Ok(Arc::clone(drive));
+        }
+        let mut registered: Vec<_> = versions
+            .keys()
+            .map(|v| super::describe_version(v.as_deref()))
+            .collect();
+        registered.sort();
+        Err(Pick::Unregistered(Error::Conflict {
+            what: format!("run {}", record.run_id),
+            reason: format!(
+                "it started on {} of workflow {:?}, which this worker does not register \
+                 (it registers {}); a worker that registers that version continues it",
+                super::describe_version(record.workflow_version.as_deref()),
+                record.workflow,
+                registered.join(", ")
+            ),
+        }))
     }
 
     /// Wakes the runs due now by the runtime's clock (at most a
@@ -433,8 +516,13 @@ impl Worker {
             self.forget(&entries).await;
             return Woke::Stale;
         };
-        let Some(drive) = self.inner.workflows.get(&record.workflow) else {
-            return Woke::Unknown;
+        let drive = match self.registered(&record) {
+            Ok(drive) => drive,
+            Err(Pick::Unregistered(why)) => {
+                tracing::warn!(run_id = %record.run_id, reason = %why, "due run not woken");
+                return Woke::Unknown;
+            }
+            Err(_) => return Woke::Unknown,
         };
         let now = shared.clock.now_ms();
         if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live_at(now)) {

@@ -124,8 +124,12 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<RunIdPage> {
         let limit = limit.max(1);
         let folder = self.layout.status_folder(status.path_segment());
-        let mut offset =
-            after.map(|after| self.layout.status_hints_after(status.path_segment(), after));
+        // An ordered listing starts from an offset even on the first page:
+        // a local folder lists in order only from one.
+        let mut offset = match after {
+            Some(after) => Some(self.layout.status_hints_after(status.path_segment(), after)),
+            None => self.ordered_listings.then(|| folder.clone()),
+        };
         let listing = |offset: Option<&Path>| match offset {
             None => self.store.list(Some(&folder)),
             Some(offset) => self.store.list_with_offset(Some(&folder), offset),

@@ -11,6 +11,8 @@ mod checkpoint;
 mod hints;
 mod log;
 mod pointer;
+#[cfg(test)]
+mod records;
 
 use std::sync::Arc;
 
@@ -206,6 +208,7 @@ const CONCURRENCY: usize = 8;
 ///     workflow: "checkout".into(),
 ///     input: Bytes::from_static(b"{}"),
 ///     created_at_ms: 0,
+///     workflow_version: None,
 /// };
 /// store.create_run(run).await?;
 ///
@@ -297,8 +300,10 @@ impl ObjectStoreRuntimeStore {
     }
 
     /// Declares that the store lists objects in lexical order of their
-    /// paths, as S3, GCS, Azure and `InMemory` do (a local folder does
-    /// not; `ObjectStore` does not promise it), so that a page of
+    /// paths from an offset (`list_with_offset`), as S3, GCS, Azure,
+    /// `InMemory` and [`LocalFolder`](crate::store::LocalFolder) do
+    /// (`object_store`'s `LocalFileSystem` does not; `ObjectStore` does not
+    /// promise it), so that a page of
     /// [`list_run_ids_page`](RuntimeStore::list_run_ids_page) stops its
     /// listing once it has the page and one hint past it: one listing
     /// request and `limit + 1` hints read (more only where one run has
@@ -371,6 +376,35 @@ impl ObjectStoreRuntimeStore {
     /// incarnation.
     pub fn run_folder(&self, run_id: &RunId) -> Path {
         self.layout.runs_folder(run_id)
+    }
+
+    /// The objects that hold the run `record` is, as it stands: its run
+    /// pointer, every object of its incarnation's folder (its record, log,
+    /// checkpoints and deltas: its receipts, inputs and signals) and the
+    /// status hint of its status. For a tool that copies runs whole to
+    /// another store (`memoctl export`): copied under another prefix at the
+    /// same relative paths, they read there as the same run. Listed in one
+    /// pass: a run that commits meanwhile may be copied as it stood before
+    /// its latest commits.
+    ///
+    /// # Errors
+    ///
+    /// A store error listing the incarnation's folder.
+    pub async fn list_run_objects(&self, record: &RunRecord) -> Result<Vec<Path>> {
+        let (run_id, incarnation) = (&record.run_id, record.incarnation);
+        let folder = self.layout.incarnation_records(run_id, incarnation);
+        let mut paths: Vec<Path> = self
+            .store
+            .list(Some(&folder))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        paths.sort();
+        paths.push(self.run_path(run_id));
+        let status = record.status.path_segment();
+        paths.push(self.layout.status_hint(status, run_id, incarnation));
+        Ok(paths)
     }
 
     fn run_path(&self, run_id: &RunId) -> Path {

@@ -805,6 +805,7 @@ mod tests {
             workflow: "w".into(),
             input: Bytes::new(),
             created_at_ms: 0,
+            workflow_version: None,
         }))
         .unwrap();
         let start = |attempt| Commit::status(StatusChange::start_attempt(attempt), 1);

@@ -23,6 +23,8 @@ use crate::memo::Memo;
 #[derive(Clone, Debug)]
 pub struct Ledger {
     pub(super) checker: Checker,
+    /// Set by the simulated deploy ([`Simulation::deploy_at`](super::Simulation::deploy_at)).
+    pub(super) deployed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Ledger {

@@ -174,6 +174,9 @@ struct Config {
     pauses: bool,
     local_folder_share: f64,
     foreign_objects: f64,
+    /// The poll at which every worker restarts with the new code
+    /// ([`Simulation::deploy_at`]).
+    deploy_at: Option<u64>,
 }
 
 impl Config {
@@ -371,6 +374,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 pauses: false,
                 local_folder_share: 0.0,
                 foreign_objects: 0.0,
+                deploy_at: None,
             },
             signals: Vec::new(),
             check: None,

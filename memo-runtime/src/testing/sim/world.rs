@@ -34,6 +34,9 @@ use crate::testing::{
 };
 use crate::workflow::{RetryPolicy, Runtime, Workflow, WorkflowFn};
 
+#[path = "deploy.rs"]
+mod deploy;
+
 /// How far tokio's paused clock moves per scheduler step (for the
 /// runtime's own waits: retry backoffs, marker retries, signal polling).
 const TOKIO_STEP: Duration = Duration::from_millis(5);
@@ -86,8 +89,10 @@ where
         millis(config.lease),
         config.check_bodies,
     );
+    let deployed = Arc::default();
     let workflow = (sim.make_workflow)(Ledger {
         checker: checker.clone(),
+        deployed: Arc::clone(&deployed),
     });
     let run_ids = if config.wide_run_ids {
         wide_run_ids(sim.inputs.len(), seed)
@@ -130,6 +135,7 @@ where
         foreign,
         plants: Vec::new(),
         removed_plants: Vec::new(),
+        deployed,
     };
     let checker = world.checker.clone();
     checker::while_active(&checker, || runtime.block_on(world.run()));
@@ -317,6 +323,8 @@ struct World<'w, I, O, Mk, F> {
     /// The foreign objects removed while tasks that may have read them still
     /// run, with the first task id started after the removal.
     removed_plants: Vec<(Path, u64)>,
+    /// Whether the workers run the new code ([`Simulation::deploy_at`]).
+    deployed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
@@ -338,6 +346,7 @@ where
         }
         // Idle workers make no history: events come until some task runs.
         while self.polls < self.config.polls {
+            self.deploy_when_due();
             if self.tasks.is_empty() || self.rng.random_bool(self.config.event_rate) {
                 // Only a world with an operator draws for it, so that the
                 // default world's histories stay what they were.
@@ -897,9 +906,12 @@ where
     }
 
     fn crash_random_worker(&mut self) {
-        let Some(worker) = self.random_live_worker() else {
-            return;
-        };
+        if let Some(worker) = self.random_live_worker() {
+            self.crash(worker);
+        }
+    }
+
+    fn crash(&mut self, worker: usize) {
         if let Some(dead) = self.workers[worker].take() {
             self.faults += dead.faults.faults_injected();
         }

@@ -69,6 +69,7 @@ fn new_run(run_id: &RunId, input: &'static [u8]) -> NewRun {
         workflow: "conformance".into(),
         input: Bytes::from_static(input),
         created_at_ms: 1_000,
+        workflow_version: None,
     }
 }
 
@@ -80,6 +81,8 @@ fn receipt(run_id: &RunId, sequence: u64, output: impl Into<Bytes>) -> StepRecei
         output: output.into(),
         recorded_at_ms: 2_000 + sequence,
         error: None,
+        retries: 0,
+        last_retried_error: None,
     }
 }
 

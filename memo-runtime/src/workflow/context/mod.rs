@@ -316,6 +316,9 @@ impl Context {
             output,
             recorded_at_ms: self.inner.shared.clock.now_ms(),
             error,
+            // A step's body sets what its retries were (see `run_step`).
+            retries: 0,
+            last_retried_error: None,
         }
     }
 

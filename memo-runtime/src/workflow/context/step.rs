@@ -187,6 +187,10 @@ impl Context {
                 interruption: interruption.clone(),
             }));
         let mut waits = retry.backoff().build();
+        // Tries of this attempt that failed and were retried: recorded
+        // with the step's outcome.
+        let mut retries: u32 = 0;
+        let mut last_retried_error: Option<String> = None;
         let outcome = loop {
             // Every try starts only under a lease known to be live: an
             // attempt that was paused past its lease (in a try, in its
@@ -210,6 +214,8 @@ impl Context {
             match waits.next().filter(|_| retryable) {
                 Some(wait) => {
                     tracing::info!(run_id = %self.inner.run_id, sequence, step = %name, ?wait, "step failed; retrying");
+                    retries = retries.saturating_add(1);
+                    last_retried_error = Some(error.to_string());
                     tokio::time::sleep(wait).await;
                 }
                 None => break Err(error),
@@ -231,7 +237,9 @@ impl Context {
                 }
             }
         };
-        let receipt = self.receipt(sequence, name, recorded);
+        let mut receipt = self.receipt(sequence, name, recorded);
+        receipt.retries = retries;
+        receipt.last_retried_error = last_retried_error;
         self.commit(Commit::step(
             receipt.clone(),
             self.inner.shared.clock.now_ms(),

@@ -1,0 +1,518 @@
+//! The shared scope: memo entries keyed by the call alone (function name,
+//! version, arguments), shared by every run and every worker of a store, so
+//! the same call (the same prompt to the same model) is paid for once across
+//! runs, with a retention of their own (a time to live per namespace).
+//!
+//! Use it through `#[memoized(scope = shared)]`, or [`Memo::shared`] and
+//! [`Memo::shared_in`] by hand; sweep expired entries with
+//! [`SharedEntries::sweep`] (`memoctl sweep` does it too).
+//!
+//! # When not to use it
+//!
+//! A shared entry is returned to **every** run that makes the same call, on
+//! every worker, until it expires. So keep out of it:
+//!
+//! - **per-customer or per-tenant data** whose arguments do not name the
+//!   customer: two tenants asking the same question would share one answer
+//!   (and a tenant's data could reach another). Put the tenant in the
+//!   arguments, a namespace per tenant, or keep such calls in their run;
+//! - **side effects that must happen once per run** (an e-mail to send, a
+//!   charge to make, a ticket to open): in the shared scope the second run
+//!   finds the first run's entry and does nothing. A run's own memo
+//!   (`#[memoized]` without `scope`) is the one for those;
+//! - **values that must not outlive their run**: a run's sweep does not
+//!   delete shared entries; only their own expiry does.
+//!
+//! # Guarantees
+//!
+//! Entries are write-once, as a run's are: racing writers of one key (in
+//! one process or many) converge on the first committed value, and every
+//! caller that reads the entry while it lives sees that value. Identical
+//! concurrent calls in one process run the body once; across processes
+//! the body may run in each before one commits, as for a run's entries.
+//! A call in a workflow step checks its attempt's lease before its body
+//! runs, as any memoized call does.
+//!
+//! An entry lives at least its scope's time to live from when it was
+//! written (by the writer's clock), and until a sweep after that: an entry
+//! is never read as expired, it is deleted. It may go earlier in two cases,
+//! never with a wrong value (the body just runs again): a writer that
+//! crashed after writing its expiry marker and before its entry leaves a
+//! marker that, when it expires, deletes the entry another writer made of
+//! that key; and a sweep that overlaps another may delete an entry written
+//! again just after the other sweep deleted it.
+//!
+//! # Layout and cost
+//!
+//! `<prefix>/shared/entries/<ns>/<sha256(key)>` holds an entry;
+//! `<prefix>/shared/expiry/<hour>/<u64::MAX - expires_ms>_<ns>.<sha256(key)>.<token>`
+//! is written just before it (`<token>` is unique per write), in the hour folder of its expiry time (see
+//! the stored-format page of the guide). A miss costs two creates (marker,
+//! entry), and a delete of the marker if another writer won the race; a hit
+//! is one read. A sweep lists the hour folders (one delimiter listing), then
+//! only the hours that expired (the one holding the cutoff from an offset),
+//! and deletes each expired entry and its marker: its cost grows with the
+//! number of expired entries, not with the number retained.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future;
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::key::sha256_digest;
+use crate::layout::{self, MARKER_HOUR_MS, MAX_SHARED_NAMESPACE_LEN};
+use crate::memo::{Memo, MemoStore};
+use crate::read_limit::Limit;
+use crate::run_id::unique_token;
+use crate::write_once::{self, Created};
+
+/// How many expired entries a sweep deletes at once.
+const SWEEP_CONCURRENCY: usize = 16;
+
+/// A namespace of shared entries and their time to live: where
+/// `#[memoized(scope = shared)]` calls keep their values.
+///
+/// Every store has one ([`MemoStore::shared_scope`], by default
+/// [`SharedScope::default`]: namespace `default`, 7 days); give a store
+/// another with [`MemoStore::with_shared_scope`], or use one for a few
+/// calls with [`Memo::shared_in`]. Two scopes with one namespace share their
+/// entries: the time to live applies to the entries each writes.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use memo_runtime::shared::SharedScope;
+///
+/// let scope = SharedScope::new("llm-gpt-5", Duration::from_secs(30 * 24 * 3600))?;
+/// assert_eq!(scope.namespace(), "llm-gpt-5");
+/// assert!(SharedScope::new("Has Spaces", Duration::from_secs(60)).is_err());
+/// # Ok::<(), memo_runtime::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SharedScope {
+    namespace: String,
+    ttl: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl SharedScope {
+    /// The namespace of [`SharedScope::default`].
+    pub const DEFAULT_NAMESPACE: &'static str = "default";
+
+    /// The time to live of [`SharedScope::default`]: 7 days.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+    /// The scope of namespace `namespace` whose entries live `ttl` (at
+    /// least; see the [module documentation](self)), timed by the system
+    /// clock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] unless `namespace` is 1 to 64 bytes of
+    /// `[a-z0-9_-]` (lower case, so that two namespaces never share a folder
+    /// on a case-insensitive file system), or if `ttl` is zero.
+    pub fn new(namespace: impl Into<String>, ttl: Duration) -> Result<SharedScope> {
+        let namespace = namespace.into();
+        let invalid = |reason: String| Error::InvalidConfig {
+            what: "SharedScope".into(),
+            reason,
+        };
+        if !layout::is_shared_namespace(&namespace) {
+            return Err(invalid(format!(
+                "namespace {namespace:?} must be 1 to {MAX_SHARED_NAMESPACE_LEN} bytes of \
+                 lower-case letters, digits, `_` and `-`, such as \"llm-v2\""
+            )));
+        }
+        if ttl.is_zero() {
+            return Err(invalid(
+                "the time to live must be more than zero".to_string(),
+            ));
+        }
+        Ok(SharedScope {
+            namespace,
+            ttl,
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    /// The same scope, timing expiry with `clock` instead of the system
+    /// clock (for tests).
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> SharedScope {
+        SharedScope { clock, ..self }
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// How long an entry written in this scope lives, at least.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// When an entry written now expires, in ms since the Unix epoch.
+    fn expires_ms(&self) -> u64 {
+        let ttl = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        self.clock.now_ms().saturating_add(ttl)
+    }
+}
+
+impl Default for SharedScope {
+    /// Namespace [`DEFAULT_NAMESPACE`](Self::DEFAULT_NAMESPACE), time to
+    /// live [`DEFAULT_TTL`](Self::DEFAULT_TTL), the system clock.
+    fn default() -> SharedScope {
+        SharedScope {
+            namespace: Self::DEFAULT_NAMESPACE.to_owned(),
+            ttl: Self::DEFAULT_TTL,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl MemoStore {
+    /// The same store, with `scope` as the scope of its
+    /// `#[memoized(scope = shared)]` calls and of [`Memo::shared`]. The
+    /// committed-entry cache is kept.
+    pub fn with_shared_scope(self, scope: SharedScope) -> MemoStore {
+        self.with_shared_scope_arc(Arc::new(scope))
+    }
+
+    /// The scope of this store's `#[memoized(scope = shared)]` calls
+    /// ([`SharedScope::default`] unless
+    /// [`with_shared_scope`](Self::with_shared_scope) set another).
+    pub fn shared_scope(&self) -> &SharedScope {
+        self.shared_scope_arc()
+    }
+
+    /// This store's shared entries, for retention: see [`SharedEntries`].
+    pub fn shared_entries(&self) -> SharedEntries {
+        SharedEntries {
+            store: self.clone(),
+        }
+    }
+}
+
+impl Memo {
+    /// This memo's call, in its store's shared scope
+    /// ([`MemoStore::shared_scope`]) instead of its run: a value committed
+    /// under a key by any run of the store is returned to every other, until
+    /// it expires. What `#[memoized(scope = shared)]` uses. Read the
+    /// [module documentation](crate::shared) for when not to.
+    ///
+    /// The memo keeps its run, step and attempt: they name the call in
+    /// spans and errors, and a workflow attempt's lease is checked before a
+    /// memoized body runs, as in the run's own scope.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
+    ///
+    /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    /// let first = store.new_memo(&RunId::new("run-1")?, 0).shared();
+    /// first.put("summarize:ticket-42", b"wants a refund").await?;
+    /// // Another run, another step: the same entry.
+    /// let second = store.new_memo(&RunId::new("run-2")?, 5).shared();
+    /// assert_eq!(second.get("summarize:ticket-42").await?.as_deref(), Some(&b"wants a refund"[..]));
+    /// // The runs' own memos do not see it.
+    /// assert_eq!(store.new_memo(&RunId::new("run-2")?, 5).get("summarize:ticket-42").await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn shared(&self) -> Memo {
+        let scope = Arc::clone(self.memo_store().shared_scope_arc());
+        self.shared_with(scope)
+    }
+
+    /// This memo's call in the shared scope `scope` (its namespace and time
+    /// to live) rather than its store's: see [`shared`](Self::shared).
+    pub fn shared_in(&self, scope: &SharedScope) -> Memo {
+        self.shared_with(Arc::new(scope.clone()))
+    }
+
+    /// The shared scope this memo's entries are in; `None` for a run's own
+    /// entries.
+    pub fn shared_scope(&self) -> Option<&SharedScope> {
+        self.shared_scope_arc().map(|scope| &**scope)
+    }
+
+    fn shared_with(&self, scope: Arc<SharedScope>) -> Memo {
+        let folder = self.memo_store().layout().shared_entries(scope.namespace());
+        self.in_shared_folder(folder, scope)
+    }
+}
+
+/// Commits `value` under `key` in `scope` unless a value is committed
+/// already; [`Memo::put`] of a shared memo.
+///
+/// The expiry marker is written first, so that no entry is ever without
+/// one (an entry without a marker would never expire). A writer that loses
+/// the race deletes its marker: the winner wrote its own before its entry.
+pub(crate) async fn put(
+    memo: &Memo,
+    scope: &SharedScope,
+    key: &str,
+    value: &[u8],
+) -> Result<Bytes> {
+    let store = memo.memo_store();
+    let describe = || {
+        format!(
+            "{key:?} (shared namespace {}, called in run {} step {})",
+            scope.namespace(),
+            memo.run_id(),
+            memo.step_number()
+        )
+    };
+    // Checked before the marker is written, so a refused value leaves
+    // nothing behind.
+    if value.len() > store.max_value_size() {
+        return Err(Error::TooLarge {
+            key: describe(),
+            size: value.len(),
+            limit: store.max_value_size(),
+        });
+    }
+    let digest = sha256_digest(key.as_bytes());
+    // A token of its own, so that two writers never share a marker: the
+    // loser deletes its own, never the winner's.
+    let marker = store.layout().shared_expiry(
+        scope.namespace(),
+        digest.as_str(),
+        scope.expires_ms(),
+        unique_token(),
+    );
+    write_once::create_once(store.store(), &marker, &[], Limit::MARKER).await?;
+    // On an error the entry may or may not exist (an unknown outcome), so
+    // the marker stays: at worst it deletes nothing when it expires.
+    let created = store
+        .create(&memo.key_path(key), value, None, describe)
+        .await?;
+    if let Created::Theirs(_) = created {
+        tracing::debug!(
+            namespace = scope.namespace(),
+            key,
+            "another writer committed the shared entry first"
+        );
+        if let Err(e) = store.store().delete(&marker).await {
+            // Harmless: when it expires it deletes the entry early, at worst.
+            tracing::warn!(path = %marker, error = %e, "cannot delete the expiry marker of a lost race");
+        }
+    }
+    Ok(created.into_payload())
+}
+
+/// A shared entry's expiry marker: the entry `digest` of namespace
+/// `namespace` expires at `expires_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SharedExpiry {
+    /// When the entry expires, in ms since the Unix epoch.
+    pub expires_ms: u64,
+    /// The entry's namespace.
+    pub namespace: String,
+    /// The entry's name: the SHA-256 of its key, in hex.
+    pub digest: String,
+    /// The token of the write that made the marker, unique per write.
+    pub token: u64,
+}
+
+/// What a sweep of the shared scope did ([`SharedEntries::sweep`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedSweep {
+    /// Entries expired strictly before this time were swept (ms since the
+    /// Unix epoch).
+    pub cutoff_ms: u64,
+    /// Expiry markers found expired.
+    pub markers_expired: usize,
+    /// Entries deleted (an expired marker whose entry was already gone, or
+    /// never written, deletes none).
+    pub entries_deleted: usize,
+    /// Expired markers whose entry or marker could not be deleted: they are
+    /// kept, and the next sweep tries again.
+    pub failures: usize,
+}
+
+/// The shared entries of one memo store, for retention: which have expired,
+/// and the sweep that deletes them. Get one with
+/// [`MemoStore::shared_entries`]; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SharedEntries {
+    store: MemoStore,
+}
+
+impl SharedEntries {
+    /// Streams the expiry markers that expired strictly before `cutoff_ms`,
+    /// hour by hour, oldest hour first. Hours after the cutoff are never
+    /// listed, so the cost grows with the expired markers, not the retained.
+    ///
+    /// # Errors
+    ///
+    /// The stream yields [`Error::Store`] if a listing fails.
+    pub fn expired(&self, cutoff_ms: u64) -> BoxStream<'static, Result<SharedExpiry>> {
+        let this = self.clone();
+        stream::once(async move {
+            let hours = this.expired_hours(cutoff_ms).await?;
+            let markers = stream::iter(hours)
+                .map(move |(hour, path)| this.expired_in_hour(hour, path, cutoff_ms))
+                .flatten();
+            Ok::<_, Error>(markers)
+        })
+        .try_flatten()
+        .boxed()
+    }
+
+    /// Deletes every shared entry (of any namespace) whose expiry marker
+    /// expired strictly before `now_ms`, then the marker. A failed delete
+    /// keeps the marker for the next sweep and is counted in
+    /// [`SharedSweep::failures`]; the others go on. Safe to run in many
+    /// workers at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if a listing fails.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use memo_runtime::clock::{Clock, ManualClock};
+    /// use memo_runtime::shared::SharedScope;
+    /// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
+    ///
+    /// let clock = Arc::new(ManualClock::new(1_000));
+    /// let scope = SharedScope::new("llm", Duration::from_secs(60))?.with_clock(clock.clone());
+    /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo").with_shared_scope(scope);
+    /// let memo = store.new_memo(&RunId::new("run-1")?, 0).shared();
+    /// memo.put("prompt", b"answer").await?;
+    /// assert_eq!(store.shared_entries().sweep(clock.now_ms()).await?.entries_deleted, 0);
+    /// clock.advance_ms(61_000);
+    /// assert_eq!(store.shared_entries().sweep(clock.now_ms()).await?.entries_deleted, 1);
+    /// assert_eq!(memo.get("prompt").await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub async fn sweep(&self, now_ms: u64) -> Result<SharedSweep> {
+        let results: Vec<(bool, bool)> = self
+            .expired(now_ms)
+            .map_ok(|expiry| async move { self.delete_expired(&expiry).await })
+            .try_buffer_unordered(SWEEP_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut report = SharedSweep {
+            cutoff_ms: now_ms,
+            markers_expired: results.len(),
+            ..SharedSweep::default()
+        };
+        for (deleted, ok) in results {
+            report.entries_deleted += usize::from(deleted);
+            report.failures += usize::from(!ok);
+        }
+        Ok(report)
+    }
+
+    /// Deletes the entry `expiry` names, then the marker: (whether an entry
+    /// was deleted, whether both deletes succeeded).
+    async fn delete_expired(&self, expiry: &SharedExpiry) -> Result<(bool, bool)> {
+        let layout = self.store.layout();
+        let entry = layout
+            .shared_entries(&expiry.namespace)
+            .join(expiry.digest.as_str());
+        let deleted = match self.store.store().delete(&entry).await {
+            Ok(()) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => {
+                tracing::warn!(path = %entry, error = %e, "cannot delete an expired shared entry; its marker is kept");
+                return Ok((false, false));
+            }
+        };
+        let marker = layout.shared_expiry(
+            &expiry.namespace,
+            &expiry.digest,
+            expiry.expires_ms,
+            expiry.token,
+        );
+        match self.store.store().delete(&marker).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok((deleted, true)),
+            Err(e) => {
+                tracing::warn!(path = %marker, error = %e, "cannot delete an expired shared marker");
+                Ok((deleted, false))
+            }
+        }
+    }
+
+    /// The hour folders that hold markers expired before `cutoff_ms`,
+    /// oldest first: one delimiter listing.
+    async fn expired_hours(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
+        let folder = self.store.layout().shared_expiry_folder();
+        let listing = self
+            .store
+            .store()
+            .list_with_delimiter(Some(&folder))
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        for foreign in &listing.objects {
+            tracing::warn!(path = %foreign.location, "skipping a foreign object in the shared expiry folder");
+        }
+        let mut hours: Vec<_> = listing
+            .common_prefixes
+            .into_iter()
+            .filter_map(|path| match layout::parse_marker_hour(&path) {
+                Some(hour) => Some((hour, path)),
+                None => {
+                    tracing::warn!(%path, "skipping a foreign folder in the shared expiry folder");
+                    None
+                }
+            })
+            .filter(|(hour, _)| *hour < cutoff_ms)
+            .collect();
+        hours.sort_unstable_by_key(|(hour, _)| *hour);
+        Ok(hours)
+    }
+
+    /// The markers expired before `cutoff_ms` in the hour starting at
+    /// `hour`.
+    fn expired_in_hour(
+        &self,
+        hour: u64,
+        hour_path: Path,
+        cutoff_ms: u64,
+    ) -> BoxStream<'static, Result<SharedExpiry>> {
+        let listing = if hour.saturating_add(MARKER_HOUR_MS) <= cutoff_ms {
+            self.store.store().list(Some(&hour_path))
+        } else {
+            // Markers expiring at or after the cutoff sort before this offset.
+            let offset = self.store.layout().shared_expiry_offset(hour, cutoff_ms);
+            self.store
+                .store()
+                .list_with_offset(Some(&hour_path), &offset)
+        };
+        listing
+            .map_err(move |e| Error::store(&hour_path, e))
+            .try_filter_map(move |meta| {
+                let expiry = match layout::parse_shared_expiry(&meta.location) {
+                    Some(name) if name.hour == hour => Some(SharedExpiry {
+                        expires_ms: name.expires_ms,
+                        namespace: name.namespace,
+                        digest: name.digest,
+                        token: name.token,
+                    }),
+                    _ => {
+                        tracing::warn!(path = %meta.location, "skipping an object that is not a shared expiry marker");
+                        None
+                    }
+                };
+                future::ready(Ok(expiry.filter(|e| e.expires_ms < cutoff_ms)))
+            })
+            .boxed()
+    }
+}

@@ -1,0 +1,299 @@
+//! What a durable step and a short run cost in requests, counted on
+//! `InMemory` (issue 25, items 1 and 5): today's figures pinned as upper
+//! bounds, by request kind, so that a change that adds a request fails here
+//! and a change that removes one lowers the bound (BENCHMARKS.md, "A fleet
+//! of workers on one store", states the model these figures come from).
+//!
+//! The runtime is what a process builds: a memo store and an object-store
+//! runtime store over one object store, the conditional-create probe off
+//! (it is a create and a delete once per process, not per step).
+
+use std::sync::Arc;
+
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{GetOptions, GetResult, ObjectStore, Result as ObjectResult};
+use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
+use memo_runtime::testing::{CountingStore, RequestCounts, forward_object_store};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{Error, Memo, MemoStore, memoized};
+use memo_tests::fixtures::run;
+
+/// Requests by kind, as the bounds below name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Requests {
+    creates: u64,
+    overwrites: u64,
+    gets: u64,
+    heads: u64,
+    lists: u64,
+    deletes: u64,
+}
+
+impl Requests {
+    fn of(c: RequestCounts) -> Requests {
+        Requests {
+            creates: c.creates,
+            overwrites: c.puts + c.multipart_uploads + c.copies + c.renames,
+            gets: c.gets + c.get_ranges,
+            heads: c.heads,
+            lists: c.lists + c.lists_with_offset + c.lists_with_delimiter,
+            deletes: c.delete_paths,
+        }
+    }
+
+    fn total(self) -> u64 {
+        self.creates + self.overwrites + self.gets + self.heads + self.lists + self.deletes
+    }
+
+    fn minus(self, o: Requests) -> Requests {
+        Requests {
+            creates: self.creates - o.creates,
+            overwrites: self.overwrites - o.overwrites,
+            gets: self.gets - o.gets,
+            heads: self.heads - o.heads,
+            lists: self.lists - o.lists,
+            deletes: self.deletes - o.deletes,
+        }
+    }
+
+    /// Fails unless every kind is at most `bound`'s.
+    fn assert_at_most(self, bound: Requests, what: &str) {
+        let within = self.creates <= bound.creates
+            && self.overwrites <= bound.overwrites
+            && self.gets <= bound.gets
+            && self.heads <= bound.heads
+            && self.lists <= bound.lists
+            && self.deletes <= bound.deletes;
+        assert!(
+            within,
+            "{what}: {self:?} ({} requests) is over the bound {bound:?} ({} requests)",
+            self.total(),
+            bound.total()
+        );
+    }
+}
+
+fn counted() -> (Arc<CountingStore<InMemory>>, Runtime) {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(counting.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            counting.clone(),
+            "runs",
+        )))
+        .check_conditional_create(false)
+        .build()
+        .unwrap();
+    (counting, runtime)
+}
+
+/// A workflow of `steps` durable steps, each returning a short string.
+fn steps_workflow() -> Workflow<impl Fn(Context, u64) -> StepsRun + Clone + Send + Sync> {
+    Workflow::new("steps", |ctx: Context, steps: u64| -> StepsRun {
+        Box::pin(async move {
+            for n in 0..steps {
+                ctx.step(format!("step-{n}"), move |_memo| async move {
+                    Ok::<_, Error>(format!("output of step {n}"))
+                })
+                .await?;
+            }
+            Ok(steps)
+        })
+    })
+}
+
+type StepsRun = futures::future::BoxFuture<'static, Result<u64, Error>>;
+
+/// The requests of one new run of `steps_workflow` with `steps` steps.
+async fn run_of(steps: u64) -> Requests {
+    let (counting, runtime) = counted();
+    let out = runtime
+        .run(&run(&format!("steps-{steps}")), &steps, &steps_workflow())
+        .await
+        .unwrap();
+    assert_eq!(out, steps);
+    Requests::of(counting.counts())
+}
+
+#[tokio::test]
+async fn a_durable_step_while_a_run_runs_costs_at_most_todays_requests() {
+    // The difference between runs of 1,010 and 10 steps: 1,000 steps of a
+    // running run, without the run's creation and end.
+    let per_1000 = run_of(1_010).await.minus(run_of(10).await);
+    // Today (2.55 a step): 1,273 creates (a log entry per step, a
+    // checkpoint delta every 4 entries, its base every 2·√entries), 1,000
+    // GETs (the run pointer, read at each commit) and 272 deletes (deltas
+    // that a newer one replaced).
+    let today = Requests {
+        creates: 1_273,
+        overwrites: 0,
+        gets: 1_000,
+        heads: 0,
+        lists: 0,
+        deletes: 272,
+    };
+    per_1000.assert_at_most(today, "1,000 durable steps");
+    assert!(
+        per_1000.creates >= 1_000,
+        "a step commit is at least one conditional create: {per_1000:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_three_step_run_costs_at_most_todays_requests() {
+    let requests = run_of(3).await;
+    // Today: 14 creates, 11 GETs, 1 HEAD, 1 LIST and 4 deletes (31); the
+    // minimum is about one create per step plus the run's creation and its
+    // end.
+    let today = Requests {
+        creates: 14,
+        overwrites: 0,
+        gets: 11,
+        heads: 1,
+        lists: 1,
+        deletes: 4,
+    };
+    requests.assert_at_most(today, "a 3-step run");
+}
+
+/// A model's reply, memoized.
+#[memoized]
+async fn complete(memo: &Memo, prompt: &str) -> Result<String, Error> {
+    Ok(format!("reply to {prompt}"))
+}
+
+/// A label for a reply, memoized.
+#[memoized]
+async fn classify(memo: &Memo, text: &str) -> Result<String, Error> {
+    Ok(format!("{}", text.len() % 7))
+}
+
+type CallsRun = futures::future::BoxFuture<'static, Result<String, Error>>;
+
+/// A workflow of `steps` durable steps of two memoized calls each, as the
+/// fleet benchmark's.
+fn calls_workflow() -> Workflow<impl Fn(Context, u64) -> CallsRun + Clone + Send + Sync> {
+    Workflow::new("calls", |ctx: Context, steps: u64| -> CallsRun {
+        Box::pin(async move {
+            let mut last = String::from("ticket");
+            for n in 0..steps {
+                last = ctx
+                    .step_with(format!("step-{n}"), &last, |memo, last| async move {
+                        let reply = complete(&memo, last).await?;
+                        let label = classify(&memo, &reply).await?;
+                        Ok::<_, Error>(format!("{label}:{n}"))
+                    })
+                    .await?;
+            }
+            Ok(last)
+        })
+    })
+}
+
+#[tokio::test]
+async fn two_memoized_calls_add_at_most_two_reads_and_a_create_each_to_a_step() {
+    let (counting, runtime) = counted();
+    runtime
+        .run(&run("calls-110"), &110u64, &calls_workflow())
+        .await
+        .unwrap();
+    let long = Requests::of(counting.counts());
+    let (counting, runtime) = counted();
+    runtime
+        .run(&run("calls-10"), &10u64, &calls_workflow())
+        .await
+        .unwrap();
+    let short = Requests::of(counting.counts());
+    let per_100 = long.minus(short);
+    let steps_alone = run_of(110).await.minus(run_of(10).await);
+    let calls = per_100.minus(steps_alone);
+    // Two calls that miss: today each reads its entry twice (before and
+    // under its single flight) and creates it once; the bound for a change
+    // that reads once where no flight could have overtaken the first read
+    // (BENCHMARKS.md, "Throughput fixes") is 200 GETs.
+    let today = Requests {
+        creates: 200,
+        overwrites: 0,
+        gets: 400,
+        heads: 0,
+        lists: 0,
+        deletes: 0,
+    };
+    calls.assert_at_most(today, "100 steps' memoized calls");
+    assert_eq!(
+        calls.creates, 200,
+        "a create per memoized result: {calls:?}"
+    );
+}
+
+/// An object store whose first read returns its answer only when `gate`
+/// opens: the read is made, then held.
+#[derive(Debug)]
+struct HeldFirstRead {
+    inner: InMemory,
+    held: std::sync::atomic::AtomicBool,
+    gate: Arc<tokio::sync::Notify>,
+}
+
+impl std::fmt::Display for HeldFirstRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HeldFirstRead({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for HeldFirstRead {
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> ObjectResult<GetResult> {
+        let answer = self.inner.get_opts(location, options).await;
+        if !self.held.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.gate.notified().await;
+        }
+        answer
+    }
+
+    forward_object_store!(self.inner => put_opts, put_multipart_opts, get_ranges,
+        delete_stream, list, list_with_offset, list_with_delimiter, copy_opts, rename_opts);
+}
+
+/// How often `counted_body`'s body ran.
+static BODIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[memoized]
+async fn counted_body(memo: &Memo, prompt: &str) -> Result<String, Error> {
+    let n = BODIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    Ok(format!("{prompt}: body run {n}"))
+}
+
+#[tokio::test]
+async fn a_call_whose_read_missed_before_another_call_committed_finds_that_commit() {
+    // The first call's read misses and is held; meanwhile an identical call
+    // reads, runs the body, commits and leaves the flight. The first call
+    // then enters the flight uncontended: it must read again and return the
+    // committed value, not run the body a second time. (The second read a
+    // miss makes under its flight is for this race: a change that saves it
+    // where no flight could have overtaken the first read must keep this.)
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let store = Arc::new(HeldFirstRead {
+        inner: InMemory::new(),
+        held: false.into(),
+        gate: gate.clone(),
+    });
+    let memo = MemoStore::new(store, "memo").new_memo(&run("held-read"), 0);
+    let overtaken = counted_body(&memo, "ticket");
+    let overtaking = async {
+        tokio::task::yield_now().await;
+        let value = counted_body(&memo, "ticket").await;
+        gate.notify_one();
+        value
+    };
+    let (overtaken, overtaking) = tokio::join!(overtaken, overtaking);
+    assert_eq!(overtaking.unwrap(), "ticket: body run 1");
+    assert_eq!(
+        overtaken.unwrap(),
+        "ticket: body run 1",
+        "the commit is found"
+    );
+    assert_eq!(BODIES.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

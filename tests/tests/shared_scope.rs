@@ -1,0 +1,338 @@
+//! The shared scope (`#[memoized(scope = shared)]`, `memo_runtime::shared`):
+//! one entry per call for every run and worker, racing writers converging
+//! on one value, apart from every run's entries and their sweep, and its
+//! own expiry, swept at a cost that grows with the expired entries only.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use memo_runtime::clock::{Clock, ManualClock};
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::retention::RetentionSweeper;
+use memo_runtime::shared::SharedScope;
+use memo_runtime::store::LocalFolder;
+use memo_runtime::testing::CountingStore;
+use memo_runtime::{Memo, MemoStore, memoized};
+use memo_tests::fixtures::run;
+use tokio::sync::Barrier;
+
+const HOUR_MS: u64 = 60 * 60 * 1000;
+
+/// Every object under `prefix`, as paths.
+async fn paths(store: &dyn ObjectStore, prefix: &str) -> Vec<String> {
+    use futures::TryStreamExt;
+    let prefix = memo_runtime::object_store::path::Path::from(prefix);
+    let mut paths: Vec<String> = store
+        .list(Some(&prefix))
+        .map_ok(|meta| meta.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    paths.sort();
+    paths
+}
+
+/// A model call that records how often it ran and which worker ran it.
+#[memoized(scope = shared, skip(calls, barrier, worker))]
+async fn complete(
+    memo: &Memo,
+    calls: &AtomicU32,
+    barrier: &Barrier,
+    worker: u32,
+    prompt: &str,
+) -> memo_runtime::Result<String> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    // Both workers' bodies are in flight before either commits: the race
+    // is on the commit, as between two machines.
+    barrier.wait().await;
+    Ok(format!("worker {worker} answers {prompt}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_racing_one_shared_key_converge_on_one_value() {
+    let folder = tempfile::tempdir().unwrap();
+    // Two workers: two object-store instances over one folder, as two
+    // processes would have.
+    let worker = |_| {
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalFolder::new(folder.path()).unwrap());
+        MemoStore::new(store, "memo")
+    };
+    let (a, b) = (worker(0), worker(1));
+    let calls = AtomicU32::new(0);
+    let barrier = Barrier::new(2);
+    let (memo_a, memo_b) = (a.new_memo(&run("run-a"), 0), b.new_memo(&run("run-b"), 7));
+    let (answer_a, answer_b) = tokio::join!(
+        complete(&memo_a, &calls, &barrier, 1, "refund?"),
+        complete(&memo_b, &calls, &barrier, 2, "refund?"),
+    );
+    let (answer_a, answer_b) = (answer_a.unwrap(), answer_b.unwrap());
+    assert_eq!(answer_a, answer_b, "every caller sees one value");
+    // Across processes each body may run before one commits; no more.
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // One entry, one expiry marker: the loser deleted its own.
+    let store = a.object_store().as_ref();
+    assert_eq!(paths(store, "memo/shared/entries").await.len(), 1);
+    assert_eq!(paths(store, "memo/shared/expiry").await.len(), 1);
+    assert!(paths(store, "memo/memos").await.is_empty(), "no run entry");
+
+    // A third run, on either worker, finds the committed value without a call.
+    let again = Barrier::new(1);
+    let third = complete(&b.new_memo(&run("run-c"), 1), &calls, &again, 3, "refund?").await;
+    assert_eq!(third.unwrap(), answer_a);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_in_one_process_run_a_shared_body_once() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let calls = AtomicU32::new(0);
+    // One party: the body never waits for another.
+    let barrier = Barrier::new(1);
+    let memos: Vec<Memo> = (0..8)
+        .map(|i| store.new_memo(&run(&format!("run-{i}")), i))
+        .collect();
+    let answers = futures::future::join_all(
+        memos
+            .iter()
+            .enumerate()
+            .map(|(i, memo)| complete(memo, &calls, &barrier, i as u32, "hello")),
+    )
+    .await;
+    let first = answers[0].as_ref().unwrap();
+    assert!(answers.iter().all(|a| a.as_ref().unwrap() == first));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "single flight across runs");
+}
+
+static PRIVATE_CALLS: AtomicU32 = AtomicU32::new(0);
+static SHARED_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[memoized(name = "summarize")]
+async fn summarize_per_run(memo: &Memo, text: &str) -> memo_runtime::Result<usize> {
+    PRIVATE_CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(text.len())
+}
+
+#[memoized(name = "summarize", scope = shared)]
+async fn summarize_shared(memo: &Memo, text: &str) -> memo_runtime::Result<usize> {
+    SHARED_CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(text.len())
+}
+
+#[tokio::test]
+async fn a_shared_entry_is_apart_from_the_runs_and_survives_their_sweep() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let (one, two) = (run("order-1"), run("order-2"));
+    // Same name, version and arguments: the scope alone keeps them apart.
+    summarize_per_run(&store.new_memo(&one, 0), "text")
+        .await
+        .unwrap();
+    summarize_shared(&store.new_memo(&one, 0), "text")
+        .await
+        .unwrap();
+    summarize_shared(&store.new_memo(&two, 3), "text")
+        .await
+        .unwrap();
+    summarize_per_run(&store.new_memo(&two, 3), "text")
+        .await
+        .unwrap();
+    assert_eq!(PRIVATE_CALLS.load(Ordering::SeqCst), 2, "once per run");
+    assert_eq!(SHARED_CALLS.load(Ordering::SeqCst), 1, "once for both runs");
+
+    // Both runs end long ago and are swept.
+    for id in [&one, &two] {
+        store.markers().write_standalone(id, 1_000).await.unwrap();
+    }
+    let sweeper = RetentionSweeper::builder(store.clone(), Duration::from_secs(1)).build();
+    let report = sweeper.sweep_once(1_000_000).await.unwrap();
+    assert_eq!((report.runs_cleared, report.entries_deleted), (2, 2));
+    let objects = store.object_store().as_ref();
+    assert!(paths(objects, "memo/memos").await.is_empty());
+    assert_eq!(paths(objects, "memo/shared/entries").await.len(), 1);
+
+    // A later run still finds the shared value; its own call runs again.
+    let three = store.new_memo(&run("order-3"), 0);
+    summarize_shared(&three, "text").await.unwrap();
+    summarize_per_run(&three, "text").await.unwrap();
+    assert_eq!(SHARED_CALLS.load(Ordering::SeqCst), 1);
+    assert_eq!(PRIVATE_CALLS.load(Ordering::SeqCst), 3);
+}
+
+/// A store whose shared scope is `namespace`, with time to live `ttl_ms`,
+/// timed by `clock`.
+fn scoped(store: &MemoStore, namespace: &str, ttl_ms: u64, clock: &Arc<ManualClock>) -> Memo {
+    let scope = SharedScope::new(namespace, Duration::from_millis(ttl_ms))
+        .unwrap()
+        .with_clock(clock.clone());
+    store.new_memo(&run("writer"), 0).shared_in(&scope)
+}
+
+#[tokio::test]
+async fn the_ttl_sweep_deletes_exactly_the_expired_entries_at_a_cost_in_proportion_to_them() {
+    const EXPIRED: u64 = 5;
+    let mut costs = Vec::new();
+    for retained in [20u64, 400] {
+        let counting = Arc::new(CountingStore::new(InMemory::new()));
+        let store = MemoStore::new(counting.clone(), "memo");
+        let start = 100 * HOUR_MS;
+        let clock = Arc::new(ManualClock::new(start));
+        // Short-lived entries, written a minute apart within one hour...
+        let short = scoped(&store, "short", HOUR_MS / 2, &clock);
+        for i in 0..EXPIRED {
+            short.put(&format!("short-{i}"), b"v").await.unwrap();
+            clock.advance_ms(60_000);
+        }
+        // ...and long-lived ones, over many hours, in another namespace and
+        // the same one.
+        let long = scoped(&store, "long", 30 * 24 * HOUR_MS, &clock);
+        let short_but_later = scoped(&store, "short", 10 * HOUR_MS, &clock);
+        for i in 0..retained {
+            long.put(&format!("long-{i}"), b"v").await.unwrap();
+            clock.advance_ms(HOUR_MS / 4);
+        }
+        short_but_later.put("short-kept", b"v").await.unwrap();
+        // In the hour that holds the cutoff (listed from an offset): one
+        // entry expiring just before the cutoff, swept, and one expiring
+        // exactly at it, kept.
+        let cutoff = start + HOUR_MS + HOUR_MS / 2;
+        clock.set_ms(cutoff - HOUR_MS / 2 - 1);
+        short.put(&format!("short-{EXPIRED}"), b"v").await.unwrap();
+        clock.set_ms(cutoff - HOUR_MS / 2);
+        short.put("at-the-cutoff", b"v").await.unwrap();
+        let expired = EXPIRED + 1;
+
+        counting.reset();
+        let report = store.shared_entries().sweep(cutoff).await.unwrap();
+        let c = counting.counts();
+        assert_eq!(report.markers_expired, expired as usize, "{report:?}");
+        assert_eq!(report.entries_deleted, expired as usize, "{report:?}");
+        assert_eq!(report.failures, 0);
+        // Requests: the hour folders, one listing of each expired hour (the
+        // cutoff's from an offset), and two deletes (entry, marker) per
+        // expired entry; nothing read.
+        assert_eq!(
+            (c.lists_with_delimiter, c.lists, c.lists_with_offset),
+            (1, 1, 1),
+            "{c:?}"
+        );
+        assert_eq!(c.delete_paths, 2 * expired, "{c:?}");
+        assert_eq!((c.gets, c.heads, c.creates, c.puts), (0, 0, 0, 0), "{c:?}");
+        assert_eq!(
+            c.objects_listed, expired,
+            "only expired markers are listed: {c:?}"
+        );
+        costs.push((
+            c.delete_paths,
+            c.objects_listed,
+            c.lists + c.lists_with_offset,
+        ));
+
+        for i in 0..expired {
+            assert_eq!(short.get(&format!("short-{i}")).await.unwrap(), None);
+        }
+        assert!(short.get("at-the-cutoff").await.unwrap().is_some());
+        assert!(short.get("short-kept").await.unwrap().is_some());
+        for i in 0..retained {
+            assert!(long.get(&format!("long-{i}")).await.unwrap().is_some());
+        }
+        // Sweeping again finds nothing.
+        let again = store.shared_entries().sweep(cutoff).await.unwrap();
+        assert_eq!((again.markers_expired, again.entries_deleted), (0, 0));
+        // An expired key is written afresh, with a new marker.
+        assert_eq!(&short.put("short-0", b"new").await.unwrap()[..], b"new");
+    }
+    assert_eq!(costs[0], costs[1], "the same cost with 20 and 400 retained");
+}
+
+#[tokio::test]
+async fn a_swept_shared_call_runs_its_body_again() {
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    #[memoized(scope = shared)]
+    async fn translate(memo: &Memo, text: &str) -> memo_runtime::Result<String> {
+        CALLS.fetch_add(1, Ordering::SeqCst);
+        Ok(text.to_uppercase())
+    }
+    let clock = Arc::new(ManualClock::new(HOUR_MS));
+    let scope = SharedScope::new("translations", Duration::from_secs(60))
+        .unwrap()
+        .with_clock(clock.clone());
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo").with_shared_scope(scope);
+    assert_eq!(store.shared_scope().namespace(), "translations");
+    let memo = store.new_memo(&run("r"), 0);
+    translate(&memo, "hi").await.unwrap();
+    translate(&memo, "hi").await.unwrap();
+    assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+    clock.advance_ms(59_999);
+    let kept = store.shared_entries().sweep(clock.now_ms()).await.unwrap();
+    assert_eq!(kept.entries_deleted, 0, "not yet expired");
+    clock.advance_ms(2);
+    let swept = store.shared_entries().sweep(clock.now_ms()).await.unwrap();
+    assert_eq!(swept.entries_deleted, 1);
+    translate(&memo, "hi").await.unwrap();
+    assert_eq!(CALLS.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_value_over_the_limit_is_refused_before_anything_is_written() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo").with_max_value_size(4);
+    let memo = store.new_memo(&run("r"), 0).shared();
+    let error = memo.put("k", b"too large").await.unwrap_err();
+    assert!(
+        matches!(error, memo_runtime::Error::TooLarge { .. }),
+        "{error}"
+    );
+    assert!(
+        paths(store.object_store().as_ref(), "memo")
+            .await
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_namespace_is_checked() {
+    for bad in ["", "Upper", "with space", "dot.ted", "a/b", &"n".repeat(65)] {
+        let error = SharedScope::new(bad, Duration::from_secs(1)).unwrap_err();
+        assert!(error.to_string().contains("namespace"), "{error}");
+    }
+    assert!(SharedScope::new("ok", Duration::ZERO).is_err());
+    let default = SharedScope::default();
+    assert_eq!(
+        (default.namespace(), default.ttl()),
+        ("default", Duration::from_secs(7 * 24 * 3600))
+    );
+}
+
+#[tokio::test]
+async fn a_shared_miss_costs_two_creates_and_a_hit_one_read() {
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    #[memoized(scope = shared)]
+    async fn answer(memo: &Memo, prompt: &str) -> memo_runtime::Result<String> {
+        CALLS.fetch_add(1, Ordering::SeqCst);
+        Ok(prompt.to_owned())
+    }
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = MemoStore::new(counting.clone(), "memo");
+    answer(&store.new_memo(&run("first"), 0), "q")
+        .await
+        .unwrap();
+    let miss = counting.counts();
+    // The read, the re-read under the flight, then the expiry marker and
+    // the entry: the run-scoped miss's two reads and one create, plus one.
+    assert_eq!(
+        (miss.gets, miss.creates, miss.delete_paths),
+        (2, 2, 0),
+        "{miss:?}"
+    );
+    counting.reset();
+    answer(&store.new_memo(&run("second"), 0), "q")
+        .await
+        .unwrap();
+    let hit = counting.counts();
+    assert_eq!(
+        (hit.gets, hit.creates, hit.delete_paths),
+        (1, 0, 0),
+        "{hit:?}"
+    );
+    assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+}
