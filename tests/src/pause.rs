@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{self, ObjectStore, PutOptions, PutPayload, PutResult};
+use memo_runtime::object_store::{
+    self, ObjectMeta, ObjectStore, PutOptions, PutPayload, PutResult,
+};
 use memo_runtime::testing::forward_object_store;
 use tokio::sync::oneshot;
 
@@ -20,6 +22,9 @@ pub enum Held {
     Put,
     /// The first delete of an object under the prefix.
     Delete,
+    /// The first listing of a folder under the prefix: it lists what is
+    /// there once released, not when it was asked for.
+    List,
 }
 
 /// The held request's side of a [`Pause`]: it says it got there, then
@@ -127,6 +132,22 @@ impl ObjectStore for Pauses {
             .boxed()
     }
 
-    forward_object_store!(self.inner => put_multipart_opts, get_opts, get_ranges, list,
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let gate = prefix
+            .filter(|_| self.held == Held::List)
+            .and_then(|folder| Pauses::take_gate(&self.gate, &self.prefix, folder));
+        let Some(gate) = gate else {
+            return self.inner.list(prefix);
+        };
+        let (inner, folder) = (self.inner.clone(), prefix.cloned());
+        futures::stream::once(async move {
+            wait_at(gate).await;
+            inner.list(folder.as_ref())
+        })
+        .flatten()
+        .boxed()
+    }
+
+    forward_object_store!(self.inner => put_multipart_opts, get_opts, get_ranges,
         list_with_offset, list_with_delimiter, copy_opts, rename_opts);
 }

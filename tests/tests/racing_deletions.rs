@@ -167,3 +167,75 @@ async fn a_redelivery_during_a_deletion_does_not_bring_the_run_back() {
         assert!(leftovers.is_empty(), "{name}: {leftovers:?}");
     }
 }
+
+/// Seed 2505 of the deployment world: a redelivery of a finished run reads
+/// its pointer, then stalls before it lists the run's log; meanwhile the
+/// run is deleted in full, so the listing finds nothing and the run looks
+/// just created. The redelivery must not take it for an open run whose
+/// record is missing and write that record back: a reader that finds the
+/// pointer missing restores it from the record (here one staged while the
+/// redelivery stalls taking its record back), the deleted run exists
+/// again with no history, and its steps run again. The redelivery creates
+/// a new run instead, and the deleted one stays gone.
+#[tokio::test]
+async fn a_redelivery_that_read_the_run_before_its_deletion_never_brings_it_back() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-9");
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        worker.create_run(order(&run_id)).await.unwrap();
+        let start = Commit::status(StatusChange::start_attempt(1), 2);
+        worker.atomic_apply(&run_id, start).await.unwrap();
+        worker
+            .atomic_apply(&run_id, Commit::step(charged(&run_id), 3))
+            .await
+            .unwrap();
+        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+
+        // The redelivery stalls at its first listing of the run's folder,
+        // and would stall again at a delete of the run's record.
+        let folder = Path::from(format!("runs/runs/order-9/{}", old.incarnation));
+        let record = Path::from(format!("{folder}/run"));
+        let (take_back, record_delete) = Pauses::new(backend.open(), Held::Delete, record);
+        let (listing, log_listing) = Pauses::new(Arc::new(take_back), Held::List, folder.clone());
+        let redelivery = ObjectStoreRuntimeStore::new(Arc::new(listing), "runs");
+        let again = order(&run_id);
+        let answer = tokio::spawn(async move { redelivery.create_run(again).await });
+        log_listing.reached.await.unwrap();
+
+        let sweeper = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert!(
+            sweeper.delete_run(&run_id, old.incarnation).await.unwrap(),
+            "{name}"
+        );
+        log_listing.release.send(()).unwrap();
+
+        // A record written back (and being taken back) is found by a
+        // reader, which restores the pointer from it.
+        if record_delete.reached.await.is_ok() {
+            let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+            let _ = reader.load_run(&run_id).await;
+            record_delete.release.send(()).unwrap();
+        }
+        let answer = answer.await.unwrap().unwrap();
+        assert_ne!(
+            answer.incarnation, old.incarnation,
+            "{name}: the deleted run came back, as created"
+        );
+
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let seen = fresh.load_run(&run_id).await.unwrap();
+        assert_eq!(
+            seen.map(|r| (r.incarnation, r.status)),
+            Some((answer.incarnation, RunStatus::Pending)),
+            "{name}"
+        );
+        let leftovers: Vec<_> = backend
+            .objects()
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(leftovers.is_empty(), "{name}: {leftovers:?}");
+    }
+}

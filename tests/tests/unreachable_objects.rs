@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
-use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
 };
@@ -179,6 +179,132 @@ async fn deleting_a_run_through_the_sweeper_leaves_nothing_after_the_next_pass()
     let report = sweeper.sweep_once(100).await.unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+}
+
+/// Seed 378 of the deployment world: a finished run whose last attempt
+/// stopped before writing its terminal marker is deleted with
+/// `RetentionSweeper::delete_run`, and the runtime store's deletion fails
+/// after the run's pointer is gone. A second call finds no run; without a
+/// marker no pass would reach the log entries and hints left behind. The
+/// deletion gives the run its marker first, so the next pass past the
+/// run's retention deletes what is left.
+#[tokio::test]
+async fn a_sweeper_deletion_of_a_run_without_a_marker_that_stops_part_way_is_finished_by_a_pass() {
+    let objects = Arc::new(InMemory::new());
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-7");
+    finished_run_with_entry(&memo, &runs, &run_id).await;
+    let markers = objects_under(&objects, "memo/terminals").await;
+    for marker in &markers {
+        objects.delete(&Path::from(marker.as_str())).await.unwrap();
+    }
+
+    let faulty = Arc::new(FaultInjectingStore::new(
+        objects.clone() as Arc<dyn ObjectStore>
+    ));
+    faulty.inject(
+        FaultRule::fail_before(RequestKind::Delete)
+            .matching(|p| p.as_ref().contains("/log/"))
+            .times(1),
+    );
+    let deleter: Arc<dyn RuntimeStore> =
+        Arc::new(ObjectStoreRuntimeStore::new(faulty.clone(), "runs"));
+    let sweeper = RetentionSweeper::builder(MemoStore::new(faulty, "memo"), Duration::ZERO)
+        .runtime_store(deleter)
+        .build();
+    assert!(sweeper.delete_run(&run_id).await.is_err());
+    assert!(runs.load_run(&run_id).await.unwrap().is_none());
+    assert!(
+        !sweeper.delete_run(&run_id).await.unwrap(),
+        "no run to find"
+    );
+    assert!(!objects_under(&objects, "runs").await.is_empty());
+
+    let report = sweeper.sweep_once(100).await.unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+}
+
+/// Seed 206 of the deployment world: an earlier run of an id was deleted
+/// and its marker left to the next pass; the id's next run ended, but its
+/// attempt stopped before writing its marker. `Runtime::recover` counts an
+/// id with a marker of any incarnation as marked, so it did not mark the
+/// later run, and once the pass deleted the earlier run's marker nothing
+/// would ever sweep the later one. The pass gives it its marker.
+#[tokio::test]
+async fn a_pass_that_sweeps_an_earlier_runs_marker_marks_the_later_finished_run() {
+    let objects = Arc::new(InMemory::new());
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-7");
+    let earlier = finished_run_with_entry(&memo, &runs, &run_id).await;
+    let runtime_store: Arc<dyn RuntimeStore> =
+        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
+    let sweeper = RetentionSweeper::builder(memo.clone(), Duration::ZERO)
+        .runtime_store(runtime_store)
+        .build();
+    assert!(sweeper.delete_run(&run_id).await.unwrap());
+    let later = runs.create_run(order(&run_id)).await.unwrap();
+    runs.atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 5))
+        .await
+        .unwrap();
+    runs.atomic_apply(&run_id, completed()).await.unwrap();
+
+    let report = sweeper.sweep_once(100).await.unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let markers: Vec<_> = memo
+        .markers()
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.incarnation)
+        .collect();
+    assert_eq!(
+        markers,
+        [later.incarnation],
+        "earlier: {}",
+        earlier.incarnation
+    );
+    let report = sweeper.sweep_once(100).await.unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+}
+
+/// Seed 1919 of the deployment world: a worker whose cache held a run as
+/// running commits a status change after the run ended and was deleted.
+/// Its log entry lands on a position the deletion freed, the pointer is
+/// gone, so it takes the entry back; the status hint it wrote just before
+/// must go too, or nothing would ever delete it.
+#[tokio::test]
+async fn a_change_that_finds_its_run_deleted_takes_back_its_status_hint() {
+    let objects = Arc::new(InMemory::new());
+    let stale = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-7");
+    let created = stale.create_run(order(&run_id)).await.unwrap();
+    stale
+        .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
+        .await
+        .unwrap();
+    let other = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    other.atomic_apply(&run_id, completed()).await.unwrap();
+    assert!(
+        other
+            .delete_run(&run_id, created.incarnation)
+            .await
+            .unwrap()
+    );
+
+    let failed = StatusChange::Failed {
+        error: "refused".into(),
+    };
+    let late = stale.atomic_apply(&run_id, Commit::status(failed, 5)).await;
+    assert!(
+        matches!(late, Err(memo_runtime::Error::Conflict { .. })),
+        "{late:?}"
+    );
+    assert_eq!(objects_under(&objects, "runs").await, Vec::<String>::new());
 }
 
 /// Only a finished run can be deleted: deleting an open one is a conflict

@@ -108,7 +108,7 @@ impl Runtime {
         let mut remarked = 0;
         // A run id with a marker of any incarnation counts as marked: only
         // an unfinished sweep of an earlier run of the id leaves one, and
-        // once the sweep ends, the next recovery marks the later run.
+        // the pass that sweeps that marker marks the later run if it ended.
         let marked: HashSet<RunId> = (self.shared.memo.markers().list().await?)
             .into_iter()
             .map(|marker| marker.run_id)

@@ -324,14 +324,28 @@ impl RetentionSweeper {
     /// terminal, so that a stray marker can never clear a live run's
     /// entries. A later run of the same id (another incarnation) is not the
     /// marker's run: that the id was used again proves the marker's run was
-    /// deleted from this runtime store.
+    /// deleted from this runtime store. If that later run has ended, it is
+    /// given its marker (a no-op if it has one): `Runtime::recover` counts
+    /// an id with a marker of any incarnation as marked, so a later run
+    /// whose own attempt stopped before marking it would otherwise be left
+    /// unmarked, and never swept, once this marker is gone.
     async fn check_terminal(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Found> {
         let Some(store) = &self.config.runtime_store else {
             return Ok(Found::Other);
         };
         match store.load_run(run_id).await? {
             None => Ok(Found::Nothing),
-            Some(run) if run.incarnation != incarnation => Ok(Found::Other),
+            Some(run) if run.incarnation != incarnation => {
+                if let Some(terminal_at_ms) = run.terminal_at_ms.filter(|_| !self.config.dry_run) {
+                    let later = TerminalMarker {
+                        run_id: run_id.clone(),
+                        terminal_at_ms,
+                        incarnation: run.incarnation,
+                    };
+                    self.config.memo_store.markers().write(&later).await?;
+                }
+                Ok(Found::Other)
+            }
             Some(run) if run.status.is_terminal() => Ok(Found::Terminal),
             Some(run) => Err(Error::Conflict {
                 what: format!("run {run_id}"),
@@ -388,23 +402,29 @@ impl RetentionSweeper {
     /// Deletes a terminal run now, whatever its age, so that its id can be
     /// used again: its current incarnation's memo and step-output entries
     /// first, then its runtime-store records; `false` if no run of the id
-    /// exists. Its terminal marker (if it got one) is left to the next pass,
-    /// which deletes it, finding nothing of the run.
+    /// exists. Its terminal marker is left to the next pass past the run's
+    /// retention, which deletes it, finding nothing of the run.
     ///
     /// This is the order a pass keeps, and it is what makes a failure part
-    /// way safe: while the runtime store holds the run, a marker or another
-    /// call finishes it; once it does not, nothing of the run is left but the
-    /// marker. [`RuntimeStore::delete_run`] alone deletes only the runtime
-    /// records, and leaves the memo entries to a pass that must then refuse
-    /// them (it cannot tell a deleted run from a runtime store that is not
-    /// the workers' one): they would be left for ever.
+    /// way safe: while the runtime store holds the run, another call
+    /// finishes it; once it does not (the runtime store removes the run's
+    /// pointer first, then the rest of its records), only the marker leads
+    /// to what is left, and the pass that reaches it deletes that. So the
+    /// run gets its marker first if it has none (its last attempt stopped
+    /// between the terminal change and the marker). [`RuntimeStore::delete_run`]
+    /// alone deletes only the runtime records, and leaves the memo entries to
+    /// a pass that must then refuse them (it cannot tell a deleted run from a
+    /// runtime store that is not the workers' one): they would be left for
+    /// ever.
     ///
     /// # Errors
     ///
     /// [`Error::Conflict`] if no runtime store is configured (the run's
     /// incarnation and status are unknown without one) or if the run is not
     /// terminal; [`Error::Store`] or [`Error::ClearIncomplete`] if a request
-    /// fails, after which calling it again finishes the deletion.
+    /// fails, after which calling it again finishes the deletion, or (once
+    /// the runtime store no longer holds the run) the next pass past the
+    /// run's retention does.
     pub async fn delete_run(&self, run_id: &RunId) -> Result<bool> {
         let Some(store) = &self.config.runtime_store else {
             return Err(Error::Conflict {
@@ -425,6 +445,14 @@ impl RetentionSweeper {
                     run.status
                 ),
             });
+        }
+        if let Some(terminal_at_ms) = run.terminal_at_ms {
+            let marker = TerminalMarker {
+                run_id: run_id.clone(),
+                terminal_at_ms,
+                incarnation: run.incarnation,
+            };
+            self.config.memo_store.markers().write(&marker).await?;
         }
         self.config
             .memo_store

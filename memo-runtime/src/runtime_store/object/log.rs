@@ -288,6 +288,14 @@ impl ObjectStoreRuntimeStore {
             };
             self.write_status_hint(run_id, &folded.state, &change)
                 .await?;
+            // The status that hint is for, if the change moves the run.
+            let hinted = match &change {
+                Change::Commit(crate::runtime_store::Commit {
+                    status: Some(status),
+                    ..
+                }) => Some(status.status()).filter(|&s| s != folded.state.record().status),
+                _ => None,
+            };
             let entry = Entry {
                 incarnation: folded.incarnation,
                 change: &change,
@@ -311,6 +319,13 @@ impl ObjectStoreRuntimeStore {
                         // us: the change went into a dead run.
                         if let Created::Ours(_) = created {
                             let _ = self.delete_all(vec![path]).await;
+                        }
+                        // And the hint written for it: the deletion removed
+                        // the incarnation's hints before, and none would
+                        // ever look for this one.
+                        if let Some(status) = hinted {
+                            self.drop_stale_hint(status, run_id, folded.incarnation)
+                                .await;
                         }
                         *guard = None;
                         return Err(Error::Conflict {

@@ -186,10 +186,11 @@ const CONCURRENCY: usize = 8;
 ///   cost follows the runs in that status, not every run ever stored;
 /// - reading a run that does not exist: a `GET` of its pointer and a
 ///   listing of the id's folder;
-/// - deleting a run: its reads, one listing, a delete per object, and a
-///   read of the pointer after it is deleted; only the objects of the
-///   incarnation named are touched, and a pointer of another incarnation
-///   that a stalled deletion removed is restored.
+/// - deleting a run: its reads, one listing, a delete per object (the
+///   incarnation's record twice), and a read of the pointer after it is
+///   deleted; only the objects of the incarnation named are touched, and a
+///   pointer of another incarnation that a stalled deletion removed is
+///   restored.
 ///
 /// # Example
 ///

@@ -31,7 +31,14 @@
 //!   stale deletion is put back by whoever looks next, and no one creates a
 //!   new incarnation or reports the run gone in the meantime;
 //! - a deletion looks once more after it deleted the pointer, so it restores
-//!   at once what it may have removed.
+//!   at once what it may have removed; it deletes its record once more
+//!   before it looks, so it never restores the incarnation it deletes;
+//! - the record of an open incarnation that has none (its creator stopped
+//!   between its pointer and its record) is written only while the pointer
+//!   still names it, read after the record was found missing: a reader that
+//!   read the pointer before a deletion and the log after it sees the
+//!   finished run as just created, and writing its record back would let
+//!   the next reader restore it.
 //!
 //! A restorer that races the run's own deletion (it listed the record, the
 //! deletion then removed record and pointer, and its create restored the
@@ -147,7 +154,10 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
         match write_once::create_once(self.store.as_ref(), &path, &bytes, Limit::RECORD).await? {
-            Created::Ours(_) => {
+            // `Same`: restored by another restorer too, or by our create
+            // whose answer was lost; checked as our own, since the record
+            // may be gone by now either way.
+            Created::Ours(_) | Created::Same(_) => {
                 let record = self.layout.incarnation_record(run_id, orphan.incarnation);
                 if write_once::read(self.store.as_ref(), &record, Limit::RECORD)
                     .await?
@@ -162,7 +172,6 @@ impl ObjectStoreRuntimeStore {
                 self.delete_all(vec![path]).await?;
                 Ok(None)
             }
-            Created::Same(_) => Ok(Some((orphan, bytes))),
             // Another incarnation was created, or restored, meanwhile.
             Created::Theirs(theirs) => {
                 let current = decode_creation(run_id, &path, &theirs, None)?;
@@ -174,6 +183,19 @@ impl ObjectStoreRuntimeStore {
     /// Makes sure incarnation `creation` (whose pointer bytes are `bytes`)
     /// has its record: `false` if the pointer no longer names it once the
     /// record exists, and the record was taken back.
+    ///
+    /// The caller folded the incarnation as open. That fold read the
+    /// pointer and then the log: if the incarnation was deleted between the
+    /// two, the fold saw what was left of its log (nothing, once the
+    /// deletion got that far) and took the finished run for one just
+    /// created. So a missing record is written only if the pointer, read
+    /// again after the record was found missing, still names the
+    /// incarnation: a deletion removes the record, then the pointer, then
+    /// the log, so a pointer that still names the incarnation means its log
+    /// was whole when the fold read it. Writing the record of a deleted
+    /// incarnation would bring it back: a reader that finds the pointer
+    /// missing restores it from the record, and the run then reads as
+    /// created, with no history, and runs again.
     ///
     /// The check after a record is created keeps a deletion's removal of the
     /// record from being undone: a deletion deletes the record before the
@@ -191,6 +213,10 @@ impl ObjectStoreRuntimeStore {
             .is_some()
         {
             return Ok(true);
+        }
+        let current = self.read_pointer(run_id).await?;
+        if current.is_none_or(|(c, _)| c.incarnation != creation.incarnation) {
+            return Ok(false);
         }
         self.write_record(run_id, creation, bytes).await
     }
@@ -324,7 +350,7 @@ impl ObjectStoreRuntimeStore {
         incarnation: Incarnation,
     ) -> Result<()> {
         let record = self.layout.incarnation_record(run_id, incarnation);
-        self.delete_all(vec![record]).await?;
+        self.delete_all(vec![record.clone()]).await?;
         // Read again just before the delete: the window in which a later
         // run's pointer can be hit shrinks from the whole deletion so far to
         // one round trip, and a deletion that finds the pointer gone (another
@@ -333,6 +359,11 @@ impl ObjectStoreRuntimeStore {
         if current.is_some_and(|(c, _)| c.incarnation == incarnation) {
             self.delete_all(vec![self.run_path(run_id)]).await?;
         }
+        // And the record once more: a redelivery that folded the run while
+        // it was still open may have written it back between our two
+        // deletes (it found the record gone and the pointer still there),
+        // and the read below must never restore the incarnation it deletes.
+        self.delete_all(vec![record]).await?;
         self.forget(run_id);
         self.read_creation(run_id).await?;
         Ok(())

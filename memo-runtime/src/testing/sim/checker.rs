@@ -137,7 +137,8 @@ struct State {
     tasks: HashMap<u64, Task>,
     executions: BTreeMap<Entry, u64>,
     running: HashMap<u64, Running>,
-    observed: HashMap<Entry, Vec<u8>>,
+    /// The first value a caller of each entry got, and the task that got it.
+    observed: HashMap<Entry, (Vec<u8>, u64)>,
     /// The (step, key) of every side effect recorded, in any run.
     effect_keys: HashSet<(u32, String)>,
     /// Whether some caller got the value of an entry a side effect ran for.
@@ -536,14 +537,19 @@ impl Checker {
                 ),
             ));
         }
+        let task = current_task().unwrap_or(u64::MAX);
         match state.observed.get(&entry) {
-            Some(first) if *first != value => found.push((
+            Some((first, by)) if *first != value => found.push((
                 "every caller of a key sees one value",
-                format!("callers of {entry:?} saw different values"),
+                format!(
+                    "callers of {entry:?} saw different values: task {by} got {}, task {task} got {}",
+                    String::from_utf8_lossy(first),
+                    String::from_utf8_lossy(&value)
+                ),
             )),
             Some(_) => {}
             None => {
-                state.observed.insert(entry, value);
+                state.observed.insert(entry, (value, task));
             }
         }
         drop(state);
