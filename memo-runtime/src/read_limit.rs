@@ -51,7 +51,7 @@ impl Limit {
     /// A memo or step-output entry of a store whose values may be up to
     /// `max_value_size` bytes.
     pub(crate) fn memo_entry(max_value_size: usize) -> Limit {
-        let frame = envelope::OVERHEAD as u64;
+        let frame = envelope::MAX_OVERHEAD as u64;
         Limit {
             bytes: u64::try_from(max_value_size)
                 .unwrap_or(u64::MAX)
@@ -121,6 +121,7 @@ pub(crate) async fn read_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seal::PLAIN;
     use crate::write_once;
     use object_store::memory::InMemory;
 
@@ -156,7 +157,7 @@ mod tests {
         let store = InMemory::new();
         let path = Path::from("memo/big");
         let payload = [1u8; 32 - envelope::OVERHEAD + 1];
-        let error = write_once::create_once(&store, &path, &payload, SMALL)
+        let error = write_once::create_once(&store, &path, &payload, SMALL, &PLAIN)
             .await
             .unwrap_err();
         assert!(
@@ -172,11 +173,11 @@ mod tests {
         );
         assert!(store.head(&path).await.is_err(), "nothing is written");
         let fits = &payload[1..];
-        write_once::create_once(&store, &path, fits, SMALL)
+        write_once::create_once(&store, &path, fits, SMALL, &PLAIN)
             .await
             .unwrap();
         assert_eq!(
-            write_once::read(&store, &path, SMALL)
+            write_once::read(&store, &path, SMALL, &PLAIN)
                 .await
                 .unwrap()
                 .unwrap(),
@@ -185,9 +186,9 @@ mod tests {
     }
 
     #[test]
-    fn a_memo_entry_may_hold_a_value_of_the_limit_and_its_frame() {
+    fn a_memo_entry_may_hold_a_value_of_the_limit_and_its_largest_frame() {
         let limit = Limit::memo_entry(100);
-        assert!(limit.admits(100 + envelope::OVERHEAD as u64));
-        assert!(!limit.admits(101 + envelope::OVERHEAD as u64));
+        assert!(limit.admits(100 + envelope::MAX_OVERHEAD as u64));
+        assert!(!limit.admits(101 + envelope::MAX_OVERHEAD as u64));
     }
 }

@@ -439,6 +439,7 @@ async fn timers_deadlines_and_cancellation_across_workers_in_memory_and_on_a_fol
         memo_runtime::store::StoreAndPrefix {
             store: memory.clone(),
             prefix: "p".into(),
+            seal: Default::default(),
         }
     })
     .await;

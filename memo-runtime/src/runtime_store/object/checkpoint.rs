@@ -279,7 +279,7 @@ impl ObjectStoreRuntimeStore {
             let path = self.layout.checkpoint(run_id, incarnation, newest);
             // Deleted since the listing: a newer one replaced it.
             let Some(bytes) =
-                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &self.seal).await?
             else {
                 continue;
             };
@@ -312,7 +312,8 @@ impl ObjectStoreRuntimeStore {
         known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.delta_path(run_id, incarnation, (position, form));
-        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+        let Some(bytes) =
+            write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &self.seal).await?
         else {
             return Ok(DeltaRead::Gone);
         };
@@ -350,9 +351,13 @@ impl ObjectStoreRuntimeStore {
                     Some(known) => known.with_receipts_before(delta.receipts_from),
                     None => {
                         let base_path = self.layout.checkpoint(run_id, incarnation, p);
-                        let read =
-                            write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT)
-                                .await?;
+                        let read = write_once::read(
+                            self.store.as_ref(),
+                            &base_path,
+                            Limit::CHECKPOINT,
+                            &self.seal,
+                        )
+                        .await?;
                         let Some(bytes) = read else {
                             return Ok(DeltaRead::BaseGone);
                         };
@@ -564,8 +569,14 @@ impl ObjectStoreRuntimeStore {
             .checkpoint(run_id, folded.incarnation, folded.next);
         let written = match codec::encode_value("a run checkpoint", &checkpoint) {
             Ok(encoded) => {
-                write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT)
-                    .await
+                write_once::create_once(
+                    self.store.as_ref(),
+                    &path,
+                    &encoded,
+                    Limit::CHECKPOINT,
+                    &self.seal,
+                )
+                .await
             }
             Err(e) => Err(e),
         };
@@ -621,7 +632,14 @@ impl ObjectStoreRuntimeStore {
         let path = self
             .layout
             .delta_v2(run_id, folded.incarnation, folded.next);
-        write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT).await
+        write_once::create_once(
+            self.store.as_ref(),
+            &path,
+            &encoded,
+            Limit::CHECKPOINT,
+            &self.seal,
+        )
+        .await
     }
 }
 
