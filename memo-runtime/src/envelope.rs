@@ -41,6 +41,8 @@
 //! The checksum comes last so a truncated object fails either the length or
 //! the checksum check, whichever it reaches first.
 
+use std::cell::RefCell;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use chacha20poly1305::aead::AeadInPlace;
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
@@ -159,8 +161,23 @@ fn compress(payload: &[u8], compression: Compression) -> Option<Vec<u8>> {
     if payload.len() < min_size {
         return None;
     }
-    let zstd = zstd::bulk::compress(payload, level).ok()?;
+    let zstd = COMPRESSOR.with_borrow_mut(|cached| {
+        // A zstd context costs more to make than a small payload takes to
+        // compress: each thread keeps one, set to the level asked for.
+        if cached.as_ref().is_none_or(|(at, _)| *at != level) {
+            *cached = Some((level, zstd::bulk::Compressor::new(level).ok()?));
+        }
+        let (_, compressor) = cached.as_mut()?;
+        compressor.compress(payload).ok()
+    })?;
     (LENGTH_LEN + zstd.len() < payload.len()).then_some(zstd)
+}
+
+thread_local! {
+    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
 }
 
 fn frame_sealed(path: &Path, body: Body<'_>, key: Option<(u32, &XChaCha20Poly1305)>) -> Bytes {
@@ -408,7 +425,14 @@ fn decompress(path: &Path, body: &[u8], max_payload: u64) -> Result<Bytes> {
         )));
     }
     let len = usize::try_from(len).expect("a length within the limit fits usize");
-    let payload = zstd::bulk::decompress(&body[LENGTH_LEN..], len)
+    let payload = DECOMPRESSOR
+        .with_borrow_mut(|cached| {
+            if cached.is_none() {
+                *cached = Some(zstd::bulk::Decompressor::new()?);
+            }
+            let decompressor = cached.as_mut().expect("made above");
+            decompressor.decompress(&body[LENGTH_LEN..], len)
+        })
         .map_err(|e| corrupt(format!("the compressed payload does not decompress: {e}")))?;
     if payload.len() != len {
         return Err(corrupt(format!(
