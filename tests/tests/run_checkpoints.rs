@@ -1037,7 +1037,7 @@ async fn a_commit_to_a_cached_run_that_fell_far_behind_costs_what_a_fresh_instan
 }
 
 /// A run's state as checkpoints store it, restated here to forge them (the
-/// format is `RunState` in `runtime_store/state.rs`).
+/// format is `RunState` in `runtime_store/state/`).
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct StoredState {
     record: RunRecord,

@@ -33,7 +33,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use memo_examples::open_store_with;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Error, Memo, RunId, memoized};
+use memo_runtime::{Error, ErrorKind, Memo, RunId, memoized};
 
 /// Runs the `crash-loop` run to completion, resuming it if it exists.
 #[derive(Parser)]
@@ -150,8 +150,10 @@ async fn main() -> anyhow::Result<()> {
                 println!("output {}", outputs.join(","));
                 return Ok(());
             }
-            // The killed worker's lease: wait for it to expire.
-            Err(Error::LeaseHeld { .. }) => {
+            // The killed worker's lease (wait for it to expire), or this
+            // attempt's own, lost on a machine slow enough for the short
+            // lease to expire under it: as a queue would, deliver again.
+            Err(e) if e.kind() == ErrorKind::Lease => {
                 tokio::time::sleep(Duration::from_millis(args.lease_ms / 4 + 1)).await;
             }
             Err(e) => return Err(e.into()),

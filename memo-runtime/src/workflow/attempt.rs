@@ -9,9 +9,9 @@ use futures::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::cancel::cancel_reason;
 use super::context;
 use super::lease::AttemptLease;
+use super::lease::cancel_reason;
 use super::{Context, Runtime, Workflow, WorkflowFn};
 use crate::codec;
 use crate::error::{Error, Result};

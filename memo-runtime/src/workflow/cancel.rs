@@ -1,13 +1,13 @@
 //! [`Runtime::cancel`]: ending a run on request, at once or at its
 //! attempt's next step boundary.
 
-use super::lease::AttemptLease;
+use super::lease::{AttemptLease, cancel_reason};
 use super::{CANCEL_SIGNAL, Runtime};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::retention::TerminalMarker;
 use crate::run_id::RunId;
-use crate::runtime_store::{Commit, InputRecord, Lease, RunRecord, StatusChange};
+use crate::runtime_store::{Commit, Lease, RunRecord, StatusChange};
 
 #[cfg(doc)]
 use super::Context;
@@ -172,13 +172,4 @@ impl Runtime {
         self.mark_terminal(&marker).await;
         Ok(())
     }
-}
-
-/// The reason of the cancellation recorded among a run's `inputs`, if
-/// [`Runtime::cancel`] recorded one (an empty reason if it does not decode).
-pub(super) fn cancel_reason(inputs: &[InputRecord]) -> Option<String> {
-    inputs
-        .iter()
-        .find(|input| input.name == CANCEL_SIGNAL)
-        .map(|input| codec::decode::<String>(&input.payload).unwrap_or_default())
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::Shared;
+use super::{CANCEL_SIGNAL, Shared};
+use crate::codec;
 use crate::error::{Error, Result};
 use crate::run_id::RunId;
 use crate::runtime_store::{Commit, Fence, InputRecord, StatusChange};
@@ -79,7 +80,7 @@ impl HeldLease {
 
     /// Notes the cancellation request among `inputs`, if there is one.
     pub(super) fn note_cancel(&self, inputs: &[InputRecord]) {
-        if let Some(reason) = super::cancel::cancel_reason(inputs) {
+        if let Some(reason) = cancel_reason(inputs) {
             *self.cancel.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
         }
     }
@@ -255,4 +256,13 @@ impl<'a> AttemptLease<'a> {
             tracing::debug!(run_id = %self.run_id, error = %e, "lease not released; it will expire");
         }
     }
+}
+
+/// The reason of the cancellation recorded among a run's `inputs`, if
+/// [`Runtime::cancel`](super::Runtime::cancel) recorded one (an empty reason if it does not decode).
+pub(super) fn cancel_reason(inputs: &[InputRecord]) -> Option<String> {
+    inputs
+        .iter()
+        .find(|input| input.name == CANCEL_SIGNAL)
+        .map(|input| codec::decode::<String>(&input.payload).unwrap_or_default())
 }

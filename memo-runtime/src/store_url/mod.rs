@@ -2,23 +2,25 @@
 //! and the start-up probe that checks a store can keep memo's write-once
 //! promise.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod cloud;
+mod options;
+mod probe;
 
-use async_trait::async_trait;
+use std::sync::Arc;
+
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutMode, PutOptions, PutPayload, PutResult,
-};
-use tokio::sync::OnceCell;
+use object_store::{ObjectStore, ObjectStoreScheme};
 use url::Url;
 
 use crate::error::{Error, Result};
-use crate::forward::forward_object_store;
-use crate::layout;
-use crate::run_id::unique_token;
 use crate::seal::{Seal, seal_from_options};
+use options::StoreOptions;
+
+pub use options::{
+    CHECK_CONDITIONAL_CREATE_OPTION, FSYNC_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION,
+};
+pub use probe::probe_conditional_create;
 
 /// A (store, prefix) pair: the store [`store_from_url`] built, and the path
 /// within it that the URL points at.
@@ -51,20 +53,6 @@ impl std::fmt::Debug for StoreAndPrefix {
             .finish()
     }
 }
-
-/// Memo's own option key: how many times a failed cloud request is retried.
-pub const MAX_RETRIES_OPTION: &str = "max_retries";
-/// Memo's own option key: how long a cloud request is retried in total, in
-/// [`humantime`] syntax (`"10s"`, `"2m"`).
-pub const RETRY_TIMEOUT_OPTION: &str = "retry_timeout";
-/// Memo's own option key: `"false"` turns off the check that a cloud store
-/// refuses to create an object that exists (default `"true"`; see
-/// [`store_from_url`]).
-pub const CHECK_CONDITIONAL_CREATE_OPTION: &str = "check_conditional_create";
-/// Memo's own option key for a `file://` folder: `"false"` makes writes and
-/// deletes skip `fsync` (default `"true"`: an acknowledged write survives a
-/// power loss; see [`LocalFolder`](crate::store::LocalFolder#durability)).
-pub const FSYNC_OPTION: &str = "fsync";
 
 /// Builds the object store a URL names, and the path prefix within it.
 ///
@@ -318,371 +306,6 @@ fn local_folder(url: &str, parsed: &Url, fsync: bool) -> Result<Arc<dyn ObjectSt
     Ok(Arc::new(store))
 }
 
-/// The options given to [`store_from_url`], with memo's own keys taken out.
-#[derive(Debug, Default, Clone)]
-struct StoreOptions {
-    /// The builder config keys and values, in the order given.
-    builder: Vec<(String, String)>,
-    /// `None` keeps the builder's default.
-    max_retries: Option<usize>,
-    /// `None` keeps the builder's default.
-    retry_timeout: Option<Duration>,
-    /// `Some(false)` turns the conditional-create check off.
-    check_conditional_create: Option<bool>,
-    /// `Some(false)` makes a `file://` folder skip `fsync`.
-    fsync: Option<bool>,
-}
-
-impl StoreOptions {
-    fn collect<I, K, V>(url: &str, options: I) -> Result<Self>
-    where
-        I: IntoIterator<Item = (K, V)>,
-        K: AsRef<str>,
-        V: Into<String>,
-    {
-        let mut collected = StoreOptions::default();
-        for (key, value) in options {
-            let key = key.as_ref().to_ascii_lowercase();
-            let value: String = value.into();
-            match key.as_str() {
-                MAX_RETRIES_OPTION => {
-                    let max = value.trim().parse().map_err(|e| {
-                        invalid(url, format!("option {key}={value:?} is not a count: {e}"))
-                    })?;
-                    collected.max_retries = Some(max);
-                }
-                RETRY_TIMEOUT_OPTION => {
-                    let timeout = humantime::parse_duration(value.trim()).map_err(|e| {
-                        invalid(
-                            url,
-                            format!("option {key}={value:?} is not a duration: {e}"),
-                        )
-                    })?;
-                    collected.retry_timeout = Some(timeout);
-                }
-                CHECK_CONDITIONAL_CREATE_OPTION => {
-                    let check = value.trim().parse().map_err(|_| {
-                        invalid(url, format!("option {key}={value:?} is not true or false"))
-                    })?;
-                    collected.check_conditional_create = Some(check);
-                }
-                FSYNC_OPTION => {
-                    let fsync = value.trim().parse().map_err(|_| {
-                        invalid(url, format!("option {key}={value:?} is not true or false"))
-                    })?;
-                    collected.fsync = Some(fsync);
-                }
-                _ => collected.builder.push((key, value)),
-            }
-        }
-        Ok(collected)
-    }
-
-    /// Local and in-memory stores have nothing to configure: an option there
-    /// is a mistake the caller should hear about.
-    fn expect_none(&self, url: &str) -> Result<()> {
-        let retry_set = self.max_retries.is_some()
-            || self.retry_timeout.is_some()
-            || self.check_conditional_create.is_some();
-        match self.builder.first() {
-            Some((key, _)) => Err(invalid(
-                url,
-                format!("option {key:?} applies to no store here: this URL takes no options"),
-            )),
-            None if retry_set => Err(invalid(
-                url,
-                "retry and conditional-create options apply to cloud stores only; \
-                 this URL takes no options",
-            )),
-            None => Ok(()),
-        }
-    }
-
-    /// `store`, checked for conditional creates unless the options say not to.
-    fn checked(&self, store: Arc<dyn ObjectStore>, prefix: &Path) -> Arc<dyn ObjectStore> {
-        if self.check_conditional_create == Some(false) {
-            return store;
-        }
-        Arc::new(CheckedCreates {
-            inner: store,
-            prefix: prefix.clone(),
-            supported: OnceCell::new(),
-        })
-    }
-
-    /// The retry policy the options ask for, if they touch it.
-    #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
-    fn retry(&self) -> Option<object_store::RetryConfig> {
-        if self.max_retries.is_none() && self.retry_timeout.is_none() {
-            return None;
-        }
-        let mut retry = object_store::RetryConfig::default();
-        retry.max_retries = self.max_retries.unwrap_or(retry.max_retries);
-        retry.retry_timeout = self.retry_timeout.unwrap_or(retry.retry_timeout);
-        Some(retry)
-    }
-
-    /// Applies the builder options through `with_config`, parsing each key
-    /// as the backend's config key type so a misspelt key is an error rather
-    /// than silently ignored.
-    #[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
-    fn apply<B, K>(
-        &self,
-        url: &str,
-        builder: B,
-        with_config: impl Fn(B, K, String) -> B,
-    ) -> Result<B>
-    where
-        K: std::str::FromStr,
-    {
-        self.builder
-            .iter()
-            .try_fold(builder, |builder, (key, value)| {
-                let key: K = key
-                    .parse()
-                    .map_err(|_| invalid(url, format!("unknown option {key:?} for this store")))?;
-                Ok(with_config(builder, key, value.clone()))
-            })
-    }
-}
-
-/// The cloud backends, each compiled only with its cargo feature.
-mod cloud {
-    use super::*;
-
-    #[cfg(feature = "aws")]
-    pub(super) fn s3(
-        url: &str,
-        shown: &str,
-        options: StoreOptions,
-    ) -> Result<Arc<dyn ObjectStore>> {
-        use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
-
-        let builder = AmazonS3Builder::from_env().with_url(url);
-        let mut builder = options.apply(shown, builder, |b, k, v| b.with_config(k, v))?;
-        let plain_http = builder
-            .get_config_value(&AmazonS3ConfigKey::Endpoint)
-            .is_some_and(|endpoint| endpoint.starts_with("http://"));
-        if plain_http {
-            builder = builder.with_allow_http(true);
-        }
-        if let Some(retry) = options.retry() {
-            builder = builder.with_retry(retry);
-        }
-        // Set last so no environment variable or option can switch off the
-        // If-None-Match create that write-once entries stand on.
-        let store = builder
-            .with_conditional_put(S3ConditionalPut::ETagMatch)
-            .build()
-            .map_err(|e| store_err(shown, e))?;
-        Ok(Arc::new(store))
-    }
-
-    #[cfg(feature = "gcp")]
-    pub(super) fn gcs(
-        url: &str,
-        shown: &str,
-        options: StoreOptions,
-    ) -> Result<Arc<dyn ObjectStore>> {
-        use object_store::gcp::GoogleCloudStorageBuilder;
-
-        let builder = GoogleCloudStorageBuilder::from_env().with_url(url);
-        let mut builder = options.apply(shown, builder, |b, k, v| b.with_config(k, v))?;
-        if let Some(retry) = options.retry() {
-            builder = builder.with_retry(retry);
-        }
-        Ok(Arc::new(builder.build().map_err(|e| store_err(shown, e))?))
-    }
-
-    #[cfg(feature = "azure")]
-    pub(super) fn azure(
-        url: &str,
-        shown: &str,
-        options: StoreOptions,
-    ) -> Result<Arc<dyn ObjectStore>> {
-        use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-
-        let builder = MicrosoftAzureBuilder::from_env().with_url(url);
-        let mut builder = options.apply(shown, builder, |b, k, v| b.with_config(k, v))?;
-        let plain_http = builder
-            .get_config_value(&AzureConfigKey::Endpoint)
-            .is_some_and(|endpoint| endpoint.starts_with("http://"));
-        if plain_http {
-            builder = builder.with_allow_http(true);
-        }
-        if let Some(retry) = options.retry() {
-            builder = builder.with_retry(retry);
-        }
-        Ok(Arc::new(builder.build().map_err(|e| store_err(shown, e))?))
-    }
-
-    #[cfg(not(feature = "aws"))]
-    pub(super) fn s3(_: &str, shown: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
-        Err(disabled(shown, "aws"))
-    }
-
-    #[cfg(not(feature = "gcp"))]
-    pub(super) fn gcs(_: &str, shown: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
-        Err(disabled(shown, "gcp"))
-    }
-
-    #[cfg(not(feature = "azure"))]
-    pub(super) fn azure(_: &str, shown: &str, _: StoreOptions) -> Result<Arc<dyn ObjectStore>> {
-        Err(disabled(shown, "azure"))
-    }
-
-    #[cfg_attr(
-        all(feature = "aws", feature = "gcp", feature = "azure"),
-        allow(dead_code)
-    )]
-    fn disabled(url: &str, feature: &'static str) -> Error {
-        Error::StoreFeatureDisabled {
-            url: url.to_owned(),
-            feature,
-        }
-    }
-}
-
-/// Checks that `store` refuses to create an object that already exists, the
-/// promise every write-once memo entry stands on.
-///
-/// Creates one probe object under `<prefix>/probes/` twice with
-/// `PutMode::Create`: the first must succeed and the second must fail with
-/// `AlreadyExists`. The probe object is deleted afterwards, whatever the
-/// outcome. Run it once at start-up, before trusting a store from a URL: an
-/// S3-compatible server that ignores `If-None-Match` would otherwise let
-/// racing writers overwrite each other's committed entries unnoticed.
-///
-/// # Errors
-///
-/// [`Error::ConditionalPutUnsupported`] if the store rejects conditional
-/// creates or lets the second create overwrite the first; [`Error::Store`] if
-/// a request fails for another reason.
-///
-/// # Example
-///
-/// ```
-/// use std::sync::Arc;
-/// use memo_runtime::object_store::memory::InMemory;
-/// use memo_runtime::store::probe_conditional_create;
-///
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let store = Arc::new(InMemory::new());
-/// probe_conditional_create(store.as_ref(), &"memo".into()).await?;
-/// # Ok::<_, memo_runtime::Error>(())
-/// # })?;
-/// # Ok::<_, memo_runtime::Error>(())
-/// ```
-pub async fn probe_conditional_create(store: &dyn ObjectStore, prefix: &Path) -> Result<()> {
-    let path = layout::probe(prefix, unique_token());
-    let outcome = create_twice(store, &path).await;
-    let cleanup = match store.delete(&path).await {
-        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-        Err(e) => Err(Error::store(&path, e)),
-    };
-    outcome.and(cleanup)
-}
-
-async fn create_twice(store: &dyn ObjectStore, path: &Path) -> Result<()> {
-    let create = || {
-        store.put_opts(
-            path,
-            PutPayload::from_static(b"memo conditional-create probe"),
-            PutOptions::from(PutMode::Create),
-        )
-    };
-    let unsupported = || Error::ConditionalPutUnsupported {
-        path: path.to_string(),
-    };
-    match create().await {
-        Ok(_) => {}
-        Err(object_store::Error::NotImplemented { .. }) => return Err(unsupported()),
-        Err(e) => return Err(Error::store(path, e)),
-    }
-    match create().await {
-        Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
-        Ok(_) | Err(object_store::Error::NotImplemented { .. }) => Err(unsupported()),
-        Err(e) => Err(Error::store(path, e)),
-    }
-}
-
-/// A cloud store from a URL whose first conditional create runs
-/// [`probe_conditional_create`]: if the backend lets a create overwrite, this
-/// store refuses every conditional create with `NotImplemented`, which memo
-/// reports as [`Error::ConditionalPutUnsupported`].
-struct CheckedCreates {
-    inner: Arc<dyn ObjectStore>,
-    prefix: Path,
-    /// The probe's verdict, once it has one (a failed request is no verdict:
-    /// the next create probes again).
-    supported: OnceCell<bool>,
-}
-
-impl CheckedCreates {
-    async fn check(&self) -> object_store::Result<()> {
-        let supported = self
-            .supported
-            .get_or_try_init(|| async {
-                match probe_conditional_create(self.inner.as_ref(), &self.prefix).await {
-                    Ok(()) => Ok(true),
-                    Err(Error::ConditionalPutUnsupported { .. }) => Ok(false),
-                    Err(Error::Store { source, .. }) => Err(source),
-                    Err(other) => Err(object_store::Error::Generic {
-                        store: "memo conditional-create check",
-                        source: Box::new(other),
-                    }),
-                }
-            })
-            .await?;
-        if *supported {
-            Ok(())
-        } else {
-            Err(object_store::Error::NotImplemented {
-                operation: "put_opts with PutMode::Create (the store let a create overwrite \
-                            an existing object)"
-                    .into(),
-                implementer: self.inner.to_string(),
-            })
-        }
-    }
-}
-
-/// As its `Display`: the inner store's `Debug` may print credentials.
-impl std::fmt::Debug for CheckedCreates {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckedCreates")
-            .field("inner", &format_args!("{}", self.inner))
-            .field("prefix", &self.prefix.as_ref())
-            .field("supported", &self.supported.get())
-            .finish()
-    }
-}
-
-impl std::fmt::Display for CheckedCreates {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CheckedCreates({})", self.inner)
-    }
-}
-
-#[async_trait]
-#[deny(clippy::missing_trait_methods)]
-impl ObjectStore for CheckedCreates {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        if opts.mode == PutMode::Create {
-            self.check().await?;
-        }
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    forward_object_store!(self.inner => put_multipart_opts, get_opts, get_ranges, delete_stream,
-        list, list_with_offset, list_with_delimiter, copy_opts, rename_opts);
-}
-
 fn invalid(url: &str, reason: impl std::fmt::Display) -> Error {
     Error::InvalidStoreUrl {
         url: url.to_owned(),
@@ -699,6 +322,7 @@ mod tests {
     use super::*;
     use crate::testing::IgnoresConditionalCreates;
     use futures::StreamExt;
+    use object_store::ObjectStoreExt;
 
     const NO_OPTIONS: [(&str, &str); 0] = [];
 

@@ -1,29 +1,27 @@
 //! Retention: clearing what runs left behind once their terminal marker is
 //! older than the retention period, in passes or in a background task.
 
+mod background;
+mod builder;
+mod report;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::clock::{Clock, SystemClock};
+pub use background::{SweeperHandle, SweeperSummary};
+pub use builder::{DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeperBuilder};
+pub use report::{SweepFailure, SweepReport};
+
+use crate::clock::Clock;
 use crate::due_index;
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RuntimeStore;
-
-/// How many expired markers a pass takes from the listing at a time, unless
-/// [`RetentionSweeperBuilder::page_size`] says otherwise.
-pub const DEFAULT_SWEEP_PAGE_SIZE: usize = 500;
-
-/// How many runs of a page are cleared at once, unless
-/// [`RetentionSweeperBuilder::concurrency`] says otherwise.
-pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 
 /// Deletes the memo entries, step-output entries and (optionally) the
 /// runtime-store records of runs that reached a terminal state more than a
@@ -110,88 +108,7 @@ struct SweeperConfig {
     dry_run: bool,
 }
 
-/// Configures a [`RetentionSweeper`]; made by [`RetentionSweeper::builder`].
-#[derive(Debug)]
-#[must_use = "a builder does nothing until `build` is called"]
-pub struct RetentionSweeperBuilder {
-    config: SweeperConfig,
-}
-
-impl RetentionSweeperBuilder {
-    /// Also deletes each expired run's records in `store` (after its memo
-    /// entries, before its marker), and refuses to clear a run that `store`
-    /// holds in a status that is not terminal. Without a runtime store only
-    /// memo and step-output entries are deleted.
-    pub fn runtime_store(mut self, store: Arc<dyn RuntimeStore>) -> Self {
-        self.config.runtime_store = Some(store);
-        self
-    }
-
-    /// Clears the runs whose terminal marker is more than `retention` old:
-    /// replaces the retention the builder was made with (the runtime's, for
-    /// [`Runtime::retention_sweeper_builder`](crate::workflow::Runtime::retention_sweeper_builder)).
-    pub fn retention(mut self, retention: Duration) -> Self {
-        self.config.retention = retention;
-        self
-    }
-
-    /// The clock the background task reads at each pass (default
-    /// [`SystemClock`]). [`RetentionSweeper::sweep_once`] takes the time as
-    /// an argument instead.
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.config.clock = clock;
-        self
-    }
-
-    /// How many expired markers a pass takes from the listing at a time
-    /// (default [`DEFAULT_SWEEP_PAGE_SIZE`]; 0 counts as 1). A page is
-    /// finished before the next is listed, which bounds the memory a pass
-    /// holds whatever the number of expired runs.
-    pub fn page_size(mut self, markers: usize) -> Self {
-        self.config.page_size = markers.max(1);
-        self
-    }
-
-    /// How many runs of a page are cleared at once (default
-    /// [`DEFAULT_SWEEP_CONCURRENCY`]; 0 counts as 1). Each run's entries are
-    /// themselves deleted in batches by the backend.
-    pub fn concurrency(mut self, runs: usize) -> Self {
-        self.config.concurrency = runs.max(1);
-        self
-    }
-
-    /// In dry-run mode a pass deletes nothing: it counts the runs it would
-    /// clear and the entries it would delete (default off).
-    pub fn dry_run(mut self, dry_run: bool) -> Self {
-        self.config.dry_run = dry_run;
-        self
-    }
-
-    /// The configured sweeper.
-    pub fn build(self) -> RetentionSweeper {
-        RetentionSweeper {
-            config: Arc::new(self.config),
-        }
-    }
-}
-
 impl RetentionSweeper {
-    /// A builder for a sweeper over `memo_store` that clears runs whose
-    /// terminal marker is more than `retention` old.
-    pub fn builder(memo_store: MemoStore, retention: Duration) -> RetentionSweeperBuilder {
-        RetentionSweeperBuilder {
-            config: SweeperConfig {
-                memo_store,
-                runtime_store: None,
-                retention,
-                clock: Arc::new(SystemClock),
-                page_size: DEFAULT_SWEEP_PAGE_SIZE,
-                concurrency: DEFAULT_SWEEP_CONCURRENCY,
-                dry_run: false,
-            },
-        }
-    }
-
     /// How long a run's data is kept after it reached a terminal state.
     pub fn retention(&self) -> Duration {
         self.config.retention
@@ -518,75 +435,6 @@ impl RetentionSweeper {
             .await?;
         store.delete_run(run_id, run.incarnation).await
     }
-
-    /// Starts a background task that runs a pass at the clock's time, waits
-    /// `interval`, and repeats, until [`SweeperHandle::shutdown`] is called
-    /// or the Tokio runtime shuts down. Dropping the handle detaches the
-    /// sweeper: it keeps sweeping. A failed pass is logged and retried at the
-    /// next interval.
-    ///
-    /// # Panics
-    ///
-    /// If called outside a Tokio runtime.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    /// use memo_runtime::{MemoStore, object_store::memory::InMemory, retention::RetentionSweeper};
-    ///
-    /// let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
-    /// let sweeper = RetentionSweeper::builder(store, Duration::from_secs(3600)).build();
-    /// let handle = sweeper.spawn(Duration::from_secs(300));
-    /// // ... serve traffic ...
-    /// let summary = handle.shutdown().await;
-    /// assert!(summary.passes <= 1);
-    /// # Ok(()) }
-    /// ```
-    pub fn spawn(&self, interval: Duration) -> SweeperHandle {
-        let (stop, stop_rx) = watch::channel(false);
-        let (progress_tx, progress) = watch::channel(SweeperSummary::default());
-        // The task holds a sender too, so that dropping the handle (and its
-        // sender) detaches the sweeper rather than stopping it.
-        let detached = stop.clone();
-        let passes = self.clone().run_passes(interval, stop_rx, progress_tx);
-        let task = tokio::spawn(async move {
-            let summary = passes.await;
-            drop(detached);
-            summary
-        });
-        SweeperHandle {
-            stop,
-            progress,
-            task,
-        }
-    }
-
-    async fn run_passes(
-        self,
-        interval: Duration,
-        mut stop: watch::Receiver<bool>,
-        progress: watch::Sender<SweeperSummary>,
-    ) -> SweeperSummary {
-        let mut summary = SweeperSummary::default();
-        while !*stop.borrow_and_update() {
-            // A pass is never interrupted: stopping is only checked between
-            // passes, so a shutdown never leaves a run half-cleared on purpose.
-            let outcome = self.sweep_now().await;
-            summary.record(outcome);
-            progress.send_replace(summary.clone());
-            tokio::select! {
-                biased;
-                // A shutdown (the task's own sender keeps the channel open).
-                _ = stop.changed() => break,
-                () = tokio::time::sleep(interval) => {}
-            }
-        }
-        tracing::info!(passes = summary.passes, "retention sweeper stopped");
-        summary
-    }
 }
 
 /// What the runtime store holds of a marker's run.
@@ -604,171 +452,4 @@ enum Found {
 struct RunSwept {
     entries: usize,
     runtime_record: bool,
-}
-
-/// What one sweep pass did (or, in dry-run mode, would have done).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SweepReport {
-    /// Runs terminal strictly before this time (ms since the Unix epoch)
-    /// were expired.
-    pub cutoff_ms: u64,
-    /// Whether this was a dry run, which deleted nothing.
-    pub dry_run: bool,
-    /// Expired markers seen.
-    pub markers_expired: usize,
-    /// Pages of expired markers processed.
-    pub pages: usize,
-    /// Runs cleared completely, their markers deleted (in a dry run: runs
-    /// that would be cleared).
-    pub runs_cleared: usize,
-    /// Memo and step-output entries deleted, by cleared and failed runs alike
-    /// (in a dry run: entries of the runs that would be cleared).
-    pub entries_deleted: usize,
-    /// Runs whose runtime-store records were deleted (in a dry run: that
-    /// would be deleted). Always 0 without a runtime store.
-    pub runtime_runs_deleted: usize,
-    /// The runs that could not be cleared; their markers are kept.
-    pub failures: Vec<SweepFailure>,
-    /// Entries of the due-run index deleted because their run had ended,
-    /// was gone or was another incarnation (in a dry run: that would be
-    /// deleted). Always 0 without a runtime store.
-    pub due_entries_deleted: usize,
-}
-
-/// A run a sweep pass could not clear.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SweepFailure {
-    /// The run.
-    pub run_id: RunId,
-    /// When its marker says it reached a terminal state.
-    pub terminal_at_ms: u64,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl SweepReport {
-    fn empty(cutoff_ms: u64, dry_run: bool) -> SweepReport {
-        SweepReport {
-            cutoff_ms,
-            dry_run,
-            markers_expired: 0,
-            pages: 0,
-            runs_cleared: 0,
-            entries_deleted: 0,
-            runtime_runs_deleted: 0,
-            failures: Vec::new(),
-            due_entries_deleted: 0,
-        }
-    }
-
-    /// Whether every expired run was cleared.
-    pub fn is_complete(&self) -> bool {
-        self.failures.is_empty()
-    }
-
-    fn record(&mut self, marker: TerminalMarker, swept: RunSwept, result: Result<()>) {
-        self.entries_deleted += swept.entries;
-        self.runtime_runs_deleted += usize::from(swept.runtime_record);
-        match result {
-            Ok(()) => self.runs_cleared += 1,
-            Err(error) => {
-                tracing::warn!(
-                    run_id = %marker.run_id,
-                    terminal_at_ms = marker.terminal_at_ms,
-                    error = %error,
-                    "could not clear an expired run; its marker is kept for the next pass"
-                );
-                self.failures.push(SweepFailure {
-                    run_id: marker.run_id,
-                    terminal_at_ms: marker.terminal_at_ms,
-                    message: error.to_string(),
-                });
-            }
-        }
-    }
-}
-
-/// What a background sweeper has done so far: totals over its passes and
-/// the latest outcome.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SweeperSummary {
-    /// Passes finished, failed ones included.
-    pub passes: u64,
-    /// Passes that failed as a whole (their marker listing failed).
-    pub failed_passes: u64,
-    /// Runs cleared, over all passes.
-    pub runs_cleared: u64,
-    /// Entries deleted, over all passes.
-    pub entries_deleted: u64,
-    /// Runs that could not be cleared, over all passes (a run that failed
-    /// twice counts twice).
-    pub run_failures: u64,
-    /// The report of the latest pass that did not fail as a whole.
-    pub last_report: Option<SweepReport>,
-    /// The error of the latest pass, if it failed as a whole.
-    pub last_error: Option<String>,
-}
-
-impl SweeperSummary {
-    fn record(&mut self, outcome: Result<SweepReport>) {
-        self.passes += 1;
-        match outcome {
-            Ok(report) => {
-                self.runs_cleared += report.runs_cleared as u64;
-                self.entries_deleted += report.entries_deleted as u64;
-                self.run_failures += report.failures.len() as u64;
-                self.last_report = Some(report);
-                self.last_error = None;
-            }
-            Err(error) => {
-                tracing::error!(error = %error, "sweep pass failed; retrying at the next interval");
-                self.failed_passes += 1;
-                self.last_error = Some(error.to_string());
-            }
-        }
-    }
-}
-
-/// Controls a background sweeper started by [`RetentionSweeper::spawn`].
-///
-/// Dropping the handle detaches the sweeper, which keeps sweeping until the
-/// Tokio runtime shuts down; [`shutdown`](Self::shutdown) stops it (after
-/// its current pass) and waits.
-#[derive(Debug)]
-pub struct SweeperHandle {
-    stop: watch::Sender<bool>,
-    progress: watch::Receiver<SweeperSummary>,
-    task: JoinHandle<SweeperSummary>,
-}
-
-impl SweeperHandle {
-    /// What the sweeper has done so far.
-    pub fn summary(&self) -> SweeperSummary {
-        self.progress.borrow().clone()
-    }
-
-    /// A receiver that sees the summary change after every pass: wait for a
-    /// pass with [`watch::Receiver::wait_for`].
-    pub fn subscribe(&self) -> watch::Receiver<SweeperSummary> {
-        self.progress.clone()
-    }
-
-    /// Stops the sweeper and waits for it: a pass in progress is finished
-    /// first, no new one starts. Returns what it did over its lifetime.
-    ///
-    /// # Panics
-    ///
-    /// Resumes the panic if a pass panicked.
-    pub async fn shutdown(self) -> SweeperSummary {
-        self.stop.send_replace(true);
-        match self.task.await {
-            Ok(summary) => summary,
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            // Cancelled because the runtime is shutting down.
-            Err(_) => self.progress.borrow().clone(),
-        }
-    }
 }

@@ -1,0 +1,90 @@
+//! What a sweep pass reports: what it cleared and the runs it could not.
+
+use super::RunSwept;
+use crate::error::Result;
+use crate::retention::TerminalMarker;
+use crate::run_id::RunId;
+
+/// What one sweep pass did (or, in dry-run mode, would have done).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SweepReport {
+    /// Runs terminal strictly before this time (ms since the Unix epoch)
+    /// were expired.
+    pub cutoff_ms: u64,
+    /// Whether this was a dry run, which deleted nothing.
+    pub dry_run: bool,
+    /// Expired markers seen.
+    pub markers_expired: usize,
+    /// Pages of expired markers processed.
+    pub pages: usize,
+    /// Runs cleared completely, their markers deleted (in a dry run: runs
+    /// that would be cleared).
+    pub runs_cleared: usize,
+    /// Memo and step-output entries deleted, by cleared and failed runs alike
+    /// (in a dry run: entries of the runs that would be cleared).
+    pub entries_deleted: usize,
+    /// Runs whose runtime-store records were deleted (in a dry run: that
+    /// would be deleted). Always 0 without a runtime store.
+    pub runtime_runs_deleted: usize,
+    /// The runs that could not be cleared; their markers are kept.
+    pub failures: Vec<SweepFailure>,
+    /// Entries of the due-run index deleted because their run had ended,
+    /// was gone or was another incarnation (in a dry run: that would be
+    /// deleted). Always 0 without a runtime store.
+    pub due_entries_deleted: usize,
+}
+
+/// A run a sweep pass could not clear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SweepFailure {
+    /// The run.
+    pub run_id: RunId,
+    /// When its marker says it reached a terminal state.
+    pub terminal_at_ms: u64,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl SweepReport {
+    pub(super) fn empty(cutoff_ms: u64, dry_run: bool) -> SweepReport {
+        SweepReport {
+            cutoff_ms,
+            dry_run,
+            markers_expired: 0,
+            pages: 0,
+            runs_cleared: 0,
+            entries_deleted: 0,
+            runtime_runs_deleted: 0,
+            failures: Vec::new(),
+            due_entries_deleted: 0,
+        }
+    }
+
+    /// Whether every expired run was cleared.
+    pub fn is_complete(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    pub(super) fn record(&mut self, marker: TerminalMarker, swept: RunSwept, result: Result<()>) {
+        self.entries_deleted += swept.entries;
+        self.runtime_runs_deleted += usize::from(swept.runtime_record);
+        match result {
+            Ok(()) => self.runs_cleared += 1,
+            Err(error) => {
+                tracing::warn!(
+                    run_id = %marker.run_id,
+                    terminal_at_ms = marker.terminal_at_ms,
+                    error = %error,
+                    "could not clear an expired run; its marker is kept for the next pass"
+                );
+                self.failures.push(SweepFailure {
+                    run_id: marker.run_id,
+                    terminal_at_ms: marker.terminal_at_ms,
+                    message: error.to_string(),
+                });
+            }
+        }
+    }
+}
