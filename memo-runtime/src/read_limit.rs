@@ -16,6 +16,10 @@ use crate::error::{Error, Result};
 
 const MIB: u64 = 1024 * 1024;
 
+/// What a sealed frame may add beyond a plain one's overhead: its payload
+/// is held to the same limit once opened.
+const SEALED_SLACK: u64 = (envelope::MAX_OVERHEAD - envelope::OVERHEAD) as u64;
+
 /// The most a kind of stored object may take in the store, frame included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limit {
@@ -51,7 +55,7 @@ impl Limit {
     /// A memo or step-output entry of a store whose values may be up to
     /// `max_value_size` bytes.
     pub(crate) fn memo_entry(max_value_size: usize) -> Limit {
-        let frame = envelope::MAX_OVERHEAD as u64;
+        let frame = envelope::OVERHEAD as u64;
         Limit {
             bytes: u64::try_from(max_value_size)
                 .unwrap_or(u64::MAX)
@@ -68,6 +72,32 @@ impl Limit {
     /// Whether `size` bytes fit.
     pub(crate) fn admits(self, size: u64) -> bool {
         size <= self.bytes
+    }
+
+    /// Whether a stored object of `size` bytes may hold a payload within
+    /// the limit: a plain frame, or a sealed one with its larger header,
+    /// nonce and tag.
+    fn admits_object(self, size: u64) -> bool {
+        size <= self.bytes.saturating_add(SEALED_SLACK)
+    }
+
+    /// The largest payload within the limit, as a plain frame holds it.
+    pub(crate) fn max_payload(self) -> u64 {
+        self.bytes.saturating_sub(envelope::OVERHEAD as u64)
+    }
+
+    /// The error of a payload of `size` bytes, over [`Limit::max_payload`],
+    /// at `path`.
+    pub(crate) fn payload_exceeded(self, path: &Path, size: u64) -> Error {
+        Error::corrupt(
+            path,
+            format!(
+                "the payload is {size} bytes, over the {} bytes {} may hold: memo never \
+                 writes one this large, and does not read it",
+                self.max_payload(),
+                self.what
+            ),
+        )
     }
 
     fn exceeded(self, path: &Path, size: u64) -> Error {
@@ -103,12 +133,12 @@ pub(crate) async fn read_bounded(
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(Error::store(path, e)),
     };
-    if !limit.admits(got.meta.size) {
+    if !limit.admits_object(got.meta.size) {
         return Err(limit.exceeded(path, got.meta.size));
     }
     match got.bytes().await {
         // A store whose body outgrew the size it announced.
-        Ok(body) if !limit.admits(body.len() as u64) => {
+        Ok(body) if !limit.admits_object(body.len() as u64) => {
             Err(limit.exceeded(path, body.len() as u64))
         }
         Ok(body) => Ok(Some(body)),
@@ -188,7 +218,9 @@ mod tests {
     #[test]
     fn a_memo_entry_may_hold_a_value_of_the_limit_and_its_largest_frame() {
         let limit = Limit::memo_entry(100);
-        assert!(limit.admits(100 + envelope::MAX_OVERHEAD as u64));
-        assert!(!limit.admits(101 + envelope::MAX_OVERHEAD as u64));
+        assert!(limit.admits(100 + envelope::OVERHEAD as u64));
+        assert!(!limit.admits(101 + envelope::OVERHEAD as u64));
+        assert!(limit.admits_object(100 + envelope::MAX_OVERHEAD as u64));
+        assert!(!limit.admits_object(101 + envelope::MAX_OVERHEAD as u64));
     }
 }

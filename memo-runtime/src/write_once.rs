@@ -63,10 +63,14 @@ pub(crate) async fn read(
     limit: Limit,
     seal: &Seal,
 ) -> Result<Option<Bytes>> {
-    match read_bounded(store, path, limit).await? {
-        Some(framed) => envelope::open(path, framed, seal, limit.bytes()).map(Some),
-        None => Ok(None),
+    let Some(framed) = read_bounded(store, path, limit).await? else {
+        return Ok(None);
+    };
+    let payload = envelope::open(path, framed, seal, limit.max_payload())?;
+    if payload.len() as u64 > limit.max_payload() {
+        return Err(limit.payload_exceeded(path, payload.len() as u64));
     }
+    Ok(Some(payload))
 }
 
 /// Creates the object at `path` holding `payload` (framed and sealed by
@@ -95,8 +99,9 @@ pub(crate) async fn create_once(
     limit: Limit,
     seal: &Seal,
 ) -> Result<Created> {
-    let framed = envelope::seal(path, payload, seal);
-    let size = framed.len().max(payload.len());
+    // Held to the plain frame's size whatever the seal: a sealed frame may
+    // take a little more in the store, and reads allow for that.
+    let size = payload.len() + envelope::OVERHEAD;
     if !limit.admits(size as u64) {
         return Err(Error::TooLarge {
             key: path.to_string(),
@@ -104,6 +109,7 @@ pub(crate) async fn create_once(
             limit: usize::try_from(limit.bytes()).unwrap_or(usize::MAX),
         });
     }
+    let framed = envelope::seal(path, payload, seal);
     let mut attempt = 0;
     loop {
         attempt += 1;
