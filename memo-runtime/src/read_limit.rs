@@ -106,7 +106,8 @@ impl Limit {
             format!(
                 "the object is {size} bytes, over the {} bytes {} may take: \
                  memo never writes one this large, and does not read it",
-                self.bytes, self.what
+                self.bytes.saturating_add(SEALED_SLACK),
+                self.what
             ),
         )
     }
@@ -164,21 +165,23 @@ mod tests {
     async fn an_object_over_its_limit_is_corrupt_before_its_body_is_read() {
         let store = InMemory::new();
         let path = Path::from("memo/big");
-        store.put(&path, vec![0u8; 33].into()).await.unwrap();
+        // 32 bytes and the room a sealed frame takes beyond a plain one.
+        let most = 32 + SEALED_SLACK as usize;
+        store.put(&path, vec![0u8; most + 1].into()).await.unwrap();
         let error = read_bounded(&store, &path, SMALL).await.unwrap_err();
         assert!(
             matches!(&error, Error::Corrupt { path, reason }
-                if path == "memo/big" && reason.contains("33 bytes") && reason.contains("32 bytes")),
+                if path == "memo/big" && reason.contains("79 bytes") && reason.contains("78 bytes")),
             "{error}"
         );
-        store.put(&path, vec![0u8; 32].into()).await.unwrap();
+        store.put(&path, vec![0u8; most].into()).await.unwrap();
         assert_eq!(
             read_bounded(&store, &path, SMALL)
                 .await
                 .unwrap()
                 .unwrap()
                 .len(),
-            32
+            most
         );
     }
 
