@@ -61,8 +61,10 @@ pub fn open_store_with(store: &str, options: &[(String, String)]) -> anyhow::Res
     let objects: Arc<dyn ObjectStore> = opened.store;
     let under = |part: &str| Path::from_iter(opened.prefix.parts().chain(Path::from(part).parts()));
     Ok(Stores {
-        memo: MemoStore::new(Arc::clone(&objects), under("memo")),
-        runs: Arc::new(ObjectStoreRuntimeStore::new(objects, under("runtime"))),
+        memo: MemoStore::new(Arc::clone(&objects), under("memo")).with_seal(opened.seal.clone()),
+        runs: Arc::new(
+            ObjectStoreRuntimeStore::new(objects, under("runtime")).with_seal(opened.seal.clone()),
+        ),
         url,
     })
 }

@@ -112,11 +112,14 @@ impl StoreArgs {
         let under = |prefix: &str| -> Path {
             Path::from_iter(opened.prefix.parts().chain(Path::from(prefix).parts()))
         };
-        let memo = MemoStore::new(Arc::clone(&opened.store), under(&self.memo_prefix));
+        // The URL's seal options (an encryption key file) open sealed data.
+        let memo = MemoStore::new(Arc::clone(&opened.store), under(&self.memo_prefix))
+            .with_seal(opened.seal.clone());
         // An operator's listing must not change the store it inspects.
         let mut runs =
             ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), under(&self.runs_prefix))
-                .with_read_only_listings();
+                .with_read_only_listings()
+                .with_seal(opened.seal.clone());
         // The cloud stores and memo's local folder list in order from an
         // offset, so a page stops its listing there.
         if lists_in_order(given) {

@@ -16,6 +16,7 @@ use crate::memo::MemoStore;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RunRecord;
+use crate::seal::PLAIN;
 use crate::write_once;
 
 /// An entry of the due-run index: run `run_id` (its incarnation
@@ -37,7 +38,7 @@ pub struct DueRun {
 /// Writes `due`'s entry; writing it again is a no-op.
 pub(crate) async fn write(memo: &MemoStore, due: &DueRun) -> Result<()> {
     let path = path(memo, due);
-    write_once::create_once(memo.store(), &path, &[], Limit::MARKER).await?;
+    write_once::create_once(memo.store(), &path, &[], Limit::MARKER, &PLAIN).await?;
     Ok(())
 }
 

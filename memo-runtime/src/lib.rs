@@ -20,6 +20,7 @@
 //! - [`runtime_store`]: the durable record of workflow runs and their step
 //!   receipts, in memory or in object storage;
 //! - [`retention`]: terminal markers and the sweeper that clears expired runs;
+//! - [`seal`]: compression and authenticated encryption of stored payloads;
 //! - [`clock`]: the time source of the runtime and the sweeper;
 //! - [`limits`]: the limits memo enforces and the defaults of the
 //!   configurable ones.
@@ -41,6 +42,8 @@
 //! - `docs/guide/retention.md`: terminal markers and the sweeper;
 //! - `docs/guide/testing.md`: your workflow in the seeded simulator;
 //! - `docs/guide/stored-format.md`: paths, frames, keys, records, upgrades;
+//! - `docs/guide/encryption.md`: encryption and compression of what is
+//!   stored, keys and their rotation;
 //! - `docs/operations.md`: stores by URL, credentials, the bucket's
 //!   lifecycle rule, many workers, `memoctl`.
 //!
@@ -73,6 +76,7 @@ pub mod retention;
 mod run_id;
 pub mod runtime_store;
 pub mod shared;
+pub mod seal;
 mod store_url;
 pub mod workflow;
 mod write_once;

@@ -33,6 +33,7 @@ use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::shared::SharedScope;
+use crate::seal::Seal;
 use crate::write_once::{self, Created};
 
 use entry_cache::EntryCache;
@@ -110,6 +111,7 @@ struct Inner {
     cache: Option<Arc<EntryCache>>,
     /// The scope of `#[memoized(scope = shared)]` calls ([`Memo::shared`]).
     shared_scope: Arc<SharedScope>,
+    seal: Seal,
 }
 
 impl std::fmt::Debug for MemoStore {
@@ -135,6 +137,7 @@ impl MemoStore {
                 max_value_size: DEFAULT_MAX_VALUE_SIZE,
                 cache: Some(EntryCache::new(DEFAULT_ENTRY_CACHE_BYTES)),
                 shared_scope: Arc::default(),
+                seal: Seal::default(),
             }),
         }
     }
@@ -153,6 +156,7 @@ impl MemoStore {
                 max_value_size: bytes,
                 cache: self.inner.cache.clone(),
                 shared_scope: Arc::clone(&self.inner.shared_scope),
+                seal: self.inner.seal.clone(),
             }),
         }
     }
@@ -179,8 +183,44 @@ impl MemoStore {
                 max_value_size: self.inner.max_value_size,
                 cache: (bytes > 0).then(|| EntryCache::new(bytes)),
                 shared_scope: Arc::clone(&self.inner.shared_scope),
+                seal: self.inner.seal.clone(),
             }),
         }
+    }
+
+    /// The same store sealing every value it writes with `seal` (default
+    /// [`Seal::default`]: compressed above a size, not encrypted), and
+    /// reading only what `seal` accepts. The committed-entry cache is kept.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use memo_runtime::{MemoStore, object_store::memory::InMemory};
+    /// use memo_runtime::seal::{Keyring, Seal};
+    ///
+    /// let keys = Keyring::new(1, [7; 32])?;
+    /// let sealed = MemoStore::new(Arc::new(InMemory::new()), "memo")
+    ///     .with_seal(Seal::default().with_encryption(keys));
+    /// assert!(sealed.seal().is_encrypted());
+    /// # Ok::<(), memo_runtime::Error>(())
+    /// ```
+    pub fn with_seal(self, seal: Seal) -> MemoStore {
+        MemoStore {
+            inner: Arc::new(Inner {
+                store: Arc::clone(&self.inner.store),
+                layout: self.inner.layout.clone(),
+                max_value_size: self.inner.max_value_size,
+                cache: self.inner.cache.clone(),
+                shared_scope: Arc::clone(&self.inner.shared_scope),
+                seal,
+            }),
+        }
+    }
+
+    /// How the values of this store are sealed.
+    pub fn seal(&self) -> &Seal {
+        &self.inner.seal
     }
 
     /// The size of the committed-entry cache in bytes; 0 if it is off.
@@ -484,13 +524,13 @@ impl MemoStore {
     /// (and checked) and kept there.
     async fn read(&self, path: &Path, cache: Option<&EntryCache>) -> Result<Option<Bytes>> {
         let Some(cache) = cache else {
-            return write_once::read(self.store(), path, self.entry_limit()).await;
+            return write_once::read(self.store(), path, self.entry_limit(), self.seal()).await;
         };
         if let Some(hit) = cache.get(path) {
             return Ok(Some(hit));
         }
         let start = EntryCache::read_start();
-        let read = write_once::read(self.store(), path, self.entry_limit()).await?;
+        let read = write_once::read(self.store(), path, self.entry_limit(), self.seal()).await?;
         if let Some(payload) = &read {
             cache.insert(path.clone(), payload.clone(), start);
         }
@@ -515,14 +555,22 @@ impl MemoStore {
             });
         }
         let Some(cache) = cache else {
-            return write_once::create_once(self.store(), path, value, self.entry_limit()).await;
+            return write_once::create_once(
+                self.store(),
+                path,
+                value,
+                self.entry_limit(),
+                self.seal(),
+            )
+            .await;
         };
         if let Some(committed) = cache.get(path) {
             return Ok(Created::of_committed(value, committed));
         }
         let start = EntryCache::read_start();
         let created =
-            write_once::create_once(self.store(), path, value, self.entry_limit()).await?;
+            write_once::create_once(self.store(), path, value, self.entry_limit(), self.seal())
+                .await?;
         // Whoever won, the payload is the committed one: ours only if our
         // create succeeded, else what was read back from the store.
         cache.insert(path.clone(), created.payload().clone(), start);
@@ -579,6 +627,7 @@ impl MemoStore {
                 max_value_size: self.inner.max_value_size,
                 cache: self.inner.cache.clone(),
                 shared_scope: scope,
+                seal: self.inner.seal.clone(),
             }),
         }
     }

@@ -16,6 +16,10 @@ use crate::error::{Error, Result};
 
 const MIB: u64 = 1024 * 1024;
 
+/// What a sealed frame may add beyond a plain one's overhead: its payload
+/// is held to the same limit once opened.
+const SEALED_SLACK: u64 = (envelope::MAX_OVERHEAD - envelope::OVERHEAD) as u64;
+
 /// The most a kind of stored object may take in the store, frame included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limit {
@@ -70,13 +74,40 @@ impl Limit {
         size <= self.bytes
     }
 
+    /// Whether a stored object of `size` bytes may hold a payload within
+    /// the limit: a plain frame, or a sealed one with its larger header,
+    /// nonce and tag.
+    fn admits_object(self, size: u64) -> bool {
+        size <= self.bytes.saturating_add(SEALED_SLACK)
+    }
+
+    /// The largest payload within the limit, as a plain frame holds it.
+    pub(crate) fn max_payload(self) -> u64 {
+        self.bytes.saturating_sub(envelope::OVERHEAD as u64)
+    }
+
+    /// The error of a payload of `size` bytes, over [`Limit::max_payload`],
+    /// at `path`.
+    pub(crate) fn payload_exceeded(self, path: &Path, size: u64) -> Error {
+        Error::corrupt(
+            path,
+            format!(
+                "the payload is {size} bytes, over the {} bytes {} may hold: memo never \
+                 writes one this large, and does not read it",
+                self.max_payload(),
+                self.what
+            ),
+        )
+    }
+
     fn exceeded(self, path: &Path, size: u64) -> Error {
         Error::corrupt(
             path,
             format!(
                 "the object is {size} bytes, over the {} bytes {} may take: \
                  memo never writes one this large, and does not read it",
-                self.bytes, self.what
+                self.bytes.saturating_add(SEALED_SLACK),
+                self.what
             ),
         )
     }
@@ -103,12 +134,12 @@ pub(crate) async fn read_bounded(
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(Error::store(path, e)),
     };
-    if !limit.admits(got.meta.size) {
+    if !limit.admits_object(got.meta.size) {
         return Err(limit.exceeded(path, got.meta.size));
     }
     match got.bytes().await {
         // A store whose body outgrew the size it announced.
-        Ok(body) if !limit.admits(body.len() as u64) => {
+        Ok(body) if !limit.admits_object(body.len() as u64) => {
             Err(limit.exceeded(path, body.len() as u64))
         }
         Ok(body) => Ok(Some(body)),
@@ -121,6 +152,7 @@ pub(crate) async fn read_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seal::PLAIN;
     use crate::write_once;
     use object_store::memory::InMemory;
 
@@ -133,21 +165,23 @@ mod tests {
     async fn an_object_over_its_limit_is_corrupt_before_its_body_is_read() {
         let store = InMemory::new();
         let path = Path::from("memo/big");
-        store.put(&path, vec![0u8; 33].into()).await.unwrap();
+        // 32 bytes and the room a sealed frame takes beyond a plain one.
+        let most = 32 + SEALED_SLACK as usize;
+        store.put(&path, vec![0u8; most + 1].into()).await.unwrap();
         let error = read_bounded(&store, &path, SMALL).await.unwrap_err();
         assert!(
             matches!(&error, Error::Corrupt { path, reason }
-                if path == "memo/big" && reason.contains("33 bytes") && reason.contains("32 bytes")),
+                if path == "memo/big" && reason.contains("79 bytes") && reason.contains("78 bytes")),
             "{error}"
         );
-        store.put(&path, vec![0u8; 32].into()).await.unwrap();
+        store.put(&path, vec![0u8; most].into()).await.unwrap();
         assert_eq!(
             read_bounded(&store, &path, SMALL)
                 .await
                 .unwrap()
                 .unwrap()
                 .len(),
-            32
+            most
         );
     }
 
@@ -156,7 +190,7 @@ mod tests {
         let store = InMemory::new();
         let path = Path::from("memo/big");
         let payload = [1u8; 32 - envelope::OVERHEAD + 1];
-        let error = write_once::create_once(&store, &path, &payload, SMALL)
+        let error = write_once::create_once(&store, &path, &payload, SMALL, &PLAIN)
             .await
             .unwrap_err();
         assert!(
@@ -172,11 +206,11 @@ mod tests {
         );
         assert!(store.head(&path).await.is_err(), "nothing is written");
         let fits = &payload[1..];
-        write_once::create_once(&store, &path, fits, SMALL)
+        write_once::create_once(&store, &path, fits, SMALL, &PLAIN)
             .await
             .unwrap();
         assert_eq!(
-            write_once::read(&store, &path, SMALL)
+            write_once::read(&store, &path, SMALL, &PLAIN)
                 .await
                 .unwrap()
                 .unwrap(),
@@ -185,9 +219,11 @@ mod tests {
     }
 
     #[test]
-    fn a_memo_entry_may_hold_a_value_of_the_limit_and_its_frame() {
+    fn a_memo_entry_may_hold_a_value_of_the_limit_and_its_largest_frame() {
         let limit = Limit::memo_entry(100);
         assert!(limit.admits(100 + envelope::OVERHEAD as u64));
         assert!(!limit.admits(101 + envelope::OVERHEAD as u64));
+        assert!(limit.admits_object(100 + envelope::MAX_OVERHEAD as u64));
+        assert!(!limit.admits_object(101 + envelope::MAX_OVERHEAD as u64));
     }
 }

@@ -63,6 +63,7 @@ use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
+use crate::seal::PLAIN;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::key::sha256_digest;
@@ -290,7 +291,8 @@ pub(crate) async fn put(
         scope.expires_ms(),
         unique_token(),
     );
-    write_once::create_once(store.store(), &marker, &[], Limit::MARKER).await?;
+    // Plain, as every marker: its meaning is in its name.
+    write_once::create_once(store.store(), &marker, &[], Limit::MARKER, &PLAIN).await?;
     // On an error the entry may or may not exist (an unknown outcome), so
     // the marker stays: at worst it deletes nothing when it expires.
     let created = store

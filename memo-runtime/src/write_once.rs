@@ -9,6 +9,7 @@ use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::read_limit::{Limit, read_bounded};
+use crate::seal::Seal;
 
 /// How many times a create whose outcome is unknown is tried before the error
 /// is returned.
@@ -48,33 +49,41 @@ impl Created {
     }
 }
 
-/// Reads and unframes the object at `path`; `None` if it does not exist.
+/// Reads and unframes the object at `path`, sealed by `seal`; `None` if it
+/// does not exist.
 ///
 /// # Errors
 ///
 /// [`Error::Store`] if the read fails, [`Error::Corrupt`] if the object is
-/// larger than `limit` (checked before its body is read) or the frame does
-/// not check.
+/// larger than `limit` (checked before its body is read, and again for its
+/// payload once decompressed) or the frame does not check against `seal`.
 pub(crate) async fn read(
     store: &dyn ObjectStore,
     path: &Path,
     limit: Limit,
+    seal: &Seal,
 ) -> Result<Option<Bytes>> {
-    match read_bounded(store, path, limit).await? {
-        Some(framed) => envelope::open(path, framed).map(Some),
-        None => Ok(None),
+    let Some(framed) = read_bounded(store, path, limit).await? else {
+        return Ok(None);
+    };
+    let payload = envelope::open(path, framed, seal, limit.max_payload())?;
+    if payload.len() as u64 > limit.max_payload() {
+        return Err(limit.payload_exceeded(path, payload.len() as u64));
     }
+    Ok(Some(payload))
 }
 
-/// Creates the object at `path` holding `payload` (framed) unless one exists,
-/// and returns the payload that is committed there.
+/// Creates the object at `path` holding `payload` (framed and sealed by
+/// `seal`) unless one exists, and returns the payload that is committed
+/// there.
 ///
 /// A failure whose effect is unknown (a timeout, a lost acknowledgement) is
 /// settled by reading back: if the object exists, its content is the answer,
 /// whoever wrote it; if not, the create is tried again.
 ///
-/// The framed object must fit `limit`, the limit its reads are held to,
-/// so that memo never writes what it would refuse to read.
+/// The framed object, and the payload before compression, must fit
+/// `limit`, the limit its reads are held to, so that memo never writes what
+/// it would refuse to read.
 ///
 /// # Errors
 ///
@@ -88,15 +97,19 @@ pub(crate) async fn create_once(
     path: &Path,
     payload: &[u8],
     limit: Limit,
+    seal: &Seal,
 ) -> Result<Created> {
-    let framed = envelope::seal(payload);
-    if !limit.admits(framed.len() as u64) {
+    // Held to the plain frame's size whatever the seal: a sealed frame may
+    // take a little more in the store, and reads allow for that.
+    let size = payload.len() + envelope::OVERHEAD;
+    if !limit.admits(size as u64) {
         return Err(Error::TooLarge {
             key: path.to_string(),
-            size: framed.len(),
+            size,
             limit: usize::try_from(limit.bytes()).unwrap_or(usize::MAX),
         });
     }
+    let framed = envelope::seal(path, payload, seal);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -105,7 +118,7 @@ pub(crate) async fn create_once(
             .put_opts(path, PutPayload::from(framed.clone()), opts)
             .await;
         let failure = match outcome {
-            Ok(_) => return Ok(Created::Ours(envelope::payload_of_sealed(&framed))),
+            Ok(_) => return Ok(Created::Ours(envelope::payload_of_sealed(&framed, payload))),
             Err(object_store::Error::NotImplemented { .. }) => {
                 return Err(Error::ConditionalPutUnsupported {
                     path: path.to_string(),
@@ -113,13 +126,13 @@ pub(crate) async fn create_once(
             }
             Err(e @ object_store::Error::AlreadyExists { .. })
             | Err(e @ object_store::Error::Precondition { .. }) => {
-                match read(store, path, limit).await? {
+                match read(store, path, limit, seal).await? {
                     Some(committed) => return Ok(classify(payload, committed)),
                     // Swept between our create and the read: try again.
                     None => e,
                 }
             }
-            Err(e) => match read(store, path, limit).await {
+            Err(e) => match read(store, path, limit, seal).await {
                 Ok(Some(committed)) => return Ok(classify(payload, committed)),
                 Ok(None) | Err(_) => e,
             },

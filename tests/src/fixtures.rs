@@ -187,3 +187,13 @@ pub async fn put_entries(store: &MemoStore, run: &RunId, entries: u32) {
         .await
         .unwrap();
 }
+
+/// A seal with every option on: each payload that zstd shrinks is
+/// compressed (no minimum size), then encrypted with a fixed test key.
+pub fn every_seal_option() -> memo_runtime::seal::Seal {
+    use memo_runtime::seal::{Compression, Keyring, Seal};
+    let keys = Keyring::new(1, [42; 32]).expect("a valid key version");
+    Seal::default()
+        .with_compression(Compression::zstd(Compression::DEFAULT_LEVEL, 0))
+        .with_encryption(keys)
+}

@@ -45,6 +45,8 @@ pub mod docs {
     pub struct GuideTesting;
     #[doc = include_str!("../../docs/guide/stored-format.md")]
     pub struct GuideStoredFormat;
+    #[doc = include_str!("../../docs/guide/encryption.md")]
+    pub struct GuideEncryption;
     #[doc = include_str!("../../docs/history/README.md")]
     pub struct History;
     #[doc = include_str!("../../docs/history/simulator-issue-9.md")]

@@ -8,13 +8,21 @@ use memo_runtime::object_store::prefix::PrefixStore;
 use memo_runtime::testing::memo_store as suite;
 use memo_runtime::testing::write_legacy_step_output;
 use memo_runtime::{Incarnation, MemoStore, RunId, retention::TerminalMarker};
-use memo_tests::fixtures::{Backend, run};
+use memo_tests::fixtures::{Backend, every_seal_option, run};
 use sha2::Digest;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_on_every_backend() {
     for backend in Backend::all() {
         suite::run_suite(|| MemoStore::new(backend.open(), "memo")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_with_compression_and_encryption_on_every_backend() {
+    for backend in Backend::all() {
+        suite::run_suite(|| MemoStore::new(backend.open(), "memo").with_seal(every_seal_option()))
+            .await;
     }
 }
 

@@ -18,6 +18,7 @@ use memo_runtime::runtime_store::{
     Commit, InputPhase, InputRecord, NewInput, NewRun, RunRecord, RunStatus, StatusChange,
     StepReceipt,
 };
+use memo_runtime::seal::Seal;
 use memo_runtime::testing::{
     CountingStore, FaultInjectingStore, FaultRule, RequestCounts, RequestKind,
 };
@@ -1089,7 +1090,8 @@ async fn forge(
     forge: impl FnOnce(&mut StoredCheckpoint),
 ) -> Path {
     let bytes = objects.get(path).await.unwrap().bytes().await.unwrap();
-    let mut stored: StoredCheckpoint = rmp_serde::from_slice(&bytes[14..bytes.len() - 4]).unwrap();
+    let payload = memo_runtime::testing::open_frame(path, bytes, &Seal::default()).unwrap();
+    let mut stored: StoredCheckpoint = rmp_serde::from_slice(&payload).unwrap();
     forge(&mut stored);
     let to = match to {
         Some(position) => {
@@ -1333,7 +1335,8 @@ async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
     let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
     assert!(newest.as_ref().contains("/delta/v2/"), "{newest}");
     let bytes = objects.get(&newest).await.unwrap().bytes().await.unwrap();
-    let stored: StoredCheckpoint = rmp_serde::from_slice(&bytes[14..bytes.len() - 4]).unwrap();
+    let payload = memo_runtime::testing::open_frame(&newest, bytes, &Seal::default()).unwrap();
+    let stored: StoredCheckpoint = rmp_serde::from_slice(&payload).unwrap();
     assert!(
         stored.inputs_from.unwrap() > 0,
         "the delta leaves inputs to its base"

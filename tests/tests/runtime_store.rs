@@ -9,7 +9,7 @@ use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::prefix::PrefixStore;
 use memo_runtime::runtime_store::{InMemoryRuntimeStore, ObjectStoreRuntimeStore, RuntimeStore};
 use memo_runtime::testing::runtime_store as suite;
-use memo_tests::fixtures::Backend;
+use memo_tests::fixtures::{Backend, every_seal_option};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_on_the_in_memory_store() {
@@ -23,6 +23,17 @@ async fn conformance_on_object_store_on_every_backend() {
         suite::run_object_store_suite(
             || backend.open(),
             |objects| ObjectStoreRuntimeStore::new(objects, "memo"),
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_with_compression_and_encryption_on_every_backend() {
+    for backend in Backend::all() {
+        suite::run_object_store_suite(
+            || backend.open(),
+            |objects| ObjectStoreRuntimeStore::new(objects, "memo").with_seal(every_seal_option()),
         )
         .await;
     }

@@ -154,14 +154,14 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("opening {}", args.store))?;
     memo_runtime::store::probe_conditional_create(opened.store.as_ref(), &opened.prefix).await?;
     let runtime = Runtime::builder()
-        .memo_store(MemoStore::new(
-            opened.store.clone(),
-            opened.prefix.clone().join("memo"),
+        .memo_store(
+            MemoStore::new(opened.store.clone(), opened.prefix.clone().join("memo"))
+                .with_seal(opened.seal.clone()),
+        )
+        .runtime_store(Arc::new(
+            ObjectStoreRuntimeStore::new(opened.store, opened.prefix.join("runtime"))
+                .with_seal(opened.seal),
         ))
-        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-            opened.store,
-            opened.prefix.join("runtime"),
-        )))
         .lease(Duration::from_millis(args.lease_ms))
         .worker_id(args.worker.clone())
         .build()?;

@@ -14,6 +14,7 @@ use object_store::{ObjectStore, ObjectStoreScheme};
 use url::Url;
 
 use crate::error::{Error, Result};
+use crate::seal::{Seal, seal_from_options};
 use options::StoreOptions;
 
 pub use options::{
@@ -34,6 +35,13 @@ pub struct StoreAndPrefix {
     /// The path within `store` that the URL names (empty for a bucket root or
     /// a `file://` folder); pass it as the prefix of a `MemoStore`.
     pub prefix: Path,
+    /// How payloads are sealed, from the URL's seal options
+    /// ([`ENCRYPTION_KEY_FILE_OPTION`](crate::seal::ENCRYPTION_KEY_FILE_OPTION),
+    /// [`COMPRESSION_OPTION`](crate::seal::COMPRESSION_OPTION),
+    /// [`ACCEPT_PLAINTEXT_OPTION`](crate::seal::ACCEPT_PLAINTEXT_OPTION));
+    /// pass it to [`MemoStore::with_seal`](crate::MemoStore::with_seal) and
+    /// [`ObjectStoreRuntimeStore::with_seal`](crate::runtime_store::ObjectStoreRuntimeStore::with_seal).
+    pub seal: Seal,
 }
 
 impl std::fmt::Debug for StoreAndPrefix {
@@ -41,6 +49,7 @@ impl std::fmt::Debug for StoreAndPrefix {
         f.debug_struct("StoreAndPrefix")
             .field("store", &format_args!("{}", self.store))
             .field("prefix", &self.prefix.as_ref())
+            .field("seal", &self.seal)
             .finish()
     }
 }
@@ -67,7 +76,11 @@ impl std::fmt::Debug for StoreAndPrefix {
 /// takes one option, [`FSYNC_OPTION`]: by default a local folder `fsync`s
 /// each write and delete, so an acknowledged commit survives a power loss;
 /// `"false"` skips that (faster; a power loss may then lose the last
-/// writes). `memory://` takes no options.
+/// writes). `memory://` takes no options. Every URL takes the seal options
+/// (see [`seal`](crate::seal)): [`ENCRYPTION_KEY_FILE_OPTION`](crate::seal::ENCRYPTION_KEY_FILE_OPTION)
+/// turns encryption on with a key file, [`COMPRESSION_OPTION`](crate::seal::COMPRESSION_OPTION)
+/// (`"zstd"`, the default, or `"off"`) and [`ACCEPT_PLAINTEXT_OPTION`](crate::seal::ACCEPT_PLAINTEXT_OPTION);
+/// they set the returned [`StoreAndPrefix::seal`].
 ///
 /// For S3, conditional puts are always set to `S3ConditionalPut::ETagMatch`
 /// (`If-None-Match: *` on create), which memo's write-once entries need, and
@@ -134,8 +147,14 @@ where
     let parsed = Url::parse(url).map_err(|e| invalid(&shown, e))?;
     refuse_secrets(&shown, &parsed)?;
     let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(&shown, e))?;
+    let (seal, options) = seal_from_options(&shown, options)?;
     let options = StoreOptions::collect(&shown, options)?;
-    store_for_scheme(url, &shown, &parsed, scheme, prefix, options)
+    let (store, prefix) = store_for_scheme(url, &shown, &parsed, scheme, prefix, options)?;
+    Ok(StoreAndPrefix {
+        store,
+        prefix,
+        seal,
+    })
 }
 
 /// The store of a parsed URL; `shown` is the URL for errors.
@@ -146,7 +165,7 @@ fn store_for_scheme(
     scheme: ObjectStoreScheme,
     prefix: Path,
     options: StoreOptions,
-) -> Result<StoreAndPrefix> {
+) -> Result<(Arc<dyn ObjectStore>, Path)> {
     if options.fsync.is_some() && scheme != ObjectStoreScheme::Local {
         return Err(invalid(
             shown,
@@ -188,7 +207,7 @@ fn store_for_scheme(
         }
         other => return Err(invalid(shown, format!("unsupported store {other:?}"))),
     };
-    Ok(StoreAndPrefix { store, prefix })
+    Ok((store, prefix))
 }
 
 /// A store URL as it may be printed: any user info (`KEY:SECRET@`) and any
@@ -547,6 +566,7 @@ mod tests {
             &path,
             b"v",
             crate::read_limit::Limit::MARKER,
+            &crate::seal::PLAIN,
         )
         .await;
         assert!(
@@ -572,6 +592,7 @@ mod tests {
             &path,
             b"v",
             crate::read_limit::Limit::MARKER,
+            &crate::seal::PLAIN,
         )
         .await
         .unwrap();
@@ -595,6 +616,7 @@ mod tests {
             &path,
             b"v",
             crate::read_limit::Limit::MARKER,
+            &crate::seal::PLAIN,
         )
         .await
         .unwrap();

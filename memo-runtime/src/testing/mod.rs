@@ -85,3 +85,18 @@ pub use suites::{memo_store, runtime_store};
 
 #[doc(inline)]
 pub use crate::__forward_object_store as forward_object_store;
+
+/// The payload of the stored object `framed`, read at `path` by a store
+/// sealed with `seal`: for tests that inspect or forge what memo stored.
+///
+/// # Errors
+///
+/// [`Error::Corrupt`](crate::Error::Corrupt) naming `path`, as a read by
+/// such a store would fail.
+pub fn open_frame(
+    path: &object_store::path::Path,
+    framed: bytes::Bytes,
+    seal: &crate::seal::Seal,
+) -> crate::Result<bytes::Bytes> {
+    crate::envelope::open(path, framed, seal, u64::MAX)
+}

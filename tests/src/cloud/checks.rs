@@ -23,7 +23,7 @@ use memo_runtime::{
 };
 
 use super::CloudBucket;
-use crate::fixtures::{put_entries, run, stored_entries};
+use crate::fixtures::{every_seal_option, put_entries, run, stored_entries};
 
 /// The start-up probe passes on a store opened from the cloud's URL, and
 /// leaves nothing behind.
@@ -45,6 +45,27 @@ pub async fn store_from_url_honours_conditional_creates(bucket: &CloudBucket) {
 pub async fn memo_conformance_suite(bucket: &CloudBucket) {
     let opened = bucket.open();
     suite::run_suite(|| MemoStore::new(opened.store.clone(), opened.prefix.clone())).await;
+}
+
+/// The memo-store conformance suite with compression and encryption on.
+pub async fn sealed_memo_conformance_suite(bucket: &CloudBucket) {
+    let opened = bucket.open();
+    suite::run_suite(|| {
+        MemoStore::new(opened.store.clone(), opened.prefix.clone()).with_seal(every_seal_option())
+    })
+    .await;
+}
+
+/// The runtime-store conformance suite with compression and encryption on.
+pub async fn sealed_runtime_store_conformance_suite(bucket: &CloudBucket) {
+    let prefix = bucket.open().prefix;
+    runtime_suite::run_object_store_suite(
+        || bucket.open().store,
+        |objects| {
+            ObjectStoreRuntimeStore::new(objects, prefix.clone()).with_seal(every_seal_option())
+        },
+    )
+    .await;
 }
 
 /// The runtime-store conformance suite, object-storage checks included.

@@ -120,6 +120,7 @@ impl StoreArgs {
                 Ok(StoreAndPrefix {
                     store: Arc::new(store),
                     prefix: Path::default(),
+                    seal: Default::default(),
                 })
             }
             StoreKind::S3 => {

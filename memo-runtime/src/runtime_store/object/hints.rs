@@ -16,6 +16,7 @@ use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
 use crate::runtime_store::{Commit, RunIdPage, RunStatus};
+use crate::seal::PLAIN;
 use crate::write_once;
 
 impl ObjectStoreRuntimeStore {
@@ -57,6 +58,7 @@ impl ObjectStoreRuntimeStore {
             &path,
             run_id.as_str().as_bytes(),
             Limit::MARKER,
+            &PLAIN,
         )
         .await?;
         Ok(())

@@ -153,7 +153,7 @@ impl ObjectStoreRuntimeStore {
         position: u64,
     ) -> Result<Option<Bytes>> {
         let path = self.log_path(run_id, incarnation, position);
-        write_once::read(self.store.as_ref(), &path, Limit::RECORD)
+        write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal)
             .await
             .map_err(|e| match e {
                 Error::Corrupt { path, reason } => Error::Corrupt {
@@ -308,8 +308,14 @@ impl ObjectStoreRuntimeStore {
                     format!("run {run_id}: the log has no position after its last"),
                 ));
             };
-            match write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::RECORD)
-                .await?
+            match write_once::create_once(
+                self.store.as_ref(),
+                &path,
+                &encoded,
+                Limit::RECORD,
+                &self.seal,
+            )
+            .await?
             {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.

@@ -33,6 +33,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::run_id::{Incarnation, RunId};
+use crate::seal::Seal;
 use cache::{Bound, Cache};
 
 /// How many bytes of folded runs an instance keeps in memory, by default:
@@ -230,6 +231,8 @@ pub struct ObjectStoreRuntimeStore {
     tidy_hints: bool,
     /// Whether `store` lists in lexical order (see `with_ordered_listings`).
     ordered_listings: bool,
+    /// How every record and checkpoint is sealed (see `with_seal`).
+    seal: Seal,
 }
 
 /// Names the store by its `Display` (backend, bucket or account and
@@ -274,7 +277,18 @@ impl ObjectStoreRuntimeStore {
             limits: RunLimits::default(),
             tidy_hints: true,
             ordered_listings: false,
+            seal: Seal::default(),
         }
+    }
+
+    /// Seals every record and checkpoint it writes with `seal` (default
+    /// [`Seal::default`]: compressed above a size, not encrypted), and
+    /// reads only what `seal` accepts: give it the seal of the
+    /// [`MemoStore`](crate::MemoStore) it runs beside.
+    #[must_use]
+    pub fn with_seal(mut self, seal: Seal) -> ObjectStoreRuntimeStore {
+        self.seal = seal;
+        self
     }
 
     /// Takes what `limits` allow (default [`RunLimits::default`]): values
@@ -367,6 +381,11 @@ impl ObjectStoreRuntimeStore {
     /// The object store the records live in.
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
         &self.store
+    }
+
+    /// How its records and checkpoints are sealed.
+    pub fn seal(&self) -> &Seal {
+        &self.seal
     }
 
     /// The path prefix everything is kept under.

@@ -98,7 +98,9 @@ impl ObjectStoreRuntimeStore {
     /// Reads the pointer object only; `None` if it is missing.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD).await? else {
+        let Some(bytes) =
+            write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal).await?
+        else {
             return Ok(None);
         };
         let creation = decode_creation(run_id, &path, &bytes, None)?;
@@ -123,7 +125,8 @@ impl ObjectStoreRuntimeStore {
                 continue;
             };
             let path = self.layout.incarnation_record(run_id, incarnation);
-            let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD).await?
+            let Some(bytes) =
+                write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal).await?
             else {
                 continue;
             };
@@ -153,13 +156,21 @@ impl ObjectStoreRuntimeStore {
         bytes: Bytes,
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        match write_once::create_once(self.store.as_ref(), &path, &bytes, Limit::RECORD).await? {
+        match write_once::create_once(
+            self.store.as_ref(),
+            &path,
+            &bytes,
+            Limit::RECORD,
+            &self.seal,
+        )
+        .await?
+        {
             // `Same`: restored by another restorer too, or by our create
             // whose answer was lost; checked as our own, since the record
             // may be gone by now either way.
             Created::Ours(_) | Created::Same(_) => {
                 let record = self.layout.incarnation_record(run_id, orphan.incarnation);
-                if write_once::read(self.store.as_ref(), &record, Limit::RECORD)
+                if write_once::read(self.store.as_ref(), &record, Limit::RECORD, &self.seal)
                     .await?
                     .is_some()
                 {
@@ -208,7 +219,7 @@ impl ObjectStoreRuntimeStore {
         bytes: &[u8],
     ) -> Result<bool> {
         let path = self.layout.incarnation_record(run_id, creation.incarnation);
-        if write_once::read(self.store.as_ref(), &path, Limit::RECORD)
+        if write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal)
             .await?
             .is_some()
         {
@@ -231,7 +242,8 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<bool> {
         let path = self.layout.incarnation_record(run_id, creation.incarnation);
         if let Created::Theirs(_) =
-            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD).await?
+            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD, &self.seal)
+                .await?
         {
             return Err(Error::corrupt(
                 &path,
@@ -272,8 +284,14 @@ impl ObjectStoreRuntimeStore {
                 .await?;
             let encoded = codec::encode_value("a run", &creation)?;
             let path = self.run_path(&run_id);
-            match write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::RECORD)
-                .await?
+            match write_once::create_once(
+                self.store.as_ref(),
+                &path,
+                &encoded,
+                Limit::RECORD,
+                &self.seal,
+            )
+            .await?
             {
                 // `Same`: our create, whose acknowledgement was lost.
                 Created::Ours(bytes) | Created::Same(bytes) => {

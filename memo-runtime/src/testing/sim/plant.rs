@@ -27,6 +27,7 @@ use object_store::{
 use super::stores::Shared;
 use crate::envelope;
 use crate::forward::forward_object_store;
+use crate::seal::PLAIN;
 use crate::testing::HugeObjects;
 
 /// The size of a planted huge object: 1 TiB, as a sparse file costs its
@@ -106,7 +107,7 @@ fn deep_value() -> Vec<u8> {
 /// holding a value nested deeper than [`MAX_NESTING_DEPTH`](crate::limits::MAX_NESTING_DEPTH) (a reader skips
 /// a field it does not know, value and all), or else that value alone.
 pub(super) fn nested(path: &Path, original: Option<Bytes>) -> Bytes {
-    let record = original.and_then(|framed| envelope::open(path, framed).ok());
+    let record = original.and_then(|framed| envelope::open(path, framed, &PLAIN, u64::MAX).ok());
     let payload = match record.as_deref() {
         // A map of up to 14 fields (a fixmap): one field more.
         Some([first @ 0x80..=0x8e, fields @ ..]) => {
@@ -118,7 +119,7 @@ pub(super) fn nested(path: &Path, original: Option<Bytes>) -> Bytes {
         }
         _ => deep_value(),
     };
-    envelope::seal(&payload)
+    envelope::seal(path, &payload, &PLAIN)
 }
 
 /// The checkpoint `framed` (a base or a delta, as memo wrote it), forged:
@@ -126,7 +127,7 @@ pub(super) fn nested(path: &Path, original: Option<Bytes>) -> Bytes {
 /// `u64::MAX` as the position it holds the run up to; `None` if it is not
 /// a framed checkpoint.
 pub(super) fn forged(path: &Path, framed: Bytes) -> Option<Bytes> {
-    let payload = envelope::open(path, framed).ok()?;
+    let payload = envelope::open(path, framed, &PLAIN, u64::MAX).ok()?;
     let without_digests = replace_value(&payload, b"commit_digests", &[0x90])
         .filter(|forged| forged.len() < payload.len());
     let forged = match without_digests {
@@ -137,7 +138,7 @@ pub(super) fn forged(path: &Path, framed: Bytes) -> Option<Bytes> {
             replace_value(&payload, b"next", &last)?
         }
     };
-    Some(envelope::seal(&forged))
+    Some(envelope::seal(path, &forged, &PLAIN))
 }
 
 /// `payload` (a record: maps with named fields) with the value of the
@@ -308,8 +309,9 @@ mod tests {
             state: "s".into(),
         })
         .unwrap();
-        let forged = forged(&path, envelope::seal(&record)).expect("a checkpoint to forge");
-        let payload = envelope::open(&path, forged).unwrap();
+        let forged =
+            forged(&path, envelope::seal(&path, &record, &PLAIN)).expect("a checkpoint to forge");
+        let payload = envelope::open(&path, forged, &PLAIN, u64::MAX).unwrap();
         let read: ForgeMe = crate::codec::decode(&payload).unwrap();
         assert_eq!((read.incarnation, read.next), (7, u64::MAX));
         assert_eq!(read.state, "s");
@@ -320,10 +322,11 @@ mod tests {
             receipts: vec![1],
         })
         .unwrap();
-        let forged =
-            super::forged(&path, envelope::seal(&with_digests)).expect("a checkpoint to forge");
+        let forged = super::forged(&path, envelope::seal(&path, &with_digests, &PLAIN))
+            .expect("a checkpoint to forge");
         let read: WithDigests =
-            crate::codec::decode(&envelope::open(&path, forged).unwrap()).unwrap();
+            crate::codec::decode(&envelope::open(&path, forged, &PLAIN, u64::MAX).unwrap())
+                .unwrap();
         assert_eq!(read.next, 3);
         assert!(read.commit_digests.is_empty());
         assert_eq!(read.receipts, [1]);
@@ -361,15 +364,17 @@ mod tests {
     fn a_nested_plant_is_deeper_than_memo_reads() {
         let path = Path::from("p");
         let record = envelope::seal(
+            &path,
             &crate::codec::encode(&WithDigests {
                 next: 3,
                 commit_digests: Vec::new(),
                 receipts: vec![1],
             })
             .unwrap(),
+            &PLAIN,
         );
         for original in [None, Some(record)] {
-            let payload = envelope::open(&path, nested(&path, original)).unwrap();
+            let payload = envelope::open(&path, nested(&path, original), &PLAIN, u64::MAX).unwrap();
             let read = crate::codec::decode::<serde::de::IgnoredAny>(&payload);
             assert!(matches!(
                 read,

@@ -43,6 +43,9 @@ pub async fn run_suite(make: impl Fn() -> MemoStore) {
     terminal_markers_round_trip(&make()).await;
     expired_markers_respect_a_strict_cutoff(&make()).await;
     foreign_objects_among_markers_are_skipped(&make()).await;
+    if make().seal().is_encrypted() {
+        sealed_entries_read_only_where_they_were_written(&make()).await;
+    }
 }
 
 /// A key never written reads as `None`.
@@ -220,7 +223,8 @@ pub async fn racing_writers_converge_on_one_value(make: &impl Fn() -> MemoStore,
 /// value it committed and checked.
 pub async fn damaged_entries_are_corrupt_not_misses(store: &MemoStore) {
     let objects = store.object_store();
-    let cold = MemoStore::new(Arc::clone(objects), store.prefix().as_ref());
+    let cold = MemoStore::new(Arc::clone(objects), store.prefix().as_ref())
+        .with_seal(store.seal().clone());
     let memo = cold.new_memo(&run("corrupt"), 0);
     for (key, damage) in [("flipped", 0usize), ("truncated", 1), ("foreign", 2)] {
         store
@@ -250,6 +254,90 @@ pub async fn damaged_entries_are_corrupt_not_misses(store: &MemoStore) {
             "{key}: put over a corrupt entry"
         );
     }
+}
+
+/// For an encrypted store (run by [`run_suite`] when `store`'s seal
+/// encrypts): an entry's object copied to another key, step, run,
+/// incarnation or store prefix, and a plaintext object, read as
+/// `Error::Corrupt` naming the path read, never as a value; the entry
+/// itself still reads where it was written.
+pub async fn sealed_entries_read_only_where_they_were_written(store: &MemoStore) {
+    assert!(
+        store.seal().is_encrypted(),
+        "this check needs an encrypted store"
+    );
+    let objects = store.object_store();
+    let cold = || {
+        MemoStore::new(Arc::clone(objects), store.prefix().as_ref()).with_seal(store.seal().clone())
+    };
+    let source = cold().new_memo(&run("sealed"), 0);
+    let value = b"a value only its own path may read".repeat(40);
+    source.put("k", &value).await.unwrap();
+    let framed = objects
+        .get(&source.key_path("k"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let other_prefix = MemoStore::new(Arc::clone(objects), format!("{}-copy", store.prefix()))
+        .with_seal(store.seal().clone());
+    let elsewhere = [
+        ("another key", cold().new_memo(&run("sealed"), 0), "other"),
+        ("another step", cold().new_memo(&run("sealed"), 1), "k"),
+        ("another run", cold().new_memo(&run("sealed-2"), 0), "k"),
+        (
+            "another incarnation",
+            cold().memo_for(&run("sealed"), crate::Incarnation::from_u64(7), 0),
+            "k",
+        ),
+        (
+            "another store prefix",
+            other_prefix.new_memo(&run("sealed"), 0),
+            "k",
+        ),
+    ];
+    for (moved_to, memo, key) in elsewhere {
+        let path = memo.key_path(key);
+        objects
+            .put(&path, PutPayload::from(framed.clone()))
+            .await
+            .unwrap();
+        match memo.get(key).await {
+            Err(Error::Corrupt { path: p, reason }) => {
+                assert_eq!(p, path.to_string(), "{moved_to}");
+                assert!(
+                    reason.contains("does not authenticate"),
+                    "{moved_to}: {reason}"
+                );
+            }
+            other => panic!("copied to {moved_to}: expected Corrupt, got {other:?}"),
+        }
+    }
+    let planted = cold().new_memo(&run("sealed"), 2);
+    let plain = MemoStore::new(Arc::clone(objects), store.prefix().as_ref())
+        .with_seal(crate::seal::Seal::plain());
+    plain
+        .new_memo(&run("sealed"), 2)
+        .put("k", b"planted")
+        .await
+        .unwrap();
+    match planted.get("k").await {
+        Err(Error::Corrupt { path, reason }) => {
+            assert_eq!(path, planted.key_path("k").to_string());
+            assert!(reason.contains("not encrypted"), "{reason}");
+        }
+        other => panic!("a plaintext entry: expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(
+        cold()
+            .new_memo(&run("sealed"), 0)
+            .get("k")
+            .await
+            .unwrap()
+            .unwrap(),
+        value
+    );
 }
 
 /// A value over the limit is refused with `TooLarge` naming the key, and

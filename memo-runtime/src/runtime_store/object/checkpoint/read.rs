@@ -132,7 +132,7 @@ impl ObjectStoreRuntimeStore {
             let path = self.layout.checkpoint(run_id, incarnation, newest);
             // Deleted since the listing: a newer one replaced it.
             let Some(bytes) =
-                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &self.seal).await?
             else {
                 continue;
             };
@@ -165,7 +165,7 @@ impl ObjectStoreRuntimeStore {
         known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.delta_path(run_id, incarnation, (position, form));
-        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT).await?
+        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &self.seal).await?
         else {
             return Ok(DeltaRead::Gone);
         };
@@ -204,7 +204,7 @@ impl ObjectStoreRuntimeStore {
                     None => {
                         let base_path = self.layout.checkpoint(run_id, incarnation, p);
                         let read =
-                            write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT)
+                            write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT, &self.seal)
                                 .await?;
                         let Some(bytes) = read else {
                             return Ok(DeltaRead::BaseGone);

@@ -53,12 +53,33 @@ pub async fn corrupt_records_are_errors(
         v[mid] ^= 0x10;
         Bytes::from(v)
     };
-    let damages: [(&str, Bytes); 4] = [
+    let seal = writer.seal();
+    let mut damages: Vec<(&str, Bytes)> = vec![
         ("flipped", flipped),
         ("truncated", original.slice(..original.len() - 3)),
         ("foreign", Bytes::from_static(b"{\"not\": \"memo\"}")),
-        ("undecodable", crate::envelope::seal(b"\xc1 not msgpack")),
+        (
+            "undecodable",
+            crate::envelope::seal(&log_entry, b"\xc1 not msgpack", seal),
+        ),
     ];
+    if seal.is_encrypted() {
+        // Entry 1, a valid record of this run, moved to entry 2's path; and
+        // entry 2's own record, written in the clear.
+        let entry_1 = log.clone().join("00000000000000000001");
+        let moved = objects
+            .get(&entry_1)
+            .await
+            .expect("entry 1")
+            .bytes()
+            .await
+            .expect("read entry 1");
+        let payload = crate::envelope::open(&log_entry, original.clone(), seal, u64::MAX)
+            .expect("entry 2 opens");
+        let plaintext = crate::envelope::seal(&log_entry, &payload, &crate::seal::PLAIN);
+        damages.push(("moved from entry 1", moved));
+        damages.push(("plaintext", plaintext));
+    }
     for (damage, bytes) in damages {
         objects
             .put(&log_entry, PutPayload::from(bytes))

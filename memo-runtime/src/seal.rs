@@ -1,0 +1,431 @@
+//! How stored payloads are sealed: zstd compression, and authenticated
+//! encryption bound to the path a payload lives at.
+//!
+//! A [`Seal`] is given to a [`MemoStore`](crate::MemoStore) and an
+//! [`ObjectStoreRuntimeStore`](crate::runtime_store::ObjectStoreRuntimeStore)
+//! (or read from a store URL's options, see
+//! [`store_from_url`](crate::store::store_from_url)); every payload they
+//! write (memo values, step receipts and outputs, run records and inputs,
+//! signals, checkpoints) is compressed and encrypted by it, and every
+//! payload they read is checked against it. The frame of each stored object
+//! records what was done, so data written with any seal, or by an older
+//! memo, reads alike; the guide's `docs/guide/encryption.md` says how to
+//! turn it on and what it protects against.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use memo_runtime::{MemoStore, object_store::memory::InMemory};
+//! use memo_runtime::seal::{Keyring, Seal};
+//!
+//! let keys = Keyring::new(1, [7; 32])?; // in production: Keyring::from_file
+//! let memo = MemoStore::new(Arc::new(InMemory::new()), "memo")
+//!     .with_seal(Seal::default().with_encryption(keys));
+//! assert!(memo.seal().is_encrypted());
+//! # Ok::<(), memo_runtime::Error>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path as FsPath;
+use std::sync::Arc;
+
+use chacha20poly1305::XChaCha20Poly1305;
+use chacha20poly1305::aead::KeyInit;
+
+use crate::error::{Error, Result};
+
+/// Compression of stored payloads: zstd, before encryption.
+///
+/// The default compresses a payload of [`DEFAULT_MIN_SIZE`](Compression::DEFAULT_MIN_SIZE)
+/// bytes or more at zstd level [`DEFAULT_LEVEL`](Compression::DEFAULT_LEVEL), and keeps
+/// the compressed form only where it is smaller, so incompressible data
+/// (images, ciphertexts, already compressed files) is stored as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Payloads are stored as they are.
+    Off,
+    /// Payloads of `min_size` bytes or more are compressed with zstd at
+    /// `level` (1 to 22; higher is smaller and slower).
+    Zstd {
+        /// The zstd level.
+        level: i32,
+        /// The smallest payload compressed, in bytes.
+        min_size: usize,
+    },
+}
+
+impl Compression {
+    /// The default zstd level: level 1 compresses JSON-like values to a
+    /// third at several hundred MB/s, far below a store's round trip.
+    pub const DEFAULT_LEVEL: i32 = 1;
+    /// The smallest payload compressed by default, in bytes: below it zstd
+    /// saves too few bytes to repay its frame and its time (measured in
+    /// `BENCHMARKS.md`, *Sealed payloads*).
+    pub const DEFAULT_MIN_SIZE: usize = 512;
+
+    /// zstd at `level` for payloads of `min_size` bytes or more.
+    pub fn zstd(level: i32, min_size: usize) -> Compression {
+        Compression::Zstd { level, min_size }
+    }
+}
+
+impl Default for Compression {
+    fn default() -> Compression {
+        Compression::zstd(Compression::DEFAULT_LEVEL, Compression::DEFAULT_MIN_SIZE)
+    }
+}
+
+/// The 256-bit keys a store encrypts with, each under a version number that
+/// the frame of every encrypted object records.
+///
+/// Writes use the current key (the highest version); reads use whichever
+/// version the object names, so a new key can be added without rewriting
+/// what the old one sealed, and an old key is dropped from the ring once
+/// nothing it sealed is kept.
+#[derive(Clone)]
+pub struct Keyring {
+    current: u32,
+    keys: BTreeMap<u32, Arc<XChaCha20Poly1305>>,
+}
+
+impl fmt::Debug for Keyring {
+    /// Names the versions, never the keys.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keyring")
+            .field("current", &self.current)
+            .field("versions", &self.keys.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Keyring {
+    /// A keyring of one key, `key`, under `version` (1 or more).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if `version` is 0 (it marks an unencrypted
+    /// frame).
+    pub fn new(version: u32, key: [u8; 32]) -> Result<Keyring> {
+        Keyring {
+            current: 0,
+            keys: BTreeMap::new(),
+        }
+        .with_key(version, key)
+    }
+
+    /// The same keyring with `key` under `version` too; the highest version
+    /// is the one writes use.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if `version` is 0 or already in the ring.
+    pub fn with_key(mut self, version: u32, key: [u8; 32]) -> Result<Keyring> {
+        if version == 0 {
+            return Err(invalid_key("key version 0 is reserved; number keys from 1"));
+        }
+        if self.keys.contains_key(&version) {
+            return Err(invalid_key(format!("key version {version} appears twice")));
+        }
+        let cipher = XChaCha20Poly1305::new(&key.into());
+        self.keys.insert(version, Arc::new(cipher));
+        self.current = self.current.max(version);
+        Ok(self)
+    }
+
+    /// Reads a key file: one key a line, `<version> <64 hex digits>`;
+    /// blank lines and lines starting with `#` are skipped. Make one with
+    /// `printf '1 %s\n' "$(openssl rand -hex 32)" > memo.key` and keep it
+    /// readable by the workers only; rotate by adding a line with a higher
+    /// version.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] naming the file (never a key) if it cannot be
+    /// read, has a malformed line, no key, or a version twice.
+    pub fn from_file(path: impl AsRef<FsPath>) -> Result<Keyring> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            invalid_key(format!("cannot read the key file {}: {e}", path.display()))
+        })?;
+        Keyring::parse(&text)
+            .map_err(|reason| invalid_key(format!("key file {}: {reason}", path.display())))
+    }
+
+    fn parse(text: &str) -> std::result::Result<Keyring, String> {
+        let mut ring: Option<Keyring> = None;
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let malformed = || format!("line {} is not `<version> <64 hex digits>`", number + 1);
+            let (version, hex) = line.split_once(char::is_whitespace).ok_or_else(malformed)?;
+            let version: u32 = version.parse().map_err(|_| malformed())?;
+            let key = parse_hex_key(hex.trim()).ok_or_else(malformed)?;
+            ring = Some(
+                match ring {
+                    None => Keyring::new(version, key),
+                    Some(ring) => ring.with_key(version, key),
+                }
+                .map_err(|e| format!("line {}: {e}", number + 1))?,
+            );
+        }
+        ring.ok_or_else(|| "holds no key".to_owned())
+    }
+
+    /// The version writes use: the highest in the ring.
+    pub fn current_version(&self) -> u32 {
+        self.current
+    }
+
+    pub(crate) fn current(&self) -> (u32, &XChaCha20Poly1305) {
+        (self.current, &self.keys[&self.current])
+    }
+
+    pub(crate) fn get(&self, version: u32) -> Option<&XChaCha20Poly1305> {
+        self.keys.get(&version).map(Arc::as_ref)
+    }
+}
+
+/// The error of a bad key or key file; it never holds a key.
+fn invalid_key(reason: impl Into<String>) -> Error {
+    Error::InvalidConfig {
+        what: "encryption key".into(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_hex_key(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (byte, pair) in key.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(key)
+}
+
+/// What a store does to the payloads it writes, and what it accepts when it
+/// reads: compression, encryption, and whether a plaintext object still
+/// reads in an encrypted store (only while migrating to encryption).
+///
+/// The default compresses ([`Compression::default`]) and does not encrypt;
+/// [`Seal::plain`] does neither and writes the frames memo wrote before
+/// seals existed.
+#[derive(Debug, Clone, Default)]
+pub struct Seal {
+    compression: Compression,
+    keys: Option<Keyring>,
+    accept_plaintext: bool,
+}
+
+/// The seal of objects whose payload is empty and whose meaning is in their
+/// name (terminal markers, status hints, due-run entries, probes): there is
+/// nothing to compress or hide.
+pub(crate) const PLAIN: Seal = Seal {
+    compression: Compression::Off,
+    keys: None,
+    accept_plaintext: false,
+};
+
+impl Seal {
+    /// No compression and no encryption: what memo wrote before seals.
+    pub fn plain() -> Seal {
+        PLAIN
+    }
+
+    /// The same seal with `compression`.
+    pub fn with_compression(mut self, compression: Compression) -> Seal {
+        self.compression = compression;
+        self
+    }
+
+    /// The same seal encrypting every payload with `keys`' current key.
+    ///
+    /// An encrypted store reads only objects encrypted by a key of `keys`
+    /// for the path they are read at: a plaintext object is refused as
+    /// [`Error::Corrupt`] (an attacker who can write to the bucket cannot
+    /// plant a value), unless [`Seal::accepting_plaintext`] is set.
+    pub fn with_encryption(mut self, keys: Keyring) -> Seal {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// The same seal, reading plaintext objects as valid too: for a store
+    /// that held data before encryption was turned on, until that data is
+    /// gone (swept or rewritten). New payloads are still encrypted. Without
+    /// encryption this changes nothing.
+    pub fn accepting_plaintext(mut self) -> Seal {
+        self.accept_plaintext = true;
+        self
+    }
+
+    /// Whether payloads are encrypted.
+    pub fn is_encrypted(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// The compression of payloads.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    pub(crate) fn keys(&self) -> Option<&Keyring> {
+        self.keys.as_ref()
+    }
+
+    /// Whether a payload that is not encrypted reads as valid.
+    pub(crate) fn reads_plaintext(&self) -> bool {
+        self.keys.is_none() || self.accept_plaintext
+    }
+}
+
+/// The store-URL option naming a key file (see [`Keyring::from_file`]):
+/// the store's values are then encrypted with it.
+pub const ENCRYPTION_KEY_FILE_OPTION: &str = "encryption_key_file";
+/// The store-URL option `"zstd"` (the default) or `"off"`: compression of
+/// stored payloads.
+pub const COMPRESSION_OPTION: &str = "compression";
+/// The store-URL option `"true"` reads plaintext objects in an encrypted
+/// store (see [`Seal::accepting_plaintext`]; default `"false"`).
+pub const ACCEPT_PLAINTEXT_OPTION: &str = "accept_plaintext";
+
+/// The seal that `options` (a store URL's) ask for, and the options left
+/// for the store; `url` names the store in errors.
+pub(crate) fn seal_from_options<I, K, V>(
+    url: &str,
+    options: I,
+) -> Result<(Seal, Vec<(String, String)>)>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: Into<String>,
+{
+    let invalid = |reason: String| Error::InvalidStoreUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let mut seal = Seal::default();
+    let mut accept_plaintext = false;
+    let mut rest = Vec::new();
+    for (key, value) in options {
+        let key = key.as_ref().to_ascii_lowercase();
+        let value: String = value.into();
+        match key.as_str() {
+            ENCRYPTION_KEY_FILE_OPTION => {
+                let keys = Keyring::from_file(value.trim()).map_err(|e| invalid(e.to_string()))?;
+                seal = seal.with_encryption(keys);
+            }
+            COMPRESSION_OPTION => {
+                let compression = match value.trim() {
+                    "zstd" => Compression::default(),
+                    "off" => Compression::Off,
+                    _ => {
+                        return Err(invalid(format!(
+                            "option {key}={value:?} is not \"zstd\" or \"off\""
+                        )));
+                    }
+                };
+                seal = seal.with_compression(compression);
+            }
+            ACCEPT_PLAINTEXT_OPTION => {
+                accept_plaintext = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| invalid(format!("option {key}={value:?} is not true or false")))?;
+            }
+            _ => rest.push((key, value)),
+        }
+    }
+    if accept_plaintext {
+        seal = seal.accepting_plaintext();
+    }
+    Ok((seal, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+    #[test]
+    fn a_key_file_names_versions_and_the_highest_writes() {
+        let ring =
+            Keyring::parse(&format!("# memo keys\n1 {HEX}\n\n3 {}\n", "ff".repeat(32))).unwrap();
+        assert_eq!(ring.current_version(), 3);
+        assert!(ring.get(1).is_some() && ring.get(2).is_none());
+    }
+
+    #[test]
+    fn a_bad_key_file_is_refused_without_showing_a_key() {
+        for (text, says) in [
+            ("", "holds no key"),
+            ("1 abc", "line 1 is not"),
+            (&format!("0 {HEX}"), "reserved"),
+            (&format!("1 {HEX}\n1 {HEX}"), "appears twice"),
+            (&format!("x {HEX}"), "line 1"),
+        ] {
+            let err = Keyring::parse(text).unwrap_err();
+            assert!(err.contains(says), "{text:?}: {err}");
+            assert!(!err.contains(HEX), "{err}");
+        }
+        let err = Keyring::from_file("/nonexistent/memo.key").unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidConfig { reason, .. } if reason.contains("/nonexistent/memo.key")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_store_url_turns_on_encryption_and_compression_with_its_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let key_file = dir.path().join("memo.key");
+        std::fs::write(&key_file, format!("1 {HEX}\n")).unwrap();
+        let key_file = key_file.to_str().unwrap();
+        let opened = crate::store::store_from_url(
+            "memory://",
+            [
+                (ENCRYPTION_KEY_FILE_OPTION, key_file),
+                (COMPRESSION_OPTION, "off"),
+            ],
+        )
+        .unwrap();
+        assert!(opened.seal.is_encrypted() && !opened.seal.reads_plaintext());
+        assert_eq!(opened.seal.compression(), Compression::Off);
+        let default = crate::store::store_from_url("memory://", [("", ""); 0]).unwrap();
+        assert!(!default.seal.is_encrypted());
+        assert_eq!(default.seal.compression(), Compression::default());
+        let migrating = crate::store::store_from_url(
+            "memory://",
+            [
+                (ENCRYPTION_KEY_FILE_OPTION, key_file),
+                (ACCEPT_PLAINTEXT_OPTION, "true"),
+            ],
+        )
+        .unwrap();
+        assert!(migrating.seal.is_encrypted() && migrating.seal.reads_plaintext());
+        for bad in [
+            (COMPRESSION_OPTION, "lz4"),
+            (ACCEPT_PLAINTEXT_OPTION, "maybe"),
+            (ENCRYPTION_KEY_FILE_OPTION, "/nonexistent/memo.key"),
+        ] {
+            let err = crate::store::store_from_url("memory://", [bad]).unwrap_err();
+            assert!(matches!(err, Error::InvalidStoreUrl { .. }), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn debug_never_prints_a_key() {
+        let ring = Keyring::new(1, [0xab; 32]).unwrap();
+        let shown = format!("{:?}", Seal::default().with_encryption(ring));
+        assert!(
+            !shown.contains("171") && !shown.to_lowercase().contains("abab"),
+            "{shown}"
+        );
+    }
+}
