@@ -207,6 +207,22 @@ fn version_number(value: &Expr) -> syn::Result<u32> {
 }
 
 fn scope(value: &Expr) -> syn::Result<Scope> {
+    if let Expr::Lit(syn::ExprLit {
+        lit: Lit::Str(quoted),
+        ..
+    }) = value
+    {
+        let inner = quoted.value();
+        let fix = if SCOPES.contains(&inner.as_str()) {
+            format!("remove the quotes: write `scope = {inner}`")
+        } else {
+            "write `scope = run` (the default) or `scope = shared`, without quotes".to_owned()
+        };
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`scope` takes a bare word, not a string; {fix}"),
+        ));
+    }
     let written = match value {
         Expr::Path(path) if path.qself.is_none() => path.path.get_ident(),
         _ => None,
@@ -317,6 +333,23 @@ mod tests {
             let attr = Options::parse_args(bad).unwrap();
             assert_eq!(attr.errors.len(), 1);
         }
+    }
+
+    #[test]
+    fn a_quoted_scope_is_told_to_remove_the_quotes() {
+        let message = |args| {
+            let attr = Options::parse_args(args).unwrap();
+            attr.errors.into_iter().next().unwrap().to_string()
+        };
+        assert_eq!(
+            message(quote!(scope = "shared")),
+            "`scope` takes a bare word, not a string; remove the quotes: write `scope = shared`"
+        );
+        assert_eq!(
+            message(quote!(scope = "run")),
+            "`scope` takes a bare word, not a string; remove the quotes: write `scope = run`"
+        );
+        assert!(message(quote!(scope = "global")).contains("without quotes"));
     }
 
     #[test]

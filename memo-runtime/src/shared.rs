@@ -5,7 +5,9 @@
 //!
 //! Use it through `#[memoized(scope = shared)]`, or [`Memo::shared`] and
 //! [`Memo::shared_in`] by hand; sweep expired entries with
-//! [`SharedEntries::sweep`] (`memoctl sweep` does it too).
+//! [`SharedEntries::sweep`] (every pass of a
+//! [`RetentionSweeper`](crate::retention::RetentionSweeper), and `memoctl
+//! sweep`, do it too).
 //!
 //! # When not to use it
 //!

@@ -336,3 +336,100 @@ async fn a_shared_miss_costs_two_creates_and_a_hit_one_read() {
     );
     assert_eq!(CALLS.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_background_sweepers_on_one_folder_delete_each_expired_shared_entry_once() {
+    const EXPIRED: usize = 12;
+    const LIVE: usize = 5;
+    let folder = tempfile::tempdir().unwrap();
+    // Two workers: two object-store instances over one folder.
+    let worker = |_| {
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalFolder::new(folder.path()).unwrap());
+        MemoStore::new(store, "memo")
+    };
+    let (a, b) = (worker(0), worker(1));
+    // Written at 1 s with an hour to live: expired by the sweepers' time.
+    let then = Arc::new(ManualClock::new(1_000));
+    let stale = scoped(&a, "llm", HOUR_MS, &then);
+    for i in 0..EXPIRED {
+        stale.put(&format!("old-{i}"), b"stale").await.unwrap();
+    }
+    // Written at the sweepers' time with a day to live: live.
+    let now_ms = 10 * HOUR_MS;
+    let now = Arc::new(ManualClock::new(now_ms));
+    let live = scoped(&b, "llm", 24 * HOUR_MS, &now);
+    for i in 0..LIVE {
+        live.put(&format!("new-{i}"), b"live").await.unwrap();
+    }
+
+    // A sweeper in every worker, both passing at once; runs' retention
+    // (a week) expires no run, the shared entries have their own.
+    let sweepers = [&a, &b].map(|store| {
+        RetentionSweeper::builder(store.clone(), Duration::from_secs(7 * 24 * 3600))
+            .clock(now.clone())
+            .build()
+            .spawn(Duration::from_secs(3600))
+    });
+    let mut summaries = Vec::new();
+    for handle in sweepers {
+        handle
+            .subscribe()
+            .wait_for(|summary| summary.passes >= 1)
+            .await
+            .unwrap();
+        summaries.push(handle.shutdown().await);
+    }
+    let deleted: u64 = summaries.iter().map(|s| s.shared_entries_deleted).sum();
+    assert_eq!(
+        deleted, EXPIRED as u64,
+        "each expired entry deleted once: {summaries:?}"
+    );
+    for summary in &summaries {
+        let report = summary.last_report.as_ref().unwrap();
+        assert!(report.is_complete(), "{report:?}");
+        assert_eq!(summary.runs_cleared, 0);
+    }
+
+    let objects = a.object_store().as_ref();
+    assert_eq!(paths(objects, "memo/shared/entries").await.len(), LIVE);
+    assert_eq!(paths(objects, "memo/shared/expiry").await.len(), LIVE);
+    for i in 0..EXPIRED {
+        assert_eq!(stale.get(&format!("old-{i}")).await.unwrap(), None);
+    }
+    for i in 0..LIVE {
+        let value = live.get(&format!("new-{i}")).await.unwrap();
+        assert_eq!(value.as_deref(), Some(&b"live"[..]), "live entry {i} kept");
+    }
+}
+
+#[tokio::test]
+async fn a_dry_run_pass_counts_the_expired_shared_entries_and_deletes_none() {
+    let store = MemoStore::new(Arc::new(InMemory::new()), "memo");
+    let then = Arc::new(ManualClock::new(1_000));
+    let stale = scoped(&store, "llm", HOUR_MS, &then);
+    for key in ["a", "b", "c"] {
+        stale.put(key, b"stale").await.unwrap();
+    }
+    let week = Duration::from_secs(7 * 24 * 3600);
+    let dry = RetentionSweeper::builder(store.clone(), week)
+        .dry_run(true)
+        .build()
+        .sweep_once(2 * HOUR_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        (dry.shared_markers_expired, dry.shared_entries_deleted),
+        (3, 0)
+    );
+    assert!(stale.get("a").await.unwrap().is_some());
+    let real = RetentionSweeper::builder(store.clone(), week)
+        .build()
+        .sweep_once(2 * HOUR_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        (real.shared_markers_expired, real.shared_entries_deleted),
+        (3, 3)
+    );
+    assert_eq!(stale.get("a").await.unwrap(), None);
+}

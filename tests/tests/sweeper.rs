@@ -647,7 +647,9 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
 
         assert_eq!(report.runs_cleared, 12, "{name}");
         let counts = counting.counts();
-        assert_eq!(counts.lists_with_delimiter, 1, "{name}: {counts:?}");
+        // One for the runs' marker hours, one for the shared scope's expiry
+        // hours (none: no shared entry was written).
+        assert_eq!(counts.lists_with_delimiter, 2, "{name}: {counts:?}");
         // Each expired marker once, and each cleared run's two entries.
         assert_eq!(counts.objects_listed, 12 + 12 * 2, "{name}: {counts:?}");
         assert_eq!(counts.delete_paths, 12 * 2 + 12, "{name}: {counts:?}");

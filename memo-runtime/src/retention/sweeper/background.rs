@@ -94,6 +94,9 @@ pub struct SweeperSummary {
     pub runs_cleared: u64,
     /// Entries deleted, over all passes.
     pub entries_deleted: u64,
+    /// Shared entries deleted because their time to live ran out, over all
+    /// passes ([`SweepReport::shared_entries_deleted`]).
+    pub shared_entries_deleted: u64,
     /// Runs that could not be cleared, over all passes (a run that failed
     /// twice counts twice).
     pub run_failures: u64,
@@ -110,6 +113,7 @@ impl SweeperSummary {
             Ok(report) => {
                 self.runs_cleared += report.runs_cleared as u64;
                 self.entries_deleted += report.entries_deleted as u64;
+                self.shared_entries_deleted += report.shared_entries_deleted as u64;
                 self.run_failures += report.failures.len() as u64;
                 self.last_report = Some(report);
                 self.last_error = None;

@@ -144,6 +144,7 @@ impl RetentionSweeper {
         async move {
             let mut report = self.sweep_before(cutoff_ms).await?;
             self.tidy_due_index(now_ms, &mut report).await;
+            self.sweep_shared(now_ms, &mut report).await;
             Ok(report)
         }
         .instrument(span)
@@ -195,6 +196,46 @@ impl RetentionSweeper {
                 Err(error) => {
                     tracing::warn!(run_id = %due.run_id, %error, "stale due-run entry not deleted");
                 }
+            }
+        }
+    }
+
+    /// Deletes the shared entries (`#[memoized(scope = shared)]`) whose time
+    /// to live ran out by `now_ms` ([`SharedEntries::sweep`]; in a dry run:
+    /// counts their markers), so that a sweeper in every worker keeps the
+    /// shared scope in bounds too. Costs a listing of the expired hours and
+    /// two deletes per expired entry. Sweepers running at once are safe: an
+    /// entry is deleted by whichever comes first, the other finds it gone
+    /// and counts nothing; a live entry is never listed. A failure is
+    /// logged and counted in [`SweepReport::shared_failures`], and the
+    /// marker is kept for the next pass.
+    ///
+    /// [`SharedEntries::sweep`]: crate::shared::SharedEntries::sweep
+    async fn sweep_shared(&self, now_ms: u64, report: &mut SweepReport) {
+        let entries = self.config.memo_store.shared_entries();
+        if self.config.dry_run {
+            let counted = entries
+                .expired(now_ms)
+                .try_fold(0, |n, _| futures::future::ready(Ok(n + 1)))
+                .await;
+            match counted {
+                Ok(n) => report.shared_markers_expired = n,
+                Err(error) => {
+                    tracing::warn!(%error, "listing the expired shared entries failed");
+                    report.shared_failures += 1;
+                }
+            }
+            return;
+        }
+        match entries.sweep(now_ms).await {
+            Ok(swept) => {
+                report.shared_markers_expired = swept.markers_expired;
+                report.shared_entries_deleted = swept.entries_deleted;
+                report.shared_failures = swept.failures;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "listing the expired shared entries failed; the next pass tries again");
+                report.shared_failures += 1;
             }
         }
     }

@@ -33,6 +33,19 @@ pub struct SweepReport {
     /// was gone or was another incarnation (in a dry run: that would be
     /// deleted). Always 0 without a runtime store.
     pub due_entries_deleted: usize,
+    /// Expiry markers of the shared scope (`#[memoized(scope = shared)]`)
+    /// that expired before the pass's time (not the retention cutoff: a
+    /// shared entry keeps its own time to live).
+    pub shared_markers_expired: usize,
+    /// Shared entries deleted because their time to live ran out (in a dry
+    /// run: 0, see [`shared_markers_expired`](Self::shared_markers_expired)).
+    /// An entry another sweeper deleted first is not counted, so over
+    /// sweepers running at once each expired entry counts once.
+    pub shared_entries_deleted: usize,
+    /// Expired shared entries (or their markers) that could not be deleted,
+    /// plus 1 if listing the expired markers failed; the next pass tries
+    /// again.
+    pub shared_failures: usize,
 }
 
 /// A run a sweep pass could not clear.
@@ -59,12 +72,16 @@ impl SweepReport {
             runtime_runs_deleted: 0,
             failures: Vec::new(),
             due_entries_deleted: 0,
+            shared_markers_expired: 0,
+            shared_entries_deleted: 0,
+            shared_failures: 0,
         }
     }
 
-    /// Whether every expired run was cleared.
+    /// Whether every expired run, and every expired shared entry, was
+    /// cleared.
     pub fn is_complete(&self) -> bool {
-        self.failures.is_empty()
+        self.failures.is_empty() && self.shared_failures == 0
     }
 
     pub(super) fn record(&mut self, marker: TerminalMarker, swept: RunSwept, result: Result<()>) {
