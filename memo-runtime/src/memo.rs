@@ -32,8 +32,8 @@ use crate::error::{Error, Result};
 use crate::layout::{Layout, MEMOS, STEP_OUTPUTS};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
-use crate::shared::SharedScope;
 use crate::seal::Seal;
+use crate::shared::SharedScope;
 use crate::write_once::{self, Created};
 
 use entry_cache::EntryCache;

@@ -65,7 +65,6 @@ use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
-use crate::seal::PLAIN;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::key::sha256_digest;
@@ -73,6 +72,7 @@ use crate::layout::{self, MARKER_HOUR_MS, MAX_SHARED_NAMESPACE_LEN};
 use crate::memo::{Memo, MemoStore};
 use crate::read_limit::Limit;
 use crate::run_id::unique_token;
+use crate::seal::PLAIN;
 use crate::write_once::{self, Created};
 
 /// How many expired entries a sweep deletes at once.

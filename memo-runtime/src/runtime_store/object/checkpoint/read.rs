@@ -165,7 +165,8 @@ impl ObjectStoreRuntimeStore {
         known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.delta_path(run_id, incarnation, (position, form));
-        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &self.seal).await?
+        let Some(bytes) =
+            write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &self.seal).await?
         else {
             return Ok(DeltaRead::Gone);
         };
@@ -203,9 +204,13 @@ impl ObjectStoreRuntimeStore {
                     Some(known) => known.with_receipts_before(delta.receipts_from),
                     None => {
                         let base_path = self.layout.checkpoint(run_id, incarnation, p);
-                        let read =
-                            write_once::read(self.store.as_ref(), &base_path, Limit::CHECKPOINT, &self.seal)
-                                .await?;
+                        let read = write_once::read(
+                            self.store.as_ref(),
+                            &base_path,
+                            Limit::CHECKPOINT,
+                            &self.seal,
+                        )
+                        .await?;
                         let Some(bytes) = read else {
                             return Ok(DeltaRead::BaseGone);
                         };

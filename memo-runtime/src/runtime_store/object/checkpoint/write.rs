@@ -75,8 +75,14 @@ impl ObjectStoreRuntimeStore {
             .checkpoint(run_id, folded.incarnation, folded.next);
         let written = match codec::encode_value("a run checkpoint", &checkpoint) {
             Ok(encoded) => {
-                write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT, &self.seal)
-                    .await
+                write_once::create_once(
+                    self.store.as_ref(),
+                    &path,
+                    &encoded,
+                    Limit::CHECKPOINT,
+                    &self.seal,
+                )
+                .await
             }
             Err(e) => Err(e),
         };
@@ -132,7 +138,14 @@ impl ObjectStoreRuntimeStore {
         let path = self
             .layout
             .delta_v2(run_id, folded.incarnation, folded.next);
-        write_once::create_once(self.store.as_ref(), &path, &encoded, Limit::CHECKPOINT, &self.seal).await
+        write_once::create_once(
+            self.store.as_ref(),
+            &path,
+            &encoded,
+            Limit::CHECKPOINT,
+            &self.seal,
+        )
+        .await
     }
 }
 
