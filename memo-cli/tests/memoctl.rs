@@ -266,6 +266,61 @@ async fn markers_lists_terminal_runs_and_which_expired() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn markers_pages_with_limit_and_after_and_prints_the_next_cursor() {
+    let folder = Folder::filled().await;
+    let all = ok_json(&folder.memoctl(&["markers", "--json"]));
+    let all = run_ids(&all);
+    assert_eq!(all.len(), 3, "{all:?}");
+
+    // Oldest first, two then one, in JSON.
+    let first = ok_json(&folder.memoctl(&["markers", "--json", "--limit", "2"]));
+    assert_eq!(run_ids(&first["markers"]), all[..2]);
+    let next = first["next"].as_str().expect("a cursor").to_string();
+    let last = first["markers"][1].clone();
+    assert_eq!(
+        next,
+        format!(
+            "{}.{}.{}",
+            last["terminal_at_ms"],
+            last["run_id"].as_str().unwrap(),
+            last["incarnation"].as_str().unwrap()
+        )
+    );
+    let rest = ok_json(&folder.memoctl(&["markers", "--json", "--limit", "2", "--after", &next]));
+    assert_eq!(run_ids(&rest["markers"]), all[2..]);
+    assert_eq!(rest["next"], serde_json::Value::Null);
+
+    // The table prints the cursor under the page.
+    let table = ok(&folder.memoctl(&["markers", "--limit", "2"]));
+    assert_eq!(table.lines().count(), 4, "{table}");
+    assert!(
+        table.ends_with(&format!("next page: --after {next}\n")),
+        "{table}"
+    );
+    let table = ok(&folder.memoctl(&["markers", "--limit", "2", "--after", &next]));
+    assert_eq!(
+        table.lines().count(),
+        2,
+        "no cursor after the last page: {table}"
+    );
+
+    // The expired markers page too: only old-1 is older than 7 days.
+    let expired = ok_json(&folder.memoctl(&["markers", "--expired", "--json", "--limit", "1"]));
+    assert_eq!(run_ids(&expired["markers"]), ["old-1"]);
+    assert_eq!(expired["next"], serde_json::Value::Null);
+
+    let bad = failed(&folder.memoctl(&["markers", "--limit", "1", "--after", "old-1"]));
+    assert!(bad.contains("not a marker cursor: \"old-1\""), "{bad}");
+    for args in [
+        &["markers", "--limit", "0"][..],
+        &["markers", "--after", &next],
+    ] {
+        let output = folder.memoctl(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn sweep_dry_run_counts_and_sweep_clears_only_the_expired_run() {
     let folder = Folder::filled().await;
     let dry = ok_json(&folder.memoctl(&["sweep", "--retention", "7d", "--dry-run", "--json"]));

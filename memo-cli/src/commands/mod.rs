@@ -1,7 +1,7 @@
 //! One module per command.
 
 mod cancel;
-mod markers;
+pub(crate) mod markers;
 mod probe;
 mod runs;
 mod show;
@@ -10,7 +10,7 @@ mod sweep;
 mod waits;
 
 pub(crate) use cancel::{cancel, request_cancel};
-pub(crate) use markers::markers;
+pub(crate) use markers::{MarkersPage, markers};
 pub(crate) use probe::probe;
 pub(crate) use runs::{Page, runs, runs_page};
 pub(crate) use show::show;
