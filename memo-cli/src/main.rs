@@ -54,10 +54,10 @@ enum Command {
         /// deadline), with what they wait for and until when.
         #[arg(long, conflicts_with = "status")]
         waiting: bool,
-        /// List one page of at most this many runs of `--status` (in the
-        /// store's listing order), reading only those runs, and print the
-        /// cursor of the next page.
-        #[arg(long, requires = "status", value_parser = clap::value_parser!(u64).range(1..))]
+        /// List one page of at most this many runs (of `--status`, or of
+        /// every status in turn; in the store's listing order), reading
+        /// only those runs, and print the cursor of the next page.
+        #[arg(long, conflicts_with = "waiting", value_parser = clap::value_parser!(u64).range(1..))]
         limit: Option<u64>,
         /// The page after this run (the cursor the page before printed).
         #[arg(long, requires = "limit", allow_hyphen_values = true)]
@@ -174,7 +174,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             after,
         } => match limit {
             Some(limit) => {
-                let status = status.expect("clap: --limit requires --status");
                 let limit = usize::try_from(limit).unwrap_or(usize::MAX);
                 let page = commands::Page {
                     status,
