@@ -55,10 +55,10 @@ enum Command {
         /// deadline), with what they wait for and until when.
         #[arg(long, conflicts_with = "status")]
         waiting: bool,
-        /// List one page of at most this many runs of `--status` (in the
-        /// store's listing order), reading only those runs, and print the
-        /// cursor of the next page.
-        #[arg(long, requires = "status", value_parser = clap::value_parser!(u64).range(1..))]
+        /// List one page of at most this many runs (of `--status`, or of
+        /// every status in turn; in the store's listing order), reading
+        /// only those runs, and print the cursor of the next page.
+        #[arg(long, conflicts_with = "waiting", value_parser = clap::value_parser!(u64).range(1..))]
         limit: Option<u64>,
         /// The page after this run (the cursor the page before printed).
         #[arg(long, requires = "limit", allow_hyphen_values = true)]
@@ -98,6 +98,14 @@ enum Command {
         expired: bool,
         #[command(flatten)]
         retention: Retention,
+        /// List one page of at most this many markers (oldest first),
+        /// listing only the hours of markers the page reaches, and print
+        /// the cursor of the next page.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
+        /// The page after this marker (the cursor the page before printed).
+        #[arg(long, requires = "limit")]
+        after: Option<String>,
     },
     /// Clears the runs whose terminal marker is older than the retention:
     /// their memo entries, step outputs and runtime records.
@@ -185,7 +193,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             after,
         } => match limit {
             Some(limit) => {
-                let status = status.expect("clap: --limit requires --status");
                 let limit = usize::try_from(limit).unwrap_or(usize::MAX);
                 let page = commands::Page {
                     status,
@@ -201,8 +208,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::signal(&store, &run, &name, &payload, json).await
         }
         Command::Cancel { run, reason } => commands::cancel(&store, &run, &reason, json).await,
-        Command::Markers { expired, retention } => {
-            commands::markers(&store, expired, retention.retention, json).await
+        Command::Markers {
+            expired,
+            retention,
+            limit,
+            after,
+        } => {
+            let page = limit.map(|limit| commands::MarkersPage {
+                after: after.as_deref(),
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            });
+            commands::markers(&store, expired, retention.retention, page, json).await
         }
         Command::Sweep { retention, dry_run } => {
             commands::sweep(&store, retention, dry_run, json).await

@@ -124,15 +124,58 @@ async fn runs_pages_with_limit_and_after_and_prints_the_next_cursor() {
     assert_eq!(run_ids(&page["runs"]), ["order-1"]);
     assert_eq!(page["next"], serde_json::Value::Null);
 
-    // A page is of one status, and holds at least one run.
+    // A page holds at least one run; a cursor needs a page.
     for args in [
-        &["runs", "--limit", "1"][..],
+        &["runs", "--limit", "1", "--waiting"][..],
         &["runs", "--status", "completed", "--limit", "0"],
         &["runs", "--status", "completed", "--after", "old-1"],
     ] {
         let output = folder.memoctl(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_pages_through_every_status_without_status() {
+    let folder = Folder::filled().await;
+    let all = ok_json(&folder.memoctl(&["runs", "--json"]));
+    let all: Vec<String> = run_ids(&all).into_iter().map(String::from).collect();
+    assert_eq!(all.len(), 4, "{all:?}");
+    // Pages of one, two and three runs go through every status in the
+    // order of the whole listing, each run once.
+    for limit in ["1", "2", "3"] {
+        let mut seen = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..10 {
+            let mut args = vec!["runs", "--json", "--limit", limit];
+            if let Some(after) = &after {
+                args.extend(["--after", after.as_str()]);
+            }
+            let page = ok_json(&folder.memoctl(&args));
+            let ids = run_ids(&page["runs"]);
+            assert!(ids.len() <= limit.parse().unwrap(), "{page}");
+            seen.extend(ids.into_iter().map(String::from));
+            match page["next"].as_str() {
+                Some(next) => after = Some(next.to_string()),
+                None => break,
+            }
+        }
+        assert_eq!(seen, all, "pages of {limit}");
+    }
+    let first = ok(&folder.memoctl(&["runs", "--limit", "1"]));
+    let cursor = first
+        .lines()
+        .last()
+        .unwrap()
+        .strip_prefix("next page: --after ");
+    let (status, run) = cursor.and_then(|c| c.split_once('.')).expect(&first);
+    assert_eq!(run, all[0], "{first}");
+    assert_eq!(row(&first, run)[2].to_lowercase(), status, "{first}");
+    let bad = failed(&folder.memoctl(&["runs", "--limit", "1", "--after", "old-1"]));
+    assert!(
+        bad.contains("not a cursor of runs of every status"),
+        "{bad}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -263,6 +306,61 @@ async fn markers_lists_terminal_runs_and_which_expired() {
     let all_expired =
         ok_json(&folder.memoctl(&["markers", "--expired", "--retention", "0s", "--json"]));
     assert_eq!(run_ids(&all_expired).len(), 3, "{all_expired}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn markers_pages_with_limit_and_after_and_prints_the_next_cursor() {
+    let folder = Folder::filled().await;
+    let all = ok_json(&folder.memoctl(&["markers", "--json"]));
+    let all = run_ids(&all);
+    assert_eq!(all.len(), 3, "{all:?}");
+
+    // Oldest first, two then one, in JSON.
+    let first = ok_json(&folder.memoctl(&["markers", "--json", "--limit", "2"]));
+    assert_eq!(run_ids(&first["markers"]), all[..2]);
+    let next = first["next"].as_str().expect("a cursor").to_string();
+    let last = first["markers"][1].clone();
+    assert_eq!(
+        next,
+        format!(
+            "{}.{}.{}",
+            last["terminal_at_ms"],
+            last["run_id"].as_str().unwrap(),
+            last["incarnation"].as_str().unwrap()
+        )
+    );
+    let rest = ok_json(&folder.memoctl(&["markers", "--json", "--limit", "2", "--after", &next]));
+    assert_eq!(run_ids(&rest["markers"]), all[2..]);
+    assert_eq!(rest["next"], serde_json::Value::Null);
+
+    // The table prints the cursor under the page.
+    let table = ok(&folder.memoctl(&["markers", "--limit", "2"]));
+    assert_eq!(table.lines().count(), 4, "{table}");
+    assert!(
+        table.ends_with(&format!("next page: --after {next}\n")),
+        "{table}"
+    );
+    let table = ok(&folder.memoctl(&["markers", "--limit", "2", "--after", &next]));
+    assert_eq!(
+        table.lines().count(),
+        2,
+        "no cursor after the last page: {table}"
+    );
+
+    // The expired markers page too: only old-1 is older than 7 days.
+    let expired = ok_json(&folder.memoctl(&["markers", "--expired", "--json", "--limit", "1"]));
+    assert_eq!(run_ids(&expired["markers"]), ["old-1"]);
+    assert_eq!(expired["next"], serde_json::Value::Null);
+
+    let bad = failed(&folder.memoctl(&["markers", "--limit", "1", "--after", "old-1"]));
+    assert!(bad.contains("not a marker cursor: \"old-1\""), "{bad}");
+    for args in [
+        &["markers", "--limit", "0"][..],
+        &["markers", "--after", &next],
+    ] {
+        let output = folder.memoctl(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

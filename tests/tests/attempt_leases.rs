@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunRecord, RunStatus, RunSummary,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
     RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
@@ -712,6 +712,15 @@ impl RuntimeStore for HoldsARenewal {
         limit: usize,
     ) -> Result<RunIdPage, Error> {
         self.inner.list_run_ids_page(status, after, limit).await
+    }
+
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunPage, Error> {
+        self.inner.list_runs_page(status, after, limit).await
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool, Error> {

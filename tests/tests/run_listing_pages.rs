@@ -397,3 +397,70 @@ async fn the_default_pages_any_backend() {
     assert_eq!(page.ids, [run("b"), run("b-")]);
     assert_eq!(page.next, Some(run("b-")));
 }
+
+/// Creates the `Running` runs `ids` on `store`.
+async fn running(store: &dyn RuntimeStore, ids: &[String]) {
+    for id in ids {
+        create_runs(store, &[id.as_str()]).await;
+        start(store, id).await;
+    }
+}
+
+#[tokio::test]
+async fn a_page_of_summaries_loads_only_its_runs_whatever_the_number_of_runs() {
+    let ids: Vec<String> = (0..60).map(|i| format!("run-{i:03}")).collect();
+    let mut costs = Vec::new();
+    for others in [100, 2_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = LocalFolder::new(dir.path()).unwrap().with_fsync(false);
+        let counting = Arc::new(CountingStore::new(folder));
+        // No run cache: each summary is read from the folder.
+        let store = ObjectStoreRuntimeStore::new(counting.clone(), "rt")
+            .with_ordered_listings()
+            .with_cached_runs(0);
+        running(&store, &ids).await;
+        // Many more runs in the status, after the page in the listing:
+        // their hints, as the store writes them.
+        for i in 0..others {
+            let hint = Path::from(format!(
+                "rt/runs-by-status/Running/zz-{i:06}.{:016x}",
+                i + 1
+            ));
+            counting.put(&hint, "".into()).await.unwrap();
+        }
+
+        counting.reset();
+        let page = store
+            .list_runs_page(RunStatus::Running, None, 50)
+            .await
+            .unwrap();
+        let cost = counting.counts();
+        let listed: Vec<&str> = page.runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(listed, ids[..50], "the page's runs, in order");
+        assert!(page.runs.iter().all(|r| r.status == RunStatus::Running));
+        assert_eq!(page.runs[0].steps, 0);
+        assert_eq!(page.next, Some(run("run-049")));
+        // One listing from the start, stopped after a chunk of the
+        // folder's; the page's runs read, and no other run.
+        assert_eq!(cost.lists_with_offset, 1, "{cost:?}");
+        assert!(cost.objects_listed < 200, "{cost:?}");
+        assert!(cost.gets >= 50, "every summary is read: {cost:?}");
+        // One summary read per run (its pointer, then its log), not its
+        // record and its receipts apart.
+        assert!(cost.gets <= 2 * 50, "two reads per run: {cost:?}");
+
+        // The next page: ten runs, then hints of runs that do not exist
+        // (not loaded as summaries).
+        counting.reset();
+        let next = store
+            .list_runs_page(RunStatus::Running, page.next.as_ref(), 50)
+            .await
+            .unwrap();
+        let next_cost = counting.counts();
+        assert_eq!(next.runs.len(), 10);
+        assert_eq!(next.next, Some(run("zz-000039")));
+        costs.push((others, cost, next_cost));
+    }
+    assert_eq!(costs[0].1, costs[1].1, "first page: {costs:?}");
+    assert_eq!(costs[0].2, costs[1].2, "second page: {costs:?}");
+}

@@ -2,7 +2,7 @@
 
 mod cancel;
 mod export;
-mod markers;
+pub(crate) mod markers;
 mod probe;
 mod runs;
 mod show;
@@ -12,7 +12,7 @@ mod waits;
 
 pub(crate) use cancel::{cancel, request_cancel};
 pub(crate) use export::{Selection, export};
-pub(crate) use markers::markers;
+pub(crate) use markers::{MarkersPage, markers};
 pub(crate) use probe::probe;
 pub(crate) use runs::{Page, runs, runs_page};
 pub(crate) use show::show;

@@ -58,20 +58,24 @@ pub(crate) async fn runs(
     })
 }
 
-/// Which page of a status's runs `memoctl runs --limit` lists.
+/// Which page of runs `memoctl runs --limit` lists.
 pub(crate) struct Page<'a> {
-    pub(crate) status: RunStatus,
-    /// The cursor: the last run of the page before, as given.
+    /// The runs of this status only (`None`: of every status, in status
+    /// order).
+    pub(crate) status: Option<RunStatus>,
+    /// The cursor the page before printed: its last run (with `status`),
+    /// or `<status>.<run>` (without).
     pub(crate) after: Option<&'a str>,
     pub(crate) limit: usize,
 }
 
-/// Lists one page of the runs in `page.status` (of `workflow`, if given,
-/// after the page is listed, so a page may show fewer rows than its
-/// limit), reading only the page's runs, and prints the next page's cursor.
-/// A listed run that left the status since is skipped; one that cannot be
-/// loaded is reported on stderr and fails the command, after the others
-/// are printed.
+/// Lists one page of at most `page.limit` runs in `page.status` (in every
+/// status, one after the other, if `None`), of `workflow`, if given, after
+/// the page is listed (so a page may show fewer rows than its limit),
+/// loading only the page's runs ([`RuntimeStore::list_runs_page`]), and
+/// prints the next page's cursor. A listed run that left the status since
+/// is skipped; one that cannot be loaded is reported on stderr and fails
+/// the command, after the others are printed.
 pub(crate) async fn runs_page(
     store: &Store,
     page: Page<'_>,
@@ -83,28 +87,81 @@ pub(crate) async fn runs_page(
         after,
         limit,
     } = page;
-    let after = after.map(super::run_id).transpose()?;
-    let listed_page = store
-        .runs
-        .list_run_ids_page(status, after.as_ref(), limit)
-        .await
-        .with_context(|| format!("cannot list {status} runs in {}", store.url))?;
+    // Where the page starts: a status, and the run after which it starts.
+    let (first, mut after) = match (status, after) {
+        (Some(status), after) => (status, after.map(super::run_id).transpose()?),
+        (None, None) => (RunStatus::ALL[0], None),
+        (None, Some(cursor)) => {
+            let bad = || {
+                anyhow::anyhow!(
+                    "not a cursor of runs of every status: {cursor:?} (expected \
+                     <status>.<run id>, as the page before printed)"
+                )
+            };
+            let (status, run) = cursor.split_once('.').ok_or_else(bad)?;
+            let status = crate::parse_status(status).map_err(|_| bad())?;
+            (status, Some(super::run_id(run)?))
+        }
+    };
+    let statuses = match status {
+        Some(status) => vec![status],
+        None => RunStatus::ALL.into_iter().filter(|s| *s >= first).collect(),
+    };
     let mut damaged = 0;
-    let runs = load_each(store, status, listed_page.ids, &mut damaged).await;
+    let mut runs: Vec<RunSummary> = Vec::new();
+    let mut next = None;
+    for (at, &status) in statuses.iter().enumerate() {
+        let wanted = limit - runs.len();
+        let listed_page = match store
+            .runs
+            .list_runs_page(status, after.as_ref(), wanted)
+            .await
+        {
+            Ok(page) => page,
+            // Some run cannot be loaded: find which, run by run.
+            Err(_) => {
+                let ids = store
+                    .runs
+                    .list_run_ids_page(status, after.as_ref(), wanted)
+                    .await
+                    .with_context(|| format!("cannot list {status} runs in {}", store.url))?;
+                let loaded = load_each(store, status, ids.ids, &mut damaged).await;
+                memo_runtime::runtime_store::RunPage::new(loaded, ids.next)
+            }
+        };
+        after = None;
+        runs.extend(listed_page.runs);
+        if let Some(last) = listed_page.next {
+            next = Some((status, last));
+            break;
+        }
+        // Full at the end of a status: the next page starts after this
+        // status's last run, in the statuses after it.
+        if runs.len() >= limit
+            && at + 1 < statuses.len()
+            && let Some(last) = runs.last()
+        {
+            next = Some((status, last.run_id.clone()));
+            break;
+        }
+    }
     let listed: Vec<RunSummary> = runs
         .into_iter()
         .filter(|run| workflow.is_none_or(|w| w == run.workflow))
         .collect();
-    let next = listed_page.next;
+    let next = next.map(|(status_of, last)| match status {
+        Some(_) => last.to_string(),
+        None => format!("{}.{last}", status_of.to_string().to_lowercase()),
+    });
     if json {
         print_json(&json!({
             "runs": listed.iter().map(run_json).collect::<Vec<_>>(),
-            "next": next.as_ref().map(RunId::as_str),
+            "next": next,
         }));
     } else {
         print_table(store, &listed).await?;
         if let Some(next) = &next {
-            outln!("next page: --after {}", next.as_str());
+            outln!("next page: --after {next}");
         }
     }
     Ok(if damaged == 0 {

@@ -8,11 +8,11 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use maud::{Markup, html};
 use memo_runtime::retention::{MarkerPage, SweepReport, TerminalMarker};
-use memo_runtime::{Incarnation, RunId};
 use serde::Deserialize;
 
 use super::page::{Failure, frame, link, when};
 use super::{Inspector, Shared};
+use crate::commands::markers::{self, cursor};
 use crate::commands::sweeper;
 use crate::output::{self, now_ms};
 
@@ -145,32 +145,13 @@ async fn dry_run(inspector: &Inspector) -> anyhow::Result<SweepReport> {
         .with_context(|| format!("the dry run of a sweep of {} stopped", inspector.store.url))
 }
 
-/// A marker as a page's cursor: `<ended ms>.<run id>.<incarnation>` (a run
-/// id has no `.`).
-fn cursor(marker: &TerminalMarker) -> String {
-    format!(
-        "{}.{}.{}",
-        marker.terminal_at_ms, marker.run_id, marker.incarnation
-    )
-}
-
 fn parse_cursor(text: &str) -> Result<Option<TerminalMarker>, Failure> {
     if text.is_empty() {
         return Ok(None);
     }
-    let bad = || Failure::bad_request(format!("not a marker cursor: {text:?}"));
-    let mut parts = text.splitn(3, '.');
-    let (Some(at), Some(run_id), Some(incarnation)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return Err(bad());
-    };
-    Ok(Some(TerminalMarker {
-        run_id: RunId::new(run_id).map_err(|_| bad())?,
-        terminal_at_ms: at.parse().map_err(|_| bad())?,
-        incarnation: Incarnation::from_u64(
-            u64::from_str_radix(incarnation, 16).map_err(|_| bad())?,
-        ),
-    }))
+    markers::parse_cursor(text)
+        .map(Some)
+        .map_err(|_| Failure::bad_request(format!("not a marker cursor: {text:?}")))
 }
 
 fn paging(query: &RetentionQuery, paged: bool, page: &MarkerPage) -> Markup {

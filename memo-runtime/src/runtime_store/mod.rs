@@ -68,7 +68,7 @@ pub use input::{InputPhase, InputRecord, InputUpdate, NewInput};
 pub use limits::{DEFAULT_MAX_PENDING_INPUTS, RunLimits};
 pub use memory::InMemoryRuntimeStore;
 pub use object::{DEFAULT_RUN_CACHE_BYTES, ObjectStoreRuntimeStore};
-pub use run::{Fence, Lease, NewRun, RunIdPage, RunRecord, RunStatus, RunSummary};
+pub use run::{Fence, Lease, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary};
 pub(crate) use run::{lease_is_live, page_of};
 
 /// The durable record of workflow runs.
@@ -306,6 +306,69 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
         Ok(page_of(ids.into_iter().skip(start), limit))
     }
 
+    /// One page of [`list_runs`](Self::list_runs): the summaries of the
+    /// runs of one [`list_run_ids_page`](Self::list_run_ids_page) page
+    /// (`status`, `after`, `limit` as there) that are still in `status`,
+    /// loading only those runs. The page's `next` is the id page's, so a
+    /// page may hold fewer than `limit` runs (or none) while its `next` is
+    /// not `None`: the runs listed there left `status`.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors); a listed run that
+    /// cannot be loaded fails the page (list its ids with
+    /// `list_run_ids_page` and load them one by one to find which). The
+    /// default implementation loads each listed run with
+    /// [`load_run`](Self::load_run) and its receipts with
+    /// [`load_receipts`](Self::load_receipts): backends with a cheaper
+    /// summary override it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> memo_runtime::Result<()> {
+    /// use memo_runtime::{Bytes, RunId};
+    /// use memo_runtime::runtime_store::{InMemoryRuntimeStore, NewRun, RunStatus, RuntimeStore};
+    ///
+    /// let store = InMemoryRuntimeStore::new();
+    /// for id in ["a", "b", "c"] {
+    ///     let run_id = RunId::new(id)?;
+    ///     let workflow = "wf".into();
+    ///     let (input, created_at_ms) = (Bytes::new(), 0);
+    ///     store
+    ///         .create_run(NewRun { run_id, workflow, input, created_at_ms })
+    ///         .await?;
+    /// }
+    /// let first = store.list_runs_page(RunStatus::Pending, None, 2).await?;
+    /// assert_eq!(first.runs.len(), 2);
+    /// let rest = store
+    ///     .list_runs_page(RunStatus::Pending, first.next.as_ref(), 2)
+    ///     .await?;
+    /// assert_eq!(rest.runs[0].run_id.as_str(), "c");
+    /// assert_eq!(rest.next, None);
+    /// # Ok(()) }
+    /// ```
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunPage> {
+        let page = self.list_run_ids_page(status, after, limit).await?;
+        let mut runs = Vec::with_capacity(page.ids.len());
+        for run_id in &page.ids {
+            let Some(record) = self.load_run(run_id).await? else {
+                continue;
+            };
+            if record.status != status {
+                continue;
+            }
+            let steps = self.load_receipts(run_id, None).await?.len() as u64;
+            runs.push(RunSummary::new(&record, steps));
+        }
+        Ok(RunPage::new(runs, page.next))
+    }
+
     /// Deletes every record of incarnation `incarnation` of a terminal run;
     /// `false` if the run does not exist or is another incarnation, which is
     /// then not touched (a later run of the same id is another run).
@@ -396,6 +459,15 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         limit: usize,
     ) -> Result<RunIdPage> {
         (**self).list_run_ids_page(status, after, limit).await
+    }
+
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunPage> {
+        (**self).list_runs_page(status, after, limit).await
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {

@@ -174,6 +174,28 @@ impl RunIdPage {
     }
 }
 
+/// One page of a listing of run summaries by status, from
+/// [`RuntimeStore::list_runs_page`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunPage {
+    /// The page's runs still in the status listed, in the listing's order.
+    pub runs: Vec<RunSummary>,
+    /// The cursor of the next page (the last id the listing gave for this
+    /// one, whether or not its run is in `runs`), or `None` if the listing
+    /// found nothing after this page.
+    pub next: Option<RunId>,
+}
+
+impl RunPage {
+    /// A page of `runs` whose next page starts after `next` (`None`: the
+    /// last page), for a backend's
+    /// [`list_runs_page`](RuntimeStore::list_runs_page).
+    pub fn new(runs: Vec<RunSummary>, next: Option<RunId>) -> RunPage {
+        RunPage { runs, next }
+    }
+}
+
 impl RunSummary {
     /// The summary of `record`, a run that committed `steps` step receipts.
     pub fn new(record: &RunRecord, steps: u64) -> RunSummary {

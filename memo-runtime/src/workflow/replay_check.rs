@@ -73,7 +73,7 @@ use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunRecord, RunStatus, RunSummary,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
     RuntimeStore, StepReceipt,
 };
 
@@ -771,6 +771,15 @@ impl RuntimeStore for ReadOnlyView {
         limit: usize,
     ) -> Result<RunIdPage> {
         self.inner.list_run_ids_page(status, after, limit).await
+    }
+
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunPage> {
+        self.inner.list_runs_page(status, after, limit).await
     }
 
     async fn delete_run(&self, run_id: &RunId, _incarnation: Incarnation) -> Result<bool> {

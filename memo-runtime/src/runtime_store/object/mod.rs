@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunRecord, RunStatus, RunSummary,
-    RuntimeStore, StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunPage, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StepReceipt,
 };
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -543,6 +543,28 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         limit: usize,
     ) -> Result<RunIdPage> {
         self.status_hints_page(status, after, limit).await
+    }
+
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunPage> {
+        // The page's hints, then one summary per listed run (a cached run
+        // costs nothing): never a run the page does not show.
+        let page = self.status_hints_page(status, after, limit).await?;
+        let summaries: Vec<Option<RunSummary>> = futures::stream::iter(page.ids)
+            .map(|run_id| async move { self.read(&run_id, RunState::summary).await })
+            .buffered(CONCURRENCY)
+            .try_collect()
+            .await?;
+        let runs = summaries
+            .into_iter()
+            .flatten()
+            .filter(|run| run.status == status)
+            .collect();
+        Ok(RunPage::new(runs, page.next))
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {

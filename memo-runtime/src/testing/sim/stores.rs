@@ -23,7 +23,7 @@ use super::checker::Checker;
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunRecord, RunStatus, RunSummary,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
     RuntimeStore, StepReceipt,
 };
 
@@ -254,6 +254,18 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         self.seen(
             "list_run_ids_page",
             self.inner.list_run_ids_page(status, after, limit).await,
+        )
+    }
+
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunPage> {
+        self.seen(
+            "list_runs_page",
+            self.inner.list_runs_page(status, after, limit).await,
         )
     }
 
