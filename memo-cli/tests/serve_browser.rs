@@ -45,10 +45,13 @@ async fn browser(webdriver: &str) -> WebDriver {
         .unwrap_or_else(|e| panic!("no browser session from {webdriver}: {e}"))
 }
 
-/// The text of the first element `css` finds.
+/// The text of the first element `css` finds, waiting for it to appear (a
+/// click's navigation may still be under way on a loaded machine: CI once
+/// looked for the notice before the page that shows it had loaded).
 async fn text(driver: &WebDriver, css: &str) -> String {
     driver
-        .find(By::Css(css))
+        .query(By::Css(css))
+        .first()
         .await
         .unwrap_or_else(|e| panic!("no {css}: {e}"))
         .text()
@@ -104,7 +107,22 @@ async fn operate(
         .await?
         .click()
         .await?;
-    let links = driver.find_all(By::Css("a.run")).await?;
+    // The filtered list, once it has loaded.
+    for _ in 0..100 {
+        if driver
+            .current_url()
+            .await?
+            .as_str()
+            .contains("prefix=Ticket")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let links = driver
+        .query(By::Css("a.run"))
+        .all_from_selector_required()
+        .await?;
     assert_eq!(links.len(), 1, "one run starts with Ticket");
     links[0].click().await?;
     assert_eq!(text(driver, "h1 .run-id").await, "Ticket-42");
@@ -135,16 +153,14 @@ async fn operate(
 
     // Approve, and confirm.
     driver.find(By::LinkText("Approve")).await?.click().await?;
+    // The confirmation page, once it has loaded.
+    let confirm = driver.query(By::Css("button.confirm")).first().await?;
     let question = text(driver, "main").await;
     assert!(
         question.contains("approval") && question.contains("true"),
         "{question}"
     );
-    driver
-        .find(By::Css("button.confirm"))
-        .await?
-        .click()
-        .await?;
+    confirm.click().await?;
     assert_eq!(text(driver, "p.notice").await, "Signal sent.");
 
     // The run continues: reload until it has completed.
