@@ -17,7 +17,7 @@ use memo_runtime::object_store::{
     PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 use memo_runtime::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunRecord, RunStatus, RunSummary,
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
     RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::testing::forward_object_store;
@@ -339,6 +339,16 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
     ) -> memo_runtime::Result<RunIdPage> {
         self.call("list_run_ids_page");
         self.inner.list_run_ids_page(status, after, limit).await
+    }
+
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> memo_runtime::Result<RunPage> {
+        self.call("list_runs_page");
+        self.inner.list_runs_page(status, after, limit).await
     }
 
     async fn delete_run(
