@@ -63,8 +63,9 @@ impl WorkerBuilder {
     /// Register each [version](Workflow::with_version) of a workflow that
     /// still has open runs: each run is driven by the version it started
     /// on, and a run whose version is not registered is left open, counted
-    /// in [`WakeReport::unknown`] and skipped, with the reason, by
-    /// [`Worker::recover`]. Registering a version again replaces it.
+    /// in [`WakeReport::unknown`](super::WakeReport::unknown) and skipped,
+    /// with the reason, by [`Worker::recover`]. Registering a version again
+    /// replaces it.
     pub fn workflow<I, O, E, F, Fut>(mut self, workflow: &Workflow<F>) -> Self
     where
         I: Serialize + DeserializeOwned + Send + 'static,
