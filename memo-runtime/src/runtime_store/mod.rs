@@ -334,10 +334,9 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// for id in ["a", "b", "c"] {
     ///     let run_id = RunId::new(id)?;
     ///     let workflow = "wf".into();
-    ///     let (input, created_at_ms) = (Bytes::new(), 0);
-    ///     store
-    ///         .create_run(NewRun { run_id, workflow, input, created_at_ms })
-    ///         .await?;
+    ///     let (input, created_at_ms, workflow_version) = (Bytes::new(), 0, None);
+    ///     let run = NewRun { run_id, workflow, input, created_at_ms, workflow_version };
+    ///     store.create_run(run).await?;
     /// }
     /// let first = store.list_runs_page(RunStatus::Pending, None, 2).await?;
     /// assert_eq!(first.runs.len(), 2);
