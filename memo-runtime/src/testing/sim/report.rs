@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+#[cfg(doc)]
+use super::Simulation;
+
 /// One history that kept every invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
