@@ -157,8 +157,10 @@ mod segment;
 
 #[cfg(any(doc, test))]
 use segment::MAX_SHORT_RUN_SEGMENT;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use segment::parse_run_segment;
+pub(crate) use segment::run_segment;
 use segment::{incarnation_name, parse_incarnation_name};
-pub(crate) use segment::{parse_run_segment, run_segment};
 
 pub(crate) const MEMOS: &str = "memos";
 pub(crate) const STEP_OUTPUTS: &str = "step-outputs";

@@ -65,6 +65,7 @@ mod due_index;
 mod envelope;
 mod error;
 mod forward;
+mod hour_folders;
 mod key;
 mod layout;
 #[cfg(unix)]
