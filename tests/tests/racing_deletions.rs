@@ -7,6 +7,7 @@
 //! process's store pauses at a chosen request until the test lets it go.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::TryStreamExt;
 use memo_runtime::object_store::ObjectStore;
@@ -14,7 +15,8 @@ use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore, StatusChange, StepReceipt,
 };
-use memo_runtime::{Bytes, RunId};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{Bytes, Error, MemoStore, RunId};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
 
@@ -237,5 +239,114 @@ async fn a_redelivery_that_read_the_run_before_its_deletion_never_brings_it_back
             .await
             .unwrap();
         assert!(leftovers.is_empty(), "{name}: {leftovers:?}");
+    }
+}
+
+type Checkout = futures::future::BoxFuture<'static, Result<u32, Error>>;
+
+/// One step whose body counts its starts.
+fn counted_checkout(
+    bodies: Arc<AtomicU64>,
+) -> Workflow<impl Fn(Context, u32) -> Checkout + Send + Sync + 'static> {
+    Workflow::new("checkout", move |ctx: Context, order: u32| {
+        let bodies = bodies.clone();
+        Box::pin(async move {
+            ctx.step("charge", |_memo| {
+                let bodies = bodies.clone();
+                async move {
+                    bodies.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, Error>(order)
+                }
+            })
+            .await
+        }) as Checkout
+    })
+}
+
+fn runtime(memo: Arc<dyn ObjectStore>, store: Arc<ObjectStoreRuntimeStore>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(memo, "memo"))
+        .runtime_store(store)
+        .build()
+        .unwrap()
+}
+
+/// Seeds 1390, 1640 and 3222 of the deployment world: worker A reads a
+/// new run and stalls before its attempt starts (here at the due-run entry
+/// it writes first). Meanwhile worker B runs the run to its end, a sweep
+/// deletes it, and the queue redelivers the id, which creates a new run;
+/// a second delivery of the id to A's process reads that new run into A's
+/// store cache. A's start then goes on. A start names an attempt number,
+/// not an incarnation, so it lands on the new run (whose first attempt is
+/// the one A asks for): A must not run the old run's step under the new
+/// run's lease (with the old run's memos, whose entries a sweep may have
+/// deleted, so its side effects run again), and the new run's own attempt
+/// must start at once and finish it.
+#[tokio::test]
+async fn an_attempt_that_read_a_deleted_run_never_starts_on_the_run_created_after_it() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-10");
+        let bodies = Arc::new(AtomicU64::new(0));
+        let checkout = Arc::new(counted_checkout(bodies.clone()));
+
+        // A's first write of an attempt is its due-run entry: held.
+        let (paused, due_put) = Pauses::new(backend.open(), Held::Put, Path::from("memo/due"));
+        let store_a = Arc::new(ObjectStoreRuntimeStore::new(backend.open(), "runs"));
+        let a = runtime(Arc::new(paused), store_a.clone());
+        let attempt_a = tokio::spawn({
+            let (run_id, checkout) = (run_id.clone(), checkout.clone());
+            async move { a.run(&run_id, &7, &*checkout).await }
+        });
+        due_put.reached.await.unwrap();
+        let old = store_a.load_run(&run_id).await.unwrap().unwrap();
+
+        // B runs it to its end; a sweep deletes it; a redelivery creates it
+        // again; A's process reads the new run.
+        let store_b = Arc::new(ObjectStoreRuntimeStore::new(backend.open(), "runs"));
+        let b = runtime(backend.open(), store_b.clone());
+        assert_eq!(b.run(&run_id, &7, &*checkout).await.unwrap(), 7, "{name}");
+        assert_eq!(bodies.load(Ordering::SeqCst), 1, "{name}");
+        let sweeper = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert!(
+            sweeper.delete_run(&run_id, old.incarnation).await.unwrap(),
+            "{name}"
+        );
+        let redelivery = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let mut again = order(&run_id);
+        again.workflow = "checkout".into();
+        again.input = Bytes::from(rmp_serde::to_vec_named(&7u32).unwrap());
+        let new = redelivery.create_run(again).await.unwrap();
+        assert_ne!(new.incarnation, old.incarnation, "{name}");
+        let seen = store_a.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(seen.incarnation, new.incarnation, "{name}");
+
+        // A's attempt goes on: it runs nothing.
+        due_put.release.send(()).unwrap();
+        let answered = attempt_a.await.unwrap();
+        assert!(
+            matches!(answered, Err(Error::Conflict { .. })),
+            "{name}: {answered:?}"
+        );
+        assert_eq!(
+            bodies.load(Ordering::SeqCst),
+            1,
+            "{name}: the deleted run's step ran again, under the new run's lease"
+        );
+
+        // The new run's own attempt starts at once and finishes it.
+        let c = runtime(
+            backend.open(),
+            Arc::new(ObjectStoreRuntimeStore::new(backend.open(), "runs")),
+        );
+        assert_eq!(c.run(&run_id, &7, &*checkout).await.unwrap(), 7, "{name}");
+        assert_eq!(bodies.load(Ordering::SeqCst), 2, "{name}");
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let done = fresh.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(
+            (done.incarnation, done.status),
+            (new.incarnation, RunStatus::Completed),
+            "{name}"
+        );
     }
 }
