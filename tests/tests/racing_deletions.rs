@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::TryStreamExt;
+use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Bytes, Error, MemoStore, RunId};
+use memo_runtime::{Bytes, Error, Memo, MemoStore, RunId, memoized};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
 
@@ -347,6 +348,94 @@ async fn an_attempt_that_read_a_deleted_run_never_starts_on_the_run_created_afte
             (done.incarnation, done.status),
             (new.incarnation, RunStatus::Completed),
             "{name}"
+        );
+    }
+}
+
+/// A memoized side effect: counts its runs, returns its run's number.
+#[memoized(skip(runs))]
+async fn reserve_seat(memo: &Memo, runs: &AtomicU64, order: u32) -> Result<u64, Error> {
+    let _ = order;
+    Ok(runs.fetch_add(1, Ordering::SeqCst) + 1)
+}
+
+/// One step that reserves a seat and records what the reservation returned.
+fn reservation(
+    runs: Arc<AtomicU64>,
+    seen: Arc<std::sync::Mutex<Vec<u64>>>,
+) -> Workflow<impl Fn(Context, u32) -> Checkout + Send + Sync + 'static> {
+    Workflow::new("reservation", move |ctx: Context, order: u32| {
+        let (runs, seen) = (runs.clone(), seen.clone());
+        Box::pin(async move {
+            ctx.step("reserve", |memo| {
+                let (runs, seen) = (runs.clone(), seen.clone());
+                async move {
+                    let seat = reserve_seat(&memo, &runs, order).await?;
+                    seen.lock().unwrap().push(seat);
+                    Ok::<_, Error>(seat as u32)
+                }
+            })
+            .await
+        }) as Checkout
+    })
+}
+
+/// Seed 2281 of the deployment world: attempt A runs a memoized side
+/// effect and stalls before its value commits; its lease expires, attempt
+/// B takes the run over, runs the effect, commits its value and ends the
+/// run; a sweep deletes the run and its memo entries. A's commit then
+/// lands on the key the sweep freed. A must not return its value: B's
+/// callers saw B's, and every caller of a key sees one value.
+#[tokio::test]
+async fn a_memoized_value_committed_after_its_run_was_taken_over_and_swept_is_never_returned() {
+    const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-11");
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let (runs, seen) = (Arc::new(AtomicU64::new(0)), Arc::default());
+        let workflow = Arc::new(reservation(runs.clone(), Arc::clone(&seen)));
+        let process = |memo: Arc<dyn ObjectStore>, worker: &str| {
+            Runtime::builder()
+                .memo_store(MemoStore::new(memo, "memo"))
+                .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+                    backend.open(),
+                    "runs",
+                )))
+                .clock(clock.clone())
+                .lease(LEASE)
+                .worker_id(worker)
+                .build()
+                .unwrap()
+        };
+
+        // A's first memo entry write, its reservation's commit, is held.
+        let (paused, commit) = Pauses::new(backend.open(), Held::Put, Path::from("memo/memos"));
+        let a = process(Arc::new(paused), "worker-a");
+        let attempt_a = tokio::spawn({
+            let (run_id, workflow) = (run_id.clone(), workflow.clone());
+            async move { a.run(&run_id, &7, &*workflow).await }
+        });
+        commit.reached.await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{name}");
+
+        // A's lease expires; B takes the run over and ends it; a sweep
+        // deletes it, memo entries and all.
+        clock.advance_ms(LEASE.as_millis() as u64 + 1_000);
+        let b = process(backend.open(), "worker-b");
+        assert_eq!(b.run(&run_id, &7, &*workflow).await.unwrap(), 2, "{name}");
+        assert!(
+            b.retention_sweeper().delete_run(&run_id).await.unwrap(),
+            "{name}"
+        );
+
+        // A's commit lands on the freed key.
+        commit.release.send(()).unwrap();
+        assert!(attempt_a.await.unwrap().is_err(), "{name}");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![2],
+            "{name}: a caller of the key saw another value than B's"
         );
     }
 }
