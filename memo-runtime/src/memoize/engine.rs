@@ -370,6 +370,18 @@ impl<'a> Call<'a> {
         match self.memo.put(key, &encoded).await {
             Err(e) => Step::Failed(e),
             Ok(committed) if committed == encoded => {
+                // Ours is the entry now, but if the lease lapsed while the
+                // body ran or the commit was in flight, another attempt may
+                // have taken the run over, committed its own value, ended
+                // the run, and a sweep deleted the run and its entries
+                // before ours landed: ours is then a value no other caller
+                // of the key ever sees. Checked by the local clock while the
+                // lease is live (no request); a lapsed lease is renewed,
+                // which fails once the run was taken over or is gone.
+                if let Err(e) = self.memo.ensure_lease().await {
+                    self.memo.report_transient(&e);
+                    return Step::Failed(e);
+                }
                 #[cfg(any(test, feature = "testing"))]
                 if let Some(observer) = observer() {
                     observer(self.memo, key, &committed);
