@@ -226,7 +226,7 @@ impl ObjectStoreRuntimeStore {
             .layout()
             .status_hint(status.path_segment(), run_id, incarnation);
         self.client.delete_all(vec![hint]).await?;
-        if unborn && self.is_current(run_id, incarnation).await? {
+        if unborn && self.pointer.is_current(run_id, incarnation).await? {
             self.write_hint(status, run_id, incarnation).await?;
         }
         Ok(())
@@ -248,7 +248,7 @@ impl ObjectStoreRuntimeStore {
     ) -> Result<Vec<(RunId, Incarnation)>> {
         let kept: Vec<Option<(RunId, Incarnation)>> = futures::stream::iter(hints)
             .map(|(run_id, incarnation)| async move {
-                match self.is_current(&run_id, incarnation).await {
+                match self.pointer.is_current(&run_id, incarnation).await {
                     Ok(true) | Err(_) => Ok(Some((run_id, incarnation))),
                     Ok(false) => {
                         self.tidy_stale_hint(RunStatus::Pending, &run_id, incarnation, true)

@@ -6,8 +6,9 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
 use super::folded::Folded;
+use super::pointer::Creation;
 use super::runs::Refreshed;
-use super::{CONCURRENCY, Creation, Entry, ObjectStoreRuntimeStore};
+use super::{CONCURRENCY, Entry, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
@@ -17,20 +18,10 @@ use crate::runtime_store::state::{Change, RunState, Verdict};
 use crate::write_once::Created;
 
 impl ObjectStoreRuntimeStore {
-    /// Whether the run pointer names `incarnation`.
-    pub(super) async fn is_current(
-        &self,
-        run_id: &RunId,
-        incarnation: Incarnation,
-    ) -> Result<bool> {
-        let current = self.read_creation(run_id).await?;
-        Ok(current.is_some_and(|c| c.incarnation == incarnation))
-    }
-
     /// Reads the run's creation, its newest checkpoint and the log entries
     /// after it, and folds them.
     pub(super) async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
-        match self.read_creation(run_id).await? {
+        match self.pointer.current(run_id).await? {
             Some(creation) => self.fold_current(run_id, creation).await,
             None => Ok(None),
         }
@@ -54,7 +45,7 @@ impl ObjectStoreRuntimeStore {
             let incarnation = creation.incarnation;
             match self.fold_incarnation(run_id, creation).await {
                 Err(e @ Error::Corrupt { .. }) if !deleted_meanwhile => {
-                    match self.read_creation(run_id).await? {
+                    match self.pointer.current(run_id).await? {
                         Some(now) if now.incarnation == incarnation => return Err(e),
                         Some(now) => creation = now,
                         None => return Ok(None),
@@ -313,7 +304,7 @@ impl ObjectStoreRuntimeStore {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
                 created @ (Created::Ours(_) | Created::Same(_)) => {
-                    if !self.is_current(run_id, folded.incarnation).await? {
+                    if !self.pointer.is_current(run_id, folded.incarnation).await? {
                         // The incarnation was deleted and its log freed under
                         // us: the change went into a dead run.
                         if let Created::Ours(_) = created {

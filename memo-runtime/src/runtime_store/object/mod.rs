@@ -38,6 +38,9 @@ use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use cache::{Bound, RunCache};
 use client::Client;
+#[cfg(test)]
+use pointer::Creation;
+use pointer::RunPointer;
 
 /// How many bytes of folded runs an instance keeps in memory, by default:
 /// 64 MiB.
@@ -226,6 +229,7 @@ const CONCURRENCY: usize = 8;
 /// ```
 pub struct ObjectStoreRuntimeStore {
     client: Arc<Client>,
+    pointer: RunPointer,
     cache: RunCache,
     checkpoint_interval: u64,
     limits: RunLimits,
@@ -250,15 +254,6 @@ impl std::fmt::Debug for ObjectStoreRuntimeStore {
     }
 }
 
-/// The stored run pointer. `incarnation` is drawn at random for each
-/// creation, so that an instance that cached a run which was then deleted
-/// and created again under the same id can tell the new run from the old.
-#[derive(Debug, Serialize, Deserialize)]
-struct Creation {
-    run: NewRun,
-    incarnation: Incarnation,
-}
-
 /// A stored log entry: a change and the incarnation of the run it is for.
 #[derive(Debug, Serialize, Deserialize)]
 struct Entry<C> {
@@ -269,8 +264,10 @@ struct Entry<C> {
 impl ObjectStoreRuntimeStore {
     /// A runtime store over `store`, keeping everything under `prefix`.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
+        let client = Arc::new(Client::new(store, Layout::new(prefix), Seal::default()));
         ObjectStoreRuntimeStore {
-            client: Arc::new(Client::new(store, Layout::new(prefix), Seal::default())),
+            pointer: RunPointer::new(client.clone()),
+            client,
             cache: RunCache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             limits: RunLimits::default(),
@@ -286,6 +283,7 @@ impl ObjectStoreRuntimeStore {
     #[must_use]
     pub fn with_seal(mut self, seal: Seal) -> ObjectStoreRuntimeStore {
         self.client = Arc::new(Client::clone(&self.client).sealed(seal));
+        self.pointer = RunPointer::new(self.client.clone());
         self
     }
 
@@ -418,7 +416,7 @@ impl ObjectStoreRuntimeStore {
         let listed = self.client.list(&folder).await?;
         let mut paths: Vec<Path> = listed.into_iter().map(|meta| meta.location).collect();
         paths.sort();
-        paths.push(self.run_path(run_id));
+        paths.push(self.client.layout().run_pointer(run_id));
         let status = record.status.path_segment();
         paths.push(
             self.client
@@ -426,10 +424,6 @@ impl ObjectStoreRuntimeStore {
                 .status_hint(status, run_id, incarnation),
         );
         Ok(paths)
-    }
-
-    fn run_path(&self, run_id: &RunId) -> Path {
-        self.client.layout().run_pointer(run_id)
     }
 
     fn log_path(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
@@ -575,7 +569,8 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
             // not exist for any reader, whatever is left of its log if this
             // call stops early. See the `pointer` module for why this cannot
             // remove a later run of the id.
-            self.remove_pointer(run_id, incarnation).await?;
+            self.cache.forget(run_id);
+            self.pointer.remove(run_id, incarnation).await?;
         }
         // Only this incarnation's own folder and hints: a later run of the
         // id (another incarnation) is never touched.
