@@ -278,8 +278,7 @@ impl ObjectStoreRuntimeStore {
                     Refreshed::Changed | Refreshed::Missing => continue,
                 },
             };
-            self.write_status_hint(run_id, &folded.state, &change)
-                .await?;
+            self.hints.write_for(run_id, &folded.state, &change).await?;
             // The status that hint is for, if the change moves the run.
             let hinted = match &change {
                 Change::Commit(crate::runtime_store::Commit {
@@ -314,8 +313,7 @@ impl ObjectStoreRuntimeStore {
                         // the incarnation's hints before, and none would
                         // ever look for this one.
                         if let Some(status) = hinted {
-                            self.drop_stale_hint(status, run_id, folded.incarnation)
-                                .await;
+                            self.hints.drop(status, run_id, folded.incarnation).await;
                         }
                         *guard = None;
                         return Err(Error::Conflict {
@@ -329,8 +327,7 @@ impl ObjectStoreRuntimeStore {
                     folded.state.apply(change, plan);
                     folded.next = after;
                     if folded.state.record().status != before {
-                        self.drop_stale_hint(before, run_id, folded.incarnation)
-                            .await;
+                        self.hints.drop(before, run_id, folded.incarnation).await;
                     }
                     self.checkpoint_if_due(run_id, folded).await;
                     let answered = answer(&folded.state);

@@ -38,6 +38,7 @@ use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use cache::{Bound, RunCache};
 use client::Client;
+use hints::HintIndex;
 #[cfg(test)]
 use pointer::Creation;
 use pointer::RunPointer;
@@ -233,10 +234,7 @@ pub struct ObjectStoreRuntimeStore {
     cache: RunCache,
     checkpoint_interval: u64,
     limits: RunLimits,
-    /// Whether `list_runs` deletes the stale status hints it meets.
-    tidy_hints: bool,
-    /// Whether `store` lists in lexical order (see `with_ordered_listings`).
-    ordered_listings: bool,
+    hints: HintIndex,
 }
 
 /// Names the store by its `Display` (backend, bucket or account and
@@ -248,8 +246,7 @@ impl std::fmt::Debug for ObjectStoreRuntimeStore {
             .field("store", &format_args!("{}", self.client.store()))
             .field("prefix", &self.client.layout().prefix().as_ref())
             .field("checkpoint_interval", &self.checkpoint_interval)
-            .field("tidy_hints", &self.tidy_hints)
-            .field("ordered_listings", &self.ordered_listings)
+            .field("hints", &self.hints)
             .finish_non_exhaustive()
     }
 }
@@ -265,14 +262,15 @@ impl ObjectStoreRuntimeStore {
     /// A runtime store over `store`, keeping everything under `prefix`.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
         let client = Arc::new(Client::new(store, Layout::new(prefix), Seal::default()));
+        let pointer = RunPointer::new(client.clone());
+        let hints = HintIndex::new(client.clone(), pointer.clone());
         ObjectStoreRuntimeStore {
-            pointer: RunPointer::new(client.clone()),
+            pointer,
             client,
             cache: RunCache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             limits: RunLimits::default(),
-            tidy_hints: true,
-            ordered_listings: false,
+            hints,
         }
     }
 
@@ -284,6 +282,7 @@ impl ObjectStoreRuntimeStore {
     pub fn with_seal(mut self, seal: Seal) -> ObjectStoreRuntimeStore {
         self.client = Arc::new(Client::clone(&self.client).sealed(seal));
         self.pointer = RunPointer::new(self.client.clone());
+        self.hints = self.hints.over(self.client.clone(), self.pointer.clone());
         self
     }
 
@@ -307,7 +306,7 @@ impl ObjectStoreRuntimeStore {
     /// reads so that later listings do not read them again.
     #[must_use]
     pub fn with_read_only_listings(mut self) -> ObjectStoreRuntimeStore {
-        self.tidy_hints = false;
+        self.hints = self.hints.read_only();
         self
     }
 
@@ -329,7 +328,7 @@ impl ObjectStoreRuntimeStore {
     /// declaration makes pages skip and repeat runs.
     #[must_use]
     pub fn with_ordered_listings(mut self) -> ObjectStoreRuntimeStore {
-        self.ordered_listings = true;
+        self.hints = self.hints.ordered();
         self
     }
 
@@ -481,20 +480,21 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
-        let hints = self.status_hints(status).await?;
+        let hints = self.hints.list(status).await?;
         let records: Vec<Option<RunSummary>> = futures::stream::iter(hints)
             .map(|(run_id, incarnation)| async move {
                 let record = self.read(&run_id, RunState::summary).await?;
                 let current = record.filter(|r| r.incarnation == incarnation);
                 let stale = match &current {
-                    Some(record) => Self::hint_is_stale(status, record.status),
+                    Some(record) => HintIndex::is_stale(status, record.status),
                     // A hint of a deleted incarnation, or of one not (yet)
                     // created.
                     None => true,
                 };
                 if stale {
                     let unborn = current.is_none();
-                    self.tidy_stale_hint(status, &run_id, incarnation, unborn)
+                    self.hints
+                        .tidy(status, &run_id, incarnation, unborn)
                         .await?;
                 }
                 Ok::<_, Error>(current.filter(|r| r.status == status))
@@ -508,9 +508,9 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
     }
 
     async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
-        let mut hints = self.status_hints(status).await?;
+        let mut hints = self.hints.list(status).await?;
         if status == RunStatus::Pending {
-            hints = self.live_pending_hints(hints).await?;
+            hints = self.hints.live_pending(hints).await?;
         }
         let mut run_ids: Vec<RunId> = hints.into_iter().map(|(run_id, _)| run_id).collect();
         run_ids.sort();
@@ -524,7 +524,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         after: Option<&RunId>,
         limit: usize,
     ) -> Result<RunIdPage> {
-        self.status_hints_page(status, after, limit).await
+        self.hints.page(status, after, limit).await
     }
 
     async fn list_runs_page(
@@ -535,7 +535,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
     ) -> Result<RunPage> {
         // The page's hints, then one summary per listed run (a cached run
         // costs nothing): never a run the page does not show.
-        let page = self.status_hints_page(status, after, limit).await?;
+        let page = self.hints.page(status, after, limit).await?;
         let summaries: Vec<Option<RunSummary>> = futures::stream::iter(page.ids)
             .map(|run_id| async move { self.read(&run_id, RunState::summary).await })
             .buffered(CONCURRENCY)

@@ -92,6 +92,7 @@ pub(super) enum Birth {
 
 /// The run pointers of one store, and the per-incarnation records they are
 /// restored from.
+#[derive(Clone)]
 pub(super) struct RunPointer {
     client: Arc<Client>,
 }

@@ -147,11 +147,13 @@ impl ObjectStoreRuntimeStore {
                 run: run.clone(),
                 incarnation: Incarnation::random(),
             };
-            self.write_hint(RunStatus::Pending, &run_id, creation.incarnation)
+            self.hints
+                .write(RunStatus::Pending, &run_id, creation.incarnation)
                 .await?;
             match self.pointer.create(&creation).await? {
                 Birth::Born => {
-                    self.ensure_pending_hint(&run_id, creation.incarnation)
+                    self.hints
+                        .ensure_pending(&run_id, creation.incarnation)
                         .await?;
                     let state = RunState::new(creation.run, creation.incarnation);
                     let record = state.record().clone();
@@ -213,7 +215,8 @@ impl ObjectStoreRuntimeStore {
     /// tidying listing by status would ever remove it. Best effort, like
     /// every hint removal.
     async fn drop_unborn_hint(&self, run_id: &RunId, incarnation: Incarnation) {
-        self.drop_stale_hint(RunStatus::Pending, run_id, incarnation)
+        self.hints
+            .drop(RunStatus::Pending, run_id, incarnation)
             .await;
     }
 }
