@@ -25,7 +25,6 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path;
-use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
@@ -37,8 +36,10 @@ use crate::layout::Layout;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use cache::{Bound, RunCache};
+use checkpoint::Checkpointer;
 use client::Client;
 use hints::HintIndex;
+use log::RunLog;
 #[cfg(test)]
 use pointer::Creation;
 use pointer::RunPointer;
@@ -232,7 +233,8 @@ pub struct ObjectStoreRuntimeStore {
     client: Arc<Client>,
     pointer: RunPointer,
     cache: RunCache,
-    checkpoint_interval: u64,
+    log: RunLog,
+    checkpoints: Checkpointer,
     limits: RunLimits,
     hints: HintIndex,
 }
@@ -245,17 +247,10 @@ impl std::fmt::Debug for ObjectStoreRuntimeStore {
         f.debug_struct("ObjectStoreRuntimeStore")
             .field("store", &format_args!("{}", self.client.store()))
             .field("prefix", &self.client.layout().prefix().as_ref())
-            .field("checkpoint_interval", &self.checkpoint_interval)
+            .field("checkpoints", &self.checkpoints)
             .field("hints", &self.hints)
             .finish_non_exhaustive()
     }
-}
-
-/// A stored log entry: a change and the incarnation of the run it is for.
-#[derive(Debug, Serialize, Deserialize)]
-struct Entry<C> {
-    incarnation: Incarnation,
-    change: C,
 }
 
 impl ObjectStoreRuntimeStore {
@@ -266,11 +261,12 @@ impl ObjectStoreRuntimeStore {
         let hints = HintIndex::new(client.clone(), pointer.clone());
         ObjectStoreRuntimeStore {
             pointer,
-            client,
             cache: RunCache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
-            checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
+            log: RunLog::new(client.clone()),
+            checkpoints: Checkpointer::new(client.clone(), DEFAULT_CHECKPOINT_INTERVAL),
             limits: RunLimits::default(),
             hints,
+            client,
         }
     }
 
@@ -282,6 +278,8 @@ impl ObjectStoreRuntimeStore {
     pub fn with_seal(mut self, seal: Seal) -> ObjectStoreRuntimeStore {
         self.client = Arc::new(Client::clone(&self.client).sealed(seal));
         self.pointer = RunPointer::new(self.client.clone());
+        self.log = RunLog::new(self.client.clone());
+        self.checkpoints = self.checkpoints.over(self.client.clone());
         self.hints = self.hints.over(self.client.clone(), self.pointer.clone());
         self
     }
@@ -345,7 +343,7 @@ impl ObjectStoreRuntimeStore {
     /// or signals with large outputs or payloads.
     #[must_use]
     pub fn with_checkpoint_interval(mut self, entries: u64) -> ObjectStoreRuntimeStore {
-        self.checkpoint_interval = entries.max(1);
+        self.checkpoints = Checkpointer::new(self.client.clone(), entries);
         self
     }
 
@@ -423,12 +421,6 @@ impl ObjectStoreRuntimeStore {
                 .status_hint(status, run_id, incarnation),
         );
         Ok(paths)
-    }
-
-    fn log_path(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
-        self.client
-            .layout()
-            .log_entry(run_id, incarnation, position)
     }
 }
 

@@ -1,13 +1,15 @@
 //! The walks a call takes through the components: loading a run into its
-//! cache slot, creating a run.
+//! cache slot (pointer, checkpoint, log), committing a change, creating a
+//! run.
 
 use super::ObjectStoreRuntimeStore;
 use super::folded::Folded;
 use super::pointer::{Birth, Creation, POINTER_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::state::RunState;
+use crate::runtime_store::state::{Change, RunState, Verdict};
 use crate::runtime_store::{NewRun, RunRecord, RunStatus};
+use crate::write_once::Created;
 
 /// What [`ObjectStoreRuntimeStore::refresh`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -218,5 +220,170 @@ impl ObjectStoreRuntimeStore {
         self.hints
             .drop(RunStatus::Pending, run_id, incarnation)
             .await;
+    }
+
+    /// Reads the run's creation, its newest checkpoint and the log entries
+    /// after it, and folds them.
+    pub(super) async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
+        match self.pointer.current(run_id).await? {
+            Some(creation) => self.fold_current(run_id, creation).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Folds the incarnation `creation`, which the run pointer was just read
+    /// to name: its newest checkpoint and the log entries after it.
+    ///
+    /// A deletion removes the pointer first and then the rest, so a fold
+    /// that began before it may find checkpoints and entries gone and take
+    /// the run for corrupt: a corrupt fold counts only if the pointer still
+    /// names the incarnation; otherwise the run is read again as it is now.
+    pub(super) async fn fold_current(
+        &self,
+        run_id: &RunId,
+        creation: Creation,
+    ) -> Result<Option<Folded>> {
+        let mut creation = creation;
+        let mut deleted_meanwhile = false;
+        loop {
+            let incarnation = creation.incarnation;
+            match self.fold_incarnation(run_id, creation).await {
+                Err(e @ Error::Corrupt { .. }) if !deleted_meanwhile => {
+                    match self.pointer.current(run_id).await? {
+                        Some(now) if now.incarnation == incarnation => return Err(e),
+                        Some(now) => creation = now,
+                        None => return Ok(None),
+                    }
+                    deleted_meanwhile = true;
+                }
+                folded => return folded.map(Some),
+            }
+        }
+    }
+
+    async fn fold_incarnation(&self, run_id: &RunId, creation: Creation) -> Result<Folded> {
+        let incarnation = creation.incarnation;
+        let created = RunState::new(creation.run, incarnation);
+        let mut folded = self.checkpoints.load(run_id, created).await?;
+        self.log.fold_tail(run_id, &mut folded).await?;
+        Ok(folded)
+    }
+
+    /// Folds the changes written after `folded.next`: `true` if there were
+    /// any.
+    ///
+    /// One read tells whether the run moved on. If it did, it may have moved
+    /// by one entry or by thousands, so the rest is caught up as a fresh load
+    /// reads a run: from the newest checkpoint delta if it is ahead of the
+    /// cached state, then the log after it, so the cost is that of a fresh
+    /// load plus that one read, whatever happened since the run was cached.
+    pub(super) async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
+        if !self.log.fold_next(run_id, folded).await? {
+            return Ok(false);
+        }
+        self.fold_newer(run_id, folded).await?;
+        Ok(true)
+    }
+
+    /// Folds the changes after `folded.next`, known to be behind: from the
+    /// newest delta if it is ahead, then the log after it.
+    pub(super) async fn fold_newer(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
+        self.checkpoints.skip_to_newer(run_id, folded).await?;
+        self.log.fold_tail(run_id, folded).await
+    }
+
+    /// Commits `change` to the run, and returns what `answer` reads from the
+    /// run after it.
+    pub(super) async fn change<T>(
+        &self,
+        run_id: &RunId,
+        change: Change,
+        answer: impl Fn(&RunState) -> T,
+    ) -> Result<T> {
+        let slot = self.cache.slot(run_id);
+        let mut guard = slot.lock().await;
+        if guard.is_none() {
+            self.refresh(run_id, &mut guard).await?;
+        }
+        loop {
+            let Some(folded) = guard.as_mut() else {
+                return Err(Error::RunNotFound {
+                    run_id: run_id.to_string(),
+                });
+            };
+            // A new change must also fit the limits (a run's pending inputs
+            // are counted as it stands, so judged like the rules).
+            let verdict = folded.state.check(&change).and_then(|verdict| {
+                if let Verdict::Apply(_) = verdict {
+                    self.limits.admit(&folded.state, &change)?;
+                }
+                Ok(verdict)
+            });
+            let plan = match verdict {
+                Ok(Verdict::AlreadyApplied) => return Ok(answer(&folded.state)),
+                Ok(Verdict::Apply(plan)) => plan,
+                // The cache may be behind: judge only against the latest log.
+                Err(e) => match self.refresh(run_id, &mut guard).await? {
+                    Refreshed::Unchanged => return Err(e),
+                    Refreshed::Changed | Refreshed::Missing => continue,
+                },
+            };
+            self.hints.write_for(run_id, &folded.state, &change).await?;
+            // The status that hint is for, if the change moves the run.
+            let hinted = match &change {
+                Change::Commit(crate::runtime_store::Commit {
+                    status: Some(status),
+                    ..
+                }) => Some(status.status()).filter(|&s| s != folded.state.record().status),
+                _ => None,
+            };
+            let (created, after) = self.log.append(run_id, folded, &change).await?;
+            match created {
+                // At position `next` either way: an identical change there
+                // is this change, applied once.
+                created @ (Created::Ours(_) | Created::Same(_)) => {
+                    if !self.pointer.is_current(run_id, folded.incarnation).await? {
+                        // The incarnation was deleted and its log freed under
+                        // us: the change went into a dead run.
+                        if let Created::Ours(_) = created {
+                            (self.log)
+                                .discard(run_id, folded.incarnation, folded.next)
+                                .await;
+                        }
+                        // And the hint written for it: the deletion removed
+                        // the incarnation's hints before, and none would
+                        // ever look for this one.
+                        if let Some(status) = hinted {
+                            self.hints.drop(status, run_id, folded.incarnation).await;
+                        }
+                        *guard = None;
+                        return Err(Error::Conflict {
+                            what: format!("run {run_id}"),
+                            reason: "the run was deleted while the change was written; \
+                                     nothing was applied"
+                                .into(),
+                        });
+                    }
+                    let before = folded.state.record().status;
+                    folded.state.apply(change, plan);
+                    folded.next = after;
+                    if folded.state.record().status != before {
+                        self.hints.drop(before, run_id, folded.incarnation).await;
+                    }
+                    self.checkpoints.write_if_due(run_id, folded).await;
+                    let answered = answer(&folded.state);
+                    self.cache.reweigh(run_id, &slot, guard.as_ref());
+                    return Ok(answered);
+                }
+                // Another writer came first, maybe by many entries: caught
+                // up as a read is, the pointer first, so that the leftovers
+                // of a deleted incarnation are never folded (the change is
+                // then judged against the run the pointer names, if any).
+                Created::Theirs(bytes) => {
+                    self.log.fold_entry(run_id, folded, &bytes)?;
+                    self.refresh_known(run_id, &mut guard, true).await?;
+                }
+            }
+        }
     }
 }
