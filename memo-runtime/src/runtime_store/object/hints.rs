@@ -10,8 +10,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStoreExt};
 
-use super::CONCURRENCY;
-use super::client::Client;
+use super::client::{CONCURRENCY, Client};
 use super::pointer::RunPointer;
 use crate::error::{Error, Result};
 use crate::layout;
@@ -34,16 +33,6 @@ pub(super) struct HintIndex {
     ordered: bool,
 }
 
-/// Names its settings only: the client's `Debug` may print credentials.
-impl std::fmt::Debug for HintIndex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HintIndex")
-            .field("tidy", &self.tidy)
-            .field("ordered", &self.ordered)
-            .finish_non_exhaustive()
-    }
-}
-
 impl HintIndex {
     /// An index that tidies what it lists and reads listings in any order.
     pub(super) fn new(client: Arc<Client>, pointer: RunPointer) -> HintIndex {
@@ -52,15 +41,6 @@ impl HintIndex {
             pointer,
             tidy: true,
             ordered: false,
-        }
-    }
-
-    /// The same index over `client` and `pointer`.
-    pub(super) fn over(self, client: Arc<Client>, pointer: RunPointer) -> HintIndex {
-        HintIndex {
-            client,
-            pointer,
-            ..self
         }
     }
 

@@ -12,8 +12,7 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use super::CONCURRENCY;
-use super::client::Client;
+use super::client::{CONCURRENCY, Client};
 use super::folded::Folded;
 use crate::codec;
 use crate::error::{Error, Result};

@@ -76,15 +76,6 @@ pub(super) struct Checkpointer {
     interval: u64,
 }
 
-/// Names its interval only: the client's `Debug` may print credentials.
-impl std::fmt::Debug for Checkpointer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Checkpointer")
-            .field("interval", &self.interval)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Checkpointer {
     /// Checkpoints written every `interval` log entries (at least 1).
     pub(super) fn new(client: Arc<Client>, interval: u64) -> Checkpointer {
@@ -92,11 +83,6 @@ impl Checkpointer {
             client,
             interval: interval.max(1),
         }
-    }
-
-    /// The same checkpointer over `client`.
-    pub(super) fn over(self, client: Arc<Client>) -> Checkpointer {
-        Checkpointer { client, ..self }
     }
 
     fn delta_path(
