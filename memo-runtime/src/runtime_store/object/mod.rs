@@ -482,9 +482,8 @@ impl ObjectStoreRuntimeStore {
     }
 }
 
-/// Every call is the runs' ([`Runs`], in `runs.rs`): this type builds them
-/// and adds the accessors, as `object_store`'s `AmazonS3` does over its
-/// client.
+// Every call is the runs' (`Runs`, in `runs/`): this type builds them and
+// adds the accessors, as `object_store`'s `AmazonS3` does over its client.
 #[async_trait]
 impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
