@@ -12,6 +12,7 @@
 
 pub mod cloud;
 pub mod fixtures;
+pub mod large_values;
 pub mod pause;
 
 /// The root README's code blocks, compiled (and, unless marked `no_run`,
