@@ -94,7 +94,18 @@ impl Generated {
     ///
     /// The blob writer's.
     pub async fn write(self, memo: &Memo) -> Result<Blob, Error> {
-        let mut writer = BlobWriter::new(memo);
+        self.write_in_chunks(memo, memo_runtime::blob::DEFAULT_CHUNK_SIZE)
+            .await
+    }
+
+    /// Writes it into a new blob of `memo`'s step in chunks of
+    /// `chunk_size` bytes, a piece at a time.
+    ///
+    /// # Errors
+    ///
+    /// The blob writer's.
+    pub async fn write_in_chunks(self, memo: &Memo, chunk_size: usize) -> Result<Blob, Error> {
+        let mut writer = BlobWriter::new(memo).with_chunk_size(chunk_size)?;
         for piece in self.pieces() {
             writer.write(&piece).await?;
         }
@@ -172,4 +183,45 @@ pub async fn assert_reads_back(
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The cloud check of large values (see [`crate::cloud_checks!`]): a value
+/// over the in-memory limit round-trips through `#[memoized]` as a
+/// multipart upload, a hit from another client streams it again, a sealed
+/// one (compressed and encrypted) reads back, and clearing the run deletes
+/// both. `store` opens a new client of the test's prefix each call.
+///
+/// # Panics
+///
+/// If any of that fails.
+pub async fn large_values_round_trip_through_multipart_uploads(store: impl Fn() -> MemoStore) {
+    let id = memo_runtime::RunId::new("large-values").unwrap();
+    let value = Generated::random(OVER_64_MIB, 11);
+    let expected = (value, &*value.sha256());
+    let runs = AtomicU32::new(0);
+    let writer = store();
+    let blob = export(&writer.new_memo(&id, 0), &value, &runs)
+        .await
+        .unwrap();
+    let reader = store();
+    let again = export(&reader.new_memo(&id, 0), &value, &runs)
+        .await
+        .unwrap();
+    assert_eq!((&again, runs.load(Ordering::SeqCst)), (&blob, 1));
+    assert_reads_back(&again, &reader, expected, "a hit, another client").await;
+
+    let sealed_store = store().with_seal(crate::fixtures::every_seal_option());
+    let sealed = Generated::compressible(17 << 20, 12);
+    let sealed_blob = sealed.write(&sealed_store.new_memo(&id, 1)).await.unwrap();
+    let sealed_sha = sealed.sha256();
+    assert_reads_back(&sealed_blob, &sealed_store, (sealed, &sealed_sha), "sealed").await;
+
+    writer.clear_memos_for_run(&id).await.unwrap();
+    for (blob, store) in [(&blob, &reader), (&sealed_blob, &sealed_store)] {
+        let error = read_back(blob, store).await.unwrap_err();
+        assert!(
+            matches!(&error, Error::Corrupt { reason, .. } if reason.contains("missing")),
+            "{error}"
+        );
+    }
 }

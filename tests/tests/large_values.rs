@@ -33,7 +33,7 @@ async fn blob_objects(store: &MemoStore) -> Vec<Path> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_value_over_the_limit_round_trips_through_a_memoized_function_and_a_hit_streams_it_again()
- {
+{
     let value = Generated::random(OVER_64_MIB, 1);
     let expected = (value, &*value.sha256());
     for backend in Backend::all() {
@@ -223,10 +223,7 @@ async fn sweeping_a_workflow_run_deletes_its_blobs() {
                 .await
         });
         let value = Generated::random(100_000, 7);
-        let blob = runtime
-            .run(&run("swept"), &value, &workflow)
-            .await
-            .unwrap();
+        let blob = runtime.run(&run("swept"), &value, &workflow).await.unwrap();
         assert_eq!(blob_objects(runtime.memo_store()).await.len(), 1, "{what}");
 
         clock.advance_ms(2 * 3_600_000);
