@@ -11,9 +11,11 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use memo_runtime::blob::Blob;
 use memo_runtime::clock::ManualClock;
+use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::seal::{Compression, Seal};
+use memo_runtime::store::LocalFolder;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Error, MemoStore};
 use memo_tests::fixtures::{Backend, every_seal_option, run, unique_run};
@@ -242,4 +244,91 @@ async fn sweeping_a_workflow_run_deletes_its_blobs() {
             "{what}: {error}"
         );
     }
+}
+
+/// Fails after writing `fail_after` bytes of `value`, or returns its blob.
+#[memo_runtime::memoized(skip(fail_after, runs))]
+async fn export_or_fail(
+    memo: &memo_runtime::Memo,
+    value: &Generated,
+    fail_after: Option<usize>,
+    runs: &AtomicU32,
+) -> Result<Blob, Error> {
+    runs.fetch_add(1, Ordering::SeqCst);
+    let mut writer = memo_runtime::blob::BlobWriter::new(memo).with_chunk_size(64 * 1024)?;
+    let mut written = 0;
+    for piece in value.pieces() {
+        for part in piece.chunks(100_000) {
+            if fail_after.is_some_and(|limit| written >= limit) {
+                // The writer is dropped unfinished: its upload is aborted.
+                return Err(Error::InvalidConfig {
+                    what: "test".into(),
+                    reason: "the body failed mid-value".into(),
+                });
+            }
+            writer.write(part).await?;
+            written += part.len();
+        }
+    }
+    writer.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_fails_mid_value_commits_nothing_and_leaves_no_blob_behind() {
+    let folder = tempfile::tempdir().unwrap();
+    let local = LocalFolder::new(folder.path()).unwrap();
+    for (store, folder, what) in [
+        (
+            MemoStore::new(Arc::new(InMemory::new()), "memo"),
+            None,
+            "in memory",
+        ),
+        (
+            MemoStore::new(Arc::new(local), "memo"),
+            Some(folder.path()),
+            "local folder",
+        ),
+    ] {
+        let memo = store.new_memo(&run("half"), 0);
+        let value = Generated::random(1 << 20, 8);
+        let runs = AtomicU32::new(0);
+
+        let failed = export_or_fail(&memo, &value, Some(600_000), &runs).await;
+        assert!(failed.is_err(), "{what}");
+        // Nothing committed: the next call runs the body again, and its
+        // blob is the only one left once the dropped upload is aborted.
+        let blob = export_or_fail(&memo, &value, None, &runs).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "{what}");
+        assert_reads_back(&blob, &store, (value, &value.sha256()), what).await;
+        let mut left = blob_objects(&store).await;
+        for _ in 0..200 {
+            if left.len() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            left = blob_objects(&store).await;
+        }
+        assert_eq!(left, [blob.path(&store)], "{what}");
+        if let Some(folder) = folder {
+            let files = walk(folder);
+            assert_eq!(files.len(), 1, "{what}: no staging file is left: {files:?}");
+        }
+    }
+}
+
+/// Every file under `folder`'s `memo/blobs`.
+fn walk(folder: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut folders = vec![folder.join("memo/blobs")];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
 }
