@@ -11,6 +11,7 @@
 //! for one 3-step run. See README.md for the command.
 
 use std::net::{SocketAddr, TcpListener as StdListener};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -41,10 +42,10 @@ struct Args {
     /// Recorded rounds per workload (each side once per round).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-    /// Invocations of the sequential workload (one at a time).
+    /// Invocations of the sequential workload (one at a time; 0: skip it).
     #[arg(long, default_value_t = 500)]
     sequential: usize,
-    /// Invocations of the concurrent workload.
+    /// Invocations of the concurrent workload (0: skip it).
     #[arg(long, default_value_t = 2000)]
     concurrent: usize,
     /// Invocations in flight in the concurrent workload.
@@ -190,9 +191,12 @@ struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // SIGTERM lets it close RocksDB; SIGKILL after a grace period.
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        // SIGTERM lets it close RocksDB; SIGKILL after a grace period. The
+        // server runs in a process group of its own (whose id is its pid),
+        // so a wrapper (`--server` naming a script that runs it under
+        // strace) ends with it.
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -200,7 +204,7 @@ impl Drop for Server {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.child.kill();
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.wait();
     }
 }
@@ -253,6 +257,7 @@ disable-web-ui = true
         .arg(dir.join("data"))
         .args(["--no-logo", "--listen-mode", "tcp", "--node-name", "bench"])
         .stdin(Stdio::null())
+        .process_group(0)
         .stdout(out.try_clone()?)
         .stderr(out)
         .spawn()
@@ -495,7 +500,10 @@ async fn workload(
                 side.name(),
                 rate,
                 ms(percentile(&mut latencies, 0.5)),
-                load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+                load.split_whitespace()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" ")
             );
             figures.rates[s].push(rate);
             figures.p50[s].push(percentile(&mut latencies, 0.5));
@@ -585,7 +593,10 @@ async fn count_requests(dir: &Path) -> Result<()> {
     println!("|---|---|---|---|---|---|---|---|");
     // The first run pays the process's one-off conditional-create probe.
     let _: u64 = runtime.run(&RunId::new("first")?, &1u64, &workflow).await?;
-    print_counts("first 3-step run of a process (with the probe)", counting.counts());
+    print_counts(
+        "first 3-step run of a process (with the probe)",
+        counting.counts(),
+    );
     for n in 0..3u64 {
         counting.reset();
         let _: u64 = runtime
@@ -603,7 +614,14 @@ async fn count_requests(dir: &Path) -> Result<()> {
 fn reexec_in_netns() -> Result<()> {
     let me = std::env::current_exe()?;
     let status = Command::new("unshare")
-        .args(["-n", "--", "sh", "-c", "ip link set lo up && exec \"$@\"", "sh"])
+        .args([
+            "-n",
+            "--",
+            "sh",
+            "-c",
+            "ip link set lo up && exec \"$@\"",
+            "sh",
+        ])
         .arg(me)
         .args(std::env::args_os().skip(1))
         .env(IN_NETNS, "1")
@@ -702,28 +720,32 @@ async fn run(args: Args) -> Result<()> {
         }
     }
 
-    let sequential = workload(&bench, &args, "sequential", args.sequential, 1).await?;
-    print_table(
-        &args,
-        &format!("{} invocations, one at a time", args.sequential),
-        &sequential,
-    );
-    let concurrent = workload(
-        &bench,
-        &args,
-        "concurrent",
-        args.concurrent,
-        args.in_flight,
-    )
-    .await?;
-    print_table(
-        &args,
-        &format!(
-            "{} invocations, {} in flight",
-            args.concurrent, args.in_flight
-        ),
-        &concurrent,
-    );
+    if args.sequential > 0 {
+        let sequential = workload(&bench, &args, "sequential", args.sequential, 1).await?;
+        print_table(
+            &args,
+            &format!("{} invocations, one at a time", args.sequential),
+            &sequential,
+        );
+    }
+    if args.concurrent > 0 {
+        let concurrent = workload(
+            &bench,
+            &args,
+            "concurrent",
+            args.concurrent,
+            args.in_flight.max(1),
+        )
+        .await?;
+        print_table(
+            &args,
+            &format!(
+                "{} invocations, {} in flight",
+                args.concurrent, args.in_flight
+            ),
+            &concurrent,
+        );
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("\nload average at the end: {}", load.trim());
 
