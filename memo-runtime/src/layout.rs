@@ -23,6 +23,7 @@
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //! | shared entry | `shared/entries/<ns>/<sha256(key)>` |
 //! | shared expiry marker | `shared/expiry/<hour>/<u64::MAX - expires_ms>_<ns>.<sha256(key)>.<token, 16 hex digits>` |
+//! | blob (a large value's chunks) | `blobs/<run>/<inc>/<step>/<token, 16 hex digits>` |
 //!
 //! A run checkpoint holds the run folded from its log entries before
 //! `<position>`: a copy of what the log says, never the only record of a
@@ -142,6 +143,19 @@
 //! the run with whatever code it has, as it did every run, so roll back only
 //! once no open run has a version (`memoctl runs` shows each run's).
 //!
+//! Blobs (`memo_runtime::blob`) hold values streamed a chunk at a time:
+//! one object per value, its chunk records one after another (see
+//! `chunk_frame.rs`), in the folder of the run incarnation and step that
+//! wrote it, named by a token its writer drew; the memo entry or step
+//! receipt that returns the value holds only a reference naming it. Blobs
+//! were added to version 2 without changing its number, additive both
+//! ways: data written before them has none; a reader that does not know
+//! them never reads `blobs/` (a reference is a value it cannot decode,
+//! `Error::Decode`, as any type it does not know), and a sweep of that
+//! release leaves a run's blobs behind (delete `blobs/<run>/` by hand, or
+//! sweep again after upgrading: a later sweep of the same run does not see
+//! them either, since its marker is gone).
+//!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
 //! miss, a v1 marker is skipped as foreign); [`MemoStore::clear_memos_for_run`]
@@ -153,8 +167,19 @@ use object_store::path::{Path, PathPart};
 
 use crate::run_id::{Incarnation, RunId};
 
+mod segment;
+
+#[cfg(any(doc, test))]
+use segment::MAX_SHORT_RUN_SEGMENT;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use segment::parse_run_segment;
+pub(crate) use segment::run_segment;
+use segment::{incarnation_name, parse_incarnation_name};
+
 pub(crate) const MEMOS: &str = "memos";
 pub(crate) const STEP_OUTPUTS: &str = "step-outputs";
+/// Large values, streamed: `blobs/<run>/<inc>/<step>/<token>`.
+pub(crate) const BLOBS: &str = "blobs";
 pub(crate) const TERMINALS: &str = "terminals";
 const RUNS: &str = "runs";
 const RUNS_BY_STATUS: &str = "runs-by-status";
@@ -166,148 +191,6 @@ const SHARED_EXPIRY: &str = "expiry";
 
 /// The width of a marker's hour folder, in milliseconds.
 pub(crate) const MARKER_HOUR_MS: u64 = 60 * 60 * 1000;
-
-/// The longest run segment written in the short form (the id with its
-/// capitals escaped): longer ones are written in the long form.
-///
-/// The bound comes from the tightest name that holds a segment, a terminal
-/// marker's (`<20 digits>_<run>.<16 hex digits>`, 38 bytes besides the
-/// segment), on the tightest backend, a local folder (255-byte file names),
-/// where `LocalFileSystem` stages every write at `<name>#<counter>` (up to 21
-/// more bytes): 255 - 38 - 21 = 196.
-pub(crate) const MAX_SHORT_RUN_SEGMENT: usize = 196;
-
-/// What separates a long-form segment's lower-cased id from its case mask:
-/// never in a short-form segment, where `=` is always followed by a letter.
-const CASE_MASK_SEPARATOR: &str = "==";
-
-/// The path segment of a run id.
-///
-/// **Short form** (every segment up to [`MAX_SHORT_RUN_SEGMENT`] bytes, which
-/// covers every id with at most 68 capitals): the id with every upper-case
-/// letter written as `=` and the letter in lower case (`Order-1` is
-/// `=order-1`).
-///
-/// **Long form** (ids with so many capitals that the short form would be
-/// longer): the id in lower case, `==`, then its case mask: one bit per
-/// letter of the id, in order, 1 for a capital, packed four to a lower-case
-/// hex digit (the first letter is the first digit's high bit, the last digit
-/// padded with zeros). `ABc` is `abc==c`. At most 128 + 2 + 32 = 162 bytes.
-///
-/// Either form is all lower case, and the mapping is one-to-one (`=` is not
-/// in the run-id alphabet, and `==` appears only in the long form), so two
-/// ids that differ only in case get segments that differ in more than case:
-/// they stay apart on a case-insensitive folder (macOS, Windows) as
-/// everywhere else. Both forms are read back by [`parse_run_segment`], so a
-/// listing (markers, status hints) names every run without reading it.
-pub(crate) fn run_segment(run_id: &RunId) -> String {
-    let id = run_id.as_str();
-    let capitals = id.bytes().filter(u8::is_ascii_uppercase).count();
-    if id.len() + capitals <= MAX_SHORT_RUN_SEGMENT {
-        short_segment(id)
-    } else {
-        long_segment(id)
-    }
-}
-
-fn short_segment(id: &str) -> String {
-    let mut segment = String::with_capacity(id.len() + 4);
-    for c in id.chars() {
-        if c.is_ascii_uppercase() {
-            segment.push('=');
-            segment.push(c.to_ascii_lowercase());
-        } else {
-            segment.push(c);
-        }
-    }
-    segment
-}
-
-fn long_segment(id: &str) -> String {
-    let letters: Vec<bool> = id
-        .bytes()
-        .filter(u8::is_ascii_alphabetic)
-        .map(|b| b.is_ascii_uppercase())
-        .collect();
-    let mask = letters.chunks(4).map(|bits| {
-        let nibble = bits
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &upper)| n | (u32::from(upper) << (3 - i)));
-        char::from_digit(nibble, 16).unwrap_or('0')
-    });
-    let mut segment = id.to_ascii_lowercase();
-    segment.push_str(CASE_MASK_SEPARATOR);
-    segment.extend(mask);
-    segment
-}
-
-/// The run id a [`run_segment`] was made from; `None` for anything else,
-/// including a segment in the other form than the one its id is written in
-/// (so no two names parse to one run).
-pub(crate) fn parse_run_segment(segment: &str) -> Option<RunId> {
-    let id = match segment.split_once(CASE_MASK_SEPARATOR) {
-        Some((lower, mask)) => parse_long_segment(lower, mask)?,
-        None => parse_short_segment(segment)?,
-    };
-    let run_id = RunId::new(id).ok()?;
-    (run_segment(&run_id) == segment).then_some(run_id)
-}
-
-fn parse_short_segment(segment: &str) -> Option<String> {
-    let mut id = String::with_capacity(segment.len());
-    let mut chars = segment.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '=' => match chars.next() {
-                Some(l) if l.is_ascii_lowercase() => id.push(l.to_ascii_uppercase()),
-                _ => return None,
-            },
-            c if c.is_ascii_uppercase() => return None,
-            c => id.push(c),
-        }
-    }
-    Some(id)
-}
-
-fn parse_long_segment(lower: &str, mask: &str) -> Option<String> {
-    let mut bits = Vec::with_capacity(mask.len() * 4);
-    for digit in mask.chars() {
-        if digit.is_ascii_uppercase() {
-            return None;
-        }
-        let nibble = digit.to_digit(16)?;
-        bits.extend((0..4).rev().map(|i| nibble >> i & 1 == 1));
-    }
-    let mut bits = bits.into_iter();
-    let mut id = String::with_capacity(lower.len());
-    for c in lower.chars() {
-        if c.is_ascii_uppercase() {
-            return None;
-        }
-        if c.is_ascii_alphabetic() && bits.next()? {
-            id.push(c.to_ascii_uppercase());
-        } else {
-            id.push(c);
-        }
-    }
-    // Only padding may be left; a canonical mask is checked by the caller.
-    Some(id)
-}
-
-/// `<run>.<inc>`: a run incarnation in one file name.
-fn incarnation_name(run_id: &RunId, incarnation: Incarnation) -> String {
-    format!("{}.{incarnation}", run_segment(run_id))
-}
-
-/// Parses `<run>.<inc>`.
-fn parse_incarnation_name(name: &str) -> Option<(RunId, Incarnation)> {
-    let (run, incarnation) = name.rsplit_once('.')?;
-    Some((
-        parse_run_segment(run)?,
-        Incarnation::parse_hex(incarnation)?,
-    ))
-}
 
 /// `<prefix>/probes/<token>`: the object a conditional-create probe creates
 /// twice and deletes; `token` is unique per probe, so concurrent start-ups
@@ -423,6 +306,19 @@ impl Layout {
             "{due_ms:020}_{}",
             incarnation_name(run_id, incarnation)
         ))
+    }
+
+    /// `blobs/<run>/<inc>/<step>/<token>`: the object of a blob that step
+    /// `step` of the incarnation wrote, `token` drawn by its writer.
+    pub(crate) fn blob(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        step: u32,
+        token: u64,
+    ) -> Path {
+        self.step_folder(BLOBS, run_id, incarnation, step)
+            .join(format!("{token:016x}"))
     }
 
     /// `shared/entries/<ns>`: the shared entries of one namespace.
@@ -681,6 +577,7 @@ fn parse_digits(s: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use super::segment::short_segment;
     use super::*;
     use crate::run_id::MAX_RUN_ID_LEN;
     use crate::runtime_store::RunStatus;
@@ -857,6 +754,7 @@ mod tests {
             layout
                 .shared_expiry("llm-v1", &"e".repeat(64), 3_600_001, 0xef)
                 .to_string(),
+            layout.blob(&id, inc, 4, 0x12).to_string(),
         ];
         assert_eq!(
             paths,
@@ -883,6 +781,7 @@ mod tests {
                     u64::MAX - 3_600_001,
                     "e".repeat(64)
                 ),
+                "pre/fix/blobs/=run_1/00000000000000ab/4/0000000000000012".to_string(),
             ]
         );
     }
