@@ -49,24 +49,33 @@ impl Client {
         &self.layout
     }
 
+    /// The store's seal: the one every record and checkpoint is sealed
+    /// with (status hints are [`PLAIN`](crate::seal::PLAIN)).
     pub(super) fn seal(&self) -> &Seal {
         &self.seal
     }
 
-    /// Reads the sealed record at `path` (see [`write_once::read`]).
-    pub(super) async fn read(&self, path: &Path, limit: Limit) -> Result<Option<Bytes>> {
-        write_once::read(self.store.as_ref(), path, limit, &self.seal).await
+    /// Reads the record at `path`, sealed with `seal` (see
+    /// [`write_once::read`]).
+    pub(super) async fn read(
+        &self,
+        path: &Path,
+        limit: Limit,
+        seal: &Seal,
+    ) -> Result<Option<Bytes>> {
+        write_once::read(self.store.as_ref(), path, limit, seal).await
     }
 
-    /// Creates the sealed record at `path` unless one exists (see
-    /// [`write_once::create_once`]).
+    /// Creates the record at `path`, sealed with `seal`, unless one exists
+    /// (see [`write_once::create_once`]).
     pub(super) async fn create(
         &self,
         path: &Path,
         payload: &[u8],
         limit: Limit,
+        seal: &Seal,
     ) -> Result<Created> {
-        write_once::create_once(self.store.as_ref(), path, payload, limit, &self.seal).await
+        write_once::create_once(self.store.as_ref(), path, payload, limit, seal).await
     }
 
     /// The objects under `folder`, in the order the store lists them.

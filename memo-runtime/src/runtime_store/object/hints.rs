@@ -19,7 +19,6 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
 use crate::runtime_store::{Commit, RunIdPage, RunStatus};
 use crate::seal::PLAIN;
-use crate::write_once;
 
 /// The status hints of one store: how they are written, listed and tidied.
 pub(super) struct HintIndex {
@@ -94,14 +93,9 @@ impl HintIndex {
             .client
             .layout()
             .status_hint(status.path_segment(), run_id, incarnation);
-        write_once::create_once(
-            self.client.store().as_ref(),
-            &path,
-            run_id.as_str().as_bytes(),
-            Limit::MARKER,
-            &PLAIN,
-        )
-        .await?;
+        self.client
+            .create(&path, run_id.as_str().as_bytes(), Limit::MARKER, &PLAIN)
+            .await?;
         Ok(())
     }
 

@@ -120,7 +120,7 @@ impl RunLog {
     ) -> Result<Option<Bytes>> {
         let path = self.path(run_id, incarnation, position);
         self.client
-            .read(&path, Limit::RECORD)
+            .read(&path, Limit::RECORD, self.client.seal())
             .await
             .map_err(|e| match e {
                 Error::Corrupt { path, reason } => Error::Corrupt {
@@ -219,7 +219,10 @@ impl RunLog {
                 format!("run {run_id}: the log has no position after its last"),
             ));
         };
-        let created = self.client.create(&path, &encoded, Limit::RECORD).await?;
+        let created = self
+            .client
+            .create(&path, &encoded, Limit::RECORD, self.client.seal())
+            .await?;
         Ok((created, after))
     }
 

@@ -144,7 +144,11 @@ impl RunPointer {
     /// Reads the pointer object only; `None` if it is missing.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         let path = self.path(run_id);
-        let Some(bytes) = self.client.read(&path, Limit::RECORD).await? else {
+        let Some(bytes) = self
+            .client
+            .read(&path, Limit::RECORD, self.client.seal())
+            .await?
+        else {
             return Ok(None);
         };
         let creation = decode_creation(run_id, &path, &bytes, None)?;
@@ -170,7 +174,11 @@ impl RunPointer {
                 continue;
             };
             let path = self.client.layout().incarnation_record(run_id, incarnation);
-            let Some(bytes) = self.client.read(&path, Limit::RECORD).await? else {
+            let Some(bytes) = self
+                .client
+                .read(&path, Limit::RECORD, self.client.seal())
+                .await?
+            else {
                 continue;
             };
             let creation = decode_creation(run_id, &path, &bytes, Some(incarnation))?;
@@ -199,7 +207,11 @@ impl RunPointer {
         bytes: Bytes,
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.path(run_id);
-        match self.client.create(&path, &bytes, Limit::RECORD).await? {
+        match self
+            .client
+            .create(&path, &bytes, Limit::RECORD, self.client.seal())
+            .await?
+        {
             // `Same`: restored by another restorer too, or by our create
             // whose answer was lost; checked as our own, since the record
             // may be gone by now either way.
@@ -208,7 +220,12 @@ impl RunPointer {
                     .client
                     .layout()
                     .incarnation_record(run_id, orphan.incarnation);
-                if self.client.read(&record, Limit::RECORD).await?.is_some() {
+                if self
+                    .client
+                    .read(&record, Limit::RECORD, self.client.seal())
+                    .await?
+                    .is_some()
+                {
                     tracing::warn!(%run_id, incarnation = %orphan.incarnation,
                         "run pointer restored from its incarnation record");
                     return Ok(Some((orphan, bytes)));
@@ -257,7 +274,12 @@ impl RunPointer {
             .client
             .layout()
             .incarnation_record(run_id, creation.incarnation);
-        if self.client.read(&path, Limit::RECORD).await?.is_some() {
+        if self
+            .client
+            .read(&path, Limit::RECORD, self.client.seal())
+            .await?
+            .is_some()
+        {
             return Ok(true);
         }
         let current = self.read_pointer(run_id).await?;
@@ -279,7 +301,11 @@ impl RunPointer {
             .client
             .layout()
             .incarnation_record(run_id, creation.incarnation);
-        if let Created::Theirs(_) = self.client.create(&path, bytes, Limit::RECORD).await? {
+        if let Created::Theirs(_) = self
+            .client
+            .create(&path, bytes, Limit::RECORD, self.client.seal())
+            .await?
+        {
             return Err(Error::corrupt(
                 &path,
                 format!(
@@ -332,7 +358,11 @@ impl RunPointer {
         let run_id = &creation.run.run_id;
         let encoded = codec::encode_value("a run", creation)?;
         let path = self.path(run_id);
-        match self.client.create(&path, &encoded, Limit::RECORD).await? {
+        match self
+            .client
+            .create(&path, &encoded, Limit::RECORD, self.client.seal())
+            .await?
+        {
             // `Same`: our create, whose acknowledgement was lost.
             Created::Ours(bytes) | Created::Same(bytes) => {
                 // Acknowledged only once its record exists: a stale

@@ -131,7 +131,11 @@ impl Checkpointer {
             };
             let path = self.client.layout().checkpoint(run_id, incarnation, newest);
             // Deleted since the listing: a newer one replaced it.
-            let Some(bytes) = self.client.read(&path, Limit::CHECKPOINT).await? else {
+            let Some(bytes) = self
+                .client
+                .read(&path, Limit::CHECKPOINT, self.client.seal())
+                .await?
+            else {
                 continue;
             };
             let state = self.decode_base(run_id, incarnation, newest, &bytes)?;
@@ -163,7 +167,11 @@ impl Checkpointer {
         known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.delta_path(run_id, incarnation, (position, form));
-        let Some(bytes) = self.client.read(&path, Limit::CHECKPOINT).await? else {
+        let Some(bytes) = self
+            .client
+            .read(&path, Limit::CHECKPOINT, self.client.seal())
+            .await?
+        else {
             return Ok(DeltaRead::Gone);
         };
         let what = format!("run {run_id} checkpoint delta {position}");
@@ -200,7 +208,10 @@ impl Checkpointer {
                     Some(known) => known.with_receipts_before(delta.receipts_from),
                     None => {
                         let base_path = self.client.layout().checkpoint(run_id, incarnation, p);
-                        let read = self.client.read(&base_path, Limit::CHECKPOINT).await?;
+                        let read = self
+                            .client
+                            .read(&base_path, Limit::CHECKPOINT, self.client.seal())
+                            .await?;
                         let Some(bytes) = read else {
                             return Ok(DeltaRead::BaseGone);
                         };

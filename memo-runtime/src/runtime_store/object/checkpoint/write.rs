@@ -74,7 +74,11 @@ impl Checkpointer {
             .layout()
             .checkpoint(run_id, folded.incarnation, folded.next);
         let written = match codec::encode_value("a run checkpoint", &checkpoint) {
-            Ok(encoded) => self.client.create(&path, &encoded, Limit::CHECKPOINT).await,
+            Ok(encoded) => {
+                self.client
+                    .create(&path, &encoded, Limit::CHECKPOINT, self.client.seal())
+                    .await
+            }
             Err(e) => Err(e),
         };
         match written {
@@ -131,7 +135,9 @@ impl Checkpointer {
             .client
             .layout()
             .delta_v2(run_id, folded.incarnation, folded.next);
-        self.client.create(&path, &encoded, Limit::CHECKPOINT).await
+        self.client
+            .create(&path, &encoded, Limit::CHECKPOINT, self.client.seal())
+            .await
     }
 }
 
