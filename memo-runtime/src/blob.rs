@@ -47,10 +47,10 @@
 //!
 //! # How a blob is stored, and why
 //!
-//! One object per value, at `blobs/<run>/<inc>/<step>/<token>` under the
-//! store's prefix: in the folder of the run incarnation and step that wrote
-//! it, so clearing or sweeping the run deletes it with the run's memo
-//! entries; `<token>` is drawn by the writer, so no two writers ever write
+//! One object per value, at `memos/<run>/<inc>/<step>/blobs/<token>` under
+//! the store's prefix: in the memo folder of the run incarnation and step
+//! that wrote it, so clearing, sweeping or exporting the run takes it with
+//! the run's memo entries, with no request more; `<token>` is drawn by the writer, so no two writers ever write
 //! one object. The object is written with the store's multipart upload
 //! (`object_store`'s [`put_multipart`](object_store::ObjectStore::put_multipart_opts)
 //! and [`WriteMultipart`]: S3's, GCS's and Azure's multipart or block
