@@ -64,7 +64,7 @@
 //! described in the stored-format guide): each chunk holds
 //! [`chunk_size`](BlobWriter::with_chunk_size) bytes of the value (the
 //! last one fewer), framed and sealed as every memo value is (compressed,
-//! and encrypted, as the store's [`Seal`](crate::seal::Seal) says), for a
+//! and encrypted, as the store's [`Seal`] says), for a
 //! path that names the chunk's index and whether it is the last. So every
 //! chunk is checked as it is read: an encrypted chunk moved to another
 //! index, another blob or run, a blob cut after any chunk, or chunks put in
