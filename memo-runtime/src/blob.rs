@@ -47,10 +47,10 @@
 //!
 //! # How a blob is stored, and why
 //!
-//! One object per value, at `blobs/<run>/<inc>/<step>/<token>` under the
-//! store's prefix: in the folder of the run incarnation and step that wrote
-//! it, so clearing or sweeping the run deletes it with the run's memo
-//! entries; `<token>` is drawn by the writer, so no two writers ever write
+//! One object per value, at `memos/<run>/<inc>/<step>/blobs/<token>` under
+//! the store's prefix: in the memo folder of the run incarnation and step
+//! that wrote it, so clearing, sweeping or exporting the run takes it with
+//! the run's memo entries, with no request more; `<token>` is drawn by the writer, so no two writers ever write
 //! one object. The object is written with the store's multipart upload
 //! (`object_store`'s [`put_multipart`](object_store::ObjectStore::put_multipart_opts)
 //! and [`WriteMultipart`]: S3's, GCS's and Azure's multipart or block
@@ -64,7 +64,7 @@
 //! described in the stored-format guide): each chunk holds
 //! [`chunk_size`](BlobWriter::with_chunk_size) bytes of the value (the
 //! last one fewer), framed and sealed as every memo value is (compressed,
-//! and encrypted, as the store's [`Seal`](crate::seal::Seal) says), for a
+//! and encrypted, as the store's [`Seal`] says), for a
 //! path that names the chunk's index and whether it is the last. So every
 //! chunk is checked as it is read: an encrypted chunk moved to another
 //! index, another blob or run, a blob cut after any chunk, or chunks put in
@@ -134,6 +134,7 @@ use crate::chunk_frame::{self, ChunkAt, HEADER_LEN, TRAILER_LEN};
 use crate::error::{Error, Result};
 use crate::memo::{Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId, unique_token};
+use crate::seal::Seal;
 
 /// The default number of a value's bytes in each chunk: 4 MiB.
 pub const DEFAULT_CHUNK_SIZE: usize = 4 * 1024 * 1024;
@@ -242,6 +243,7 @@ impl Blob {
     pub fn read(&self, store: &MemoStore) -> BlobStream {
         let reader = Reader {
             path: self.path(store),
+            seal: run_seal(store, &self.run, self.incarnation),
             store: store.clone(),
             blob: self.clone(),
             body: None,
@@ -290,6 +292,8 @@ impl Stream for BlobStream {
 /// Where a [`BlobStream`] is in its blob's object.
 struct Reader {
     store: MemoStore,
+    /// What the blob's chunks are sealed with.
+    seal: Seal,
     blob: Blob,
     path: Path,
     /// The object's body, once requested.
@@ -348,14 +352,7 @@ impl Reader {
             index: header.index,
             last: header.last,
         };
-        let chunk = chunk_frame::open(
-            at,
-            &header_bytes,
-            frame,
-            &trailer,
-            self.store.seal(),
-            chunk_size,
-        )?;
+        let chunk = chunk_frame::open(at, &header_bytes, frame, &trailer, &self.seal, chunk_size)?;
         self.check_chunk_len(header.last, chunk.len())?;
         self.digest.update(&chunk);
         self.read += chunk.len() as u64;
@@ -485,6 +482,8 @@ impl Reader {
 /// what it wrote.
 pub struct BlobWriter {
     store: MemoStore,
+    /// What the chunks are sealed with.
+    seal: Seal,
     run: RunId,
     incarnation: Incarnation,
     step: u32,
@@ -525,6 +524,7 @@ impl BlobWriter {
             .layout()
             .blob(memo.run_id(), memo.incarnation(), memo.step_number(), id);
         BlobWriter {
+            seal: run_seal(&store, memo.run_id(), memo.incarnation()),
             store,
             run: memo.run_id().clone(),
             incarnation: memo.incarnation(),
@@ -686,7 +686,7 @@ impl BlobWriter {
             index: self.index,
             last,
         };
-        let record = chunk_frame::encode(at, &chunk, self.store.seal());
+        let record = chunk_frame::encode(at, &chunk, &self.seal);
         drop(chunk);
         let upload = match &mut self.upload {
             Some(upload) => upload,
@@ -730,6 +730,13 @@ impl Drop for BlobWriter {
             });
         }
     }
+}
+
+/// The seal of a blob of incarnation `incarnation` of `run` in `store`:
+/// the one its run's memo entries are sealed with, so that whatever makes
+/// the run's entries unreadable makes its blobs unreadable too.
+fn run_seal(store: &MemoStore, _run: &RunId, _incarnation: Incarnation) -> Seal {
+    store.seal().clone()
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -23,7 +23,7 @@
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //! | shared entry | `shared/entries/<ns>/<sha256(key)>` |
 //! | shared expiry marker | `shared/expiry/<hour>/<u64::MAX - expires_ms>_<ns>.<sha256(key)>.<token, 16 hex digits>` |
-//! | blob (a large value's chunks) | `blobs/<run>/<inc>/<step>/<token, 16 hex digits>` |
+//! | blob (a large value's chunks) | `memos/<run>/<inc>/<step>/blobs/<token, 16 hex digits>` |
 //!
 //! A run checkpoint holds the run folded from its log entries before
 //! `<position>`: a copy of what the log says, never the only record of a
@@ -145,16 +145,17 @@
 //!
 //! Blobs (`memo_runtime::blob`) hold values streamed a chunk at a time:
 //! one object per value, its chunk records one after another (see
-//! `chunk_frame.rs`), in the folder of the run incarnation and step that
-//! wrote it, named by a token its writer drew; the memo entry or step
-//! receipt that returns the value holds only a reference naming it. Blobs
-//! were added to version 2 without changing its number, additive both
-//! ways: data written before them has none; a reader that does not know
-//! them never reads `blobs/` (a reference is a value it cannot decode,
-//! `Error::Decode`, as any type it does not know), and a sweep of that
-//! release leaves a run's blobs behind (delete `blobs/<run>/` by hand, or
-//! sweep again after upgrading: a later sweep of the same run does not see
-//! them either, since its marker is gone).
+//! `chunk_frame.rs`), in the `blobs` folder of the step's memo folder (a
+//! memo entry's name is 64 hex digits, never `blobs`), named by a token
+//! its writer drew; the memo entry or step receipt that returns the value
+//! holds only a reference naming it. Under the step's memo folder, a blob
+//! is listed, cleared, swept and exported with the run's entries, with no
+//! request more. Blobs were added to version 2 without changing its
+//! number, additive both ways: data written before them has none; a reader
+//! that does not know them never reads one (a reference is a value it
+//! cannot decode, `Error::Decode`, as any type it does not know), skips
+//! them with a warning when it lists a run's entries, and clears and sweeps
+//! them with the run.
 //!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
@@ -178,8 +179,9 @@ use segment::{incarnation_name, parse_incarnation_name};
 
 pub(crate) const MEMOS: &str = "memos";
 pub(crate) const STEP_OUTPUTS: &str = "step-outputs";
-/// Large values, streamed: `blobs/<run>/<inc>/<step>/<token>`.
-pub(crate) const BLOBS: &str = "blobs";
+/// The folder of a step's blobs (large values, streamed), in its memo
+/// folder: `memos/<run>/<inc>/<step>/blobs/<token>`.
+pub(crate) const BLOB_FOLDER: &str = "blobs";
 pub(crate) const TERMINALS: &str = "terminals";
 const RUNS: &str = "runs";
 const RUNS_BY_STATUS: &str = "runs-by-status";
@@ -308,8 +310,8 @@ impl Layout {
         ))
     }
 
-    /// `blobs/<run>/<inc>/<step>/<token>`: the object of a blob that step
-    /// `step` of the incarnation wrote, `token` drawn by its writer.
+    /// `memos/<run>/<inc>/<step>/blobs/<token>`: the object of a blob that
+    /// step `step` of the incarnation wrote, `token` drawn by its writer.
     pub(crate) fn blob(
         &self,
         run_id: &RunId,
@@ -317,7 +319,8 @@ impl Layout {
         step: u32,
         token: u64,
     ) -> Path {
-        self.step_folder(BLOBS, run_id, incarnation, step)
+        self.step_folder(MEMOS, run_id, incarnation, step)
+            .join(BLOB_FOLDER)
             .join(format!("{token:016x}"))
     }
 
@@ -781,7 +784,7 @@ mod tests {
                     u64::MAX - 3_600_001,
                     "e".repeat(64)
                 ),
-                "pre/fix/blobs/=run_1/00000000000000ab/4/0000000000000012".to_string(),
+                "pre/fix/memos/=run_1/00000000000000ab/4/blobs/0000000000000012".to_string(),
             ]
         );
     }

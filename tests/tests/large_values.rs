@@ -21,16 +21,21 @@ use memo_runtime::{Error, MemoStore};
 use memo_tests::fixtures::{Backend, every_seal_option, run, unique_run};
 use memo_tests::large_values::{Generated, OVER_64_MIB, assert_reads_back, export, read_back};
 
-/// Every object under `blobs/` of `store`'s prefix.
+/// Every blob object of `store`: those in a `blobs` folder under `memos/`.
 async fn blob_objects(store: &MemoStore) -> Vec<Path> {
-    let prefix = store.prefix().clone().join("blobs");
-    store
+    let prefix = store.prefix().clone().join("memos");
+    let mut blobs: Vec<Path> = store
         .object_store()
         .list(Some(&prefix))
         .map_ok(|meta| meta.location)
+        .try_filter(|path| {
+            futures::future::ready(path.parts().any(|part| part.as_ref() == "blobs"))
+        })
         .try_collect()
         .await
-        .unwrap()
+        .unwrap();
+    blobs.sort();
+    blobs
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,6 +196,12 @@ async fn clearing_a_run_deletes_its_blobs_and_its_references_then_read_as_missin
             .await
             .unwrap();
         assert_eq!(blob_objects(&store).await.len(), 2, "{what}");
+        // A run's entries are its memo entries; its blobs are not listed.
+        let entries = store
+            .list_entries(&kept, memo_runtime::Incarnation::STANDALONE)
+            .await
+            .unwrap();
+        assert_eq!(entries.len(), 1, "{what}: {entries:?}");
 
         store.clear_memos_for_run(&cleared).await.unwrap();
         assert_eq!(
@@ -316,16 +327,17 @@ async fn a_body_that_fails_mid_value_commits_nothing_and_leaves_no_blob_behind()
     }
 }
 
-/// Every file under `folder`'s `memo/blobs`.
+/// Every file in a `blobs` folder under `folder`'s `memo/memos`, staging
+/// files included.
 fn walk(folder: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
-    let mut folders = vec![folder.join("memo/blobs")];
+    let mut folders = vec![folder.join("memo/memos")];
     while let Some(dir) = folders.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 folders.push(path);
-            } else {
+            } else if path.parent().is_some_and(|p| p.ends_with("blobs")) {
                 files.push(path);
             }
         }
