@@ -71,11 +71,11 @@ pub(crate) fn due_at(memo: &MemoStore, now_ms: u64) -> BoxStream<'static, Result
 /// that goes on from the last key it took (a cursor) reaches every due
 /// entry in turn, whatever the entries before it.
 ///
-/// On a store that lists in key order (`ordered`: S3, GCS, Azure,
-/// `InMemory`): one listing of the index from `after`, read only up to the
+/// On a store that lists in key order from an offset (`ordered`: S3, GCS,
+/// Azure, a `LocalFolder`, `InMemory`): one listing of the index from `after`, read only up to the
 /// first entry not yet due, so a poll costs a request per 1,000 due
 /// entries it reads (one when none is due), whatever the entries due later.
-/// On any other (a local folder lists in no order): a delimiter listing of
+/// On any other (`LocalFileSystem` lists in no order): a delimiter listing of
 /// the index's hour folders (a request per 1,000 hours that hold entries),
 /// then a listing of each hour from the one holding `after` to the one
 /// holding `now_ms` (a request per 1,000 of its entries), sorted in memory
@@ -91,10 +91,12 @@ pub(crate) fn due_after(
     let after = after.cloned();
     if ordered {
         let folder = memo.layout().due_folder();
-        let listing = match &after {
-            Some(after) => memo.store().list_with_offset(Some(&folder), after),
-            None => memo.store().list(Some(&folder)),
-        };
+        // From an offset even at the start (the folder itself sorts
+        // before everything in it): a local folder lists in order only
+        // from an offset.
+        let listing = memo
+            .store()
+            .list_with_offset(Some(&folder), after.as_ref().unwrap_or(&folder));
         return listing
             .map_err(move |e| Error::store(&folder, e))
             .try_filter_map(|meta| {
