@@ -163,6 +163,46 @@ pub(crate) fn is_stale(entry: &DueRun, run: Option<&RunRecord>) -> bool {
     run.is_none_or(|run| run.incarnation != entry.incarnation || run.status.is_terminal())
 }
 
+/// Writes the terminal marker of `entry`'s run if `run` (its record now)
+/// is that incarnation and has ended; `Ok(true)` if this call created the
+/// marker (it was missing), `Ok(false)` if it was there already or the run
+/// has not ended.
+///
+/// What keeps "every ended run gets its terminal marker" without a list of
+/// every marker: an attempt writes its due-run entry before it starts, and
+/// deletes it only after it wrote the marker of a run it ended (it keeps
+/// the entry if that write failed, and a crash keeps it too). So a run
+/// that ended without its marker always has an entry of its incarnation
+/// left (a worker that moves an entry writes the new one before it
+/// deletes the old), and whoever deletes an entry of an ended run calls
+/// this first: a worker's poll, a sweep's tidying of the index, and
+/// `Runtime::recover`, which reads the index instead of every marker.
+pub(crate) async fn mark_ended(memo: &MemoStore, entry: &DueRun, run: &RunRecord) -> Result<bool> {
+    if run.incarnation != entry.incarnation || !run.status.is_terminal() {
+        return Ok(false);
+    }
+    let Some(terminal_at_ms) = run.terminal_at_ms else {
+        return Ok(false);
+    };
+    let path = memo
+        .layout()
+        .marker(&run.run_id, run.incarnation, terminal_at_ms);
+    let created = write_once::create_once(memo.store(), &path, &[], Limit::MARKER, &PLAIN).await?;
+    Ok(matches!(created, write_once::Created::Ours(_)))
+}
+
+/// Every entry of the index, due or not, in the order the store lists
+/// them: a listing of the index's folder read as a stream (a request per
+/// 1,000 entries), nothing held but the page being read.
+pub(crate) fn every_entry(memo: &MemoStore) -> BoxStream<'static, Result<DueRun>> {
+    let folder = memo.layout().due_folder();
+    memo.store()
+        .list(Some(&folder))
+        .map_err(move |e| Error::store(&folder, e))
+        .try_filter_map(|meta| future::ready(Ok(parse(&meta.location, None))))
+        .boxed()
+}
+
 /// The hour folders that hold entries due by `now_ms`, earliest first.
 async fn due_hours(memo: &MemoStore, now_ms: u64) -> Result<Vec<(u64, Path)>> {
     let folder = memo.layout().due_folder();

@@ -107,8 +107,9 @@ impl<E: Display> Display for Driving<E> {
 /// 1,000 hours that hold entries) and a listing of each hour that holds
 /// due entries and of the current hour, whose entries not yet due are
 /// listed too (a request per 1,000 of them). Then, for each due run, a
-/// load of its record and what waking it costs: nothing more for a run
-/// that ended or is not due (the entry is deleted), a create and a delete
+/// load of its record and what waking it costs: a create of its terminal
+/// marker (found there, as a rule) and a delete of the entry for a run that
+/// ended, nothing more for a run that is not due, a create and a delete
 /// for a run another attempt holds (its entry moves to the lease's
 /// expiry), and an attempt for a run that is due.
 ///
@@ -430,7 +431,14 @@ impl Worker {
         };
         let record = match record {
             Some(record) if !due::is_stale(&first, Some(&record)) => record,
-            _ => {
+            record => {
+                // An ended run's marker first: the entry may be what is
+                // left of an attempt that could not write it.
+                if let Some(record) = &record
+                    && let Err(e) = due::mark_ended(&shared.memo, &first, record).await
+                {
+                    return Woke::Failed(first.run_id, e);
+                }
                 self.forget(&entries).await;
                 return Woke::Stale;
             }
