@@ -139,11 +139,7 @@ async fn a_default_poll_reads_the_due_entries_not_the_hours_later_ones() {
 async fn a_default_poll_on_a_local_folder_reads_the_due_entries_not_the_hours_later_ones() {
     // The folder a `file://` URL opens lists in order from an offset.
     let (few_dir, many_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let folder = |dir: &tempfile::TempDir| {
-        LocalFolder::new(dir.path())
-            .unwrap()
-            .with_fsync(false)
-    };
+    let folder = |dir: &tempfile::TempDir| LocalFolder::new(dir.path()).unwrap().with_fsync(false);
     let few = cost_of_waking_three(folder(&few_dir), 5, false).await;
     let many = cost_of_waking_three(folder(&many_dir), 200, false).await;
     assert_reads_only_the_due_entries(&few, &many);
