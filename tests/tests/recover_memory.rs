@@ -235,10 +235,9 @@ async fn marked(runtime: &Runtime) -> Vec<String> {
     markers.into_iter().map(|m| m.run_id.to_string()).collect()
 }
 
-fn faulty() -> (
-    Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
-    Arc<dyn ObjectStore>,
-) {
+type Faulty = Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>;
+
+fn faulty() -> (Faulty, Arc<dyn ObjectStore>) {
     let faults = Arc::new(FaultInjectingStore::new(
         Arc::new(InMemory::new()) as Arc<dyn ObjectStore>
     ));
