@@ -29,6 +29,16 @@ async fn cancel_ends_a_waiting_run_and_refuses_an_ended_one() {
     let shown = ok_json(&memoctl(&url, NO_OPTIONS, &["show", "Ticket-42", "--json"]));
     assert_eq!(shown["run"]["status"], "Cancelled", "{shown}");
     assert_eq!(shown["run"]["error"], "customer withdrew", "{shown}");
+    // The cancellation request ended the run: nothing is pending.
+    let signals = shown["signals"].as_array().unwrap();
+    assert!(signals.iter().all(|s| s["pending"] == false), "{signals:?}");
+    let table = ok(&memoctl(&url, NO_OPTIONS, &["show", "Ticket-42"]));
+    let cancel_line = table
+        .lines()
+        .find(|line| line.starts_with("memo.cancel"))
+        .unwrap_or_else(|| panic!("no cancellation listed: {table}"));
+    assert!(cancel_line.contains("Cancelled the run"), "{table}");
+    assert!(!table.contains("(pending)"), "{table}");
     let markers = ok(&memoctl(&url, NO_OPTIONS, &["markers"]));
     assert!(markers.contains("Ticket-42"), "{markers}");
 

@@ -71,11 +71,11 @@ pub(crate) fn due_at(memo: &MemoStore, now_ms: u64) -> BoxStream<'static, Result
 /// that goes on from the last key it took (a cursor) reaches every due
 /// entry in turn, whatever the entries before it.
 ///
-/// On a store that lists in key order (`ordered`: S3, GCS, Azure,
-/// `InMemory`): one listing of the index from `after`, read only up to the
+/// On a store that lists in key order from an offset (`ordered`: S3, GCS,
+/// Azure, a `LocalFolder`, `InMemory`): one listing of the index from `after`, read only up to the
 /// first entry not yet due, so a poll costs a request per 1,000 due
 /// entries it reads (one when none is due), whatever the entries due later.
-/// On any other (a local folder lists in no order): a delimiter listing of
+/// On any other (`LocalFileSystem` lists in no order): a delimiter listing of
 /// the index's hour folders (a request per 1,000 hours that hold entries),
 /// then a listing of each hour from the one holding `after` to the one
 /// holding `now_ms` (a request per 1,000 of its entries), sorted in memory
@@ -91,10 +91,12 @@ pub(crate) fn due_after(
     let after = after.cloned();
     if ordered {
         let folder = memo.layout().due_folder();
-        let listing = match &after {
-            Some(after) => memo.store().list_with_offset(Some(&folder), after),
-            None => memo.store().list(Some(&folder)),
-        };
+        // From an offset even at the start (the folder itself sorts
+        // before everything in it): a local folder lists in order only
+        // from an offset.
+        let listing = memo
+            .store()
+            .list_with_offset(Some(&folder), after.as_ref().unwrap_or(&folder));
         return listing
             .map_err(move |e| Error::store(&folder, e))
             .try_filter_map(|meta| {
@@ -159,6 +161,46 @@ async fn due_in_hour(
 /// retention sweep that tidies the index both delete it, and nothing else.
 pub(crate) fn is_stale(entry: &DueRun, run: Option<&RunRecord>) -> bool {
     run.is_none_or(|run| run.incarnation != entry.incarnation || run.status.is_terminal())
+}
+
+/// Writes the terminal marker of `entry`'s run if `run` (its record now)
+/// is that incarnation and has ended; `Ok(true)` if this call created the
+/// marker (it was missing), `Ok(false)` if it was there already or the run
+/// has not ended.
+///
+/// What keeps "every ended run gets its terminal marker" without a list of
+/// every marker: an attempt writes its due-run entry before it starts, and
+/// deletes it only after it wrote the marker of a run it ended (it keeps
+/// the entry if that write failed, and a crash keeps it too). So a run
+/// that ended without its marker always has an entry of its incarnation
+/// left (a worker that moves an entry writes the new one before it
+/// deletes the old), and whoever deletes an entry of an ended run calls
+/// this first: a worker's poll, a sweep's tidying of the index, and
+/// `Runtime::recover`, which reads the index instead of every marker.
+pub(crate) async fn mark_ended(memo: &MemoStore, entry: &DueRun, run: &RunRecord) -> Result<bool> {
+    if run.incarnation != entry.incarnation || !run.status.is_terminal() {
+        return Ok(false);
+    }
+    let Some(terminal_at_ms) = run.terminal_at_ms else {
+        return Ok(false);
+    };
+    let path = memo
+        .layout()
+        .marker(&run.run_id, run.incarnation, terminal_at_ms);
+    let created = write_once::create_once(memo.store(), &path, &[], Limit::MARKER, &PLAIN).await?;
+    Ok(matches!(created, write_once::Created::Ours(_)))
+}
+
+/// Every entry of the index, due or not, in the order the store lists
+/// them: a listing of the index's folder read as a stream (a request per
+/// 1,000 entries), nothing held but the page being read.
+pub(crate) fn every_entry(memo: &MemoStore) -> BoxStream<'static, Result<DueRun>> {
+    let folder = memo.layout().due_folder();
+    memo.store()
+        .list(Some(&folder))
+        .map_err(move |e| Error::store(&folder, e))
+        .try_filter_map(|meta| future::ready(Ok(parse(&meta.location, None))))
+        .boxed()
 }
 
 /// The hour folders that hold entries due by `now_ms`, earliest first.

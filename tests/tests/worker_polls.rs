@@ -1,8 +1,8 @@
-//! What a worker's poll of the due-run index reads (issue 23): on a store
-//! that lists in order, requests in proportion to the due runs, whatever
-//! the runs waiting later in the same hour; and every due entry gets its
-//! turn, however many entries of workflows the worker does not know come
-//! before it.
+//! What a worker's poll of the due-run index reads (issue 23): by default
+//! (every store memo opens lists in order), requests in proportion to the
+//! due runs, whatever the runs waiting later in the same hour; and every
+//! due entry gets its turn, however many entries of workflows the worker
+//! does not know come before it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RunStatus};
+use memo_runtime::store::LocalFolder;
 use memo_runtime::testing::{CountingStore, RequestCounts};
 use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
 use memo_runtime::{Error, MemoStore, RunId};
@@ -73,10 +74,14 @@ async fn status(runtime: &Runtime, id: &str) -> RunStatus {
 
 /// `later` runs wait 30 minutes and three wait one minute, all in the
 /// current hour; the clock moves two minutes on. Returns what the poll
-/// that wakes the three requested, by a worker that declares the store
-/// lists in order (as `InMemory` does) or not.
-async fn cost_of_waking_three(later: usize, ordered: bool) -> RequestCounts {
-    let counting = Arc::new(CountingStore::new(InMemory::new()));
+/// that wakes the three requested, by a worker over `inner` built as it
+/// is by default or declaring the store unordered.
+async fn cost_of_waking_three<T: ObjectStore>(
+    inner: T,
+    later: usize,
+    unordered: bool,
+) -> RequestCounts {
+    let counting = Arc::new(CountingStore::new(inner));
     let objects: Arc<dyn ObjectStore> = counting.clone();
     let clock = Arc::new(ManualClock::new(START_MS));
     let runtime = process(&objects, &clock);
@@ -89,8 +94,8 @@ async fn cost_of_waking_three(later: usize, ordered: bool) -> RequestCounts {
     }
     clock.advance_ms(2 * MINUTE_MS);
     let mut worker = Worker::builder(runtime.clone()).workflow(&napper);
-    if ordered {
-        worker = worker.ordered_listings();
+    if unordered {
+        worker = worker.unordered_listings();
     }
     let worker = worker.build();
     counting.reset();
@@ -107,15 +112,14 @@ async fn cost_of_waking_three(later: usize, ordered: bool) -> RequestCounts {
     counts
 }
 
-#[tokio::test]
-async fn a_poll_on_an_ordered_store_reads_the_due_entries_not_the_hours_later_ones() {
-    let few = cost_of_waking_three(5, true).await;
-    let many = cost_of_waking_three(200, true).await;
+/// A default poll's listing: one request, read up to the first entry not
+/// yet due (the three due ones and that one), however many runs wait
+/// later in the same hour.
+fn assert_reads_only_the_due_entries(few: &RequestCounts, many: &RequestCounts) {
     assert_eq!(
         few, many,
         "the cost of a poll grew with the runs waiting later"
     );
-    // One listing, read up to the first entry not yet due.
     assert_eq!(
         few.lists + few.lists_with_offset + few.lists_with_delimiter,
         1,
@@ -125,18 +129,35 @@ async fn a_poll_on_an_ordered_store_reads_the_due_entries_not_the_hours_later_on
 }
 
 #[tokio::test]
-async fn a_poll_on_an_unordered_store_lists_the_current_hour_whole() {
-    // The default, right for a local folder: correct, at the cost of the
-    // current hour's entries.
-    let few = cost_of_waking_three(5, false).await;
-    let many = cost_of_waking_three(200, false).await;
+async fn a_default_poll_reads_the_due_entries_not_the_hours_later_ones() {
+    let few = cost_of_waking_three(InMemory::new(), 5, false).await;
+    let many = cost_of_waking_three(InMemory::new(), 200, false).await;
+    assert_reads_only_the_due_entries(&few, &many);
+}
+
+#[tokio::test]
+async fn a_default_poll_on_a_local_folder_reads_the_due_entries_not_the_hours_later_ones() {
+    // The folder a `file://` URL opens lists in order from an offset.
+    let (few_dir, many_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let folder = |dir: &tempfile::TempDir| LocalFolder::new(dir.path()).unwrap().with_fsync(false);
+    let few = cost_of_waking_three(folder(&few_dir), 5, false).await;
+    let many = cost_of_waking_three(folder(&many_dir), 200, false).await;
+    assert_reads_only_the_due_entries(&few, &many);
+}
+
+#[tokio::test]
+async fn a_poll_declared_unordered_lists_the_current_hour_whole() {
+    // For a custom store that does not list in order: correct, at the
+    // cost of the current hour's entries.
+    let few = cost_of_waking_three(InMemory::new(), 5, true).await;
+    let many = cost_of_waking_three(InMemory::new(), 200, true).await;
     assert_eq!(few.objects_listed, 3 + 5, "{few:?}");
     assert_eq!(many.objects_listed, 3 + 200, "{many:?}");
 }
 
 /// Three runs of a workflow the worker does not know are due before one of
 /// its own; with a batch of two, the second poll reaches its run.
-async fn a_run_behind_unknown_entries_is_woken(ordered: bool) {
+async fn a_run_behind_unknown_entries_is_woken(unordered: bool) {
     let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let clock = Arc::new(ManualClock::new(START_MS));
     let runtime = process(&objects, &clock);
@@ -149,8 +170,8 @@ async fn a_run_behind_unknown_entries_is_woken(ordered: bool) {
     let mut worker = Worker::builder(runtime.clone())
         .workflow(&mine)
         .poll_batch(2);
-    if ordered {
-        worker = worker.ordered_listings();
+    if unordered {
+        worker = worker.unordered_listings();
     }
     let worker = worker.build();
     let first = worker.wake_due().await.unwrap();
@@ -171,6 +192,6 @@ async fn a_run_behind_unknown_entries_is_woken(ordered: bool) {
 
 #[tokio::test]
 async fn entries_of_unknown_workflows_never_starve_a_workers_own_runs() {
-    a_run_behind_unknown_entries_is_woken(true).await;
     a_run_behind_unknown_entries_is_woken(false).await;
+    a_run_behind_unknown_entries_is_woken(true).await;
 }

@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use memo_runtime::runtime_store::{InputPhase, RunRecord, RuntimeStore};
+use memo_runtime::runtime_store::{InputPhase, InputRecord, RunRecord, RunStatus, RuntimeStore};
+use memo_runtime::workflow::CANCEL_SIGNAL;
 use memo_runtime::{Incarnation, RunId};
 use serde_json::{Value, json};
 
@@ -55,7 +56,7 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
                 "input_id": i.input_id,
                 "name": i.name,
                 "phase": format!("{:?}", i.phase),
-                "pending": is_pending(i.phase),
+                "pending": is_pending(i, &record),
                 "consumed_by": i.consumed_by,
                 "accepted_at_ms": i.accepted_at_ms,
                 "payload": payload(&i.payload),
@@ -123,7 +124,9 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
     for i in &inputs {
         let phase = match (i.phase, i.consumed_by) {
             (InputPhase::Consumed, Some(step)) => format!("Consumed by step {step}"),
-            (phase, _) if is_pending(phase) => format!("{phase:?} (pending)"),
+            _ if cancelled_the_run(i, &record) => "Cancelled the run".into(),
+            (phase, _) if is_pending(i, &record) => format!("{phase:?} (pending)"),
+            (phase, _) if is_waiting(phase) => format!("{phase:?} (never read: the run ended)"),
             (phase, _) => format!("{phase:?}"),
         };
         signals.row(vec![
@@ -149,8 +152,20 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
-fn is_pending(phase: InputPhase) -> bool {
+/// Whether `input` still waits for the run to read it: accepted or
+/// queued, and the run has not ended (an ended run reads nothing more).
+fn is_pending(input: &InputRecord, record: &RunRecord) -> bool {
+    is_waiting(input.phase) && !record.status.is_terminal()
+}
+
+fn is_waiting(phase: InputPhase) -> bool {
     matches!(phase, InputPhase::Accepted | InputPhase::Queued)
+}
+
+/// Whether `input` is the cancellation request that ended the run: the
+/// runtime honours it without a step consuming it.
+fn cancelled_the_run(input: &InputRecord, record: &RunRecord) -> bool {
+    input.name == CANCEL_SIGNAL && record.status == RunStatus::Cancelled
 }
 
 fn print_record(record: &RunRecord, now: u64) {

@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::context;
-use super::lease::AttemptLease;
 use super::lease::cancel_reason;
+use super::lease::{AttemptLease, HeldLease};
 use super::{Context, Runtime, Workflow, WorkflowFn};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -184,7 +184,7 @@ impl Runtime {
                 terminal_at_ms,
                 incarnation: record.incarnation,
             };
-            self.mark_terminal(&marker).await;
+            self.mark_terminal(&marker, lease.held()).await;
             let cancelled = Error::RunCancelled {
                 run_id: run_id.to_string(),
                 reason: Some(reason),
@@ -206,13 +206,15 @@ impl Runtime {
             terminal_at_ms,
             incarnation: record.incarnation,
         };
-        self.mark_terminal(&marker).await;
+        self.mark_terminal(&marker, lease.held()).await;
         Ok((result, true))
     }
 
-    /// Writes the terminal marker, retrying; a marker that still fails is
-    /// written again by [`Runtime::recover`].
-    pub(super) async fn mark_terminal(&self, marker: &TerminalMarker) {
+    /// Writes the terminal marker, retrying. A marker that still fails is
+    /// noted on the attempt's lease (`held`), so that the attempt keeps its
+    /// due-run entry: whoever wakes that entry (a worker, a sweep,
+    /// [`Runtime::recover`]) writes the marker.
+    pub(super) async fn mark_terminal(&self, marker: &TerminalMarker, held: &HeldLease) {
         let markers = self.shared.memo.markers();
         let write = || markers.write(marker);
         let written = write
@@ -220,7 +222,8 @@ impl Runtime {
             .sleep(tokio::time::sleep)
             .await;
         if let Err(e) = written {
-            tracing::warn!(run_id = %marker.run_id, error = %e, "terminal marker not written; recover() will write it");
+            held.note_unmarked();
+            tracing::warn!(run_id = %marker.run_id, error = %e, "terminal marker not written; recover() or a worker will write it");
         }
     }
 }

@@ -169,7 +169,7 @@ impl Runtime {
             terminal_at_ms,
             incarnation,
         };
-        self.mark_terminal(&marker).await;
+        self.mark_terminal(&marker, lease.held()).await;
         Ok(())
     }
 }

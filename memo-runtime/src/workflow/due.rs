@@ -27,7 +27,11 @@
 //!   suspended on a timer: the timer's entry (again: it is create-once).
 //!
 //! Who deletes them: the attempt that ends or suspends the run (its own
-//! lease entry), a worker that wakes a run that is not due, and a retention
+//! lease entry, kept if the run ended and its terminal marker could not be
+//! written), a worker that wakes a run that is not due (it writes the
+//! marker of an ended run first: see `due_index::mark_ended`, which is
+//! also why [`Runtime::recover`](super::Runtime::recover) reads this index
+//! and not every marker), and a retention
 //! sweep (`RetentionSweeper::sweep_once`), which deletes the entries due by
 //! its time whose run has ended, is gone or is another incarnation, so a
 //! deployment without a worker (runs driven by redeliveries and `recover`)
@@ -38,7 +42,7 @@ use futures::stream::BoxStream;
 use super::Shared;
 use super::lease::{AttemptLease, HeldLease};
 pub use crate::due_index::DueRun;
-pub(crate) use crate::due_index::{delete, due_after, due_at, is_stale, write};
+pub(crate) use crate::due_index::{delete, due_after, due_at, is_stale, mark_ended, write};
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 
@@ -112,12 +116,18 @@ pub(super) async fn start_attempt<'a>(
 }
 
 /// Settles the index once an attempt stopped, before its lease is
-/// released: an attempt that ended the run deletes its lease entry; one that
+/// released: an attempt that ended the run deletes its lease entry (unless
+/// it could not write the run's terminal marker: see `mark_ended`); one that
 /// suspended writes the entry of its timer (if it waits for one) and then
 /// deletes its lease entry; one that was interrupted keeps it, so the run is
 /// tried again when the lease would have expired. Best effort: an entry
 /// that cannot be deleted stays, harmless.
 pub(super) async fn settle(shared: &Shared, held: &HeldLease, ended: bool, lease_entry: &DueRun) {
+    if ended && held.unmarked() {
+        // The run ended but its marker is not written: the entry stays,
+        // so that whoever wakes it writes the marker (see `mark_ended`).
+        return;
+    }
     if !ended {
         let Some(until_ms) = held.suspended() else {
             return;

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{CANCEL_SIGNAL, Shared};
@@ -38,6 +38,10 @@ pub(super) struct HeldLease {
     /// Set when the attempt suspends ([`Error::Suspended`]), with the time
     /// its wait ends, if it has one: the due-run index's entry for it.
     suspended: std::sync::Mutex<Option<Option<u64>>>,
+    /// Set when the attempt ended the run but could not write its terminal
+    /// marker: the attempt's due-run entry then stays, so that a worker, a
+    /// sweep or a recovery finds the run and writes the marker.
+    unmarked: AtomicBool,
 }
 
 impl HeldLease {
@@ -50,6 +54,7 @@ impl HeldLease {
             renewing: tokio::sync::Mutex::new(()),
             cancel: std::sync::Mutex::new(None),
             suspended: std::sync::Mutex::new(None),
+            unmarked: AtomicBool::new(false),
         }
     }
 
@@ -76,6 +81,18 @@ impl HeldLease {
     /// [`note_suspended`](Self::note_suspended)).
     pub(super) fn suspended(&self) -> Option<Option<u64>> {
         *self.suspended.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes that the attempt ended the run without writing its terminal
+    /// marker.
+    pub(super) fn note_unmarked(&self) {
+        self.unmarked.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the attempt ended the run without writing its terminal
+    /// marker (see [`note_unmarked`](Self::note_unmarked)).
+    pub(super) fn unmarked(&self) -> bool {
+        self.unmarked.load(Ordering::SeqCst)
     }
 
     /// Notes the cancellation request among `inputs`, if there is one.
@@ -204,6 +221,7 @@ impl<'a> AttemptLease<'a> {
             renewing: tokio::sync::Mutex::new(()),
             cancel: std::sync::Mutex::new(None),
             suspended: std::sync::Mutex::new(None),
+            unmarked: AtomicBool::new(false),
         });
         let lease = AttemptLease {
             shared,

@@ -1,18 +1,18 @@
 //! [`Runtime::recover`]: at start-up, one attempt of every open run of a
 //! workflow and a terminal marker for every ended run that lacks one.
 
-use std::collections::HashSet;
-
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use super::{Runtime, Workflow, WorkflowFn};
 use crate::error::{Error, Result};
-use crate::retention::TerminalMarker;
 use crate::run_id::RunId;
 use crate::runtime_store::{Lease, RunRecord, RunStatus};
+
+/// How many run ids a recovery's listing of the open runs reads per page.
+const RECOVERY_PAGE: usize = 1_000;
 
 #[cfg(doc)]
 use super::RuntimeBuilder;
@@ -62,11 +62,24 @@ impl Runtime {
     /// is resumed, and panics again, at every recovery, its `attempts`
     /// growing each time, until its code is fixed or it is cancelled.
     ///
-    /// Listing runs costs what [`RuntimeStore::list_run_ids`] costs for each
-    /// status, plus one listing of the terminal markers, plus a load per
-    /// open run and per terminal run without a marker: the retained
-    /// terminal runs are listed, not read. Call it at start-up, not in a
-    /// loop.
+    /// Ended runs are found without listing them or their markers: an
+    /// attempt deletes its entry of the due-run index only after it wrote
+    /// the terminal marker of the run it ended (a crash or a failed write
+    /// keeps the entry), so a recovery reads the index (a listing request
+    /// per 1,000 entries: runs that wait, and what crashed attempts left)
+    /// and loads each entry's run, writing the marker of an ended one.
+    /// Open runs are listed a page of 1,000 ids at a time
+    /// ([`RuntimeStore::list_run_ids_page`], pending then running) and
+    /// each is loaded. Call it at start-up, not in a loop.
+    ///
+    /// # Memory
+    ///
+    /// Bounded by what it resumes, never by what is retained: a page of a
+    /// listing (1,000 ids, or the store's page of the index), at most
+    /// [`RuntimeBuilder::recovery_concurrency`] runs loading at once, the
+    /// records of the open runs it resumes (with their inputs) and the
+    /// report (one line per run resumed, busy, skipped). Millions of ended
+    /// runs and their markers cost it nothing: neither is listed.
     ///
     /// # Errors
     ///
@@ -104,55 +117,41 @@ impl Runtime {
     /// before it drives the runs.
     pub(super) async fn plan_recovery(&self, pick: impl Fn(&RunRecord) -> Pick) -> Result<Plan> {
         let store = &self.shared.store;
-        let mut skipped = Vec::new();
-        let mut remarked = 0;
-        // A run id with a marker of any incarnation counts as marked: only
-        // an unfinished sweep of an earlier run of the id leaves one, and
-        // the pass that sweeps that marker marks the later run if it ended.
-        let marked: HashSet<RunId> = (self.shared.memo.markers().list().await?)
-            .into_iter()
-            .map(|marker| marker.run_id)
-            .collect();
-        for status in [
-            RunStatus::Completed,
-            RunStatus::Failed,
-            RunStatus::Cancelled,
-        ] {
-            for run_id in store.list_run_ids(status).await? {
-                if marked.contains(&run_id) {
-                    continue;
-                }
-                match self.remark(&run_id).await {
-                    Ok(true) => remarked += 1,
-                    Ok(false) => {}
-                    Err(e) => skipped.push((run_id, e)),
-                }
-            }
-        }
+        let (remarked, mut skipped) = self.remark_ended().await?;
         let mut open = Vec::new();
         let mut busy = Vec::new();
         let now = self.shared.clock.now_ms();
         for status in [RunStatus::Pending, RunStatus::Running] {
-            for run_id in store.list_run_ids(status).await? {
-                match store.load_run(&run_id).await {
-                    Ok(Some(record)) => {
-                        let picked = pick(&record);
-                        match decide(record, picked, now) {
-                            OpenRun::Resume(record) => open.push(record),
-                            OpenRun::Busy(lease) => busy.push((run_id, lease)),
-                            OpenRun::Unregistered(why) => {
-                                tracing::warn!(%run_id, reason = %why, "run not recovered");
-                                skipped.push((run_id, why));
+            let mut after: Option<RunId> = None;
+            loop {
+                let page = store
+                    .list_run_ids_page(status, after.as_ref(), RECOVERY_PAGE)
+                    .await?;
+                for run_id in page.ids {
+                    match store.load_run(&run_id).await {
+                        Ok(Some(record)) => {
+                            let picked = pick(&record);
+                            match decide(record, picked, now) {
+                                OpenRun::Resume(record) => open.push(record),
+                                OpenRun::Busy(lease) => busy.push((run_id, lease)),
+                                OpenRun::Unregistered(why) => {
+                                    tracing::warn!(%run_id, reason = %why, "run not recovered");
+                                    skipped.push((run_id, why));
+                                }
+                                OpenRun::Leave => {}
                             }
-                            OpenRun::Leave => {}
+                        }
+                        // Deleted meanwhile.
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(%run_id, error = %e, "run not recovered");
+                            skipped.push((run_id, e));
                         }
                     }
-                    // Deleted meanwhile.
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(%run_id, error = %e, "run not recovered");
-                        skipped.push((run_id, e));
-                    }
+                }
+                match page.next {
+                    Some(next) => after = Some(next),
+                    None => break,
                 }
             }
         }
@@ -167,6 +166,47 @@ impl Runtime {
             skipped,
             busy,
         })
+    }
+
+    /// Writes the terminal marker of every ended run that lacks one, from
+    /// the due-run index rather than from every marker and every ended
+    /// run: an attempt deletes its entry only once it wrote the marker of
+    /// the run it ended, so an ended run without its marker has an entry
+    /// left (see `due_index::mark_ended`). Reads the index as a stream,
+    /// loading at most [`RuntimeBuilder::recovery_concurrency`] runs at
+    /// once. Returns how many markers it wrote, and the runs it could not
+    /// read or mark.
+    async fn remark_ended(&self) -> Result<(usize, Vec<(RunId, Error)>)> {
+        let shared = &self.shared;
+        let checked: Vec<(RunId, Result<bool>)> = crate::due_index::every_entry(&shared.memo)
+            .map_ok(|entry| async move {
+                let marked = match shared.store.load_run(&entry.run_id).await {
+                    Ok(Some(record)) => {
+                        crate::due_index::mark_ended(&shared.memo, &entry, &record).await
+                    }
+                    // Gone: nothing to mark.
+                    Ok(None) => Ok(false),
+                    Err(e) => Err(e),
+                };
+                Ok::<_, Error>((entry.run_id, marked))
+            })
+            .try_buffer_unordered(shared.recovery_concurrency)
+            // Only what is worth keeping: the marks written and the failures.
+            .try_filter(|(_, marked)| futures::future::ready(!matches!(marked, Ok(false))))
+            .try_collect()
+            .await?;
+        let mut remarked = 0;
+        let mut skipped = Vec::new();
+        for (run_id, marked) in checked {
+            match marked {
+                Ok(_) => remarked += 1,
+                Err(e) => {
+                    tracing::warn!(%run_id, error = %e, "terminal marker not written");
+                    skipped.push((run_id, e));
+                }
+            }
+        }
+        Ok((remarked, skipped))
     }
 
     /// Drives `runs`, at most [`RuntimeBuilder::recovery_concurrency`] at
@@ -186,23 +226,6 @@ impl Runtime {
             .await;
         resumed.sort_by(|a, b| a.0.cmp(&b.0));
         resumed
-    }
-
-    /// Writes the terminal marker of `run_id` again if the run is terminal.
-    async fn remark(&self, run_id: &RunId) -> Result<bool> {
-        let Some(record) = self.shared.store.load_run(run_id).await? else {
-            return Ok(false);
-        };
-        let Some(terminal_at_ms) = record.terminal_at_ms else {
-            return Ok(false);
-        };
-        let marker = TerminalMarker {
-            run_id: record.run_id,
-            terminal_at_ms,
-            incarnation: record.incarnation,
-        };
-        self.shared.memo.markers().write(&marker).await?;
-        Ok(true)
     }
 
     /// One attempt of a run found by [`Runtime::recover`]; a panic ends the

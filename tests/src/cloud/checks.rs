@@ -303,3 +303,15 @@ pub async fn large_values_round_trip_through_multipart_uploads(bucket: &CloudBuc
 pub async fn timers_deadlines_and_cancellation_across_workers(bucket: &CloudBucket) {
     super::time::timers_deadlines_and_cancellation_across_workers(|| bucket.open()).await;
 }
+
+/// A worker's poll, with the default (ordered) listing, reads the due
+/// entries and not the hour's later ones (see [`workers`](super::workers)).
+pub async fn a_poll_reads_the_due_entries_not_the_hours_later_ones(bucket: &CloudBucket) {
+    super::workers::a_poll_reads_the_due_entries_not_the_hours_later_ones(|| bucket.open()).await;
+}
+
+/// Three workers, each with its own client, share the runs on one bucket
+/// (see [`workers`](super::workers)).
+pub async fn workers_on_separate_clients_share_the_runs(bucket: &CloudBucket) {
+    super::workers::workers_on_separate_clients_share_the_runs(|| bucket.open()).await;
+}

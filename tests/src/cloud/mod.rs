@@ -22,6 +22,7 @@ use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub mod checks;
 pub mod time;
+pub mod workers;
 
 /// The storage account of Azure's storage emulators, Azurite among them.
 pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
@@ -308,6 +309,8 @@ macro_rules! cloud_checks {
         $crate::cloud_checks!(@shared $cloud, 4, an_object_over_its_limit_is_refused_before_its_body_is_read);
         $crate::cloud_checks!(@shared $cloud, 4, timers_deadlines_and_cancellation_across_workers);
         $crate::cloud_checks!(@shared $cloud, 4, large_values_round_trip_through_multipart_uploads);
+        $crate::cloud_checks!(@shared $cloud, 4, a_poll_reads_the_due_entries_not_the_hours_later_ones);
+        $crate::cloud_checks!(@shared $cloud, 4, workers_on_separate_clients_share_the_runs);
     };
     (@$hold:ident $cloud:expr, $threads:literal, $check:ident) => {
         #[::tokio::test(flavor = "multi_thread", worker_threads = $threads)]

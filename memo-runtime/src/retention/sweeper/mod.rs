@@ -156,7 +156,10 @@ impl RetentionSweeper {
     /// the index does not keep what the runs it names left behind: an
     /// interrupted attempt's entry once another attempt ended the run, a
     /// signal's entry once a redelivery ran the run, the entries of a run
-    /// this pass cleared. Needs a runtime store to read the runs; costs the
+    /// this pass cleared. An ended run's terminal marker is written before
+    /// its entry is deleted (it is there as a rule: a create that finds it),
+    /// since the entry may be what is left of an attempt that could not
+    /// write it. Needs a runtime store to read the runs; costs the
     /// listing of the entries due by `now_ms` and a run load per entry (what
     /// a worker's poll costs). An entry of a run that still waits stays, and
     /// so does one due after `now_ms` (a later pass, or a worker, deletes it
@@ -177,18 +180,26 @@ impl RetentionSweeper {
                     break;
                 }
             };
-            let stale = match runs.load_run(&due.run_id).await {
-                Ok(record) => due_index::is_stale(&due, record.as_ref()),
+            let record = match runs.load_run(&due.run_id).await {
+                Ok(record) => record,
                 Err(error) => {
                     tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run cannot be read");
                     continue;
                 }
             };
-            if !stale {
+            if !due_index::is_stale(&due, record.as_ref()) {
                 continue;
             }
             if config.dry_run {
                 report.due_entries_deleted += 1;
+                continue;
+            }
+            // The entry may be all that is left of an attempt that ended
+            // the run without writing its marker: the marker first.
+            if let Some(record) = &record
+                && let Err(error) = due_index::mark_ended(&config.memo_store, &due, record).await
+            {
+                tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run's terminal marker cannot be written");
                 continue;
             }
             match due_index::delete(&config.memo_store, &due).await {

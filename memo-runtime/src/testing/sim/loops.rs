@@ -164,9 +164,9 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                         .poll_batch(4)
                         .sweep_interval(None);
                     if ordered {
-                        builder.ordered_listings().build()
-                    } else {
                         builder.build()
+                    } else {
+                        builder.unordered_listings().build()
                     }
                 }),
                 submit: Box::new(move |worker: Worker, run_id: RunId, input: I| {

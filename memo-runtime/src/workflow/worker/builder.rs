@@ -30,7 +30,7 @@ impl Worker {
             poll_interval: DEFAULT_POLL_INTERVAL,
             poll_batch: DEFAULT_POLL_BATCH,
             sweep_interval: Some(DEFAULT_SWEEP_INTERVAL),
-            ordered_listings: false,
+            ordered_listings: true,
         }
     }
 }
@@ -122,17 +122,24 @@ impl WorkerBuilder {
         self
     }
 
-    /// Declares that the store lists objects in lexical order of their
-    /// paths, as S3, GCS, Azure and `InMemory` do (a local folder does not;
-    /// `ObjectStore` does not promise it), so that a poll reads the due-run
-    /// index only up to the first entry not yet due: its listing costs a
-    /// request per 1,000 due entries (one when none is due), whatever the
-    /// runs waiting for later. Without it (the default, right for every
-    /// store), a poll also lists the current hour's entries not yet due.
-    /// On a store that does not list in order, this declaration makes
-    /// polls miss due runs.
-    pub fn ordered_listings(mut self) -> Self {
-        self.ordered_listings = true;
+    /// Declares that the store does **not** list objects in lexical order
+    /// of their paths from an offset, so that a poll reads the due-run
+    /// index an hour folder at a time, whole, and sorts each hour itself.
+    ///
+    /// By default a worker reads the index in the order the store lists it
+    /// (from the poll's cursor, up to the first entry not yet due), which
+    /// is right for every store memo opens: S3, GCS and Azure list in
+    /// order, and so do the [`LocalFolder`](crate::store::LocalFolder) a
+    /// `file://` URL opens (from an offset) and `InMemory`. Call this for
+    /// a custom [`ObjectStore`](object_store::ObjectStore) whose
+    /// `list_with_offset` does not promise that order (`ObjectStore` does
+    /// not require it; `object_store`'s own `LocalFileSystem` lists a
+    /// folder in the order the file system returns its names): there, an
+    /// ordered poll would stop at an entry not yet due and miss the due
+    /// ones the store happened to list after it. The cost of a poll
+    /// either way is on [`Worker`](super::Worker).
+    pub fn unordered_listings(mut self) -> Self {
+        self.ordered_listings = false;
         self
     }
 

@@ -93,19 +93,25 @@ impl<E: Display> Display for Driving<E> {
 ///
 /// A poll ([`wake_due`](Worker::wake_due)) lists the due-run index up to
 /// now, from where the last full poll stopped, and takes at most
-/// [`poll_batch`](WorkerBuilder::poll_batch) entries. On a store declared
-/// to list in order ([`ordered_listings`](WorkerBuilder::ordered_listings):
-/// S3, GCS, Azure, `InMemory`) the listing is read only up to the first
-/// entry not yet due: a request per 1,000 due entries, one when none is
-/// due, whatever the number of runs stored or waiting. On any other store
-/// it is one delimiter listing of the index's hour folders (a request per
-/// 1,000 hours that hold entries), and a listing of each hour that holds
+/// [`poll_batch`](WorkerBuilder::poll_batch) entries. By default it reads
+/// the index in the store's order and stops at the first entry not yet
+/// due: **one listing request per 1,000 due entries read** (one request
+/// when none is due; one more when it wraps from its cursor to the
+/// earliest entries), whatever the number of runs stored or waiting for
+/// later, in this hour or any other. That needs a store that lists in
+/// lexical order from an offset, as every store memo opens does (S3, GCS,
+/// Azure, a [`LocalFolder`](crate::store::LocalFolder), `InMemory`); on a
+/// custom store that does not, declare it with
+/// [`unordered_listings`](WorkerBuilder::unordered_listings), and a poll
+/// is one delimiter listing of the index's hour folders (a request per
+/// 1,000 hours that hold entries) and a listing of each hour that holds
 /// due entries and of the current hour, whose entries not yet due are
-/// listed too. Then, for each due run, a load of its record and what waking
-/// it costs: nothing more for a run that ended or is not due (the entry is
-/// deleted), a create and a delete for a run another attempt holds (its
-/// entry moves to the lease's expiry), and an attempt for a run that is
-/// due.
+/// listed too (a request per 1,000 of them). Then, for each due run, a
+/// load of its record and what waking it costs: a create of its terminal
+/// marker (found there, as a rule) and a delete of the entry for a run that
+/// ended, nothing more for a run that is not due, a create and a delete
+/// for a run another attempt holds (its entry moves to the lease's
+/// expiry), and an attempt for a run that is due.
 ///
 /// # Example
 ///
@@ -425,7 +431,14 @@ impl Worker {
         };
         let record = match record {
             Some(record) if !due::is_stale(&first, Some(&record)) => record,
-            _ => {
+            record => {
+                // An ended run's marker first: the entry may be what is
+                // left of an attempt that could not write it.
+                if let Some(record) = &record
+                    && let Err(e) = due::mark_ended(&shared.memo, &first, record).await
+                {
+                    return Woke::Failed(first.run_id, e);
+                }
                 self.forget(&entries).await;
                 return Woke::Stale;
             }
