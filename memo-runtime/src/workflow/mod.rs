@@ -53,6 +53,7 @@ mod attempt;
 mod builder;
 mod cancel;
 mod context;
+mod cost;
 mod due;
 mod hook;
 mod lease;

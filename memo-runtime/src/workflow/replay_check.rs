@@ -73,8 +73,8 @@ use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
-    RuntimeStore, StepReceipt,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StepReceipt,
 };
 
 /// How many runs a check replays at once.
@@ -784,5 +784,22 @@ impl RuntimeStore for ReadOnlyView {
 
     async fn delete_run(&self, run_id: &RunId, _incarnation: Incarnation) -> Result<bool> {
         Self::refuse(run_id)
+    }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        _incarnation: Incarnation,
+        _cost: &AttemptCost,
+    ) -> Result<()> {
+        Self::refuse(run_id)
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        self.inner.load_attempt_costs(run_id, incarnation).await
     }
 }

@@ -9,6 +9,7 @@
 
 mod cache;
 mod checkpoint;
+mod cost;
 mod folded;
 mod hints;
 mod log;
@@ -27,11 +28,12 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunPage, RunRecord, RunStatus,
-    RunSummary, RuntimeStore, StepReceipt,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunPage, RunRecord,
+    RunStatus, RunSummary, RuntimeStore, StepReceipt,
 };
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::meter::Metered;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use cache::{Bound, Cache};
@@ -222,7 +224,11 @@ const CONCURRENCY: usize = 8;
 /// # }
 /// ```
 pub struct ObjectStoreRuntimeStore {
+    /// `given`, counting a workflow attempt's requests for its cost ledger.
     store: Arc<dyn ObjectStore>,
+    /// The store it was built over, as [`object_store`](Self::object_store)
+    /// hands it out: a store built over it counts each request once.
+    given: Arc<dyn ObjectStore>,
     layout: Layout,
     cache: Cache,
     checkpoint_interval: u64,
@@ -270,7 +276,9 @@ impl ObjectStoreRuntimeStore {
     /// A runtime store over `store`, keeping everything under `prefix`.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
         ObjectStoreRuntimeStore {
-            store,
+            // The cost ledger counts a workflow attempt's requests here.
+            store: Metered::new(Arc::clone(&store)),
+            given: store,
             layout: Layout::new(prefix),
             cache: Cache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
@@ -380,7 +388,7 @@ impl ObjectStoreRuntimeStore {
 
     /// The object store the records live in.
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
-        &self.store
+        &self.given
     }
 
     /// How its records and checkpoints are sealed.
@@ -606,5 +614,22 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.delete_all(leftovers.into_iter().chain(hints).collect())
             .await?;
         Ok(existed)
+    }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> Result<()> {
+        self.write_attempt_cost(run_id, incarnation, cost).await
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        self.read_attempt_costs(run_id, incarnation).await
     }
 }

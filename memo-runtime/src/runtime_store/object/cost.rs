@@ -1,0 +1,71 @@
+//! The cost ledger in object storage: one record per attempt in the
+//! incarnation's `cost/` folder (see [`AttemptCost`] for why), written once
+//! and deleted with the rest of the incarnation's folder.
+
+use futures::TryStreamExt;
+use object_store::path::Path;
+
+use super::ObjectStoreRuntimeStore;
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::read_limit::Limit;
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::AttemptCost;
+use crate::write_once;
+
+impl ObjectStoreRuntimeStore {
+    /// One create (and a `GET` if the attempt's record exists: the first
+    /// is kept).
+    pub(super) async fn write_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> Result<()> {
+        let path = self.layout.attempt_cost(run_id, incarnation, cost.attempt);
+        let bytes = codec::encode_value("an attempt's cost", cost)?;
+        write_once::create_once(
+            self.store.as_ref(),
+            &path,
+            &bytes,
+            Limit::RECORD,
+            &self.seal,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A listing of the incarnation's `cost/` folder and a `GET` per
+    /// attempt recorded.
+    pub(super) async fn read_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        let folder = self.layout.cost_folder(run_id, incarnation);
+        let paths: Vec<Path> = self
+            .store
+            .list(Some(&folder))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let mut costs = Vec::with_capacity(paths.len());
+        for path in paths {
+            // Deleted since the listing: the run is being deleted.
+            let Some(bytes) =
+                write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal).await?
+            else {
+                continue;
+            };
+            costs.push(codec::decode_record::<AttemptCost>(
+                "an attempt's cost",
+                &path,
+                &bytes,
+            )?);
+        }
+        // LocalFileSystem lists in no particular order.
+        costs.sort_by_key(|cost| cost.attempt);
+        Ok(costs)
+    }
+}
