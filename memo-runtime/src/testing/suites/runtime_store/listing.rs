@@ -179,7 +179,12 @@ pub async fn a_runs_cost_ledger_is_kept_once_and_deleted_with_it(store: &dyn Run
     }
     let done = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
     store.atomic_apply(&run_id, done).await.expect("fail");
-    assert!(store.delete_run(&run_id, incarnation).await.expect("delete"));
+    assert!(
+        store
+            .delete_run(&run_id, incarnation)
+            .await
+            .expect("delete")
+    );
     let left = store
         .load_attempt_costs(&run_id, incarnation)
         .await
@@ -193,5 +198,8 @@ pub async fn a_runs_cost_ledger_is_kept_once_and_deleted_with_it(store: &dyn Run
         .load_attempt_costs(&run_id, reborn.incarnation)
         .await
         .expect("load the new run's ledger");
-    assert!(fresh.is_empty(), "a new run of the id has no ledger: {fresh:?}");
+    assert!(
+        fresh.is_empty(),
+        "a new run of the id has no ledger: {fresh:?}"
+    );
 }
