@@ -4,7 +4,7 @@
 use super::{
     assert_conflict, input, load, new_run, receipt, running_run, snapshot_of, unique_run_id,
 };
-use crate::runtime_store::{AttemptCost, Commit, RunStatus, RuntimeStore, StatusChange};
+use crate::runtime_store::{AttemptCost, Commit, RunStatus, RuntimeStore, StatusChange, Usage};
 
 /// Listing by status finds exactly the runs in that status; listing run
 /// ids finds every one of them.
@@ -152,12 +152,13 @@ pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
 pub async fn a_runs_cost_ledger_is_kept_once_and_deleted_with_it(store: &dyn RuntimeStore) {
     let run_id = running_run(store, "ledger").await;
     let incarnation = load(store, &run_id).await.incarnation;
-    let cost = |attempt: u32, gets: u64| {
-        let mut cost = AttemptCost::default();
-        cost.attempt = attempt;
-        cost.recorded_at_ms = 2_000 + u64::from(attempt);
-        cost.usage.gets = gets;
-        cost
+    let cost = |attempt: u32, gets: u64| AttemptCost {
+        attempt,
+        recorded_at_ms: 2_000 + u64::from(attempt),
+        usage: Usage {
+            gets,
+            ..Usage::default()
+        },
     };
     for recorded in [cost(2, 20), cost(1, 10), cost(1, 99)] {
         store
