@@ -2,16 +2,12 @@
 //! incarnation's `cost/` folder (see [`AttemptCost`] for why), written once
 //! and deleted with the rest of the incarnation's folder.
 
-use futures::TryStreamExt;
-use object_store::path::Path;
-
 use super::ObjectStoreRuntimeStore;
 use crate::codec;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::AttemptCost;
-use crate::write_once;
 
 impl ObjectStoreRuntimeStore {
     /// One create (and a `GET` if the attempt's record exists: the first
@@ -22,16 +18,12 @@ impl ObjectStoreRuntimeStore {
         incarnation: Incarnation,
         cost: &AttemptCost,
     ) -> Result<()> {
-        let path = self.layout.attempt_cost(run_id, incarnation, cost.attempt);
+        let path = self
+            .client
+            .layout()
+            .attempt_cost(run_id, incarnation, cost.attempt);
         let bytes = codec::encode_value("an attempt's cost", cost)?;
-        write_once::create_once(
-            self.store.as_ref(),
-            &path,
-            &bytes,
-            Limit::RECORD,
-            &self.seal,
-        )
-        .await?;
+        self.client.create(&path, &bytes, Limit::RECORD).await?;
         Ok(())
     }
 
@@ -42,20 +34,13 @@ impl ObjectStoreRuntimeStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<Vec<AttemptCost>> {
-        let folder = self.layout.cost_folder(run_id, incarnation);
-        let paths: Vec<Path> = self
-            .store
-            .list(Some(&folder))
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
-        let mut costs = Vec::with_capacity(paths.len());
-        for path in paths {
+        let folder = self.client.layout().cost_folder(run_id, incarnation);
+        let listed = self.client.list(&folder).await?;
+        let mut costs = Vec::with_capacity(listed.len());
+        for meta in listed {
+            let path = meta.location;
             // Deleted since the listing: the run is being deleted.
-            let Some(bytes) =
-                write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal).await?
-            else {
+            let Some(bytes) = self.client.read(&path, Limit::RECORD).await? else {
                 continue;
             };
             costs.push(codec::decode_record::<AttemptCost>(

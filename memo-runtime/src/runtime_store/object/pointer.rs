@@ -61,7 +61,7 @@ use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::RunState;
 use crate::runtime_store::{NewRun, RunRecord, RunStatus};
-use crate::write_once::{self, Created};
+use crate::write_once::Created;
 
 /// How many times a read of the pointer starts over because it changed
 /// while the read restored it. Each start over means a deletion or a
@@ -98,9 +98,7 @@ impl ObjectStoreRuntimeStore {
     /// Reads the pointer object only; `None` if it is missing.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        let Some(bytes) =
-            write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal).await?
-        else {
+        let Some(bytes) = self.client.read(&path, Limit::RECORD).await? else {
             return Ok(None);
         };
         let creation = decode_creation(run_id, &path, &bytes, None)?;
@@ -110,9 +108,10 @@ impl ObjectStoreRuntimeStore {
     /// The one incarnation of the run whose record exists, with the record's
     /// bytes; `None` if none has one.
     async fn orphaned_record(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
-        let folder = self.layout.runs_folder(run_id);
+        let folder = self.client.layout().runs_folder(run_id);
         let listing = self
-            .store
+            .client
+            .store()
             .list_with_delimiter(Some(&folder))
             .await
             .map_err(|e| Error::store(&folder, e))?;
@@ -124,10 +123,8 @@ impl ObjectStoreRuntimeStore {
             else {
                 continue;
             };
-            let path = self.layout.incarnation_record(run_id, incarnation);
-            let Some(bytes) =
-                write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal).await?
-            else {
+            let path = self.client.layout().incarnation_record(run_id, incarnation);
+            let Some(bytes) = self.client.read(&path, Limit::RECORD).await? else {
                 continue;
             };
             let creation = decode_creation(run_id, &path, &bytes, Some(incarnation))?;
@@ -156,31 +153,23 @@ impl ObjectStoreRuntimeStore {
         bytes: Bytes,
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        match write_once::create_once(
-            self.store.as_ref(),
-            &path,
-            &bytes,
-            Limit::RECORD,
-            &self.seal,
-        )
-        .await?
-        {
+        match self.client.create(&path, &bytes, Limit::RECORD).await? {
             // `Same`: restored by another restorer too, or by our create
             // whose answer was lost; checked as our own, since the record
             // may be gone by now either way.
             Created::Ours(_) | Created::Same(_) => {
-                let record = self.layout.incarnation_record(run_id, orphan.incarnation);
-                if write_once::read(self.store.as_ref(), &record, Limit::RECORD, &self.seal)
-                    .await?
-                    .is_some()
-                {
+                let record = self
+                    .client
+                    .layout()
+                    .incarnation_record(run_id, orphan.incarnation);
+                if self.client.read(&record, Limit::RECORD).await?.is_some() {
                     tracing::warn!(%run_id, incarnation = %orphan.incarnation,
                         "run pointer restored from its incarnation record");
                     return Ok(Some((orphan, bytes)));
                 }
                 // The run's deletion removed its record (and then its pointer)
                 // after we listed it: take back the pointer we restored.
-                self.delete_all(vec![path]).await?;
+                self.client.delete_all(vec![path]).await?;
                 Ok(None)
             }
             // Another incarnation was created, or restored, meanwhile.
@@ -218,11 +207,11 @@ impl ObjectStoreRuntimeStore {
         creation: &Creation,
         bytes: &[u8],
     ) -> Result<bool> {
-        let path = self.layout.incarnation_record(run_id, creation.incarnation);
-        if write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal)
-            .await?
-            .is_some()
-        {
+        let path = self
+            .client
+            .layout()
+            .incarnation_record(run_id, creation.incarnation);
+        if self.client.read(&path, Limit::RECORD).await?.is_some() {
             return Ok(true);
         }
         let current = self.read_pointer(run_id).await?;
@@ -240,11 +229,11 @@ impl ObjectStoreRuntimeStore {
         creation: &Creation,
         bytes: &[u8],
     ) -> Result<bool> {
-        let path = self.layout.incarnation_record(run_id, creation.incarnation);
-        if let Created::Theirs(_) =
-            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD, &self.seal)
-                .await?
-        {
+        let path = self
+            .client
+            .layout()
+            .incarnation_record(run_id, creation.incarnation);
+        if let Created::Theirs(_) = self.client.create(&path, bytes, Limit::RECORD).await? {
             return Err(Error::corrupt(
                 &path,
                 format!(
@@ -257,7 +246,7 @@ impl ObjectStoreRuntimeStore {
         if current.is_some_and(|(c, _)| c.incarnation == creation.incarnation) {
             return Ok(true);
         }
-        self.delete_all(vec![path]).await?;
+        self.client.delete_all(vec![path]).await?;
         Ok(false)
     }
 
@@ -284,15 +273,7 @@ impl ObjectStoreRuntimeStore {
                 .await?;
             let encoded = codec::encode_value("a run", &creation)?;
             let path = self.run_path(&run_id);
-            match write_once::create_once(
-                self.store.as_ref(),
-                &path,
-                &encoded,
-                Limit::RECORD,
-                &self.seal,
-            )
-            .await?
-            {
+            match self.client.create(&path, &encoded, Limit::RECORD).await? {
                 // `Same`: our create, whose acknowledgement was lost.
                 Created::Ours(bytes) | Created::Same(bytes) => {
                     // Acknowledged only once its record exists: a stale
@@ -303,11 +284,11 @@ impl ObjectStoreRuntimeStore {
                             .await?;
                         let state = RunState::new(creation.run, creation.incarnation);
                         let record = state.record().clone();
-                        let slot = self.slot(&run_id);
+                        let slot = self.cache.slot(&run_id);
                         // Whatever was cached is of an earlier run of this id.
                         let mut guard = slot.lock().await;
                         *guard = Some(Folded::created(state, creation.incarnation));
-                        self.reweigh(&run_id, &slot, guard.as_ref());
+                        self.cache.reweigh(&run_id, &slot, guard.as_ref());
                         return Ok(record);
                     }
                     // Given up: another run of the id took the pointer.
@@ -367,22 +348,22 @@ impl ObjectStoreRuntimeStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<()> {
-        let record = self.layout.incarnation_record(run_id, incarnation);
-        self.delete_all(vec![record.clone()]).await?;
+        let record = self.client.layout().incarnation_record(run_id, incarnation);
+        self.client.delete_all(vec![record.clone()]).await?;
         // Read again just before the delete: the window in which a later
         // run's pointer can be hit shrinks from the whole deletion so far to
         // one round trip, and a deletion that finds the pointer gone (another
         // deletion of this run removed it) leaves it alone.
         let current = self.read_pointer(run_id).await?;
         if current.is_some_and(|(c, _)| c.incarnation == incarnation) {
-            self.delete_all(vec![self.run_path(run_id)]).await?;
+            self.client.delete_all(vec![self.run_path(run_id)]).await?;
         }
         // And the record once more: a redelivery that folded the run while
         // it was still open may have written it back between our two
         // deletes (it found the record gone and the pointer still there),
         // and the read below must never restore the incarnation it deletes.
-        self.delete_all(vec![record]).await?;
-        self.forget(run_id);
+        self.client.delete_all(vec![record]).await?;
+        self.cache.forget(run_id);
         self.read_creation(run_id).await?;
         Ok(())
     }
