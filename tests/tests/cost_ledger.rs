@@ -281,3 +281,21 @@ async fn a_swept_run_leaves_no_ledger_behind() {
         assert!(left.is_empty(), "{name}: {left:?}");
     }
 }
+
+#[tokio::test]
+async fn a_runtime_with_the_ledger_off_records_nothing() {
+    let store = Arc::new(InMemory::new());
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(store.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(store, "runs")))
+        .cost_ledger(false)
+        .build()
+        .unwrap();
+    let run_id = run("unmetered");
+    let workflow = three_steps(Arc::new(AtomicBool::new(false)));
+    runtime
+        .run(&run_id, &"ticket".to_string(), &workflow)
+        .await
+        .unwrap();
+    assert!(ledger(&runtime, &run_id).await.is_empty());
+}

@@ -24,7 +24,7 @@ impl Runtime {
         incarnation: Incarnation,
         attempt: u32,
     ) {
-        let Some(meter) = Meter::current() else {
+        let Some(meter) = Meter::current().filter(|_| self.shared.cost_ledger) else {
             return;
         };
         let cost = AttemptCost::of_reading(attempt, self.shared.clock.now_ms(), meter.reading());

@@ -327,6 +327,8 @@ struct Shared {
     /// Set while a [`Worker`] of this runtime shuts down: attempts stop at
     /// their next step boundary.
     draining: std::sync::atomic::AtomicBool,
+    /// Whether attempts record what they cost (`RuntimeBuilder::cost_ledger`).
+    cost_ledger: bool,
 }
 
 impl Shared {
