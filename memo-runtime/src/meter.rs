@@ -229,7 +229,9 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
 // Written by hand rather than with `#[async_trait]`: an `async fn` here
 // would box a second future around the wrapped store's on every request,
-// metered or not.
+// metered or not. For the same reason each call goes to the wrapped
+// `dyn ObjectStore` itself (`inner.as_ref()`), not to `Arc`'s impl of the
+// trait, which boxes one more (measured: 50 ns on an `InMemory` `HEAD`).
 #[deny(clippy::missing_trait_methods)]
 impl ObjectStore for Metered {
     fn put_opts<'l0, 'l1, 'async_trait>(
@@ -249,7 +251,7 @@ impl ObjectStore for Metered {
                 add(&m.puts, 1);
                 add(&m.bytes_written, bytes);
             },
-            || self.inner.put_opts(location, payload, opts),
+            || self.inner.as_ref().put_opts(location, payload, opts),
         )
     }
 
@@ -265,7 +267,7 @@ impl ObjectStore for Metered {
     {
         counted(
             |m| add(&m.puts, 1),
-            || self.inner.put_multipart_opts(location, opts),
+            || self.inner.as_ref().put_multipart_opts(location, opts),
         )
     }
 
@@ -281,7 +283,7 @@ impl ObjectStore for Metered {
     {
         counted(
             |m| add(&m.gets, 1),
-            || self.inner.get_opts(location, options),
+            || self.inner.as_ref().get_opts(location, options),
         )
     }
 
@@ -298,7 +300,7 @@ impl ObjectStore for Metered {
     {
         counted(
             |m| add(&m.gets, 1),
-            || self.inner.get_ranges(location, ranges),
+            || self.inner.as_ref().get_ranges(location, ranges),
         )
     }
 
@@ -307,18 +309,18 @@ impl ObjectStore for Metered {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         let Some(meter) = Meter::current() else {
-            return self.inner.delete_stream(locations);
+            return self.inner.as_ref().delete_stream(locations);
         };
         let locations = locations.inspect(move |location| {
             if location.is_ok() {
                 add(&meter.deletes, 1);
             }
         });
-        self.inner.delete_stream(locations.boxed())
+        self.inner.as_ref().delete_stream(locations.boxed())
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        counted(|m| add(&m.lists, 1), || self.inner.list(prefix))
+        counted(|m| add(&m.lists, 1), || self.inner.as_ref().list(prefix))
     }
 
     fn list_with_offset(
@@ -328,7 +330,7 @@ impl ObjectStore for Metered {
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         counted(
             |m| add(&m.lists, 1),
-            || self.inner.list_with_offset(prefix, offset),
+            || self.inner.as_ref().list_with_offset(prefix, offset),
         )
     }
 
@@ -343,7 +345,7 @@ impl ObjectStore for Metered {
     {
         counted(
             |m| add(&m.lists, 1),
-            || self.inner.list_with_delimiter(prefix),
+            || self.inner.as_ref().list_with_delimiter(prefix),
         )
     }
 
@@ -361,7 +363,7 @@ impl ObjectStore for Metered {
     {
         counted(
             |m| add(&m.puts, 1),
-            || self.inner.copy_opts(from, to, options),
+            || self.inner.as_ref().copy_opts(from, to, options),
         )
     }
 
@@ -379,7 +381,7 @@ impl ObjectStore for Metered {
     {
         counted(
             |m| add(&m.puts, 1),
-            || self.inner.rename_opts(from, to, options),
+            || self.inner.as_ref().rename_opts(from, to, options),
         )
     }
 }
