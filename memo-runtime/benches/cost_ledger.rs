@@ -154,10 +154,7 @@ async fn measure() {
         "| GET (${GET_PER_1000} per 1,000) | {:.0} | ${gets:.2} |",
         scaled(usage.gets)
     );
-    println!(
-        "| DELETE (free) | {:.0} | $0.00 |",
-        scaled(usage.deletes)
-    );
+    println!("| DELETE (free) | {:.0} | $0.00 |", scaled(usage.deletes));
     println!(
         "| storage, one month (${GB_MONTH} per GB-month) | {:.2} GB | ${storage:.2} |",
         scaled(stored) / 1e9
