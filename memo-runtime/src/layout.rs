@@ -24,6 +24,7 @@
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //! | shared entry | `shared/entries/<ns>/<sha256(key)>` |
 //! | shared expiry marker | `shared/expiry/<hour>/<u64::MAX - expires_ms>_<ns>.<sha256(key)>.<token, 16 hex digits>` |
+//! | blob (a large value's chunks) | `blobs/<run>/<inc>/<step>/<token, 16 hex digits>` |
 //!
 //! A run checkpoint holds the run folded from its log entries before
 //! `<position>`: a copy of what the log says, never the only record of a
@@ -155,6 +156,19 @@
 //! the run with whatever code it has, as it did every run, so roll back only
 //! once no open run has a version (`memoctl runs` shows each run's).
 //!
+//! Blobs (`memo_runtime::blob`) hold values streamed a chunk at a time:
+//! one object per value, its chunk records one after another (see
+//! `chunk_frame.rs`), in the folder of the run incarnation and step that
+//! wrote it, named by a token its writer drew; the memo entry or step
+//! receipt that returns the value holds only a reference naming it. Blobs
+//! were added to version 2 without changing its number, additive both
+//! ways: data written before them has none; a reader that does not know
+//! them never reads `blobs/` (a reference is a value it cannot decode,
+//! `Error::Decode`, as any type it does not know), and a sweep of that
+//! release leaves a run's blobs behind (delete `blobs/<run>/` by hand, or
+//! sweep again after upgrading: a later sweep of the same run does not see
+//! them either, since its marker is gone).
+//!
 //! Version 1 had no incarnation segment and wrote run ids as they are. Its
 //! memo entries and markers are not read by version 2 (a v1 entry is a
 //! miss, a v1 marker is skipped as foreign); [`MemoStore::clear_memos_for_run`]
@@ -170,11 +184,15 @@ mod segment;
 
 #[cfg(any(doc, test))]
 use segment::MAX_SHORT_RUN_SEGMENT;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use segment::parse_run_segment;
+pub(crate) use segment::run_segment;
 use segment::{incarnation_name, parse_incarnation_name};
-pub(crate) use segment::{parse_run_segment, run_segment};
 
 pub(crate) const MEMOS: &str = "memos";
 pub(crate) const STEP_OUTPUTS: &str = "step-outputs";
+/// Large values, streamed: `blobs/<run>/<inc>/<step>/<token>`.
+pub(crate) const BLOBS: &str = "blobs";
 pub(crate) const TERMINALS: &str = "terminals";
 const RUNS: &str = "runs";
 const RUNS_BY_STATUS: &str = "runs-by-status";
@@ -301,6 +319,19 @@ impl Layout {
             "{due_ms:020}_{}",
             incarnation_name(run_id, incarnation)
         ))
+    }
+
+    /// `blobs/<run>/<inc>/<step>/<token>`: the object of a blob that step
+    /// `step` of the incarnation wrote, `token` drawn by its writer.
+    pub(crate) fn blob(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        step: u32,
+        token: u64,
+    ) -> Path {
+        self.step_folder(BLOBS, run_id, incarnation, step)
+            .join(format!("{token:016x}"))
     }
 
     /// `shared/entries/<ns>`: the shared entries of one namespace.
@@ -754,6 +785,7 @@ mod tests {
             layout
                 .shared_expiry("llm-v1", &"e".repeat(64), 3_600_001, 0xef)
                 .to_string(),
+            layout.blob(&id, inc, 4, 0x12).to_string(),
             layout.attempt_cost(&id, inc, 2).to_string(),
         ];
         assert_eq!(
@@ -781,6 +813,7 @@ mod tests {
                     u64::MAX - 3_600_001,
                     "e".repeat(64)
                 ),
+                "pre/fix/blobs/=run_1/00000000000000ab/4/0000000000000012".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/cost/0000000002".to_string(),
             ]
         );

@@ -21,6 +21,7 @@
 //!   receipts, in memory or in object storage;
 //! - [`retention`]: terminal markers and the sweeper that clears expired runs;
 //! - [`seal`]: compression and authenticated encryption of stored payloads;
+//! - [`blob`]: large values, written and read as a stream of chunks;
 //! - [`clock`]: the time source of the runtime and the sweeper;
 //! - [`limits`]: the limits memo enforces and the defaults of the
 //!   configurable ones.
@@ -59,12 +60,15 @@
 //! - `testing`: the `testing` module: fault-injecting and request-counting
 //!   object stores and the conformance suites.
 
+pub mod blob;
+mod chunk_frame;
 pub mod clock;
 mod codec;
 mod due_index;
 mod envelope;
 mod error;
 mod forward;
+mod hour_folders;
 mod key;
 mod layout;
 #[cfg(unix)]

@@ -10,7 +10,8 @@
 //! - `step-outputs/<run>/<incarnation>/<step>/<sha256(payload)>`: step-output
 //!   entries, written by earlier versions only (step receipts in the runtime
 //!   store replaced them); clears and sweeps still delete them.
-//! - `terminals/...`: terminal markers (see [`TerminalMarker`]).
+//! - `terminals/...`: terminal markers (see
+//!   [`TerminalMarker`](crate::retention::TerminalMarker)).
 //!
 //! `<run>` is a checked [`RunId`] written as one lower-case segment (see
 //! [`RunId`]), so one run's folder never contains another's, even on a
@@ -41,9 +42,6 @@ pub use entries::{EntryInfo, EntryKind};
 use entry_cache::EntryCache;
 pub(crate) use step::AttemptHook;
 pub use step::Memo;
-
-#[cfg(doc)]
-use crate::retention::TerminalMarker;
 
 /// The default largest value a memo or step-output entry may hold: 16 MiB.
 pub const DEFAULT_MAX_VALUE_SIZE: usize = 16 * 1024 * 1024;

@@ -212,11 +212,12 @@ impl<'de> serde::Deserialize<'de> for RunId {
 /// A number no other call returns: std's randomly keyed hasher (seeded from
 /// the operating system) over the time, the process id and a counter.
 ///
-/// In a simulation, the simulation's seed draws it instead, so that a seed
+/// While a [`with_token_source`] call runs on this thread (the `testing`
+/// simulator's histories), its source draws it instead, so that a seed
 /// replays exactly.
 pub(crate) fn unique_token() -> u64 {
     #[cfg(any(test, feature = "testing"))]
-    if let Some(token) = crate::testing::sim::seeded_token() {
+    if let Some(token) = seeded::next() {
         return token;
     }
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -228,6 +229,49 @@ pub(crate) fn unique_token() -> u64 {
     hasher.write_u32(std::process::id());
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.finish()
+}
+
+/// Runs `body` with every [`unique_token`] of this thread drawn from
+/// `source`: how the `testing` simulator makes a seed replay exactly, its
+/// incarnations, attempt tokens and worker ids included. The thread's
+/// previous source is back when `body` returns or panics.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn with_token_source<R>(
+    source: impl FnMut() -> u64 + 'static,
+    body: impl FnOnce() -> R,
+) -> R {
+    let _restore = seeded::install(Box::new(source));
+    body()
+}
+
+#[cfg(any(test, feature = "testing"))]
+mod seeded {
+    use std::cell::RefCell;
+
+    type Source = Box<dyn FnMut() -> u64>;
+
+    thread_local! {
+        /// The token source of [`with_token_source`](super::with_token_source).
+        static SOURCE: RefCell<Option<Source>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn next() -> Option<u64> {
+        SOURCE.with(|source| source.borrow_mut().as_mut().map(|draw| draw()))
+    }
+
+    /// Puts back the source that was installed before, when dropped.
+    pub(super) struct Restore(Option<Source>);
+
+    pub(super) fn install(source: Source) -> Restore {
+        Restore(SOURCE.with(|slot| slot.borrow_mut().replace(source)))
+    }
+
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            SOURCE.with(|slot| *slot.borrow_mut() = previous);
+        }
+    }
 }
 
 #[cfg(test)]

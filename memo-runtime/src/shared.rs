@@ -67,8 +67,9 @@ use object_store::path::Path;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
+use crate::hour_folders;
 use crate::key::sha256_digest;
-use crate::layout::{self, MARKER_HOUR_MS, MAX_SHARED_NAMESPACE_LEN};
+use crate::layout::{self, MAX_SHARED_NAMESPACE_LEN};
 use crate::memo::{Memo, MemoStore};
 use crate::read_limit::Limit;
 use crate::run_id::unique_token;
@@ -458,29 +459,7 @@ impl SharedEntries {
     /// oldest first: one delimiter listing.
     async fn expired_hours(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
         let folder = self.store.layout().shared_expiry_folder();
-        let listing = self
-            .store
-            .store()
-            .list_with_delimiter(Some(&folder))
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
-        for foreign in &listing.objects {
-            tracing::warn!(path = %foreign.location, "skipping a foreign object in the shared expiry folder");
-        }
-        let mut hours: Vec<_> = listing
-            .common_prefixes
-            .into_iter()
-            .filter_map(|path| match layout::parse_marker_hour(&path) {
-                Some(hour) => Some((hour, path)),
-                None => {
-                    tracing::warn!(%path, "skipping a foreign folder in the shared expiry folder");
-                    None
-                }
-            })
-            .filter(|(hour, _)| *hour < cutoff_ms)
-            .collect();
-        hours.sort_unstable_by_key(|(hour, _)| *hour);
-        Ok(hours)
+        hour_folders::hours_before(self.store.store(), &folder, cutoff_ms, "shared expiry").await
     }
 
     /// The markers expired before `cutoff_ms` in the hour starting at
@@ -491,17 +470,10 @@ impl SharedEntries {
         hour_path: Path,
         cutoff_ms: u64,
     ) -> BoxStream<'static, Result<SharedExpiry>> {
-        let listing = if hour.saturating_add(MARKER_HOUR_MS) <= cutoff_ms {
-            self.store.store().list(Some(&hour_path))
-        } else {
-            // Markers expiring at or after the cutoff sort before this offset.
-            let offset = self.store.layout().shared_expiry_offset(hour, cutoff_ms);
-            self.store
-                .store()
-                .list_with_offset(Some(&hour_path), &offset)
-        };
-        listing
-            .map_err(move |e| Error::store(&hour_path, e))
+        let layout = self.store.layout();
+        hour_folders::listed_before(self.store.store(), hour, hour_path, cutoff_ms, || {
+            layout.shared_expiry_offset(hour, cutoff_ms)
+        })
             .try_filter_map(move |meta| {
                 let expiry = match layout::parse_shared_expiry(&meta.location) {
                     Some(name) if name.hour == hour => Some(SharedExpiry {

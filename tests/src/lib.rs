@@ -4,6 +4,9 @@
 //! (in memory and a local folder, each also behind a fault injector), run-id
 //! helpers and the counted side effects of the workflow tests.
 //!
+//! [`large_values`] generates the large values of the blob tests a piece at
+//! a time, and holds their cloud check.
+//!
 //! [`cloud`] opens the S3, GCS and Azure servers that the environment names
 //! (in CI: moto, fake-gcs-server and Azurite on 127.0.0.1, started by
 //! `.ci/run`) and holds the checks every one of them must pass;
@@ -12,6 +15,7 @@
 
 pub mod cloud;
 pub mod fixtures;
+pub mod large_values;
 pub mod pause;
 
 /// The root README's code blocks, compiled (and, unless marked `no_run`,

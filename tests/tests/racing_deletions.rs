@@ -7,14 +7,17 @@
 //! process's store pauses at a chosen request until the test lets it go.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::TryStreamExt;
+use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore, StatusChange, StepReceipt,
 };
-use memo_runtime::{Bytes, RunId};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{Bytes, Error, Memo, MemoStore, RunId, memoized};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
 
@@ -237,5 +240,202 @@ async fn a_redelivery_that_read_the_run_before_its_deletion_never_brings_it_back
             .await
             .unwrap();
         assert!(leftovers.is_empty(), "{name}: {leftovers:?}");
+    }
+}
+
+type Checkout = futures::future::BoxFuture<'static, Result<u32, Error>>;
+
+/// One step whose body counts its starts.
+fn counted_checkout(
+    bodies: Arc<AtomicU64>,
+) -> Workflow<impl Fn(Context, u32) -> Checkout + Send + Sync + 'static> {
+    Workflow::new("checkout", move |ctx: Context, order: u32| {
+        let bodies = bodies.clone();
+        Box::pin(async move {
+            ctx.step("charge", |_memo| {
+                let bodies = bodies.clone();
+                async move {
+                    bodies.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, Error>(order)
+                }
+            })
+            .await
+        }) as Checkout
+    })
+}
+
+fn runtime(memo: Arc<dyn ObjectStore>, store: Arc<ObjectStoreRuntimeStore>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(memo, "memo"))
+        .runtime_store(store)
+        .build()
+        .unwrap()
+}
+
+/// Seeds 1390, 1640 and 3222 of the deployment world: worker A reads a
+/// new run and stalls before its attempt starts (here at the due-run entry
+/// it writes first). Meanwhile worker B runs the run to its end, a sweep
+/// deletes it, and the queue redelivers the id, which creates a new run;
+/// a second delivery of the id to A's process reads that new run into A's
+/// store cache. A's start then goes on. A start names an attempt number,
+/// not an incarnation, so it lands on the new run (whose first attempt is
+/// the one A asks for): A must not run the old run's step under the new
+/// run's lease (with the old run's memos, whose entries a sweep may have
+/// deleted, so its side effects run again), and the new run's own attempt
+/// must start at once and finish it.
+#[tokio::test]
+async fn an_attempt_that_read_a_deleted_run_never_starts_on_the_run_created_after_it() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-10");
+        let bodies = Arc::new(AtomicU64::new(0));
+        let checkout = Arc::new(counted_checkout(bodies.clone()));
+
+        // A's first write of an attempt is its due-run entry: held.
+        let (paused, due_put) = Pauses::new(backend.open(), Held::Put, Path::from("memo/due"));
+        let store_a = Arc::new(ObjectStoreRuntimeStore::new(backend.open(), "runs"));
+        let a = runtime(Arc::new(paused), store_a.clone());
+        let attempt_a = tokio::spawn({
+            let (run_id, checkout) = (run_id.clone(), checkout.clone());
+            async move { a.run(&run_id, &7, &*checkout).await }
+        });
+        due_put.reached.await.unwrap();
+        let old = store_a.load_run(&run_id).await.unwrap().unwrap();
+
+        // B runs it to its end; a sweep deletes it; a redelivery creates it
+        // again; A's process reads the new run.
+        let store_b = Arc::new(ObjectStoreRuntimeStore::new(backend.open(), "runs"));
+        let b = runtime(backend.open(), store_b.clone());
+        assert_eq!(b.run(&run_id, &7, &*checkout).await.unwrap(), 7, "{name}");
+        assert_eq!(bodies.load(Ordering::SeqCst), 1, "{name}");
+        let sweeper = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert!(
+            sweeper.delete_run(&run_id, old.incarnation).await.unwrap(),
+            "{name}"
+        );
+        let redelivery = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let mut again = order(&run_id);
+        again.workflow = "checkout".into();
+        again.input = Bytes::from(rmp_serde::to_vec_named(&7u32).unwrap());
+        let new = redelivery.create_run(again).await.unwrap();
+        assert_ne!(new.incarnation, old.incarnation, "{name}");
+        let seen = store_a.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(seen.incarnation, new.incarnation, "{name}");
+
+        // A's attempt goes on: it runs nothing.
+        due_put.release.send(()).unwrap();
+        let answered = attempt_a.await.unwrap();
+        assert!(
+            matches!(answered, Err(Error::Conflict { .. })),
+            "{name}: {answered:?}"
+        );
+        assert_eq!(
+            bodies.load(Ordering::SeqCst),
+            1,
+            "{name}: the deleted run's step ran again, under the new run's lease"
+        );
+
+        // The new run's own attempt starts at once and finishes it.
+        let c = runtime(
+            backend.open(),
+            Arc::new(ObjectStoreRuntimeStore::new(backend.open(), "runs")),
+        );
+        assert_eq!(c.run(&run_id, &7, &*checkout).await.unwrap(), 7, "{name}");
+        assert_eq!(bodies.load(Ordering::SeqCst), 2, "{name}");
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let done = fresh.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(
+            (done.incarnation, done.status),
+            (new.incarnation, RunStatus::Completed),
+            "{name}"
+        );
+    }
+}
+
+/// A memoized side effect: counts its runs, returns its run's number.
+#[memoized(skip(runs))]
+async fn reserve_seat(memo: &Memo, runs: &AtomicU64, order: u32) -> Result<u64, Error> {
+    let _ = order;
+    Ok(runs.fetch_add(1, Ordering::SeqCst) + 1)
+}
+
+/// One step that reserves a seat and records what the reservation returned.
+fn reservation(
+    runs: Arc<AtomicU64>,
+    seen: Arc<std::sync::Mutex<Vec<u64>>>,
+) -> Workflow<impl Fn(Context, u32) -> Checkout + Send + Sync + 'static> {
+    Workflow::new("reservation", move |ctx: Context, order: u32| {
+        let (runs, seen) = (runs.clone(), seen.clone());
+        Box::pin(async move {
+            ctx.step("reserve", |memo| {
+                let (runs, seen) = (runs.clone(), seen.clone());
+                async move {
+                    let seat = reserve_seat(&memo, &runs, order).await?;
+                    seen.lock().unwrap().push(seat);
+                    Ok::<_, Error>(seat as u32)
+                }
+            })
+            .await
+        }) as Checkout
+    })
+}
+
+/// Seed 2281 of the deployment world: attempt A runs a memoized side
+/// effect and stalls before its value commits; its lease expires, attempt
+/// B takes the run over, runs the effect, commits its value and ends the
+/// run; a sweep deletes the run and its memo entries. A's commit then
+/// lands on the key the sweep freed. A must not return its value: B's
+/// callers saw B's, and every caller of a key sees one value.
+#[tokio::test]
+async fn a_memoized_value_committed_after_its_run_was_taken_over_and_swept_is_never_returned() {
+    const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-11");
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let (runs, seen) = (Arc::new(AtomicU64::new(0)), Arc::default());
+        let workflow = Arc::new(reservation(runs.clone(), Arc::clone(&seen)));
+        let process = |memo: Arc<dyn ObjectStore>, worker: &str| {
+            Runtime::builder()
+                .memo_store(MemoStore::new(memo, "memo"))
+                .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+                    backend.open(),
+                    "runs",
+                )))
+                .clock(clock.clone())
+                .lease(LEASE)
+                .worker_id(worker)
+                .build()
+                .unwrap()
+        };
+
+        // A's first memo entry write, its reservation's commit, is held.
+        let (paused, commit) = Pauses::new(backend.open(), Held::Put, Path::from("memo/memos"));
+        let a = process(Arc::new(paused), "worker-a");
+        let attempt_a = tokio::spawn({
+            let (run_id, workflow) = (run_id.clone(), workflow.clone());
+            async move { a.run(&run_id, &7, &*workflow).await }
+        });
+        commit.reached.await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{name}");
+
+        // A's lease expires; B takes the run over and ends it; a sweep
+        // deletes it, memo entries and all.
+        clock.advance_ms(LEASE.as_millis() as u64 + 1_000);
+        let b = process(backend.open(), "worker-b");
+        assert_eq!(b.run(&run_id, &7, &*workflow).await.unwrap(), 2, "{name}");
+        assert!(
+            b.retention_sweeper().delete_run(&run_id).await.unwrap(),
+            "{name}"
+        );
+
+        // A's commit lands on the freed key.
+        commit.release.send(()).unwrap();
+        assert!(attempt_a.await.unwrap().is_err(), "{name}");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![2],
+            "{name}: a caller of the key saw another value than B's"
+        );
     }
 }

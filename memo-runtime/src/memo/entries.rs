@@ -6,8 +6,13 @@ use object_store::path::Path;
 
 use super::{MemoStore, entry_cache};
 use crate::error::{Error, Result};
-use crate::layout::{MEMOS, STEP_OUTPUTS};
+use crate::layout::{BLOBS, MEMOS, STEP_OUTPUTS};
 use crate::run_id::{Incarnation, RunId};
+
+/// The folders of a run's objects in a memo store: its memo entries, its
+/// legacy step-output entries and its blobs (large values), cleared,
+/// counted and exported together.
+const RUN_FOLDERS: [&str; 3] = [MEMOS, STEP_OUTPUTS, BLOBS];
 
 #[cfg(doc)]
 use super::Memo;
@@ -15,8 +20,8 @@ use super::Memo;
 use object_store::ObjectStore;
 
 impl MemoStore {
-    /// Deletes every memo entry and step-output entry of `run_id`, of every
-    /// incarnation, and returns how many were deleted. To clear one
+    /// Deletes every memo entry, step-output entry and blob of `run_id`, of
+    /// every incarnation, and returns how many were deleted. To clear one
     /// incarnation and nothing else, use
     /// [`clear_incarnation`](Self::clear_incarnation).
     ///
@@ -31,12 +36,12 @@ impl MemoStore {
     /// [`Error::ClearIncomplete`] if listing or any delete failed.
     pub async fn clear_memos_for_run(&self, run_id: &RunId) -> Result<usize> {
         let layout = self.layout();
-        let folders = [MEMOS, STEP_OUTPUTS].map(|folder| layout.run_folder(folder, run_id));
+        let folders = RUN_FOLDERS.map(|folder| layout.run_folder(folder, run_id));
         self.clear_folders(run_id, folders).await
     }
 
-    /// Deletes every memo entry and step-output entry of one incarnation of
-    /// `run_id`, and returns how many were deleted; other incarnations of the
+    /// Deletes every memo entry, step-output entry and blob of one
+    /// incarnation of `run_id`, and returns how many were deleted; other incarnations of the
     /// id are not touched. This is what a retention sweep does.
     ///
     /// # Errors
@@ -48,8 +53,8 @@ impl MemoStore {
         incarnation: Incarnation,
     ) -> Result<usize> {
         let layout = self.layout();
-        let folders = [MEMOS, STEP_OUTPUTS]
-            .map(|folder| layout.incarnation_folder(folder, run_id, incarnation));
+        let folders =
+            RUN_FOLDERS.map(|folder| layout.incarnation_folder(folder, run_id, incarnation));
         self.clear_folders(run_id, folders).await
     }
 
@@ -133,7 +138,8 @@ impl MemoStore {
 
     /// The paths of the objects that [`list_entries`](Self::list_entries)
     /// lists (every memo and legacy step-output entry of incarnation
-    /// `incarnation` of `run_id`), for a tool that copies a run's entries
+    /// `incarnation` of `run_id`) and of the incarnation's blobs (which the
+    /// entries' references name), for a tool that copies a run's entries
     /// whole to another store (`memoctl export`).
     ///
     /// # Errors
@@ -146,7 +152,7 @@ impl MemoStore {
     ) -> Result<Vec<Path>> {
         let layout = self.layout();
         let mut paths = Vec::new();
-        for folder in [MEMOS, STEP_OUTPUTS] {
+        for folder in RUN_FOLDERS {
             let prefix = layout.incarnation_folder(folder, run_id, incarnation);
             let listed: Vec<Path> = self
                 .store()
@@ -161,14 +167,14 @@ impl MemoStore {
         Ok(paths)
     }
 
-    async fn clear_folders(&self, run_id: &RunId, folders: [Path; 2]) -> Result<usize> {
+    async fn clear_folders(&self, run_id: &RunId, folders: [Path; 3]) -> Result<usize> {
         // Dropped after the deletes, however they end (an error, a
         // cancelled call): any entry under the folders may be gone.
         let _forget = entry_cache::ForgetOnDrop(&folders);
         self.delete_folders(run_id, &folders).await
     }
 
-    async fn delete_folders(&self, run_id: &RunId, folders: &[Path; 2]) -> Result<usize> {
+    async fn delete_folders(&self, run_id: &RunId, folders: &[Path; 3]) -> Result<usize> {
         let mut deleted = 0;
         let mut failed = 0;
         let mut first_error = None;
@@ -202,7 +208,7 @@ impl MemoStore {
         }
     }
 
-    /// How many memo and step-output entries `run_id` has: what
+    /// How many memo and step-output entries and blobs `run_id` has: what
     /// [`clear_memos_for_run`](Self::clear_memos_for_run) would delete now.
     pub(crate) async fn count_incarnation_entries(
         &self,
@@ -210,7 +216,7 @@ impl MemoStore {
         incarnation: Incarnation,
     ) -> Result<usize> {
         let mut count = 0;
-        for folder in [MEMOS, STEP_OUTPUTS] {
+        for folder in RUN_FOLDERS {
             let prefix = self
                 .layout()
                 .incarnation_folder(folder, run_id, incarnation);
@@ -225,13 +231,13 @@ impl MemoStore {
     }
 
     /// Whether incarnation `incarnation` of the run has any memo or
-    /// step-output entry; stops at the first one found.
+    /// step-output entry or blob; stops at the first one found.
     pub(crate) async fn has_incarnation_entries(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<bool> {
-        for folder in [MEMOS, STEP_OUTPUTS] {
+        for folder in RUN_FOLDERS {
             let prefix = self
                 .layout()
                 .incarnation_folder(folder, run_id, incarnation);

@@ -17,11 +17,11 @@ use super::flight::Flight;
 
 #[cfg(any(test, feature = "testing"))]
 tokio::task_local! {
-    /// The memoized call whose body is being polled, while a simulation
-    /// runs on this thread: how the `testing` simulator's ledger learns a
-    /// side effect's key from the call itself instead of the user restating
-    /// it (a restated key silently misses for a generic function, a method
-    /// or a renamed one).
+    /// The memoized call whose body is being polled, while calls are
+    /// observed on this thread ([`observing_calls`]): how the `testing`
+    /// simulator's ledger learns a side effect's key from the call itself
+    /// instead of the user restating it (a restated key silently misses for
+    /// a generic function, a method or a renamed one).
     static CURRENT_CALL: CurrentCall;
 }
 
@@ -40,6 +40,46 @@ pub(crate) struct CurrentCall {
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn current_call() -> Option<CurrentCall> {
     CURRENT_CALL.try_with(Clone::clone).ok()
+}
+
+/// What is told of every memoized call that returns on this thread: the
+/// memo, the key and the committed value the caller gets.
+#[cfg(any(test, feature = "testing"))]
+type CallObserver = std::rc::Rc<dyn Fn(&Memo, &str, &[u8])>;
+
+#[cfg(any(test, feature = "testing"))]
+thread_local! {
+    /// The observer of [`observing_calls`].
+    static OBSERVER: std::cell::RefCell<Option<CallObserver>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `body` with `observer` told of every memoized call that returns on
+/// this thread, and [`current_call`] answering in the calls' bodies: how the
+/// `testing` simulator's ledger learns which caller saw which committed
+/// value, and the key of a side effect from the call itself. The thread's
+/// previous observer is back when `body` returns or panics.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn observing_calls<R>(
+    observer: impl Fn(&Memo, &str, &[u8]) + 'static,
+    body: impl FnOnce() -> R,
+) -> R {
+    struct Restore(Option<CallObserver>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            OBSERVER.with(|slot| *slot.borrow_mut() = previous);
+        }
+    }
+    let observer: CallObserver = std::rc::Rc::new(observer);
+    let _restore = Restore(OBSERVER.with(|slot| slot.borrow_mut().replace(observer)));
+    body()
+}
+
+/// The observer of [`observing_calls`] on this thread, if any.
+#[cfg(any(test, feature = "testing"))]
+fn observer() -> Option<CallObserver> {
+    OBSERVER.with(|slot| slot.borrow().clone())
 }
 
 /// What a memoized call needs to know about its return type `R`, as plain
@@ -351,8 +391,22 @@ impl<'a> Call<'a> {
         match self.memo.put(key, &encoded).await {
             Err(e) => Step::Failed(e),
             Ok(committed) if committed == encoded => {
+                // Ours is the entry now, but if the lease lapsed while the
+                // body ran or the commit was in flight, another attempt may
+                // have taken the run over, committed its own value, ended
+                // the run, and a sweep deleted the run and its entries
+                // before ours landed: ours is then a value no other caller
+                // of the key ever sees. Checked by the local clock while the
+                // lease is live (no request); a lapsed lease is renewed,
+                // which fails once the run was taken over or is gone.
+                if let Err(e) = self.memo.ensure_lease().await {
+                    self.memo.report_transient(&e);
+                    return Step::Failed(e);
+                }
                 #[cfg(any(test, feature = "testing"))]
-                crate::testing::sim::memoized_returned(self.memo, key, &committed);
+                if let Some(observer) = observer() {
+                    observer(self.memo, key, &committed);
+                }
                 Step::Miss
             }
             // Another attempt (another process, a lost acknowledgement)
@@ -367,11 +421,11 @@ impl<'a> Call<'a> {
         (!self.span.is_disabled()).then(|| self.span.enter())
     }
 
-    /// The call, for the body it runs while a simulation is in progress on
-    /// this thread.
+    /// The call, for the body it runs while [`observing_calls`] runs on this
+    /// thread.
     #[cfg(any(test, feature = "testing"))]
     fn current(&self) -> Option<CurrentCall> {
-        crate::testing::sim::simulating().then(|| CurrentCall {
+        observer().is_some().then(|| CurrentCall {
             memo: self.memo.clone(),
             key: self.key_str().to_owned(),
         })
@@ -387,7 +441,9 @@ impl<'a> Call<'a> {
     /// A committed value decoded and is returned.
     fn returned(&self, committed: &Bytes) {
         #[cfg(any(test, feature = "testing"))]
-        crate::testing::sim::memoized_returned(self.memo, self.key_str(), committed);
+        if let Some(observer) = observer() {
+            observer(self.memo, self.key_str(), committed);
+        }
         #[cfg(not(any(test, feature = "testing")))]
         let _ = committed;
     }

@@ -8,6 +8,7 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
 use crate::error::{Error, Result};
+use crate::hour_folders;
 use crate::layout;
 use crate::memo::MemoStore;
 use crate::read_limit::Limit;
@@ -274,29 +275,7 @@ impl Markers {
     /// one delimiter listing.
     async fn expired_partitions(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
         let folder = self.terminals_folder();
-        let listing = self
-            .store
-            .store()
-            .list_with_delimiter(Some(&folder))
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
-        for foreign in &listing.objects {
-            tracing::warn!(path = %foreign.location, "skipping a foreign object in the terminal markers folder");
-        }
-        let mut partitions: Vec<_> = listing
-            .common_prefixes
-            .into_iter()
-            .filter_map(|path| match layout::parse_marker_hour(&path) {
-                Some(partition) => Some((partition, path)),
-                None => {
-                    tracing::warn!(%path, "skipping a foreign folder in the terminal markers folder");
-                    None
-                }
-            })
-            .filter(|(partition, _)| *partition < cutoff_ms)
-            .collect();
-        partitions.sort_unstable_by_key(|(partition, _)| *partition);
-        Ok(partitions)
+        hour_folders::hours_before(self.store.store(), &folder, cutoff_ms, "terminal markers").await
     }
 
     /// The markers before `cutoff_ms` in the partition starting at `partition`.
@@ -306,23 +285,20 @@ impl Markers {
         partition_path: Path,
         cutoff_ms: u64,
     ) -> BoxStream<'static, Result<TerminalMarker>> {
-        let listing = if partition.saturating_add(MARKER_PARTITION_MS) <= cutoff_ms {
-            self.store.store().list(Some(&partition_path))
-        } else {
-            // Markers at or after the cutoff sort before this offset.
-            let offset = self.store.layout().marker_offset(partition, cutoff_ms);
-            self.store
-                .store()
-                .list_with_offset(Some(&partition_path), &offset)
-        };
-        listing
-            .map_err(move |e| Error::store(&partition_path, e))
-            .try_filter_map(move |meta| {
-                let marker = parse_marker(&meta.location, Some(partition))
-                    .filter(|m| m.terminal_at_ms < cutoff_ms);
-                future::ready(Ok(marker))
-            })
-            .boxed()
+        let layout = self.store.layout();
+        hour_folders::listed_before(
+            self.store.store(),
+            partition,
+            partition_path,
+            cutoff_ms,
+            || layout.marker_offset(partition, cutoff_ms),
+        )
+        .try_filter_map(move |meta| {
+            let marker = parse_marker(&meta.location, Some(partition))
+                .filter(|m| m.terminal_at_ms < cutoff_ms);
+            future::ready(Ok(marker))
+        })
+        .boxed()
     }
 
     /// Deletes `marker`. Deleting a marker that is already gone succeeds.

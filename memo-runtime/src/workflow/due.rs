@@ -107,7 +107,7 @@ pub(super) async fn start_attempt<'a>(
         incarnation,
     };
     write(&shared.memo, &entry).await?;
-    let lease = AttemptLease::start(shared, run_id, attempt).await?;
+    let lease = AttemptLease::start(shared, run_id, incarnation, attempt).await?;
     Ok((lease, entry))
 }
 

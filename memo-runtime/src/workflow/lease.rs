@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::{CANCEL_SIGNAL, Shared};
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{Commit, Fence, InputRecord, StatusChange};
 
 /// How many times [`HeldLease::ensure_live`] renews a lease that expired
@@ -165,23 +165,36 @@ pub(super) struct AttemptLease<'a> {
 }
 
 impl<'a> AttemptLease<'a> {
-    /// Starts attempt `attempt` of the run under a lease held until a lease
-    /// length from now.
+    /// Starts attempt `attempt` of incarnation `incarnation` of the run
+    /// under a lease held until a lease length from now.
+    ///
+    /// A start names an attempt number, not an incarnation, so it applies
+    /// to whichever incarnation is current when it lands: if the run the
+    /// caller read was deleted and its id created again since (the caller
+    /// paused between its read and the start, or another task of this
+    /// process read the new run into the store's cache), the start takes
+    /// the new run's lease. The caller would then run the old run's steps,
+    /// with the old run's memos, under the new run's lease. So the start is
+    /// checked against the incarnation it landed on, and one that landed on
+    /// another gives the lease back at once (the new run's own attempt
+    /// starts without waiting for it to expire) and fails: nothing runs.
     ///
     /// # Errors
     ///
     /// [`Error::LeaseHeld`] while another attempt's lease is live;
-    /// [`Error::Conflict`] if another worker started this attempt first.
+    /// [`Error::Conflict`] if another worker started this attempt first, or
+    /// if the run was deleted and created again since the caller read it.
     pub(super) async fn start(
         shared: &'a Shared,
         run_id: &'a RunId,
+        incarnation: Incarnation,
         attempt: u32,
     ) -> Result<AttemptLease<'a>> {
         let now = shared.clock.now_ms();
         let until_ms = now.saturating_add(shared.lease_ms());
         let start = StatusChange::start_leased(attempt, &shared.worker_id, until_ms);
         let fence = start.fence().expect("an attempt start has a fence");
-        shared
+        let started = shared
             .store
             .atomic_apply(run_id, Commit::status(start, now))
             .await?;
@@ -192,11 +205,23 @@ impl<'a> AttemptLease<'a> {
             cancel: std::sync::Mutex::new(None),
             suspended: std::sync::Mutex::new(None),
         });
-        Ok(AttemptLease {
+        let lease = AttemptLease {
             shared,
             run_id,
             held,
-        })
+        };
+        if started.incarnation != incarnation {
+            lease.release().await;
+            return Err(Error::Conflict {
+                what: format!("run {run_id} attempt {attempt}"),
+                reason: format!(
+                    "the run was deleted and created again (incarnation {} replaced {incarnation}) \
+                     before the attempt started; nothing ran, and the new run is left to its own attempts",
+                    started.incarnation
+                ),
+            });
+        }
+        Ok(lease)
     }
 
     /// What the attempt's [`Context`](super::Context) shares of the lease.

@@ -290,6 +290,14 @@ pub async fn an_object_over_its_limit_is_refused_before_its_body_is_read(bucket:
     );
 }
 
+/// A value over the in-memory limit through `#[memoized]` as a multipart
+/// upload, read back by another client, sealed too, and cleared (see
+/// [`large_values`](crate::large_values)).
+pub async fn large_values_round_trip_through_multipart_uploads(bucket: &CloudBucket) {
+    crate::large_values::large_values_round_trip_through_multipart_uploads(|| bucket.memo_store())
+        .await;
+}
+
 /// Timers, signal deadlines and cancellation across two workers, each with
 /// its own client (see [`time`](super::time)).
 pub async fn timers_deadlines_and_cancellation_across_workers(bucket: &CloudBucket) {

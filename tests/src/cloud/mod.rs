@@ -307,6 +307,7 @@ macro_rules! cloud_checks {
         $crate::cloud_checks!(@shared $cloud, 4, workflow_runs_are_swept_once_their_retention_has_passed);
         $crate::cloud_checks!(@shared $cloud, 4, an_object_over_its_limit_is_refused_before_its_body_is_read);
         $crate::cloud_checks!(@shared $cloud, 4, timers_deadlines_and_cancellation_across_workers);
+        $crate::cloud_checks!(@shared $cloud, 4, large_values_round_trip_through_multipart_uploads);
     };
     (@$hold:ident $cloud:expr, $threads:literal, $check:ident) => {
         #[::tokio::test(flavor = "multi_thread", worker_threads = $threads)]

@@ -10,12 +10,14 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 
-use super::CONCURRENCY;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::read_limit::Limit;
 use crate::seal::Seal;
 use crate::write_once::{self, Created};
+
+/// How many objects are read or deleted at once.
+pub(super) const CONCURRENCY: usize = 8;
 
 /// The objects of one runtime store.
 #[derive(Clone)]

@@ -3,13 +3,15 @@
 //! change moves a run into it and deleted once the run left it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStoreExt};
 
-use super::{CONCURRENCY, ObjectStoreRuntimeStore};
+use super::client::{CONCURRENCY, Client};
+use super::pointer::RunPointer;
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::read_limit::Limit;
@@ -19,11 +21,49 @@ use crate::runtime_store::{Commit, RunIdPage, RunStatus};
 use crate::seal::PLAIN;
 use crate::write_once;
 
-impl ObjectStoreRuntimeStore {
+/// The status hints of one store: how they are written, listed and tidied.
+pub(super) struct HintIndex {
+    client: Arc<Client>,
+    /// Whose pointer tells a live hint from a stale one.
+    pointer: RunPointer,
+    /// Whether a listing deletes the stale hints it meets (see
+    /// `with_read_only_listings`).
+    tidy: bool,
+    /// Whether the store lists in lexical order (see `with_ordered_listings`).
+    ordered: bool,
+}
+
+impl HintIndex {
+    /// An index that tidies what it lists and reads listings in any order.
+    pub(super) fn new(client: Arc<Client>, pointer: RunPointer) -> HintIndex {
+        HintIndex {
+            client,
+            pointer,
+            tidy: true,
+            ordered: false,
+        }
+    }
+
+    /// The same index, deleting no stale hint it lists.
+    pub(super) fn read_only(self) -> HintIndex {
+        HintIndex {
+            tidy: false,
+            ..self
+        }
+    }
+
+    /// The same index, over a store that lists in lexical order.
+    pub(super) fn ordered(self) -> HintIndex {
+        HintIndex {
+            ordered: true,
+            ..self
+        }
+    }
+
     /// Before a change moves the run into a status, records the hint that
     /// lets [`RuntimeStore::list_runs`] find it there. A hint without the
     /// change (a crash or a conflict in between) is only a wasted read later.
-    pub(super) async fn write_status_hint(
+    pub(super) async fn write_for(
         &self,
         run_id: &RunId,
         state: &RunState,
@@ -41,10 +81,10 @@ impl ObjectStoreRuntimeStore {
         if record.status == status {
             return Ok(());
         }
-        self.write_hint(status, run_id, record.incarnation).await
+        self.write(status, run_id, record.incarnation).await
     }
 
-    pub(super) async fn write_hint(
+    pub(super) async fn write(
         &self,
         status: RunStatus,
         run_id: &RunId,
@@ -69,12 +109,7 @@ impl ObjectStoreRuntimeStore {
     /// only move forward). Best effort: the change is committed whatever
     /// happens here, and a hint left behind only costs a later listing a
     /// read, after which that listing deletes it (unless it is read-only).
-    pub(super) async fn drop_stale_hint(
-        &self,
-        left: RunStatus,
-        run_id: &RunId,
-        incarnation: Incarnation,
-    ) {
+    pub(super) async fn drop(&self, left: RunStatus, run_id: &RunId, incarnation: Incarnation) {
         let hint = self
             .client
             .layout()
@@ -86,10 +121,7 @@ impl ObjectStoreRuntimeStore {
 
     /// The runs (and incarnations) hinted to be in `status`. Objects that
     /// are not hints are skipped with a warning.
-    pub(super) async fn status_hints(
-        &self,
-        status: RunStatus,
-    ) -> Result<Vec<(RunId, Incarnation)>> {
+    pub(super) async fn list(&self, status: RunStatus) -> Result<Vec<(RunId, Incarnation)>> {
         let folder = self.client.layout().status_folder(status.path_segment());
         let hints = self.client.list(&folder).await?;
         Ok(hints
@@ -106,16 +138,16 @@ impl ObjectStoreRuntimeStore {
 
     /// One page of the run ids hinted to be in `status` after `after`, in
     /// the hints' order. On a store that lists in order
-    /// ([`with_ordered_listings`](Self::with_ordered_listings)): one listing
+    /// ([`with_ordered_listings`](super::ObjectStoreRuntimeStore::with_ordered_listings)): one listing
     /// from the cursor's offset, read only as far as the page and one hint
     /// past it (each further batch of hints is read only if the ones before
     /// were not enough). On any other: the whole listing after the cursor,
     /// keeping only the first runs wanted. For `Pending`, each hint kept is
     /// checked against its run's pointer and tidied as
-    /// [`live_pending_hints`](Self::live_pending_hints) tidies it, so a page
+    /// [`live_pending_hints`](Self::live_pending) tidies it, so a page
     /// lists no hint of an unborn incarnation and its cursor says whether a
     /// live one follows.
-    pub(super) async fn status_hints_page(
+    pub(super) async fn page(
         &self,
         status: RunStatus,
         after: Option<&RunId>,
@@ -131,13 +163,13 @@ impl ObjectStoreRuntimeStore {
                     .layout()
                     .status_hints_after(status.path_segment(), after),
             ),
-            None => self.ordered_listings.then(|| folder.clone()),
+            None => self.ordered.then(|| folder.clone()),
         };
         let listing = |offset: Option<&Path>| match offset {
             None => self.client.store().list(Some(&folder)),
             Some(offset) => self.client.store().list_with_offset(Some(&folder), offset),
         };
-        let mut ordered = self.ordered_listings.then(|| listing(offset.as_ref()));
+        let mut ordered = self.ordered.then(|| listing(offset.as_ref()));
         let mut ids: Vec<RunId> = Vec::new();
         let mut ended = false;
         while !ended && ids.len() <= limit {
@@ -172,7 +204,7 @@ impl ObjectStoreRuntimeStore {
                 }
             };
             let batch = if status == RunStatus::Pending {
-                self.live_pending_hints(batch).await?
+                self.live_pending(batch).await?
             } else {
                 batch
             };
@@ -195,7 +227,7 @@ impl ObjectStoreRuntimeStore {
     }
 
     /// Deletes a hint that a listing found stale, unless listings are
-    /// read-only ([`ObjectStoreRuntimeStore::with_read_only_listings`]).
+    /// read-only ([`with_read_only_listings`](super::ObjectStoreRuntimeStore::with_read_only_listings)).
     ///
     /// `unborn`: the hint's incarnation was not the run's when the listing
     /// read it. Such a hint is of a deleted incarnation, or of one whose
@@ -205,20 +237,20 @@ impl ObjectStoreRuntimeStore {
     /// pointer. So the pointer is read again after the delete, and the hint
     /// written back if it now names the incarnation. With the creator's own
     /// check of its hint once its pointer and record stand (see
-    /// [`ensure_pending_hint`](Self::ensure_pending_hint)), a created run
+    /// [`ensure_pending_hint`](Self::ensure_pending)), a created run
     /// keeps its hint whichever comes first: if the delete lands before the
     /// creator's check, the check writes the hint again; if after, the
     /// pointer was written before the delete, so the read after it finds
     /// the incarnation current and writes the hint back (a run deleted
     /// meanwhile gets a hint that the next tidying listing removes).
-    pub(super) async fn tidy_stale_hint(
+    pub(super) async fn tidy(
         &self,
         status: RunStatus,
         run_id: &RunId,
         incarnation: Incarnation,
         unborn: bool,
     ) -> Result<()> {
-        if !self.tidy_hints {
+        if !self.tidy {
             return Ok(());
         }
         let hint = self
@@ -226,8 +258,8 @@ impl ObjectStoreRuntimeStore {
             .layout()
             .status_hint(status.path_segment(), run_id, incarnation);
         self.client.delete_all(vec![hint]).await?;
-        if unborn && self.is_current(run_id, incarnation).await? {
-            self.write_hint(status, run_id, incarnation).await?;
+        if unborn && self.pointer.is_current(run_id, incarnation).await? {
+            self.write(status, run_id, incarnation).await?;
         }
         Ok(())
     }
@@ -242,16 +274,16 @@ impl ObjectStoreRuntimeStore {
     /// every start. Only `Pending` hints can be of an unborn incarnation,
     /// and they are few (runs not yet started), so each costs a read of its
     /// run's pointer here.
-    pub(super) async fn live_pending_hints(
+    pub(super) async fn live_pending(
         &self,
         hints: Vec<(RunId, Incarnation)>,
     ) -> Result<Vec<(RunId, Incarnation)>> {
         let kept: Vec<Option<(RunId, Incarnation)>> = futures::stream::iter(hints)
             .map(|(run_id, incarnation)| async move {
-                match self.is_current(&run_id, incarnation).await {
+                match self.pointer.is_current(&run_id, incarnation).await {
                     Ok(true) | Err(_) => Ok(Some((run_id, incarnation))),
                     Ok(false) => {
-                        self.tidy_stale_hint(RunStatus::Pending, &run_id, incarnation, true)
+                        self.tidy(RunStatus::Pending, &run_id, incarnation, true)
                             .await?;
                         Ok::<_, Error>(None)
                     }
@@ -266,10 +298,10 @@ impl ObjectStoreRuntimeStore {
     /// The last step of a creation, once its pointer and record stand:
     /// writes the `Pending` hint again if a tidying listing deleted it
     /// between its write and the pointer's (see
-    /// [`tidy_stale_hint`](Self::tidy_stale_hint)). One `HEAD` when it is
+    /// [`tidy_stale_hint`](Self::tidy)). One `HEAD` when it is
     /// there: only its existence counts (listings never read a hint's
     /// content either).
-    pub(super) async fn ensure_pending_hint(
+    pub(super) async fn ensure_pending(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
@@ -282,8 +314,7 @@ impl ObjectStoreRuntimeStore {
         match self.client.store().head(&hint).await {
             Ok(_) => Ok(()),
             Err(object_store::Error::NotFound { .. }) => {
-                self.write_hint(RunStatus::Pending, run_id, incarnation)
-                    .await
+                self.write(RunStatus::Pending, run_id, incarnation).await
             }
             Err(e) => Err(Error::store(&hint, e)),
         }
@@ -291,7 +322,7 @@ impl ObjectStoreRuntimeStore {
 
     /// Whether a hint of `hinted` can never again be true of a run in `actual`
     /// (statuses only move forward).
-    pub(super) fn hint_is_stale(hinted: RunStatus, actual: RunStatus) -> bool {
+    pub(super) fn is_stale(hinted: RunStatus, actual: RunStatus) -> bool {
         hinted != actual && (actual.is_terminal() || hinted == RunStatus::Pending)
     }
 }

@@ -1,88 +1,54 @@
-//! A run's log: reading the run pointer and the log entries, folding them
-//! into the run's state, and the commit loop that creates the next entry.
+//! A run's log: one write-once object per change after the run's creation
+//! (its pointer), at dense positions from 0, in the incarnation's own
+//! folder. The log lists its positions, reads and folds its entries into a
+//! run's state, and appends the next one; it is the record of every change,
+//! which checkpoints only copy.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
+use object_store::path::Path;
+use serde::{Deserialize, Serialize};
 
+use super::client::{CONCURRENCY, Client};
 use super::folded::Folded;
-use super::runs::Refreshed;
-use super::{CONCURRENCY, Creation, Entry, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::state::{Change, RunState, Verdict};
+use crate::runtime_store::state::{Change, Verdict};
 use crate::write_once::Created;
 
-impl ObjectStoreRuntimeStore {
-    /// Whether the run pointer names `incarnation`.
-    pub(super) async fn is_current(
-        &self,
-        run_id: &RunId,
-        incarnation: Incarnation,
-    ) -> Result<bool> {
-        let current = self.read_creation(run_id).await?;
-        Ok(current.is_some_and(|c| c.incarnation == incarnation))
-    }
+/// A stored log entry: a change and the incarnation of the run it is for.
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry<C> {
+    incarnation: Incarnation,
+    change: C,
+}
 
-    /// Reads the run's creation, its newest checkpoint and the log entries
-    /// after it, and folds them.
-    pub(super) async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
-        match self.read_creation(run_id).await? {
-            Some(creation) => self.fold_current(run_id, creation).await,
-            None => Ok(None),
-        }
-    }
+/// The run logs of one store.
+#[derive(Clone)]
+pub(super) struct RunLog {
+    client: Arc<Client>,
+}
 
-    /// Folds the incarnation `creation`, which the run pointer was just read
-    /// to name: its newest checkpoint and the log entries after it.
-    ///
-    /// A deletion removes the pointer first and then the rest, so a fold
-    /// that began before it may find checkpoints and entries gone and take
-    /// the run for corrupt: a corrupt fold counts only if the pointer still
-    /// names the incarnation; otherwise the run is read again as it is now.
-    pub(super) async fn fold_current(
-        &self,
-        run_id: &RunId,
-        creation: Creation,
-    ) -> Result<Option<Folded>> {
-        let mut creation = creation;
-        let mut deleted_meanwhile = false;
-        loop {
-            let incarnation = creation.incarnation;
-            match self.fold_incarnation(run_id, creation).await {
-                Err(e @ Error::Corrupt { .. }) if !deleted_meanwhile => {
-                    match self.read_creation(run_id).await? {
-                        Some(now) if now.incarnation == incarnation => return Err(e),
-                        Some(now) => creation = now,
-                        None => return Ok(None),
-                    }
-                    deleted_meanwhile = true;
-                }
-                folded => return folded.map(Some),
-            }
-        }
-    }
-
-    async fn fold_incarnation(&self, run_id: &RunId, creation: Creation) -> Result<Folded> {
-        let incarnation = creation.incarnation;
-        let created = RunState::new(creation.run, incarnation);
-        let mut folded = self.load_checkpoint(run_id, created).await?;
-        self.fold_tail(run_id, &mut folded).await?;
-        Ok(folded)
+impl RunLog {
+    pub(super) fn new(client: Arc<Client>) -> RunLog {
+        RunLog { client }
     }
 
     /// Folds every log entry from `folded.next` on: one listing, then the
     /// entries, read concurrently.
-    async fn fold_tail(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
+    pub(super) async fn fold_tail(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
         // Nothing follows a terminal change.
         if folded.state.record().status.is_terminal() {
             return Ok(());
         }
         let incarnation = folded.incarnation;
-        let positions = self.log_positions(run_id, incarnation, folded.next).await?;
+        let positions = self.positions(run_id, incarnation, folded.next).await?;
         let mut entries = futures::stream::iter(positions)
             .map(|position| async move {
                 let bytes = self.read_entry(run_id, incarnation, position).await?;
@@ -101,7 +67,7 @@ impl ObjectStoreRuntimeStore {
     /// The positions from `from` on in the run's log folder, checked to be
     /// dense. Listed with an offset, so that backends that list from an
     /// offset (S3, GCS, Azure) do not page through the entries before it.
-    pub(super) async fn log_positions(
+    async fn positions(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
@@ -110,7 +76,7 @@ impl ObjectStoreRuntimeStore {
         let folder = self.client.layout().log_folder(run_id, incarnation);
         let listing = match from.checked_sub(1) {
             Some(before) => {
-                let offset = self.log_path(run_id, incarnation, before);
+                let offset = self.path(run_id, incarnation, before);
                 self.client.store().list_with_offset(Some(&folder), &offset)
             }
             None => self.client.store().list(Some(&folder)),
@@ -146,13 +112,13 @@ impl ObjectStoreRuntimeStore {
 
     /// Reads the log entry at `position`, naming the run and the position
     /// if it is corrupt.
-    pub(super) async fn read_entry(
+    async fn read_entry(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
         position: u64,
     ) -> Result<Option<Bytes>> {
-        let path = self.log_path(run_id, incarnation, position);
+        let path = self.path(run_id, incarnation, position);
         self.client
             .read(&path, Limit::RECORD)
             .await
@@ -165,43 +131,11 @@ impl ObjectStoreRuntimeStore {
             })
     }
 
-    pub(super) fn missing_entry(
-        &self,
-        run_id: &RunId,
-        incarnation: Incarnation,
-        position: u64,
-    ) -> Error {
+    fn missing_entry(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Error {
         Error::corrupt(
-            self.log_path(run_id, incarnation, position),
+            self.path(run_id, incarnation, position),
             format!("run {run_id} log entry {position} is missing but later entries exist"),
         )
-    }
-
-    /// Folds the changes written after `folded.next`: `true` if there were
-    /// any.
-    ///
-    /// One read tells whether the run moved on. If it did, it may have moved
-    /// by one entry or by thousands, so the rest is caught up as a fresh load
-    /// reads a run: from the newest checkpoint delta if it is ahead of the
-    /// cached state, then the log after it, so the cost is that of a fresh
-    /// load plus that one read, whatever happened since the run was cached.
-    pub(super) async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
-        let Some(bytes) = self
-            .read_entry(run_id, folded.incarnation, folded.next)
-            .await?
-        else {
-            return Ok(false);
-        };
-        self.fold_entry(run_id, folded, &bytes)?;
-        self.fold_newer(run_id, folded).await?;
-        Ok(true)
-    }
-
-    /// Folds the changes after `folded.next`, known to be behind: from the
-    /// newest delta if it is ahead, then the log after it.
-    pub(super) async fn fold_newer(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
-        self.skip_to_newer_checkpoint(run_id, folded).await?;
-        self.fold_tail(run_id, folded).await
     }
 
     /// Folds the log entry at `folded.next`, which every writer checked
@@ -214,7 +148,7 @@ impl ObjectStoreRuntimeStore {
         bytes: &[u8],
     ) -> Result<()> {
         let position = folded.next;
-        let path = self.log_path(run_id, folded.incarnation, position);
+        let path = self.path(run_id, folded.incarnation, position);
         let what = format!("run {run_id} log entry {position}");
         let entry: Entry<Change> = codec::decode_record(&what, &path, bytes)?;
         if entry.incarnation != folded.incarnation {
@@ -251,110 +185,55 @@ impl ObjectStoreRuntimeStore {
         Ok(())
     }
 
-    /// Commits `change` to the run, and returns what `answer` reads from the
-    /// run after it.
-    pub(super) async fn change<T>(
+    /// Folds the entry at `folded.next` if there is one: `true` if there
+    /// was, so the run moved on since it was folded.
+    pub(super) async fn fold_next(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
+        let Some(bytes) = self
+            .read_entry(run_id, folded.incarnation, folded.next)
+            .await?
+        else {
+            return Ok(false);
+        };
+        self.fold_entry(run_id, folded, &bytes)?;
+        Ok(true)
+    }
+
+    /// Creates `change` at `folded.next`, checked against `folded` by the
+    /// caller: what is committed there (whoever wrote it), and the position
+    /// after it.
+    pub(super) async fn append(
         &self,
         run_id: &RunId,
-        change: Change,
-        answer: impl Fn(&RunState) -> T,
-    ) -> Result<T> {
-        let slot = self.cache.slot(run_id);
-        let mut guard = slot.lock().await;
-        if guard.is_none() {
-            self.refresh(run_id, &mut guard).await?;
-        }
-        loop {
-            let Some(folded) = guard.as_mut() else {
-                return Err(Error::RunNotFound {
-                    run_id: run_id.to_string(),
-                });
-            };
-            // A new change must also fit the limits (a run's pending inputs
-            // are counted as it stands, so judged like the rules).
-            let verdict = folded.state.check(&change).and_then(|verdict| {
-                if let Verdict::Apply(_) = verdict {
-                    self.limits.admit(&folded.state, &change)?;
-                }
-                Ok(verdict)
-            });
-            let plan = match verdict {
-                Ok(Verdict::AlreadyApplied) => return Ok(answer(&folded.state)),
-                Ok(Verdict::Apply(plan)) => plan,
-                // The cache may be behind: judge only against the latest log.
-                Err(e) => match self.refresh(run_id, &mut guard).await? {
-                    Refreshed::Unchanged => return Err(e),
-                    Refreshed::Changed | Refreshed::Missing => continue,
-                },
-            };
-            self.write_status_hint(run_id, &folded.state, &change)
-                .await?;
-            // The status that hint is for, if the change moves the run.
-            let hinted = match &change {
-                Change::Commit(crate::runtime_store::Commit {
-                    status: Some(status),
-                    ..
-                }) => Some(status.status()).filter(|&s| s != folded.state.record().status),
-                _ => None,
-            };
-            let entry = Entry {
-                incarnation: folded.incarnation,
-                change: &change,
-            };
-            let encoded = codec::encode_value("a runtime-store change", &entry)?;
-            let path = self.log_path(run_id, folded.incarnation, folded.next);
-            let Some(after) = folded.next.checked_add(1) else {
-                return Err(Error::corrupt(
-                    &path,
-                    format!("run {run_id}: the log has no position after its last"),
-                ));
-            };
-            match self.client.create(&path, &encoded, Limit::RECORD).await? {
-                // At position `next` either way: an identical change there
-                // is this change, applied once.
-                created @ (Created::Ours(_) | Created::Same(_)) => {
-                    if !self.is_current(run_id, folded.incarnation).await? {
-                        // The incarnation was deleted and its log freed under
-                        // us: the change went into a dead run.
-                        if let Created::Ours(_) = created {
-                            let _ = self.client.delete_all(vec![path]).await;
-                        }
-                        // And the hint written for it: the deletion removed
-                        // the incarnation's hints before, and none would
-                        // ever look for this one.
-                        if let Some(status) = hinted {
-                            self.drop_stale_hint(status, run_id, folded.incarnation)
-                                .await;
-                        }
-                        *guard = None;
-                        return Err(Error::Conflict {
-                            what: format!("run {run_id}"),
-                            reason: "the run was deleted while the change was written; \
-                                     nothing was applied"
-                                .into(),
-                        });
-                    }
-                    let before = folded.state.record().status;
-                    folded.state.apply(change, plan);
-                    folded.next = after;
-                    if folded.state.record().status != before {
-                        self.drop_stale_hint(before, run_id, folded.incarnation)
-                            .await;
-                    }
-                    self.checkpoint_if_due(run_id, folded).await;
-                    let answered = answer(&folded.state);
-                    self.cache.reweigh(run_id, &slot, guard.as_ref());
-                    return Ok(answered);
-                }
-                // Another writer came first, maybe by many entries: caught
-                // up as a read is, the pointer first, so that the leftovers
-                // of a deleted incarnation are never folded (the change is
-                // then judged against the run the pointer names, if any).
-                Created::Theirs(bytes) => {
-                    self.fold_entry(run_id, folded, &bytes)?;
-                    self.refresh_known(run_id, &mut guard, true).await?;
-                }
-            }
-        }
+        folded: &Folded,
+        change: &Change,
+    ) -> Result<(Created, u64)> {
+        let entry = Entry {
+            incarnation: folded.incarnation,
+            change,
+        };
+        let encoded = codec::encode_value("a runtime-store change", &entry)?;
+        let path = self.path(run_id, folded.incarnation, folded.next);
+        let Some(after) = folded.next.checked_add(1) else {
+            return Err(Error::corrupt(
+                &path,
+                format!("run {run_id}: the log has no position after its last"),
+            ));
+        };
+        let created = self.client.create(&path, &encoded, Limit::RECORD).await?;
+        Ok((created, after))
+    }
+
+    /// Deletes the entry this instance appended at `position` of an
+    /// incarnation that was deleted meanwhile. Best effort: the deletion
+    /// that freed the position removes what it finds.
+    pub(super) async fn discard(&self, run_id: &RunId, incarnation: Incarnation, position: u64) {
+        let path = self.path(run_id, incarnation, position);
+        let _ = self.client.delete_all(vec![path]).await;
+    }
+
+    fn path(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
+        self.client
+            .layout()
+            .log_entry(run_id, incarnation, position)
     }
 }

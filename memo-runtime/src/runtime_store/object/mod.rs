@@ -1,11 +1,21 @@
 //! `ObjectStoreRuntimeStore`: the runtime store in object storage, atomic
 //! without transactions because every change is one write-once object.
 //!
-//! The type, its stored records and the trait impl live here; `log` reads
-//! and folds a run's log and commits changes to it, `cache` keeps folded
-//! runs per instance (`folded` the data it keeps, which `log` and
-//! `checkpoint` fill), `hints` keeps the status-hint index. Every path comes
-//! from [`crate::layout`].
+//! Built as `object_store`'s `AmazonS3` is: a public type that holds its
+//! settings and passes every call to the part that does the work, here
+//! `runs` ([`runs::Runs`]), which owns one component per concern, each in
+//! its own file and owning its state:
+//!
+//! - `client`: the object store, the layout and the seal, which every
+//!   other component reads and writes through;
+//! - `pointer`: the run pointer and its per-incarnation record;
+//! - `log`: a run's log entries, listed, read, folded and appended;
+//! - `checkpoint`: bases and deltas, loaded from and written after commits;
+//! - `hints`: the status-hint index that listings by status read;
+//! - `cache`: the folded runs of this instance, in slots, with no I/O;
+//! - `folded`: the folded run the cache holds and the others fill (data).
+//!
+//! Every path comes from [`crate::layout`].
 
 mod cache;
 mod checkpoint;
@@ -23,23 +33,27 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path;
-use serde::{Deserialize, Serialize};
 
-use super::state::{Change, RunState};
 use super::{
     AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunPage, RunRecord,
     RunStatus, RunSummary, RuntimeStore, StepReceipt,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layout::Layout;
 use crate::meter::Metered;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use cache::{Bound, RunCache};
+use checkpoint::Checkpointer;
 use client::Client;
+use hints::HintIndex;
+use log::RunLog;
+#[cfg(test)]
+use pointer::Creation;
+use pointer::RunPointer;
+use runs::Runs;
 
 /// How many bytes of folded runs an instance keeps in memory, by default:
 /// 64 MiB.
@@ -52,9 +66,6 @@ pub const DEFAULT_RUN_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// base, the log listing and the `interval - 1` entries after the delta),
 /// then 2 to check the cached run is current.
 const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
-
-/// How many objects are read or deleted at once.
-const CONCURRENCY: usize = 8;
 
 /// The runtime store in object storage, for durable use by many processes
 /// and machines sharing one bucket or folder.
@@ -233,12 +244,20 @@ pub struct ObjectStoreRuntimeStore {
     /// The store it was built over, as [`object_store`](Self::object_store)
     /// hands it out: a store built over it counts each request once.
     given: Arc<dyn ObjectStore>,
-    cache: RunCache,
+    settings: Settings,
+    runs: Runs,
+}
+
+/// What [`ObjectStoreRuntimeStore::new`] and its `with_*` methods set, from
+/// which the components are built (again, at each `with_*`).
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    cache: Bound,
     checkpoint_interval: u64,
     limits: RunLimits,
     /// Whether `list_runs` deletes the stale status hints it meets.
     tidy_hints: bool,
-    /// Whether `store` lists in lexical order (see `with_ordered_listings`).
+    /// Whether the store lists in lexical order (see `with_ordered_listings`).
     ordered_listings: bool,
 }
 
@@ -250,45 +269,69 @@ impl std::fmt::Debug for ObjectStoreRuntimeStore {
         f.debug_struct("ObjectStoreRuntimeStore")
             .field("store", &format_args!("{}", self.client.store()))
             .field("prefix", &self.client.layout().prefix().as_ref())
-            .field("checkpoint_interval", &self.checkpoint_interval)
-            .field("tidy_hints", &self.tidy_hints)
-            .field("ordered_listings", &self.ordered_listings)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
-}
-
-/// The stored run pointer. `incarnation` is drawn at random for each
-/// creation, so that an instance that cached a run which was then deleted
-/// and created again under the same id can tell the new run from the old.
-#[derive(Debug, Serialize, Deserialize)]
-struct Creation {
-    run: NewRun,
-    incarnation: Incarnation,
-}
-
-/// A stored log entry: a change and the incarnation of the run it is for.
-#[derive(Debug, Serialize, Deserialize)]
-struct Entry<C> {
-    incarnation: Incarnation,
-    change: C,
 }
 
 impl ObjectStoreRuntimeStore {
     /// A runtime store over `store`, keeping everything under `prefix`.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
-        ObjectStoreRuntimeStore {
-            client: Arc::new(Client::new(
-                Metered::new(Arc::clone(&store)),
-                Layout::new(prefix),
-                Seal::default(),
-            )),
-            given: store,
-            cache: RunCache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
+        let client = Client::new(
+            Metered::new(Arc::clone(&store)),
+            Layout::new(prefix),
+            Seal::default(),
+        );
+        let settings = Settings {
+            cache: Bound::Bytes(DEFAULT_RUN_CACHE_BYTES),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             limits: RunLimits::default(),
             tidy_hints: true,
             ordered_listings: false,
+        };
+        ObjectStoreRuntimeStore::assemble(client, store, settings)
+    }
+
+    /// The store over `client`: each component built from `settings`, with
+    /// an empty cache.
+    fn assemble(
+        client: Client,
+        given: Arc<dyn ObjectStore>,
+        settings: Settings,
+    ) -> ObjectStoreRuntimeStore {
+        let client = Arc::new(client);
+        let pointer = RunPointer::new(client.clone());
+        let mut hints = HintIndex::new(client.clone(), pointer.clone());
+        if !settings.tidy_hints {
+            hints = hints.read_only();
         }
+        if settings.ordered_listings {
+            hints = hints.ordered();
+        }
+        let runs = Runs::new(
+            client.clone(),
+            pointer,
+            RunLog::new(client.clone()),
+            Checkpointer::new(client.clone(), settings.checkpoint_interval),
+            hints,
+            RunCache::new(settings.cache),
+            settings.limits,
+        );
+        ObjectStoreRuntimeStore {
+            client,
+            given,
+            settings,
+            runs,
+        }
+    }
+
+    /// The store with `settings`, over the same client.
+    fn with_settings(self, settings: Settings) -> ObjectStoreRuntimeStore {
+        ObjectStoreRuntimeStore::assemble(
+            Client::clone(&self.client),
+            Arc::clone(&self.given),
+            settings,
+        )
     }
 
     /// Seals every record and checkpoint it writes with `seal` (default
@@ -296,9 +339,9 @@ impl ObjectStoreRuntimeStore {
     /// reads only what `seal` accepts: give it the seal of the
     /// [`MemoStore`](crate::MemoStore) it runs beside.
     #[must_use]
-    pub fn with_seal(mut self, seal: Seal) -> ObjectStoreRuntimeStore {
-        self.client = Arc::new(Client::clone(&self.client).sealed(seal));
-        self
+    pub fn with_seal(self, seal: Seal) -> ObjectStoreRuntimeStore {
+        let client = Client::clone(&self.client).sealed(seal);
+        ObjectStoreRuntimeStore::assemble(client, Arc::clone(&self.given), self.settings)
     }
 
     /// Takes what `limits` allow (default [`RunLimits::default`]): values
@@ -308,9 +351,12 @@ impl ObjectStoreRuntimeStore {
     /// anything is written. Runs already stored stay readable whatever the
     /// limits.
     #[must_use]
-    pub fn with_limits(mut self, limits: RunLimits) -> ObjectStoreRuntimeStore {
-        self.limits = limits;
-        self
+    pub fn with_limits(self, limits: RunLimits) -> ObjectStoreRuntimeStore {
+        let settings = Settings {
+            limits,
+            ..self.settings
+        };
+        self.with_settings(settings)
     }
 
     /// Makes listings read-only: [`list_runs`](RuntimeStore::list_runs)
@@ -320,9 +366,12 @@ impl ObjectStoreRuntimeStore {
     /// worker keeps the default, where a listing deletes the stale hints it
     /// reads so that later listings do not read them again.
     #[must_use]
-    pub fn with_read_only_listings(mut self) -> ObjectStoreRuntimeStore {
-        self.tidy_hints = false;
-        self
+    pub fn with_read_only_listings(self) -> ObjectStoreRuntimeStore {
+        let settings = Settings {
+            tidy_hints: false,
+            ..self.settings
+        };
+        self.with_settings(settings)
     }
 
     /// Declares that the store lists objects in lexical order of their
@@ -342,9 +391,12 @@ impl ObjectStoreRuntimeStore {
     /// the number of hints. On a store that does not list in order, this
     /// declaration makes pages skip and repeat runs.
     #[must_use]
-    pub fn with_ordered_listings(mut self) -> ObjectStoreRuntimeStore {
-        self.ordered_listings = true;
-        self
+    pub fn with_ordered_listings(self) -> ObjectStoreRuntimeStore {
+        let settings = Settings {
+            ordered_listings: true,
+            ..self.settings
+        };
+        self.with_settings(settings)
     }
 
     /// Writes a checkpoint delta of a run every `entries` log entries
@@ -359,9 +411,12 @@ impl ObjectStoreRuntimeStore {
     /// much again in bases. Raise it for runs of many thousands of steps
     /// or signals with large outputs or payloads.
     #[must_use]
-    pub fn with_checkpoint_interval(mut self, entries: u64) -> ObjectStoreRuntimeStore {
-        self.checkpoint_interval = entries.max(1);
-        self
+    pub fn with_checkpoint_interval(self, entries: u64) -> ObjectStoreRuntimeStore {
+        let settings = Settings {
+            checkpoint_interval: entries.max(1),
+            ..self.settings
+        };
+        self.with_settings(settings)
     }
 
     /// Keeps about `bytes` of folded runs in memory (default
@@ -371,11 +426,14 @@ impl ObjectStoreRuntimeStore {
     /// run larger than a quarter of it is read from storage on each call
     /// rather than kept.
     #[must_use]
-    pub fn with_run_cache_bytes(mut self, bytes: u64) -> ObjectStoreRuntimeStore {
+    pub fn with_run_cache_bytes(self, bytes: u64) -> ObjectStoreRuntimeStore {
         // A new cache rather than a new capacity: the cache sizes its
         // shards for the capacity it is built with.
-        self.cache = RunCache::new(Bound::Bytes(bytes));
-        self
+        let settings = Settings {
+            cache: Bound::Bytes(bytes),
+            ..self.settings
+        };
+        self.with_settings(settings)
     }
 
     /// Keeps at most `runs` runs folded in memory, whatever their size (at
@@ -383,9 +441,12 @@ impl ObjectStoreRuntimeStore {
     /// ([`with_run_cache_bytes`](Self::with_run_cache_bytes)): for tests and
     /// for runs known to be small.
     #[must_use]
-    pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
-        self.cache = RunCache::new(Bound::Runs(runs));
-        self
+    pub fn with_cached_runs(self, runs: usize) -> ObjectStoreRuntimeStore {
+        let settings = Settings {
+            cache: Bound::Runs(runs),
+            ..self.settings
+        };
+        self.with_settings(settings)
     }
 
     /// The object store the records live in.
@@ -430,7 +491,7 @@ impl ObjectStoreRuntimeStore {
         let listed = self.client.list(&folder).await?;
         let mut paths: Vec<Path> = listed.into_iter().map(|meta| meta.location).collect();
         paths.sort();
-        paths.push(self.run_path(run_id));
+        paths.push(self.client.layout().run_pointer(run_id));
         let status = record.status.path_segment();
         paths.push(
             self.client
@@ -439,101 +500,46 @@ impl ObjectStoreRuntimeStore {
         );
         Ok(paths)
     }
-
-    fn run_path(&self, run_id: &RunId) -> Path {
-        self.client.layout().run_pointer(run_id)
-    }
-
-    fn log_path(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
-        self.client
-            .layout()
-            .log_entry(run_id, incarnation, position)
-    }
 }
 
+// Every call is the runs' (`Runs`, in `runs/`): this type builds them and
+// adds the accessors, as `object_store`'s `AmazonS3` does over its client.
 #[async_trait]
 impl RuntimeStore for ObjectStoreRuntimeStore {
     async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
-        self.limits.admit_run(&run)?;
-        self.create_or_recreate(run).await
+        self.runs.create_run(run).await
     }
 
     async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
-        self.read(run_id, |state| state.record().clone()).await
+        self.runs.load_run(run_id).await
     }
 
     async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
-        self.change(run_id, Change::Commit(commit), |state| {
-            state.record().clone()
-        })
-        .await
+        self.runs.atomic_apply(run_id, commit).await
     }
 
     async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
-        Ok(self
-            .read(run_id, |state| state.receipts_after(after))
-            .await?
-            .unwrap_or_default())
+        self.runs.load_receipts(run_id, after).await
     }
 
     async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
-        Ok(self.read(run_id, RunState::snapshot).await?.flatten())
+        self.runs.load_snapshot(run_id).await
     }
 
     async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
-        let input_id = input.input_id.clone();
-        self.change(run_id, Change::Input(input), |state| {
-            state
-                .input(&input_id)
-                .cloned()
-                .expect("an accepted input is recorded")
-        })
-        .await
+        self.runs.append_input(run_id, input).await
     }
 
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
-        Ok(self
-            .read(run_id, RunState::inputs)
-            .await?
-            .unwrap_or_default())
+        self.runs.load_inputs(run_id).await
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
-        let hints = self.status_hints(status).await?;
-        let records: Vec<Option<RunSummary>> = futures::stream::iter(hints)
-            .map(|(run_id, incarnation)| async move {
-                let record = self.read(&run_id, RunState::summary).await?;
-                let current = record.filter(|r| r.incarnation == incarnation);
-                let stale = match &current {
-                    Some(record) => Self::hint_is_stale(status, record.status),
-                    // A hint of a deleted incarnation, or of one not (yet)
-                    // created.
-                    None => true,
-                };
-                if stale {
-                    let unborn = current.is_none();
-                    self.tidy_stale_hint(status, &run_id, incarnation, unborn)
-                        .await?;
-                }
-                Ok::<_, Error>(current.filter(|r| r.status == status))
-            })
-            .buffered(CONCURRENCY)
-            .try_collect()
-            .await?;
-        let mut records: Vec<RunSummary> = records.into_iter().flatten().collect();
-        records.sort_by(|a, b| a.run_id.cmp(&b.run_id));
-        Ok(records)
+        self.runs.list_runs(status).await
     }
 
     async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
-        let mut hints = self.status_hints(status).await?;
-        if status == RunStatus::Pending {
-            hints = self.live_pending_hints(hints).await?;
-        }
-        let mut run_ids: Vec<RunId> = hints.into_iter().map(|(run_id, _)| run_id).collect();
-        run_ids.sort();
-        run_ids.dedup();
-        Ok(run_ids)
+        self.runs.list_run_ids(status).await
     }
 
     async fn list_run_ids_page(
@@ -542,7 +548,7 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         after: Option<&RunId>,
         limit: usize,
     ) -> Result<RunIdPage> {
-        self.status_hints_page(status, after, limit).await
+        self.runs.list_run_ids_page(status, after, limit).await
     }
 
     async fn list_runs_page(
@@ -551,61 +557,11 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         after: Option<&RunId>,
         limit: usize,
     ) -> Result<RunPage> {
-        // The page's hints, then one summary per listed run (a cached run
-        // costs nothing): never a run the page does not show.
-        let page = self.status_hints_page(status, after, limit).await?;
-        let summaries: Vec<Option<RunSummary>> = futures::stream::iter(page.ids)
-            .map(|run_id| async move { self.read(&run_id, RunState::summary).await })
-            .buffered(CONCURRENCY)
-            .try_collect()
-            .await?;
-        let runs = summaries
-            .into_iter()
-            .flatten()
-            .filter(|run| run.status == status)
-            .collect();
-        Ok(RunPage::new(runs, page.next))
+        self.runs.list_runs_page(status, after, limit).await
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
-        let existed = match self.load_run(run_id).await? {
-            Some(record) if record.incarnation != incarnation => false,
-            Some(record) if !record.status.is_terminal() => {
-                return Err(Error::Conflict {
-                    what: format!("run {run_id}"),
-                    reason: format!(
-                        "the run is {}; only terminal runs can be deleted",
-                        record.status
-                    ),
-                });
-            }
-            Some(_) => true,
-            None => false,
-        };
-        if existed {
-            // The record and the pointer go first: from then on the run does
-            // not exist for any reader, whatever is left of its log if this
-            // call stops early. See the `pointer` module for why this cannot
-            // remove a later run of the id.
-            self.remove_pointer(run_id, incarnation).await?;
-        }
-        // Only this incarnation's own folder and hints: a later run of the
-        // id (another incarnation) is never touched.
-        let folder = self
-            .client
-            .layout()
-            .incarnation_records(run_id, incarnation);
-        let listed = self.client.list(&folder).await?;
-        let leftovers = listed.into_iter().map(|meta| meta.location);
-        let hints = RunStatus::ALL.iter().map(|&status| {
-            self.client
-                .layout()
-                .status_hint(status.path_segment(), run_id, incarnation)
-        });
-        self.client
-            .delete_all(leftovers.chain(hints).collect())
-            .await?;
-        Ok(existed)
+        self.runs.delete_run(run_id, incarnation).await
     }
 
     async fn record_attempt_cost(

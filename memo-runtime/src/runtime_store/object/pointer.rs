@@ -53,34 +53,80 @@
 use bytes::Bytes;
 use object_store::path::Path;
 
-use super::folded::Folded;
-use super::{Creation, ObjectStoreRuntimeStore};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::client::Client;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::state::RunState;
-use crate::runtime_store::{NewRun, RunRecord, RunStatus};
+use crate::runtime_store::NewRun;
 use crate::write_once::Created;
 
 /// How many times a read of the pointer starts over because it changed
 /// while the read restored it. Each start over means a deletion or a
 /// creation of the id finished meanwhile.
-const POINTER_ATTEMPTS: usize = 4;
+pub(super) const POINTER_ATTEMPTS: usize = 4;
 
-impl ObjectStoreRuntimeStore {
+/// The stored run pointer. `incarnation` is drawn at random for each
+/// creation, so that an instance that cached a run which was then deleted
+/// and created again under the same id can tell the new run from the old.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Creation {
+    pub(super) run: NewRun,
+    pub(super) incarnation: Incarnation,
+}
+
+/// What [`RunPointer::create`] came to.
+pub(super) enum Birth {
+    /// The pointer and the record stand: the run exists.
+    Born,
+    /// The pointer was ours, but another incarnation took it before the
+    /// record stood: given up, unacknowledged.
+    Overtaken,
+    /// Another incarnation's pointer (these bytes) was there first.
+    Taken(Creation, Bytes),
+}
+
+/// The run pointers of one store, and the per-incarnation records they are
+/// restored from.
+#[derive(Clone)]
+pub(super) struct RunPointer {
+    client: Arc<Client>,
+}
+
+impl RunPointer {
+    pub(super) fn new(client: Arc<Client>) -> RunPointer {
+        RunPointer { client }
+    }
+
+    /// Whether the run pointer names `incarnation`.
+    pub(super) async fn is_current(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<bool> {
+        let current = self.current(run_id).await?;
+        Ok(current.is_some_and(|c| c.incarnation == incarnation))
+    }
+
     /// The current incarnation of the run: its pointer, or, if the pointer
     /// is missing, the incarnation whose record is left (the pointer is then
     /// restored); `None` if the run does not exist.
-    pub(super) async fn read_creation(&self, run_id: &RunId) -> Result<Option<Creation>> {
+    pub(super) async fn current(&self, run_id: &RunId) -> Result<Option<Creation>> {
         Ok(self
-            .read_current(run_id)
+            .current_with_bytes(run_id)
             .await?
             .map(|(creation, _)| creation))
     }
 
-    /// [`read_creation`](Self::read_creation), with the pointer's bytes.
-    async fn read_current(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
+    /// [`current`](Self::current), with the pointer's bytes.
+    pub(super) async fn current_with_bytes(
+        &self,
+        run_id: &RunId,
+    ) -> Result<Option<(Creation, Bytes)>> {
         for _ in 0..POINTER_ATTEMPTS {
             if let Some(current) = self.read_pointer(run_id).await? {
                 return Ok(Some(current));
@@ -92,12 +138,12 @@ impl ObjectStoreRuntimeStore {
                 return Ok(Some(current));
             }
         }
-        Err(self.pointer_kept_changing(run_id))
+        Err(self.kept_changing(run_id))
     }
 
     /// Reads the pointer object only; `None` if it is missing.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
-        let path = self.run_path(run_id);
+        let path = self.path(run_id);
         let Some(bytes) = self.client.read(&path, Limit::RECORD).await? else {
             return Ok(None);
         };
@@ -152,7 +198,7 @@ impl ObjectStoreRuntimeStore {
         orphan: Creation,
         bytes: Bytes,
     ) -> Result<Option<(Creation, Bytes)>> {
-        let path = self.run_path(run_id);
+        let path = self.path(run_id);
         match self.client.create(&path, &bytes, Limit::RECORD).await? {
             // `Same`: restored by another restorer too, or by our create
             // whose answer was lost; checked as our own, since the record
@@ -201,7 +247,7 @@ impl ObjectStoreRuntimeStore {
     /// record from being undone: a deletion deletes the record before the
     /// pointer, so a record created after the deletion's is found with the
     /// pointer gone (or naming a later run) and is removed again.
-    async fn ensure_record(
+    pub(super) async fn ensure_record(
         &self,
         run_id: &RunId,
         creation: &Creation,
@@ -250,90 +296,6 @@ impl ObjectStoreRuntimeStore {
         Ok(false)
     }
 
-    /// Creates the run, or answers for the run of that id that exists (if
-    /// it is the same run): see [`RuntimeStore::create_run`].
-    ///
-    /// [`RuntimeStore::create_run`]: crate::runtime_store::RuntimeStore::create_run
-    pub(super) async fn create_or_recreate(&self, run: NewRun) -> Result<RunRecord> {
-        let run_id = run.run_id.clone();
-        for _ in 0..POINTER_ATTEMPTS {
-            if let Some((creation, bytes)) = self.read_current(&run_id).await? {
-                if let Some(record) = self.recreate(&run, creation, &bytes).await? {
-                    return Ok(record);
-                }
-                continue;
-            }
-            // A new incarnation gets its own folder: whatever a deletion that
-            // stopped part-way left of an earlier run of this id is never read.
-            let creation = Creation {
-                run: run.clone(),
-                incarnation: Incarnation::random(),
-            };
-            self.write_hint(RunStatus::Pending, &run_id, creation.incarnation)
-                .await?;
-            let encoded = codec::encode_value("a run", &creation)?;
-            let path = self.run_path(&run_id);
-            match self.client.create(&path, &encoded, Limit::RECORD).await? {
-                // `Same`: our create, whose acknowledgement was lost.
-                Created::Ours(bytes) | Created::Same(bytes) => {
-                    // Acknowledged only once its record exists: a stale
-                    // deletion may remove the pointer before that, and then a
-                    // new run of the id may take its place.
-                    if self.write_record(&run_id, &creation, &bytes).await? {
-                        self.ensure_pending_hint(&run_id, creation.incarnation)
-                            .await?;
-                        let state = RunState::new(creation.run, creation.incarnation);
-                        let record = state.record().clone();
-                        let slot = self.cache.slot(&run_id);
-                        // Whatever was cached is of an earlier run of this id.
-                        let mut guard = slot.lock().await;
-                        *guard = Some(Folded::created(state, creation.incarnation));
-                        self.cache.reweigh(&run_id, &slot, guard.as_ref());
-                        return Ok(record);
-                    }
-                    // Given up: another run of the id took the pointer.
-                    self.drop_unborn_hint(&run_id, creation.incarnation).await;
-                }
-                // Created meanwhile: the run may have moved on since its
-                // creation, so answer with its state now.
-                Created::Theirs(bytes) => {
-                    self.drop_unborn_hint(&run_id, creation.incarnation).await;
-                    let theirs = decode_creation(&run_id, &path, &bytes, None)?;
-                    if let Some(record) = self.recreate(&run, theirs, &bytes).await? {
-                        return Ok(record);
-                    }
-                }
-            }
-        }
-        Err(self.pointer_kept_changing(&run_id))
-    }
-
-    /// An idempotent `create_run` of a run whose pointer (`bytes`) names
-    /// `existing`: its state now; `None` if the pointer named another
-    /// incarnation by then.
-    async fn recreate(
-        &self,
-        run: &NewRun,
-        existing: Creation,
-        bytes: &[u8],
-    ) -> Result<Option<RunRecord>> {
-        let run_id = &run.run_id;
-        let incarnation = existing.incarnation;
-        RunState::new(existing.run.clone(), incarnation).check_same_run(run)?;
-        let record = self.read(run_id, |state| state.record().clone()).await?;
-        let Some(record) = record.filter(|r| r.incarnation == incarnation) else {
-            return Ok(None);
-        };
-        // A run created before records existed, or whose creator stopped
-        // between its pointer and its record, gets its record before anyone
-        // is told it exists. A terminal run is skipped: it may be under
-        // deletion, whose removal of the record must stand.
-        if !record.status.is_terminal() && !self.ensure_record(run_id, &existing, bytes).await? {
-            return Ok(None);
-        }
-        Ok(Some(record))
-    }
-
     /// Removes the record and the pointer of incarnation `incarnation`,
     /// which the caller read as current and terminal; the rest of the
     /// incarnation's folder is the caller's to delete.
@@ -343,11 +305,7 @@ impl ObjectStoreRuntimeStore {
     /// deletion of the same incarnation removed the pointer first and a new
     /// run of the id was created since, it removes the new run's pointer,
     /// which the read that follows restores from the new run's record.
-    pub(super) async fn remove_pointer(
-        &self,
-        run_id: &RunId,
-        incarnation: Incarnation,
-    ) -> Result<()> {
+    pub(super) async fn remove(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
         let record = self.client.layout().incarnation_record(run_id, incarnation);
         self.client.delete_all(vec![record.clone()]).await?;
         // Read again just before the delete: the window in which a later
@@ -356,29 +314,50 @@ impl ObjectStoreRuntimeStore {
         // deletion of this run removed it) leaves it alone.
         let current = self.read_pointer(run_id).await?;
         if current.is_some_and(|(c, _)| c.incarnation == incarnation) {
-            self.client.delete_all(vec![self.run_path(run_id)]).await?;
+            self.client.delete_all(vec![self.path(run_id)]).await?;
         }
         // And the record once more: a redelivery that folded the run while
         // it was still open may have written it back between our two
         // deletes (it found the record gone and the pointer still there),
         // and the read below must never restore the incarnation it deletes.
         self.client.delete_all(vec![record]).await?;
-        self.cache.forget(run_id);
-        self.read_creation(run_id).await?;
+        self.current(run_id).await?;
         Ok(())
     }
 
-    /// Deletes the `Pending` hint of an incarnation this call wrote and then
-    /// gave up (another creator's pointer won): no run will ever have that
-    /// incarnation, so no deletion would look for its hint, and only a
-    /// tidying listing by status would ever remove it. Best effort, like
-    /// every hint removal.
-    async fn drop_unborn_hint(&self, run_id: &RunId, incarnation: Incarnation) {
-        self.drop_stale_hint(RunStatus::Pending, run_id, incarnation)
-            .await;
+    /// Creates the pointer of the new incarnation `creation`, then its
+    /// record: the run exists once both stand and the pointer still names
+    /// it (see the module's notes).
+    pub(super) async fn create(&self, creation: &Creation) -> Result<Birth> {
+        let run_id = &creation.run.run_id;
+        let encoded = codec::encode_value("a run", creation)?;
+        let path = self.path(run_id);
+        match self.client.create(&path, &encoded, Limit::RECORD).await? {
+            // `Same`: our create, whose acknowledgement was lost.
+            Created::Ours(bytes) | Created::Same(bytes) => {
+                // Acknowledged only once its record exists: a stale
+                // deletion may remove the pointer before that, and then a
+                // new run of the id may take its place.
+                if self.write_record(run_id, creation, &bytes).await? {
+                    Ok(Birth::Born)
+                } else {
+                    Ok(Birth::Overtaken)
+                }
+            }
+            Created::Theirs(bytes) => {
+                let theirs = decode_creation(run_id, &path, &bytes, None)?;
+                Ok(Birth::Taken(theirs, bytes))
+            }
+        }
     }
 
-    fn pointer_kept_changing(&self, run_id: &RunId) -> Error {
+    fn path(&self, run_id: &RunId) -> Path {
+        self.client.layout().run_pointer(run_id)
+    }
+
+    /// The error of a read or creation that found the pointer changed at
+    /// each of its [`POINTER_ATTEMPTS`].
+    pub(super) fn kept_changing(&self, run_id: &RunId) -> Error {
         Error::Conflict {
             what: format!("run {run_id}"),
             reason: "the run was deleted and created again while it was read; try again".into(),

@@ -134,8 +134,6 @@ pub use ledger::{Ledger, StepBody, memoized_key};
 use report::replay_command;
 pub use report::{Failure, History, Summary, Violation};
 
-pub(crate) use checker::{memoized_returned, seeded_token, simulating};
-
 use crate::run_id::RunId;
 use crate::workflow::{Runtime, Workflow, WorkflowFn};
 

@@ -60,10 +60,44 @@
 mod read;
 mod write;
 
+use std::sync::Arc;
+
+use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use crate::run_id::Incarnation;
+use super::client::Client;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::InputPhase;
+
+/// The checkpoints of one store's runs: `read` loads a run from them,
+/// `write` writes them after commits, every `interval` log entries.
+pub(super) struct Checkpointer {
+    client: Arc<Client>,
+    interval: u64,
+}
+
+impl Checkpointer {
+    /// Checkpoints written every `interval` log entries (at least 1).
+    pub(super) fn new(client: Arc<Client>, interval: u64) -> Checkpointer {
+        Checkpointer {
+            client,
+            interval: interval.max(1),
+        }
+    }
+
+    fn delta_path(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        (position, form): (u64, DeltaForm),
+    ) -> Path {
+        let layout = self.client.layout();
+        match form {
+            DeltaForm::Whole => layout.delta(run_id, incarnation, position),
+            DeltaForm::InputsInBase => layout.delta_v2(run_id, incarnation, position),
+        }
+    }
+}
 
 /// How many listings of a checkpoint folder a load tries before it reads
 /// less: each retry means a newer checkpoint replaced the one listed, which

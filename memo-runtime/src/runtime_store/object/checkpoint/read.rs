@@ -3,13 +3,12 @@
 
 use object_store::path::Path;
 
-use super::{Checkpoint, Delta, DeltaForm, LISTING_ATTEMPTS};
+use super::{Checkpoint, Checkpointer, Delta, DeltaForm, LISTING_ATTEMPTS};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::object::ObjectStoreRuntimeStore;
 use crate::runtime_store::object::folded::{Base, Checkpoints, Folded};
 use crate::runtime_store::state::RunState;
 
@@ -22,10 +21,10 @@ enum DeltaRead {
     BaseGone,
 }
 
-impl ObjectStoreRuntimeStore {
+impl Checkpointer {
     /// The run folded up to its newest checkpoint, or as `created` if it
     /// has none.
-    pub(in crate::runtime_store::object) async fn load_checkpoint(
+    pub(in crate::runtime_store::object) async fn load(
         &self,
         run_id: &RunId,
         created: RunState,
@@ -54,7 +53,7 @@ impl ObjectStoreRuntimeStore {
     /// base is read only if it is ahead of the cache too. A delta whose base
     /// is gone is passed over for the newest base, as in a fresh load, if
     /// that is ahead of `folded`.
-    pub(in crate::runtime_store::object) async fn skip_to_newer_checkpoint(
+    pub(in crate::runtime_store::object) async fn skip_to_newer(
         &self,
         run_id: &RunId,
         folded: &mut Folded,
@@ -280,18 +279,6 @@ impl ObjectStoreRuntimeStore {
             newest = newest.max(Some((position, form)));
         }
         Ok(newest)
-    }
-
-    pub(super) fn delta_path(
-        &self,
-        run_id: &RunId,
-        incarnation: Incarnation,
-        (position, form): (u64, DeltaForm),
-    ) -> Path {
-        match form {
-            DeltaForm::Whole => self.client.layout().delta(run_id, incarnation, position),
-            DeltaForm::InputsInBase => self.client.layout().delta_v2(run_id, incarnation, position),
-        }
     }
 
     /// The positions in a checkpoint folder (`what`: "delta" or

@@ -4,30 +4,29 @@
 
 use bytes::Bytes;
 
-use super::{Checkpoint, Delta, DeltaForm, MIN_BASE_ITEMS};
+use super::{Checkpoint, Checkpointer, Delta, DeltaForm, MIN_BASE_ITEMS};
 use crate::codec;
 use crate::error::Result;
 use crate::read_limit::Limit;
 use crate::run_id::RunId;
-use crate::runtime_store::object::ObjectStoreRuntimeStore;
 use crate::runtime_store::object::folded::{Base, Folded};
 use crate::write_once::Created;
 
-impl ObjectStoreRuntimeStore {
+impl Checkpointer {
     /// After a commit: writes a delta if `interval` entries were committed
     /// since the newest delta this instance knows of (and first a new base
     /// if enough receipts came since the last), or a whole-run delta if the
     /// run just ended (nothing follows a terminal change, so a reader of a
     /// finished run reads that delta alone). Best effort: the commit is
     /// durable in the log whatever happens here.
-    pub(in crate::runtime_store::object) async fn checkpoint_if_due(
+    pub(in crate::runtime_store::object) async fn write_if_due(
         &self,
         run_id: &RunId,
         folded: &mut Folded,
     ) {
         let terminal = folded.state.record().status.is_terminal();
         let last = folded.checkpoints.delta;
-        let due = folded.next.saturating_sub(last) >= self.checkpoint_interval || terminal;
+        let due = folded.next.saturating_sub(last) >= self.interval || terminal;
         if !due || folded.next == last {
             return;
         }

@@ -4,7 +4,7 @@
 
 mod store;
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -34,53 +34,27 @@ pub(super) fn as_task<R>(id: u64, poll: impl FnOnce() -> R) -> R {
     })
 }
 
-thread_local! {
-    /// The checker of the history this thread is simulating, if any.
-    static ACTIVE: RefCell<Option<Checker>> = const { RefCell::new(None) };
-}
-
 /// Runs `history` with `checker` told of every memoized call that returns
-/// on this thread.
+/// on this thread, and the simulation's own unique tokens (incarnations,
+/// attempt tokens, worker ids) drawn from the seed, so that a seed replays
+/// exactly (the runtime's own tokens mix in the time and the process id).
 pub(super) fn while_active<R>(checker: &Checker, history: impl FnOnce() -> R) -> R {
-    struct Deactivate;
-    impl Drop for Deactivate {
-        fn drop(&mut self) {
-            ACTIVE.with(|active| active.borrow_mut().take());
-        }
-    }
-    ACTIVE.with(|active| *active.borrow_mut() = Some(checker.clone()));
-    let _deactivate = Deactivate;
-    history()
-}
-
-/// The next of the simulation's own unique tokens (incarnations, attempt
-/// tokens, worker ids) if this thread is simulating a history: drawn from
-/// the seed, so that a seed replays exactly (the runtime's own tokens mix
-/// in the time and the process id).
-pub(crate) fn seeded_token() -> Option<u64> {
-    ACTIVE.with(|active| {
-        let active = active.borrow();
-        let checker = active.as_ref()?;
-        let mut tokens = checker
-            .tokens
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        Some(tokens.random())
-    })
-}
-
-/// Whether this thread is simulating a history.
-pub(crate) fn simulating() -> bool {
-    ACTIVE.with(|active| active.borrow().is_some())
-}
-
-/// A `#[memoized]` call of `memo` returns the value committed under `key`:
-/// in a simulation, a caller of that entry observed it.
-pub(crate) fn memoized_returned(memo: &Memo, key: &str, committed: &[u8]) {
-    let checker = ACTIVE.with(|active| active.borrow().clone());
-    if let Some(checker) = checker {
-        checker.observed(memo, key, committed.to_vec(), false);
-    }
+    let tokens = Arc::clone(&checker.tokens);
+    let observer = checker.clone();
+    crate::run_id::with_token_source(
+        move || {
+            tokens
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .random()
+        },
+        || {
+            crate::memoize::engine::observing_calls(
+                move |memo, key, committed| observer.observed(memo, key, committed.to_vec(), false),
+                history,
+            )
+        },
+    )
 }
 
 fn current_task() -> Option<u64> {
@@ -176,7 +150,7 @@ struct Deleted {
 #[derive(Clone, Debug)]
 pub(super) struct Checker {
     state: Arc<Mutex<State>>,
-    /// Draws the tokens of [`seeded_token`]; a lock of its own, as the
+    /// Draws the runtime's unique tokens while the history runs; a lock of its own, as the
     /// runtime draws them wherever it is, the state's lock held or not.
     tokens: Arc<Mutex<StdRng>>,
     objects: Shared,

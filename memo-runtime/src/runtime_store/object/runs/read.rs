@@ -1,13 +1,14 @@
-//! The walks a call takes through the components: loading a run into its
-//! cache slot.
+//! Reading a run: its cache slot, filled from storage (the pointer, the
+//! newest checkpoint, the log after it) or caught up.
 
-use super::ObjectStoreRuntimeStore;
-use super::folded::Folded;
+use super::Runs;
 use crate::error::{Error, Result};
 use crate::run_id::RunId;
+use crate::runtime_store::object::folded::Folded;
+use crate::runtime_store::object::pointer::Creation;
 use crate::runtime_store::state::RunState;
 
-/// What [`ObjectStoreRuntimeStore::refresh`] found.
+/// What [`Runs::refresh`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Refreshed {
     /// The run does not exist.
@@ -18,7 +19,25 @@ pub(super) enum Refreshed {
     Changed,
 }
 
-impl ObjectStoreRuntimeStore {
+impl Runs {
+    /// Loads the run (caught up) and returns what `answer` reads from it;
+    /// `None` if it does not exist.
+    pub(super) async fn read<T>(
+        &self,
+        run_id: &RunId,
+        answer: impl Fn(&RunState) -> T,
+    ) -> Result<Option<T>> {
+        let slot = self.cache.slot(run_id);
+        let mut guard = slot.lock().await;
+        if self.refresh(run_id, &mut guard).await? == Refreshed::Missing {
+            drop(guard);
+            self.cache.forget(run_id);
+            return Ok(None);
+        }
+        self.cache.reweigh(run_id, &slot, guard.as_ref());
+        Ok(guard.as_ref().map(|folded| answer(&folded.state)))
+    }
+
     /// Makes `slot` hold the run as storage has it: folded from storage if
     /// it is not cached, caught up if it is.
     ///
@@ -62,7 +81,7 @@ impl ObjectStoreRuntimeStore {
             *slot = self.fold_from_storage(run_id).await?;
             return Ok(Self::refreshed(slot));
         };
-        let Some(mut current) = self.read_creation(run_id).await? else {
+        let Some(mut current) = self.pointer.current(run_id).await? else {
             *slot = None;
             return Ok(Refreshed::Missing);
         };
@@ -84,7 +103,7 @@ impl ObjectStoreRuntimeStore {
                 // entries that vanished under the catch-up are of a run that
                 // is gone, not a corrupt one.
                 Err(e @ Error::Corrupt { .. }) => {
-                    let Some(now) = self.read_creation(run_id).await? else {
+                    let Some(now) = self.pointer.current(run_id).await? else {
                         *slot = None;
                         return Ok(Refreshed::Missing);
                     };
@@ -108,21 +127,69 @@ impl ObjectStoreRuntimeStore {
         }
     }
 
-    /// Loads the run (caught up) and returns what `answer` reads from it;
-    /// `None` if it does not exist.
-    pub(super) async fn read<T>(
-        &self,
-        run_id: &RunId,
-        answer: impl Fn(&RunState) -> T,
-    ) -> Result<Option<T>> {
-        let slot = self.cache.slot(run_id);
-        let mut guard = slot.lock().await;
-        if self.refresh(run_id, &mut guard).await? == Refreshed::Missing {
-            drop(guard);
-            self.cache.forget(run_id);
-            return Ok(None);
+    /// Reads the run's creation, its newest checkpoint and the log entries
+    /// after it, and folds them.
+    async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
+        match self.pointer.current(run_id).await? {
+            Some(creation) => self.fold_current(run_id, creation).await,
+            None => Ok(None),
         }
-        self.cache.reweigh(run_id, &slot, guard.as_ref());
-        Ok(guard.as_ref().map(|folded| answer(&folded.state)))
+    }
+
+    /// Folds the incarnation `creation`, which the run pointer was just read
+    /// to name: its newest checkpoint and the log entries after it.
+    ///
+    /// A deletion removes the pointer first and then the rest, so a fold
+    /// that began before it may find checkpoints and entries gone and take
+    /// the run for corrupt: a corrupt fold counts only if the pointer still
+    /// names the incarnation; otherwise the run is read again as it is now.
+    async fn fold_current(&self, run_id: &RunId, creation: Creation) -> Result<Option<Folded>> {
+        let mut creation = creation;
+        let mut deleted_meanwhile = false;
+        loop {
+            let incarnation = creation.incarnation;
+            match self.fold_incarnation(run_id, creation).await {
+                Err(e @ Error::Corrupt { .. }) if !deleted_meanwhile => {
+                    match self.pointer.current(run_id).await? {
+                        Some(now) if now.incarnation == incarnation => return Err(e),
+                        Some(now) => creation = now,
+                        None => return Ok(None),
+                    }
+                    deleted_meanwhile = true;
+                }
+                folded => return folded.map(Some),
+            }
+        }
+    }
+
+    async fn fold_incarnation(&self, run_id: &RunId, creation: Creation) -> Result<Folded> {
+        let incarnation = creation.incarnation;
+        let created = RunState::new(creation.run, incarnation);
+        let mut folded = self.checkpoints.load(run_id, created).await?;
+        self.log.fold_tail(run_id, &mut folded).await?;
+        Ok(folded)
+    }
+
+    /// Folds the changes written after `folded.next`: `true` if there were
+    /// any.
+    ///
+    /// One read tells whether the run moved on. If it did, it may have moved
+    /// by one entry or by thousands, so the rest is caught up as a fresh load
+    /// reads a run: from the newest checkpoint delta if it is ahead of the
+    /// cached state, then the log after it, so the cost is that of a fresh
+    /// load plus that one read, whatever happened since the run was cached.
+    async fn catch_up(&self, run_id: &RunId, folded: &mut Folded) -> Result<bool> {
+        if !self.log.fold_next(run_id, folded).await? {
+            return Ok(false);
+        }
+        self.fold_newer(run_id, folded).await?;
+        Ok(true)
+    }
+
+    /// Folds the changes after `folded.next`, known to be behind: from the
+    /// newest delta if it is ahead, then the log after it.
+    async fn fold_newer(&self, run_id: &RunId, folded: &mut Folded) -> Result<()> {
+        self.checkpoints.skip_to_newer(run_id, folded).await?;
+        self.log.fold_tail(run_id, folded).await
     }
 }

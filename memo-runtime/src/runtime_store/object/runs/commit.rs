@@ -1,0 +1,107 @@
+//! Committing a change: checked against the folded run, its status hint
+//! written, appended to the log, the pointer checked; then the hint the run
+//! left dropped and a checkpoint written if one is due.
+
+use super::Runs;
+use super::read::Refreshed;
+use crate::error::{Error, Result};
+use crate::run_id::RunId;
+use crate::runtime_store::state::{Change, RunState, Verdict};
+use crate::write_once::Created;
+
+impl Runs {
+    /// Commits `change` to the run, and returns what `answer` reads from the
+    /// run after it.
+    pub(super) async fn change<T>(
+        &self,
+        run_id: &RunId,
+        change: Change,
+        answer: impl Fn(&RunState) -> T,
+    ) -> Result<T> {
+        let slot = self.cache.slot(run_id);
+        let mut guard = slot.lock().await;
+        if guard.is_none() {
+            self.refresh(run_id, &mut guard).await?;
+        }
+        loop {
+            let Some(folded) = guard.as_mut() else {
+                return Err(Error::RunNotFound {
+                    run_id: run_id.to_string(),
+                });
+            };
+            // A new change must also fit the limits (a run's pending inputs
+            // are counted as it stands, so judged like the rules).
+            let verdict = folded.state.check(&change).and_then(|verdict| {
+                if let Verdict::Apply(_) = verdict {
+                    self.limits.admit(&folded.state, &change)?;
+                }
+                Ok(verdict)
+            });
+            let plan = match verdict {
+                Ok(Verdict::AlreadyApplied) => return Ok(answer(&folded.state)),
+                Ok(Verdict::Apply(plan)) => plan,
+                // The cache may be behind: judge only against the latest log.
+                Err(e) => match self.refresh(run_id, &mut guard).await? {
+                    Refreshed::Unchanged => return Err(e),
+                    Refreshed::Changed | Refreshed::Missing => continue,
+                },
+            };
+            self.hints.write_for(run_id, &folded.state, &change).await?;
+            // The status that hint is for, if the change moves the run.
+            let hinted = match &change {
+                Change::Commit(crate::runtime_store::Commit {
+                    status: Some(status),
+                    ..
+                }) => Some(status.status()).filter(|&s| s != folded.state.record().status),
+                _ => None,
+            };
+            let (created, after) = self.log.append(run_id, folded, &change).await?;
+            match created {
+                // At position `next` either way: an identical change there
+                // is this change, applied once.
+                created @ (Created::Ours(_) | Created::Same(_)) => {
+                    if !self.pointer.is_current(run_id, folded.incarnation).await? {
+                        // The incarnation was deleted and its log freed under
+                        // us: the change went into a dead run.
+                        if let Created::Ours(_) = created {
+                            (self.log)
+                                .discard(run_id, folded.incarnation, folded.next)
+                                .await;
+                        }
+                        // And the hint written for it: the deletion removed
+                        // the incarnation's hints before, and none would
+                        // ever look for this one.
+                        if let Some(status) = hinted {
+                            self.hints.drop(status, run_id, folded.incarnation).await;
+                        }
+                        *guard = None;
+                        return Err(Error::Conflict {
+                            what: format!("run {run_id}"),
+                            reason: "the run was deleted while the change was written; \
+                                     nothing was applied"
+                                .into(),
+                        });
+                    }
+                    let before = folded.state.record().status;
+                    folded.state.apply(change, plan);
+                    folded.next = after;
+                    if folded.state.record().status != before {
+                        self.hints.drop(before, run_id, folded.incarnation).await;
+                    }
+                    self.checkpoints.write_if_due(run_id, folded).await;
+                    let answered = answer(&folded.state);
+                    self.cache.reweigh(run_id, &slot, guard.as_ref());
+                    return Ok(answered);
+                }
+                // Another writer came first, maybe by many entries: caught
+                // up as a read is, the pointer first, so that the leftovers
+                // of a deleted incarnation are never folded (the change is
+                // then judged against the run the pointer names, if any).
+                Created::Theirs(bytes) => {
+                    self.log.fold_entry(run_id, folded, &bytes)?;
+                    self.refresh_known(run_id, &mut guard, true).await?;
+                }
+            }
+        }
+    }
+}

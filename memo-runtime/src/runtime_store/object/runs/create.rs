@@ -1,0 +1,104 @@
+//! Creating a run: its `Pending` hint, then its pointer and record, then
+//! its slot filled; or, for a run of the id that exists, the answer for it.
+
+use super::Runs;
+use crate::error::Result;
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::object::folded::Folded;
+use crate::runtime_store::object::pointer::{Birth, Creation, POINTER_ATTEMPTS};
+use crate::runtime_store::state::RunState;
+use crate::runtime_store::{NewRun, RunRecord, RunStatus};
+
+impl Runs {
+    /// Creates the run, or answers for the run of that id that exists (if
+    /// it is the same run): see [`RuntimeStore::create_run`].
+    ///
+    /// [`RuntimeStore::create_run`]: crate::runtime_store::RuntimeStore::create_run
+    pub(super) async fn create(&self, run: NewRun) -> Result<RunRecord> {
+        let run_id = run.run_id.clone();
+        for _ in 0..POINTER_ATTEMPTS {
+            if let Some((creation, bytes)) = self.pointer.current_with_bytes(&run_id).await? {
+                if let Some(record) = self.recreate(&run, creation, &bytes).await? {
+                    return Ok(record);
+                }
+                continue;
+            }
+            // A new incarnation gets its own folder: whatever a deletion that
+            // stopped part-way left of an earlier run of this id is never read.
+            let creation = Creation {
+                run: run.clone(),
+                incarnation: Incarnation::random(),
+            };
+            self.hints
+                .write(RunStatus::Pending, &run_id, creation.incarnation)
+                .await?;
+            match self.pointer.create(&creation).await? {
+                Birth::Born => {
+                    self.hints
+                        .ensure_pending(&run_id, creation.incarnation)
+                        .await?;
+                    let state = RunState::new(creation.run, creation.incarnation);
+                    let record = state.record().clone();
+                    let slot = self.cache.slot(&run_id);
+                    // Whatever was cached is of an earlier run of this id.
+                    let mut guard = slot.lock().await;
+                    *guard = Some(Folded::created(state, creation.incarnation));
+                    self.cache.reweigh(&run_id, &slot, guard.as_ref());
+                    return Ok(record);
+                }
+                // Given up: another run of the id took the pointer.
+                Birth::Overtaken => {
+                    self.drop_unborn_hint(&run_id, creation.incarnation).await;
+                }
+                // Created meanwhile: the run may have moved on since its
+                // creation, so answer with its state now.
+                Birth::Taken(theirs, bytes) => {
+                    self.drop_unborn_hint(&run_id, creation.incarnation).await;
+                    if let Some(record) = self.recreate(&run, theirs, &bytes).await? {
+                        return Ok(record);
+                    }
+                }
+            }
+        }
+        Err(self.pointer.kept_changing(&run_id))
+    }
+
+    /// An idempotent `create_run` of a run whose pointer (`bytes`) names
+    /// `existing`: its state now; `None` if the pointer named another
+    /// incarnation by then.
+    async fn recreate(
+        &self,
+        run: &NewRun,
+        existing: Creation,
+        bytes: &[u8],
+    ) -> Result<Option<RunRecord>> {
+        let run_id = &run.run_id;
+        let incarnation = existing.incarnation;
+        RunState::new(existing.run.clone(), incarnation).check_same_run(run)?;
+        let record = self.read(run_id, |state| state.record().clone()).await?;
+        let Some(record) = record.filter(|r| r.incarnation == incarnation) else {
+            return Ok(None);
+        };
+        // A run created before records existed, or whose creator stopped
+        // between its pointer and its record, gets its record before anyone
+        // is told it exists. A terminal run is skipped: it may be under
+        // deletion, whose removal of the record must stand.
+        if !record.status.is_terminal()
+            && !self.pointer.ensure_record(run_id, &existing, bytes).await?
+        {
+            return Ok(None);
+        }
+        Ok(Some(record))
+    }
+
+    /// Deletes the `Pending` hint of an incarnation this call wrote and then
+    /// gave up (another creator's pointer won): no run will ever have that
+    /// incarnation, so no deletion would look for its hint, and only a
+    /// tidying listing by status would ever remove it. Best effort, like
+    /// every hint removal.
+    async fn drop_unborn_hint(&self, run_id: &RunId, incarnation: Incarnation) {
+        self.hints
+            .drop(RunStatus::Pending, run_id, incarnation)
+            .await;
+    }
+}

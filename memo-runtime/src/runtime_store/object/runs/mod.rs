@@ -1,0 +1,248 @@
+//! `Runs`: the runtime store proper. It owns the components (the run
+//! pointer, the log, the checkpointer, the status-hint index, the run
+//! cache) and takes each call through them:
+//!
+//! - reading a run: its cache slot, locked, then [`refresh`](Runs::refresh):
+//!   the pointer, and the run folded from its newest checkpoint and the log
+//!   after it (or, if it is cached, caught up from the next log position);
+//! - committing a change ([`change`](Runs::change)): checked against the
+//!   folded run, its status hint written, appended to the log, the pointer
+//!   checked, then the hint it left dropped and a checkpoint written if one
+//!   is due;
+//! - creating a run ([`create`](Runs::create)): its `Pending` hint, then
+//!   its pointer and record, then its slot filled;
+//! - listing by status through the hints, and deleting a run: its pointer,
+//!   then its folder and hints.
+//!
+//! [`ObjectStoreRuntimeStore`](super::ObjectStoreRuntimeStore) builds it
+//! and passes every call to it. Here: the type and the calls; `read`,
+//! `commit` and `create` the three walks the calls share.
+
+mod commit;
+mod create;
+mod read;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+
+use super::cache::RunCache;
+use super::checkpoint::Checkpointer;
+use super::client::{CONCURRENCY, Client};
+use super::hints::HintIndex;
+use super::log::RunLog;
+use super::pointer::RunPointer;
+use crate::error::{Error, Result};
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::state::{Change, RunState};
+use crate::runtime_store::{
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunPage, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StepReceipt,
+};
+
+/// The runs of one store: its components, and the limits a new run or
+/// change is held to.
+pub(super) struct Runs {
+    client: Arc<Client>,
+    pointer: RunPointer,
+    log: RunLog,
+    checkpoints: Checkpointer,
+    hints: HintIndex,
+    cache: RunCache,
+    limits: RunLimits,
+}
+
+/// Names its limits only: the client's `Debug` may print credentials (the
+/// store names its own settings).
+impl std::fmt::Debug for Runs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runs")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runs {
+    /// The runs over these components (`hints` over this `pointer`).
+    pub(super) fn new(
+        client: Arc<Client>,
+        pointer: RunPointer,
+        log: RunLog,
+        checkpoints: Checkpointer,
+        hints: HintIndex,
+        cache: RunCache,
+        limits: RunLimits,
+    ) -> Runs {
+        Runs {
+            client,
+            pointer,
+            log,
+            checkpoints,
+            hints,
+            cache,
+            limits,
+        }
+    }
+}
+
+#[async_trait]
+impl RuntimeStore for Runs {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        self.limits.admit_run(&run)?;
+        self.create(run).await
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
+        self.read(run_id, |state| state.record().clone()).await
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
+        self.change(run_id, Change::Commit(commit), |state| {
+            state.record().clone()
+        })
+        .await
+    }
+
+    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
+        Ok(self
+            .read(run_id, |state| state.receipts_after(after))
+            .await?
+            .unwrap_or_default())
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
+        Ok(self.read(run_id, RunState::snapshot).await?.flatten())
+    }
+
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
+        let input_id = input.input_id.clone();
+        self.change(run_id, Change::Input(input), |state| {
+            state
+                .input(&input_id)
+                .cloned()
+                .expect("an accepted input is recorded")
+        })
+        .await
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
+        Ok(self
+            .read(run_id, RunState::inputs)
+            .await?
+            .unwrap_or_default())
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
+        let hints = self.hints.list(status).await?;
+        let records: Vec<Option<RunSummary>> = futures::stream::iter(hints)
+            .map(|(run_id, incarnation)| async move {
+                let record = self.read(&run_id, RunState::summary).await?;
+                let current = record.filter(|r| r.incarnation == incarnation);
+                let stale = match &current {
+                    Some(record) => HintIndex::is_stale(status, record.status),
+                    // A hint of a deleted incarnation, or of one not (yet)
+                    // created.
+                    None => true,
+                };
+                if stale {
+                    let unborn = current.is_none();
+                    self.hints
+                        .tidy(status, &run_id, incarnation, unborn)
+                        .await?;
+                }
+                Ok::<_, Error>(current.filter(|r| r.status == status))
+            })
+            .buffered(CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut records: Vec<RunSummary> = records.into_iter().flatten().collect();
+        records.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        Ok(records)
+    }
+
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        let mut hints = self.hints.list(status).await?;
+        if status == RunStatus::Pending {
+            hints = self.hints.live_pending(hints).await?;
+        }
+        let mut run_ids: Vec<RunId> = hints.into_iter().map(|(run_id, _)| run_id).collect();
+        run_ids.sort();
+        run_ids.dedup();
+        Ok(run_ids)
+    }
+
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        self.hints.page(status, after, limit).await
+    }
+
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunPage> {
+        // The page's hints, then one summary per listed run (a cached run
+        // costs nothing): never a run the page does not show.
+        let page = self.hints.page(status, after, limit).await?;
+        let summaries: Vec<Option<RunSummary>> = futures::stream::iter(page.ids)
+            .map(|run_id| async move { self.read(&run_id, RunState::summary).await })
+            .buffered(CONCURRENCY)
+            .try_collect()
+            .await?;
+        let runs = summaries
+            .into_iter()
+            .flatten()
+            .filter(|run| run.status == status)
+            .collect();
+        Ok(RunPage::new(runs, page.next))
+    }
+
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let existed = match self.load_run(run_id).await? {
+            Some(record) if record.incarnation != incarnation => false,
+            Some(record) if !record.status.is_terminal() => {
+                return Err(Error::Conflict {
+                    what: format!("run {run_id}"),
+                    reason: format!(
+                        "the run is {}; only terminal runs can be deleted",
+                        record.status
+                    ),
+                });
+            }
+            Some(_) => true,
+            None => false,
+        };
+        if existed {
+            // The record and the pointer go first: from then on the run does
+            // not exist for any reader, whatever is left of its log if this
+            // call stops early. See the `pointer` module for why this cannot
+            // remove a later run of the id.
+            self.cache.forget(run_id);
+            self.pointer.remove(run_id, incarnation).await?;
+        }
+        // Only this incarnation's own folder and hints: a later run of the
+        // id (another incarnation) is never touched.
+        let folder = self
+            .client
+            .layout()
+            .incarnation_records(run_id, incarnation);
+        let listed = self.client.list(&folder).await?;
+        let leftovers = listed.into_iter().map(|meta| meta.location);
+        let hints = RunStatus::ALL.iter().map(|&status| {
+            self.client
+                .layout()
+                .status_hint(status.path_segment(), run_id, incarnation)
+        });
+        self.client
+            .delete_all(leftovers.chain(hints).collect())
+            .await?;
+        Ok(existed)
+    }
+}

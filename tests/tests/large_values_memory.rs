@@ -1,0 +1,127 @@
+//! The memory a large value takes to write and read: a global allocator
+//! that counts the bytes allocated, in a test binary of its own so no other
+//! test's allocations are counted, and a value generated a piece at a time
+//! (never held whole) written as a blob to a local folder and read back.
+//!
+//! The bound is `memo_runtime::blob`'s (its *Memory* section): a few chunks
+//! and parts, whatever the value's size. The 1 GiB measurement of
+//! `BENCHMARKS.md` is the ignored test:
+//!
+//! ```sh
+//! cargo test -p memo-tests --test large_values_memory -- --ignored --nocapture
+//! ```
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use memo_runtime::MemoStore;
+use memo_runtime::blob::{DEFAULT_CHUNK_SIZE, PART_SIZE};
+use memo_runtime::seal::Seal;
+use memo_runtime::store::LocalFolder;
+use memo_tests::fixtures::run;
+use memo_tests::large_values::{Generated, read_back};
+use peak_alloc::PeakAlloc;
+
+/// Counts the bytes allocated now and the most at once since the last
+/// reset, in every thread of the process.
+#[global_allocator]
+static ALLOCATOR: PeakAlloc = PeakAlloc;
+
+/// Starts a measurement: returns what is allocated now, and counts the
+/// peak from here.
+fn start() -> usize {
+    ALLOCATOR.reset_peak_usage();
+    ALLOCATOR.current_usage()
+}
+
+/// The most allocated at once above `base` since [`start`].
+fn peak_above(base: usize) -> usize {
+    ALLOCATOR.peak_usage().saturating_sub(base)
+}
+
+const MIB: usize = 1 << 20;
+
+/// The peak allocations of writing `value` as a blob to a fresh local
+/// folder, and of reading it back, above what was allocated before each.
+async fn measure(value: Generated, chunk_size: usize, seal: Seal) -> (usize, usize) {
+    let folder = tempfile::tempdir().unwrap();
+    let store =
+        MemoStore::new(Arc::new(LocalFolder::new(folder.path()).unwrap()), "memo").with_seal(seal);
+    let memo = store.new_memo(&run("measured"), 0);
+
+    let base = start();
+    let started = Instant::now();
+    let blob = value.write_in_chunks(&memo, chunk_size).await.unwrap();
+    let write_peak = peak_above(base);
+    let wrote = started.elapsed();
+
+    let base = start();
+    let started = Instant::now();
+    let back = read_back(&blob, &store).await.unwrap();
+    let read_peak = peak_above(base);
+    let read = started.elapsed();
+
+    assert_eq!((back.len, back.sha256.as_str()), (value.len, blob.sha256()));
+    println!(
+        "{} MiB ({}), {} MiB chunks: write peak {:.1} MiB in {wrote:.1?}, read peak {:.1} MiB in {read:.1?}",
+        value.len >> 20,
+        if value.compressible {
+            "compressible"
+        } else {
+            "random"
+        },
+        chunk_size >> 20,
+        write_peak as f64 / MIB as f64,
+        read_peak as f64 / MIB as f64,
+    );
+    (write_peak, read_peak)
+}
+
+/// What writing a value in chunks of `chunk_size` may take above what was
+/// allocated before, whatever the value's size: `memo_runtime::blob`'s
+/// bound (two parts and two chunks), and 8 MiB for the runtime's own
+/// buffers and the test's pieces.
+fn write_bound(chunk_size: usize) -> usize {
+    2 * PART_SIZE.max(chunk_size) + 2 * chunk_size + 8 * MIB
+}
+
+/// What reading it may take: a chunk (its record, or the chunk it opens
+/// to), and as much again for the rest.
+fn read_bound(chunk_size: usize) -> usize {
+    2 * chunk_size + 8 * MIB
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_and_reading_a_value_of_96_mib_takes_a_few_chunks_and_parts_of_memory() {
+    for value in [
+        Generated::random(96 * MIB as u64, 1),
+        Generated::compressible(96 * MIB as u64, 2),
+    ] {
+        let (write_peak, read_peak) = measure(value, DEFAULT_CHUNK_SIZE, Seal::default()).await;
+        assert!(
+            write_peak < write_bound(DEFAULT_CHUNK_SIZE),
+            "write peak {write_peak} bytes"
+        );
+        assert!(
+            read_peak < read_bound(DEFAULT_CHUNK_SIZE),
+            "read peak {read_peak} bytes"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes and reads 1 GiB: run with --ignored --nocapture to measure"]
+async fn one_gib_value_is_written_and_read_in_bounded_memory() {
+    let value = Generated::random(1 << 30, 3);
+    for chunk_size in [MIB, DEFAULT_CHUNK_SIZE, 16 * MIB] {
+        let (write_peak, read_peak) = measure(value, chunk_size, Seal::default()).await;
+        assert!(
+            write_peak < write_bound(chunk_size),
+            "write peak {write_peak} bytes"
+        );
+        assert!(
+            read_peak < read_bound(chunk_size),
+            "read peak {read_peak} bytes"
+        );
+    }
+}
