@@ -63,9 +63,16 @@ enum Command {
         /// The page after this run (the cursor the page before printed).
         #[arg(long, requires = "limit", allow_hyphen_values = true)]
         after: Option<String>,
+        /// Order the runs listed (the page, with `--limit`) by what they
+        /// cost, most first: their cost ledger's requests at S3 Standard
+        /// list prices plus the declared cost of their memoized calls that
+        /// ran (one listing and a read per attempt for each run).
+        #[arg(long, value_enum, conflicts_with = "waiting")]
+        sort: Option<commands::Sort>,
     },
     /// Shows one run: its record and lease, its steps with their receipts,
-    /// the signals delivered to it, and its memo entries with their sizes.
+    /// the signals delivered to it, its memo entries with their sizes, and
+    /// its cost ledger (what each attempt cost).
     Show {
         /// The run id (one that starts with `-` too).
         #[arg(allow_hyphen_values = true)]
@@ -191,6 +198,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             waiting,
             limit,
             after,
+            sort,
         } => match limit {
             Some(limit) => {
                 let limit = usize::try_from(limit).unwrap_or(usize::MAX);
@@ -199,9 +207,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     after: after.as_deref(),
                     limit,
                 };
-                commands::runs_page(&store, page, workflow.as_deref(), json).await
+                commands::runs_page(&store, page, workflow.as_deref(), sort, json).await
             }
-            None => commands::runs(&store, status, workflow.as_deref(), waiting, json).await,
+            None => {
+                let listing = commands::Listing {
+                    status,
+                    workflow: workflow.as_deref(),
+                    waiting,
+                    sort,
+                };
+                commands::runs(&store, listing, json).await
+            }
         },
         Command::Show { run } => commands::show(&store, &run, json).await,
         Command::Signal { run, name, payload } => {

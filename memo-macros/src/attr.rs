@@ -14,10 +14,12 @@ mod kw {
     syn::custom_keyword!(version);
     syn::custom_keyword!(skip);
     syn::custom_keyword!(scope);
+    syn::custom_keyword!(cost);
 }
 
 /// The option keys, in the order the documentation lists them.
-pub(crate) const OPTION_KEYS: [&str; 6] = ["memo", "name", "version", "skip", "scope", "crate"];
+pub(crate) const OPTION_KEYS: [&str; 7] =
+    ["memo", "name", "version", "skip", "scope", "cost", "crate"];
 
 /// The values of `scope = ...`, in the order the documentation lists them.
 const SCOPES: [&str; 2] = ["run", "shared"];
@@ -39,6 +41,8 @@ pub(crate) struct Options {
     pub(crate) version: SetOnce<u32>,
     pub(crate) skip: SetOnce<Vec<Ident>>,
     pub(crate) scope: SetOnce<Scope>,
+    /// What one run of the body costs, in dollars: any `f64` expression.
+    pub(crate) cost: SetOnce<Expr>,
     pub(crate) krate: SetOnce<syn::Path>,
     /// Problems found while parsing that did not stop it: duplicates,
     /// unknown keys, values of the wrong kind.
@@ -139,6 +143,10 @@ impl Options {
                 Ok(scope) => self.scope.set(&key, scope, errors),
                 Err(e) => errors.push(e),
             }
+        } else if lookahead.peek(kw::cost) {
+            let key = key(input)?;
+            let value: Expr = input.parse()?;
+            self.cost.set(&key, value, errors);
         } else if lookahead.peek(Token![crate]) {
             let key = key(input)?;
             let value: Expr = input.parse()?;
@@ -300,6 +308,7 @@ mod tests {
             version = 7,
             skip(a, self),
             scope = shared,
+            cost = 0.002,
             crate = "x::y"
         ))
         .unwrap();
@@ -317,6 +326,7 @@ mod tests {
             .collect();
         assert_eq!(skipped, ["a", "self"]);
         assert_eq!(attr.scope.take().unwrap().0, super::Scope::Shared);
+        assert!(attr.cost.take().is_some());
         assert!(attr.krate.take().is_some());
     }
 

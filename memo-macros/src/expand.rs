@@ -82,6 +82,11 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
     let (bind_memo, memo) = memo_handle(plan);
     let (bind_memo, memo) = in_scope(plan, bind_memo, memo);
     let key_value = key_call(plan);
+    // Only a declared cost adds to the expansion.
+    let cost = plan
+        .cost
+        .as_ref()
+        .map(|cost| quote_spanned!(cost.span()=> .with_cost(#cost)));
     // Every bound on the return type is checked in this one call, so its
     // errors land on the return type.
     let codec = {
@@ -111,7 +116,7 @@ fn expand(plan: &Plan, func: &MemoFn) -> TokenStream {
         #vis #sig {
             #bind_memo
             let #codec_local = #codec;
-            let mut #call = #runtime::Call::new(#memo, #name, #key_value);
+            let mut #call = #runtime::Call::new(#memo, #name, #key_value)#cost;
             let mut #value = ::core::option::Option::None;
             if #call.look_up().await {
                 let mut #body = ::core::pin::pin!(async {
@@ -340,6 +345,17 @@ mod tests {
             let run = memoized(args, item.clone()).to_string();
             assert!(!run.contains("shared_memo"), "{run}");
         }
+    }
+
+    #[test]
+    fn only_a_declared_cost_is_passed_to_the_call() {
+        let item = quote! {
+            async fn f(memo: &Memo, n: u8) -> Result<u8, E> { Ok(n) }
+        };
+        let declared = memoized(quote!(cost = PRICE * 2.0), item.clone()).to_string();
+        assert!(declared.contains(". with_cost (PRICE * 2.0)"), "{declared}");
+        let plain = memoized(quote!(), item).to_string();
+        assert!(!plain.contains("with_cost"), "{plain}");
     }
 
     /// Tokens in `tokens`, a group counting one plus what it holds.

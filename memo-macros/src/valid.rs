@@ -30,6 +30,8 @@ pub(crate) struct Plan {
     pub(crate) output: Box<Type>,
     /// Where the call's entry lives.
     pub(crate) scope: Scope,
+    /// What one run of the body costs, in dollars (`cost = ..`), if declared.
+    pub(crate) cost: Option<Expr>,
 }
 
 /// Where the memo comes from.
@@ -159,6 +161,7 @@ pub(crate) fn check(mut attr: Options, sig: &Signature) -> syn::Result<Plan> {
         key_types,
         output: output.expect("a return type, or an error was reported"),
         scope: attr.scope.take().map_or(Scope::Run, |(scope, _)| scope),
+        cost: attr.cost.take().map(|(cost, _)| cost),
     })
 }
 

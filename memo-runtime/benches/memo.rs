@@ -428,3 +428,44 @@ mod retention {
             });
     }
 }
+
+/// What the cost ledger's counting wrapper (which every `MemoStore` and
+/// `ObjectStoreRuntimeStore` puts around its store) adds to a request made
+/// outside a workflow attempt: a `GET` and a `HEAD` of a 100-byte object on
+/// `InMemory`, straight to the store and through the wrapper. Compare the
+/// two within one run.
+mod metered {
+    use memo_runtime::object_store::ObjectStoreExt;
+    use memo_runtime::object_store::path::Path;
+
+    use super::*;
+
+    fn store(config: &str) -> (Arc<dyn ObjectStore>, Path) {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = Path::from("memo/entry");
+        runtime()
+            .block_on(inner.put(&path, vec![7u8; 100].into()))
+            .unwrap();
+        let store = match config {
+            "direct" => inner,
+            _ => memo_runtime::testing::metered(inner),
+        };
+        (store, path)
+    }
+
+    #[divan::bench(args = ["direct", "metered"])]
+    fn get(bencher: divan::Bencher, config: &str) {
+        let rt = runtime();
+        let (store, path) = store(config);
+        bencher.bench_local(|| {
+            rt.block_on(async { store.get(&path).await.unwrap().bytes().await.unwrap() })
+        });
+    }
+
+    #[divan::bench(args = ["direct", "metered"])]
+    fn head(bencher: divan::Bencher, config: &str) {
+        let rt = runtime();
+        let (store, path) = store(config);
+        bencher.bench_local(|| rt.block_on(store.head(&path)).unwrap());
+    }
+}

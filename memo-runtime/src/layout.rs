@@ -18,6 +18,7 @@
 //! | run checkpoint (a base) | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
 //! | run checkpoint delta (before inputs were kept in bases; read, no longer written) | `runs/<run>/<inc>/delta/<position, 20 digits>` |
 //! | run checkpoint delta | `runs/<run>/<inc>/delta/v2/<position, 20 digits>` |
+//! | attempt cost (the cost ledger) | `runs/<run>/<inc>/cost/<attempt, 10 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
 //! | due-run entry | `due/<hour>/<due_ms, 20 digits>_<run>.<inc>` |
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
@@ -130,6 +131,18 @@
 //! markers. Both were added to version 2 without changing its number,
 //! additive both ways: data written before them has none, and a reader that
 //! does not know them never lists `shared/`.
+//!
+//! Attempt costs (the cost ledger, `runtime_store::AttemptCost`) hold
+//! what one attempt of the run cost: its requests by kind, the bytes it
+//! uploaded, the memo entries it wrote and its memoized calls run and
+//! reused, with their declared cost. A MessagePack record with named
+//! fields (pinned by `the_attempt_cost_record_is_pinned` in
+//! `runtime_store/cost.rs`), framed and sealed as every record, written
+//! once when the attempt ends or suspends. They were added to version 2
+//! without changing its number, additive both ways: a run written before
+//! them has no `cost` folder and reads as having no ledger; a reader that
+//! does not know them never lists `cost/`, and deletes it with the rest of
+//! the incarnation's folder.
 //!
 //! Workflow versions add a field, no object: a run started on a version
 //! (`Workflow::with_version`) carries `workflow_version` in its run pointer
@@ -451,6 +464,23 @@ impl Layout {
             .join(format!("{position:020}"))
     }
 
+    /// `runs/<run>/<inc>/cost`: the incarnation's cost ledger.
+    pub(crate) fn cost_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.incarnation_records(run_id, incarnation).join("cost")
+    }
+
+    /// What attempt `attempt` of the incarnation cost, in its cost ledger:
+    /// named by the attempt in 10 digits, so they list in attempt order.
+    pub(crate) fn attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        attempt: u32,
+    ) -> Path {
+        self.cost_folder(run_id, incarnation)
+            .join(format!("{attempt:010}"))
+    }
+
     /// The folder of one status in the status-hint index; `status` is the
     /// status's own segment (`RunStatus::path_segment`), so that this
     /// module stays below the runtime store.
@@ -674,6 +704,7 @@ mod tests {
             layout.log_entry(id, inc, u64::MAX),
             layout.checkpoint(id, inc, u64::MAX),
             layout.delta(id, inc, u64::MAX),
+            layout.attempt_cost(id, inc, u32::MAX),
             probe(layout.prefix(), u64::MAX),
         ];
         for status in RunStatus::ALL {
@@ -758,6 +789,7 @@ mod tests {
                 .shared_expiry("llm-v1", &"e".repeat(64), 3_600_001, 0xef)
                 .to_string(),
             layout.blob(&id, inc, 4, 0x12).to_string(),
+            layout.attempt_cost(&id, inc, 2).to_string(),
         ];
         assert_eq!(
             paths,
@@ -785,6 +817,7 @@ mod tests {
                     "e".repeat(64)
                 ),
                 "pre/fix/memos/=run_1/00000000000000ab/4/blobs/0000000000000012".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/cost/0000000002".to_string(),
             ]
         );
     }

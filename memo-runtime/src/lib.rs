@@ -75,6 +75,7 @@ mod layout;
 mod local;
 mod memo;
 mod memoize;
+mod meter;
 mod read_limit;
 pub mod retention;
 mod run_id;

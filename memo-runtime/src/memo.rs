@@ -31,6 +31,7 @@ use object_store::path::Path;
 
 use crate::error::{Error, Result};
 use crate::layout::{Layout, MEMOS};
+use crate::meter::Metered;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
@@ -104,7 +105,9 @@ pub struct MemoStore {
 
 #[derive(Clone)]
 struct Inner {
-    store: Arc<dyn ObjectStore>,
+    /// The store given, counting a workflow attempt's requests for its
+    /// cost ledger.
+    store: Arc<Metered>,
     layout: Layout,
     max_value_size: usize,
     /// `None` when turned off.
@@ -132,7 +135,7 @@ impl MemoStore {
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> MemoStore {
         MemoStore {
             inner: Arc::new(Inner {
-                store,
+                store: Metered::new(store),
                 layout: Layout::new(prefix),
                 max_value_size: DEFAULT_MAX_VALUE_SIZE,
                 cache: Some(EntryCache::new(DEFAULT_ENTRY_CACHE_BYTES)),
@@ -221,7 +224,7 @@ impl MemoStore {
 
     /// The underlying object store.
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
-        &self.inner.store
+        self.inner.store.inner()
     }
 
     /// The path prefix everything is kept under.
@@ -310,7 +313,8 @@ impl MemoStore {
                 self.entry_limit(),
                 self.seal(),
             )
-            .await;
+            .await
+            .inspect(crate::meter::entry_created);
         };
         if let Some(committed) = cache.get(path) {
             return Ok(Created::of_committed(value, committed));
@@ -318,7 +322,8 @@ impl MemoStore {
         let start = EntryCache::read_start();
         let created =
             write_once::create_once(self.store(), path, value, self.entry_limit(), self.seal())
-                .await?;
+                .await
+                .inspect(crate::meter::entry_created)?;
         // Whoever won, the payload is the committed one: ours only if our
         // create succeeded, else what was read back from the store.
         cache.insert(path.clone(), created.payload().clone(), start);

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
-    RuntimeStore, StatusChange, StepReceipt,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{
@@ -725,6 +725,25 @@ impl RuntimeStore for HoldsARenewal {
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool, Error> {
         self.inner.delete_run(run_id, incarnation).await
+    }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> Result<(), Error> {
+        self.inner
+            .record_attempt_cost(run_id, incarnation, cost)
+            .await
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>, Error> {
+        self.inner.load_attempt_costs(run_id, incarnation).await
     }
 }
 

@@ -1,6 +1,7 @@
 //! One module per command.
 
 mod cancel;
+mod cost;
 mod export;
 pub(crate) mod markers;
 mod probe;
@@ -14,7 +15,7 @@ pub(crate) use cancel::{cancel, request_cancel};
 pub(crate) use export::{Selection, export};
 pub(crate) use markers::{MarkersPage, markers};
 pub(crate) use probe::probe;
-pub(crate) use runs::{Page, runs, runs_page};
+pub(crate) use runs::{Listing, Page, Sort, runs, runs_page};
 pub(crate) use show::show;
 pub(crate) use signal::{send_signal, signal};
 pub(crate) use sweep::{sweep, sweeper};

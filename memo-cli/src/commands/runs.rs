@@ -5,25 +5,48 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use memo_runtime::RunId;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::runtime_store::{RunStatus, RunSummary, RuntimeStore};
+use memo_runtime::runtime_store::{RunStatus, RunSummary, RuntimeStore, Usage};
 use serde_json::json;
 
-use super::waits;
+use super::{cost, waits};
 use crate::output::{Table, errln, now_ms, outln, print_json, time};
 use crate::store::Store;
 
+/// How `memoctl runs --sort` orders the runs it lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Sort {
+    /// By what each run cost, most first ([`cost::run_dollars`] of its
+    /// ledger's total); runs without a ledger last, in listing order.
+    Cost,
+}
+
+/// Which runs `memoctl runs` (without `--limit`) lists, and in what order.
+pub(crate) struct Listing<'a> {
+    /// Only runs in this status (every status if `None`).
+    pub(crate) status: Option<RunStatus>,
+    /// Only runs of this workflow (every workflow if `None`).
+    pub(crate) workflow: Option<&'a str>,
+    /// Only the open runs suspended in a wait.
+    pub(crate) waiting: bool,
+    pub(crate) sort: Option<Sort>,
+}
+
 /// Lists the runs in `status` (every status if `None`) of `workflow` (every
-/// workflow if `None`), in status then run-id order. A run that cannot be
-/// loaded is reported on stderr and fails the command, after the others are
-/// printed. With `waiting`, lists only the open runs suspended in a wait,
-/// with what they wait for and until when.
+/// workflow if `None`), in status then run-id order (or by `sort`). A run
+/// that cannot be loaded is reported on stderr and fails the command, after
+/// the others are printed. With `waiting`, lists only the open runs
+/// suspended in a wait, with what they wait for and until when.
 pub(crate) async fn runs(
     store: &Store,
-    status: Option<RunStatus>,
-    workflow: Option<&str>,
-    waiting: bool,
+    listing: Listing<'_>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    let Listing {
+        status,
+        workflow,
+        waiting,
+        sort,
+    } = listing;
     if waiting {
         return waiting_runs(store, workflow, json).await;
     }
@@ -41,15 +64,16 @@ pub(crate) async fn runs(
                 .filter(|run| workflow.is_none_or(|w| w == run.workflow)),
         );
     }
+    let (listed, costs) = sorted(store, listed, sort).await?;
     if json {
-        print_json(&json!(listed.iter().map(run_json).collect::<Vec<_>>()));
+        print_json(&json!(listed_json(&listed, costs.as_deref())));
         if listed.is_empty()
             && let Some(note) = store_is_empty(store).await?
         {
             errln!("memoctl: no runs: {note}");
         }
     } else {
-        print_table(store, &listed).await?;
+        print_table(store, &listed, costs.as_deref()).await?;
     }
     Ok(if damaged == 0 {
         ExitCode::SUCCESS
@@ -80,6 +104,7 @@ pub(crate) async fn runs_page(
     store: &Store,
     page: Page<'_>,
     workflow: Option<&str>,
+    sort: Option<Sort>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let Page {
@@ -153,13 +178,14 @@ pub(crate) async fn runs_page(
         Some(_) => last.to_string(),
         None => format!("{}.{last}", status_of.to_string().to_lowercase()),
     });
+    let (listed, costs) = sorted(store, listed, sort).await?;
     if json {
         print_json(&json!({
-            "runs": listed.iter().map(run_json).collect::<Vec<_>>(),
+            "runs": listed_json(&listed, costs.as_deref()),
             "next": next,
         }));
     } else {
-        print_table(store, &listed).await?;
+        print_table(store, &listed, costs.as_deref()).await?;
         if let Some(next) = &next {
             outln!("next page: --after {next}");
         }
@@ -171,8 +197,59 @@ pub(crate) async fn runs_page(
     })
 }
 
-async fn print_table(store: &Store, listed: &[RunSummary]) -> anyhow::Result<()> {
-    let mut table = Table::new(&[
+/// `listed` as `sort` orders it, with each run's total cost (`None` for a
+/// run without a ledger) when it is ordered by cost.
+async fn sorted(
+    store: &Store,
+    listed: Vec<RunSummary>,
+    sort: Option<Sort>,
+) -> anyhow::Result<(Vec<RunSummary>, Option<Vec<Option<Usage>>>)> {
+    let Some(Sort::Cost) = sort else {
+        return Ok((listed, None));
+    };
+    let mut costed = Vec::with_capacity(listed.len());
+    for run in listed {
+        let costs = cost::ledger(store, &run.run_id, run.incarnation).await?;
+        let total = (!costs.is_empty()).then(|| Usage::total(&costs));
+        costed.push((run, total));
+    }
+    // Stable: equal costs (and runs without a ledger) keep their order.
+    costed.sort_by(|(_, a), (_, b)| {
+        let dollars = |usage: &Option<Usage>| usage.as_ref().map_or(-1.0, cost::run_dollars);
+        dollars(b).total_cmp(&dollars(a))
+    });
+    let (runs, costs) = costed.into_iter().unzip();
+    Ok((runs, Some(costs)))
+}
+
+fn listed_json(listed: &[RunSummary], costs: Option<&[Option<Usage>]>) -> Vec<serde_json::Value> {
+    listed
+        .iter()
+        .enumerate()
+        .map(|(at, run)| {
+            let mut json = run_json(run);
+            if let Some(costs) = costs {
+                json["cost"] = match &costs[at] {
+                    Some(usage) => json!({
+                        "requests": usage.requests(),
+                        "s3_request_dollars": cost::request_dollars(usage),
+                        "paid_dollars": usage.paid_dollars(),
+                        "dollars": cost::run_dollars(usage),
+                    }),
+                    None => serde_json::Value::Null,
+                };
+            }
+            json
+        })
+        .collect()
+}
+
+async fn print_table(
+    store: &Store,
+    listed: &[RunSummary],
+    costs: Option<&[Option<Usage>]>,
+) -> anyhow::Result<()> {
+    let mut header = vec![
         "RUN",
         "WORKFLOW",
         "STATUS",
@@ -180,9 +257,13 @@ async fn print_table(store: &Store, listed: &[RunSummary]) -> anyhow::Result<()>
         "STEPS",
         "LAST CHANGE",
         "VERSION",
-    ]);
-    for run in listed {
-        table.row(vec![
+    ];
+    if costs.is_some() {
+        header.extend(["REQUESTS", "COST"]);
+    }
+    let mut table = Table::new(&header);
+    for (at, run) in listed.iter().enumerate() {
+        let mut row = vec![
             run.run_id.to_string(),
             run.workflow.clone(),
             run.status.to_string(),
@@ -192,7 +273,17 @@ async fn print_table(store: &Store, listed: &[RunSummary]) -> anyhow::Result<()>
             // A run continues only on its version: an operator checks here
             // that some worker still registers it.
             run.workflow_version.clone().unwrap_or_else(|| "-".into()),
-        ]);
+        ];
+        if let Some(costs) = costs {
+            match &costs[at] {
+                Some(usage) => row.extend([
+                    usage.requests().to_string(),
+                    cost::dollars(cost::run_dollars(usage)),
+                ]),
+                None => row.extend(["-".to_string(), "-".to_string()]),
+            }
+        }
+        table.row(row);
     }
     let empty = match store_is_empty(store).await? {
         Some(note) => format!("no runs: {note}"),

@@ -1,4 +1,5 @@
-//! `memoctl show RUN`: one run, its steps, signals and memo entries.
+//! `memoctl show RUN`: one run, its steps, signals, memo entries and cost
+//! ledger.
 
 use std::process::ExitCode;
 
@@ -8,7 +9,7 @@ use memo_runtime::workflow::CANCEL_SIGNAL;
 use memo_runtime::{Incarnation, RunId};
 use serde_json::{Value, json};
 
-use super::{existing_run, run_id, waits};
+use super::{cost, existing_run, run_id, waits};
 use crate::output::{
     Table, duration, now_ms, outln, payload, payload_line, print_fields, print_json, time,
 };
@@ -37,6 +38,7 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
         .await
         .with_context(context)?;
     let entries = entries(store, &run_id, record.incarnation).await?;
+    let costs = cost::ledger(store, &run_id, record.incarnation).await?;
     let now = now_ms();
     let timers = waits::timers(&receipts);
     if json {
@@ -71,6 +73,7 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
             "entries": entries.iter().map(|e| json!({
                 "kind": e.kind, "step": e.step, "digest": e.digest, "size": e.size,
             })).collect::<Vec<_>>(),
+            "cost": cost::to_json(&costs),
         }));
         return Ok(ExitCode::SUCCESS);
     }
@@ -149,6 +152,7 @@ pub(crate) async fn show(store: &Store, run: &str, json: bool) -> anyhow::Result
         ]);
     }
     table.print_or("  (none)");
+    cost::print(&costs);
     Ok(ExitCode::SUCCESS)
 }
 

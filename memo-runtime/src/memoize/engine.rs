@@ -170,6 +170,9 @@ impl<R, T, E> Codec<R, T, E> {
         let error = match (self.split)(output) {
             Ok(ok) => match (self.encode)(&ok) {
                 Ok(encoded) => {
+                    // The body ran and produced a value: whatever is
+                    // committed, its cost was paid.
+                    crate::meter::call_run(call.cost);
                     *value = Some(ok);
                     call.step = Step::Commit(encoded);
                     return None;
@@ -191,6 +194,9 @@ impl<R, T, E> Codec<R, T, E> {
         let error = match std::mem::replace(&mut call.step, Step::Run) {
             Step::Committed(committed, outcome) => match (self.decode)(&committed) {
                 Ok(value) => {
+                    if outcome == Outcome::Hit {
+                        crate::meter::call_reused(call.cost);
+                    }
                     call.returned(&committed);
                     call.ended(outcome, None);
                     return (self.join)(Ok(value));
@@ -278,6 +284,9 @@ pub struct Call<'a> {
     /// Held from the re-read after a miss to the commit: whoever holds the
     /// flight for an entry runs the body.
     flight: Option<Flight>,
+    /// What one run of the body costs, as declared, in billionths of a
+    /// dollar (0 if undeclared).
+    cost: u64,
 }
 
 impl<'a> Call<'a> {
@@ -301,12 +310,24 @@ impl<'a> Call<'a> {
             key: None,
             step: Step::Run,
             flight: None,
+            cost: 0,
         };
         match key {
             Ok(key) => call.key = Some(key),
             Err(e) => call.step = Step::Failed(call.key_error(e)),
         }
         call
+    }
+
+    /// The call with its declared cost, `#[memoized(cost = ..)]`: what one
+    /// run of the body costs, in dollars, counted in the workflow attempt's
+    /// cost ledger as paid when the body runs and as saved when a committed
+    /// value answers instead. A negative or not-a-number cost counts as
+    /// none.
+    #[must_use]
+    pub fn with_cost(mut self, dollars: f64) -> Call<'a> {
+        self.cost = crate::meter::nanodollars(dollars);
+        self
     }
 
     /// Reads the committed value, under the call's flight if there is none

@@ -10,8 +10,8 @@ use bytes::Bytes;
 
 use super::state::{Change, RunState, Verdict};
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunRecord, RunStatus, RunSummary,
-    RuntimeStore, StepReceipt, page_of,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StepReceipt, page_of,
 };
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
@@ -48,8 +48,13 @@ use crate::run_id::{Incarnation, RunId};
 #[derive(Debug, Clone, Default)]
 pub struct InMemoryRuntimeStore {
     runs: Arc<Mutex<BTreeMap<RunId, RunState>>>,
+    /// The cost ledger of each run incarnation held.
+    costs: Arc<Mutex<Ledgers>>,
     limits: RunLimits,
 }
+
+/// The cost ledger of each run incarnation.
+type Ledgers = BTreeMap<(RunId, Incarnation), Vec<AttemptCost>>;
 
 impl InMemoryRuntimeStore {
     /// An empty store.
@@ -194,6 +199,46 @@ impl RuntimeStore for InMemoryRuntimeStore {
             });
         }
         runs.remove(run_id);
+        lock(&self.costs).remove(&(run_id.clone(), incarnation));
         Ok(true)
     }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> Result<()> {
+        // Held under the runs' lock: a ledger never outlives its run.
+        let runs = self.runs();
+        if runs
+            .get(run_id)
+            .is_some_and(|run| run.record().incarnation == incarnation)
+        {
+            let mut costs = lock(&self.costs);
+            let ledger = costs.entry((run_id.clone(), incarnation)).or_default();
+            if !ledger.iter().any(|c| c.attempt == cost.attempt) {
+                ledger.push(cost.clone());
+                ledger.sort_by_key(|c| c.attempt);
+            }
+        }
+        Ok(())
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        let costs = lock(&self.costs);
+        Ok(costs
+            .get(&(run_id.clone(), incarnation))
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+/// Locks `mutex`, ignoring poisoning as [`InMemoryRuntimeStore::runs`] does.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

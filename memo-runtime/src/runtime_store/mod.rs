@@ -48,6 +48,7 @@
 //! and a retried commit is byte-for-byte the same commit.
 
 mod commit;
+mod cost;
 mod input;
 mod limits;
 mod memory;
@@ -64,6 +65,7 @@ use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 
 pub use commit::{Commit, StatusChange, StepReceipt};
+pub use cost::{AttemptCost, Usage};
 pub use input::{InputPhase, InputRecord, InputUpdate, NewInput};
 pub use limits::{DEFAULT_MAX_PENDING_INPUTS, RunLimits};
 pub use memory::InMemoryRuntimeStore;
@@ -408,6 +410,46 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// [`Error::Conflict`](crate::Error::Conflict) if the run is that
     /// incarnation and not terminal.
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool>;
+
+    /// Records what attempt `cost.attempt` of incarnation `incarnation` of
+    /// the run cost: its entry in the run's [cost ledger](AttemptCost),
+    /// kept with the incarnation and deleted with it by
+    /// [`delete_run`](Self::delete_run). Recording an attempt again keeps
+    /// the first record and succeeds. The workflow runtime calls it once
+    /// per attempt, when the attempt ends or suspends.
+    ///
+    /// The default keeps nothing: a store without a cost ledger (its runs
+    /// read as having none) needs no code for it.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> Result<()> {
+        let _ = (run_id, incarnation, cost);
+        Ok(())
+    }
+
+    /// The cost ledger of incarnation `incarnation` of the run: what each of
+    /// its attempts recorded, in attempt order. Empty for a run that has
+    /// none (one from before the ledger, an unknown or deleted run, a store
+    /// that keeps none, as the default).
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        let _ = (run_id, incarnation);
+        Ok(Vec::new())
+    }
 }
 
 /// A shared store is a store: `Arc<dyn RuntimeStore>` can go wherever a
@@ -471,5 +513,24 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         (**self).delete_run(run_id, incarnation).await
+    }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> Result<()> {
+        (**self)
+            .record_attempt_cost(run_id, incarnation, cost)
+            .await
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        (**self).load_attempt_costs(run_id, incarnation).await
     }
 }

@@ -83,6 +83,19 @@ pub use stores::{
 };
 pub use suites::{memo_store, runtime_store};
 
+/// `store` behind the wrapper that every [`MemoStore`](crate::MemoStore)
+/// and [`ObjectStoreRuntimeStore`](crate::runtime_store::ObjectStoreRuntimeStore)
+/// puts around the store it is given: it counts the requests of a workflow
+/// attempt into the attempt's cost ledger
+/// ([`AttemptCost`](crate::runtime_store::AttemptCost)), and outside an
+/// attempt only forwards. For measuring what it costs (`cargo bench -p
+/// memo-runtime --bench memo -- metered`).
+pub fn metered(
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+) -> std::sync::Arc<dyn object_store::ObjectStore> {
+    crate::meter::Metered::new(store)
+}
+
 #[doc(inline)]
 pub use crate::__forward_object_store as forward_object_store;
 

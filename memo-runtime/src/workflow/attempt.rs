@@ -15,6 +15,7 @@ use super::lease::{AttemptLease, HeldLease};
 use super::{Context, Runtime, Workflow, WorkflowFn};
 use crate::codec;
 use crate::error::{Error, Result};
+use crate::meter::Meter;
 use crate::retention::TerminalMarker;
 use crate::run_id::RunId;
 use crate::runtime_store::{Commit, InputPhase, RunRecord, RunStatus, StatusChange};
@@ -22,6 +23,34 @@ use crate::runtime_store::{Commit, InputPhase, RunRecord, RunStatus, StatusChang
 impl Runtime {
     /// One attempt of a run that exists.
     pub(super) async fn drive<I, W>(
+        &self,
+        record: RunRecord,
+        workflow: &Workflow<W>,
+    ) -> Result<W::Output, W::Error>
+    where
+        I: Serialize + DeserializeOwned,
+        W: WorkflowFn<I>,
+    {
+        self.drive_metered(record, workflow, Arc::default()).await
+    }
+
+    /// [`drive`](Self::drive), its requests counted into `meter` for the
+    /// attempt's cost ledger (`meter` may hold what the caller did first,
+    /// such as creating the run).
+    pub(super) async fn drive_metered<I, W>(
+        &self,
+        record: RunRecord,
+        workflow: &Workflow<W>,
+        meter: Arc<Meter>,
+    ) -> Result<W::Output, W::Error>
+    where
+        I: Serialize + DeserializeOwned,
+        W: WorkflowFn<I>,
+    {
+        Meter::scope(meter, self.drive_once(record, workflow)).await
+    }
+
+    async fn drive_once<I, W>(
         &self,
         record: RunRecord,
         workflow: &Workflow<W>,
@@ -63,6 +92,10 @@ impl Runtime {
         let (result, ended) = settle(&run_id, lease.hold(body.catch_unwind()).await);
         super::due::settle(&self.shared, lease.held(), ended, &due_entry).await;
         if !ended {
+            // Under the lease still, so that no other attempt can end the
+            // run (and a sweep delete it) before the record is written.
+            self.record_attempt_cost(&run_id, record.incarnation, attempt)
+                .await;
             // However the attempt stopped, the next one need not wait.
             lease.release().await;
         }
@@ -184,6 +217,8 @@ impl Runtime {
                 terminal_at_ms,
                 incarnation: record.incarnation,
             };
+            self.record_attempt_cost(&run_id, record.incarnation, attempt)
+                .await;
             self.mark_terminal(&marker, lease.held()).await;
             let cancelled = Error::RunCancelled {
                 run_id: run_id.to_string(),
@@ -206,6 +241,10 @@ impl Runtime {
             terminal_at_ms,
             incarnation: record.incarnation,
         };
+        // Before the marker: a record written after the run's deletion is
+        // found by the sweep that the marker leads to.
+        self.record_attempt_cost(&run_id, record.incarnation, attempt)
+            .await;
         self.mark_terminal(&marker, lease.held()).await;
         Ok((result, true))
     }

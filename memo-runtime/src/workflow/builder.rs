@@ -30,6 +30,7 @@ pub struct RuntimeBuilder {
     retention: Option<Duration>,
     recovery_concurrency: Option<usize>,
     skip_conditional_create_check: bool,
+    skip_cost_ledger: bool,
     lease: Option<Duration>,
     worker_id: Option<String>,
 }
@@ -44,6 +45,16 @@ impl RuntimeBuilder {
     /// Where runs and their receipts live. Required.
     pub fn runtime_store(mut self, store: Arc<dyn RuntimeStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Whether each attempt records what it cost in its run's cost ledger
+    /// ([`AttemptCost`](crate::runtime_store::AttemptCost); default: on).
+    /// The record is one small write per attempt (one `PUT` on object
+    /// storage), when the attempt ends or suspends; turn it off where that
+    /// request matters more than knowing what runs cost.
+    pub fn cost_ledger(mut self, on: bool) -> Self {
+        self.skip_cost_ledger = !on;
         self
     }
 
@@ -193,6 +204,7 @@ impl RuntimeBuilder {
                 conditional_create_checked: (!self.skip_conditional_create_check)
                     .then(tokio::sync::OnceCell::new),
                 draining: std::sync::atomic::AtomicBool::new(false),
+                cost_ledger: !self.skip_cost_ledger,
                 lease: self.lease.unwrap_or(DEFAULT_LEASE),
                 worker_id: self.worker_id.unwrap_or_else(|| {
                     format!(

@@ -53,6 +53,7 @@ mod attempt;
 mod builder;
 mod cancel;
 mod context;
+mod cost;
 mod due;
 mod hook;
 mod lease;
@@ -326,6 +327,8 @@ struct Shared {
     /// Set while a [`Worker`] of this runtime shuts down: attempts stop at
     /// their next step boundary.
     draining: std::sync::atomic::AtomicBool,
+    /// Whether attempts record what they cost (`RuntimeBuilder::cost_ledger`).
+    cost_ledger: bool,
 }
 
 impl Shared {

@@ -13,6 +13,7 @@ use crate::clock::Clock;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
+use crate::meter::Meter;
 use crate::retention::{RetentionSweeper, RetentionSweeperBuilder};
 use crate::run_id::RunId;
 use crate::runtime_store::{NewInput, NewRun, RunRecord, RuntimeStore};
@@ -156,9 +157,13 @@ impl Runtime {
             created_at_ms: self.shared.clock.now_ms(),
             workflow_version: workflow.version().map(str::to_string),
         };
-        let record = self.create_run(new_run, input).await?;
+        // The run's creation counts in its first attempt's cost ledger.
+        let meter = Arc::<Meter>::default();
+        let record = Meter::scope(Arc::clone(&meter), self.create_run(new_run, input)).await?;
         let span = tracing::info_span!("memo.run", %run_id, workflow = %workflow.name);
-        self.drive(record, workflow).instrument(span).await
+        self.drive_metered(record, workflow, meter)
+            .instrument(span)
+            .await
     }
 
     /// Continues run `run_id` of `workflow` from its stored input, for a

@@ -17,8 +17,8 @@ use memo_runtime::object_store::{
     PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 use memo_runtime::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
-    RuntimeStore, StatusChange, StepReceipt,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::testing::forward_object_store;
 use memo_runtime::{Bytes, Incarnation, RunId};
@@ -358,5 +358,26 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
     ) -> memo_runtime::Result<bool> {
         self.call("delete_run");
         self.inner.delete_run(run_id, incarnation).await
+    }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> memo_runtime::Result<()> {
+        self.call("record_attempt_cost");
+        self.inner
+            .record_attempt_cost(run_id, incarnation, cost)
+            .await
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> memo_runtime::Result<Vec<AttemptCost>> {
+        self.call("load_attempt_costs");
+        self.inner.load_attempt_costs(run_id, incarnation).await
     }
 }

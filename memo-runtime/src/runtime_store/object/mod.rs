@@ -20,6 +20,7 @@
 mod cache;
 mod checkpoint;
 mod client;
+mod cost;
 mod folded;
 mod hints;
 mod log;
@@ -36,11 +37,12 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 
 use super::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunPage, RunRecord, RunStatus,
-    RunSummary, RuntimeStore, StepReceipt,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunPage, RunRecord,
+    RunStatus, RunSummary, RuntimeStore, StepReceipt,
 };
 use crate::error::Result;
 use crate::layout::Layout;
+use crate::meter::Metered;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use cache::{Bound, RunCache};
@@ -236,7 +238,12 @@ const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 /// # }
 /// ```
 pub struct ObjectStoreRuntimeStore {
+    /// Over the store given, counting a workflow attempt's requests for
+    /// its cost ledger.
     client: Arc<Client>,
+    /// The store it was built over, as [`object_store`](Self::object_store)
+    /// hands it out: a store built over it counts each request once.
+    given: Arc<dyn ObjectStore>,
     settings: Settings,
     runs: Runs,
 }
@@ -270,7 +277,11 @@ impl std::fmt::Debug for ObjectStoreRuntimeStore {
 impl ObjectStoreRuntimeStore {
     /// A runtime store over `store`, keeping everything under `prefix`.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
-        let client = Client::new(store, Layout::new(prefix), Seal::default());
+        let client = Client::new(
+            Metered::new(Arc::clone(&store)),
+            Layout::new(prefix),
+            Seal::default(),
+        );
         let settings = Settings {
             cache: Bound::Bytes(DEFAULT_RUN_CACHE_BYTES),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
@@ -278,12 +289,16 @@ impl ObjectStoreRuntimeStore {
             tidy_hints: true,
             ordered_listings: false,
         };
-        ObjectStoreRuntimeStore::assemble(client, settings)
+        ObjectStoreRuntimeStore::assemble(client, store, settings)
     }
 
     /// The store over `client`: each component built from `settings`, with
     /// an empty cache.
-    fn assemble(client: Client, settings: Settings) -> ObjectStoreRuntimeStore {
+    fn assemble(
+        client: Client,
+        given: Arc<dyn ObjectStore>,
+        settings: Settings,
+    ) -> ObjectStoreRuntimeStore {
         let client = Arc::new(client);
         let pointer = RunPointer::new(client.clone());
         let mut hints = HintIndex::new(client.clone(), pointer.clone());
@@ -304,6 +319,7 @@ impl ObjectStoreRuntimeStore {
         );
         ObjectStoreRuntimeStore {
             client,
+            given,
             settings,
             runs,
         }
@@ -311,7 +327,11 @@ impl ObjectStoreRuntimeStore {
 
     /// The store with `settings`, over the same client.
     fn with_settings(self, settings: Settings) -> ObjectStoreRuntimeStore {
-        ObjectStoreRuntimeStore::assemble(Client::clone(&self.client), settings)
+        ObjectStoreRuntimeStore::assemble(
+            Client::clone(&self.client),
+            Arc::clone(&self.given),
+            settings,
+        )
     }
 
     /// Seals every record and checkpoint it writes with `seal` (default
@@ -321,7 +341,7 @@ impl ObjectStoreRuntimeStore {
     #[must_use]
     pub fn with_seal(self, seal: Seal) -> ObjectStoreRuntimeStore {
         let client = Client::clone(&self.client).sealed(seal);
-        ObjectStoreRuntimeStore::assemble(client, self.settings)
+        ObjectStoreRuntimeStore::assemble(client, Arc::clone(&self.given), self.settings)
     }
 
     /// Takes what `limits` allow (default [`RunLimits::default`]): values
@@ -431,7 +451,7 @@ impl ObjectStoreRuntimeStore {
 
     /// The object store the records live in.
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
-        self.client.store()
+        &self.given
     }
 
     /// How its records and checkpoints are sealed.
@@ -542,5 +562,22 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         self.runs.delete_run(run_id, incarnation).await
+    }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> Result<()> {
+        self.write_attempt_cost(run_id, incarnation, cost).await
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        self.read_attempt_costs(run_id, incarnation).await
     }
 }

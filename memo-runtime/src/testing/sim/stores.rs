@@ -23,8 +23,8 @@ use super::checker::Checker;
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
-    RuntimeStore, StepReceipt,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StepReceipt,
 };
 
 /// A future that is pending once (waking itself), then ready: a point where
@@ -273,6 +273,28 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         self.seen(
             "delete_run",
             self.inner.delete_run(run_id, incarnation).await,
+        )
+    }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        cost: &AttemptCost,
+    ) -> Result<()> {
+        self.inner
+            .record_attempt_cost(run_id, incarnation, cost)
+            .await
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        self.seen(
+            "load_attempt_costs",
+            self.inner.load_attempt_costs(run_id, incarnation).await,
         )
     }
 }

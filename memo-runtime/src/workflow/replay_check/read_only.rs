@@ -8,8 +8,8 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
-    RuntimeStore, StepReceipt,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StepReceipt,
 };
 
 /// A view of a runtime store that reads through and refuses every write.
@@ -86,5 +86,22 @@ impl RuntimeStore for ReadOnlyView {
 
     async fn delete_run(&self, run_id: &RunId, _incarnation: Incarnation) -> Result<bool> {
         Self::refuse(run_id)
+    }
+
+    async fn record_attempt_cost(
+        &self,
+        run_id: &RunId,
+        _incarnation: Incarnation,
+        _cost: &AttemptCost,
+    ) -> Result<()> {
+        Self::refuse(run_id)
+    }
+
+    async fn load_attempt_costs(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Vec<AttemptCost>> {
+        self.inner.load_attempt_costs(run_id, incarnation).await
     }
 }

@@ -1,9 +1,10 @@
-//! Runs listed by status, and deleting a run removes only that run.
+//! Runs listed by status, and deleting a run removes only that run (its
+//! cost ledger with it).
 
 use super::{
     assert_conflict, input, load, new_run, receipt, running_run, snapshot_of, unique_run_id,
 };
-use crate::runtime_store::{Commit, RunStatus, RuntimeStore, StatusChange};
+use crate::runtime_store::{AttemptCost, Commit, RunStatus, RuntimeStore, StatusChange, Usage};
 
 /// Listing by status finds exactly the runs in that status; listing run
 /// ids finds every one of them.
@@ -141,5 +142,65 @@ pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
             .await
             .expect("receipts")
             .is_empty()
+    );
+}
+
+/// A run's cost ledger keeps the first record of each attempt, in attempt
+/// order, and is deleted with the run: a new run of the id starts with none.
+/// A store that keeps no ledger (the trait's default) reads every run's as
+/// empty.
+pub async fn a_runs_cost_ledger_is_kept_once_and_deleted_with_it(store: &dyn RuntimeStore) {
+    let run_id = running_run(store, "ledger").await;
+    let incarnation = load(store, &run_id).await.incarnation;
+    let cost = |attempt: u32, gets: u64| AttemptCost {
+        attempt,
+        recorded_at_ms: 2_000 + u64::from(attempt),
+        usage: Usage {
+            gets,
+            ..Usage::default()
+        },
+    };
+    for recorded in [cost(2, 20), cost(1, 10), cost(1, 99)] {
+        store
+            .record_attempt_cost(&run_id, incarnation, &recorded)
+            .await
+            .expect("record an attempt's cost");
+    }
+    let ledger = store
+        .load_attempt_costs(&run_id, incarnation)
+        .await
+        .expect("load the ledger");
+    let keeps_one = !ledger.is_empty();
+    if keeps_one {
+        assert_eq!(
+            ledger,
+            [cost(1, 10), cost(2, 20)],
+            "the first record of each attempt, in attempt order"
+        );
+    }
+    let done = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
+    store.atomic_apply(&run_id, done).await.expect("fail");
+    assert!(
+        store
+            .delete_run(&run_id, incarnation)
+            .await
+            .expect("delete")
+    );
+    let left = store
+        .load_attempt_costs(&run_id, incarnation)
+        .await
+        .expect("load the ledger of a deleted run");
+    assert!(left.is_empty(), "a deleted run's ledger is gone: {left:?}");
+    let reborn = store
+        .create_run(new_run(&run_id, b"again"))
+        .await
+        .expect("re-create");
+    let fresh = store
+        .load_attempt_costs(&run_id, reborn.incarnation)
+        .await
+        .expect("load the new run's ledger");
+    assert!(
+        fresh.is_empty(),
+        "a new run of the id has no ledger: {fresh:?}"
     );
 }

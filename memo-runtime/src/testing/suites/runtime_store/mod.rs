@@ -58,7 +58,10 @@ pub use instances::{
     a_reused_run_id_is_a_new_run_everywhere, racing_committers_of_one_sequence_have_one_winner,
     reopened_store_sees_every_acknowledged_commit,
 };
-pub use listing::{deleting_a_run_removes_only_that_run, runs_are_listed_by_status};
+pub use listing::{
+    a_runs_cost_ledger_is_kept_once_and_deleted_with_it, deleting_a_run_removes_only_that_run,
+    runs_are_listed_by_status,
+};
 pub use object::{
     an_unfinished_deletion_is_finished_not_inherited, corrupt_records_are_errors,
     faults_never_leave_a_partial_commit,
@@ -122,6 +125,7 @@ pub async fn run_suite<S: RuntimeStore + 'static>(make: impl Fn() -> S) {
     conflicting_commits_apply_nothing(&make()).await;
     runs_are_listed_by_status(&make()).await;
     deleting_a_run_removes_only_that_run(&make()).await;
+    a_runs_cost_ledger_is_kept_once_and_deleted_with_it(&make()).await;
     racing_committers_of_one_sequence_have_one_winner(&make).await;
     reopened_store_sees_every_acknowledged_commit(&make).await;
     a_reused_run_id_is_a_new_run_everywhere(&make).await;
