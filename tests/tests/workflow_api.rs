@@ -1,5 +1,6 @@
 //! How workflow code reads: steps awaited together with `join!`, step bodies
-//! handed the workflow's values without clones, a workflow returned from a
+//! handed the workflow's values without clones, step bodies that use `?` on
+//! any error (`step_boxed`), a workflow returned from a
 //! function, a suspended run told apart whatever the workflow's error type,
 //! a sweeper customised from the runtime (its retention too), and what a
 //! dropped background sweeper does.
@@ -9,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use memo_runtime::object_store::memory::InMemory;
-use memo_runtime::workflow::{Context, RetryPolicy, RunOutcome, Runtime, Workflow, WorkflowFn};
+use memo_runtime::workflow::{
+    BoxError, Context, RetryPolicy, RunOutcome, Runtime, Workflow, WorkflowFn,
+};
 use memo_runtime::{
     Error, Memo, MemoStore,
     clock::{Clock, ManualClock},
@@ -343,4 +346,43 @@ async fn the_runtimes_sweeper_builder_can_change_the_retention() {
     assert_eq!(swept.cutoff_ms, clock.now_ms() - 60_000);
     assert_eq!((swept.runs_cleared, swept.runtime_runs_deleted), (1, 1));
     assert!(runtime.status(&run("ended")).await.unwrap().is_none());
+}
+
+/// A workflow whose one step parses its input with `?` on the parser's own
+/// error, through `step_boxed`.
+fn doubler() -> Workflow<impl WorkflowFn<String, Output = u32, Error = BoxError>> {
+    Workflow::new("doubler", |ctx: Context, text: String| async move {
+        let doubled = ctx
+            .step_boxed("parse", |_memo| {
+                let text = text.clone();
+                async move { Ok(text.trim().parse::<u32>()? * 2) }
+            })
+            .await?;
+        Ok::<_, BoxError>(doubled)
+    })
+}
+
+#[tokio::test]
+async fn a_step_body_uses_question_mark_on_any_error_and_its_failure_keeps_the_message() {
+    let runtime = runtime(&Arc::new(ManualClock::new(START_MS)));
+    let doubler = doubler();
+    let doubled = runtime
+        .run(&run("doubled"), &" 21 ".to_string(), &doubler)
+        .await;
+    assert_eq!(doubled.unwrap(), 42);
+
+    let failed = runtime
+        .run(&run("not-a-number"), &"twenty".to_string(), &doubler)
+        .await
+        .unwrap_err();
+    let step_failed = failed.downcast_ref::<Error>().expect("the step's failure");
+    assert!(
+        matches!(step_failed, Error::StepFailed { message, .. } if message.contains("invalid digit")),
+        "{step_failed:?}"
+    );
+    let status = runtime.status(&run("not-a-number")).await.unwrap().unwrap();
+    assert_eq!(
+        status.status,
+        memo_runtime::runtime_store::RunStatus::Failed
+    );
 }

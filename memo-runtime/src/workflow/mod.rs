@@ -72,7 +72,7 @@ use std::time::Duration;
 
 pub use builder::RuntimeBuilder;
 pub use cancel::Cancellation;
-pub use context::{Context, Selected, Step};
+pub use context::{BoxError, Context, Selected, Step};
 pub use due::DueRun;
 pub use outcome::{RunOutcome, Suspension};
 pub use recovery::Recovery;

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 pub(super) use replay::ReplayProbe;
 pub use select::Selected;
 pub(super) use select::recorded as select_recorded;
-pub use step::Step;
+pub use step::{BoxError, Step};
 
 use super::Shared;
 use super::hook::AttemptInterruption;

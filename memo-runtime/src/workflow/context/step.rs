@@ -21,6 +21,14 @@ use crate::runtime_store::Commit;
 use crate::workflow::RetryPolicy;
 use crate::workflow::hook::StepAttempt;
 
+/// The error of a step body or workflow that uses `?` on errors of any
+/// type: every `std::error::Error + Send + Sync` converts into it, memo's
+/// own [`Error`] included, and [`RunOutcome`](crate::workflow::RunOutcome)
+/// tells a suspended run apart in a workflow that returns it. Fixed by
+/// [`Context::step_boxed`] and [`Context::step_with_boxed`], so their
+/// bodies need no type annotation.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl Context {
     /// A durable step named `name`; `body` receives the step's [`Memo`]
     /// (for `#[memoized]` calls) and runs only if the step has not committed.
@@ -34,7 +42,10 @@ impl Context {
     /// The body is called once per try, so it returns a future that owns
     /// what it uses (`async move`). To hand it values the workflow keeps
     /// using, pass them with [`Context::step_with`] instead of cloning them
-    /// into the closure.
+    /// into the closure. The body's error type `E` is inferred from what it
+    /// returns; a body that uses `?` on other error types and ends with a
+    /// plain `Ok(value)` leaves nothing to infer it from: use
+    /// [`Context::step_boxed`], whose error is [`BoxError`].
     ///
     /// Every call takes the next position, whatever its outcome: a body that
     /// fails for good (after its retries) records its failure at its
@@ -144,6 +155,77 @@ impl Context {
         E: From<Error> + Display + Send,
     {
         self.step(name, move |memo| body(memo, input.clone()))
+    }
+
+    /// [`Context::step`] with the body's error fixed to [`BoxError`], so a
+    /// body can use `?` on any error type (`s.parse::<u32>()?`, an I/O
+    /// error, a client's error) and end with a plain `Ok(value)`: the
+    /// compiler has no error type left to infer. A workflow returning
+    /// [`BoxError`] takes the step's error with `?` (see the example).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::step`], boxed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), memo_runtime::workflow::BoxError> {
+    /// use std::sync::Arc;
+    /// use memo_runtime::workflow::{BoxError, Context, Runtime, Workflow};
+    /// use memo_runtime::{MemoStore, RunId, object_store::memory::InMemory};
+    /// use memo_runtime::runtime_store::InMemoryRuntimeStore;
+    ///
+    /// let parse = Workflow::new("parse", |ctx: Context, text: String| async move {
+    ///     let n = ctx
+    ///         .step_boxed("parse", |_memo| {
+    ///             let text = text.clone();
+    ///             async move { Ok(text.trim().parse::<u32>()? * 2) }
+    ///         })
+    ///         .await?;
+    ///     Ok::<_, BoxError>(n)
+    /// });
+    /// let runtime = Runtime::builder()
+    ///     .memo_store(MemoStore::new(Arc::new(InMemory::new()), "memo"))
+    ///     .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+    ///     .build()?;
+    /// let doubled = runtime.run(&RunId::new("parse-1")?, &" 21 ".to_string(), &parse).await?;
+    /// assert_eq!(doubled, 42);
+    /// # Ok(()) }
+    /// ```
+    pub fn step_boxed<F, Fut, T>(
+        &self,
+        name: impl Into<String>,
+        body: F,
+    ) -> Step<'_, F, T, BoxError>
+    where
+        F: FnMut(Memo) -> Fut + Send,
+        Fut: Future<Output = Result<T, BoxError>> + Send,
+        T: Serialize + DeserializeOwned + Send,
+    {
+        self.step(name, body)
+    }
+
+    /// [`Context::step_with`] with the body's error fixed to [`BoxError`]:
+    /// `body(memo, input)` can use `?` on any error type and end with a
+    /// plain `Ok(value)` (see [`Context::step_boxed`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::step`], boxed.
+    pub fn step_with_boxed<I, F, Fut, T>(
+        &self,
+        name: impl Into<String>,
+        input: I,
+        body: F,
+    ) -> Step<'_, impl FnMut(Memo) -> Fut + Send, T, BoxError>
+    where
+        I: Clone + Send,
+        F: FnMut(Memo, I) -> Fut + Send,
+        Fut: Future<Output = Result<T, BoxError>> + Send,
+        T: Serialize + DeserializeOwned + Send,
+    {
+        self.step_with(name, input, body)
     }
 
     async fn run_step<F, Fut, T, E>(&self, step: StepSpec<'_, F, E>) -> Result<T, E>
