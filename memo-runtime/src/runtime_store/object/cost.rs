@@ -23,7 +23,9 @@ impl ObjectStoreRuntimeStore {
             .layout()
             .attempt_cost(run_id, incarnation, cost.attempt);
         let bytes = codec::encode_value("an attempt's cost", cost)?;
-        self.client.create(&path, &bytes, Limit::RECORD).await?;
+        self.client
+            .create(&path, &bytes, Limit::RECORD, self.client.seal())
+            .await?;
         Ok(())
     }
 
@@ -40,7 +42,11 @@ impl ObjectStoreRuntimeStore {
         for meta in listed {
             let path = meta.location;
             // Deleted since the listing: the run is being deleted.
-            let Some(bytes) = self.client.read(&path, Limit::RECORD).await? else {
+            let Some(bytes) = self
+                .client
+                .read(&path, Limit::RECORD, self.client.seal())
+                .await?
+            else {
                 continue;
             };
             costs.push(codec::decode_record::<AttemptCost>(
