@@ -26,6 +26,7 @@
 //! # Ok::<(), memo_runtime::Error>(())
 //! ```
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path as FsPath;
@@ -33,8 +34,17 @@ use std::sync::Arc;
 
 use chacha20poly1305::XChaCha20Poly1305;
 use chacha20poly1305::aead::KeyInit;
+use object_store::path::Path;
 
 use crate::error::{Error, Result};
+use crate::run_id::{Incarnation, RunId};
+
+mod data_keys;
+mod wrap;
+
+pub(crate) use data_keys::KeyScope;
+pub use data_keys::{DataKeys, Rewrapped};
+pub use wrap::{DataKey, KeyEncryptionKey, WrappedKey};
 
 /// Compression of stored payloads: zstd, before encryption.
 ///
@@ -191,7 +201,7 @@ impl Keyring {
 }
 
 /// The error of a bad key or key file; it never holds a key.
-fn invalid_key(reason: impl Into<String>) -> Error {
+pub(crate) fn invalid_key(reason: impl Into<String>) -> Error {
     Error::InvalidConfig {
         what: "encryption key".into(),
         reason: reason.into(),
@@ -216,11 +226,31 @@ fn parse_hex_key(hex: &str) -> Option<[u8; 32]> {
 /// The default compresses ([`Compression::default`]) and does not encrypt;
 /// [`Seal::plain`] does neither and writes the frames memo wrote before
 /// seals existed.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Seal {
     compression: Compression,
     keys: Option<Keyring>,
     accept_plaintext: bool,
+    data_keys: Option<DataKeys>,
+    /// Whose data key payloads are sealed with: set by the store for each
+    /// run (or shared namespace) it writes or reads.
+    scope: Option<KeyScope>,
+    /// The data key of `scope` a frame is sealed or opened with, once
+    /// fetched: its id in the frame and its cipher.
+    data_key: Option<(u64, Arc<XChaCha20Poly1305>)>,
+}
+
+impl fmt::Debug for Seal {
+    /// Names what is done and by which keys' versions and stores, never a key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Seal")
+            .field("compression", &self.compression)
+            .field("keys", &self.keys)
+            .field("accept_plaintext", &self.accept_plaintext)
+            .field("data_keys", &self.data_keys)
+            .field("scope", &self.scope)
+            .finish()
+    }
 }
 
 /// The seal of objects whose payload is empty and whose meaning is in their
@@ -230,6 +260,9 @@ pub(crate) const PLAIN: Seal = Seal {
     compression: Compression::Off,
     keys: None,
     accept_plaintext: false,
+    data_keys: None,
+    scope: None,
+    data_key: None,
 };
 
 impl Seal {
@@ -264,9 +297,31 @@ impl Seal {
         self
     }
 
+    /// The same seal encrypting the payloads of each run incarnation (and
+    /// each shared namespace) with a data key of its own, drawn when first
+    /// needed and kept wrapped in `keys`' key store: forgetting a run
+    /// ([`DataKeys::forget_run`]) then makes all of its data unreadable at
+    /// once, wherever copies of it are kept.
+    ///
+    /// Reads as [`Seal::with_encryption`] does (plaintext is refused unless
+    /// [`Seal::accepting_plaintext`]); objects sealed before with a store
+    /// keyring still read if the seal keeps that keyring too
+    /// (`with_encryption(ring).with_data_keys(keys)`: writes use the data
+    /// keys, reads of older objects the ring).
+    pub fn with_data_keys(mut self, keys: DataKeys) -> Seal {
+        self.data_keys = Some(keys);
+        self
+    }
+
+    /// The data keys of this seal, if it has them: to forget a run, or
+    /// rewrap.
+    pub fn data_keys(&self) -> Option<&DataKeys> {
+        self.data_keys.as_ref()
+    }
+
     /// Whether payloads are encrypted.
     pub fn is_encrypted(&self) -> bool {
-        self.keys.is_some()
+        self.keys.is_some() || self.data_keys.is_some()
     }
 
     /// The compression of payloads.
@@ -280,7 +335,116 @@ impl Seal {
 
     /// Whether a payload that is not encrypted reads as valid.
     pub(crate) fn reads_plaintext(&self) -> bool {
-        self.keys.is_none() || self.accept_plaintext
+        !self.is_encrypted() || self.accept_plaintext
+    }
+
+    /// The data key a frame is sealed or opened with, once fetched.
+    pub(crate) fn data_key(&self) -> Option<(u64, &XChaCha20Poly1305)> {
+        self.data_key.as_ref().map(|(id, key)| (*id, key.as_ref()))
+    }
+
+    /// This seal for the payloads of `run_id`'s `incarnation` (a cheap
+    /// borrow where there are no data keys).
+    pub(crate) fn for_run(&self, run_id: &RunId, incarnation: Incarnation) -> Cow<'_, Seal> {
+        self.scoped(|| KeyScope::Run {
+            run_id: run_id.clone(),
+            incarnation: Some(incarnation),
+        })
+    }
+
+    /// This seal for reading records of `run_id` whose incarnation is not
+    /// known beforehand (the run pointer): the frame names it.
+    pub(crate) fn for_run_id(&self, run_id: &RunId) -> Cow<'_, Seal> {
+        self.scoped(|| KeyScope::Run {
+            run_id: run_id.clone(),
+            incarnation: None,
+        })
+    }
+
+    /// This seal for the entries of the shared namespace `namespace`.
+    pub(crate) fn for_shared(&self, namespace: &str) -> Cow<'_, Seal> {
+        self.scoped(|| KeyScope::Shared(namespace.to_owned()))
+    }
+
+    fn scoped(&self, scope: impl FnOnce() -> KeyScope) -> Cow<'_, Seal> {
+        if self.data_keys.is_none() {
+            return Cow::Borrowed(self);
+        }
+        let mut seal = self.clone();
+        seal.scope = Some(scope());
+        seal.data_key = None;
+        Cow::Owned(seal)
+    }
+
+    /// This seal with the data key its writes use fetched (made first, if
+    /// the scope has none yet); `path` is the object written, for errors.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if the seal has data keys but no scope that
+    /// names one (a payload outside any run; a bug of memo's), and whatever
+    /// fetching, making or wrapping the key fails with.
+    pub(crate) async fn for_writing(&self, path: &Path) -> Result<Cow<'_, Seal>> {
+        let Some(data_keys) = &self.data_keys else {
+            return Ok(Cow::Borrowed(self));
+        };
+        let scoped = self.scope.as_ref().and_then(|scope| {
+            let id = scope.write_id()?;
+            Some((id, scope.name(id)?))
+        });
+        let Some((id, name)) = scoped else {
+            return Err(Error::InvalidConfig {
+                what: "seal".into(),
+                reason: format!("{path} is written with data keys but in no run's scope"),
+            });
+        };
+        if self.data_key.as_ref().is_some_and(|(at, _)| *at == id) {
+            return Ok(Cow::Borrowed(self));
+        }
+        let key = data_keys.for_writing(&name, path).await?;
+        let mut seal = self.clone();
+        seal.data_key = Some((id, key));
+        Ok(Cow::Owned(seal))
+    }
+
+    /// This seal with the data key that `framed` (read at `path`) names
+    /// fetched, if its frame names one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] naming `path` if the key is not in the key store
+    /// (the run was forgotten: its data can never be read again), or the
+    /// frame names a key outside the scope; whatever fetching the key fails
+    /// with.
+    pub(crate) async fn for_reading(&self, path: &Path, framed: &[u8]) -> Result<Cow<'_, Seal>> {
+        let Some(id) = crate::envelope::data_key_id(framed) else {
+            return Ok(Cow::Borrowed(self));
+        };
+        if self.data_key.as_ref().is_some_and(|(at, _)| *at == id) {
+            return Ok(Cow::Borrowed(self));
+        }
+        let corrupt = |reason: String| Error::corrupt(path, reason);
+        let Some(data_keys) = &self.data_keys else {
+            return Err(corrupt(
+                "the object is encrypted with a run's data key and this store has no data \
+                 keys: give it the key store and key-encryption key it was written with"
+                    .into(),
+            ));
+        };
+        let Some(name) = self.scope.as_ref().and_then(|scope| scope.name(id)) else {
+            return Err(corrupt(format!(
+                "the object names data key {id:016x}, which belongs to no run this read is of"
+            )));
+        };
+        let Some(key) = data_keys.for_reading(&name, path).await? else {
+            return Err(corrupt(format!(
+                "the data key of {name} is not in the key store: the run was forgotten (its \
+                 data can never be read again), or this is not the key store it was written with"
+            )));
+        };
+        let mut seal = self.clone();
+        seal.data_key = Some((id, key));
+        Ok(Cow::Owned(seal))
     }
 }
 
