@@ -91,6 +91,14 @@ enum Command {
         #[arg(long, default_value = "cancelled by memoctl")]
         reason: String,
     },
+    /// Forgets an ended run: deletes its data keys, so none of its data can
+    /// be read again (even from bucket versions or a copy of the bucket),
+    /// then clears its entries and records. Needs per-run data keys
+    /// (`--option data_key_store=URL --option key_encryption_key_file=PATH`).
+    Forget {
+        /// The run id.
+        run: String,
+    },
     /// Lists terminal markers: which runs ended when, and which expired.
     Markers {
         /// Only markers older than the retention.
@@ -208,6 +216,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::signal(&store, &run, &name, &payload, json).await
         }
         Command::Cancel { run, reason } => commands::cancel(&store, &run, &reason, json).await,
+        Command::Forget { run } => commands::forget(&store, &run, json).await,
         Command::Markers {
             expired,
             retention,

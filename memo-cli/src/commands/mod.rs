@@ -2,6 +2,7 @@
 
 mod cancel;
 mod export;
+mod forget;
 pub(crate) mod markers;
 mod probe;
 mod runs;
@@ -12,6 +13,7 @@ mod waits;
 
 pub(crate) use cancel::{cancel, request_cancel};
 pub(crate) use export::{Selection, export};
+pub(crate) use forget::forget;
 pub(crate) use markers::{MarkersPage, markers};
 pub(crate) use probe::probe;
 pub(crate) use runs::{Page, runs, runs_page};

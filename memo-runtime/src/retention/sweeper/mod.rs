@@ -43,7 +43,10 @@ use crate::runtime_store::RuntimeStore;
 ///    deleted once the entries are gone (what a pass that stopped before
 ///    the marker, or [`RetentionSweeper::delete_run`], leaves); a standalone run's marker
 ///    ([`Incarnation::STANDALONE`]) names no runtime-store run;
-/// 2. clears the memo and step-output entries of the marker's incarnation
+/// 2. forgets the incarnation's data key, if the memo store's seal has data
+///    keys ([`DataKeys::forget_incarnation`](crate::seal::DataKeys::forget_incarnation)):
+///    from then on nothing of it can be read, wherever a copy is kept; then
+///    clears the memo and step-output entries of the marker's incarnation
 ///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
 ///    again under the same id is another incarnation and is never touched;
 /// 3. deletes that incarnation's runtime-store records, if a runtime store
@@ -332,6 +335,9 @@ impl RetentionSweeper {
                 swept.runtime_record = has_record;
                 return Ok(());
             }
+            // Its data key first: the run is unreadable from here on, even
+            // where a failure below leaves objects or the bucket keeps them.
+            forget_data_key(config, run_id, incarnation).await?;
             let cleared = config
                 .memo_store
                 .clear_incarnation(run_id, incarnation)
@@ -495,12 +501,28 @@ impl RetentionSweeper {
             };
             self.config.memo_store.markers().write(&marker).await?;
         }
+        forget_data_key(&self.config, run_id, run.incarnation).await?;
         self.config
             .memo_store
             .clear_incarnation(run_id, run.incarnation)
             .await?;
         store.delete_run(run_id, run.incarnation).await
     }
+}
+
+/// Forgets the data key of a run incarnation being cleared, if the memo
+/// store's seal has data keys ([`DataKeys::forget_incarnation`]).
+///
+/// [`DataKeys::forget_incarnation`]: crate::seal::DataKeys::forget_incarnation
+async fn forget_data_key(
+    config: &SweeperConfig,
+    run_id: &RunId,
+    incarnation: Incarnation,
+) -> Result<()> {
+    if let Some(keys) = config.memo_store.seal().data_keys() {
+        keys.forget_incarnation(run_id, incarnation).await?;
+    }
+    Ok(())
 }
 
 /// What the runtime store holds of a marker's run.

@@ -153,7 +153,8 @@ impl ObjectStoreRuntimeStore {
         position: u64,
     ) -> Result<Option<Bytes>> {
         let path = self.log_path(run_id, incarnation, position);
-        write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal)
+        let seal = self.seal.for_run(run_id, incarnation);
+        write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal)
             .await
             .map_err(|e| match e {
                 Error::Corrupt { path, reason } => Error::Corrupt {
@@ -313,7 +314,7 @@ impl ObjectStoreRuntimeStore {
                 &path,
                 &encoded,
                 Limit::RECORD,
-                &self.seal,
+                &self.seal.for_run(run_id, folded.incarnation),
             )
             .await?
             {

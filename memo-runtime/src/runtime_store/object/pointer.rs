@@ -98,8 +98,8 @@ impl ObjectStoreRuntimeStore {
     /// Reads the pointer object only; `None` if it is missing.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        let Some(bytes) =
-            write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal).await?
+        let seal = self.seal.for_run_id(run_id);
+        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal).await?
         else {
             return Ok(None);
         };
@@ -125,8 +125,8 @@ impl ObjectStoreRuntimeStore {
                 continue;
             };
             let path = self.layout.incarnation_record(run_id, incarnation);
-            let Some(bytes) =
-                write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal).await?
+            let seal = self.seal.for_run(run_id, incarnation);
+            let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal).await?
             else {
                 continue;
             };
@@ -156,13 +156,8 @@ impl ObjectStoreRuntimeStore {
         bytes: Bytes,
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        match write_once::create_once(
-            self.store.as_ref(),
-            &path,
-            &bytes,
-            Limit::RECORD,
-            &self.seal,
-        )
+        let seal = self.seal.for_run(run_id, orphan.incarnation);
+        match write_once::create_once(self.store.as_ref(), &path, &bytes, Limit::RECORD, &seal)
         .await?
         {
             // `Same`: restored by another restorer too, or by our create
@@ -170,7 +165,7 @@ impl ObjectStoreRuntimeStore {
             // may be gone by now either way.
             Created::Ours(_) | Created::Same(_) => {
                 let record = self.layout.incarnation_record(run_id, orphan.incarnation);
-                if write_once::read(self.store.as_ref(), &record, Limit::RECORD, &self.seal)
+                if write_once::read(self.store.as_ref(), &record, Limit::RECORD, &seal)
                     .await?
                     .is_some()
                 {
@@ -219,7 +214,8 @@ impl ObjectStoreRuntimeStore {
         bytes: &[u8],
     ) -> Result<bool> {
         let path = self.layout.incarnation_record(run_id, creation.incarnation);
-        if write_once::read(self.store.as_ref(), &path, Limit::RECORD, &self.seal)
+        let seal = self.seal.for_run(run_id, creation.incarnation);
+        if write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal)
             .await?
             .is_some()
         {
@@ -241,8 +237,9 @@ impl ObjectStoreRuntimeStore {
         bytes: &[u8],
     ) -> Result<bool> {
         let path = self.layout.incarnation_record(run_id, creation.incarnation);
+        let seal = self.seal.for_run(run_id, creation.incarnation);
         if let Created::Theirs(_) =
-            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD, &self.seal)
+            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD, &seal)
                 .await?
         {
             return Err(Error::corrupt(
@@ -284,12 +281,13 @@ impl ObjectStoreRuntimeStore {
                 .await?;
             let encoded = codec::encode_value("a run", &creation)?;
             let path = self.run_path(&run_id);
+            let seal = self.seal.for_run(&run_id, creation.incarnation);
             match write_once::create_once(
                 self.store.as_ref(),
                 &path,
                 &encoded,
                 Limit::RECORD,
-                &self.seal,
+                &seal,
             )
             .await?
             {

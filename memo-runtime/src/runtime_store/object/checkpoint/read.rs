@@ -130,9 +130,10 @@ impl ObjectStoreRuntimeStore {
                 return Ok(none);
             };
             let path = self.layout.checkpoint(run_id, incarnation, newest);
+            let seal = self.seal.for_run(run_id, incarnation);
             // Deleted since the listing: a newer one replaced it.
             let Some(bytes) =
-                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &self.seal).await?
+                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &seal).await?
             else {
                 continue;
             };
@@ -165,8 +166,9 @@ impl ObjectStoreRuntimeStore {
         known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.delta_path(run_id, incarnation, (position, form));
+        let seal = self.seal.for_run(run_id, incarnation);
         let Some(bytes) =
-            write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &self.seal).await?
+            write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &seal).await?
         else {
             return Ok(DeltaRead::Gone);
         };
@@ -208,7 +210,7 @@ impl ObjectStoreRuntimeStore {
                             self.store.as_ref(),
                             &base_path,
                             Limit::CHECKPOINT,
-                            &self.seal,
+                            &seal,
                         )
                         .await?;
                         let Some(bytes) = read else {

@@ -80,7 +80,7 @@ impl ObjectStoreRuntimeStore {
                     &path,
                     &encoded,
                     Limit::CHECKPOINT,
-                    &self.seal,
+                    &self.seal.for_run(run_id, folded.incarnation),
                 )
                 .await
             }
@@ -143,7 +143,7 @@ impl ObjectStoreRuntimeStore {
             &path,
             &encoded,
             Limit::CHECKPOINT,
-            &self.seal,
+            &self.seal.for_run(run_id, folded.incarnation),
         )
         .await
     }
