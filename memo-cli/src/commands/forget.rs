@@ -11,11 +11,12 @@ use super::run_id;
 use crate::output::{outln, print_json};
 use crate::store::Store;
 
-/// Forgets run `run`: deletes every data key of its id (each incarnation's,
-/// and its standalone memos'), so that none of its data can be read again,
-/// wherever a copy of it is kept (bucket versions, lifecycle rules, a copy
-/// of the bucket); then deletes its memo entries and runtime records, as
-/// `RetentionSweeper::delete_run` does. An open run is refused (cancel it
+/// Forgets run `run`: deletes its current incarnation's memo entries and
+/// runtime records, as `RetentionSweeper::delete_run` does, then every data
+/// key of its id (each incarnation's, and its standalone memos'), so that
+/// none of its data can be read again, wherever a copy of it is kept
+/// (bucket versions, lifecycle rules, a copy of the bucket); then the
+/// entries its other incarnations left. An open run is refused (cancel it
 /// first), and so is a store without per-run data keys (the
 /// `data_key_store` and `key_encryption_key_file` options).
 pub(crate) async fn forget(store: &Store, run: &str, json: bool) -> anyhow::Result<ExitCode> {
@@ -40,21 +41,23 @@ pub(crate) async fn forget(store: &Store, run: &str, json: bool) -> anyhow::Resu
             record.status
         );
     }
-    let keys_deleted = keys
-        .forget_run(&run_id)
-        .await
-        .with_context(|| format!("cannot delete the data keys of run {run_id}"))?;
-    // The run is unreadable from here on; what follows only frees the space.
+    // Cleared first: deleting a run's runtime records reads its pointer (so
+    // that a later run of the id is never deleted), which a forgotten key
+    // makes unreadable. If clearing fails, nothing is forgotten yet: run
+    // the command again.
     let runtime_deleted = match &record {
         Some(_) => super::sweeper(store, Duration::ZERO, false)
             .delete_run(&run_id)
             .await
-            .with_context(|| format!("run {run_id} is forgotten, but clearing it failed"))?,
+            .with_context(|| format!("cannot clear run {run_id}; nothing is forgotten yet"))?,
         None => false,
     };
-    // Every incarnation's entries (and its standalone memos'): all are
-    // unreadable now.
-    let entries_deleted = store
+    keys.forget_run(&run_id)
+        .await
+        .with_context(|| format!("cannot delete the data keys of run {run_id}"))?;
+    // From here on none of the run can be read. Its earlier incarnations'
+    // and standalone entries go too: all are unreadable now.
+    store
         .memo
         .clear_memos_for_run(&run_id)
         .await
@@ -62,18 +65,17 @@ pub(crate) async fn forget(store: &Store, run: &str, json: bool) -> anyhow::Resu
     if json {
         print_json(&json!({
             "run_id": run_id.as_str(),
-            "data_keys_deleted": keys_deleted,
-            "entries_deleted": entries_deleted,
+            "forgotten": true,
             "runtime_run_deleted": runtime_deleted,
         }));
     } else {
         outln!(
-            "forgot run {run_id}: {keys_deleted} data key(s) deleted, so none of its data can be \
-             read again; {entries_deleted} memo entries and {} deleted",
+            "forgot run {run_id}: its data keys are deleted, so none of its data can be read \
+             again; its memo entries{} are cleared",
             if runtime_deleted {
-                "its runtime records"
+                " and runtime records"
             } else {
-                "no runtime records"
+                ""
             }
         );
     }

@@ -293,7 +293,10 @@ impl DataKeys {
     ///
     /// This process forgets them at once; another process that holds one of
     /// them unwrapped keeps it until it pushes it out of its cache (it holds
-    /// at most 4,096) or ends, so forget runs that no process works on.
+    /// at most 4,096) or ends, so forget runs that no process works on. A
+    /// [`MemoStore`](crate::MemoStore) keeps the values of workflow runs it
+    /// read or wrote in its entry cache until the run is cleared: clear the
+    /// run too (`memoctl forget` and the retention sweeper do both).
     ///
     /// # Errors
     ///

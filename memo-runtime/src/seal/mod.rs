@@ -439,7 +439,8 @@ impl Seal {
         let Some(key) = data_keys.for_reading(&name, path).await? else {
             return Err(corrupt(format!(
                 "the data key of {name} is not in the key store: the run was forgotten (its \
-                 data can never be read again), or this is not the key store it was written with"
+                 data can never be read again), or the object was moved or copied here from \
+                 another run, or this is not the key store it was written with"
             )));
         };
         let mut seal = self.clone();

@@ -43,15 +43,16 @@ use crate::runtime_store::RuntimeStore;
 ///    deleted once the entries are gone (what a pass that stopped before
 ///    the marker, or [`RetentionSweeper::delete_run`], leaves); a standalone run's marker
 ///    ([`Incarnation::STANDALONE`]) names no runtime-store run;
-/// 2. forgets the incarnation's data key, if the memo store's seal has data
-///    keys ([`DataKeys::forget_incarnation`](crate::seal::DataKeys::forget_incarnation)):
-///    from then on nothing of it can be read, wherever a copy is kept; then
-///    clears the memo and step-output entries of the marker's incarnation
+/// 2. clears the memo and step-output entries of the marker's incarnation
 ///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
 ///    again under the same id is another incarnation and is never touched;
 /// 3. deletes that incarnation's runtime-store records, if a runtime store
 ///    is configured ([`RuntimeStore::delete_run`]);
-/// 4. deletes the marker, only if every delete before it succeeded.
+/// 4. forgets the incarnation's data key, if the memo store's seal has data
+///    keys ([`DataKeys::forget_incarnation`](crate::seal::DataKeys::forget_incarnation)):
+///    from then on nothing of it can be read, even what bucket versions or
+///    a copy of the bucket keep;
+/// 5. deletes the marker, only if every step before it succeeded.
 ///
 /// A failure at any step is recorded in the [`SweepReport`] and leaves the
 /// marker in place, so the next pass finishes the run; a crash mid-pass does
@@ -335,9 +336,6 @@ impl RetentionSweeper {
                 swept.runtime_record = has_record;
                 return Ok(());
             }
-            // Its data key first: the run is unreadable from here on, even
-            // where a failure below leaves objects or the bucket keeps them.
-            forget_data_key(config, run_id, incarnation).await?;
             let cleared = config
                 .memo_store
                 .clear_incarnation(run_id, incarnation)
@@ -354,6 +352,11 @@ impl RetentionSweeper {
             if let Some(store) = &config.runtime_store {
                 swept.runtime_record = store.delete_run(run_id, incarnation).await?;
             }
+            // Last before the marker: deleting a run's records reads its
+            // pointer, which a forgotten key would make unreadable. From
+            // here on nothing of the run can be read, even what bucket
+            // versions or a copy of the bucket keep.
+            forget_data_key(config, run_id, incarnation).await?;
             config.memo_store.markers().delete(marker).await?;
             tracing::debug!(
                 entries = swept.entries,
@@ -501,12 +504,13 @@ impl RetentionSweeper {
             };
             self.config.memo_store.markers().write(&marker).await?;
         }
-        forget_data_key(&self.config, run_id, run.incarnation).await?;
         self.config
             .memo_store
             .clear_incarnation(run_id, run.incarnation)
             .await?;
-        store.delete_run(run_id, run.incarnation).await
+        let existed = store.delete_run(run_id, run.incarnation).await?;
+        forget_data_key(&self.config, run_id, run.incarnation).await?;
+        Ok(existed)
     }
 }
 
