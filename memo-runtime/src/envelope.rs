@@ -719,6 +719,47 @@ mod tests {
         }
     }
 
+    /// The version-3 goldens: as the version-2 ones, sealed with the data
+    /// key of id 1 (all bytes 9) instead of a keyring's key. Decrypted
+    /// independently by `tools/check_sealed_goldens.py`.
+    const GOLDEN_DATA_KEY: &str = "4d454d4f030000010100000001000000000000005700000000000000000102030405060708090a0b0c0d0e0f101112131415161737223c076d9626770bc508de9e422beeaf330f92211428db6aaddeed5e3cbe7774c43d626c567ed376672e8e3592fc2a0b22759a72d4213cee5c0afd3e7c1ced3d91e7";
+    const GOLDEN_DATA_KEY_COMPRESSED: &str = "4d454d4f030001010100000001000000000000004500000000000000000102030405060708090a0b0c0d0e0f10111213141516177047506b02b64e124f1c4803d6082282c0230f92211428db03c8b01413b0f3e0adb7dde9b900679d19f522b00ca3a89cb5";
+
+    fn data_keyed(seal: Seal) -> Seal {
+        seal.with_fetched_data_key(1, [9; 32])
+    }
+
+    #[test]
+    fn the_frames_sealed_with_a_data_key_are_pinned() {
+        for (seal, golden) in [
+            (data_keyed(Seal::plain()), GOLDEN_DATA_KEY),
+            (data_keyed(compressed()), GOLDEN_DATA_KEY_COMPRESSED),
+        ] {
+            let framed = sealed_with_fixed_nonce("m/r/1/k", GOLDEN_PAYLOAD, &seal);
+            assert_eq!(hex(&framed), golden, "the stored frame changed");
+            assert_eq!(data_key_id(&framed), Some(1));
+            assert_eq!(
+                &open(&p("m/r/1/k"), unhex(golden), &seal, MAX).unwrap()[..],
+                GOLDEN_PAYLOAD
+            );
+        }
+    }
+
+    #[test]
+    fn a_data_keyed_frame_opens_only_with_its_own_key_fetched() {
+        let framed = seal(&p("p/x"), b"secret", &data_keyed(Seal::plain()));
+        assert_eq!(framed[4], DATA_KEY_VERSION);
+        let other_id = Seal::plain().with_fetched_data_key(2, [9; 32]);
+        assert!(corrupt_reason("p/x", framed.clone(), &other_id).contains("not fetched"));
+        let other_key = Seal::plain().with_fetched_data_key(1, [8; 32]);
+        assert!(
+            corrupt_reason("p/x", framed.clone(), &other_key).contains("does not authenticate")
+        );
+        // A keyring cannot open it, nor can a plain store read it.
+        assert!(corrupt_reason("p/x", framed.clone(), &encrypted()).contains("not fetched"));
+        assert!(corrupt_reason("p/x", framed, &plain()).contains("not fetched"));
+    }
+
     #[test]
     fn payload_of_a_plain_frame_is_a_slice_of_it() {
         let framed = seal(&p("p"), b"abc", &plain());
@@ -847,8 +888,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn any_single_bit_flip_is_detected(payload in proptest::collection::vec(any::<u8>(), 0..64), bit in any::<usize>(), which in 0usize..4) {
-            let seal = [plain(), compressed(), encrypted(), both()][which].clone();
+        fn any_single_bit_flip_is_detected(payload in proptest::collection::vec(any::<u8>(), 0..64), bit in any::<usize>(), which in 0usize..5) {
+            let seal = [plain(), compressed(), encrypted(), both(), data_keyed(compressed())][which % 5].clone();
             let mut framed = super::seal(&p("p"), &payload, &seal).to_vec();
             let bit = bit % (framed.len() * 8);
             framed[bit / 8] ^= 1 << (bit % 8);
@@ -856,8 +897,8 @@ mod tests {
         }
 
         #[test]
-        fn any_truncation_or_extension_is_detected(payload in proptest::collection::vec(any::<u8>(), 0..64), cut in any::<usize>(), extra in 1usize..8, which in 0usize..4) {
-            let seal = [plain(), compressed(), encrypted(), both()][which].clone();
+        fn any_truncation_or_extension_is_detected(payload in proptest::collection::vec(any::<u8>(), 0..64), cut in any::<usize>(), extra in 1usize..8, which in 0usize..5) {
+            let seal = [plain(), compressed(), encrypted(), both(), data_keyed(compressed())][which % 5].clone();
             let framed = super::seal(&p("p"), &payload, &seal);
             let cut = cut % framed.len();
             prop_assert!(open(&p("p"), framed.slice(..cut), &seal, MAX).is_err());

@@ -338,6 +338,14 @@ impl Seal {
         !self.is_encrypted() || self.accept_plaintext
     }
 
+    /// This seal with the data key `key` fetched under `id`: for tests of
+    /// the frame.
+    #[cfg(test)]
+    pub(crate) fn with_fetched_data_key(mut self, id: u64, key: [u8; 32]) -> Seal {
+        self.data_key = Some((id, Arc::new(XChaCha20Poly1305::new(&key.into()))));
+        self
+    }
+
     /// The data key a frame is sealed or opened with, once fetched.
     pub(crate) fn data_key(&self) -> Option<(u64, &XChaCha20Poly1305)> {
         self.data_key.as_ref().map(|(id, key)| (*id, key.as_ref()))
