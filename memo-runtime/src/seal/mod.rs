@@ -660,6 +660,49 @@ mod tests {
     }
 
     #[test]
+    fn a_store_url_turns_on_data_keys_with_a_key_store_apart_from_the_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let kek = dir.path().join("kek");
+        std::fs::write(&kek, format!("1 {HEX}\n")).unwrap();
+        let kek = kek.to_str().unwrap();
+        let keys = format!("file://{}/keys", dir.path().display());
+        let data = format!("file://{}/data", dir.path().display());
+        let opened = crate::store::store_from_url(
+            &data,
+            [
+                (DATA_KEY_STORE_OPTION, keys.as_str()),
+                (KEY_ENCRYPTION_KEY_FILE_OPTION, kek),
+            ],
+        )
+        .unwrap();
+        assert!(opened.seal.data_keys().is_some() && !opened.seal.reads_plaintext());
+        let refused = |url: &str, options: &[(&str, &str)]| {
+            match crate::store::store_from_url(url, options.iter().copied()) {
+                Err(Error::InvalidStoreUrl { reason, .. }) => reason,
+                other => panic!("{url}: expected InvalidStoreUrl, got {other:?}"),
+            }
+        };
+        // Keys inside the data's folder, or the data inside the keys'.
+        for (data, keys) in [
+            (format!("file://{}", dir.path().display()), keys.clone()),
+            (data.clone(), format!("file://{}", dir.path().display())),
+        ] {
+            let reason = refused(
+                &data,
+                &[
+                    (DATA_KEY_STORE_OPTION, keys.as_str()),
+                    (KEY_ENCRYPTION_KEY_FILE_OPTION, kek),
+                ],
+            );
+            assert!(reason.contains("in the data's bucket or folder"), "{reason}");
+        }
+        assert!(shares_storage("s3://bucket/data", "s3://bucket/keys"));
+        assert!(!shares_storage("s3://bucket/data", "s3://bucket-keys/keys"));
+        let alone = refused(&data, &[(DATA_KEY_STORE_OPTION, keys.as_str())]);
+        assert!(alone.contains("go together"), "{alone}");
+    }
+
+    #[test]
     fn debug_never_prints_a_key() {
         let ring = Keyring::new(1, [0xab; 32]).unwrap();
         let shown = format!("{:?}", Seal::default().with_encryption(ring));
