@@ -8,6 +8,7 @@ mod support;
 use std::path::Path;
 use std::sync::Arc;
 
+use memo_runtime::MemoStore;
 use memo_runtime::clock::SystemClock;
 use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RuntimeStore as _};
 use memo_runtime::seal::{
@@ -15,7 +16,6 @@ use memo_runtime::seal::{
 };
 use memo_runtime::store::{StoreAndPrefix, store_from_url};
 use memo_runtime::workflow::{Runtime, Workflow};
-use memo_runtime::MemoStore;
 use support::{failed, memoctl, ok, ok_json, run};
 
 const NO_OPTIONS: &[(&str, String)] = &[];
@@ -24,7 +24,9 @@ const NO_OPTIONS: &[(&str, String)] = &[];
 /// as the example workers lay it out.
 fn sealed_runtime(opened: &StoreAndPrefix) -> Runtime {
     Runtime::builder()
-        .memo_store(MemoStore::new(Arc::clone(&opened.store), "memo").with_seal(opened.seal.clone()))
+        .memo_store(
+            MemoStore::new(Arc::clone(&opened.store), "memo").with_seal(opened.seal.clone()),
+        )
         .runtime_store(Arc::new(
             ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), "runtime")
                 .with_seal(opened.seal.clone()),
@@ -99,7 +101,10 @@ async fn show_reads_a_store_encrypted_with_a_key_file_and_names_the_missing_key_
 
     let stderr = failed(&memoctl(&url, NO_OPTIONS, &["show", "order-1"]));
     assert!(stderr.contains("no encryption key"), "{stderr}");
-    let wrong = [(ENCRYPTION_KEY_FILE_OPTION, key_file(keys.path(), "other.key", "cd"))];
+    let wrong = [(
+        ENCRYPTION_KEY_FILE_OPTION,
+        key_file(keys.path(), "other.key", "cd"),
+    )];
     let stderr = failed(&memoctl(&url, &wrong, &["show", "order-1"]));
     assert!(stderr.contains("does not authenticate"), "{stderr}");
 }
@@ -127,11 +132,20 @@ async fn forget_makes_an_ended_run_unreadable_even_from_a_copy_of_the_store_take
     assert!(!any_file_holds(data.path(), b"reserved order-1"));
     let runs = ObjectStoreRuntimeStore::new(Arc::clone(&opened.store), "runtime")
         .with_seal(opened.seal.clone());
-    let incarnation = runs.load_run(&run("order-1")).await.unwrap().unwrap().incarnation;
+    let incarnation = runs
+        .load_run(&run("order-1"))
+        .await
+        .unwrap()
+        .unwrap()
+        .incarnation;
     let before = tempfile::tempdir().unwrap();
     copy_folder(data.path(), before.path());
     let copy_url = format!("file://{}", before.path().display());
-    let shown = ok_json(&memoctl(&copy_url, &options, &["show", "order-1", "--json"]));
+    let shown = ok_json(&memoctl(
+        &copy_url,
+        &options,
+        &["show", "order-1", "--json"],
+    ));
     assert_eq!(shown["run"]["status"], "Completed", "the copy reads before");
 
     // An open run is refused, and a store without data keys cannot forget.
@@ -157,7 +171,10 @@ async fn forget_makes_an_ended_run_unreadable_even_from_a_copy_of_the_store_take
     // Its memo entries too: the copy's `reserve` step entry is unreadable.
     let copy = store_from_url(&copy_url, options.iter().cloned()).unwrap();
     let memo = MemoStore::new(Arc::clone(&copy.store), "memo").with_seal(copy.seal.clone());
-    let stock = memo.memo_for(&run("order-1"), incarnation, 0).get("stock").await;
+    let stock = memo
+        .memo_for(&run("order-1"), incarnation, 0)
+        .get("stock")
+        .await;
     match stock {
         Err(e) => assert!(e.to_string().contains("was forgotten"), "{e}"),
         Ok(found) => panic!("expected the entry unreadable, got {found:?}"),

@@ -513,7 +513,9 @@ fn decrypt(path: &Path, header: &[u8], body: &[u8], seal: &Seal, version: u32) -
             keys.current_version()
         )));
     };
-    decrypt_with(path, header, body, cipher, || format!("another key of version {version}"))
+    decrypt_with(path, header, body, cipher, || {
+        format!("another key of version {version}")
+    })
 }
 
 /// Decrypts `body` of the frame whose header is `header` with `cipher`;

@@ -131,14 +131,25 @@ async fn a_forgotten_run_can_never_be_read_again_even_from_a_copy_taken_before()
     let (forgotten, kept) = (run("forgotten"), run("kept"));
     finished_run(&memo, &runs, &forgotten).await;
     finished_run(&memo, &runs, &kept).await;
-    let incarnation = runs.load_run(&forgotten).await.unwrap().unwrap().incarnation;
+    let incarnation = runs
+        .load_run(&forgotten)
+        .await
+        .unwrap()
+        .unwrap()
+        .incarnation;
     // Standalone memos of the run id have a key of their own, forgotten too.
-    memo.new_memo(&forgotten, 0).put("k", b"standalone").await.unwrap();
+    memo.new_memo(&forgotten, 0)
+        .put("k", b"standalone")
+        .await
+        .unwrap();
     let copy = copy_of(&objects).await;
 
     // Nothing stored holds a payload in the clear.
     for (path, bytes) in contents(&objects).await {
-        assert!(!bytes.windows(6).any(|w| w == b"secret"), "{path} is in the clear");
+        assert!(
+            !bytes.windows(6).any(|w| w == b"secret"),
+            "{path} is in the clear"
+        );
     }
     // The copy reads, with the same keys, before the run is forgotten.
     let (copy_memo, copy_runs) = stores(&copy, &seal);
@@ -194,9 +205,18 @@ async fn a_ciphertext_moved_between_runs_or_incarnations_is_corrupt() {
     let second = Incarnation::from_u64(2);
     memo.memo_for(&a, first, 0).put("k", b"of a").await.unwrap();
     memo.memo_for(&b, first, 0).put("k", b"of b").await.unwrap();
-    memo.memo_for(&a, second, 0).put("k", b"of a, again").await.unwrap();
+    memo.memo_for(&a, second, 0)
+        .put("k", b"of a, again")
+        .await
+        .unwrap();
     let entry = |run: &RunId, incarnation: Incarnation| entry_path(run, incarnation, 0, "k");
-    let of_a = objects.get(&entry(&a, first)).await.unwrap().bytes().await.unwrap();
+    let of_a = objects
+        .get(&entry(&a, first))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
     assert_eq!(of_a[4], 3, "a frame that names its data key");
     for (run, incarnation) in [(&b, first), (&a, second)] {
         objects
@@ -229,7 +249,11 @@ async fn rotating_the_key_encryption_key_keeps_old_runs_readable_without_rewriti
     let rotated = seal(&key_store, both);
     let report = rotated.data_keys().unwrap().rewrap().await.unwrap();
     assert_eq!((report.rewrapped, report.current), (1, 0));
-    assert_eq!(contents(&objects).await, data_before, "no data was rewritten");
+    assert_eq!(
+        contents(&objects).await,
+        data_before,
+        "no data was rewritten"
+    );
     let again = rotated.data_keys().unwrap().rewrap().await.unwrap();
     assert_eq!((again.rewrapped, again.current), (0, 1));
 
@@ -259,7 +283,10 @@ async fn the_sweeper_forgets_the_data_key_of_each_run_it_clears() {
         .await
         .unwrap();
     memo.new_memo(&standalone, 0).put("k", b"v").await.unwrap();
-    memo.markers().write_standalone(&standalone, 3).await.unwrap();
+    memo.markers()
+        .write_standalone(&standalone, 3)
+        .await
+        .unwrap();
     let copy = copy_of(&objects).await;
 
     let sweeper = RetentionSweeper::builder(memo.clone(), Duration::from_secs(1))
@@ -268,12 +295,20 @@ async fn the_sweeper_forgets_the_data_key_of_each_run_it_clears() {
     let report = sweeper.sweep_once(10_000).await.unwrap();
     assert_eq!(report.runs_cleared, 2, "{report:?}");
     assert!(
-        key_store.list(None).try_collect::<Vec<_>>().await.unwrap().is_empty(),
+        key_store
+            .list(None)
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap()
+            .is_empty(),
         "every swept run's key is gone"
     );
     let (copy_memo, copy_runs) = stores(&copy, &seal_from_scratch(&key_store));
     is_corrupt(copy_runs.load_run(&swept).await, "was forgotten");
-    is_corrupt(copy_memo.new_memo(&standalone, 0).get("k").await, "was forgotten");
+    is_corrupt(
+        copy_memo.new_memo(&standalone, 0).get("k").await,
+        "was forgotten",
+    );
 }
 
 #[tokio::test]
@@ -283,9 +318,17 @@ async fn data_sealed_with_a_store_keyring_or_plain_reads_as_before() {
     let before = MemoStore::new(objects.clone(), "memo")
         .with_seal(Seal::default().with_encryption(ring.clone()));
     let r = run("r");
-    before.new_memo(&r, 0).put("old", b"sealed with the ring").await.unwrap();
+    before
+        .new_memo(&r, 0)
+        .put("old", b"sealed with the ring")
+        .await
+        .unwrap();
     let plain = MemoStore::new(objects.clone(), "memo").with_seal(Seal::plain());
-    plain.new_memo(&r, 1).put("older", b"in the clear").await.unwrap();
+    plain
+        .new_memo(&r, 1)
+        .put("older", b"in the clear")
+        .await
+        .unwrap();
 
     let keys = DataKeys::new(kek_v1(), key_store.clone(), "keys");
     let after = MemoStore::new(objects.clone(), "memo").with_seal(

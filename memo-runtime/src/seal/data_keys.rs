@@ -1,26 +1,6 @@
 //! Per-run data keys: where they live, how they are made, read, forgotten
 //! and rewrapped.
 //!
-//! # Where the keys live, and why there
-//!
-//! Forgetting a run deletes its data key, and must make the run's data
-//! unreadable *at once and for good*: even where the data bucket's
-//! versioning or lifecycle rules keep the deleted objects, and even from a
-//! copy of the data bucket taken before. If the wrapped key lived in the
-//! data bucket, such a copy would still hold it, and the key-encryption key
-//! (which stays, for the other runs) would still unwrap it. So wrapped data
-//! keys live in a **key store apart from the data**: another folder or
-//! another bucket (any [`ObjectStore`]) that [`DataKeys::new`] is given,
-//! with no versioning and no backups kept longer than you may take to
-//! forget a run. A copy of the data bucket then holds ciphertexts only; the
-//! one object that could open them is the wrapped key, deleted from the key
-//! store by [`DataKeys::forget_run`].
-//!
-//! If the key store itself is backed up, a backup taken before a forget
-//! still holds the wrapped key. Retire the key-encryption key that wrapped
-//! it ([`DataKeys::rewrap`] with a new version, then destroy the old one):
-//! every wrapped key in such a backup is then unreadable too.
-//!
 //! # Paths in the key store
 //!
 //! Under the key store's prefix: `runs/<run>/<inc>` (the data key of one run
@@ -106,10 +86,30 @@ fn run_key_name(run_id: &RunId, incarnation: Incarnation) -> String {
 /// The data keys of a store: one per run incarnation (and shared
 /// namespace), drawn when first needed, wrapped by a
 /// [`KeyEncryptionKey`], kept in a key store apart from the data (see the
-/// [module docs](self) for why), and cached unwrapped in the process.
+/// section below for why), and cached unwrapped in the process.
 ///
 /// Give it to a store through [`Seal::with_data_keys`](super::Seal::with_data_keys).
 /// Cloning is cheap and shares the cache.
+///
+/// # Where the keys live, and why there
+///
+/// Forgetting a run deletes its data key, and must make the run's data
+/// unreadable *at once and for good*: even where the data bucket's
+/// versioning or lifecycle rules keep the deleted objects, and even from a
+/// copy of the data bucket taken before. If the wrapped key lived in the
+/// data bucket, such a copy would still hold it, and the key-encryption key
+/// (which stays, for the other runs) would still unwrap it. So wrapped data
+/// keys live in a **key store apart from the data**: another folder or
+/// another bucket (any [`ObjectStore`]) that [`DataKeys::new`] is given,
+/// with no versioning and no backups kept longer than you may take to
+/// forget a run. A copy of the data bucket then holds ciphertexts only; the
+/// one object that could open them is the wrapped key, deleted from the key
+/// store by [`DataKeys::forget_run`].
+///
+/// If the key store itself is backed up, a backup taken before a forget
+/// still holds the wrapped key. Retire the key-encryption key that wrapped
+/// it ([`DataKeys::rewrap`] with a new version, then destroy the old one):
+/// every wrapped key in such a backup is then unreadable too.
 ///
 /// # Example
 ///
@@ -209,7 +209,12 @@ impl DataKeys {
     }
 
     fn cached(&self, name: &str) -> Option<Arc<XChaCha20Poly1305>> {
-        self.inner.cache.lock().expect("poisoned").get(name).cloned()
+        self.inner
+            .cache
+            .lock()
+            .expect("poisoned")
+            .get(name)
+            .cloned()
     }
 
     fn remember(&self, name: &str, key: &DataKey) -> Arc<XChaCha20Poly1305> {
@@ -395,10 +400,14 @@ impl DataKeys {
                 Err(object_store::Error::NotFound { .. }) => continue,
                 Err(e) => return Err(Error::store(&at, e)),
             };
-            let version = got.meta.e_tag.clone().map(|e_tag| object_store::UpdateVersion {
-                e_tag: Some(e_tag),
-                version: got.meta.version.clone(),
-            });
+            let version = got
+                .meta
+                .e_tag
+                .clone()
+                .map(|e_tag| object_store::UpdateVersion {
+                    e_tag: Some(e_tag),
+                    version: got.meta.version.clone(),
+                });
             let bytes = got.bytes().await.map_err(|e| Error::store(&at, e))?;
             let wrapped = decode(&bytes).map_err(|reason| Error::corrupt(&at, reason))?;
             if wrapped.kek_version() == current {
@@ -481,7 +490,9 @@ fn decode(bytes: &[u8]) -> std::result::Result<WrappedKey, String> {
         return Err(format!("unknown data key format version {}", bytes[4]));
     }
     let kek_version = u32::from_le_bytes(bytes[5..9].try_into().expect("4 bytes"));
-    let len = usize::from(u16::from_le_bytes(bytes[9..11].try_into().expect("2 bytes")));
+    let len = usize::from(u16::from_le_bytes(
+        bytes[9..11].try_into().expect("2 bytes"),
+    ));
     if bytes.len() != HEADER_LEN + len + 4 {
         return Err(format!(
             "the data key declares {len} wrapped bytes but holds {}",
@@ -518,7 +529,10 @@ mod tests {
         // Checksum computed independently (Python: zlib.crc32).
         let record = encode(&WrappedKey::new(2, vec![0xaa, 0xbb])).unwrap();
         assert_eq!(hex(&record), "4d4b455901020000000200aabb545936a1");
-        assert_eq!(decode(&record).unwrap(), WrappedKey::new(2, vec![0xaa, 0xbb]));
+        assert_eq!(
+            decode(&record).unwrap(),
+            WrappedKey::new(2, vec![0xaa, 0xbb])
+        );
         let mut damaged = record.to_vec();
         damaged[12] ^= 1;
         assert!(decode(&damaged).unwrap_err().contains("checksum"));
@@ -530,7 +544,9 @@ mod tests {
         let ring = Keyring::new(1, [1; 32]).unwrap();
         let (a, b) = (keys(&store, ring.clone()), keys(&store, ring));
         let p = Path::from("x");
-        let name = |run: &str, inc: u64| run_key_name(&RunId::new(run).unwrap(), Incarnation::from_u64(inc));
+        let name = |run: &str, inc: u64| {
+            run_key_name(&RunId::new(run).unwrap(), Incarnation::from_u64(inc))
+        };
         a.for_writing(&name("r1", 1), &p).await.unwrap();
         // Another process, racing or later, uses the key the first one made.
         b.for_writing(&name("r1", 1), &p).await.unwrap();
@@ -545,6 +561,14 @@ mod tests {
         }
         assert_ne!(stored[0], stored[1]);
         assert_ne!(stored[0], stored[2]);
-        assert_eq!(store.list(None).try_collect::<Vec<_>>().await.unwrap().len(), 3);
+        assert_eq!(
+            store
+                .list(None)
+                .try_collect::<Vec<_>>()
+                .await
+                .unwrap()
+                .len(),
+            3
+        );
     }
 }

@@ -12,6 +12,17 @@
 //! memo, reads alike; the guide's `docs/guide/encryption.md` says how to
 //! turn it on and what it protects against.
 //!
+//! Encryption takes its keys from a store-wide [`Keyring`]
+//! ([`Seal::with_encryption`]), or from **per-run data keys**
+//! ([`Seal::with_data_keys`], [`DataKeys`]): each run incarnation gets a
+//! random key, wrapped by a [`KeyEncryptionKey`] (a [`Keyring`], or a cloud
+//! KMS you connect) and kept in a key store apart from the data, so that
+//! deleting it ([`DataKeys::forget_run`], `memoctl forget`, the retention
+//! sweeper) makes the run unreadable at once, even from a copy of the data
+//! bucket taken before; [`DataKeys`]' docs say why the keys must live
+//! apart. [`DataKeys::rewrap`] rotates the key-encryption key without
+//! rewriting data.
+//!
 //! # Example
 //!
 //! ```
@@ -676,11 +687,12 @@ mod tests {
         )
         .unwrap();
         assert!(opened.seal.data_keys().is_some() && !opened.seal.reads_plaintext());
-        let refused = |url: &str, options: &[(&str, &str)]| {
-            match crate::store::store_from_url(url, options.iter().copied()) {
-                Err(Error::InvalidStoreUrl { reason, .. }) => reason,
-                other => panic!("{url}: expected InvalidStoreUrl, got {other:?}"),
-            }
+        let refused = |url: &str, options: &[(&str, &str)]| match crate::store::store_from_url(
+            url,
+            options.iter().copied(),
+        ) {
+            Err(Error::InvalidStoreUrl { reason, .. }) => reason,
+            other => panic!("{url}: expected InvalidStoreUrl, got {other:?}"),
         };
         // Keys inside the data's folder, or the data inside the keys'.
         for (data, keys) in [
@@ -694,7 +706,10 @@ mod tests {
                     (KEY_ENCRYPTION_KEY_FILE_OPTION, kek),
                 ],
             );
-            assert!(reason.contains("in the data's bucket or folder"), "{reason}");
+            assert!(
+                reason.contains("in the data's bucket or folder"),
+                "{reason}"
+            );
         }
         assert!(shares_storage("s3://bucket/data", "s3://bucket/keys"));
         assert!(!shares_storage("s3://bucket/data", "s3://bucket-keys/keys"));

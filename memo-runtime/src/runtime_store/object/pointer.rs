@@ -99,7 +99,8 @@ impl ObjectStoreRuntimeStore {
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
         let seal = self.seal.for_run_id(run_id);
-        let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal).await?
+        let Some(bytes) =
+            write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal).await?
         else {
             return Ok(None);
         };
@@ -126,7 +127,8 @@ impl ObjectStoreRuntimeStore {
             };
             let path = self.layout.incarnation_record(run_id, incarnation);
             let seal = self.seal.for_run(run_id, incarnation);
-            let Some(bytes) = write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal).await?
+            let Some(bytes) =
+                write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal).await?
             else {
                 continue;
             };
@@ -158,7 +160,7 @@ impl ObjectStoreRuntimeStore {
         let path = self.run_path(run_id);
         let seal = self.seal.for_run(run_id, orphan.incarnation);
         match write_once::create_once(self.store.as_ref(), &path, &bytes, Limit::RECORD, &seal)
-        .await?
+            .await?
         {
             // `Same`: restored by another restorer too, or by our create
             // whose answer was lost; checked as our own, since the record
@@ -239,8 +241,7 @@ impl ObjectStoreRuntimeStore {
         let path = self.layout.incarnation_record(run_id, creation.incarnation);
         let seal = self.seal.for_run(run_id, creation.incarnation);
         if let Created::Theirs(_) =
-            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD, &seal)
-                .await?
+            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD, &seal).await?
         {
             return Err(Error::corrupt(
                 &path,
