@@ -190,6 +190,25 @@ async fn a_forgotten_run_can_never_be_read_again_even_from_a_copy_taken_before()
     assert!(names[0].location.as_ref().contains("kept"));
 }
 
+#[tokio::test]
+async fn keys_kept_in_the_data_bucket_would_survive_in_a_copy_of_it() {
+    // Why the key store must be apart: with the wrapped keys beside the
+    // data, forgetting deletes them from the bucket but not from a copy of
+    // it, and the key-encryption key still unwraps them there.
+    let objects = Arc::new(InMemory::new());
+    let keys = DataKeys::new(kek_v1(), objects.clone(), "keys");
+    let seal = Seal::default().with_data_keys(keys.clone());
+    let (memo, runs) = stores(&objects, &seal);
+    let forgotten = run("forgotten");
+    finished_run(&memo, &runs, &forgotten).await;
+    let copy = copy_of(&objects).await;
+    keys.forget_run(&forgotten).await.unwrap();
+    let in_copy = DataKeys::new(kek_v1(), copy.clone(), "keys");
+    let (_, copy_runs) = stores(&copy, &Seal::default().with_data_keys(in_copy));
+    let read = copy_runs.load_run(&forgotten).await.unwrap().unwrap();
+    assert_eq!(&read.input[..], b"secret input", "the copy still reads");
+}
+
 /// The seal of another process: the same key store and key-encryption
 /// key, and an empty cache.
 fn seal_from_scratch(key_store: &Arc<InMemory>) -> Seal {
