@@ -99,6 +99,10 @@ enum Command {
         /// The run id.
         run: String,
     },
+    /// Wraps every data key again with the current (highest) version of the
+    /// key-encryption key file, rewriting the key store only, never the
+    /// data; afterwards older versions can be removed from the file.
+    Rewrap,
     /// Lists terminal markers: which runs ended when, and which expired.
     Markers {
         /// Only markers older than the retention.
@@ -217,6 +221,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Cancel { run, reason } => commands::cancel(&store, &run, &reason, json).await,
         Command::Forget { run } => commands::forget(&store, &run, json).await,
+        Command::Rewrap => commands::rewrap(&store, json).await,
         Command::Markers {
             expired,
             retention,

@@ -180,3 +180,81 @@ async fn forget_makes_an_ended_run_unreadable_even_from_a_copy_of_the_store_take
         Ok(found) => panic!("expected the entry unreadable, got {found:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rewrap_moves_every_data_key_to_the_new_key_encryption_key_without_touching_the_data() {
+    let (data, keys, secrets) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let url = format!("file://{}", data.path().display());
+    let key_store = (
+        DATA_KEY_STORE_OPTION,
+        format!("file://{}", keys.path().display()),
+    );
+    let v1 = [
+        key_store.clone(),
+        (
+            KEY_ENCRYPTION_KEY_FILE_OPTION,
+            key_file(secrets.path(), "kek", "ab"),
+        ),
+    ];
+    let opened = store_from_url(&url, v1.iter().cloned()).unwrap();
+    fill(&sealed_runtime(&opened)).await;
+    let data_before = tempfile::tempdir().unwrap();
+    copy_folder(data.path(), data_before.path());
+
+    let both = secrets.path().join("kek-1-and-2");
+    std::fs::write(
+        &both,
+        format!("1 {}\n2 {}\n", "ab".repeat(32), "cd".repeat(32)),
+    )
+    .unwrap();
+    let only_v2 = secrets.path().join("kek-2");
+    std::fs::write(&only_v2, format!("2 {}\n", "cd".repeat(32))).unwrap();
+    let with = |file: &Path| {
+        [
+            key_store.clone(),
+            (KEY_ENCRYPTION_KEY_FILE_OPTION, file.display().to_string()),
+        ]
+    };
+    // Before the rewrap, version 2 alone cannot read the runs.
+    let stderr = failed(&memoctl(&url, &with(&only_v2), &["show", "order-1"]));
+    assert!(stderr.contains("key version 1"), "{stderr}");
+
+    let said = ok_json(&memoctl(&url, &with(&both), &["rewrap", "--json"]));
+    assert!(said["rewrapped"].as_u64().unwrap() >= 2, "{said}");
+    assert_eq!(said["already_current"], 0, "{said}");
+    assert!(
+        same_files(data_before.path(), data.path()),
+        "no data was rewritten"
+    );
+
+    // Version 1 removed from the key file: every run still reads.
+    for run in ["order-1", "Ticket-42"] {
+        let shown = ok_json(&memoctl(&url, &with(&only_v2), &["show", run, "--json"]));
+        assert_eq!(shown["run"]["run_id"], run, "{shown}");
+    }
+}
+
+/// Whether the two folders hold the same files with the same bytes.
+fn same_files(a: &Path, b: &Path) -> bool {
+    fn files(dir: &Path, under: &Path, out: &mut Vec<(std::path::PathBuf, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                files(&entry.path(), under, out);
+            } else {
+                let name = entry.path().strip_prefix(under).unwrap().to_path_buf();
+                out.push((name, std::fs::read(entry.path()).unwrap()));
+            }
+        }
+    }
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    files(a, a, &mut x);
+    files(b, b, &mut y);
+    x.sort();
+    y.sort();
+    x == y
+}
