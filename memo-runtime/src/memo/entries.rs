@@ -11,6 +11,8 @@ use crate::run_id::{Incarnation, RunId};
 
 #[cfg(doc)]
 use super::Memo;
+#[cfg(doc)]
+use object_store::ObjectStore;
 
 impl MemoStore {
     /// Deletes every memo entry and step-output entry of `run_id`, of every

@@ -51,10 +51,11 @@ impl ObjectStoreRuntimeStore {
         incarnation: Incarnation,
     ) -> Result<()> {
         let path = self
-            .layout
+            .client
+            .layout()
             .status_hint(status.path_segment(), run_id, incarnation);
         write_once::create_once(
-            self.store.as_ref(),
+            self.client.store().as_ref(),
             &path,
             run_id.as_str().as_bytes(),
             Limit::MARKER,
@@ -75,9 +76,10 @@ impl ObjectStoreRuntimeStore {
         incarnation: Incarnation,
     ) {
         let hint = self
-            .layout
+            .client
+            .layout()
             .status_hint(left.path_segment(), run_id, incarnation);
-        if let Err(e) = self.delete_all(vec![hint]).await {
+        if let Err(e) = self.client.delete_all(vec![hint]).await {
             tracing::debug!(run_id = %run_id, status = %left, error = %e, "stale status hint kept");
         }
     }
@@ -88,13 +90,8 @@ impl ObjectStoreRuntimeStore {
         &self,
         status: RunStatus,
     ) -> Result<Vec<(RunId, Incarnation)>> {
-        let folder = self.layout.status_folder(status.path_segment());
-        let hints: Vec<_> = self
-            .store
-            .list(Some(&folder))
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
+        let folder = self.client.layout().status_folder(status.path_segment());
+        let hints = self.client.list(&folder).await?;
         Ok(hints
             .iter()
             .filter_map(|hint| {
@@ -125,16 +122,20 @@ impl ObjectStoreRuntimeStore {
         limit: usize,
     ) -> Result<RunIdPage> {
         let limit = limit.max(1);
-        let folder = self.layout.status_folder(status.path_segment());
+        let folder = self.client.layout().status_folder(status.path_segment());
         // An ordered listing starts from an offset even on the first page:
         // a local folder lists in order only from one.
         let mut offset = match after {
-            Some(after) => Some(self.layout.status_hints_after(status.path_segment(), after)),
+            Some(after) => Some(
+                self.client
+                    .layout()
+                    .status_hints_after(status.path_segment(), after),
+            ),
             None => self.ordered_listings.then(|| folder.clone()),
         };
         let listing = |offset: Option<&Path>| match offset {
-            None => self.store.list(Some(&folder)),
-            Some(offset) => self.store.list_with_offset(Some(&folder), offset),
+            None => self.client.store().list(Some(&folder)),
+            Some(offset) => self.client.store().list_with_offset(Some(&folder), offset),
         };
         let mut ordered = self.ordered_listings.then(|| listing(offset.as_ref()));
         let mut ids: Vec<RunId> = Vec::new();
@@ -162,7 +163,8 @@ impl ObjectStoreRuntimeStore {
                     ended = !more;
                     if let Some((run_id, _)) = batch.last() {
                         offset = Some(
-                            self.layout
+                            self.client
+                                .layout()
                                 .status_hints_after(status.path_segment(), run_id),
                         );
                     }
@@ -220,9 +222,10 @@ impl ObjectStoreRuntimeStore {
             return Ok(());
         }
         let hint = self
-            .layout
+            .client
+            .layout()
             .status_hint(status.path_segment(), run_id, incarnation);
-        self.delete_all(vec![hint]).await?;
+        self.client.delete_all(vec![hint]).await?;
         if unborn && self.is_current(run_id, incarnation).await? {
             self.write_hint(status, run_id, incarnation).await?;
         }
@@ -271,10 +274,12 @@ impl ObjectStoreRuntimeStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<()> {
-        let hint = self
-            .layout
-            .status_hint(RunStatus::Pending.path_segment(), run_id, incarnation);
-        match self.store.head(&hint).await {
+        let hint = self.client.layout().status_hint(
+            RunStatus::Pending.path_segment(),
+            run_id,
+            incarnation,
+        );
+        match self.client.store().head(&hint).await {
             Ok(_) => Ok(()),
             Err(object_store::Error::NotFound { .. }) => {
                 self.write_hint(RunStatus::Pending, run_id, incarnation)

@@ -5,8 +5,9 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 
-use super::cache::Refreshed;
+use super::client::Owner;
 use super::folded::Folded;
+use super::runs::Refreshed;
 use super::{CONCURRENCY, Creation, Entry, ObjectStoreRuntimeStore};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -14,7 +15,7 @@ use crate::layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState, Verdict};
-use crate::write_once::{self, Created};
+use crate::write_once::Created;
 
 impl ObjectStoreRuntimeStore {
     /// Whether the run pointer names `incarnation`.
@@ -107,13 +108,13 @@ impl ObjectStoreRuntimeStore {
         incarnation: Incarnation,
         from: u64,
     ) -> Result<Vec<u64>> {
-        let folder = self.layout.log_folder(run_id, incarnation);
+        let folder = self.client.layout().log_folder(run_id, incarnation);
         let listing = match from.checked_sub(1) {
             Some(before) => {
                 let offset = self.log_path(run_id, incarnation, before);
-                self.store.list_with_offset(Some(&folder), &offset)
+                self.client.store().list_with_offset(Some(&folder), &offset)
             }
-            None => self.store.list(Some(&folder)),
+            None => self.client.store().list(Some(&folder)),
         };
         let metas: Vec<_> = listing
             .try_collect()
@@ -153,8 +154,12 @@ impl ObjectStoreRuntimeStore {
         position: u64,
     ) -> Result<Option<Bytes>> {
         let path = self.log_path(run_id, incarnation, position);
-        let seal = self.seal.for_run(run_id, incarnation);
-        write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal)
+        self.client
+            .read(
+                &path,
+                Limit::RECORD,
+                Owner::Incarnation(run_id, incarnation),
+            )
             .await
             .map_err(|e| match e {
                 Error::Corrupt { path, reason } => Error::Corrupt {
@@ -259,7 +264,7 @@ impl ObjectStoreRuntimeStore {
         change: Change,
         answer: impl Fn(&RunState) -> T,
     ) -> Result<T> {
-        let slot = self.slot(run_id);
+        let slot = self.cache.slot(run_id);
         let mut guard = slot.lock().await;
         if guard.is_none() {
             self.refresh(run_id, &mut guard).await?;
@@ -309,14 +314,15 @@ impl ObjectStoreRuntimeStore {
                     format!("run {run_id}: the log has no position after its last"),
                 ));
             };
-            match write_once::create_once(
-                self.store.as_ref(),
-                &path,
-                &encoded,
-                Limit::RECORD,
-                &self.seal.for_run(run_id, folded.incarnation),
-            )
-            .await?
+            match self
+                .client
+                .create(
+                    &path,
+                    &encoded,
+                    Limit::RECORD,
+                    Owner::Incarnation(run_id, folded.incarnation),
+                )
+                .await?
             {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
@@ -325,7 +331,7 @@ impl ObjectStoreRuntimeStore {
                         // The incarnation was deleted and its log freed under
                         // us: the change went into a dead run.
                         if let Created::Ours(_) = created {
-                            let _ = self.delete_all(vec![path]).await;
+                            let _ = self.client.delete_all(vec![path]).await;
                         }
                         // And the hint written for it: the deletion removed
                         // the incarnation's hints before, and none would
@@ -351,7 +357,7 @@ impl ObjectStoreRuntimeStore {
                     }
                     self.checkpoint_if_due(run_id, folded).await;
                     let answered = answer(&folded.state);
-                    self.reweigh(run_id, &slot, guard.as_ref());
+                    self.cache.reweigh(run_id, &slot, guard.as_ref());
                     return Ok(answered);
                 }
                 // Another writer came first, maybe by many entries: caught

@@ -9,20 +9,22 @@
 
 mod cache;
 mod checkpoint;
+mod client;
 mod folded;
 mod hints;
 mod log;
 mod pointer;
 #[cfg(test)]
 mod records;
+mod runs;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 
 use super::state::{Change, RunState};
@@ -34,7 +36,8 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
-use cache::{Bound, Cache};
+use cache::{Bound, RunCache};
+use client::Client;
 
 /// How many bytes of folded runs an instance keeps in memory, by default:
 /// 64 MiB.
@@ -222,17 +225,14 @@ const CONCURRENCY: usize = 8;
 /// # }
 /// ```
 pub struct ObjectStoreRuntimeStore {
-    store: Arc<dyn ObjectStore>,
-    layout: Layout,
-    cache: Cache,
+    client: Arc<Client>,
+    cache: RunCache,
     checkpoint_interval: u64,
     limits: RunLimits,
     /// Whether `list_runs` deletes the stale status hints it meets.
     tidy_hints: bool,
     /// Whether `store` lists in lexical order (see `with_ordered_listings`).
     ordered_listings: bool,
-    /// How every record and checkpoint is sealed (see `with_seal`).
-    seal: Seal,
 }
 
 /// Names the store by its `Display` (backend, bucket or account and
@@ -241,8 +241,8 @@ pub struct ObjectStoreRuntimeStore {
 impl std::fmt::Debug for ObjectStoreRuntimeStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ObjectStoreRuntimeStore")
-            .field("store", &format_args!("{}", self.store))
-            .field("prefix", &self.layout.prefix().as_ref())
+            .field("store", &format_args!("{}", self.client.store()))
+            .field("prefix", &self.client.layout().prefix().as_ref())
             .field("checkpoint_interval", &self.checkpoint_interval)
             .field("tidy_hints", &self.tidy_hints)
             .field("ordered_listings", &self.ordered_listings)
@@ -270,14 +270,12 @@ impl ObjectStoreRuntimeStore {
     /// A runtime store over `store`, keeping everything under `prefix`.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: impl Into<String>) -> ObjectStoreRuntimeStore {
         ObjectStoreRuntimeStore {
-            store,
-            layout: Layout::new(prefix),
-            cache: Cache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
+            client: Arc::new(Client::new(store, Layout::new(prefix), Seal::default())),
+            cache: RunCache::new(Bound::Bytes(DEFAULT_RUN_CACHE_BYTES)),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             limits: RunLimits::default(),
             tidy_hints: true,
             ordered_listings: false,
-            seal: Seal::default(),
         }
     }
 
@@ -287,7 +285,7 @@ impl ObjectStoreRuntimeStore {
     /// [`MemoStore`](crate::MemoStore) it runs beside.
     #[must_use]
     pub fn with_seal(mut self, seal: Seal) -> ObjectStoreRuntimeStore {
-        self.seal = seal;
+        self.client = Arc::new(Client::clone(&self.client).sealed(seal));
         self
     }
 
@@ -364,7 +362,7 @@ impl ObjectStoreRuntimeStore {
     pub fn with_run_cache_bytes(mut self, bytes: u64) -> ObjectStoreRuntimeStore {
         // A new cache rather than a new capacity: the cache sizes its
         // shards for the capacity it is built with.
-        self.cache = Cache::new(Bound::Bytes(bytes));
+        self.cache = RunCache::new(Bound::Bytes(bytes));
         self
     }
 
@@ -374,29 +372,29 @@ impl ObjectStoreRuntimeStore {
     /// for runs known to be small.
     #[must_use]
     pub fn with_cached_runs(mut self, runs: usize) -> ObjectStoreRuntimeStore {
-        self.cache = Cache::new(Bound::Runs(runs));
+        self.cache = RunCache::new(Bound::Runs(runs));
         self
     }
 
     /// The object store the records live in.
     pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
-        &self.store
+        self.client.store()
     }
 
     /// How its records and checkpoints are sealed.
     pub fn seal(&self) -> &Seal {
-        &self.seal
+        self.client.seal()
     }
 
     /// The path prefix everything is kept under.
     pub fn prefix(&self) -> &Path {
-        self.layout.prefix()
+        self.client.layout().prefix()
     }
 
     /// `<prefix>/runs/<run>`: every runtime record of a run id, of every
     /// incarnation.
     pub fn run_folder(&self, run_id: &RunId) -> Path {
-        self.layout.runs_folder(run_id)
+        self.client.layout().runs_folder(run_id)
     }
 
     /// The objects that hold the run `record` is, as it stands: its run
@@ -413,41 +411,31 @@ impl ObjectStoreRuntimeStore {
     /// A store error listing the incarnation's folder.
     pub async fn list_run_objects(&self, record: &RunRecord) -> Result<Vec<Path>> {
         let (run_id, incarnation) = (&record.run_id, record.incarnation);
-        let folder = self.layout.incarnation_records(run_id, incarnation);
-        let mut paths: Vec<Path> = self
-            .store
-            .list(Some(&folder))
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
+        let folder = self
+            .client
+            .layout()
+            .incarnation_records(run_id, incarnation);
+        let listed = self.client.list(&folder).await?;
+        let mut paths: Vec<Path> = listed.into_iter().map(|meta| meta.location).collect();
         paths.sort();
         paths.push(self.run_path(run_id));
         let status = record.status.path_segment();
-        paths.push(self.layout.status_hint(status, run_id, incarnation));
+        paths.push(
+            self.client
+                .layout()
+                .status_hint(status, run_id, incarnation),
+        );
         Ok(paths)
     }
 
     fn run_path(&self, run_id: &RunId) -> Path {
-        self.layout.run_pointer(run_id)
+        self.client.layout().run_pointer(run_id)
     }
 
     fn log_path(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
-        self.layout.log_entry(run_id, incarnation, position)
-    }
-
-    async fn delete_all(&self, paths: Vec<Path>) -> Result<()> {
-        futures::stream::iter(paths)
-            .map(|path| async move {
-                match self.store.delete(&path).await {
-                    // LocalFileSystem reports deleting a missing object.
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(Error::store(&path, e)),
-                }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .try_collect()
-            .await
+        self.client
+            .layout()
+            .log_entry(run_id, incarnation, position)
     }
 }
 
@@ -591,19 +579,19 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         }
         // Only this incarnation's own folder and hints: a later run of the
         // id (another incarnation) is never touched.
-        let folder = self.layout.incarnation_records(run_id, incarnation);
-        let leftovers: Vec<Path> = self
-            .store
-            .list(Some(&folder))
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
+        let folder = self
+            .client
+            .layout()
+            .incarnation_records(run_id, incarnation);
+        let listed = self.client.list(&folder).await?;
+        let leftovers = listed.into_iter().map(|meta| meta.location);
         let hints = RunStatus::ALL.iter().map(|&status| {
-            self.layout
+            self.client
+                .layout()
                 .status_hint(status.path_segment(), run_id, incarnation)
         });
-        self.delete_all(leftovers.into_iter().chain(hints).collect())
+        self.client
+            .delete_all(leftovers.chain(hints).collect())
             .await?;
         Ok(existed)
     }

@@ -53,6 +53,7 @@
 use bytes::Bytes;
 use object_store::path::Path;
 
+use super::client::Owner;
 use super::folded::Folded;
 use super::{Creation, ObjectStoreRuntimeStore};
 use crate::codec;
@@ -61,7 +62,7 @@ use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::RunState;
 use crate::runtime_store::{NewRun, RunRecord, RunStatus};
-use crate::write_once::{self, Created};
+use crate::write_once::Created;
 
 /// How many times a read of the pointer starts over because it changed
 /// while the read restored it. Each start over means a deletion or a
@@ -98,9 +99,10 @@ impl ObjectStoreRuntimeStore {
     /// Reads the pointer object only; `None` if it is missing.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        let seal = self.seal.for_run_id(run_id);
-        let Some(bytes) =
-            write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal).await?
+        let Some(bytes) = self
+            .client
+            .read(&path, Limit::RECORD, Owner::Run(run_id))
+            .await?
         else {
             return Ok(None);
         };
@@ -111,9 +113,10 @@ impl ObjectStoreRuntimeStore {
     /// The one incarnation of the run whose record exists, with the record's
     /// bytes; `None` if none has one.
     async fn orphaned_record(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
-        let folder = self.layout.runs_folder(run_id);
+        let folder = self.client.layout().runs_folder(run_id);
         let listing = self
-            .store
+            .client
+            .store()
             .list_with_delimiter(Some(&folder))
             .await
             .map_err(|e| Error::store(&folder, e))?;
@@ -125,11 +128,9 @@ impl ObjectStoreRuntimeStore {
             else {
                 continue;
             };
-            let path = self.layout.incarnation_record(run_id, incarnation);
-            let seal = self.seal.for_run(run_id, incarnation);
-            let Some(bytes) =
-                write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal).await?
-            else {
+            let path = self.client.layout().incarnation_record(run_id, incarnation);
+            let owner = Owner::Incarnation(run_id, incarnation);
+            let Some(bytes) = self.client.read(&path, Limit::RECORD, owner).await? else {
                 continue;
             };
             let creation = decode_creation(run_id, &path, &bytes, Some(incarnation))?;
@@ -158,16 +159,23 @@ impl ObjectStoreRuntimeStore {
         bytes: Bytes,
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.run_path(run_id);
-        let seal = self.seal.for_run(run_id, orphan.incarnation);
-        match write_once::create_once(self.store.as_ref(), &path, &bytes, Limit::RECORD, &seal)
+        let owner = Owner::Incarnation(run_id, orphan.incarnation);
+        match self
+            .client
+            .create(&path, &bytes, Limit::RECORD, owner)
             .await?
         {
             // `Same`: restored by another restorer too, or by our create
             // whose answer was lost; checked as our own, since the record
             // may be gone by now either way.
             Created::Ours(_) | Created::Same(_) => {
-                let record = self.layout.incarnation_record(run_id, orphan.incarnation);
-                if write_once::read(self.store.as_ref(), &record, Limit::RECORD, &seal)
+                let record = self
+                    .client
+                    .layout()
+                    .incarnation_record(run_id, orphan.incarnation);
+                if self
+                    .client
+                    .read(&record, Limit::RECORD, owner)
                     .await?
                     .is_some()
                 {
@@ -177,7 +185,7 @@ impl ObjectStoreRuntimeStore {
                 }
                 // The run's deletion removed its record (and then its pointer)
                 // after we listed it: take back the pointer we restored.
-                self.delete_all(vec![path]).await?;
+                self.client.delete_all(vec![path]).await?;
                 Ok(None)
             }
             // Another incarnation was created, or restored, meanwhile.
@@ -215,9 +223,14 @@ impl ObjectStoreRuntimeStore {
         creation: &Creation,
         bytes: &[u8],
     ) -> Result<bool> {
-        let path = self.layout.incarnation_record(run_id, creation.incarnation);
-        let seal = self.seal.for_run(run_id, creation.incarnation);
-        if write_once::read(self.store.as_ref(), &path, Limit::RECORD, &seal)
+        let path = self
+            .client
+            .layout()
+            .incarnation_record(run_id, creation.incarnation);
+        let owner = Owner::Incarnation(run_id, creation.incarnation);
+        if self
+            .client
+            .read(&path, Limit::RECORD, owner)
             .await?
             .is_some()
         {
@@ -238,10 +251,15 @@ impl ObjectStoreRuntimeStore {
         creation: &Creation,
         bytes: &[u8],
     ) -> Result<bool> {
-        let path = self.layout.incarnation_record(run_id, creation.incarnation);
-        let seal = self.seal.for_run(run_id, creation.incarnation);
-        if let Created::Theirs(_) =
-            write_once::create_once(self.store.as_ref(), &path, bytes, Limit::RECORD, &seal).await?
+        let path = self
+            .client
+            .layout()
+            .incarnation_record(run_id, creation.incarnation);
+        let owner = Owner::Incarnation(run_id, creation.incarnation);
+        if let Created::Theirs(_) = self
+            .client
+            .create(&path, bytes, Limit::RECORD, owner)
+            .await?
         {
             return Err(Error::corrupt(
                 &path,
@@ -255,7 +273,7 @@ impl ObjectStoreRuntimeStore {
         if current.is_some_and(|(c, _)| c.incarnation == creation.incarnation) {
             return Ok(true);
         }
-        self.delete_all(vec![path]).await?;
+        self.client.delete_all(vec![path]).await?;
         Ok(false)
     }
 
@@ -282,15 +300,11 @@ impl ObjectStoreRuntimeStore {
                 .await?;
             let encoded = codec::encode_value("a run", &creation)?;
             let path = self.run_path(&run_id);
-            let seal = self.seal.for_run(&run_id, creation.incarnation);
-            match write_once::create_once(
-                self.store.as_ref(),
-                &path,
-                &encoded,
-                Limit::RECORD,
-                &seal,
-            )
-            .await?
+            let owner = Owner::Incarnation(&run_id, creation.incarnation);
+            match self
+                .client
+                .create(&path, &encoded, Limit::RECORD, owner)
+                .await?
             {
                 // `Same`: our create, whose acknowledgement was lost.
                 Created::Ours(bytes) | Created::Same(bytes) => {
@@ -302,11 +316,11 @@ impl ObjectStoreRuntimeStore {
                             .await?;
                         let state = RunState::new(creation.run, creation.incarnation);
                         let record = state.record().clone();
-                        let slot = self.slot(&run_id);
+                        let slot = self.cache.slot(&run_id);
                         // Whatever was cached is of an earlier run of this id.
                         let mut guard = slot.lock().await;
                         *guard = Some(Folded::created(state, creation.incarnation));
-                        self.reweigh(&run_id, &slot, guard.as_ref());
+                        self.cache.reweigh(&run_id, &slot, guard.as_ref());
                         return Ok(record);
                     }
                     // Given up: another run of the id took the pointer.
@@ -366,22 +380,22 @@ impl ObjectStoreRuntimeStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<()> {
-        let record = self.layout.incarnation_record(run_id, incarnation);
-        self.delete_all(vec![record.clone()]).await?;
+        let record = self.client.layout().incarnation_record(run_id, incarnation);
+        self.client.delete_all(vec![record.clone()]).await?;
         // Read again just before the delete: the window in which a later
         // run's pointer can be hit shrinks from the whole deletion so far to
         // one round trip, and a deletion that finds the pointer gone (another
         // deletion of this run removed it) leaves it alone.
         let current = self.read_pointer(run_id).await?;
         if current.is_some_and(|(c, _)| c.incarnation == incarnation) {
-            self.delete_all(vec![self.run_path(run_id)]).await?;
+            self.client.delete_all(vec![self.run_path(run_id)]).await?;
         }
         // And the record once more: a redelivery that folded the run while
         // it was still open may have written it back between our two
         // deletes (it found the record gone and the pointer still there),
         // and the read below must never restore the incarnation it deletes.
-        self.delete_all(vec![record]).await?;
-        self.forget(run_id);
+        self.client.delete_all(vec![record]).await?;
+        self.cache.forget(run_id);
         self.read_creation(run_id).await?;
         Ok(())
     }

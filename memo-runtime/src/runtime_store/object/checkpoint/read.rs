@@ -1,9 +1,9 @@
 //! Loading a run from its checkpoints: the newest delta, the base it names
 //! (or the newest base), each checked as it is decoded.
 
-use futures::TryStreamExt;
 use object_store::path::Path;
 
+use super::super::client::Owner;
 use super::{Checkpoint, Delta, DeltaForm, LISTING_ATTEMPTS};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -13,7 +13,6 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::object::ObjectStoreRuntimeStore;
 use crate::runtime_store::object::folded::{Base, Checkpoints, Folded};
 use crate::runtime_store::state::RunState;
-use crate::write_once;
 
 /// What reading the newest delta found.
 enum DeltaRead {
@@ -85,7 +84,10 @@ impl ObjectStoreRuntimeStore {
                     if let Some(old) = known.base
                         && newer_base.is_some_and(|new| new > old.position)
                     {
-                        let old = self.layout.checkpoint(run_id, incarnation, old.position);
+                        let old =
+                            self.client
+                                .layout()
+                                .checkpoint(run_id, incarnation, old.position);
                         checkpoints.superseded.push(old);
                     }
                     *folded = newer;
@@ -124,16 +126,21 @@ impl ObjectStoreRuntimeStore {
         let incarnation = created.record().incarnation;
         let mut none = Folded::created(created, incarnation);
         none.checkpoints.superseded.extend(unusable);
-        let folder = self.layout.checkpoint_folder(run_id, incarnation);
+        let folder = self.client.layout().checkpoint_folder(run_id, incarnation);
         for _ in 0..LISTING_ATTEMPTS {
             let Some(newest) = self.positions(run_id, &folder, "checkpoint").await?.pop() else {
                 return Ok(none);
             };
-            let path = self.layout.checkpoint(run_id, incarnation, newest);
-            let seal = self.seal.for_run(run_id, incarnation);
+            let path = self.client.layout().checkpoint(run_id, incarnation, newest);
             // Deleted since the listing: a newer one replaced it.
-            let Some(bytes) =
-                write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &seal).await?
+            let Some(bytes) = self
+                .client
+                .read(
+                    &path,
+                    Limit::CHECKPOINT,
+                    Owner::Incarnation(run_id, incarnation),
+                )
+                .await?
             else {
                 continue;
             };
@@ -166,9 +173,14 @@ impl ObjectStoreRuntimeStore {
         known: Option<&RunState>,
     ) -> Result<DeltaRead> {
         let path = self.delta_path(run_id, incarnation, (position, form));
-        let seal = self.seal.for_run(run_id, incarnation);
-        let Some(bytes) =
-            write_once::read(self.store.as_ref(), &path, Limit::CHECKPOINT, &seal).await?
+        let Some(bytes) = self
+            .client
+            .read(
+                &path,
+                Limit::CHECKPOINT,
+                Owner::Incarnation(run_id, incarnation),
+            )
+            .await?
         else {
             return Ok(DeltaRead::Gone);
         };
@@ -205,14 +217,15 @@ impl ObjectStoreRuntimeStore {
                 let base = match covered {
                     Some(known) => known.with_receipts_before(delta.receipts_from),
                     None => {
-                        let base_path = self.layout.checkpoint(run_id, incarnation, p);
-                        let read = write_once::read(
-                            self.store.as_ref(),
-                            &base_path,
-                            Limit::CHECKPOINT,
-                            &seal,
-                        )
-                        .await?;
+                        let base_path = self.client.layout().checkpoint(run_id, incarnation, p);
+                        let read = self
+                            .client
+                            .read(
+                                &base_path,
+                                Limit::CHECKPOINT,
+                                Owner::Incarnation(run_id, incarnation),
+                            )
+                            .await?;
                         let Some(bytes) = read else {
                             return Ok(DeltaRead::BaseGone);
                         };
@@ -269,14 +282,9 @@ impl ObjectStoreRuntimeStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<Option<(u64, DeltaForm)>> {
-        let folder = self.layout.delta_folder(run_id, incarnation);
-        let v2 = self.layout.delta_v2_folder(run_id, incarnation);
-        let metas: Vec<_> = self
-            .store
-            .list(Some(&folder))
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
+        let folder = self.client.layout().delta_folder(run_id, incarnation);
+        let v2 = self.client.layout().delta_v2_folder(run_id, incarnation);
+        let metas = self.client.list(&folder).await?;
         let mut newest = None;
         for meta in metas {
             let form = if meta.location.prefix_matches(&v2) {
@@ -305,20 +313,15 @@ impl ObjectStoreRuntimeStore {
         (position, form): (u64, DeltaForm),
     ) -> Path {
         match form {
-            DeltaForm::Whole => self.layout.delta(run_id, incarnation, position),
-            DeltaForm::InputsInBase => self.layout.delta_v2(run_id, incarnation, position),
+            DeltaForm::Whole => self.client.layout().delta(run_id, incarnation, position),
+            DeltaForm::InputsInBase => self.client.layout().delta_v2(run_id, incarnation, position),
         }
     }
 
     /// The positions in a checkpoint folder (`what`: "delta" or
     /// "checkpoint"), in order.
     async fn positions(&self, run_id: &RunId, folder: &Path, what: &str) -> Result<Vec<u64>> {
-        let metas: Vec<_> = self
-            .store
-            .list(Some(folder))
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(folder, e))?;
+        let metas = self.client.list(folder).await?;
         let mut positions = metas
             .iter()
             .map(|meta| {
@@ -343,7 +346,10 @@ impl ObjectStoreRuntimeStore {
         position: u64,
         bytes: &[u8],
     ) -> Result<RunState> {
-        let path = self.layout.checkpoint(run_id, incarnation, position);
+        let path = self
+            .client
+            .layout()
+            .checkpoint(run_id, incarnation, position);
         let what = format!("run {run_id} checkpoint {position}");
         let stored: Checkpoint<RunState> = codec::decode_record(&what, &path, bytes)?;
         let record = stored.state.record();

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use super::super::client::Owner;
 use super::{Checkpoint, Delta, DeltaForm, MIN_BASE_ITEMS};
 use crate::codec;
 use crate::error::Result;
@@ -11,7 +12,7 @@ use crate::read_limit::Limit;
 use crate::run_id::RunId;
 use crate::runtime_store::object::ObjectStoreRuntimeStore;
 use crate::runtime_store::object::folded::{Base, Folded};
-use crate::write_once::{self, Created};
+use crate::write_once::Created;
 
 impl ObjectStoreRuntimeStore {
     /// After a commit: writes a delta if `interval` entries were committed
@@ -57,7 +58,7 @@ impl ObjectStoreRuntimeStore {
             return;
         }
         let superseded = std::mem::take(&mut checkpoints.superseded);
-        if let Err(e) = self.delete_all(superseded).await {
+        if let Err(e) = self.client.delete_all(superseded).await {
             tracing::debug!(%run_id, error = %e, "superseded checkpoints kept");
         }
     }
@@ -71,18 +72,19 @@ impl ObjectStoreRuntimeStore {
             state: &folded.state,
         };
         let path = self
-            .layout
+            .client
+            .layout()
             .checkpoint(run_id, folded.incarnation, folded.next);
         let written = match codec::encode_value("a run checkpoint", &checkpoint) {
             Ok(encoded) => {
-                write_once::create_once(
-                    self.store.as_ref(),
-                    &path,
-                    &encoded,
-                    Limit::CHECKPOINT,
-                    &self.seal.for_run(run_id, folded.incarnation),
-                )
-                .await
+                self.client
+                    .create(
+                        &path,
+                        &encoded,
+                        Limit::CHECKPOINT,
+                        Owner::Incarnation(run_id, folded.incarnation),
+                    )
+                    .await
             }
             Err(e) => Err(e),
         };
@@ -91,9 +93,10 @@ impl ObjectStoreRuntimeStore {
                 let base = Base::of(folded.next, &folded.state);
                 let checkpoints = &mut folded.checkpoints;
                 if let Some(old) = checkpoints.base.replace(base) {
-                    let old = self
-                        .layout
-                        .checkpoint(run_id, folded.incarnation, old.position);
+                    let old =
+                        self.client
+                            .layout()
+                            .checkpoint(run_id, folded.incarnation, old.position);
                     checkpoints.superseded.push(old);
                 }
             }
@@ -136,16 +139,17 @@ impl ObjectStoreRuntimeStore {
         };
         let encoded: Bytes = codec::encode_value("a run checkpoint delta", &delta)?;
         let path = self
-            .layout
+            .client
+            .layout()
             .delta_v2(run_id, folded.incarnation, folded.next);
-        write_once::create_once(
-            self.store.as_ref(),
-            &path,
-            &encoded,
-            Limit::CHECKPOINT,
-            &self.seal.for_run(run_id, folded.incarnation),
-        )
-        .await
+        self.client
+            .create(
+                &path,
+                &encoded,
+                Limit::CHECKPOINT,
+                Owner::Incarnation(run_id, folded.incarnation),
+            )
+            .await
     }
 }
 

@@ -1,0 +1,119 @@
+//! The client every component of the store reads and writes through: the
+//! object store, where each record lies ([`Layout`]) and how records are
+//! sealed. Shared by `Arc`, as `object_store`'s `AmazonS3` shares its
+//! `S3Client`; it keeps no state of any run.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+
+use super::CONCURRENCY;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::read_limit::Limit;
+use crate::run_id::{Incarnation, RunId};
+use crate::seal::Seal;
+use crate::write_once::{self, Created};
+
+/// Whose data key seals a record (see [`Seal::with_data_keys`]): a run
+/// incarnation's, or, reading a run's pointer before its incarnation is
+/// known, the run's (the frame names the incarnation).
+#[derive(Clone, Copy)]
+pub(super) enum Owner<'a> {
+    Incarnation(&'a RunId, Incarnation),
+    Run(&'a RunId),
+}
+
+/// The objects of one runtime store.
+#[derive(Clone)]
+pub(super) struct Client {
+    store: Arc<dyn ObjectStore>,
+    layout: Layout,
+    seal: Seal,
+}
+
+impl Client {
+    pub(super) fn new(store: Arc<dyn ObjectStore>, layout: Layout, seal: Seal) -> Client {
+        Client {
+            store,
+            layout,
+            seal,
+        }
+    }
+
+    /// The same objects, sealed with `seal`.
+    pub(super) fn sealed(self, seal: Seal) -> Client {
+        Client { seal, ..self }
+    }
+
+    pub(super) fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    pub(super) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub(super) fn seal(&self) -> &Seal {
+        &self.seal
+    }
+
+    /// The seal of `owner`'s records.
+    fn seal_of(&self, owner: Owner<'_>) -> std::borrow::Cow<'_, Seal> {
+        match owner {
+            Owner::Incarnation(run_id, incarnation) => self.seal.for_run(run_id, incarnation),
+            Owner::Run(run_id) => self.seal.for_run_id(run_id),
+        }
+    }
+
+    /// Reads `owner`'s sealed record at `path` (see [`write_once::read`]).
+    pub(super) async fn read(
+        &self,
+        path: &Path,
+        limit: Limit,
+        owner: Owner<'_>,
+    ) -> Result<Option<Bytes>> {
+        write_once::read(self.store.as_ref(), path, limit, &self.seal_of(owner)).await
+    }
+
+    /// Creates `owner`'s sealed record at `path` unless one exists (see
+    /// [`write_once::create_once`]).
+    pub(super) async fn create(
+        &self,
+        path: &Path,
+        payload: &[u8],
+        limit: Limit,
+        owner: Owner<'_>,
+    ) -> Result<Created> {
+        let seal = self.seal_of(owner);
+        write_once::create_once(self.store.as_ref(), path, payload, limit, &seal).await
+    }
+
+    /// The objects under `folder`, in the order the store lists them.
+    pub(super) async fn list(&self, folder: &Path) -> Result<Vec<ObjectMeta>> {
+        self.store
+            .list(Some(folder))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(folder, e))
+    }
+
+    /// Deletes `paths`, several at once; a path already gone counts as
+    /// deleted.
+    pub(super) async fn delete_all(&self, paths: Vec<Path>) -> Result<()> {
+        futures::stream::iter(paths)
+            .map(|path| async move {
+                match self.store.delete(&path).await {
+                    // LocalFileSystem reports deleting a missing object.
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(Error::store(&path, e)),
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .try_collect()
+            .await
+    }
+}

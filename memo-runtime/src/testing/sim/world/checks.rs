@@ -1,0 +1,189 @@
+//! The end of a history: the sweep of every run and the final checks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::clock::Clock;
+use crate::memo::MemoStore;
+use crate::runtime_store::{ObjectStoreRuntimeStore, RunStatus};
+use crate::testing::sim::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
+use crate::testing::sim::{Ledger, RunOutcome};
+use crate::workflow::{Runtime, Workflow, WorkflowFn};
+
+use super::World;
+
+impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
+where
+    I: Serialize + DeserializeOwned + Clone + 'w,
+    O: Serialize + DeserializeOwned + 'w,
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: WorkflowFn<I, Output = O> + 'w,
+{
+    /// After the history, every run is swept with no retention by a
+    /// fault-free process (after its `recover()` marks what needs marking):
+    /// then nothing of any run may be left in the store, or some object
+    /// was left unreachable, for ever.
+    pub(super) async fn sweep_everything(&mut self) {
+        // Through the backend the workers wrote through: a process that
+        // bypassed its case folding would miss every object whose name the
+        // backend folded (the status-hint folders, `Completed` stored as
+        // `completed`), which no real process of the deployment could.
+        let objects = self.backend();
+        let store: Arc<dyn crate::runtime_store::RuntimeStore> =
+            Arc::new(ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX));
+        let memo = MemoStore::new(Arc::clone(&objects), PREFIX);
+        let builder = Runtime::builder()
+            .memo_store(memo.clone())
+            .runtime_store(Arc::clone(&store))
+            .clock(Arc::clone(&self.clock) as _)
+            .retention(self.config.retention);
+        let runtime = compat::configure(builder, self.config.lease)
+            .build()
+            .expect("a memo store and a runtime store are set");
+        self.checker
+            .event("every run is swept, with no retention".into());
+        // A user whose `RuntimeStore::delete_run` failed (or whose process
+        // died in it) calls it again, as its rustdoc says: a deletion
+        // stopped part way, with the run's pointer and record already gone,
+        // leaves the rest where only a second call (or a sweep of a marker
+        // the run may not have) reaches it.
+        let unfinished = self
+            .unfinished_deletes
+            .lock()
+            .expect("not poisoned")
+            .clone();
+        for (run_id, incarnation) in unfinished {
+            self.checker.event(format!(
+                "the failed deletion of {run_id} incarnation {incarnation} is called again"
+            ));
+            if let Err(error) = store.delete_run(&run_id, incarnation).await {
+                self.checker.violation(
+                    "no object is left unreachable after every run is swept",
+                    format!("a deletion called again after it failed fails: {error}"),
+                );
+            }
+        }
+        if let Err(error) = runtime.recover(self.workflow).await {
+            self.checker
+                .event(format!("the last recover fails: {error}"));
+        }
+        self.clock.advance_ms(1);
+        let sweeper = crate::retention::RetentionSweeper::builder(memo, Duration::ZERO)
+            .runtime_store(store)
+            .build();
+        // Passes until one clears nothing (at most 4), as a deployment's
+        // sweepers keep passing: a pass that sweeps the marker of an earlier
+        // run of an id marks the id's later finished run, which the next
+        // pass sweeps.
+        for _ in 0..4 {
+            let report = match sweeper.sweep_once(self.clock.now_ms()).await {
+                Ok(report) => report,
+                Err(error) => {
+                    self.checker.violation(
+                        "no object is left unreachable after every run is swept",
+                        format!("the last sweep fails: {error}"),
+                    );
+                    return;
+                }
+            };
+            for failure in &report.failures {
+                self.checker
+                    .event(format!("the last sweep keeps a marker: {failure:?}"));
+            }
+            if report.runs_cleared == 0 {
+                break;
+            }
+        }
+        let deleted_alone = self.deleted_alone.lock().expect("not poisoned").clone();
+        let left: Vec<_> = compat::objects_of_runs(self.checker.objects())
+            .into_iter()
+            .filter(|path| !compat::left_by_records_only_delete(path, &deleted_alone))
+            .collect();
+        if !left.is_empty() {
+            self.checker.violation(
+                "no object is left unreachable after every run is swept",
+                format!(
+                    "{} object(s) of runs are left, such as {}",
+                    left.len(),
+                    left.iter()
+                        .take(4)
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+    }
+
+    pub(super) fn final_checks(&mut self) {
+        self.checker.check_effects_matched();
+        for run in 0..self.runs.len() {
+            let slot = &self.runs[run];
+            let record = match fresh_run(self.checker.objects(), &slot.run_id) {
+                Some(Ok(Some(record))) => record,
+                Some(Ok(None)) if !slot.delivered => continue,
+                other => {
+                    self.checker.violation(
+                        "every run reaches a terminal state",
+                        format!("run {} reads as {other:?}", slot.run_id),
+                    );
+                    continue;
+                }
+            };
+            let outcome = match record.status {
+                RunStatus::Pending | RunStatus::Running => {
+                    self.checker.violation(
+                        "every run reaches a terminal state",
+                        format!(
+                            "run {} is still {} after faults stopped; its last error: {}",
+                            slot.run_id,
+                            record.status,
+                            slot.last_error.as_deref().unwrap_or("none")
+                        ),
+                    );
+                    continue;
+                }
+                RunStatus::Completed => match compat::decode_output::<O>(&record) {
+                    Ok(output) => RunOutcome::Completed(output),
+                    Err(error) => {
+                        self.checker.violation(
+                            "no read returns a corrupt value",
+                            format!("run {}: {error}", slot.run_id),
+                        );
+                        continue;
+                    }
+                },
+                RunStatus::Failed => RunOutcome::Failed(record.error.clone().unwrap_or_default()),
+                RunStatus::Cancelled => RunOutcome::Cancelled,
+            };
+            if let RunOutcome::Failed(message) = &outcome
+                && classify(message) != ErrorKind::Other
+            {
+                self.checker.violation(
+                    "only the workflow's own errors fail a run",
+                    format!("run {} failed: {message}", slot.run_id),
+                );
+            }
+            // The run's own input: a delivery made before a deletion may
+            // have created the run again with the input of the earlier one.
+            let Ok(input) = crate::codec::decode::<I>(&record.input) else {
+                self.checker.violation(
+                    "no read returns a corrupt value",
+                    format!("run {}: its input does not decode", slot.run_id),
+                );
+                continue;
+            };
+            if let Some(check) = &self.sim.check
+                && let Err(reason) = check(&input, &outcome)
+            {
+                self.checker.violation(
+                    "the run's outcome is right for its input",
+                    format!("run {}: {reason}", slot.run_id),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! The random events of a history: deliveries, worker-loop polls and
+//! cancellations, signals, clock jumps, sweeps and run-id reuse.
+
+use std::sync::Arc;
+
+use rand::RngExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::runtime_store::RunRecord;
+use crate::testing::sim::checker::TaskKind;
+use crate::testing::sim::compat::{self, fresh_run};
+use crate::testing::sim::loops;
+use crate::testing::sim::{Event, Ledger};
+use crate::workflow::{Workflow, WorkflowFn};
+
+use super::{LOOP_EVENT_SHARE, Outcome, World, millis, process_name};
+
+impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
+where
+    I: Serialize + DeserializeOwned + Clone + 'w,
+    O: Serialize + DeserializeOwned + 'w,
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: WorkflowFn<I, Output = O> + 'w,
+{
+    pub(super) fn random_event(&mut self) {
+        if self.loops.is_some() && self.rng.random_bool(LOOP_EVENT_SHARE) {
+            return self.loop_event();
+        }
+        let roll = self.rng.random_range(0..100u32);
+        let has = |event| self.config.has(event);
+        match roll {
+            0..50 => self.deliver_random(),
+            50..62 if has(Event::Signal) => self.signal_random(),
+            62..72 if has(Event::ClockJump) => self.jump_clock(false),
+            72..75 if has(Event::ClockJump) => self.jump_clock(true),
+            75..83 if has(Event::Sweep) => self.sweep_random(),
+            83..90 if has(Event::RunIdReuse) => self.reuse_random(),
+            90..100 => self.restart_random(),
+            _ => {}
+        }
+    }
+
+    pub(super) fn random_live_worker(&mut self) -> Option<usize> {
+        let live: Vec<usize> = (0..self.workers.len())
+            .filter(|&w| self.workers[w].is_some())
+            .collect();
+        (!live.is_empty()).then(|| live[self.rng.random_range(0..live.len())])
+    }
+
+    pub(super) fn busy(&self, run: usize) -> bool {
+        self.tasks
+            .iter()
+            .any(|t| t.run == Some(run) || t.kind == TaskKind::Recover)
+    }
+
+    pub(super) fn deliver_random(&mut self) {
+        if self.runs.is_empty() || self.tasks.len() >= 4 * self.workers.len() {
+            return;
+        }
+        let run = self.rng.random_range(0..self.runs.len());
+        if !self.config.has(Event::ConcurrentDelivery) && self.busy(run) {
+            return;
+        }
+        if let Some(worker) = self.random_live_worker() {
+            self.deliver(worker, run);
+        }
+    }
+
+    pub(super) fn deliver(&mut self, worker: usize, run: usize) {
+        if self.loops.is_some() {
+            return self.submit(worker, run);
+        }
+        let runtime = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .clone();
+        let slot = &mut self.runs[run];
+        slot.delivered = true;
+        let input = match &self.sim.redeliver {
+            Some(redeliver) => redeliver(&slot.input, self.rng.random()),
+            None => slot.input.clone(),
+        };
+        let run_id = slot.run_id.clone();
+        self.checker
+            .event(format!("deliver {run_id} to worker {worker}"));
+        let workflow = self.workflow;
+        let delivered = crate::content_key(&input).ok();
+        let future = async move {
+            let result = runtime.run(&run_id, &input, workflow).await;
+            Outcome::Run(run, result.map(drop).map_err(|e| e.to_string()), delivered)
+        };
+        self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
+    }
+
+    /// With worker loops: a worker polls, or a run is cancelled.
+    pub(super) fn loop_event(&mut self) {
+        if self.config.has(Event::Cancel) && self.rng.random_bool(0.2) {
+            if !self.runs.is_empty() {
+                let run = self.rng.random_range(0..self.runs.len());
+                if let Some(worker) = self.random_live_worker() {
+                    self.cancel(worker, run);
+                }
+            }
+        } else if let Some(worker) = self.random_live_worker() {
+            self.poll(worker);
+        }
+    }
+
+    /// Submits `run` to `worker`'s loop, as a caller that saw no `Ok` yet
+    /// does again.
+    pub(super) fn submit(&mut self, worker: usize, run: usize) {
+        let Some(loops) = &self.loops else {
+            return;
+        };
+        let looped = self.workers[worker]
+            .as_ref()
+            .and_then(|w| w.looped.clone())
+            .expect("a live worker with a loop");
+        let slot = &mut self.runs[run];
+        slot.delivered = true;
+        slot.unacknowledged = true;
+        let submitted = (loops.submit)(looped, slot.run_id.clone(), slot.input.clone());
+        self.checker
+            .event(format!("submit {} to worker {worker}", slot.run_id));
+        let future =
+            async move { Outcome::Submitted(run, submitted.await.map_err(|e| e.to_string())) };
+        self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
+    }
+
+    /// `worker`'s loop polls the due-run index once, unless it is polling.
+    pub(super) fn poll(&mut self, worker: usize) {
+        let polling = self
+            .tasks
+            .iter()
+            .any(|t| t.kind == TaskKind::Poll && t.worker == worker);
+        let Some(looped) = self.workers[worker].as_ref().and_then(|w| w.looped.clone()) else {
+            return;
+        };
+        if polling {
+            return;
+        }
+        self.checker.event(format!("worker {worker} polls"));
+        let future = async move {
+            let errors = loops::poll(looped).await;
+            Outcome::Done(if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors.join("; "))
+            })
+        };
+        self.spawn(worker, TaskKind::Poll, None, Box::pin(future));
+    }
+
+    /// Cancels `run` through `worker`'s runtime.
+    pub(super) fn cancel(&mut self, worker: usize, run: usize) {
+        let runtime = self.runtime_of(worker);
+        let run_id = self.runs[run].run_id.clone();
+        self.checker
+            .event(format!("cancel {run_id} via worker {worker}"));
+        let future = async move { Outcome::Done(loops::cancel(runtime, run_id).await) };
+        self.spawn(worker, TaskKind::Cancel, Some(run), Box::pin(future));
+    }
+
+    /// With worker loops, the end of a history: faults stop, crashed
+    /// workers restart, and then, while the clock moves on a day at a
+    /// time, only the workers' polls drive runs; a submission that never
+    /// returned `Ok` is made again, and every open run gets every signal,
+    /// as callers would.
+    pub(super) async fn settle_with_loops(&mut self) {
+        self.checker.event("faults stop".into());
+        for worker in 0..self.workers.len() {
+            match &self.workers[worker] {
+                Some(live) => live.faults.set_enabled(false),
+                None => {
+                    let restarted = self.start_worker(false);
+                    self.workers[worker] = Some(restarted);
+                    self.checker.event(format!("worker {worker} restarts"));
+                }
+            }
+        }
+        self.drain().await;
+        for _ in 0..self.config.liveness_rounds {
+            self.clock
+                .advance_ms(millis(self.config.lease) + loops::SETTLE_JUMP_MS);
+            let open: Vec<usize> = (0..self.runs.len())
+                .filter(|&run| self.runs[run].delivered && !self.is_terminal(run))
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            for run in open {
+                let worker = self.rng.random_range(0..self.workers.len());
+                let created = matches!(
+                    fresh_run(self.checker.objects(), &self.runs[run].run_id),
+                    Some(Ok(Some(_)))
+                );
+                if self.runs[run].unacknowledged || !created {
+                    self.submit(worker, run);
+                }
+                for signal in 0..self.sim.signals.len() {
+                    self.send_signal(worker, run, signal);
+                }
+            }
+            self.drain().await;
+            for _ in 0..loops::SETTLE_POLLS {
+                for worker in 0..self.workers.len() {
+                    self.poll(worker);
+                }
+                self.drain().await;
+            }
+        }
+    }
+
+    pub(super) fn signal_random(&mut self) {
+        if self.sim.signals.is_empty() || self.runs.is_empty() {
+            return;
+        }
+        let run = self.rng.random_range(0..self.runs.len());
+        let signal = self.rng.random_range(0..self.sim.signals.len());
+        if let Some(worker) = self.random_live_worker() {
+            self.send_signal(worker, run, signal);
+        }
+    }
+
+    pub(super) fn send_signal(&mut self, worker: usize, run: usize, signal: usize) {
+        let runtime = self.runtime_of(worker);
+        let run_id = self.runs[run].run_id.clone();
+        let (name, send) = &self.sim.signals[signal];
+        let send = Arc::clone(send);
+        self.sends += 1;
+        let id = format!("sim-signal-{}", self.sends);
+        self.checker.event(format!(
+            "signal {name} ({id}) to {run_id} via {}",
+            process_name(worker)
+        ));
+        let future = async move {
+            let sent = send(runtime, run_id, id).await;
+            Outcome::Done(sent.map_err(|e| e.to_string()))
+        };
+        self.spawn(worker, TaskKind::Signal, None, Box::pin(future));
+    }
+
+    pub(super) fn jump_clock(&mut self, past_retention: bool) {
+        let ms = if past_retention {
+            millis(self.config.retention) + self.rng.random_range(1..3 * 24 * 3_600_000)
+        } else {
+            self.rng.random_range(1_000..20 * 60_000)
+        };
+        self.clock.advance_ms(ms);
+        self.checker.event(format!("clock jumps {ms} ms"));
+    }
+
+    pub(super) fn sweep_random(&mut self) {
+        if self.config.sweeper_per_worker {
+            // Every worker's sweeper wakes on its own timer; after the same
+            // clock jump, they all find the same expired runs at once.
+            for worker in 0..self.workers.len() {
+                if self.workers[worker].is_some() {
+                    self.sweep_on(worker);
+                }
+            }
+            return;
+        }
+        if self.tasks.iter().any(|t| t.kind == TaskKind::Sweep) {
+            return;
+        }
+        let Some(worker) = self.random_live_worker() else {
+            return;
+        };
+        self.sweep_on(worker);
+    }
+
+    /// A sweep on `worker` (or the operator), unless one runs there: with a
+    /// sweeper in every worker, sweeps of the same runs overlap.
+    pub(super) fn sweep_on(&mut self, worker: usize) {
+        let busy = self
+            .tasks
+            .iter()
+            .any(|t| t.kind == TaskKind::Sweep && t.worker == worker);
+        if busy {
+            return;
+        }
+        let sweeper = self.runtime_of(worker).retention_sweeper();
+        self.checker
+            .event(format!("sweep on {}", process_name(worker)));
+        let future = async move {
+            let swept = sweeper.sweep_now().await;
+            Outcome::Done(swept.map(drop).map_err(|e| e.to_string()))
+        };
+        self.spawn(worker, TaskKind::Sweep, None, Box::pin(future));
+    }
+
+    /// Deletes a terminal run, so that its id can be used again.
+    pub(super) fn reuse_random(&mut self) {
+        if self.runs.is_empty() {
+            return;
+        }
+        let run = self.rng.random_range(0..self.runs.len());
+        let terminal = matches!(
+            fresh_run(self.checker.objects(), &self.runs[run].run_id),
+            Some(Ok(Some(RunRecord { status, .. }))) if status.is_terminal()
+        );
+        if !terminal || self.busy(run) && !self.config.has(Event::ConcurrentDelivery) {
+            return;
+        }
+        let Some(worker) = self.random_live_worker() else {
+            return;
+        };
+        let runtime = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .clone();
+        let run_id = self.runs[run].run_id.clone();
+        // Half the deletions delete the whole run; the others delete only its
+        // runtime records, as a user calling `RuntimeStore::delete_run`
+        // would, and leave its memo entries for the next run of the id to
+        // (never) inherit. No sweep may clear those (it cannot tell them
+        // from a run that its runtime store, the wrong one, does not hold),
+        // so the last sweep leaves them, and only them.
+        let whole = self.rng.random_bool(0.5);
+        let how = if whole {
+            "RetentionSweeper::delete_run"
+        } else {
+            "RuntimeStore::delete_run"
+        };
+        self.checker.event(format!(
+            "delete {run_id} on worker {worker} with {how}, to reuse its id"
+        ));
+        let deleted_alone = Arc::clone(&self.deleted_alone);
+        let unfinished = Arc::clone(&self.unfinished_deletes);
+        let future = async move {
+            let deleted = if whole {
+                runtime.retention_sweeper().delete_run(&run_id).await
+            } else {
+                let store = runtime.runtime_store().as_ref();
+                compat::delete_records(store, &run_id, &deleted_alone, &unfinished).await
+            };
+            Outcome::Deleted(run, deleted.map_err(|e| e.to_string()))
+        };
+        self.spawn(worker, TaskKind::Delete, Some(run), Box::pin(future));
+    }
+}

@@ -1,0 +1,156 @@
+//! How a finished task's outcome is checked and recorded.
+
+use rand::RngExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::testing::sim::Ledger;
+use crate::testing::sim::checker;
+use crate::testing::sim::compat::{ErrorKind, classify, fresh_run};
+use crate::workflow::{Workflow, WorkflowFn};
+
+use super::{Outcome, Task, World};
+
+impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
+where
+    I: Serialize + DeserializeOwned + Clone + 'w,
+    O: Serialize + DeserializeOwned + 'w,
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: WorkflowFn<I, Output = O> + 'w,
+{
+    pub(super) fn finished(&mut self, task: &Task<'w>, outcome: Outcome) {
+        match outcome {
+            Outcome::Run(run, result, delivered) => {
+                let label = result
+                    .as_ref()
+                    .map_or_else(|e| format!("error: {e}"), |()| "ok".into());
+                self.checker.event(format!(
+                    "task {} (run {}) on worker {} ends: {label}",
+                    task.id, self.runs[run].run_id, task.worker
+                ));
+                self.attempt_ended(run, result, delivered.as_deref());
+            }
+            Outcome::Recover(Ok(resumed)) => {
+                self.checker.event(format!(
+                    "recover on worker {} ends: {} run(s) resumed",
+                    task.worker,
+                    resumed.len()
+                ));
+                for (run_id, result) in resumed {
+                    if let Some(run) = self.runs.iter().position(|r| r.run_id == run_id) {
+                        self.attempt_ended(run, result, None);
+                    }
+                }
+            }
+            Outcome::Recover(Err(error)) => {
+                self.checker
+                    .event(format!("recover on worker {} fails: {error}", task.worker));
+                self.check_error(None, &error);
+            }
+            Outcome::Deleted(run, result) => {
+                self.checker.event(format!(
+                    "delete of {} ends: {result:?}",
+                    self.runs[run].run_id
+                ));
+                self.reuse(run);
+            }
+            Outcome::Done(result) => {
+                self.checker
+                    .event(format!("{:?} task {} ends: {result:?}", task.kind, task.id));
+                if let Err(error) = &result {
+                    self.check_error(None, error);
+                }
+            }
+            Outcome::Submitted(run, result) => {
+                self.checker.event(format!(
+                    "submission of {} ends: {result:?}",
+                    self.runs[run].run_id
+                ));
+                match result {
+                    Ok(()) => self.runs[run].unacknowledged = false,
+                    Err(error) => self.attempt_ended(run, Err(error), None),
+                }
+            }
+        }
+    }
+
+    /// A deleted run's id gets one of the inputs at random for its next use.
+    pub(super) fn reuse(&mut self, run: usize) {
+        let gone = matches!(
+            fresh_run(self.checker.objects(), &self.runs[run].run_id),
+            Some(Ok(None))
+        );
+        if gone && !self.sim.inputs.is_empty() {
+            let input = self.rng.random_range(0..self.sim.inputs.len());
+            self.runs[run].input = self.sim.inputs[input].clone();
+        }
+    }
+
+    /// `delivered`: the content key of the input a delivery gave (`None`
+    /// for a recovery, which runs the stored input).
+    pub(super) fn attempt_ended(
+        &mut self,
+        run: usize,
+        result: Result<(), String>,
+        delivered: Option<&str>,
+    ) {
+        if let Err(error) = result {
+            self.check_error(Some((run, delivered)), &error);
+            self.runs[run].last_error = Some(error);
+        }
+    }
+
+    /// Errors that break an invariant wherever they come from.
+    pub(super) fn check_error(&mut self, run: Option<(usize, Option<&str>)>, error: &str) {
+        match classify(error) {
+            // Not one if a foreign object stood at the path it names when
+            // the task could have read it (the checker knows).
+            ErrorKind::Corrupt => self
+                .checker
+                .violation(checker::CORRUPT_READ, error.to_string()),
+            ErrorKind::NonDeterminism => self.checker.violation(
+                "a deterministic workflow replays its history",
+                error.to_string(),
+            ),
+            ErrorKind::InputConflict => {
+                if let Some((run, delivered)) = run {
+                    self.check_input_conflict(run, delivered, error);
+                }
+            }
+            ErrorKind::InjectedFault | ErrorKind::Other => {}
+        }
+    }
+
+    /// A run refused its own input: a violation if the stored input equals
+    /// the delivered one (the slot's input, unless `delivered` names it: a
+    /// delivery made before the run was deleted and its id reused with
+    /// another input is refused rightly).
+    pub(super) fn check_input_conflict(
+        &mut self,
+        run: usize,
+        delivered: Option<&str>,
+        error: &str,
+    ) {
+        let slot = &self.runs[run];
+        let delivered = match delivered {
+            Some(key) => Ok(key.to_string()),
+            None => crate::content_key(&slot.input),
+        };
+        let Some(Ok(Some(record))) = fresh_run(self.checker.objects(), &slot.run_id) else {
+            return;
+        };
+        let stored: Option<I> = crate::codec::decode(&record.input).ok();
+        let equal = stored.is_some_and(|stored| {
+            matches!(
+                (crate::content_key(&stored), &delivered),
+                (Ok(a), Ok(b)) if a == *b
+            )
+        });
+        if equal && record.workflow == self.workflow.name() {
+            self.checker.violation(
+                "redelivering an equal input is never refused",
+                format!("run {}: {error}", slot.run_id),
+            );
+        }
+    }
+}

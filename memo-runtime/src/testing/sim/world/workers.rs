@@ -1,0 +1,188 @@
+//! The workers' processes: their stores, starting, crashing, restarting
+//! and recovering them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::ObjectStore;
+use rand::RngExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::memo::MemoStore;
+use crate::runtime_store::ObjectStoreRuntimeStore;
+use crate::testing::sim::checker::TaskKind;
+use crate::testing::sim::compat::{self, PREFIX};
+use crate::testing::sim::stores::{Audited, Preemptible};
+use crate::testing::sim::{Event, Ledger};
+use crate::testing::{
+    CaseFoldingStore, FaultInjectingStore, FaultRule, NameLimitedStore, RequestKind,
+};
+use crate::workflow::{RetryPolicy, Runtime, Workflow, WorkflowFn};
+
+use super::{OPERATOR, Outcome, Worker, World};
+
+impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
+where
+    I: Serialize + DeserializeOwned + Clone + 'w,
+    O: Serialize + DeserializeOwned + 'w,
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: WorkflowFn<I, Output = O> + 'w,
+{
+    /// The shared objects as every process sees them through the backend:
+    /// with wide run ids, as a backend with name limits and
+    /// case-insensitive names would show them; with foreign objects, with
+    /// those planted in it.
+    pub(super) fn backend(&self) -> Arc<dyn ObjectStore> {
+        let shared: Arc<dyn ObjectStore> = match &self.foreign {
+            Some(foreign) => Arc::clone(foreign) as _,
+            None => Arc::clone(self.checker.objects()),
+        };
+        if self.config.wide_run_ids {
+            Arc::new(CaseFoldingStore::new(NameLimitedStore::new(shared)))
+        } else {
+            shared
+        }
+    }
+
+    /// A worker process: its own store instances over the shared objects.
+    pub(super) fn start_worker(&mut self, faulty: bool) -> Worker {
+        let shared = self.backend();
+        let faults = Arc::new(FaultInjectingStore::new(shared).with_seed(self.rng.random()));
+        if faulty && self.config.fault_rate > 0.0 {
+            let half = self.config.fault_rate / 2.0;
+            for kind in RequestKind::ALL {
+                faults.inject(FaultRule::fail_before(kind).with_probability(half));
+                faults.inject(FaultRule::fail_after(kind).with_probability(half));
+            }
+        }
+        let objects: Arc<dyn ObjectStore> = Arc::new(Preemptible {
+            inner: Arc::clone(&faults),
+            checker: self.checker.clone(),
+        });
+        let store = Audited {
+            inner: ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX),
+            checker: self.checker.clone(),
+        };
+        let builder = Runtime::builder()
+            .memo_store(MemoStore::new(objects, PREFIX))
+            .runtime_store(Arc::new(store))
+            .clock(Arc::clone(&self.clock) as _)
+            .retention(self.config.retention)
+            // The default holds the process id: the seed's own, to replay.
+            .worker_id(format!("sim-{:08x}", crate::run_id::unique_token() as u32))
+            .marker_retry(
+                RetryPolicy::attempts(3)
+                    .with_min_delay(Duration::from_millis(20))
+                    .without_jitter(),
+            );
+        let builder = compat::configure(builder, self.config.lease);
+        // With worker loops, an attempt suspends at every timer, for a
+        // worker's poll to wake it.
+        let builder = match &self.loops {
+            Some(_) => builder.timer_wait(Duration::ZERO),
+            None => builder,
+        };
+        let runtime = builder
+            .build()
+            .expect("a memo store and a runtime store are set");
+        let looped = self
+            .loops
+            .as_ref()
+            .map(|loops| (loops.worker)(runtime.clone(), self.ordered));
+        Worker {
+            runtime,
+            faults,
+            looped,
+        }
+    }
+
+    pub(super) fn live_faults(&self) -> u64 {
+        self.workers
+            .iter()
+            .flatten()
+            .chain(&self.operator)
+            .map(|w| w.faults.faults_injected())
+            .sum()
+    }
+
+    /// The runtime of worker `worker` (or of the operator, [`OPERATOR`]).
+    pub(super) fn runtime_of(&self, worker: usize) -> Runtime {
+        let process = if worker == OPERATOR {
+            self.operator.as_ref()
+        } else {
+            self.workers[worker].as_ref()
+        };
+        process.expect("a live worker").runtime.clone()
+    }
+
+    pub(super) fn crash_random_worker(&mut self) {
+        if let Some(worker) = self.random_live_worker() {
+            self.crash(worker);
+        }
+    }
+
+    pub(super) fn crash(&mut self, worker: usize) {
+        if let Some(dead) = self.workers[worker].take() {
+            self.faults += dead.faults.faults_injected();
+        }
+        self.crashes += 1;
+        let mut dropped = 0;
+        self.tasks.retain(|task| {
+            let dies = task.worker == worker;
+            if dies {
+                dropped += 1;
+                self.checker.task_ended(task.id);
+            }
+            !dies
+        });
+        self.checker.event(format!(
+            "worker {worker} crashes, dropping {dropped} task(s)"
+        ));
+    }
+
+    /// Restarts a crashed worker, which then recovers its workflow's runs.
+    pub(super) fn restart_random(&mut self) {
+        let Some(worker) = self.workers.iter().position(Option::is_none) else {
+            return;
+        };
+        let started = self.start_worker(self.config.has(Event::StoreFault));
+        self.workers[worker] = Some(started);
+        self.checker.event(format!("worker {worker} restarts"));
+        let quiet = !self
+            .tasks
+            .iter()
+            .any(|t| matches!(t.kind, TaskKind::Run | TaskKind::Recover));
+        // A worker loop takes over the crashed worker's runs by itself.
+        if self.loops.is_none() && (self.config.has(Event::ConcurrentDelivery) || quiet) {
+            self.recover(worker);
+        }
+    }
+
+    pub(super) fn recover(&mut self, worker: usize) {
+        let runtime = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .clone();
+        let workflow = self.workflow;
+        self.checker.event(format!("recover on worker {worker}"));
+        let future = async move {
+            let recovered = runtime.recover(workflow).await;
+            Outcome::Recover(
+                recovered
+                    .map(|recovery| {
+                        recovery
+                            .resumed
+                            .into_iter()
+                            .map(|(run_id, result)| {
+                                (run_id, result.map(drop).map_err(|e| e.to_string()))
+                            })
+                            .collect()
+                    })
+                    .map_err(|e| e.to_string()),
+            )
+        };
+        self.spawn(worker, TaskKind::Recover, None, Box::pin(future));
+    }
+}

@@ -1,0 +1,90 @@
+//! The read-only view of a runtime store the replay check replays over.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::{
+    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary,
+    RuntimeStore, StepReceipt,
+};
+
+/// A view of a runtime store that reads through and refuses every write.
+#[derive(Debug)]
+pub(super) struct ReadOnlyView {
+    pub(super) inner: Arc<dyn RuntimeStore>,
+}
+
+impl ReadOnlyView {
+    fn refuse<T>(run_id: &RunId) -> Result<T> {
+        Err(Error::InvalidWrite {
+            run_id: run_id.to_string(),
+            reason: "the replay check reads the store and never writes to it".into(),
+        })
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl RuntimeStore for ReadOnlyView {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
+        Self::refuse(&run.run_id)
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
+        self.inner.load_run(run_id).await
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, _commit: Commit) -> Result<RunRecord> {
+        Self::refuse(run_id)
+    }
+
+    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
+        self.inner.load_receipts(run_id, after).await
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
+        self.inner.load_snapshot(run_id).await
+    }
+
+    async fn append_input(&self, run_id: &RunId, _input: NewInput) -> Result<InputRecord> {
+        Self::refuse(run_id)
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
+        self.inner.load_inputs(run_id).await
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
+        self.inner.list_runs(status).await
+    }
+
+    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
+        self.inner.list_run_ids(status).await
+    }
+
+    async fn list_run_ids_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunIdPage> {
+        self.inner.list_run_ids_page(status, after, limit).await
+    }
+
+    async fn list_runs_page(
+        &self,
+        status: RunStatus,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<RunPage> {
+        self.inner.list_runs_page(status, after, limit).await
+    }
+
+    async fn delete_run(&self, run_id: &RunId, _incarnation: Incarnation) -> Result<bool> {
+        Self::refuse(run_id)
+    }
+}
