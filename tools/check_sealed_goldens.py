@@ -1,4 +1,4 @@
-# Independent check of the version-2 goldens: HChaCha20 by hand, then the
+# Independent check of the version-2 and version-3 goldens: HChaCha20 by hand, then the
 # IETF ChaCha20-Poly1305 of `cryptography`, zstd via the zstd CLI.
 import struct, zlib
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -16,14 +16,24 @@ def hchacha(key, n16):
     return struct.pack('<8I',*(s[0:4]+s[12:16]))
 import sys
 # Usage: python3 tools/check_sealed_goldens.py HEX... (the GOLDEN_ENCRYPTED and
-# GOLDEN_BOTH frames of memo-runtime/src/envelope.rs); prints each one's
-# compression byte and plaintext body.
-key=bytes([7]*32); path=b"m/r/1/k"
+# GOLDEN_BOTH frames of memo-runtime/src/envelope.rs, version 2, and the
+# GOLDEN_DATA_KEY and GOLDEN_DATA_KEY_COMPRESSED frames, version 3); prints
+# each one's compression byte and plaintext body.
+path=b"m/r/1/k"
 for golden in sys.argv[1:]:
     f=bytes.fromhex(golden)
+    assert f[:4]==b"MEMO" and f[4] in (2,3)
     assert zlib.crc32(f[:-4])==struct.unpack('<I',f[-4:])[0]
-    header=f[:20]; body=f[20:-4]
+    if f[4]==2:
+        # A keyring's key of version 1: all bytes 7.
+        key=bytes([7]*32); header=f[:20]; domain=b"memo frame v2\0"
+    else:
+        # The data key of id 1 (named at bytes 12..20): all bytes 9.
+        assert struct.unpack('<Q',f[12:20])[0]==1
+        key=bytes([9]*32); header=f[:28]; domain=b"memo frame v3\0"
+    body=f[len(header):-4]
+    assert struct.unpack('<Q',header[-8:])[0]==len(body)
     nonce=body[:24]; ct=body[24:]
     sub=hchacha(key,nonce[:16])
-    pt=ChaCha20Poly1305(sub).decrypt(b'\0\0\0\0'+nonce[16:], ct, b"memo frame v2\0"+header+path)
-    print(header[6], pt.hex())
+    pt=ChaCha20Poly1305(sub).decrypt(b'\0\0\0\0'+nonce[16:], ct, domain+header+path)
+    print(f[4], header[6], pt.hex())

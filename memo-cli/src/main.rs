@@ -98,6 +98,18 @@ enum Command {
         #[arg(long, default_value = "cancelled by memoctl")]
         reason: String,
     },
+    /// Forgets an ended run: deletes its data keys, so none of its data can
+    /// be read again (even from bucket versions or a copy of the bucket),
+    /// then clears its entries and records. Needs per-run data keys
+    /// (`--option data_key_store=URL --option key_encryption_key_file=PATH`).
+    Forget {
+        /// The run id.
+        run: String,
+    },
+    /// Wraps every data key again with the current (highest) version of the
+    /// key-encryption key file, rewriting the key store only, never the
+    /// data; afterwards older versions can be removed from the file.
+    Rewrap,
     /// Lists terminal markers: which runs ended when, and which expired.
     Markers {
         /// Only markers older than the retention.
@@ -224,6 +236,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::signal(&store, &run, &name, &payload, json).await
         }
         Command::Cancel { run, reason } => commands::cancel(&store, &run, &reason, json).await,
+        Command::Forget { run } => commands::forget(&store, &run, json).await,
+        Command::Rewrap => commands::rewrap(&store, json).await,
         Command::Markers {
             expired,
             retention,

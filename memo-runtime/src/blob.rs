@@ -135,6 +135,7 @@ use crate::error::{Error, Result};
 use crate::memo::{Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId, unique_token};
 use crate::seal::Seal;
+use std::borrow::Cow;
 
 /// The default number of a value's bytes in each chunk: 4 MiB.
 pub const DEFAULT_CHUNK_SIZE: usize = 4 * 1024 * 1024;
@@ -347,6 +348,11 @@ impl Reader {
         let Some(trailer) = self.take(TRAILER_LEN).await? else {
             return Err(truncated(&self));
         };
+        // With data keys, the key the first chunk's frame names is fetched
+        // once; after that the seal holds it.
+        if let Cow::Owned(seal) = self.seal.for_reading(&self.path, &frame).await? {
+            self.seal = seal;
+        }
         let at = ChunkAt {
             blob: &self.path,
             index: header.index,
@@ -681,6 +687,11 @@ impl BlobWriter {
         }
         let chunk = self.buffer.split().freeze();
         self.digest.update(&chunk);
+        // With data keys, the run's key is fetched (or made) once, at the
+        // first chunk; after that the seal holds it.
+        if let Cow::Owned(seal) = self.seal.for_writing(&self.path).await? {
+            self.seal = seal;
+        }
         let at = ChunkAt {
             blob: &self.path,
             index: self.index,
@@ -735,8 +746,8 @@ impl Drop for BlobWriter {
 /// The seal of a blob of incarnation `incarnation` of `run` in `store`:
 /// the one its run's memo entries are sealed with, so that whatever makes
 /// the run's entries unreadable makes its blobs unreadable too.
-fn run_seal(store: &MemoStore, _run: &RunId, _incarnation: Incarnation) -> Seal {
-    store.seal().clone()
+fn run_seal(store: &MemoStore, run: &RunId, incarnation: Incarnation) -> Seal {
+    store.seal().for_run(run, incarnation).into_owned()
 }
 
 fn hex(bytes: &[u8]) -> String {

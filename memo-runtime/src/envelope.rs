@@ -31,12 +31,35 @@
 //! | `n` | body |
 //! | 4 | CRC-32 (IEEE) over everything before it |
 //!
+//! A payload encrypted with a run's data key (see
+//! [`DataKeys`](crate::seal::DataKeys)) is framed in version 3, which is
+//! version 2 with the data key named:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 4 | magic `b"MEMO"` |
+//! | 1 | format version 3 |
+//! | 1 | codec: 0 = raw bytes |
+//! | 1 | compression: 0 = none, 1 = zstd |
+//! | 1 | encryption: 1 = XChaCha20-Poly1305 |
+//! | 4 | data key version: 1 |
+//! | 8 | data key id: the run incarnation whose data key sealed it (0 for a shared namespace's) |
+//! | 8 | body length `n` |
+//! | `n` | body |
+//! | 4 | CRC-32 (IEEE) over everything before it |
+//!
+//! The run (or namespace) is the one the object is read for: its path
+//! says it, and a reader of a run's pointer, which does not know the
+//! incarnation beforehand, learns it from the id. Version 2 frames (sealed
+//! with a store keyring) and version 1 frames still read as before.
+//!
 //! The body, compressed: the payload's length (8 bytes) then one zstd
 //! frame. Encrypted: a random 24-byte nonce, the ciphertext of the
 //! (compressed) body, and the 16-byte Poly1305 tag. The associated data of
 //! the encryption is a domain tag, the 20-byte header and the object's path
 //! (store prefix, run, incarnation, step, key or record), so a ciphertext
-//! read at any other path, or with a header changed, fails to authenticate.
+//! read at any other path, or with a header changed, fails to authenticate
+//! (version 3's domain tag is `memo frame v3`; its header is 28 bytes).
 //!
 //! The checksum comes last so a truncated object fails either the length or
 //! the checksum check, whichever it reaches first.
@@ -54,6 +77,7 @@ use crate::seal::{Compression, Seal};
 const MAGIC: &[u8; 4] = b"MEMO";
 const PLAIN_VERSION: u8 = 1;
 const SEALED_VERSION: u8 = 2;
+const DATA_KEY_VERSION: u8 = 3;
 const CODEC_RAW: u8 = 0;
 const COMPRESSION_NONE: u8 = 0;
 const COMPRESSION_ZSTD: u8 = 1;
@@ -61,6 +85,10 @@ const CIPHER_NONE: u8 = 0;
 const CIPHER_XCHACHA20_POLY1305: u8 = 1;
 const PLAIN_HEADER_LEN: usize = 4 + 1 + 1 + 8;
 const SEALED_HEADER_LEN: usize = 4 + 1 + 1 + 1 + 1 + 4 + 8;
+const DATA_KEY_HEADER_LEN: usize = SEALED_HEADER_LEN + 8;
+/// The version of a run's data key recorded in a version-3 frame: one key
+/// per run incarnation, so far never replaced.
+const RUN_DATA_KEY_VERSION: u32 = 1;
 const TRAILER_LEN: usize = 4;
 const LENGTH_LEN: usize = 8;
 const NONCE_LEN: usize = 24;
@@ -68,6 +96,7 @@ const TAG_LEN: usize = 16;
 /// Binds a ciphertext to memo's frame, so no other use of a key can make
 /// one that reads here.
 const AAD_DOMAIN: &[u8] = b"memo frame v2\0";
+const DATA_KEY_AAD_DOMAIN: &[u8] = b"memo frame v3\0";
 
 /// Bytes a plain (version 1) frame adds to a payload.
 pub(crate) const OVERHEAD: usize = PLAIN_HEADER_LEN + TRAILER_LEN;
@@ -75,12 +104,58 @@ pub(crate) const OVERHEAD: usize = PLAIN_HEADER_LEN + TRAILER_LEN;
 /// The most bytes any frame adds to a payload: a compressed body is kept
 /// only where it is smaller than the payload, and encryption adds its nonce
 /// and tag.
-pub(crate) const MAX_OVERHEAD: usize = SEALED_HEADER_LEN + TRAILER_LEN + NONCE_LEN + TAG_LEN;
+pub(crate) const MAX_OVERHEAD: usize = DATA_KEY_HEADER_LEN + TRAILER_LEN + NONCE_LEN + TAG_LEN;
+
+/// The key a frame is encrypted with.
+#[derive(Clone, Copy)]
+enum FrameKey<'a> {
+    /// A store keyring's key of this version (frame version 2).
+    Ring(u32, &'a XChaCha20Poly1305),
+    /// The data key of this id (frame version 3).
+    Data(u64, &'a XChaCha20Poly1305),
+}
+
+impl FrameKey<'_> {
+    fn cipher(&self) -> &XChaCha20Poly1305 {
+        match self {
+            FrameKey::Ring(_, cipher) | FrameKey::Data(_, cipher) => cipher,
+        }
+    }
+}
+
+/// The key `seal` writes with: its fetched data key, else its keyring's
+/// current key.
+fn write_key(seal: &Seal) -> Option<FrameKey<'_>> {
+    if let Some((id, cipher)) = seal.data_key() {
+        return Some(FrameKey::Data(id, cipher));
+    }
+    debug_assert!(
+        seal.data_keys().is_none() || seal.keys().is_some(),
+        "a seal with data keys writes only once its key is fetched (Seal::for_writing)"
+    );
+    seal.keys()
+        .map(|keys| keys.current())
+        .map(|(version, cipher)| FrameKey::Ring(version, cipher))
+}
+
+/// The data key id a version-3 frame names, if `framed` is one.
+pub(crate) fn data_key_id(framed: &[u8]) -> Option<u64> {
+    if framed.len() < DATA_KEY_HEADER_LEN || &framed[..4] != MAGIC || framed[4] != DATA_KEY_VERSION
+    {
+        return None;
+    }
+    Some(u64::from_le_bytes(
+        framed[SEALED_HEADER_LEN - 8..SEALED_HEADER_LEN]
+            .try_into()
+            .expect("8 bytes"),
+    ))
+}
 
 /// Frames `payload` for storage at `path` as `seal` says.
 pub(crate) fn seal(path: &Path, payload: &[u8], seal: &Seal) -> Bytes {
     let compressed = compress(payload, seal.compression());
-    if compressed.is_none() && seal.keys().is_none() {
+    let key = write_key(seal);
+    if compressed.is_none() && key.is_none() {
         return frame_plain(payload);
     }
     let body = match &compressed {
@@ -90,7 +165,7 @@ pub(crate) fn seal(path: &Path, payload: &[u8], seal: &Seal) -> Bytes {
         },
         None => Body::Raw(payload),
     };
-    frame_sealed(path, body, seal.keys().map(|keys| keys.current()))
+    frame_sealed(path, body, key)
 }
 
 /// The committed payload of `framed`, which [`seal`] just made of
@@ -180,7 +255,7 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-fn frame_sealed(path: &Path, body: Body<'_>, key: Option<(u32, &XChaCha20Poly1305)>) -> Bytes {
+fn frame_sealed(path: &Path, body: Body<'_>, key: Option<FrameKey<'_>>) -> Bytes {
     frame_sealed_with(path, body, key, random_nonce)
 }
 
@@ -195,7 +270,7 @@ fn random_nonce() -> XNonce {
 fn frame_sealed_with(
     path: &Path,
     body: Body<'_>,
-    key: Option<(u32, &XChaCha20Poly1305)>,
+    key: Option<FrameKey<'_>>,
     nonce: impl FnOnce() -> XNonce,
 ) -> Bytes {
     let sealed_len = body.len()
@@ -204,9 +279,12 @@ fn frame_sealed_with(
         } else {
             0
         };
-    let mut out = BytesMut::with_capacity(SEALED_HEADER_LEN + sealed_len + TRAILER_LEN);
+    let mut out = BytesMut::with_capacity(DATA_KEY_HEADER_LEN + sealed_len + TRAILER_LEN);
     out.put_slice(MAGIC);
-    out.put_u8(SEALED_VERSION);
+    out.put_u8(match key {
+        Some(FrameKey::Data(..)) => DATA_KEY_VERSION,
+        _ => SEALED_VERSION,
+    });
     out.put_u8(CODEC_RAW);
     out.put_u8(body.compression());
     out.put_u8(if key.is_some() {
@@ -214,13 +292,21 @@ fn frame_sealed_with(
     } else {
         CIPHER_NONE
     });
-    out.put_u32_le(key.map_or(0, |(version, _)| version));
+    match key {
+        None => out.put_u32_le(0),
+        Some(FrameKey::Ring(version, _)) => out.put_u32_le(version),
+        Some(FrameKey::Data(id, _)) => {
+            out.put_u32_le(RUN_DATA_KEY_VERSION);
+            out.put_u64_le(id);
+        }
+    }
     out.put_u64_le(sealed_len as u64);
     match key {
         None => body.put(&mut out),
-        Some((_, cipher)) => {
+        Some(key) => {
+            let cipher = key.cipher();
             let nonce = nonce();
-            let aad = associated_data(&out[..SEALED_HEADER_LEN], path);
+            let aad = associated_data(&out, path);
             out.put_slice(&nonce);
             let start = out.len();
             body.put(&mut out);
@@ -239,8 +325,13 @@ fn frame_sealed_with(
 /// done to the payload, with which key) and where the object lives.
 fn associated_data(header: &[u8], path: &Path) -> Vec<u8> {
     let path = path.as_ref().as_bytes();
-    let mut aad = Vec::with_capacity(AAD_DOMAIN.len() + header.len() + path.len());
-    aad.extend_from_slice(AAD_DOMAIN);
+    let domain = if header[4] == DATA_KEY_VERSION {
+        DATA_KEY_AAD_DOMAIN
+    } else {
+        AAD_DOMAIN
+    };
+    let mut aad = Vec::with_capacity(domain.len() + header.len() + path.len());
+    aad.extend_from_slice(domain);
     aad.extend_from_slice(header);
     aad.extend_from_slice(path);
     aad
@@ -260,8 +351,12 @@ fn associated_data(header: &[u8], path: &Path) -> Vec<u8> {
 /// requires encryption.
 pub(crate) fn open(path: &Path, framed: Bytes, seal: &Seal, max_payload: u64) -> Result<Bytes> {
     let corrupt = |reason: String| Error::corrupt(path, reason);
-    if framed.len() >= 5 && &framed[..4] == MAGIC && framed[4] == SEALED_VERSION {
-        return open_sealed(path, framed, seal, max_payload);
+    if framed.len() >= 5 && &framed[..4] == MAGIC {
+        match framed[4] {
+            SEALED_VERSION => return open_sealed(path, framed, seal, max_payload, false),
+            DATA_KEY_VERSION => return open_sealed(path, framed, seal, max_payload, true),
+            _ => {}
+        }
     }
     let payload = open_plain(path, framed)?;
     if !seal.reads_plaintext() {
@@ -288,8 +383,8 @@ fn open_plain(path: &Path, framed: Bytes) -> Result<Bytes> {
     }
     if framed[4] != PLAIN_VERSION {
         return Err(corrupt(format!(
-            "unknown format version {} (this build reads versions {PLAIN_VERSION} and \
-             {SEALED_VERSION})",
+            "unknown format version {} (this build reads versions {PLAIN_VERSION} to \
+             {DATA_KEY_VERSION})",
             framed[4]
         )));
     }
@@ -326,10 +421,22 @@ fn checked_body(path: &Path, framed: &[u8], header_len: usize) -> Result<std::op
     Ok(header_len..body_end)
 }
 
-/// Checks a version-2 frame, decrypts and decompresses its body.
-fn open_sealed(path: &Path, framed: Bytes, seal: &Seal, max_payload: u64) -> Result<Bytes> {
+/// Checks a version-2 frame (or, `data_key`, a version-3 one), decrypts and
+/// decompresses its body.
+fn open_sealed(
+    path: &Path,
+    framed: Bytes,
+    seal: &Seal,
+    max_payload: u64,
+    data_key: bool,
+) -> Result<Bytes> {
     let corrupt = |reason: String| Error::corrupt(path, reason);
-    let min = SEALED_HEADER_LEN + TRAILER_LEN;
+    let header_len = if data_key {
+        DATA_KEY_HEADER_LEN
+    } else {
+        SEALED_HEADER_LEN
+    };
+    let min = header_len + TRAILER_LEN;
     if framed.len() < min {
         return Err(corrupt(format!(
             "{} bytes is shorter than the {min}-byte frame",
@@ -338,7 +445,7 @@ fn open_sealed(path: &Path, framed: Bytes, seal: &Seal, max_payload: u64) -> Res
     }
     let (codec, compression, cipher) = (framed[5], framed[6], framed[7]);
     let key_version = u32::from_le_bytes(framed[8..12].try_into().expect("4 bytes"));
-    let body = checked_body(path, &framed, SEALED_HEADER_LEN)?;
+    let body = checked_body(path, &framed, header_len)?;
     if codec != CODEC_RAW {
         return Err(corrupt(format!("unknown codec {codec}")));
     }
@@ -346,6 +453,26 @@ fn open_sealed(path: &Path, framed: Bytes, seal: &Seal, max_payload: u64) -> Res
         return Err(corrupt(format!("unknown compression {compression}")));
     }
     let body = match (cipher, key_version) {
+        (CIPHER_XCHACHA20_POLY1305, RUN_DATA_KEY_VERSION) if data_key => {
+            let id = data_key_id(&framed).expect("a version-3 frame of its full header");
+            let cipher = match seal.data_key() {
+                Some((at, cipher)) if at == id => cipher,
+                _ => {
+                    return Err(corrupt(format!(
+                        "the object is encrypted with data key {id:016x}, which was not \
+                         fetched for this read"
+                    )));
+                }
+            };
+            decrypt_with(path, &framed[..header_len], &framed[body], cipher, || {
+                format!("the data key {id:016x}")
+            })?
+        }
+        _ if data_key => {
+            return Err(corrupt(format!(
+                "unknown encryption {cipher} with data key version {key_version}"
+            )));
+        }
         (CIPHER_NONE, 0) => {
             if !seal.reads_plaintext() {
                 return Err(corrupt(PLAINTEXT_REFUSED.into()));
@@ -386,6 +513,21 @@ fn decrypt(path: &Path, header: &[u8], body: &[u8], seal: &Seal, version: u32) -
             keys.current_version()
         )));
     };
+    decrypt_with(path, header, body, cipher, || {
+        format!("another key of version {version}")
+    })
+}
+
+/// Decrypts `body` of the frame whose header is `header` with `cipher`;
+/// `key` names the key in the error of a body that does not authenticate.
+fn decrypt_with(
+    path: &Path,
+    header: &[u8],
+    body: &[u8],
+    cipher: &XChaCha20Poly1305,
+    key: impl FnOnce() -> String,
+) -> Result<Bytes> {
+    let corrupt = |reason: String| Error::corrupt(path, reason);
     if body.len() < NONCE_LEN + TAG_LEN {
         return Err(corrupt(format!(
             "an encrypted body of {} bytes is shorter than its nonce and tag",
@@ -405,8 +547,9 @@ fn decrypt(path: &Path, header: &[u8], body: &[u8], seal: &Seal, version: u32) -
         .map_err(|_| {
             corrupt(format!(
                 "the encrypted object does not authenticate for this path: it was moved or \
-                 copied here from another path, run or incarnation, or sealed with another \
-                 key of version {version}, or altered"
+                 copied here from another path, run or incarnation, or sealed with {}, or \
+                 altered",
+                key()
             ))
         })?;
     Ok(plaintext.into())
@@ -502,7 +645,7 @@ mod tests {
             }
             nonce
         };
-        frame_sealed_with(&p(path), body, seal.keys().map(Keyring::current), nonce)
+        frame_sealed_with(&p(path), body, write_key(seal), nonce)
     }
 
     fn hex(bytes: &[u8]) -> String {
@@ -576,6 +719,47 @@ mod tests {
                 GOLDEN_PAYLOAD
             );
         }
+    }
+
+    /// The version-3 goldens: as the version-2 ones, sealed with the data
+    /// key of id 1 (all bytes 9) instead of a keyring's key. Decrypted
+    /// independently by `tools/check_sealed_goldens.py`.
+    const GOLDEN_DATA_KEY: &str = "4d454d4f030000010100000001000000000000005700000000000000000102030405060708090a0b0c0d0e0f101112131415161737223c076d9626770bc508de9e422beeaf330f92211428db6aaddeed5e3cbe7774c43d626c567ed376672e8e3592fc2a0b22759a72d4213cee5c0afd3e7c1ced3d91e7";
+    const GOLDEN_DATA_KEY_COMPRESSED: &str = "4d454d4f030001010100000001000000000000004500000000000000000102030405060708090a0b0c0d0e0f10111213141516177047506b02b64e124f1c4803d6082282c0230f92211428db03c8b01413b0f3e0adb7dde9b900679d19f522b00ca3a89cb5";
+
+    fn data_keyed(seal: Seal) -> Seal {
+        seal.with_fetched_data_key(1, [9; 32])
+    }
+
+    #[test]
+    fn the_frames_sealed_with_a_data_key_are_pinned() {
+        for (seal, golden) in [
+            (data_keyed(Seal::plain()), GOLDEN_DATA_KEY),
+            (data_keyed(compressed()), GOLDEN_DATA_KEY_COMPRESSED),
+        ] {
+            let framed = sealed_with_fixed_nonce("m/r/1/k", GOLDEN_PAYLOAD, &seal);
+            assert_eq!(hex(&framed), golden, "the stored frame changed");
+            assert_eq!(data_key_id(&framed), Some(1));
+            assert_eq!(
+                &open(&p("m/r/1/k"), unhex(golden), &seal, MAX).unwrap()[..],
+                GOLDEN_PAYLOAD
+            );
+        }
+    }
+
+    #[test]
+    fn a_data_keyed_frame_opens_only_with_its_own_key_fetched() {
+        let framed = seal(&p("p/x"), b"secret", &data_keyed(Seal::plain()));
+        assert_eq!(framed[4], DATA_KEY_VERSION);
+        let other_id = Seal::plain().with_fetched_data_key(2, [9; 32]);
+        assert!(corrupt_reason("p/x", framed.clone(), &other_id).contains("not fetched"));
+        let other_key = Seal::plain().with_fetched_data_key(1, [8; 32]);
+        assert!(
+            corrupt_reason("p/x", framed.clone(), &other_key).contains("does not authenticate")
+        );
+        // A keyring cannot open it, nor can a plain store read it.
+        assert!(corrupt_reason("p/x", framed.clone(), &encrypted()).contains("not fetched"));
+        assert!(corrupt_reason("p/x", framed, &plain()).contains("not fetched"));
     }
 
     #[test]
@@ -706,8 +890,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn any_single_bit_flip_is_detected(payload in proptest::collection::vec(any::<u8>(), 0..64), bit in any::<usize>(), which in 0usize..4) {
-            let seal = [plain(), compressed(), encrypted(), both()][which].clone();
+        fn any_single_bit_flip_is_detected(payload in proptest::collection::vec(any::<u8>(), 0..64), bit in any::<usize>(), which in 0usize..5) {
+            let seal = [plain(), compressed(), encrypted(), both(), data_keyed(compressed())][which % 5].clone();
             let mut framed = super::seal(&p("p"), &payload, &seal).to_vec();
             let bit = bit % (framed.len() * 8);
             framed[bit / 8] ^= 1 << (bit % 8);
@@ -715,8 +899,8 @@ mod tests {
         }
 
         #[test]
-        fn any_truncation_or_extension_is_detected(payload in proptest::collection::vec(any::<u8>(), 0..64), cut in any::<usize>(), extra in 1usize..8, which in 0usize..4) {
-            let seal = [plain(), compressed(), encrypted(), both()][which].clone();
+        fn any_truncation_or_extension_is_detected(payload in proptest::collection::vec(any::<u8>(), 0..64), cut in any::<usize>(), extra in 1usize..8, which in 0usize..5) {
+            let seal = [plain(), compressed(), encrypted(), both(), data_keyed(compressed())][which % 5].clone();
             let framed = super::seal(&p("p"), &payload, &seal);
             let cut = cut % framed.len();
             prop_assert!(open(&p("p"), framed.slice(..cut), &seal, MAX).is_err());

@@ -271,31 +271,39 @@ impl MemoStore {
         Limit::memo_entry(self.inner.max_value_size)
     }
 
-    /// The committed payload at `path`, if any: from `cache`, else read
-    /// (and checked) and kept there.
-    async fn read(&self, path: &Path, cache: Option<&EntryCache>) -> Result<Option<Bytes>> {
+    /// The committed payload at `path`, if any, sealed by `seal` (this
+    /// store's, for the entry's run): from `cache`, else read (and checked)
+    /// and kept there.
+    async fn read(
+        &self,
+        path: &Path,
+        cache: Option<&EntryCache>,
+        seal: &Seal,
+    ) -> Result<Option<Bytes>> {
         let Some(cache) = cache else {
-            return write_once::read(self.store(), path, self.entry_limit(), self.seal()).await;
+            return write_once::read(self.store(), path, self.entry_limit(), seal).await;
         };
         if let Some(hit) = cache.get(path) {
             return Ok(Some(hit));
         }
         let start = EntryCache::read_start();
-        let read = write_once::read(self.store(), path, self.entry_limit(), self.seal()).await?;
+        let read = write_once::read(self.store(), path, self.entry_limit(), seal).await?;
         if let Some(payload) = &read {
             cache.insert(path.clone(), payload.clone(), start);
         }
         Ok(read)
     }
 
-    /// Creates `path` with `value` unless it exists, after the size check;
-    /// `key` names the entry in a `TooLarge` error. A committed payload in
-    /// `cache` answers without a request.
+    /// Creates `path` with `value` (sealed by `seal`, this store's for the
+    /// entry's run) unless it exists, after the size check; `key` names the
+    /// entry in a `TooLarge` error. A committed payload in `cache` answers
+    /// without a request.
     pub(crate) async fn create(
         &self,
         path: &Path,
         value: &[u8],
         cache: Option<&EntryCache>,
+        seal: &Seal,
         key: impl FnOnce() -> String,
     ) -> Result<Created> {
         if value.len() > self.inner.max_value_size {
@@ -306,24 +314,17 @@ impl MemoStore {
             });
         }
         let Some(cache) = cache else {
-            return write_once::create_once(
-                self.store(),
-                path,
-                value,
-                self.entry_limit(),
-                self.seal(),
-            )
-            .await
-            .inspect(crate::meter::entry_created);
+            return write_once::create_once(self.store(), path, value, self.entry_limit(), seal)
+                .await
+                .inspect(crate::meter::entry_created);
         };
         if let Some(committed) = cache.get(path) {
             return Ok(Created::of_committed(value, committed));
         }
         let start = EntryCache::read_start();
-        let created =
-            write_once::create_once(self.store(), path, value, self.entry_limit(), self.seal())
-                .await
-                .inspect(crate::meter::entry_created)?;
+        let created = write_once::create_once(self.store(), path, value, self.entry_limit(), seal)
+            .await
+            .inspect(crate::meter::entry_created)?;
         // Whoever won, the payload is the committed one: ours only if our
         // create succeeded, else what was read back from the store.
         cache.insert(path.clone(), created.payload().clone(), start);

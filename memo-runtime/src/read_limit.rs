@@ -171,7 +171,7 @@ mod tests {
         let error = read_bounded(&store, &path, SMALL).await.unwrap_err();
         assert!(
             matches!(&error, Error::Corrupt { path, reason }
-                if path == "memo/big" && reason.contains("79 bytes") && reason.contains("78 bytes")),
+                if path == "memo/big" && reason.contains("87 bytes") && reason.contains("86 bytes")),
             "{error}"
         );
         store.put(&path, vec![0u8; most].into()).await.unwrap();

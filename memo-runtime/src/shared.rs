@@ -299,7 +299,7 @@ pub(crate) async fn put(
     // On an error the entry may or may not exist (an unknown outcome), so
     // the marker stays: at worst it deletes nothing when it expires.
     let created = store
-        .create(&memo.key_path(key), value, None, describe)
+        .create(&memo.key_path(key), value, None, &memo.seal(), describe)
         .await?;
     if let Created::Theirs(_) = created {
         tracing::debug!(

@@ -66,7 +66,8 @@ pub(crate) async fn read(
     let Some(framed) = read_bounded(store, path, limit).await? else {
         return Ok(None);
     };
-    let payload = envelope::open(path, framed, seal, limit.max_payload())?;
+    let seal = seal.for_reading(path, &framed).await?;
+    let payload = envelope::open(path, framed, &seal, limit.max_payload())?;
     if payload.len() as u64 > limit.max_payload() {
         return Err(limit.payload_exceeded(path, payload.len() as u64));
     }
@@ -109,7 +110,8 @@ pub(crate) async fn create_once(
             limit: usize::try_from(limit.bytes()).unwrap_or(usize::MAX),
         });
     }
-    let framed = envelope::seal(path, payload, seal);
+    let seal = seal.for_writing(path).await?;
+    let framed = envelope::seal(path, payload, &seal);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -126,13 +128,13 @@ pub(crate) async fn create_once(
             }
             Err(e @ object_store::Error::AlreadyExists { .. })
             | Err(e @ object_store::Error::Precondition { .. }) => {
-                match read(store, path, limit, seal).await? {
+                match read(store, path, limit, &seal).await? {
                     Some(committed) => return Ok(classify(payload, committed)),
                     // Swept between our create and the read: try again.
                     None => e,
                 }
             }
-            Err(e) => match read(store, path, limit, seal).await {
+            Err(e) => match read(store, path, limit, &seal).await {
                 Ok(Some(committed)) => return Ok(classify(payload, committed)),
                 Ok(None) | Err(_) => e,
             },

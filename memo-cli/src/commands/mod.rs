@@ -3,8 +3,10 @@
 mod cancel;
 mod cost;
 mod export;
+mod forget;
 pub(crate) mod markers;
 mod probe;
+mod rewrap;
 mod runs;
 mod show;
 mod signal;
@@ -13,8 +15,10 @@ mod waits;
 
 pub(crate) use cancel::{cancel, request_cancel};
 pub(crate) use export::{Selection, export};
+pub(crate) use forget::forget;
 pub(crate) use markers::{MarkersPage, markers};
 pub(crate) use probe::probe;
+pub(crate) use rewrap::rewrap;
 pub(crate) use runs::{Listing, Page, Sort, runs, runs_page};
 pub(crate) use show::show;
 pub(crate) use signal::{send_signal, signal};

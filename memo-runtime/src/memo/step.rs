@@ -2,6 +2,7 @@
 //! (or a `#[memoized]` call) reads and writes its entries through, and the
 //! attempt hook a workflow step's memo carries.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,6 +14,7 @@ use super::entry_cache::EntryCache;
 use crate::error::{Error, Result};
 use crate::key::{content_key, sha256_digest};
 use crate::run_id::{Incarnation, RunId};
+use crate::seal::Seal;
 use crate::shared::SharedScope;
 use crate::write_once::Created;
 
@@ -179,6 +181,15 @@ impl Memo {
     /// be the old one. A workflow run's entries cannot go stale that way: a
     /// run is cleared only once it ended, and a run created again under its
     /// id is another incarnation, at other paths.
+    /// The store's seal for this memo's entries: its run incarnation's data
+    /// key, or its shared namespace's.
+    pub(crate) fn seal(&self) -> Cow<'_, Seal> {
+        match &self.shared {
+            Some(scope) => self.store.seal().for_shared(scope.namespace()),
+            None => self.store.seal().for_run(&self.run_id, self.incarnation),
+        }
+    }
+
     fn cached(&self) -> Option<&EntryCache> {
         // A shared entry expires, and is then written again, maybe with
         // another value, by any process: never served from memory.
@@ -196,7 +207,7 @@ impl Memo {
     /// if the entry is damaged (never reported as a miss).
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
         self.store
-            .read(&self.key_path(key), self.cached())
+            .read(&self.key_path(key), self.cached(), &self.seal())
             .await
             .inspect_err(|e| self.report_transient(e))
     }
@@ -225,7 +236,13 @@ impl Memo {
         };
         let created = self
             .store
-            .create(&self.key_path(key), value.as_ref(), self.cached(), describe)
+            .create(
+                &self.key_path(key),
+                value.as_ref(),
+                self.cached(),
+                &self.seal(),
+                describe,
+            )
             .await
             .inspect_err(|e| self.report_transient(e))?;
         if let Created::Theirs(_) = created {

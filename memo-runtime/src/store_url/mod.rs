@@ -79,8 +79,10 @@ impl std::fmt::Debug for StoreAndPrefix {
 /// writes). `memory://` takes no options. Every URL takes the seal options
 /// (see [`seal`](crate::seal)): [`ENCRYPTION_KEY_FILE_OPTION`](crate::seal::ENCRYPTION_KEY_FILE_OPTION)
 /// turns encryption on with a key file, [`COMPRESSION_OPTION`](crate::seal::COMPRESSION_OPTION)
-/// (`"zstd"`, the default, or `"off"`) and [`ACCEPT_PLAINTEXT_OPTION`](crate::seal::ACCEPT_PLAINTEXT_OPTION);
-/// they set the returned [`StoreAndPrefix::seal`].
+/// (`"zstd"`, the default, or `"off"`), [`ACCEPT_PLAINTEXT_OPTION`](crate::seal::ACCEPT_PLAINTEXT_OPTION),
+/// and [`DATA_KEY_STORE_OPTION`](crate::seal::DATA_KEY_STORE_OPTION) with
+/// [`KEY_ENCRYPTION_KEY_FILE_OPTION`](crate::seal::KEY_ENCRYPTION_KEY_FILE_OPTION)
+/// (per-run data keys); they set the returned [`StoreAndPrefix::seal`].
 ///
 /// For S3, conditional puts are always set to `S3ConditionalPut::ETagMatch`
 /// (`If-None-Match: *` on create), which memo's write-once entries need, and

@@ -50,7 +50,14 @@ pub async fn write_legacy_step_output(
     value: &[u8],
 ) -> Result<()> {
     let path = step_output_path(store, run_id, incarnation, step, payload);
-    write_once::create_once(store.store(), &path, value, limit(store), store.seal()).await?;
+    write_once::create_once(
+        store.store(),
+        &path,
+        value,
+        limit(store),
+        &store.seal().for_run(run_id, incarnation),
+    )
+    .await?;
     Ok(())
 }
 
@@ -68,5 +75,11 @@ pub async fn read_legacy_step_output(
     payload: &[u8],
 ) -> Result<Option<Bytes>> {
     let path = step_output_path(store, run_id, incarnation, step, payload);
-    write_once::read(store.store(), &path, limit(store), store.seal()).await
+    write_once::read(
+        store.store(),
+        &path,
+        limit(store),
+        &store.seal().for_run(run_id, incarnation),
+    )
+    .await
 }

@@ -48,7 +48,11 @@ use crate::runtime_store::RuntimeStore;
 ///    again under the same id is another incarnation and is never touched;
 /// 3. deletes that incarnation's runtime-store records, if a runtime store
 ///    is configured ([`RuntimeStore::delete_run`]);
-/// 4. deletes the marker, only if every delete before it succeeded.
+/// 4. forgets the incarnation's data key, if the memo store's seal has data
+///    keys ([`DataKeys::forget_incarnation`](crate::seal::DataKeys::forget_incarnation)):
+///    from then on nothing of it can be read, even what bucket versions or
+///    a copy of the bucket keep;
+/// 5. deletes the marker, only if every step before it succeeded.
 ///
 /// A failure at any step is recorded in the [`SweepReport`] and leaves the
 /// marker in place, so the next pass finishes the run; a crash mid-pass does
@@ -359,6 +363,11 @@ impl RetentionSweeper {
             if let Some(store) = &config.runtime_store {
                 swept.runtime_record = store.delete_run(run_id, incarnation).await?;
             }
+            // Last before the marker: deleting a run's records reads its
+            // pointer, which a forgotten key would make unreadable. From
+            // here on nothing of the run can be read, even what bucket
+            // versions or a copy of the bucket keep.
+            forget_data_key(config, run_id, incarnation).await?;
             config.memo_store.markers().delete(marker).await?;
             tracing::debug!(
                 entries = swept.entries,
@@ -510,8 +519,25 @@ impl RetentionSweeper {
             .memo_store
             .clear_incarnation(run_id, run.incarnation)
             .await?;
-        store.delete_run(run_id, run.incarnation).await
+        let existed = store.delete_run(run_id, run.incarnation).await?;
+        forget_data_key(&self.config, run_id, run.incarnation).await?;
+        Ok(existed)
     }
+}
+
+/// Forgets the data key of a run incarnation being cleared, if the memo
+/// store's seal has data keys ([`DataKeys::forget_incarnation`]).
+///
+/// [`DataKeys::forget_incarnation`]: crate::seal::DataKeys::forget_incarnation
+async fn forget_data_key(
+    config: &SweeperConfig,
+    run_id: &RunId,
+    incarnation: Incarnation,
+) -> Result<()> {
+    if let Some(keys) = config.memo_store.seal().data_keys() {
+        keys.forget_incarnation(run_id, incarnation).await?;
+    }
+    Ok(())
 }
 
 /// What the runtime store holds of a marker's run.

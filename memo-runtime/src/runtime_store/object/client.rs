@@ -13,11 +13,21 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::read_limit::Limit;
+use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use crate::write_once::{self, Created};
 
 /// How many objects are read or deleted at once.
 pub(super) const CONCURRENCY: usize = 8;
+
+/// Whose data key seals a record (see [`Seal::with_data_keys`]): a run
+/// incarnation's, or, reading a run's pointer before its incarnation is
+/// known, the run's (the frame names the incarnation).
+#[derive(Clone, Copy)]
+pub(super) enum Owner<'a> {
+    Incarnation(&'a RunId, Incarnation),
+    Run(&'a RunId),
+}
 
 /// The objects of one runtime store.
 #[derive(Clone)]
@@ -55,27 +65,35 @@ impl Client {
         &self.seal
     }
 
-    /// Reads the record at `path`, sealed with `seal` (see
-    /// [`write_once::read`]).
+    /// The seal of `owner`'s records.
+    fn seal_of(&self, owner: Owner<'_>) -> std::borrow::Cow<'_, Seal> {
+        match owner {
+            Owner::Incarnation(run_id, incarnation) => self.seal.for_run(run_id, incarnation),
+            Owner::Run(run_id) => self.seal.for_run_id(run_id),
+        }
+    }
+
+    /// Reads `owner`'s sealed record at `path` (see [`write_once::read`]).
     pub(super) async fn read(
         &self,
         path: &Path,
         limit: Limit,
-        seal: &Seal,
+        owner: Owner<'_>,
     ) -> Result<Option<Bytes>> {
-        write_once::read(self.store.as_ref(), path, limit, seal).await
+        write_once::read(self.store.as_ref(), path, limit, &self.seal_of(owner)).await
     }
 
-    /// Creates the record at `path`, sealed with `seal`, unless one exists
-    /// (see [`write_once::create_once`]).
+    /// Creates `owner`'s sealed record at `path` unless one exists (see
+    /// [`write_once::create_once`]).
     pub(super) async fn create(
         &self,
         path: &Path,
         payload: &[u8],
         limit: Limit,
-        seal: &Seal,
+        owner: Owner<'_>,
     ) -> Result<Created> {
-        write_once::create_once(self.store.as_ref(), path, payload, limit, seal).await
+        let seal = self.seal_of(owner);
+        write_once::create_once(self.store.as_ref(), path, payload, limit, &seal).await
     }
 
     /// The objects under `folder`, in the order the store lists them.

@@ -3,6 +3,7 @@
 //! and deleted with the rest of the incarnation's folder.
 
 use super::ObjectStoreRuntimeStore;
+use super::client::Owner;
 use crate::codec;
 use crate::error::Result;
 use crate::read_limit::Limit;
@@ -24,7 +25,12 @@ impl ObjectStoreRuntimeStore {
             .attempt_cost(run_id, incarnation, cost.attempt);
         let bytes = codec::encode_value("an attempt's cost", cost)?;
         self.client
-            .create(&path, &bytes, Limit::RECORD, self.client.seal())
+            .create(
+                &path,
+                &bytes,
+                Limit::RECORD,
+                Owner::Incarnation(run_id, incarnation),
+            )
             .await?;
         Ok(())
     }
@@ -44,7 +50,11 @@ impl ObjectStoreRuntimeStore {
             // Deleted since the listing: the run is being deleted.
             let Some(bytes) = self
                 .client
-                .read(&path, Limit::RECORD, self.client.seal())
+                .read(
+                    &path,
+                    Limit::RECORD,
+                    Owner::Incarnation(run_id, incarnation),
+                )
                 .await?
             else {
                 continue;

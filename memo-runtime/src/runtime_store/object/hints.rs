@@ -19,6 +19,7 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
 use crate::runtime_store::{Commit, RunIdPage, RunStatus};
 use crate::seal::PLAIN;
+use crate::write_once;
 
 /// The status hints of one store: how they are written, listed and tidied.
 pub(super) struct HintIndex {
@@ -93,9 +94,16 @@ impl HintIndex {
             .client
             .layout()
             .status_hint(status.path_segment(), run_id, incarnation);
-        self.client
-            .create(&path, run_id.as_str().as_bytes(), Limit::MARKER, &PLAIN)
-            .await?;
+        // Plain, as every marker: a hint names no data, and is read by
+        // listings that hold no run's key.
+        write_once::create_once(
+            self.client.store().as_ref(),
+            &path,
+            run_id.as_str().as_bytes(),
+            Limit::MARKER,
+            &PLAIN,
+        )
+        .await?;
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use super::client::{CONCURRENCY, Client};
+use super::client::{CONCURRENCY, Client, Owner};
 use super::folded::Folded;
 use crate::codec;
 use crate::error::{Error, Result};
@@ -120,7 +120,11 @@ impl RunLog {
     ) -> Result<Option<Bytes>> {
         let path = self.path(run_id, incarnation, position);
         self.client
-            .read(&path, Limit::RECORD, self.client.seal())
+            .read(
+                &path,
+                Limit::RECORD,
+                Owner::Incarnation(run_id, incarnation),
+            )
             .await
             .map_err(|e| match e {
                 Error::Corrupt { path, reason } => Error::Corrupt {
@@ -221,7 +225,12 @@ impl RunLog {
         };
         let created = self
             .client
-            .create(&path, &encoded, Limit::RECORD, self.client.seal())
+            .create(
+                &path,
+                &encoded,
+                Limit::RECORD,
+                Owner::Incarnation(run_id, folded.incarnation),
+            )
             .await?;
         Ok((created, after))
     }

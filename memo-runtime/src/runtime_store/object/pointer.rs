@@ -57,7 +57,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::client::Client;
+use super::client::{Client, Owner};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::read_limit::Limit;
@@ -146,7 +146,7 @@ impl RunPointer {
         let path = self.path(run_id);
         let Some(bytes) = self
             .client
-            .read(&path, Limit::RECORD, self.client.seal())
+            .read(&path, Limit::RECORD, Owner::Run(run_id))
             .await?
         else {
             return Ok(None);
@@ -176,7 +176,11 @@ impl RunPointer {
             let path = self.client.layout().incarnation_record(run_id, incarnation);
             let Some(bytes) = self
                 .client
-                .read(&path, Limit::RECORD, self.client.seal())
+                .read(
+                    &path,
+                    Limit::RECORD,
+                    Owner::Incarnation(run_id, incarnation),
+                )
                 .await?
             else {
                 continue;
@@ -209,7 +213,12 @@ impl RunPointer {
         let path = self.path(run_id);
         match self
             .client
-            .create(&path, &bytes, Limit::RECORD, self.client.seal())
+            .create(
+                &path,
+                &bytes,
+                Limit::RECORD,
+                Owner::Incarnation(run_id, orphan.incarnation),
+            )
             .await?
         {
             // `Same`: restored by another restorer too, or by our create
@@ -222,7 +231,11 @@ impl RunPointer {
                     .incarnation_record(run_id, orphan.incarnation);
                 if self
                     .client
-                    .read(&record, Limit::RECORD, self.client.seal())
+                    .read(
+                        &record,
+                        Limit::RECORD,
+                        Owner::Incarnation(run_id, orphan.incarnation),
+                    )
                     .await?
                     .is_some()
                 {
@@ -276,7 +289,11 @@ impl RunPointer {
             .incarnation_record(run_id, creation.incarnation);
         if self
             .client
-            .read(&path, Limit::RECORD, self.client.seal())
+            .read(
+                &path,
+                Limit::RECORD,
+                Owner::Incarnation(run_id, creation.incarnation),
+            )
             .await?
             .is_some()
         {
@@ -303,7 +320,12 @@ impl RunPointer {
             .incarnation_record(run_id, creation.incarnation);
         if let Created::Theirs(_) = self
             .client
-            .create(&path, bytes, Limit::RECORD, self.client.seal())
+            .create(
+                &path,
+                bytes,
+                Limit::RECORD,
+                Owner::Incarnation(run_id, creation.incarnation),
+            )
             .await?
         {
             return Err(Error::corrupt(
@@ -360,7 +382,12 @@ impl RunPointer {
         let path = self.path(run_id);
         match self
             .client
-            .create(&path, &encoded, Limit::RECORD, self.client.seal())
+            .create(
+                &path,
+                &encoded,
+                Limit::RECORD,
+                Owner::Incarnation(run_id, creation.incarnation),
+            )
             .await?
         {
             // `Same`: our create, whose acknowledgement was lost.

@@ -3,6 +3,7 @@
 
 use object_store::path::Path;
 
+use super::super::client::Owner;
 use super::{Checkpoint, Checkpointer, Delta, DeltaForm, LISTING_ATTEMPTS};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -133,7 +134,11 @@ impl Checkpointer {
             // Deleted since the listing: a newer one replaced it.
             let Some(bytes) = self
                 .client
-                .read(&path, Limit::CHECKPOINT, self.client.seal())
+                .read(
+                    &path,
+                    Limit::CHECKPOINT,
+                    Owner::Incarnation(run_id, incarnation),
+                )
                 .await?
             else {
                 continue;
@@ -169,7 +174,11 @@ impl Checkpointer {
         let path = self.delta_path(run_id, incarnation, (position, form));
         let Some(bytes) = self
             .client
-            .read(&path, Limit::CHECKPOINT, self.client.seal())
+            .read(
+                &path,
+                Limit::CHECKPOINT,
+                Owner::Incarnation(run_id, incarnation),
+            )
             .await?
         else {
             return Ok(DeltaRead::Gone);
@@ -210,7 +219,11 @@ impl Checkpointer {
                         let base_path = self.client.layout().checkpoint(run_id, incarnation, p);
                         let read = self
                             .client
-                            .read(&base_path, Limit::CHECKPOINT, self.client.seal())
+                            .read(
+                                &base_path,
+                                Limit::CHECKPOINT,
+                                Owner::Incarnation(run_id, incarnation),
+                            )
                             .await?;
                         let Some(bytes) = read else {
                             return Ok(DeltaRead::BaseGone);

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use super::super::client::Owner;
 use super::{Checkpoint, Checkpointer, Delta, DeltaForm, MIN_BASE_ITEMS};
 use crate::codec;
 use crate::error::Result;
@@ -76,7 +77,12 @@ impl Checkpointer {
         let written = match codec::encode_value("a run checkpoint", &checkpoint) {
             Ok(encoded) => {
                 self.client
-                    .create(&path, &encoded, Limit::CHECKPOINT, self.client.seal())
+                    .create(
+                        &path,
+                        &encoded,
+                        Limit::CHECKPOINT,
+                        Owner::Incarnation(run_id, folded.incarnation),
+                    )
                     .await
             }
             Err(e) => Err(e),
@@ -136,7 +142,12 @@ impl Checkpointer {
             .layout()
             .delta_v2(run_id, folded.incarnation, folded.next);
         self.client
-            .create(&path, &encoded, Limit::CHECKPOINT, self.client.seal())
+            .create(
+                &path,
+                &encoded,
+                Limit::CHECKPOINT,
+                Owner::Incarnation(run_id, folded.incarnation),
+            )
             .await
     }
 }

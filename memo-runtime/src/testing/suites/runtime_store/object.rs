@@ -53,7 +53,13 @@ pub async fn corrupt_records_are_errors(
         v[mid] ^= 0x10;
         Bytes::from(v)
     };
-    let seal = writer.seal();
+    // With data keys, the seal of this run with its key fetched, as the
+    // store seals and opens it.
+    let run_seal = writer.seal().for_run(&run_id, intact.0.incarnation);
+    let seal = &*run_seal
+        .for_writing(&log_entry)
+        .await
+        .expect("the run's data key");
     let mut damages: Vec<(&str, Bytes)> = vec![
         ("flipped", flipped),
         ("truncated", original.slice(..original.len() - 3)),

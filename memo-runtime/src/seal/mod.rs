@@ -12,6 +12,17 @@
 //! memo, reads alike; the guide's `docs/guide/encryption.md` says how to
 //! turn it on and what it protects against.
 //!
+//! Encryption takes its keys from a store-wide [`Keyring`]
+//! ([`Seal::with_encryption`]), or from **per-run data keys**
+//! ([`Seal::with_data_keys`], [`DataKeys`]): each run incarnation gets a
+//! random key, wrapped by a [`KeyEncryptionKey`] (a [`Keyring`], or a cloud
+//! KMS you connect) and kept in a key store apart from the data, so that
+//! deleting it ([`DataKeys::forget_run`], `memoctl forget`, the retention
+//! sweeper) makes the run unreadable at once, even from a copy of the data
+//! bucket taken before; [`DataKeys`]' docs say why the keys must live
+//! apart. [`DataKeys::rewrap`] rotates the key-encryption key without
+//! rewriting data.
+//!
 //! # Example
 //!
 //! ```
@@ -26,6 +37,7 @@
 //! # Ok::<(), memo_runtime::Error>(())
 //! ```
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path as FsPath;
@@ -33,8 +45,17 @@ use std::sync::Arc;
 
 use chacha20poly1305::XChaCha20Poly1305;
 use chacha20poly1305::aead::KeyInit;
+use object_store::path::Path;
 
 use crate::error::{Error, Result};
+use crate::run_id::{Incarnation, RunId};
+
+mod data_keys;
+mod wrap;
+
+pub(crate) use data_keys::KeyScope;
+pub use data_keys::{DataKeys, Rewrapped};
+pub use wrap::{DataKey, KeyEncryptionKey, WrappedKey};
 
 /// Compression of stored payloads: zstd, before encryption.
 ///
@@ -191,7 +212,7 @@ impl Keyring {
 }
 
 /// The error of a bad key or key file; it never holds a key.
-fn invalid_key(reason: impl Into<String>) -> Error {
+pub(crate) fn invalid_key(reason: impl Into<String>) -> Error {
     Error::InvalidConfig {
         what: "encryption key".into(),
         reason: reason.into(),
@@ -216,11 +237,31 @@ fn parse_hex_key(hex: &str) -> Option<[u8; 32]> {
 /// The default compresses ([`Compression::default`]) and does not encrypt;
 /// [`Seal::plain`] does neither and writes the frames memo wrote before
 /// seals existed.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Seal {
     compression: Compression,
     keys: Option<Keyring>,
     accept_plaintext: bool,
+    data_keys: Option<DataKeys>,
+    /// Whose data key payloads are sealed with: set by the store for each
+    /// run (or shared namespace) it writes or reads.
+    scope: Option<KeyScope>,
+    /// The data key of `scope` a frame is sealed or opened with, once
+    /// fetched: its id in the frame and its cipher.
+    data_key: Option<(u64, Arc<XChaCha20Poly1305>)>,
+}
+
+impl fmt::Debug for Seal {
+    /// Names what is done and by which keys' versions and stores, never a key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Seal")
+            .field("compression", &self.compression)
+            .field("keys", &self.keys)
+            .field("accept_plaintext", &self.accept_plaintext)
+            .field("data_keys", &self.data_keys)
+            .field("scope", &self.scope)
+            .finish()
+    }
 }
 
 /// The seal of objects whose payload is empty and whose meaning is in their
@@ -230,6 +271,9 @@ pub(crate) const PLAIN: Seal = Seal {
     compression: Compression::Off,
     keys: None,
     accept_plaintext: false,
+    data_keys: None,
+    scope: None,
+    data_key: None,
 };
 
 impl Seal {
@@ -264,9 +308,31 @@ impl Seal {
         self
     }
 
+    /// The same seal encrypting the payloads of each run incarnation (and
+    /// each shared namespace) with a data key of its own, drawn when first
+    /// needed and kept wrapped in `keys`' key store: forgetting a run
+    /// ([`DataKeys::forget_run`]) then makes all of its data unreadable at
+    /// once, wherever copies of it are kept.
+    ///
+    /// Reads as [`Seal::with_encryption`] does (plaintext is refused unless
+    /// [`Seal::accepting_plaintext`]); objects sealed before with a store
+    /// keyring still read if the seal keeps that keyring too
+    /// (`with_encryption(ring).with_data_keys(keys)`: writes use the data
+    /// keys, reads of older objects the ring).
+    pub fn with_data_keys(mut self, keys: DataKeys) -> Seal {
+        self.data_keys = Some(keys);
+        self
+    }
+
+    /// The data keys of this seal, if it has them: to forget a run, or
+    /// rewrap.
+    pub fn data_keys(&self) -> Option<&DataKeys> {
+        self.data_keys.as_ref()
+    }
+
     /// Whether payloads are encrypted.
     pub fn is_encrypted(&self) -> bool {
-        self.keys.is_some()
+        self.keys.is_some() || self.data_keys.is_some()
     }
 
     /// The compression of payloads.
@@ -280,7 +346,125 @@ impl Seal {
 
     /// Whether a payload that is not encrypted reads as valid.
     pub(crate) fn reads_plaintext(&self) -> bool {
-        self.keys.is_none() || self.accept_plaintext
+        !self.is_encrypted() || self.accept_plaintext
+    }
+
+    /// This seal with the data key `key` fetched under `id`: for tests of
+    /// the frame.
+    #[cfg(test)]
+    pub(crate) fn with_fetched_data_key(mut self, id: u64, key: [u8; 32]) -> Seal {
+        self.data_key = Some((id, Arc::new(XChaCha20Poly1305::new(&key.into()))));
+        self
+    }
+
+    /// The data key a frame is sealed or opened with, once fetched.
+    pub(crate) fn data_key(&self) -> Option<(u64, &XChaCha20Poly1305)> {
+        self.data_key.as_ref().map(|(id, key)| (*id, key.as_ref()))
+    }
+
+    /// This seal for the payloads of `run_id`'s `incarnation` (a cheap
+    /// borrow where there are no data keys).
+    pub(crate) fn for_run(&self, run_id: &RunId, incarnation: Incarnation) -> Cow<'_, Seal> {
+        self.scoped(|| KeyScope::Run {
+            run_id: run_id.clone(),
+            incarnation: Some(incarnation),
+        })
+    }
+
+    /// This seal for reading records of `run_id` whose incarnation is not
+    /// known beforehand (the run pointer): the frame names it.
+    pub(crate) fn for_run_id(&self, run_id: &RunId) -> Cow<'_, Seal> {
+        self.scoped(|| KeyScope::Run {
+            run_id: run_id.clone(),
+            incarnation: None,
+        })
+    }
+
+    /// This seal for the entries of the shared namespace `namespace`.
+    pub(crate) fn for_shared(&self, namespace: &str) -> Cow<'_, Seal> {
+        self.scoped(|| KeyScope::Shared(namespace.to_owned()))
+    }
+
+    fn scoped(&self, scope: impl FnOnce() -> KeyScope) -> Cow<'_, Seal> {
+        if self.data_keys.is_none() {
+            return Cow::Borrowed(self);
+        }
+        let mut seal = self.clone();
+        seal.scope = Some(scope());
+        seal.data_key = None;
+        Cow::Owned(seal)
+    }
+
+    /// This seal with the data key its writes use fetched (made first, if
+    /// the scope has none yet); `path` is the object written, for errors.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if the seal has data keys but no scope that
+    /// names one (a payload outside any run; a bug of memo's), and whatever
+    /// fetching, making or wrapping the key fails with.
+    pub(crate) async fn for_writing(&self, path: &Path) -> Result<Cow<'_, Seal>> {
+        let Some(data_keys) = &self.data_keys else {
+            return Ok(Cow::Borrowed(self));
+        };
+        let scoped = self.scope.as_ref().and_then(|scope| {
+            let id = scope.write_id()?;
+            Some((id, scope.name(id)?))
+        });
+        let Some((id, name)) = scoped else {
+            return Err(Error::InvalidConfig {
+                what: "seal".into(),
+                reason: format!("{path} is written with data keys but in no run's scope"),
+            });
+        };
+        if self.data_key.as_ref().is_some_and(|(at, _)| *at == id) {
+            return Ok(Cow::Borrowed(self));
+        }
+        let key = data_keys.for_writing(&name, path).await?;
+        let mut seal = self.clone();
+        seal.data_key = Some((id, key));
+        Ok(Cow::Owned(seal))
+    }
+
+    /// This seal with the data key that `framed` (read at `path`) names
+    /// fetched, if its frame names one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] naming `path` if the key is not in the key store
+    /// (the run was forgotten: its data can never be read again), or the
+    /// frame names a key outside the scope; whatever fetching the key fails
+    /// with.
+    pub(crate) async fn for_reading(&self, path: &Path, framed: &[u8]) -> Result<Cow<'_, Seal>> {
+        let Some(id) = crate::envelope::data_key_id(framed) else {
+            return Ok(Cow::Borrowed(self));
+        };
+        if self.data_key.as_ref().is_some_and(|(at, _)| *at == id) {
+            return Ok(Cow::Borrowed(self));
+        }
+        let corrupt = |reason: String| Error::corrupt(path, reason);
+        let Some(data_keys) = &self.data_keys else {
+            return Err(corrupt(
+                "the object is encrypted with a run's data key and this store has no data \
+                 keys: give it the key store and key-encryption key it was written with"
+                    .into(),
+            ));
+        };
+        let Some(name) = self.scope.as_ref().and_then(|scope| scope.name(id)) else {
+            return Err(corrupt(format!(
+                "the object names data key {id:016x}, which belongs to no run this read is of"
+            )));
+        };
+        let Some(key) = data_keys.for_reading(&name, path).await? else {
+            return Err(corrupt(format!(
+                "the data key of {name} is not in the key store: the run was forgotten (its \
+                 data can never be read again), or the object was moved or copied here from \
+                 another run, or this is not the key store it was written with"
+            )));
+        };
+        let mut seal = self.clone();
+        seal.data_key = Some((id, key));
+        Ok(Cow::Owned(seal))
     }
 }
 
@@ -293,6 +477,15 @@ pub const COMPRESSION_OPTION: &str = "compression";
 /// The store-URL option `"true"` reads plaintext objects in an encrypted
 /// store (see [`Seal::accepting_plaintext`]; default `"false"`).
 pub const ACCEPT_PLAINTEXT_OPTION: &str = "accept_plaintext";
+/// The store-URL option naming the key store of per-run data keys (see
+/// [`DataKeys`]): a `file://` folder or a bucket URL (credentials from the
+/// environment), which must not be the data's bucket or hold the data's
+/// folder. With [`KEY_ENCRYPTION_KEY_FILE_OPTION`], each run is encrypted
+/// with a data key of its own.
+pub const DATA_KEY_STORE_OPTION: &str = "data_key_store";
+/// The store-URL option naming the key file (see [`Keyring::from_file`])
+/// whose keys wrap the data keys of [`DATA_KEY_STORE_OPTION`].
+pub const KEY_ENCRYPTION_KEY_FILE_OPTION: &str = "key_encryption_key_file";
 
 /// The seal that `options` (a store URL's) ask for, and the options left
 /// for the store; `url` names the store in errors.
@@ -311,6 +504,7 @@ where
     };
     let mut seal = Seal::default();
     let mut accept_plaintext = false;
+    let (mut key_store, mut kek_file) = (None, None);
     let mut rest = Vec::new();
     for (key, value) in options {
         let key = key.as_ref().to_ascii_lowercase();
@@ -332,6 +526,8 @@ where
                 };
                 seal = seal.with_compression(compression);
             }
+            DATA_KEY_STORE_OPTION => key_store = Some(value.trim().to_owned()),
+            KEY_ENCRYPTION_KEY_FILE_OPTION => kek_file = Some(value.trim().to_owned()),
             ACCEPT_PLAINTEXT_OPTION => {
                 accept_plaintext = value
                     .trim()
@@ -341,10 +537,65 @@ where
             _ => rest.push((key, value)),
         }
     }
+    match (key_store, kek_file) {
+        (None, None) => {}
+        (Some(key_store), Some(kek_file)) => {
+            let kek = Keyring::from_file(&kek_file).map_err(|e| invalid(e.to_string()))?;
+            seal = seal.with_data_keys(data_keys_at(url, &key_store, kek).map_err(invalid)?);
+        }
+        _ => {
+            return Err(invalid(format!(
+                "options {DATA_KEY_STORE_OPTION} and {KEY_ENCRYPTION_KEY_FILE_OPTION} go \
+                 together: per-run data keys need a key store and the key that wraps them"
+            )));
+        }
+    }
     if accept_plaintext {
         seal = seal.accepting_plaintext();
     }
     Ok((seal, rest))
+}
+
+/// The data keys in the key store at `key_store` (a URL with no options),
+/// wrapped by `kek`, for the data at `data_url`; an error if the key store
+/// is the data's bucket or folder (a copy of the data would hold the keys).
+fn data_keys_at(
+    data_url: &str,
+    key_store: &str,
+    kek: Keyring,
+) -> std::result::Result<DataKeys, String> {
+    let shown = crate::store::redact_store_url(key_store);
+    if shares_storage(data_url, key_store) {
+        return Err(format!(
+            "the key store {shown:?} is in the data's bucket or folder: a copy of the data \
+             would then hold the keys, and forgetting a run would not reach it; put the keys \
+             in another bucket or a folder outside the data's"
+        ));
+    }
+    let opened = crate::store::store_from_url(key_store, [("", ""); 0])
+        .map_err(|e| format!("option {DATA_KEY_STORE_OPTION}: {e}"))?;
+    Ok(DataKeys::new(kek, opened.store, opened.prefix.as_ref()))
+}
+
+/// Whether the stores at two URLs share a bucket (same scheme and host) or
+/// one folder holds the other.
+fn shares_storage(a: &str, b: &str) -> bool {
+    let (Ok(a), Ok(b)) = (url::Url::parse(a), url::Url::parse(b)) else {
+        return false;
+    };
+    if a.scheme() != b.scheme() {
+        return false;
+    }
+    if a.scheme() == "memory" {
+        // Each `memory://` URL opens a store of its own.
+        return false;
+    }
+    if a.scheme() != "file" {
+        return a.host_str() == b.host_str();
+    }
+    let folder = |u: &url::Url| format!("{}/", u.path().trim_end_matches('/'));
+    let (a, b) = (folder(&a), folder(&b));
+    a.starts_with(&b) || b.starts_with(&a)
 }
 
 #[cfg(test)]
@@ -417,6 +668,53 @@ mod tests {
             let err = crate::store::store_from_url("memory://", [bad]).unwrap_err();
             assert!(matches!(err, Error::InvalidStoreUrl { .. }), "{err:?}");
         }
+    }
+
+    #[test]
+    fn a_store_url_turns_on_data_keys_with_a_key_store_apart_from_the_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let kek = dir.path().join("kek");
+        std::fs::write(&kek, format!("1 {HEX}\n")).unwrap();
+        let kek = kek.to_str().unwrap();
+        let keys = format!("file://{}/keys", dir.path().display());
+        let data = format!("file://{}/data", dir.path().display());
+        let opened = crate::store::store_from_url(
+            &data,
+            [
+                (DATA_KEY_STORE_OPTION, keys.as_str()),
+                (KEY_ENCRYPTION_KEY_FILE_OPTION, kek),
+            ],
+        )
+        .unwrap();
+        assert!(opened.seal.data_keys().is_some() && !opened.seal.reads_plaintext());
+        let refused = |url: &str, options: &[(&str, &str)]| match crate::store::store_from_url(
+            url,
+            options.iter().copied(),
+        ) {
+            Err(Error::InvalidStoreUrl { reason, .. }) => reason,
+            other => panic!("{url}: expected InvalidStoreUrl, got {other:?}"),
+        };
+        // Keys inside the data's folder, or the data inside the keys'.
+        for (data, keys) in [
+            (format!("file://{}", dir.path().display()), keys.clone()),
+            (data.clone(), format!("file://{}", dir.path().display())),
+        ] {
+            let reason = refused(
+                &data,
+                &[
+                    (DATA_KEY_STORE_OPTION, keys.as_str()),
+                    (KEY_ENCRYPTION_KEY_FILE_OPTION, kek),
+                ],
+            );
+            assert!(
+                reason.contains("in the data's bucket or folder"),
+                "{reason}"
+            );
+        }
+        assert!(shares_storage("s3://bucket/data", "s3://bucket/keys"));
+        assert!(!shares_storage("s3://bucket/data", "s3://bucket-keys/keys"));
+        let alone = refused(&data, &[(DATA_KEY_STORE_OPTION, keys.as_str())]);
+        assert!(alone.contains("go together"), "{alone}");
     }
 
     #[test]

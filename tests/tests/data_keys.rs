@@ -1,0 +1,381 @@
+//! Per-run data keys and crypto-shredding: each run incarnation's payloads
+//! are sealed with a data key of its own, wrapped by a key-encryption key
+//! and kept in a key store apart from the data; forgetting the key makes the
+//! run unreadable for good, even from a copy of the data taken before.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use memo_runtime::retention::RetentionSweeper;
+use memo_runtime::runtime_store::{
+    Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
+};
+use memo_runtime::seal::{Compression, DataKeys, Keyring, Seal};
+use memo_runtime::testing::{memo_store as memo_suite, runtime_store as runs_suite};
+use memo_runtime::{Error, Incarnation, MemoStore, RunId};
+use memo_tests::fixtures::{Backend, run};
+
+/// The key-encryption key of version 1.
+fn kek_v1() -> Keyring {
+    Keyring::new(1, [11; 32]).unwrap()
+}
+
+/// A seal with per-run data keys kept in `key_store`, wrapped by `kek`.
+fn seal(key_store: &Arc<InMemory>, kek: Keyring) -> Seal {
+    let keys = DataKeys::new(kek, key_store.clone(), "keys");
+    Seal::default()
+        .with_compression(Compression::zstd(Compression::DEFAULT_LEVEL, 0))
+        .with_data_keys(keys)
+}
+
+/// The memo store and runtime store of `objects`, sealed by `seal`.
+fn stores(objects: &Arc<InMemory>, seal: &Seal) -> (MemoStore, ObjectStoreRuntimeStore) {
+    let memo = MemoStore::new(objects.clone(), "memo").with_seal(seal.clone());
+    let runs = ObjectStoreRuntimeStore::new(objects.clone(), "runtime").with_seal(seal.clone());
+    (memo, runs)
+}
+
+/// Every object of `store`, copied into a new store: a copy of the bucket
+/// (or what versioning or a lifecycle rule keeps of it).
+async fn copy_of(store: &InMemory) -> Arc<InMemory> {
+    let copy = Arc::new(InMemory::new());
+    let all: Vec<_> = store.list(None).try_collect().await.unwrap();
+    for meta in all {
+        let bytes = store
+            .get(&meta.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        copy.put(&meta.location, PutPayload::from(bytes))
+            .await
+            .unwrap();
+    }
+    copy
+}
+
+/// Every object of `store` with its bytes.
+async fn contents(store: &InMemory) -> Vec<(Path, Bytes)> {
+    let mut all: Vec<_> = store.list(None).try_collect().await.unwrap();
+    all.sort_by(|a, b| a.location.cmp(&b.location));
+    let mut out = Vec::new();
+    for meta in all {
+        let bytes = store
+            .get(&meta.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        out.push((meta.location, bytes));
+    }
+    out
+}
+
+/// Where the memo store at prefix `memo` keeps the entry `key` of a run
+/// (whose id has no capitals), as `layout.rs` says.
+fn entry_path(run: &RunId, incarnation: Incarnation, step: u32, key: &str) -> Path {
+    use sha2::Digest;
+    let digest: String = sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Path::from(format!("memo/memos/{run}/{incarnation}/{step}/{digest}"))
+}
+
+/// A run with an input, one memo entry and a completed status.
+async fn finished_run(memo: &MemoStore, runs: &ObjectStoreRuntimeStore, run_id: &RunId) {
+    let created = runs
+        .create_run(NewRun {
+            run_id: run_id.clone(),
+            workflow: "wf".into(),
+            input: Bytes::from_static(b"secret input"),
+            created_at_ms: 1,
+            workflow_version: None,
+        })
+        .await
+        .unwrap();
+    memo.memo_for(run_id, created.incarnation, 0)
+        .put("reply", b"secret reply")
+        .await
+        .unwrap();
+    runs.atomic_apply(run_id, Commit::status(StatusChange::start_attempt(1), 2))
+        .await
+        .unwrap();
+    let done = StatusChange::Completed {
+        output: Bytes::from_static(b"secret output"),
+    };
+    runs.atomic_apply(run_id, Commit::status(done, 3))
+        .await
+        .unwrap();
+}
+
+fn is_corrupt(result: Result<impl std::fmt::Debug, Error>, says: &str) {
+    match result {
+        Err(Error::Corrupt { reason, .. }) => assert!(reason.contains(says), "{reason}"),
+        other => panic!("expected Corrupt ({says}), got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_forgotten_run_can_never_be_read_again_even_from_a_copy_taken_before() {
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let seal = seal(&key_store, kek_v1());
+    let (memo, runs) = stores(&objects, &seal);
+    let (forgotten, kept) = (run("forgotten"), run("kept"));
+    finished_run(&memo, &runs, &forgotten).await;
+    finished_run(&memo, &runs, &kept).await;
+    let incarnation = runs
+        .load_run(&forgotten)
+        .await
+        .unwrap()
+        .unwrap()
+        .incarnation;
+    // Standalone memos of the run id have a key of their own, forgotten too.
+    memo.new_memo(&forgotten, 0)
+        .put("k", b"standalone")
+        .await
+        .unwrap();
+    let copy = copy_of(&objects).await;
+
+    // Nothing stored holds a payload in the clear.
+    for (path, bytes) in contents(&objects).await {
+        assert!(
+            !bytes.windows(6).any(|w| w == b"secret"),
+            "{path} is in the clear"
+        );
+    }
+    // The copy reads, with the same keys, before the run is forgotten.
+    let (copy_memo, copy_runs) = stores(&copy, &seal);
+    assert!(copy_runs.load_run(&forgotten).await.unwrap().is_some());
+
+    let keys = seal.data_keys().unwrap();
+    assert_eq!(keys.forget_run(&forgotten).await.unwrap(), 2);
+
+    // The live store, a fresh process over it, and the copy taken before:
+    // every object of the run is unreadable, each an error naming why. (The
+    // memo store that wrote the entries keeps their values in its entry
+    // cache until the run is cleared, as `memoctl forget` and the sweeper
+    // do; its runtime store reads the run again.)
+    let fresh = seal_from_scratch(&key_store);
+    let (fresh_memo, fresh_runs) = stores(&objects, &fresh);
+    let (copy_fresh_memo, copy_fresh_runs) = stores(&copy, &fresh);
+    let (cold_memo, _) = stores(&objects, &seal);
+    for (memo, runs) in [
+        (&cold_memo, &runs),
+        (&fresh_memo, &fresh_runs),
+        (&copy_memo, &copy_runs),
+        (&copy_fresh_memo, &copy_fresh_runs),
+    ] {
+        is_corrupt(runs.load_run(&forgotten).await, "was forgotten");
+        is_corrupt(
+            memo.memo_for(&forgotten, incarnation, 0).get("reply").await,
+            "was forgotten",
+        );
+        is_corrupt(memo.new_memo(&forgotten, 0).get("k").await, "was forgotten");
+        // The other run is untouched.
+        let other = runs.load_run(&kept).await.unwrap().unwrap();
+        assert_eq!(&other.input[..], b"secret input");
+    }
+    // Nothing in the copy or the key store can open it: the key store no
+    // longer names the run.
+    let names: Vec<_> = key_store.list(None).try_collect().await.unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].location.as_ref().contains("kept"));
+}
+
+#[tokio::test]
+async fn keys_kept_in_the_data_bucket_would_survive_in_a_copy_of_it() {
+    // Why the key store must be apart: with the wrapped keys beside the
+    // data, forgetting deletes them from the bucket but not from a copy of
+    // it, and the key-encryption key still unwraps them there.
+    let objects = Arc::new(InMemory::new());
+    let keys = DataKeys::new(kek_v1(), objects.clone(), "keys");
+    let seal = Seal::default().with_data_keys(keys.clone());
+    let (memo, runs) = stores(&objects, &seal);
+    let forgotten = run("forgotten");
+    finished_run(&memo, &runs, &forgotten).await;
+    let copy = copy_of(&objects).await;
+    keys.forget_run(&forgotten).await.unwrap();
+    let in_copy = DataKeys::new(kek_v1(), copy.clone(), "keys");
+    let (_, copy_runs) = stores(&copy, &Seal::default().with_data_keys(in_copy));
+    let read = copy_runs.load_run(&forgotten).await.unwrap().unwrap();
+    assert_eq!(&read.input[..], b"secret input", "the copy still reads");
+}
+
+/// The seal of another process: the same key store and key-encryption
+/// key, and an empty cache.
+fn seal_from_scratch(key_store: &Arc<InMemory>) -> Seal {
+    seal(key_store, kek_v1())
+}
+
+#[tokio::test]
+async fn a_ciphertext_moved_between_runs_or_incarnations_is_corrupt() {
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let (memo, _) = stores(&objects, &seal(&key_store, kek_v1()));
+    let (a, b) = (run("a"), run("b"));
+    let first = Incarnation::from_u64(1);
+    let second = Incarnation::from_u64(2);
+    memo.memo_for(&a, first, 0).put("k", b"of a").await.unwrap();
+    memo.memo_for(&b, first, 0).put("k", b"of b").await.unwrap();
+    memo.memo_for(&a, second, 0)
+        .put("k", b"of a, again")
+        .await
+        .unwrap();
+    let entry = |run: &RunId, incarnation: Incarnation| entry_path(run, incarnation, 0, "k");
+    let of_a = objects
+        .get(&entry(&a, first))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(of_a[4], 3, "a frame that names its data key");
+    for (run, incarnation) in [(&b, first), (&a, second)] {
+        objects
+            .put(&entry(run, incarnation), PutPayload::from(of_a.clone()))
+            .await
+            .unwrap();
+        let fresh = MemoStore::new(objects.clone(), "memo").with_seal(seal(&key_store, kek_v1()));
+        is_corrupt(
+            fresh.memo_for(run, incarnation, 0).get("k").await,
+            "does not authenticate for this path",
+        );
+    }
+}
+
+#[tokio::test]
+async fn rotating_the_key_encryption_key_keeps_old_runs_readable_without_rewriting_them() {
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let (memo, runs) = stores(&objects, &seal(&key_store, kek_v1()));
+    let old = run("old");
+    finished_run(&memo, &runs, &old).await;
+    let data_before = contents(&objects).await;
+
+    // A ring without version 1 cannot unwrap the old run's key yet.
+    let only_v2 = Keyring::new(2, [22; 32]).unwrap();
+    let (_, runs_v2) = stores(&objects, &seal(&key_store, only_v2.clone()));
+    is_corrupt(runs_v2.load_run(&old).await, "key version 1");
+
+    // Version 2 joins the ring; rewrapping touches the key store only.
+    let both = kek_v1().with_key(2, [22; 32]).unwrap();
+    let rotated = seal(&key_store, both);
+    let report = rotated.data_keys().unwrap().rewrap().await.unwrap();
+    assert_eq!((report.rewrapped, report.current), (1, 0));
+    assert_eq!(
+        contents(&objects).await,
+        data_before,
+        "no data was rewritten"
+    );
+    let again = rotated.data_keys().unwrap().rewrap().await.unwrap();
+    assert_eq!((again.rewrapped, again.current), (0, 1));
+
+    // Version 1 destroyed: the old run still reads, and new runs write.
+    let (memo_v2, runs_v2) = stores(&objects, &seal(&key_store, only_v2));
+    let read = runs_v2.load_run(&old).await.unwrap().unwrap();
+    assert_eq!(&read.input[..], b"secret input");
+    let new = run("new");
+    finished_run(&memo_v2, &runs_v2, &new).await;
+    assert!(runs_v2.load_run(&new).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn the_sweeper_forgets_the_data_key_of_each_run_it_clears() {
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let seal = seal(&key_store, kek_v1());
+    let (memo, runs) = stores(&objects, &seal);
+    let (swept, standalone) = (run("swept"), run("standalone"));
+    finished_run(&memo, &runs, &swept).await;
+    let incarnation = runs.load_run(&swept).await.unwrap().unwrap().incarnation;
+    memo.markers()
+        .write(&memo_runtime::retention::TerminalMarker {
+            run_id: swept.clone(),
+            terminal_at_ms: 3,
+            incarnation,
+        })
+        .await
+        .unwrap();
+    memo.new_memo(&standalone, 0).put("k", b"v").await.unwrap();
+    memo.markers()
+        .write_standalone(&standalone, 3)
+        .await
+        .unwrap();
+    let copy = copy_of(&objects).await;
+
+    let sweeper = RetentionSweeper::builder(memo.clone(), Duration::from_secs(1))
+        .runtime_store(Arc::new(runs) as _)
+        .build();
+    let report = sweeper.sweep_once(10_000).await.unwrap();
+    assert_eq!(report.runs_cleared, 2, "{report:?}");
+    assert!(
+        key_store
+            .list(None)
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap()
+            .is_empty(),
+        "every swept run's key is gone"
+    );
+    let (copy_memo, copy_runs) = stores(&copy, &seal_from_scratch(&key_store));
+    is_corrupt(copy_runs.load_run(&swept).await, "was forgotten");
+    is_corrupt(
+        copy_memo.new_memo(&standalone, 0).get("k").await,
+        "was forgotten",
+    );
+}
+
+#[tokio::test]
+async fn data_sealed_with_a_store_keyring_or_plain_reads_as_before() {
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let ring = Keyring::new(1, [5; 32]).unwrap();
+    let before = MemoStore::new(objects.clone(), "memo")
+        .with_seal(Seal::default().with_encryption(ring.clone()));
+    let r = run("r");
+    before
+        .new_memo(&r, 0)
+        .put("old", b"sealed with the ring")
+        .await
+        .unwrap();
+    let plain = MemoStore::new(objects.clone(), "memo").with_seal(Seal::plain());
+    plain
+        .new_memo(&r, 1)
+        .put("older", b"in the clear")
+        .await
+        .unwrap();
+
+    let keys = DataKeys::new(kek_v1(), key_store.clone(), "keys");
+    let after = MemoStore::new(objects.clone(), "memo").with_seal(
+        Seal::default()
+            .with_encryption(ring)
+            .with_data_keys(keys)
+            .accepting_plaintext(),
+    );
+    let old = after.new_memo(&r, 0).get("old").await.unwrap().unwrap();
+    assert_eq!(&old[..], b"sealed with the ring");
+    let older = after.new_memo(&r, 1).get("older").await.unwrap().unwrap();
+    assert_eq!(&older[..], b"in the clear");
+    after.new_memo(&r, 2).put("new", b"v").await.unwrap();
+    let new = entry_path(&r, Incarnation::STANDALONE, 2, "new");
+    let framed = objects.get(&new).await.unwrap().bytes().await.unwrap();
+    assert_eq!(framed[4], 3, "new writes use the run's data key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_with_data_keys_on_every_backend() {
+    for backend in Backend::all() {
+        let seal = seal(&Arc::new(InMemory::new()), kek_v1());
+        memo_suite::run_suite(|| MemoStore::new(backend.open(), "memo").with_seal(seal.clone()))
+            .await;
+        runs_suite::run_object_store_suite(
+            || backend.open(),
+            |objects| ObjectStoreRuntimeStore::new(objects, "runs").with_seal(seal.clone()),
+        )
+        .await;
+    }
+}
