@@ -379,3 +379,28 @@ async fn conformance_with_data_keys_on_every_backend() {
         .await;
     }
 }
+
+#[tokio::test]
+async fn a_blob_is_sealed_with_its_runs_data_key_and_forgetting_the_run_makes_it_unreadable() {
+    use memo_runtime::blob::BlobWriter;
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let seal = seal(&key_store, kek_v1());
+    let (memo, _) = stores(&objects, &seal);
+    let run_id = run("blob");
+    let value: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut writer = BlobWriter::new(&memo.new_memo(&run_id, 0))
+        .with_chunk_size(64 << 10)
+        .unwrap();
+    writer.write(&value).await.unwrap();
+    let blob = writer.finish().await.unwrap();
+
+    // A fresh process with the same keys reads it back.
+    let (fresh, _) = stores(&objects, &seal_from_scratch(&key_store));
+    let read: Vec<Bytes> = blob.read(&fresh).try_collect().await.unwrap();
+    assert_eq!(read.concat(), value);
+
+    seal.data_keys().unwrap().forget_run(&run_id).await.unwrap();
+    let (fresh, _) = stores(&objects, &seal_from_scratch(&key_store));
+    let read: Result<Vec<Bytes>, Error> = blob.read(&fresh).try_collect().await;
+    is_corrupt(read, "was forgotten");
+}
