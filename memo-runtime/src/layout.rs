@@ -182,6 +182,7 @@ use object_store::path::{Path, PathPart};
 use crate::run_id::{Incarnation, RunId};
 
 mod segment;
+mod shared;
 
 #[cfg(any(doc, test))]
 use segment::MAX_SHORT_RUN_SEGMENT;
@@ -189,6 +190,7 @@ use segment::MAX_SHORT_RUN_SEGMENT;
 pub(crate) use segment::parse_run_segment;
 pub(crate) use segment::run_segment;
 use segment::{incarnation_name, parse_incarnation_name};
+pub(crate) use shared::{MAX_SHARED_NAMESPACE_LEN, is_shared_namespace, parse_shared_expiry};
 
 pub(crate) const MEMOS: &str = "memos";
 pub(crate) const STEP_OUTPUTS: &str = "step-outputs";
@@ -530,55 +532,6 @@ pub(crate) fn parse_marker(path: &Path) -> Option<(u64, RunId, Incarnation, u64)
     (at_ms - at_ms % MARKER_HOUR_MS == hour).then_some((hour, run_id, incarnation, at_ms))
 }
 
-/// A shared expiry marker's parts, as [`parse_shared_expiry`] reads them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SharedExpiryName {
-    pub(crate) hour: u64,
-    pub(crate) namespace: String,
-    pub(crate) digest: String,
-    pub(crate) expires_ms: u64,
-    pub(crate) token: u64,
-}
-
-/// Parses a shared expiry marker's path; `None` for anything that
-/// [`Layout::shared_expiry`] would not have written.
-pub(crate) fn parse_shared_expiry(path: &Path) -> Option<SharedExpiryName> {
-    let hour = parse_marker_hour(&path.parent()?)?;
-    let name = path.filename()?;
-    let (inverted, rest) = name.split_at_checked(20)?;
-    let (namespace, rest) = rest.strip_prefix('_')?.split_once('.')?;
-    let (digest, token) = rest.split_once('.')?;
-    let expires_ms = u64::MAX - parse_digits(inverted)?;
-    let lower_hex = |s: &str, len: usize| {
-        s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    };
-    let well_formed = is_shared_namespace(namespace)
-        && lower_hex(digest, 64)
-        && lower_hex(token, 16)
-        && expires_ms - expires_ms % MARKER_HOUR_MS == hour;
-    well_formed.then_some(())?;
-    Some(SharedExpiryName {
-        hour,
-        namespace: namespace.to_owned(),
-        digest: digest.to_owned(),
-        expires_ms,
-        token: u64::from_str_radix(token, 16).ok()?,
-    })
-}
-
-/// The longest shared namespace, in bytes.
-pub(crate) const MAX_SHARED_NAMESPACE_LEN: usize = 64;
-
-/// Whether `namespace` is a shared namespace: 1 to
-/// [`MAX_SHARED_NAMESPACE_LEN`] bytes of `[a-z0-9_-]` (lower case only, so
-/// two namespaces never share a folder on a case-insensitive one).
-pub(crate) fn is_shared_namespace(namespace: &str) -> bool {
-    (1..=MAX_SHARED_NAMESPACE_LEN).contains(&namespace.len())
-        && namespace
-            .bytes()
-            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'))
-}
-
 /// Parses a due-run entry's path into (hour, run, incarnation, due_ms);
 /// `None` for anything that [`Layout::due_entry`] would not have written.
 pub(crate) fn parse_due_entry(path: &Path) -> Option<(u64, RunId, Incarnation, u64)> {
@@ -600,7 +553,7 @@ pub(crate) fn parse_log_position(path: &Path) -> Option<u64> {
     parse_digits(path.filename()?)
 }
 
-fn parse_digits(s: &str) -> Option<u64> {
+pub(super) fn parse_digits(s: &str) -> Option<u64> {
     if s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()) {
         s.parse().ok()
     } else {
@@ -860,7 +813,7 @@ mod tests {
                 let hour = expires_ms - expires_ms % MARKER_HOUR_MS;
                 assert_eq!(
                     parse_shared_expiry(&path),
-                    Some(SharedExpiryName {
+                    Some(shared::SharedExpiryName {
                         hour,
                         namespace: namespace.to_owned(),
                         digest: digest.clone(),

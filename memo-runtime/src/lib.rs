@@ -81,7 +81,7 @@ pub mod retention;
 mod run_id;
 pub mod runtime_store;
 pub mod seal;
-pub mod shared;
+pub use memo::shared;
 mod store_url;
 pub mod workflow;
 mod write_once;
@@ -194,6 +194,9 @@ mod tests {
             "content_key",
             "memoized",
             "object_store",
+            // A module, not a root item: the shared scope lives in `memo/`
+            // (it is part of the memo layer) and is public as `shared`.
+            "shared",
         ];
         documented.sort();
         assert_eq!(root, documented);

@@ -21,6 +21,7 @@
 
 mod entries;
 mod entry_cache;
+pub mod shared;
 mod step;
 
 use std::sync::Arc;
@@ -35,8 +36,8 @@ use crate::meter::Metered;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
-use crate::shared::SharedScope;
 use crate::write_once::{self, Created};
+use shared::SharedScope;
 
 pub use entries::{EntryInfo, EntryKind};
 use entry_cache::EntryCache;

@@ -66,7 +66,9 @@ pub(crate) async fn read(
     let Some(framed) = read_bounded(store, path, limit).await? else {
         return Ok(None);
     };
-    let seal = seal.for_reading(path, &framed).await?;
+    let seal = seal
+        .for_reading(path, crate::envelope::data_key_id(&framed))
+        .await?;
     let payload = envelope::open(path, framed, &seal, limit.max_payload())?;
     if payload.len() as u64 > limit.max_payload() {
         return Err(limit.payload_exceeded(path, payload.len() as u64));

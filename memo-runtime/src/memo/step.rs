@@ -11,11 +11,11 @@ use serde::Serialize;
 
 use super::MemoStore;
 use super::entry_cache::EntryCache;
+use super::shared::SharedScope;
 use crate::error::{Error, Result};
 use crate::key::{content_key, sha256_digest};
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
-use crate::shared::SharedScope;
 use crate::write_once::Created;
 
 /// The memo of one step of one run incarnation: a write-once key-value map
@@ -224,7 +224,7 @@ impl Memo {
     /// keeps failing; [`Error::Corrupt`] if the committed entry is damaged.
     pub async fn put(&self, key: &str, value: impl AsRef<[u8]>) -> Result<Bytes> {
         if let Some(scope) = &self.shared {
-            return crate::shared::put(self, scope, key, value.as_ref())
+            return super::shared::put(self, scope, key, value.as_ref())
                 .await
                 .inspect_err(|e| self.report_transient(e));
         }
