@@ -520,3 +520,35 @@ async fn timers_and_signal_deadlines_show_on_the_run_page() {
         "a reject button: {decide}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_page_lists_memo_entries_and_never_a_blobs_object_as_one() {
+    use memo_runtime::blob::{Blob, BlobWriter};
+    use memo_runtime::workflow::{Context, Workflow};
+
+    let folder = Folder::empty();
+    let runtime = folder.runtime();
+    let archiving = Workflow::new("archiving", |ctx: Context, _: ()| async move {
+        let blob: Blob = ctx
+            .step("archive", |memo| async move {
+                memo.put("index", b"one entry").await?;
+                let mut writer = BlobWriter::new(&memo);
+                writer.write(b"a large value, streamed").await?;
+                writer.finish().await
+            })
+            .await?;
+        Ok::<_, memo_runtime::Error>(blob.size())
+    });
+    runtime
+        .run(&support::run("archive-1"), &(), &archiving)
+        .await
+        .unwrap();
+    let inspector = Inspector::start(&folder.url, &[]);
+
+    let (status, _, page) = get(&format!("{}/runs/archive-1", inspector.base)).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    // The step's memo entry is listed; the blob's object, in the same
+    // folder of the step, is not an entry.
+    assert!(page.contains("<td>memo</td>"), "{page}");
+    assert!(!page.contains("blobs"), "{page}");
+}

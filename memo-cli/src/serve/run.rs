@@ -6,12 +6,10 @@ use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 use axum::extract::{Path, Query, State};
-use futures::{StreamExt as _, TryStreamExt as _};
 use maud::{Markup, html};
-use memo_runtime::object_store::path::Path as ObjectPath;
 use memo_runtime::runtime_store::{InputPhase, InputRecord, RunRecord, RuntimeStore, StepReceipt};
 use memo_runtime::workflow::CANCEL_SIGNAL;
-use memo_runtime::{Incarnation, RunId};
+use memo_runtime::{EntryKind, Incarnation, RunId};
 use serde::Deserialize;
 
 use super::page::{Failure, bytes_size, frame, link, payload, status_tag, when};
@@ -23,9 +21,6 @@ pub(crate) const STEPS_PER_PAGE: usize = 200;
 
 /// Memo and step-output entries listed for one run at most.
 pub(crate) const ENTRIES_SHOWN: usize = 1_000;
-
-/// The memo store's folders that hold a run's entries, by kind.
-const ENTRY_FOLDERS: [(&str, &str); 2] = [("memo", "memos"), ("step-output", "step-outputs")];
 
 /// What the workflow runtime names the steps it records for timers and
 /// signal waits (see memo-runtime's `workflow/context.rs`).
@@ -435,52 +430,38 @@ fn phase(input: &InputRecord) -> String {
 }
 
 /// The run incarnation's memo and step-output entries by step (at most
-/// [`ENTRIES_SHOWN`] of each kind), and whether there were more.
+/// [`ENTRIES_SHOWN`] of each kind), and whether there were more: as
+/// [`MemoStore::list_entries`](memo_runtime::MemoStore::list_entries) lists
+/// them (blobs left out), so the inspector builds no stored path.
 async fn entries(
     inspector: &Inspector,
     run_id: &RunId,
     incarnation: Incarnation,
 ) -> anyhow::Result<(BTreeMap<u64, Vec<Entry>>, bool)> {
     let store = &inspector.store;
-    // The runtime store's folder of the run ends in the run id's path
-    // segment, the segment the memo store names the run's folders by.
-    let runs_folder = store.runs.run_folder(run_id);
-    let segment = runs_folder
-        .filename()
-        .context("the run's folder has no name")?;
+    let listed = store
+        .memo
+        .list_entries(run_id, incarnation)
+        .await
+        .with_context(|| format!("cannot list the entries of run {run_id} in {}", store.url))?;
     let mut by_step: BTreeMap<u64, Vec<Entry>> = BTreeMap::new();
+    let mut shown: BTreeMap<EntryKind, usize> = BTreeMap::new();
     let mut more = false;
-    for (kind, folder) in ENTRY_FOLDERS {
-        let prefix: ObjectPath = store
-            .memo
-            .prefix()
-            .clone()
-            .join(folder)
-            .join(segment)
-            .join(incarnation.to_string());
-        let metas: Vec<_> = store
-            .objects
-            .list(Some(&prefix))
-            .take(ENTRIES_SHOWN + 1)
-            .try_collect()
-            .await
-            .with_context(|| format!("cannot list {prefix} in {}", store.url))?;
-        more |= metas.len() > ENTRIES_SHOWN;
-        for meta in metas.into_iter().take(ENTRIES_SHOWN) {
-            let mut rest = meta.location.prefix_match(&prefix).into_iter().flatten();
-            let Some(step) = rest.next().and_then(|p| p.as_ref().parse::<u64>().ok()) else {
-                continue;
-            };
-            let digest = rest
-                .next()
-                .map(|p| p.as_ref().to_string())
-                .unwrap_or_default();
-            by_step.entry(step).or_default().push(Entry {
-                kind,
-                digest,
-                size: meta.size,
-            });
+    for entry in listed {
+        let count = shown.entry(entry.kind).or_default();
+        if *count == ENTRIES_SHOWN {
+            more = true;
+            continue;
         }
+        *count += 1;
+        by_step
+            .entry(u64::from(entry.step))
+            .or_default()
+            .push(Entry {
+                kind: entry.kind.as_str(),
+                digest: entry.digest,
+                size: entry.size,
+            });
     }
     for entries in by_step.values_mut() {
         entries.sort_by(|a, b| (a.kind, &a.digest).cmp(&(b.kind, &b.digest)));
