@@ -174,6 +174,19 @@ impl MemoStore {
         self.rebuilt(|inner| inner.cache = (bytes > 0).then(|| EntryCache::new(bytes)))
     }
 
+    /// The same store as seen by simulated process `process`: its
+    /// committed-entry cache (a new one, of the same size) is reached only by
+    /// the clears of stores of the same process. The simulator's processes
+    /// share one OS process, where every clear reaches every cache; real
+    /// processes see none of each other's clears.
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn in_simulated_process(self, process: u64) -> MemoStore {
+        self.rebuilt(|inner| {
+            inner.cache = (inner.cache.as_ref())
+                .map(|cache| EntryCache::in_process(cache.capacity(), process));
+        })
+    }
+
     /// The same store sealing every value it writes with `seal` (default
     /// [`Seal::default`]: compressed above a size, not encrypted), and
     /// reading only what `seal` accepts. The committed-entry cache is kept.

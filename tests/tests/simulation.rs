@@ -241,7 +241,7 @@ fn deployment() -> bool {
     std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
-/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,foreign-objects`:
+/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,foreign-objects,standalone-memos,wrong-prefix-operator`:
 /// widens the world by the features named, one by one (to find which one
 /// a failure needs).
 fn world_features() -> Vec<String> {
@@ -362,6 +362,8 @@ fn simulated_histories_keep_every_invariant() {
             "pauses" => simulation.pauses(true),
             "local-folder" => simulation.local_folder_share(1.0),
             "foreign-objects" => simulation.foreign_objects(1.0),
+            "standalone-memos" => simulation.standalone_memos(true),
+            "wrong-prefix-operator" => simulation.wrong_prefix_operator(true),
             other => panic!("MEMO_SIM_WORLD: unknown feature {other:?}"),
         };
     }

@@ -171,7 +171,8 @@ impl MemoStore {
     async fn clear_folders(&self, run_id: &RunId, folders: [Path; 2]) -> Result<usize> {
         // Dropped after the deletes, however they end (an error, a
         // cancelled call): any entry under the folders may be gone.
-        let _forget = entry_cache::ForgetOnDrop(&folders);
+        let process = self.inner.cache.as_ref().map_or(0, |cache| cache.process());
+        let _forget = entry_cache::ForgetOnDrop(process, &folders);
         self.delete_folders(run_id, &folders).await
     }
 

@@ -39,31 +39,37 @@ static CLEARS: LazyLock<Mutex<Clears>> = LazyLock::new(Mutex::default);
 struct Clears {
     /// The number the next clear gets.
     next: u64,
-    /// `(number, folders)` of the last [`REMEMBERED_CLEARS`] clears.
-    recent: VecDeque<(u64, Vec<Path>)>,
+    /// `(number, process, folders)` of the last [`REMEMBERED_CLEARS`]
+    /// clears.
+    recent: VecDeque<(u64, u64, Vec<Path>)>,
 }
 
 impl Clears {
-    fn record(&mut self, folders: &[Path]) {
-        self.recent.push_back((self.next, folders.to_vec()));
+    fn record(&mut self, process: u64, folders: &[Path]) {
+        self.recent
+            .push_back((self.next, process, folders.to_vec()));
         self.next += 1;
         if self.recent.len() > REMEMBERED_CLEARS {
             self.recent.pop_front();
         }
     }
 
-    /// Whether a clear numbered `since` or later may have covered `path`.
-    fn covered_since(&self, since: u64, path: &Path) -> bool {
+    /// Whether a clear of `process` numbered `since` or later may have
+    /// covered `path`.
+    fn covered_since(&self, since: u64, process: u64, path: &Path) -> bool {
         if since >= self.next {
             return false;
         }
-        let forgotten = self.recent.front().is_none_or(|(first, _)| since < *first);
+        let forgotten = self
+            .recent
+            .front()
+            .is_none_or(|(first, _, _)| since < *first);
         forgotten
             || self
                 .recent
                 .iter()
-                .filter(|(number, _)| *number >= since)
-                .any(|(_, folders)| folders.iter().any(|f| path.prefix_matches(f)))
+                .filter(|(number, by, _)| *number >= since && *by == process)
+                .any(|(_, _, folders)| folders.iter().any(|f| path.prefix_matches(f)))
     }
 }
 
@@ -85,6 +91,10 @@ pub(crate) struct EntryCache {
     /// those outnumber the live ones, so it holds at most about twice the
     /// cache's paths.
     index: Mutex<BTreeMap<String, Path>>,
+    /// The process the cache belongs to, whose clears reach it: 0, but for
+    /// the simulator's processes, which share one OS process and must not
+    /// share their clears ([`EntryCache::in_process`]).
+    process: u64,
 }
 
 /// Where a read stood relative to clears when it started: pass it back to
@@ -105,15 +115,28 @@ impl EntryCache {
     /// A cache holding at most about `bytes` bytes of paths and payloads,
     /// registered so that clears anywhere in the process reach it.
     pub(crate) fn new(bytes: u64) -> Arc<EntryCache> {
+        EntryCache::in_process(bytes, 0)
+    }
+
+    /// [`new`](Self::new), for simulated process `process`: only the
+    /// clears of a `MemoStore` whose cache belongs to the same process reach
+    /// it, as only a real process's own clears reach its caches.
+    pub(crate) fn in_process(bytes: u64, process: u64) -> Arc<EntryCache> {
         let items = (bytes / ASSUMED_ENTRY_BYTES).max(16) as usize;
         let cache = Arc::new(EntryCache {
             entries: Cache::with_weighter(items, bytes, ByteWeighter),
             index: Mutex::default(),
+            process,
         });
         let mut caches = registry();
         caches.retain(|weak| weak.strong_count() > 0);
         caches.push(Arc::downgrade(&cache));
         cache
+    }
+
+    /// The process the cache belongs to (see [`in_process`](Self::in_process)).
+    pub(crate) fn process(&self) -> u64 {
+        self.process
     }
 
     /// The byte bound this cache was made with.
@@ -141,14 +164,14 @@ impl EntryCache {
     /// [`CLEARS`], then sweeps; so either its sweep comes after this insert,
     /// or its record is seen by the check after it.
     pub(crate) fn insert(&self, path: Path, payload: Bytes, start: ReadStart) {
-        if clears().covered_since(start.0, &path) {
+        if clears().covered_since(start.0, self.process, &path) {
             return;
         }
         self.entries.insert(path.clone(), payload);
         self.indexed(&path);
         // After the index holds the path: a clear that swept the index
         // before it is recorded by then.
-        if clears().covered_since(start.0, &path) {
+        if clears().covered_since(start.0, self.process, &path) {
             self.entries.remove(&path);
         }
     }
@@ -200,21 +223,23 @@ impl EntryCache {
 /// of other runs. Call after the folders' objects were deleted (or their deletes
 /// were tried), never before: a read between the sweep and the deletes
 /// would put an entry back.
-pub(crate) fn forget_folders(folders: &[Path]) {
-    clears().record(folders);
+pub(crate) fn forget_folders(process: u64, folders: &[Path]) {
+    clears().record(process, folders);
     let caches: Vec<Arc<EntryCache>> = registry().iter().filter_map(Weak::upgrade).collect();
-    for cache in caches {
+    for cache in caches.iter().filter(|cache| cache.process == process) {
         cache.forget_under(folders);
     }
 }
 
 /// Calls [`forget_folders`] when dropped: hold it across a clear's deletes,
 /// so the caches are swept however the clear ends, cancelled included.
-pub(crate) struct ForgetOnDrop<'a>(pub(crate) &'a [Path]);
+/// The first field is the clearing store's process (0 outside the
+/// simulator).
+pub(crate) struct ForgetOnDrop<'a>(pub(crate) u64, pub(crate) &'a [Path]);
 
 impl Drop for ForgetOnDrop<'_> {
     fn drop(&mut self) {
-        forget_folders(self.0);
+        forget_folders(self.0, self.1);
     }
 }
 
@@ -238,7 +263,7 @@ mod tests {
         let start = EntryCache::read_start();
         // The clear deleted the entry after the read saw it, and swept the
         // caches before the read's answer arrived.
-        forget_folders(&[path("test-race/memos/run-a")]);
+        forget_folders(0, &[path("test-race/memos/run-a")]);
         cache.insert(path("test-race/memos/run-a/0/0/k"), Bytes::from("v"), start);
         assert_eq!(cache.get(&path("test-race/memos/run-a/0/0/k")), None);
     }
@@ -247,7 +272,7 @@ mod tests {
     fn a_read_that_raced_a_clear_of_another_folder_is_kept() {
         let cache = EntryCache::new(1 << 20);
         let start = EntryCache::read_start();
-        forget_folders(&[path("test-other/memos/run-b")]);
+        forget_folders(0, &[path("test-other/memos/run-b")]);
         cache.insert(
             path("test-other/memos/run-a/0/0/k"),
             Bytes::from("v"),
@@ -265,11 +290,27 @@ mod tests {
                 cache.insert(path(p), Bytes::from("v"), start);
             }
         }
-        forget_folders(&[path("test-drop/memos/a/1")]);
+        forget_folders(0, &[path("test-drop/memos/a/1")]);
         for cache in [&one, &two] {
             assert_eq!(cache.get(&path("test-drop/memos/a/1/0/k")), None);
             assert!(cache.get(&path("test-drop/memos/a/2/0/k")).is_some());
         }
+    }
+
+    #[test]
+    fn a_clear_in_another_simulated_process_reaches_none_of_this_ones_caches() {
+        let here = EntryCache::in_process(1 << 20, 7_000_001);
+        let start = EntryCache::read_start();
+        here.insert(path("test-process/memos/a/0/0/k"), Bytes::from("v"), start);
+        forget_folders(7_000_002, &[path("test-process/memos/a")]);
+        assert!(here.get(&path("test-process/memos/a/0/0/k")).is_some());
+        // And a read that raced it is kept: the clear was another process's.
+        let raced = EntryCache::read_start();
+        forget_folders(7_000_002, &[path("test-process/memos/b")]);
+        here.insert(path("test-process/memos/b/0/0/k"), Bytes::from("v"), raced);
+        assert!(here.get(&path("test-process/memos/b/0/0/k")).is_some());
+        forget_folders(7_000_001, &[path("test-process/memos/a")]);
+        assert_eq!(here.get(&path("test-process/memos/a/0/0/k")), None);
     }
 
     #[test]
@@ -278,12 +319,12 @@ mod tests {
         let mut clears = Clears::default();
         let start = clears.next;
         let entry = path("memos/a/0/0/k");
-        clears.record(&[path("elsewhere")]);
-        assert!(!clears.covered_since(start, &entry));
+        clears.record(0, &[path("elsewhere")]);
+        assert!(!clears.covered_since(start, 0, &entry));
         for _ in 0..REMEMBERED_CLEARS {
-            clears.record(&[path("elsewhere")]);
+            clears.record(0, &[path("elsewhere")]);
         }
-        assert!(clears.covered_since(start, &entry));
-        assert!(!clears.covered_since(clears.next, &entry));
+        assert!(clears.covered_since(start, 0, &entry));
+        assert!(!clears.covered_since(clears.next, 0, &entry));
     }
 }

@@ -27,8 +27,11 @@
 //! lease ([`pauses`](Simulation::pauses)), a share of seeds on a local
 //! folder ([`local_folder_share`](Simulation::local_folder_share)), foreign
 //! objects planted in a share of seeds
-//! ([`foreign_objects`](Simulation::foreign_objects)), and every step body
-//! checked ([`check_step_bodies`](Simulation::check_step_bodies)).
+//! ([`foreign_objects`](Simulation::foreign_objects)), every step body
+//! checked ([`check_step_bodies`](Simulation::check_step_bodies)), standalone
+//! memos shared by every process ([`standalone_memos`](Simulation::standalone_memos))
+//! and an operator sweeping with the wrong runtime-store prefix
+//! ([`wrong_prefix_operator`](Simulation::wrong_prefix_operator)).
 //!
 //! # Invariants
 //!
@@ -186,6 +189,8 @@ struct Config {
     pauses: bool,
     local_folder_share: f64,
     foreign_objects: f64,
+    standalone_memos: bool,
+    wrong_prefix_operator: bool,
     /// The poll at which every worker restarts with the new code
     /// ([`Simulation::deploy_at`]).
     deploy_at: Option<u64>,
@@ -272,6 +277,8 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 pauses: false,
                 local_folder_share: 0.0,
                 foreign_objects: 0.0,
+                standalone_memos: false,
+                wrong_prefix_operator: false,
                 deploy_at: None,
             },
             signals: Vec::new(),
@@ -440,8 +447,10 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// [`wide_run_ids`](Self::wide_run_ids),
     /// [`cached_reader`](Self::cached_reader), [`pauses`](Self::pauses),
     /// a [`local_folder_share`](Self::local_folder_share) of one seed in
-    /// ten, and [`foreign_objects`](Self::foreign_objects) in one seed in
-    /// twenty.
+    /// ten, [`foreign_objects`](Self::foreign_objects) in one seed in
+    /// twenty, and [`standalone_memos`](Self::standalone_memos). Not yet
+    /// [`wrong_prefix_operator`](Self::wrong_prefix_operator): a sweep with
+    /// the wrong prefix still deletes the due-run entries of live runs.
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
@@ -453,6 +462,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .pauses(true)
             .local_folder_share(0.1)
             .foreign_objects(0.05)
+            .standalone_memos(true)
     }
 
     /// Turns off one kind of random event.

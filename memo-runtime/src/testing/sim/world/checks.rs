@@ -66,6 +66,20 @@ where
                 );
             }
         }
+        // A user of standalone memos marks each standalone run finished
+        // when done with it, for the sweep to clear.
+        if self.config.standalone_memos {
+            for run_id in super::standalone::standalone_runs() {
+                if let Err(error) = memo
+                    .markers()
+                    .write_standalone(&run_id, self.clock.now_ms())
+                    .await
+                {
+                    self.checker
+                        .event(format!("marking standalone run {run_id} fails: {error}"));
+                }
+            }
+        }
         if let Err(error) = runtime.recover(self.workflow).await {
             self.checker
                 .event(format!("the last recover fails: {error}"));

@@ -28,12 +28,16 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RunRecord;
 use crate::testing::FaultInjectingStore;
 use crate::workflow::{Runtime, Workflow, WorkflowFn};
+use misprefix::WRONG_PREFIX_SHARE;
+use standalone::STANDALONE_SHARE;
 
 mod checks;
 mod deploy;
 mod events;
+mod misprefix;
 mod outcomes;
 mod plants;
+mod standalone;
 mod visits;
 mod workers;
 
@@ -128,6 +132,8 @@ where
         workflow: &workflow,
         workers: Vec::new(),
         operator: None,
+        misconfigured: None,
+        next_process: 0,
         reader: config.cached_reader.then(|| CachedReader::new(&objects)),
         paused_until: vec![0; config.workers],
         tasks: Vec::new(),
@@ -318,6 +324,11 @@ struct World<'w, I, O, Mk, F> {
     /// The operator process beside the workers, with
     /// [`Simulation::operator`].
     operator: Option<Worker>,
+    /// The operator's process with the wrong runtime-store prefix, with
+    /// [`Simulation::wrong_prefix_operator`].
+    misconfigured: Option<Worker>,
+    /// The processes started so far: each has its own entry cache.
+    next_process: u64,
     /// A long-lived reader, with [`Simulation::cached_reader`].
     reader: Option<CachedReader>,
     /// Per worker, the poll count until which its tasks are not polled
@@ -368,14 +379,22 @@ where
             self.operator = Some(self.start_worker(self.config.has(Event::StoreFault)));
             self.checker.event("operator started".into());
         }
+        if self.config.wrong_prefix_operator {
+            self.misconfigured = Some(self.start_misconfigured());
+        }
         // Idle workers make no history: events come until some task runs.
         while self.polls < self.config.polls {
             self.deploy_when_due();
             if self.tasks.is_empty() || self.rng.random_bool(self.config.event_rate) {
                 // Only a world with an operator draws for it, so that the
                 // default world's histories stay what they were.
-                if self.config.operator && self.rng.random_bool(OPERATOR_SHARE) {
+                let config = self.config;
+                if config.operator && self.rng.random_bool(OPERATOR_SHARE) {
                     self.operator_visit();
+                } else if config.standalone_memos && self.rng.random_bool(STANDALONE_SHARE) {
+                    self.standalone_event();
+                } else if config.wrong_prefix_operator && self.rng.random_bool(WRONG_PREFIX_SHARE) {
+                    self.wrong_prefix_sweep();
                 } else {
                     self.random_event();
                 }

@@ -64,8 +64,11 @@ where
             inner: ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX),
             checker: self.checker.clone(),
         };
+        // A process of its own: its entry cache sees only its own clears.
+        self.next_process += 1;
+        let memo = MemoStore::new(objects, PREFIX).in_simulated_process(self.next_process);
         let builder = Runtime::builder()
-            .memo_store(MemoStore::new(objects, PREFIX))
+            .memo_store(memo)
             .runtime_store(Arc::new(store))
             .clock(Arc::clone(&self.clock) as _)
             .retention(self.config.retention)
