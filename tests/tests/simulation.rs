@@ -241,7 +241,7 @@ fn deployment() -> bool {
     std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
-/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,foreign-objects,standalone-memos,wrong-prefix-operator`:
+/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,foreign-objects,standalone-memos,wrong-prefix-operator,slow-deletes`:
 /// widens the world by the features named, one by one (to find which one
 /// a failure needs).
 fn world_features() -> Vec<String> {
@@ -364,6 +364,7 @@ fn simulated_histories_keep_every_invariant() {
             "foreign-objects" => simulation.foreign_objects(1.0),
             "standalone-memos" => simulation.standalone_memos(true),
             "wrong-prefix-operator" => simulation.wrong_prefix_operator(true),
+            "slow-deletes" => simulation.slow_deletes(0.05),
             other => panic!("MEMO_SIM_WORLD: unknown feature {other:?}"),
         };
     }

@@ -191,6 +191,7 @@ struct Config {
     foreign_objects: f64,
     standalone_memos: bool,
     wrong_prefix_operator: bool,
+    slow_deletes: f64,
     /// The poll at which every worker restarts with the new code
     /// ([`Simulation::deploy_at`]).
     deploy_at: Option<u64>,
@@ -279,6 +280,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 foreign_objects: 0.0,
                 standalone_memos: false,
                 wrong_prefix_operator: false,
+                slow_deletes: 0.0,
                 deploy_at: None,
             },
             signals: Vec::new(),

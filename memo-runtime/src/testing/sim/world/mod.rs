@@ -37,6 +37,7 @@ mod events;
 mod misprefix;
 mod outcomes;
 mod plants;
+mod slow;
 mod standalone;
 mod visits;
 mod workers;

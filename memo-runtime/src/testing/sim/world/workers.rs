@@ -20,6 +20,7 @@ use crate::testing::{
 };
 use crate::workflow::{RetryPolicy, Runtime, Workflow, WorkflowFn};
 
+use super::slow::SlowDeletes;
 use super::{OPERATOR, Outcome, Worker, World};
 
 impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
@@ -56,8 +57,13 @@ where
                 faults.inject(FaultRule::fail_after(kind).with_probability(half));
             }
         }
+        // Drawn only with slow deletes, so that other worlds' histories
+        // stay what they were.
+        let share = self.config.slow_deletes;
+        let seed = if share > 0.0 { self.rng.random() } else { 0 };
+        let slow = SlowDeletes::new(Arc::clone(&faults), share, seed);
         let objects: Arc<dyn ObjectStore> = Arc::new(Preemptible {
-            inner: Arc::clone(&faults),
+            inner: slow,
             checker: self.checker.clone(),
         });
         let store = Audited {
