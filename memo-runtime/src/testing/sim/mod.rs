@@ -450,7 +450,8 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// [`cached_reader`](Self::cached_reader), [`pauses`](Self::pauses),
     /// a [`local_folder_share`](Self::local_folder_share) of one seed in
     /// ten, [`foreign_objects`](Self::foreign_objects) in one seed in
-    /// twenty, and [`standalone_memos`](Self::standalone_memos). Not yet
+    /// twenty, [`standalone_memos`](Self::standalone_memos), and one
+    /// delete in twenty [slow](Self::slow_deletes). Not yet
     /// [`wrong_prefix_operator`](Self::wrong_prefix_operator): a sweep with
     /// the wrong prefix still deletes the due-run entries of live runs.
     #[must_use]
@@ -465,6 +466,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .local_folder_share(0.1)
             .foreign_objects(0.05)
             .standalone_memos(true)
+            .slow_deletes(0.05)
     }
 
     /// Turns off one kind of random event.
