@@ -251,7 +251,7 @@ mod tests {
             "w",
             &new,
             Some(Some(new.clone())),
-            Some(Some(new)),
+            Some(Some(new.clone())),
         );
         assert!(checker.violations().is_empty());
     }
