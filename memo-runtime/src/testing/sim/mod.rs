@@ -451,9 +451,8 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// a [`local_folder_share`](Self::local_folder_share) of one seed in
     /// ten, [`foreign_objects`](Self::foreign_objects) in one seed in
     /// twenty, [`standalone_memos`](Self::standalone_memos), and one
-    /// delete in twenty [slow](Self::slow_deletes). Not yet
-    /// [`wrong_prefix_operator`](Self::wrong_prefix_operator): a sweep with
-    /// the wrong prefix still deletes the due-run entries of live runs.
+    /// delete in twenty [slow](Self::slow_deletes); not yet
+    /// [`wrong_prefix_operator`](Self::wrong_prefix_operator) (RELIABILITY.md).
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
