@@ -505,3 +505,52 @@ async fn a_creator_that_loses_the_pointer_race_forgets_the_key_it_made() {
     let read = fresh.load_run(&raced).await.unwrap().unwrap();
     assert_eq!(read.incarnation, created.incarnation);
 }
+
+/// `testing::open_frame_with_keys` opens what a store with data keys wrote
+/// (version-3 frames): a run pointer, a log entry's record and a memo
+/// entry, each with its run's key fetched from the key store; a forgotten
+/// run's frames are errors naming why. `open_frame` alone cannot.
+#[tokio::test]
+async fn open_frame_with_keys_opens_frames_sealed_with_a_runs_data_key() {
+    use memo_runtime::testing::{open_frame, open_frame_with_keys};
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let seal = seal(&key_store, kek_v1());
+    let (memo, runs) = stores(&objects, &seal);
+    let opened = run("opened");
+    finished_run(&memo, &runs, &opened).await;
+    let incarnation = runs.load_run(&opened).await.unwrap().unwrap().incarnation;
+    let read = |path: Path| {
+        let objects = objects.clone();
+        async move { objects.get(&path).await.unwrap().bytes().await.unwrap() }
+    };
+    let fresh = seal_from_scratch(&key_store);
+
+    let entry = entry_path(&opened, incarnation, 0, "reply");
+    let framed = read(entry.clone()).await;
+    assert_eq!(framed[4], 3, "a data-key frame");
+    let payload = open_frame_with_keys("memo", &entry, framed.clone(), &fresh)
+        .await
+        .unwrap();
+    assert!(payload.windows(12).any(|w| w == b"secret reply"));
+    is_corrupt(
+        open_frame(&entry, framed.clone(), &fresh),
+        "was not fetched",
+    );
+
+    let pointer = Path::from(format!("runtime/runs/{opened}/run"));
+    let payload = open_frame_with_keys("runtime", &pointer, read(pointer.clone()).await, &fresh)
+        .await
+        .unwrap();
+    assert!(payload.windows(12).any(|w| w == b"secret input"));
+
+    // Read under the wrong prefix, the entry lies in no run.
+    is_corrupt(
+        open_frame_with_keys("elsewhere", &entry, framed.clone(), &fresh).await,
+        "lies in no run",
+    );
+    seal.data_keys().unwrap().forget_run(&opened).await.unwrap();
+    is_corrupt(
+        open_frame_with_keys("memo", &entry, framed, &seal_from_scratch(&key_store)).await,
+        "was forgotten",
+    );
+}
