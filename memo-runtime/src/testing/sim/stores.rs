@@ -196,6 +196,8 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         if let Ok(record) = &created {
             let terminal = record.status.is_terminal();
             self.checker.acknowledged_run(&run_id, None, terminal);
+            self.checker
+                .acknowledged_creation(&run_id, record.incarnation.as_u64());
         }
         self.seen("create_run", created)
     }

@@ -2,7 +2,10 @@
 //! which side effects ran for which memo entry, what every caller saw, and
 //! the violations found so far.
 
+mod listing;
 mod store;
+
+pub(super) use listing::Truth;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -123,6 +126,11 @@ struct State {
     incarnations: HashMap<(RunId, u64), u64>,
     /// Record writes so far.
     record_writes: u64,
+    /// Every incarnation a `create_run` answered for, with the number of
+    /// creations answered before the first such answer.
+    created: HashMap<(RunId, u64), u64>,
+    /// Creations answered so far.
+    creations: u64,
     /// The last state of every incarnation a deletion removed, as a fresh
     /// instance read it just before the deletion took its record (the
     /// first thing a deletion removes): what a commit acknowledged to that
@@ -196,6 +204,8 @@ impl Checker {
                 matched: false,
                 incarnations: HashMap::new(),
                 record_writes: 0,
+                created: HashMap::new(),
+                creations: 0,
                 deleted: HashMap::new(),
                 next_execution: 0,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_1ed6),
