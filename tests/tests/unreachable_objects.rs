@@ -13,14 +13,14 @@ use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{
-    Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
+    AttemptCost, Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
 };
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{
     Bytes, MemoStore, RunId,
     retention::{RetentionSweeper, TerminalMarker},
 };
-use memo_tests::fixtures::run;
+use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
 
 fn order(run_id: &RunId) -> NewRun {
@@ -305,6 +305,85 @@ async fn a_change_that_finds_its_run_deleted_takes_back_its_status_hint() {
         "{late:?}"
     );
     assert_eq!(objects_under(&objects, "runs").await, Vec::<String>::new());
+}
+
+/// Every object under `prefix` of any backend.
+async fn stored_under(objects: &dyn ObjectStore, prefix: &str) -> Vec<String> {
+    let mut paths: Vec<String> = objects
+        .list(Some(&Path::from(prefix)))
+        .map_ok(|meta| meta.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    paths.sort();
+    paths
+}
+
+/// Seeds 1606, 1835, 3082, 4250, 6361, 6948, 6997, 7993 and 8773 of the
+/// deployment world, after the cost ledger was merged: an attempt paused
+/// past its lease while another attempt ended the run, the run was deleted
+/// (its marker with it) and its id used again; the stale attempt then
+/// failed, and recorded what it cost in the deleted incarnation's folder,
+/// where no deletion would ever look again. It takes the record back, and
+/// the run now under the id keeps everything.
+#[tokio::test]
+async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let stale = backend.runtime_store("runs");
+        let run_id = run("order-8");
+        let created = stale.create_run(order(&run_id)).await.unwrap();
+        stale
+            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
+            .await
+            .unwrap();
+        let other = backend.runtime_store("runs");
+        other.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            other
+                .delete_run(&run_id, created.incarnation)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        let again = other.create_run(order(&run_id)).await.unwrap();
+        let before = stored_under(backend.objects().as_ref(), "runs").await;
+
+        let mut cost = AttemptCost::default();
+        cost.attempt = 1;
+        let late = stale
+            .record_attempt_cost(&run_id, created.incarnation, &cost)
+            .await;
+        assert!(
+            matches!(late, Err(memo_runtime::Error::Conflict { .. })),
+            "{name}: {late:?}"
+        );
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            before,
+            "{name}"
+        );
+        let current = other.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(current.incarnation, again.incarnation, "{name}");
+
+        // And with the id not used again: nothing of the run is left.
+        let start = Commit::status(StatusChange::start_attempt(1), 2);
+        other.atomic_apply(&run_id, start).await.unwrap();
+        other.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            other.delete_run(&run_id, again.incarnation).await.unwrap(),
+            "{name}"
+        );
+        let late = stale
+            .record_attempt_cost(&run_id, again.incarnation, &cost)
+            .await;
+        assert!(late.is_err(), "{name}: {late:?}");
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
 }
 
 /// Only a finished run can be deleted: deleting an open one is a conflict

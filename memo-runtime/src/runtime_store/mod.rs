@@ -416,7 +416,11 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// kept with the incarnation and deleted with it by
     /// [`delete_run`](Self::delete_run). Recording an attempt again keeps
     /// the first record and succeeds. The workflow runtime calls it once
-    /// per attempt, when the attempt ends or suspends.
+    /// per attempt, when the attempt ends or suspends. A stale attempt may
+    /// call it after the incarnation was deleted: a store must then keep
+    /// nothing of it (the object store takes its record back once it finds
+    /// the incarnation gone, and answers with a conflict), since no
+    /// deletion would reach the record.
     ///
     /// The default keeps nothing: a store without a cost ledger (its runs
     /// read as having none) needs no code for it.

@@ -194,8 +194,7 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         let run_id = run.run_id.clone();
         let created = self.inner.create_run(run).await;
         if let Ok(record) = &created {
-            let terminal = record.status.is_terminal();
-            self.checker.acknowledged_run(&run_id, None, terminal);
+            self.checker.acknowledged_create(&run_id, record);
             self.checker
                 .acknowledged_creation(&run_id, record.incarnation.as_u64());
         }
@@ -229,8 +228,7 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         let input_id = input.input_id.clone();
         let appended = self.inner.append_input(run_id, input).await;
         if appended.is_ok() {
-            self.checker
-                .acknowledged_run(run_id, Some(&input_id), false);
+            self.checker.acknowledged_input(run_id, &input_id);
         }
         self.seen("append_input", appended)
     }

@@ -85,6 +85,18 @@ impl Runs {
             limits,
         }
     }
+
+    /// Whether the run's current incarnation is `incarnation` (its pointer,
+    /// restored from a record if missing): one `GET`. What a writer of an
+    /// incarnation's object asks after its write, to take the object back
+    /// if the incarnation was deleted under it.
+    pub(super) async fn is_current(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<bool> {
+        self.pointer.is_current(run_id, incarnation).await
+    }
 }
 
 #[async_trait]

@@ -20,7 +20,7 @@ use super::stores::Shared;
 use crate::clock::{Clock, ManualClock};
 use crate::memo::Memo;
 use crate::run_id::RunId;
-use crate::runtime_store::{RunRecord, StepReceipt};
+use crate::runtime_store::{InputRecord, RunRecord, StepReceipt};
 
 thread_local! {
     /// The task the simulator is polling right now.
@@ -146,12 +146,13 @@ struct State {
     planted: Vec<String>,
 }
 
-/// An incarnation as it was when a deletion began: its run and its
-/// receipts.
+/// An incarnation as it was when a deletion began: its run, its receipts
+/// and its inputs.
 #[derive(Debug, Clone)]
 struct Deleted {
     run: RunRecord,
     receipts: Vec<StepReceipt>,
+    inputs: Vec<InputRecord>,
 }
 
 /// Shared by the world, the workers' store wrappers and the [`Ledger`](super::Ledger).
