@@ -276,6 +276,13 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         )
     }
 
+    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        self.seen(
+            "holds_remains",
+            self.inner.holds_remains(run_id, incarnation).await,
+        )
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,
