@@ -88,6 +88,15 @@ impl Runs {
         {
             return Ok(None);
         }
+        // And a run not started yet gets its `Pending` hint back, which a
+        // tidying listing deleted while its creator was between the hint
+        // and the pointer, if that creator stopped before its own check
+        // (see `ensure_pending`): else no listing of `Pending` runs, and so
+        // no recovery, would ever find it. One `HEAD`, for runs not
+        // started only.
+        if record.status == RunStatus::Pending {
+            self.hints.ensure_pending(run_id, incarnation).await?;
+        }
         Ok(Some(record))
     }
 
