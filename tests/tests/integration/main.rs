@@ -50,6 +50,8 @@ mod memoized_soundness;
 mod memoized_tracing;
 #[path = "../oversize_objects.rs"]
 mod oversize_objects;
+#[path = "../pending_listing.rs"]
+mod pending_listing;
 #[path = "../racing_deletions.rs"]
 mod racing_deletions;
 #[path = "../read_only_listing.rs"]
