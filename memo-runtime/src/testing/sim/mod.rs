@@ -27,8 +27,9 @@
 //! lease ([`pauses`](Simulation::pauses)), a share of seeds on a local
 //! folder ([`local_folder_share`](Simulation::local_folder_share)), foreign
 //! objects planted in a share of seeds
-//! ([`foreign_objects`](Simulation::foreign_objects)), and every step body
-//! checked ([`check_step_bodies`](Simulation::check_step_bodies)).
+//! ([`foreign_objects`](Simulation::foreign_objects)), sealed stores in a
+//! share of seeds ([`sealed_share`](Simulation::sealed_share)), and every
+//! step body checked ([`check_step_bodies`](Simulation::check_step_bodies)).
 //!
 //! # Invariants
 //!
@@ -115,6 +116,7 @@ mod operator;
 mod plant;
 mod reader;
 mod report;
+mod sealed;
 mod stores;
 mod world;
 
@@ -186,6 +188,7 @@ struct Config {
     pauses: bool,
     local_folder_share: f64,
     foreign_objects: f64,
+    sealed_share: f64,
     /// The poll at which every worker restarts with the new code
     /// ([`Simulation::deploy_at`]).
     deploy_at: Option<u64>,
@@ -272,6 +275,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 pauses: false,
                 local_folder_share: 0.0,
                 foreign_objects: 0.0,
+                sealed_share: 0.0,
                 deploy_at: None,
             },
             signals: Vec::new(),
@@ -440,8 +444,9 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// [`wide_run_ids`](Self::wide_run_ids),
     /// [`cached_reader`](Self::cached_reader), [`pauses`](Self::pauses),
     /// a [`local_folder_share`](Self::local_folder_share) of one seed in
-    /// ten, and [`foreign_objects`](Self::foreign_objects) in one seed in
-    /// twenty.
+    /// ten, [`foreign_objects`](Self::foreign_objects) in one seed in
+    /// twenty, and a [`sealed_share`](Self::sealed_share) of one seed in
+    /// five.
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
@@ -453,6 +458,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .pauses(true)
             .local_folder_share(0.1)
             .foreign_objects(0.05)
+            .sealed_share(0.2)
     }
 
     /// Turns off one kind of random event.

@@ -9,10 +9,8 @@ use rand::RngExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::memo::MemoStore;
-use crate::runtime_store::ObjectStoreRuntimeStore;
 use crate::testing::sim::checker::TaskKind;
-use crate::testing::sim::compat::{self, PREFIX};
+use crate::testing::sim::compat;
 use crate::testing::sim::stores::{Audited, Preemptible};
 use crate::testing::sim::{Event, Ledger};
 use crate::testing::{
@@ -60,12 +58,13 @@ where
             inner: Arc::clone(&faults),
             checker: self.checker.clone(),
         });
+        let (memo, runs) = compat::open_stores(objects);
         let store = Audited {
-            inner: ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX),
+            inner: runs,
             checker: self.checker.clone(),
         };
         let builder = Runtime::builder()
-            .memo_store(MemoStore::new(objects, PREFIX))
+            .memo_store(memo)
             .runtime_store(Arc::new(store))
             .clock(Arc::clone(&self.clock) as _)
             .retention(self.config.retention)
