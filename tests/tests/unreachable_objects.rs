@@ -476,6 +476,53 @@ async fn a_stale_entry_that_lands_while_a_pass_deletes_its_run_is_cleared_with_i
     }
 }
 
+/// Seed 3542 of the deployment world, after the fix above: the stale
+/// attempt's read of the pointer after its cost record failed (an injected
+/// fault on the listing that looks for a record to restore the pointer
+/// from), and the record stayed. A record whose check fails is taken back
+/// too.
+#[tokio::test]
+async fn a_cost_record_whose_check_of_its_run_fails_is_taken_back() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let name = backend.name();
+        let stale = backend.runtime_store("runs");
+        let run_id = run("order-11");
+        let created = stale.create_run(order(&run_id)).await.unwrap();
+        stale
+            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
+            .await
+            .unwrap();
+        let other = backend.runtime_store("runs");
+        other.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            other
+                .delete_run(&run_id, created.incarnation)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        let folder = format!("runs/runs/{run_id}");
+        faults.inject(
+            FaultRule::fail_before(RequestKind::List)
+                .matching(move |p| p.as_ref() == folder)
+                .times(1),
+        );
+
+        let mut cost = AttemptCost::default();
+        cost.attempt = 1;
+        let late = stale
+            .record_attempt_cost(&run_id, created.incarnation, &cost)
+            .await;
+        assert!(late.is_err(), "{name}: {late:?}");
+        assert_eq!(faults.faults_injected(), 1, "{name}");
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+}
+
 /// Only a finished run can be deleted: deleting an open one is a conflict
 /// and deletes nothing.
 #[tokio::test]

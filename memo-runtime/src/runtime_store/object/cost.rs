@@ -23,8 +23,10 @@ impl ObjectStoreRuntimeStore {
     /// takes its record back if the incarnation is not current: a deletion
     /// removes the pointer before it lists the folder, so a record written
     /// before a pointer read that still names the incarnation is listed by
-    /// any deletion to come. A writer that dies between the two leaves the
-    /// record (as it leaves a status hint).
+    /// any deletion to come; a read that fails takes the record back too
+    /// (the ledger loses it, as it loses one whose write fails). A writer
+    /// that dies between the two leaves the record (as it leaves a status
+    /// hint).
     pub(super) async fn write_attempt_cost(
         &self,
         run_id: &RunId,
@@ -45,18 +47,28 @@ impl ObjectStoreRuntimeStore {
                 Owner::Incarnation(run_id, incarnation),
             )
             .await?;
-        if let Created::Ours(_) = created
-            && !self.runs.is_current(run_id, incarnation).await?
-        {
-            self.client.delete_all(vec![path]).await?;
-            return Err(Error::Conflict {
-                what: format!("run {run_id}"),
-                reason: "the run was deleted while the attempt's cost was recorded; \
-                         the record was taken back"
-                    .into(),
-            });
+        let Created::Ours(_) = created else {
+            return Ok(());
+        };
+        match self.runs.is_current(run_id, incarnation).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.client.delete_all(vec![path]).await?;
+                Err(Error::Conflict {
+                    what: format!("run {run_id}"),
+                    reason: "the run was deleted while the attempt's cost was recorded; \
+                             the record was taken back"
+                        .into(),
+                })
+            }
+            // Whether the run is still there is unknown: the record goes
+            // too, lost to the ledger as one whose write failed would be,
+            // rather than maybe left where no deletion looks.
+            Err(error) => {
+                self.client.delete_all(vec![path]).await?;
+                Err(error)
+            }
         }
-        Ok(())
     }
 
     /// A listing of the incarnation's `cost/` folder and a `GET` per
