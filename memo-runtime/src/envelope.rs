@@ -263,7 +263,7 @@ fn random_nonce() -> XNonce {
     let mut nonce = XNonce::default();
     // A random 192-bit nonce never repeats in practice, whoever writes with
     // the key, so writers need no counter to share one.
-    getrandom::fill(&mut nonce).expect("the operating system's random source failed");
+    crate::seal::fill_random(&mut nonce);
     nonce
 }
 

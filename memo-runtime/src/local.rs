@@ -32,8 +32,12 @@
 //! or a non-regular file in a listed folder is an error item naming it, and
 //! the walk goes on beside it.
 //!
-//! Multipart uploads, copies and renames, which memo never makes, are
-//! checked by the same walk and then delegated to `LocalFileSystem`, which
+//! A multipart upload (what a blob's writer makes) is staged as a `put`
+//! is: its staging file created in real folders reached from the root,
+//! each part written at its offset through the handle, then renamed into
+//! place in the folder it holds. Copies and renames, which memo never
+//! makes, are checked by the same walk and then delegated to
+//! `LocalFileSystem`, which
 //! resolves the path again: a writer that swaps a folder on the way for a
 //! symlink between the check and the call could redirect them.
 //!
@@ -83,7 +87,11 @@
 //! `fsync=false`) no call syncs: everything survives a crash of the process,
 //! and a power loss may lose or undo the last writes and deletes (each
 //! object stays whole or absent, never torn). That suits a cache, tests, or
-//! a disk whose loss is covered otherwise. Multipart uploads, copies and
+//! a disk whose loss is covered otherwise.
+//!
+//! A multipart upload (a blob) is synced as a `put` is: each folder it
+//! created, then the staging file before it is renamed into place, then
+//! the folder holding it before the completion returns. Copies and
 //! renames, which memo never makes, are `LocalFileSystem`'s and never sync.
 
 use std::ffi::CStr;
@@ -110,6 +118,7 @@ use object_store::{
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
+mod multipart;
 mod ordered;
 
 /// The name this store gives in `object_store::Error::Generic`.
@@ -131,8 +140,8 @@ const DELETE_CONCURRENCY: usize = 10;
 /// a FIFO, a socket or a device, is refused; memo reports the refusal as
 /// [`Error::Corrupt`](crate::Error::Corrupt) naming the object and the file.
 /// Reads, deletes, listings and `put`s act relative to folder handles
-/// opened without following symlinks, so no race can redirect them;
-/// multipart uploads, copies and renames (which memo never makes) are
+/// opened without following symlinks, so no race can redirect them, and
+/// so do multipart uploads (a blob's); copies and renames (which memo never makes) are
 /// checked and then made by path, which leaves the window described in the
 /// repository's `SECURITY.md`.
 ///
@@ -304,8 +313,16 @@ impl ObjectStore for LocalFolder {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.check_write(location).await?;
-        self.inner.put_multipart_opts(location, opts).await
+        if !opts.attributes.is_empty() {
+            // As LocalFileSystem, which answers NotImplemented for these.
+            self.check_write(location).await?;
+            return self.inner.put_multipart_opts(location, opts).await;
+        }
+        let root = Arc::clone(&self.root);
+        let location = location.clone();
+        let syncs = self.syncs.clone();
+        let upload = blocking(move || multipart::Upload::start(&root, &location, &syncs)).await?;
+        Ok(Box::new(upload))
     }
 
     async fn get_opts(
@@ -644,6 +661,31 @@ impl Folder {
         payload: &PutPayload,
         syncs: &Syncs,
     ) -> object_store::Result<(String, u64, u64, SystemTime)> {
+        let (staging, mut written) = self.open_staging(name)?;
+        let file = self.file.join(&staging);
+        let outcome = payload
+            .iter()
+            .try_for_each(|chunk| written.write_all(chunk))
+            .map_err(|e| io_error(&file, e))
+            // The data on the disk before any name points at it.
+            .and_then(|()| syncs.file(&written, &file))
+            .and_then(|()| written.metadata().map_err(|e| io_error(&file, e)));
+        match outcome {
+            Ok(metadata) => {
+                let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
+                Ok((staging, metadata.len(), metadata.ino(), modified))
+            }
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(&self.fd, &staging, AtFlags::empty());
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates a new, empty staging file `<name>#<n>` in this folder
+    /// (hidden from listings), never through a symlink: its name, and the
+    /// file open for writing.
+    fn open_staging(&self, name: &str) -> object_store::Result<(String, File)> {
         let flags = OFlags::WRONLY
             | OFlags::CREATE
             | OFlags::EXCL
@@ -652,31 +694,11 @@ impl Folder {
             | OFlags::CLOEXEC;
         for n in 0u32.. {
             let staging = format!("{name}#{n}");
-            let file = self.file.join(&staging);
-            let fd = match rustix::fs::openat(&self.fd, &staging, flags, Mode::from_raw_mode(0o666))
-            {
-                Ok(fd) => fd,
+            match rustix::fs::openat(&self.fd, &staging, flags, Mode::from_raw_mode(0o666)) {
+                Ok(fd) => return Ok((staging, File::from(fd))),
                 Err(Errno::EXIST) => continue,
-                Err(e) => return Err(io_error(&file, e.into())),
-            };
-            let mut written = File::from(fd);
-            let outcome = payload
-                .iter()
-                .try_for_each(|chunk| written.write_all(chunk))
-                .map_err(|e| io_error(&file, e))
-                // The data on the disk before any name points at it.
-                .and_then(|()| syncs.file(&written, &file))
-                .and_then(|()| written.metadata().map_err(|e| io_error(&file, e)));
-            return match outcome {
-                Ok(metadata) => {
-                    let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
-                    Ok((staging, metadata.len(), metadata.ino(), modified))
-                }
-                Err(e) => {
-                    let _ = rustix::fs::unlinkat(&self.fd, &staging, AtFlags::empty());
-                    Err(e)
-                }
-            };
+                Err(e) => return Err(io_error(&self.file.join(&staging), e.into())),
+            }
         }
         unreachable!("a staging name is free before u32::MAX of them are taken")
     }
@@ -826,6 +848,43 @@ fn put_once(
     mode: &PutMode,
     syncs: &Syncs,
 ) -> object_store::Result<PutResult> {
+    let (folder, name) = object_folder(root, location, syncs)?;
+    let name = name.as_str();
+    let path = folder.file.join(name);
+    let (staging, size, inode, modified) = folder.stage(name, payload, syncs)?;
+    let published = match mode {
+        PutMode::Create => {
+            rustix::fs::linkat(&folder.fd, &staging, &folder.fd, name, AtFlags::empty())
+        }
+        _ => rustix::fs::renameat(&folder.fd, &staging, &folder.fd, name),
+    };
+    // Gone already after a rename; the link's other name after a link.
+    let _ = rustix::fs::unlinkat(&folder.fd, &staging, AtFlags::empty());
+    match published {
+        // The new name (and the staging name's removal) on the disk before
+        // the write is acknowledged.
+        Ok(()) => folder.sync_names(syncs).map(|()| PutResult {
+            e_tag: meta(location.clone(), modified, size, inode).e_tag,
+            version: None,
+            extensions: Default::default(),
+        }),
+        Err(Errno::EXIST) => Err(object_store::Error::AlreadyExists {
+            path: path.display().to_string(),
+            source: Box::new(io::Error::from(Errno::EXIST)),
+        }),
+        Err(e) => Err(io_error(&path, e.into())),
+    }
+}
+
+/// The real folder that holds `location`'s file, made with the folders
+/// missing on the way (each synced in its parent, if `syncs` is on), and
+/// the file's name in it; an error if something other than a regular file
+/// or a folder has that name.
+fn object_folder(
+    root: &std::path::Path,
+    location: &Path,
+    syncs: &Syncs,
+) -> object_store::Result<(Folder, String)> {
     let parts: Vec<_> = location.parts().collect();
     let Some((name, folders)) = parts.split_last() else {
         return Err(object_store::Error::Generic {
@@ -853,29 +912,7 @@ fn put_once(
             other => return Err(refused(location, path, kind(other))),
         }
     }
-    let (staging, size, inode, modified) = folder.stage(name, payload, syncs)?;
-    let published = match mode {
-        PutMode::Create => {
-            rustix::fs::linkat(&folder.fd, &staging, &folder.fd, name, AtFlags::empty())
-        }
-        _ => rustix::fs::renameat(&folder.fd, &staging, &folder.fd, name),
-    };
-    // Gone already after a rename; the link's other name after a link.
-    let _ = rustix::fs::unlinkat(&folder.fd, &staging, AtFlags::empty());
-    match published {
-        // The new name (and the staging name's removal) on the disk before
-        // the write is acknowledged.
-        Ok(()) => folder.sync_names(syncs).map(|()| PutResult {
-            e_tag: meta(location.clone(), modified, size, inode).e_tag,
-            version: None,
-            extensions: Default::default(),
-        }),
-        Err(Errno::EXIST) => Err(object_store::Error::AlreadyExists {
-            path: path.display().to_string(),
-            source: Box::new(io::Error::from(Errno::EXIST)),
-        }),
-        Err(e) => Err(io_error(&path, e.into())),
-    }
+    Ok((folder, name.to_owned()))
 }
 
 fn get(
@@ -1472,6 +1509,84 @@ mod tests {
         );
         let read = store.get(&"a/b/c".into()).await.unwrap().bytes().await;
         assert_eq!(read.unwrap(), "w");
+    }
+
+    /// A multipart upload (a blob's) is synced as a put is: the parent of
+    /// each folder it created, the staging file before it is renamed into
+    /// place, the object's folder after. Removing any one of these syncs
+    /// fails the test; so does publishing through `LocalFileSystem`, whose
+    /// syncs this store does not make.
+    #[tokio::test]
+    async fn a_durable_multipart_upload_syncs_as_a_put_does() {
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalFolder::new(dir.path()).unwrap();
+        let root = store.root().to_path_buf();
+        let mut upload = store.put_multipart(&"a/b/c".into()).await.unwrap();
+        // Parts land at their offsets whatever order they finish in.
+        let (first, second) = (upload.put_part("hel".into()), upload.put_part("lo".into()));
+        second.await.unwrap();
+        first.await.unwrap();
+        assert_eq!(
+            synced(&store),
+            [Synced::Folder(root.clone()), Synced::Folder(root.join("a"))],
+            "the folders it made, at once"
+        );
+        upload.complete().await.unwrap();
+        assert_eq!(
+            synced(&store),
+            [
+                Synced::File(root.join("a/b/c#0")),
+                Synced::Folder(root.join("a/b")),
+            ]
+        );
+        let read = store.get(&"a/b/c".into()).await.unwrap().bytes().await;
+        assert_eq!(read.unwrap(), "hello");
+
+        // Aborted, or dropped unfinished: no staging file is left, nothing
+        // is published, and nothing more is synced.
+        let mut aborted = store.put_multipart(&"a/b/d".into()).await.unwrap();
+        aborted.put_part("x".into()).await.unwrap();
+        aborted.abort().await.unwrap();
+        let dropped = store.put_multipart(&"a/b/e".into()).await.unwrap();
+        drop(dropped);
+        let mut left: Vec<_> = std::fs::read_dir(root.join("a/b"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["c"]);
+        assert_eq!(synced(&store), []);
+    }
+
+    /// A blob written to a local folder (a multipart upload) is on the
+    /// disk, with its name, before its writer returns the reference.
+    #[tokio::test]
+    async fn a_blob_on_a_local_folder_is_synced_before_it_is_referenced() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = Arc::new(LocalFolder::new(dir.path()).unwrap());
+        let root = folder.root().to_path_buf();
+        let memo = crate::MemoStore::new(Arc::clone(&folder) as Arc<dyn ObjectStore>, "memo");
+        let run = crate::RunId::new("blob").unwrap();
+        let mut writer = crate::blob::BlobWriter::new(&memo.new_memo(&run, 0))
+            .with_chunk_size(1 << 10)
+            .unwrap();
+        writer.write(&[7; 5000]).await.unwrap();
+        let at = writer.path().clone();
+        writer.finish().await.unwrap();
+        let object = root.join(at.as_ref());
+        let staging = format!("{}#0", object.display());
+        let log = synced(&folder);
+        let file = log
+            .iter()
+            .position(|s| *s == Synced::File(staging.clone().into()))
+            .unwrap_or_else(|| panic!("the blob's file was not synced: {log:?}"));
+        assert_eq!(
+            log.get(file + 1),
+            Some(&Synced::Folder(object.parent().unwrap().to_path_buf())),
+            "then its folder: {log:?}"
+        );
     }
 
     /// A create that loses to an existing object is not acknowledged, and

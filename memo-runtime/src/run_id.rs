@@ -244,6 +244,14 @@ pub(crate) fn with_token_source<R>(
     body()
 }
 
+/// The next token of the [`with_token_source`] call running on this
+/// thread, if one is: how the simulator draws key material from its seed
+/// (see [`crate::seal::fill_random`]).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn seeded_token() -> Option<u64> {
+    seeded::next()
+}
+
 #[cfg(any(test, feature = "testing"))]
 mod seeded {
     use std::cell::RefCell;

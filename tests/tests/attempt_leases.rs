@@ -727,6 +727,10 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.delete_run(run_id, incarnation).await
     }
 
+    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool, Error> {
+        self.inner.holds_remains(run_id, incarnation).await
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

@@ -404,3 +404,153 @@ async fn a_blob_is_sealed_with_its_runs_data_key_and_forgetting_the_run_makes_it
     let read: Result<Vec<Bytes>, Error> = blob.read(&fresh).try_collect().await;
     is_corrupt(read, "was forgotten");
 }
+
+/// An object store that, at the first create of `runtime/runs/<run>/run` (a
+/// run pointer), first lets a rival process create the run: the wrapped
+/// store's own pointer create then loses the race.
+struct RivalCreatesFirst {
+    inner: Arc<InMemory>,
+    rival: std::sync::Mutex<Option<(ObjectStoreRuntimeStore, NewRun)>>,
+}
+
+impl std::fmt::Debug for RivalCreatesFirst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RivalCreatesFirst")
+    }
+}
+
+impl std::fmt::Display for RivalCreatesFirst {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RivalCreatesFirst({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for RivalCreatesFirst {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: memo_runtime::object_store::PutOptions,
+    ) -> memo_runtime::object_store::Result<memo_runtime::object_store::PutResult> {
+        let pointer = location.as_ref().starts_with("runtime/runs/")
+            && location.filename() == Some("run")
+            && location.parts().count() == 4;
+        if pointer && matches!(opts.mode, memo_runtime::object_store::PutMode::Create) {
+            let rival = self.rival.lock().unwrap().take();
+            if let Some((store, run)) = rival {
+                store.create_run(run).await.unwrap();
+            }
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    memo_runtime::testing::forward_object_store!(self.inner => put_multipart_opts, get_opts,
+        get_ranges, delete_stream, list, list_with_offset, list_with_delimiter, copy_opts,
+        rename_opts);
+}
+
+/// The keys the key store holds for `run`.
+async fn keys_of(key_store: &InMemory, run: &RunId) -> Vec<Path> {
+    let folder = Path::from(format!("keys/runs/{run}"));
+    key_store
+        .list(Some(&folder))
+        .map_ok(|meta| meta.location)
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+/// A creator whose pointer create loses to another process's made a data
+/// key for its own incarnation (to seal the pointer it tried): no run ever
+/// has that incarnation, so it is forgotten at once, and the key store
+/// holds the winner's key alone.
+#[tokio::test]
+async fn a_creator_that_loses_the_pointer_race_forgets_the_key_it_made() {
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let raced = run("raced");
+    let new_run = NewRun {
+        run_id: raced.clone(),
+        workflow: "wf".into(),
+        input: Bytes::from_static(b"secret input"),
+        created_at_ms: 1,
+        workflow_version: None,
+    };
+    let rival = ObjectStoreRuntimeStore::new(objects.clone(), "runtime")
+        .with_seal(seal_from_scratch(&key_store));
+    let losing = Arc::new(RivalCreatesFirst {
+        inner: objects.clone(),
+        rival: std::sync::Mutex::new(Some((rival, new_run.clone()))),
+    });
+    let loser = ObjectStoreRuntimeStore::new(losing.clone(), "runtime")
+        .with_seal(seal_from_scratch(&key_store));
+    let created = loser.create_run(new_run).await.unwrap();
+    assert!(
+        losing.rival.lock().unwrap().is_none(),
+        "the rival went first"
+    );
+
+    let keys = keys_of(&key_store, &raced).await;
+    assert_eq!(
+        keys,
+        [Path::from(format!(
+            "keys/runs/{raced}/{}",
+            created.incarnation
+        ))],
+        "the winner's key alone"
+    );
+    // The run reads, from a fresh process.
+    let (_, fresh) = stores(&objects, &seal_from_scratch(&key_store));
+    let read = fresh.load_run(&raced).await.unwrap().unwrap();
+    assert_eq!(read.incarnation, created.incarnation);
+}
+
+/// `testing::open_frame_with_keys` opens what a store with data keys wrote
+/// (version-3 frames): a run pointer, a log entry's record and a memo
+/// entry, each with its run's key fetched from the key store; a forgotten
+/// run's frames are errors naming why. `open_frame` alone cannot.
+#[tokio::test]
+async fn open_frame_with_keys_opens_frames_sealed_with_a_runs_data_key() {
+    use memo_runtime::testing::{open_frame, open_frame_with_keys};
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let seal = seal(&key_store, kek_v1());
+    let (memo, runs) = stores(&objects, &seal);
+    let opened = run("opened");
+    finished_run(&memo, &runs, &opened).await;
+    let incarnation = runs.load_run(&opened).await.unwrap().unwrap().incarnation;
+    let read = |path: Path| {
+        let objects = objects.clone();
+        async move { objects.get(&path).await.unwrap().bytes().await.unwrap() }
+    };
+    let fresh = seal_from_scratch(&key_store);
+
+    let entry = entry_path(&opened, incarnation, 0, "reply");
+    let framed = read(entry.clone()).await;
+    assert_eq!(framed[4], 3, "a data-key frame");
+    let payload = open_frame_with_keys("memo", &entry, framed.clone(), &fresh)
+        .await
+        .unwrap();
+    assert!(payload.windows(12).any(|w| w == b"secret reply"));
+    is_corrupt(
+        open_frame(&entry, framed.clone(), &fresh),
+        "was not fetched",
+    );
+
+    let pointer = Path::from(format!("runtime/runs/{opened}/run"));
+    let payload = open_frame_with_keys("runtime", &pointer, read(pointer.clone()).await, &fresh)
+        .await
+        .unwrap();
+    assert!(payload.windows(12).any(|w| w == b"secret input"));
+
+    // Read under the wrong prefix, the entry lies in no run.
+    is_corrupt(
+        open_frame_with_keys("elsewhere", &entry, framed.clone(), &fresh).await,
+        "lies in no run",
+    );
+    seal.data_keys().unwrap().forget_run(&opened).await.unwrap();
+    is_corrupt(
+        open_frame_with_keys("memo", &entry, framed, &seal_from_scratch(&key_store)).await,
+        "was forgotten",
+    );
+}

@@ -14,12 +14,14 @@ use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{
-    Commit, NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore, StatusChange, StepReceipt,
+    Commit, InputRecord, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RunStatus,
+    RunSummary, RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Bytes, Error, Memo, MemoStore, RunId, memoized};
+use memo_runtime::{Bytes, Error, Incarnation, Memo, MemoStore, RunId, memoized};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
+use tokio::sync::oneshot;
 
 fn order(run_id: &RunId) -> NewRun {
     NewRun {
@@ -437,5 +439,155 @@ async fn a_memoized_value_committed_after_its_run_was_taken_over_and_swept_is_ne
             vec![2],
             "{name}: a caller of the key saw another value than B's"
         );
+    }
+}
+
+/// A basket's items. Equal baskets may be written in two map orders (a
+/// `HashMap` writes its own): two encodings of one input.
+type Items = std::collections::BTreeMap<String, u32>;
+
+fn items() -> Items {
+    Items::from([("apples".into(), 2), ("pears".into(), 3)])
+}
+
+/// [`items`] written pears first.
+fn pears_first(run_id: &RunId) -> NewRun {
+    struct PearsFirst;
+    impl serde::Serialize for PearsFirst {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.collect_map([("pears", 3u32), ("apples", 2)])
+        }
+    }
+    NewRun {
+        run_id: run_id.clone(),
+        workflow: "basket".into(),
+        input: Bytes::from(rmp_serde::to_vec_named(&PearsFirst).unwrap()),
+        created_at_ms: 1,
+        workflow_version: None,
+    }
+}
+
+/// One step that counts a basket's items.
+fn basket() -> Workflow<impl Fn(Context, Items) -> Checkout + Send + Sync + 'static> {
+    Workflow::new("basket", |ctx: Context, items: Items| {
+        Box::pin(async move {
+            let count = items.values().sum::<u32>();
+            ctx.step("count", move |_memo| async move { Ok::<_, Error>(count) })
+                .await
+        }) as Checkout
+    })
+}
+
+/// A runtime store that holds the first `create_run` it refuses, before
+/// answering, until the test lets it go.
+struct HoldsARefusal {
+    inner: Arc<dyn RuntimeStore>,
+    held: std::sync::Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
+}
+
+impl std::fmt::Debug for HoldsARefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HoldsARefusal")
+    }
+}
+
+#[async_trait::async_trait]
+impl RuntimeStore for HoldsARefusal {
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord, Error> {
+        let answer = self.inner.create_run(run).await;
+        let held = matches!(answer, Err(Error::Conflict { .. }))
+            .then(|| self.held.lock().unwrap().take())
+            .flatten();
+        if let Some((reached, release)) = held {
+            let _ = reached.send(());
+            let _ = release.await;
+        }
+        answer
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>, Error> {
+        self.inner.load_run(run_id).await
+    }
+
+    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord, Error> {
+        self.inner.atomic_apply(run_id, commit).await
+    }
+
+    async fn load_receipts(
+        &self,
+        run_id: &RunId,
+        after: Option<u64>,
+    ) -> Result<Vec<StepReceipt>, Error> {
+        self.inner.load_receipts(run_id, after).await
+    }
+
+    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>, Error> {
+        self.inner.load_snapshot(run_id).await
+    }
+
+    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord, Error> {
+        self.inner.append_input(run_id, input).await
+    }
+
+    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>, Error> {
+        self.inner.load_inputs(run_id).await
+    }
+
+    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>, Error> {
+        self.inner.list_runs(status).await
+    }
+
+    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool, Error> {
+        self.inner.delete_run(run_id, incarnation).await
+    }
+}
+
+/// Seed 4483 of the deployment world: a redelivery of a finished run's
+/// input, written in another map order, is refused by the store (which
+/// compares bytes); before the runtime reads the run to compare the inputs
+/// as content keys, a sweep deletes it. The id is free then: the
+/// redelivery must run, not fail with "the run exists with a different
+/// workflow or input" while no run exists.
+#[tokio::test]
+async fn a_redelivery_whose_run_is_deleted_after_the_store_refused_its_bytes_runs() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("basket-1");
+        let workflow = basket();
+        let store = Arc::new(ObjectStoreRuntimeStore::new(backend.open(), "runs"));
+        let old = store.create_run(pears_first(&run_id)).await.unwrap();
+        let first = runtime(backend.open(), store);
+        assert_eq!(first.run(&run_id, &items(), &workflow).await.unwrap(), 5);
+
+        // The redelivery (apples first) is refused by the store, and held.
+        let (reached, release) = (oneshot::channel(), oneshot::channel());
+        let held = HoldsARefusal {
+            inner: Arc::new(ObjectStoreRuntimeStore::new(backend.open(), "runs")),
+            held: std::sync::Mutex::new(Some((reached.0, release.1))),
+        };
+        let redelivery = Runtime::builder()
+            .memo_store(MemoStore::new(backend.open(), "memo"))
+            .runtime_store(Arc::new(held))
+            .build()
+            .unwrap();
+        let answer = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { redelivery.run(&run_id, &items(), &basket()).await }
+        });
+        reached.1.await.unwrap();
+
+        // A sweep deletes the finished run; then the runtime reads it.
+        let sweeper = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert!(
+            sweeper.delete_run(&run_id, old.incarnation).await.unwrap(),
+            "{name}"
+        );
+        release.0.send(()).unwrap();
+        let answer = answer.await.unwrap();
+        assert_eq!(answer.ok(), Some(5), "{name}: an equal input was refused");
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let now = fresh.load_run(&run_id).await.unwrap().unwrap();
+        assert_ne!(now.incarnation, old.incarnation, "{name}");
+        assert_eq!(now.status, RunStatus::Completed, "{name}");
     }
 }

@@ -241,7 +241,7 @@ fn deployment() -> bool {
     std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
-/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,foreign-objects,standalone-memos,wrong-prefix-operator,slow-deletes`:
+/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,foreign-objects,sealed,standalone-memos,wrong-prefix-operator,slow-deletes`:
 /// widens the world by the features named, one by one (to find which one
 /// a failure needs).
 fn world_features() -> Vec<String> {
@@ -362,6 +362,7 @@ fn simulated_histories_keep_every_invariant() {
             "pauses" => simulation.pauses(true),
             "local-folder" => simulation.local_folder_share(1.0),
             "foreign-objects" => simulation.foreign_objects(1.0),
+            "sealed" => simulation.sealed_share(1.0),
             "standalone-memos" => simulation.standalone_memos(true),
             "wrong-prefix-operator" => simulation.wrong_prefix_operator(true),
             "slow-deletes" => simulation.slow_deletes(0.05),
@@ -421,6 +422,14 @@ fn a_seed_replays_exactly() {
 #[test]
 fn a_seed_of_the_deployment_world_replays_exactly() {
     replays_exactly(&order_simulation(true).deployment(), 5..10);
+}
+
+/// Sealed seeds too (`Simulation::sealed_share`): the keys and nonces are
+/// drawn from the seed. Seed 0 encrypts with per-run data keys, seed 1 with
+/// a store keyring.
+#[test]
+fn a_sealed_seed_replays_exactly() {
+    replays_exactly(&order_simulation(true).deployment().sealed_share(1.0), 0..2);
 }
 
 fn replays_exactly(simulation: &OrderSimulation, seeds: std::ops::Range<u64>) {

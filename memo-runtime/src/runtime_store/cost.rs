@@ -25,8 +25,10 @@
 //! history it reads, its steps' commits, its memoized calls' reads and
 //! writes, lease renewals, and the outcome's commit. Not counted: the
 //! record's own write (one `PUT` on object storage), what follows it (the
-//! terminal marker, one `PUT`, written after the record so that a stalled
-//! write can never leave a record behind a deleted run; the lease's release
+//! terminal marker, one `PUT`, written after the record; the object
+//! runtime store's read of the pointer after the record, which takes the
+//! record back if the run was deleted meanwhile, as it is when a stale
+//! attempt records after another attempt ended the run; the lease's release
 //! and the due entry's removal), requests made by tasks a step spawns, and
 //! anything done outside an attempt (signals, operators' reads, sweeps).
 //!

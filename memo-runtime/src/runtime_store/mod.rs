@@ -411,12 +411,38 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// incarnation and not terminal.
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool>;
 
+    /// Whether objects of incarnation `incarnation` of the run are stored
+    /// here although the run is not that incarnation: what a
+    /// [`delete_run`](Self::delete_run) that stopped part way leaves, and
+    /// so stored proof that this store held the incarnation. A retention
+    /// sweep asks it of a marker whose run it cannot find: a deletion that
+    /// stopped part way is finished (its memo entries cleared first), a
+    /// runtime store that never held the run (a mistyped prefix) touches
+    /// nothing. Incarnations are drawn at random, so no other store holds
+    /// one's objects.
+    ///
+    /// The default answers `false` (a store whose deletion never stops part
+    /// way, as [`InMemoryRuntimeStore`]'s,
+    /// leaves nothing).
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let _ = (run_id, incarnation);
+        Ok(false)
+    }
+
     /// Records what attempt `cost.attempt` of incarnation `incarnation` of
     /// the run cost: its entry in the run's [cost ledger](AttemptCost),
     /// kept with the incarnation and deleted with it by
     /// [`delete_run`](Self::delete_run). Recording an attempt again keeps
     /// the first record and succeeds. The workflow runtime calls it once
-    /// per attempt, when the attempt ends or suspends.
+    /// per attempt, when the attempt ends or suspends. A stale attempt may
+    /// call it after the incarnation was deleted: a store must then keep
+    /// nothing of it (the object store takes its record back once it finds
+    /// the incarnation gone, and answers with a conflict), since no
+    /// deletion would reach the record.
     ///
     /// The default keeps nothing: a store without a cost ledger (its runs
     /// read as having none) needs no code for it.
@@ -513,6 +539,10 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         (**self).delete_run(run_id, incarnation).await
+    }
+
+    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        (**self).holds_remains(run_id, incarnation).await
     }
 
     async fn record_attempt_cost(

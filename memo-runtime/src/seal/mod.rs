@@ -217,6 +217,25 @@ impl Keyring {
     }
 }
 
+/// Fills `bytes` (a key or a nonce) from the operating system's random
+/// source; in a simulated history (a `with_token_source` call of the
+/// `testing` simulator on this thread), from the history's seed, so that a
+/// sealed seed replays exactly. Outside the simulator no token source is
+/// installed, so every key and nonce memo draws comes from the operating
+/// system.
+pub(crate) fn fill_random(bytes: &mut [u8]) {
+    #[cfg(any(test, feature = "testing"))]
+    if let Some(first) = crate::run_id::seeded_token() {
+        let mut next = Some(first);
+        for chunk in bytes.chunks_mut(8) {
+            let token = next.take().or_else(crate::run_id::seeded_token);
+            chunk.copy_from_slice(&token.unwrap_or_default().to_le_bytes()[..chunk.len()]);
+        }
+        return;
+    }
+    getrandom::fill(bytes).expect("the operating system's random source failed");
+}
+
 /// The error of a bad key or key file; it never holds a key.
 pub(crate) fn invalid_key(reason: impl Into<String>) -> Error {
     Error::InvalidConfig {

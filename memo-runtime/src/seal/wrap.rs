@@ -27,7 +27,7 @@ impl DataKey {
     /// A fresh key from the operating system's random source.
     pub fn random() -> DataKey {
         let mut key = [0u8; 32];
-        getrandom::fill(&mut key).expect("the operating system's random source failed");
+        super::fill_random(&mut key);
         DataKey(key)
     }
 
@@ -209,7 +209,7 @@ impl KeyEncryptionKey for Keyring {
     ) -> BoxFuture<'a, Result<WrappedKey>> {
         let (version, cipher) = self.current();
         let mut nonce = XNonce::default();
-        getrandom::fill(&mut nonce).expect("the operating system's random source failed");
+        super::fill_random(&mut nonce);
         let mut bytes = Vec::with_capacity(NONCE_LEN + 32 + TAG_LEN);
         bytes.extend_from_slice(&nonce);
         bytes.extend_from_slice(key.as_bytes());

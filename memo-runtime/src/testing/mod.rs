@@ -68,6 +68,7 @@
 //!
 //! [`ObjectStore`]: object_store::ObjectStore
 
+mod frames;
 mod legacy;
 pub mod sim;
 mod stores;
@@ -102,6 +103,10 @@ pub use crate::__forward_object_store as forward_object_store;
 /// The payload of the stored object `framed`, read at `path` by a store
 /// sealed with `seal`: for tests that inspect or forge what memo stored.
 ///
+/// A frame sealed with a run's data key (format version 3) names only the
+/// key's incarnation; open it with [`open_frame_with_keys`], which learns
+/// the run from the path and fetches the key.
+///
 /// # Errors
 ///
 /// [`Error::Corrupt`](crate::Error::Corrupt) naming `path`, as a read by
@@ -112,4 +117,24 @@ pub fn open_frame(
     seal: &crate::seal::Seal,
 ) -> crate::Result<bytes::Bytes> {
     crate::envelope::open(path, framed, seal, u64::MAX)
+}
+
+/// [`open_frame`] for an object of the store under `prefix`, frames sealed
+/// with a run's data key included: the key of the run (or shared
+/// namespace) `path` lies in is fetched from `seal`'s key store and
+/// unwrapped with its key-encryption key
+/// ([`Seal::with_data_keys`](crate::seal::Seal::with_data_keys)).
+///
+/// # Errors
+///
+/// [`Error::Corrupt`](crate::Error::Corrupt) naming `path`, as a read by
+/// such a store would fail: among others, a data-key frame at a path of no
+/// run, or whose run was forgotten; whatever fetching the key fails with.
+pub async fn open_frame_with_keys(
+    prefix: &str,
+    path: &object_store::path::Path,
+    framed: bytes::Bytes,
+    seal: &crate::seal::Seal,
+) -> crate::Result<bytes::Bytes> {
+    frames::open_with_keys(prefix, path, framed, seal).await
 }

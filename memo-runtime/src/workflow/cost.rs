@@ -14,10 +14,10 @@ impl Runtime {
     /// or changes its outcome.
     ///
     /// Called before the terminal marker of a run that ended, and before
-    /// the lease's release of an attempt that did not end it: either way
-    /// before anyone can delete the run, so that the record does not
-    /// outlive it (a deletion that races a stalled write is finished by the
-    /// sweep the run's marker leads to; see `runtime_store::AttemptCost`).
+    /// the lease's release of an attempt that did not end it. A stale
+    /// attempt (paused past its lease while another ended the run and a
+    /// deletion removed it) records after the deletion: the object runtime
+    /// store then takes the record back, as it finds the incarnation gone.
     pub(super) async fn record_attempt_cost(
         &self,
         run_id: &RunId,

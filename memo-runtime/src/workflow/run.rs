@@ -21,6 +21,11 @@ use crate::runtime_store::{NewInput, NewRun, RunRecord, RuntimeStore};
 #[cfg(doc)]
 use super::Context;
 
+/// How many times [`Runtime::run`] creates a run that the store refused and
+/// that was deleted before it could be read: each time means a run of the id
+/// was created and deleted again meanwhile.
+const CREATE_ATTEMPTS: usize = 4;
+
 /// Runs workflows durably over a [`MemoStore`] and a [`RuntimeStore`].
 ///
 /// Cheap to clone. Several runtimes, in one process or many, may share the
@@ -290,23 +295,36 @@ impl Runtime {
     /// Creates the run, or finds it created earlier with the same workflow
     /// and an input equal to `input` under the canonical encoding of content
     /// keys (the store compares encoded bytes, which a map's order changes).
+    ///
+    /// A run the store refused may be gone by the time it is read (a sweep
+    /// deleted it in between): the id is free then, and the run is created
+    /// again rather than refused, since nothing with another input stands.
     pub(super) async fn create_run<I>(&self, new_run: NewRun, input: &I) -> Result<RunRecord>
     where
         I: Serialize + DeserializeOwned,
     {
         let (run_id, workflow) = (new_run.run_id.clone(), new_run.workflow.clone());
-        match self.shared.store.create_run(new_run).await {
-            Err(Error::Conflict { what, reason }) => {
-                if let Some(record) = self.shared.store.load_run(&run_id).await?
-                    && record.workflow == workflow
-                    && same_input(&record.input, input)?
-                {
-                    return Ok(record);
+        for _ in 0..CREATE_ATTEMPTS {
+            match self.shared.store.create_run(new_run.clone()).await {
+                Err(Error::Conflict { what, reason }) => {
+                    match self.shared.store.load_run(&run_id).await? {
+                        Some(record)
+                            if record.workflow == workflow && same_input(&record.input, input)? =>
+                        {
+                            return Ok(record);
+                        }
+                        Some(_) => return Err(Error::Conflict { what, reason }),
+                        // Deleted since the store compared it.
+                        None => continue,
+                    }
                 }
-                Err(Error::Conflict { what, reason })
+                created => return created,
             }
-            created => created,
         }
+        Err(Error::Conflict {
+            what: format!("run {run_id}"),
+            reason: "the run was deleted and created again while it was created; try again".into(),
+        })
     }
 
     /// Checks, once per runtime, that the memo store refuses a second create

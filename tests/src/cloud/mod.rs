@@ -300,7 +300,7 @@ macro_rules! cloud_checks {
         $crate::cloud_checks!(@shared $cloud, 4, memo_conformance_suite);
         $crate::cloud_checks!(@exclusive $cloud, 4, runtime_store_conformance_suite);
         $crate::cloud_checks!(@shared $cloud, 4, sealed_memo_conformance_suite);
-        $crate::cloud_checks!(@exclusive $cloud, 4, sealed_runtime_store_conformance_suite);
+        $crate::cloud_checks!(@exclusive $cloud, 4, data_keys_conformance_suites);
         $crate::cloud_checks!(@shared $cloud, 8, thirty_two_clients_racing_one_key_converge_on_one_value);
         $crate::cloud_checks!(@shared $cloud, 4, lost_ack_on_a_create_returns_the_committed_value);
         $crate::cloud_checks!(@shared $cloud, 4, listing_expired_markers_lists_about_as_many_objects_as_are_expired);

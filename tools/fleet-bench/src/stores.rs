@@ -360,6 +360,15 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.delete_run(run_id, incarnation).await
     }
 
+    async fn holds_remains(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> memo_runtime::Result<bool> {
+        self.call("holds_remains");
+        self.inner.holds_remains(run_id, incarnation).await
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

@@ -37,17 +37,20 @@ use crate::runtime_store::RuntimeStore;
 ///    incarnation of the run is terminal there (a marker of a run that is
 ///    not terminal deletes nothing), or that the id holds a later run
 ///    there; a marker of a workflow run the runtime store does not hold at
-///    all deletes nothing of its memo entries while it has some left (the
-///    runtime store may be the wrong one), only what a deletion of its
-///    incarnation that stopped part way left in the runtime store, and is
-///    deleted once the entries are gone (what a pass that stopped before
-///    the marker, or [`RetentionSweeper::delete_run`], leaves); a standalone run's marker
+///    all deletes nothing while the run has memo entries left and the
+///    runtime store holds no remains of its incarnation (the runtime store
+///    may be the wrong one); with remains ([`RuntimeStore::holds_remains`]:
+///    a deletion of it that stopped part way) or no entries left (what a
+///    pass that stopped before the marker, or
+///    [`RetentionSweeper::delete_run`], leaves) the pass goes on, and its
+///    steps below finish the deletion; a standalone run's marker
 ///    ([`Incarnation::STANDALONE`]) names no runtime-store run;
 /// 2. clears the memo and step-output entries of the marker's incarnation
 ///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
 ///    again under the same id is another incarnation and is never touched;
 /// 3. deletes that incarnation's runtime-store records, if a runtime store
-///    is configured ([`RuntimeStore::delete_run`]);
+///    is configured ([`RuntimeStore::delete_run`]), then clears its memo
+///    entries once more (a stale attempt's may have landed after step 2);
 /// 4. forgets the incarnation's data key, if the memo store's seal has data
 ///    keys ([`DataKeys::forget_incarnation`](crate::seal::DataKeys::forget_incarnation)):
 ///    from then on nothing of it can be read, even what bucket versions or
@@ -334,8 +337,7 @@ impl RetentionSweeper {
                 // runtime store.
                 Found::Nothing if incarnation == Incarnation::STANDALONE => false,
                 Found::Nothing => {
-                    self.finish_deletion(run_id, incarnation).await?;
-                    self.check_nothing_left(run_id, incarnation).await?;
+                    self.check_deleted_here(run_id, incarnation).await?;
                     false
                 }
             };
@@ -362,6 +364,7 @@ impl RetentionSweeper {
             };
             if let Some(store) = &config.runtime_store {
                 swept.runtime_record = store.delete_run(run_id, incarnation).await?;
+                swept.entries += clear_late_entries(config, run_id, incarnation).await?;
             }
             // Last before the marker: deleting a run's records reads its
             // pointer, which a forgotten key would make unreadable. From
@@ -419,35 +422,34 @@ impl RetentionSweeper {
         }
     }
 
-    /// Deletes whatever a deletion of the marker's incarnation that stopped
-    /// part way left in the runtime store (its log, checkpoints, status
-    /// hints), before anything else is decided: the runtime store no longer
-    /// holds the run, so nothing else would ever reach those objects, even
-    /// if the memo entries are then kept. Touches nothing in a runtime store
-    /// that never held the incarnation (a mistyped prefix): incarnations are
-    /// drawn at random, and only the incarnation's own objects are deleted.
-    async fn finish_deletion(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
-        if self.config.dry_run {
-            return Ok(());
-        }
-        if let Some(store) = &self.config.runtime_store {
-            store.delete_run(run_id, incarnation).await?;
-        }
-        Ok(())
-    }
-
-    /// A marker whose run the runtime store does not hold at all: either a
-    /// pass that deleted the run stopped before the marker (then nothing of
-    /// the run is left but the marker), or the runtime store is not the one
-    /// the workers write to (a prefix mistyped), and the run is alive
-    /// elsewhere. A run that still has memo or step-output entries is the
-    /// second case as far as anyone can tell: an error, and nothing of it
-    /// is deleted.
-    async fn check_nothing_left(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
-        let memo_store = &self.config.memo_store;
-        if !memo_store
+    /// A marker whose run the runtime store does not hold at all is one of
+    /// three things: a deletion of the run that stopped part way (the
+    /// runtime store still holds objects of the incarnation: stored proof
+    /// that it held the run); a deletion that finished in the runtime store
+    /// and stopped before the marker (nothing of the run is left but the
+    /// marker); or a runtime store that is not the one the workers write to
+    /// (a prefix mistyped), with the run alive elsewhere. The pass goes on
+    /// with the first two: it clears the memo entries, then finishes the
+    /// runtime store's deletion (its remains go after the entries, so a
+    /// failure keeps the proof for the next pass). A run with memo or
+    /// step-output entries left and no remains is the third case as far as
+    /// anyone can tell: an error, and nothing of it is deleted.
+    ///
+    /// Entries and no remains is also what a stale attempt leaves if its
+    /// memo entry lands after the deletion finished: see
+    /// [`clear_late_entries`], which narrows that to a write that lands
+    /// after the deletion's last listing of the entries.
+    async fn check_deleted_here(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        let config = &*self.config;
+        if !config
+            .memo_store
             .has_incarnation_entries(run_id, incarnation)
             .await?
+        {
+            return Ok(());
+        }
+        if let Some(store) = &config.runtime_store
+            && store.holds_remains(run_id, incarnation).await?
         {
             return Ok(());
         }
@@ -520,9 +522,33 @@ impl RetentionSweeper {
             .clear_incarnation(run_id, run.incarnation)
             .await?;
         let existed = store.delete_run(run_id, run.incarnation).await?;
+        clear_late_entries(&self.config, run_id, run.incarnation).await?;
         forget_data_key(&self.config, run_id, run.incarnation).await?;
         Ok(existed)
     }
+}
+
+/// Clears the incarnation's memo entries once more, after its runtime
+/// records were deleted: the count of what this found.
+///
+/// An attempt that paused past its lease, while another attempt ended the
+/// run, may commit a memo entry after the deletion's first clear (its
+/// check of the lease then fails, but the entry stands). Once the runtime
+/// store no longer holds the run, only this clear still can tell the entry
+/// from a run alive in another runtime store (it follows a deletion it saw
+/// succeed); a later pass, finding the run nowhere and no remains of it,
+/// must keep such an entry for ever. One listing more per run (none
+/// found, as a rule). An entry that lands after this listing is left: the
+/// stale attempt's own check of its lease then finds the run gone.
+async fn clear_late_entries(
+    config: &SweeperConfig,
+    run_id: &RunId,
+    incarnation: Incarnation,
+) -> Result<usize> {
+    config
+        .memo_store
+        .clear_incarnation(run_id, incarnation)
+        .await
 }
 
 /// Forgets the data key of a run incarnation being cleared, if the memo

@@ -5,14 +5,28 @@
 use super::ObjectStoreRuntimeStore;
 use super::client::Owner;
 use crate::codec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::AttemptCost;
+use crate::write_once::Created;
 
 impl ObjectStoreRuntimeStore {
-    /// One create (and a `GET` if the attempt's record exists: the first
-    /// is kept).
+    /// One create and a `GET` of the run's pointer (and a `GET` if the
+    /// attempt's record exists: the first is kept).
+    ///
+    /// The attempt writing it may be a stale one: paused past its lease,
+    /// while another attempt took the run over, ended it, and a deletion
+    /// removed the incarnation (its marker too, if a sweep did it). Its
+    /// record would then land in a folder no deletion lists again. So the
+    /// writer reads the pointer after its create, as a log append does, and
+    /// takes its record back if the incarnation is not current: a deletion
+    /// removes the pointer before it lists the folder, so a record written
+    /// before a pointer read that still names the incarnation is listed by
+    /// any deletion to come; a read that fails takes the record back too
+    /// (the ledger loses it, as it loses one whose write fails). A writer
+    /// that dies between the two leaves the record (as it leaves a status
+    /// hint).
     pub(super) async fn write_attempt_cost(
         &self,
         run_id: &RunId,
@@ -24,7 +38,8 @@ impl ObjectStoreRuntimeStore {
             .layout()
             .attempt_cost(run_id, incarnation, cost.attempt);
         let bytes = codec::encode_value("an attempt's cost", cost)?;
-        self.client
+        let created = self
+            .client
             .create(
                 &path,
                 &bytes,
@@ -32,7 +47,28 @@ impl ObjectStoreRuntimeStore {
                 Owner::Incarnation(run_id, incarnation),
             )
             .await?;
-        Ok(())
+        let Created::Ours(_) = created else {
+            return Ok(());
+        };
+        match self.runs.is_current(run_id, incarnation).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.client.delete_all(vec![path]).await?;
+                Err(Error::Conflict {
+                    what: format!("run {run_id}"),
+                    reason: "the run was deleted while the attempt's cost was recorded; \
+                             the record was taken back"
+                        .into(),
+                })
+            }
+            // Whether the run is still there is unknown: the record goes
+            // too, lost to the ledger as one whose write failed would be,
+            // rather than maybe left where no deletion looks.
+            Err(error) => {
+                self.client.delete_all(vec![path]).await?;
+                Err(error)
+            }
+        }
     }
 
     /// A listing of the incarnation's `cost/` folder and a `GET` per

@@ -239,12 +239,17 @@ impl HintIndex {
     /// pointer. So the pointer is read again after the delete, and the hint
     /// written back if it now names the incarnation. With the creator's own
     /// check of its hint once its pointer and record stand (see
-    /// [`ensure_pending_hint`](Self::ensure_pending)), a created run
+    /// [`ensure_pending`](Self::ensure_pending)), a created run
     /// keeps its hint whichever comes first: if the delete lands before the
     /// creator's check, the check writes the hint again; if after, the
     /// pointer was written before the delete, so the read after it finds
     /// the incarnation current and writes the hint back (a run deleted
-    /// meanwhile gets a hint that the next tidying listing removes).
+    /// meanwhile gets a hint that the next tidying listing removes). A
+    /// creator that stops for good between its pointer and its check leaves
+    /// the run without its hint; the next `create_run` of the id (the
+    /// caller's retry, a queue's redelivery) writes it back before it
+    /// answers. Until then, and while a creation is under way, a listing of
+    /// `Pending` runs may leave the run out.
     pub(super) async fn tidy(
         &self,
         status: RunStatus,
@@ -297,12 +302,12 @@ impl HintIndex {
         Ok(kept.into_iter().flatten().collect())
     }
 
-    /// The last step of a creation, once its pointer and record stand:
-    /// writes the `Pending` hint again if a tidying listing deleted it
-    /// between its write and the pointer's (see
-    /// [`tidy_stale_hint`](Self::tidy)). One `HEAD` when it is
-    /// there: only its existence counts (listings never read a hint's
-    /// content either).
+    /// The last step of a creation, once its pointer and record stand, and
+    /// of an idempotent `create_run` of a run not started yet: writes the
+    /// `Pending` hint again if a tidying listing deleted it between its
+    /// write and the pointer's (see [`tidy`](Self::tidy)). One `HEAD` when
+    /// it is there: only its existence counts (listings never read a
+    /// hint's content either).
     pub(super) async fn ensure_pending(
         &self,
         run_id: &RunId,

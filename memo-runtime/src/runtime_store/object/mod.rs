@@ -564,6 +564,10 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.runs.delete_run(run_id, incarnation).await
     }
 
+    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        self.runs.holds_remains(run_id, incarnation).await
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

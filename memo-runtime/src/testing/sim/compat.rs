@@ -91,10 +91,22 @@ pub(super) fn attempt_of(memo: &Memo) -> Option<u32> {
     memo.lease_attempt()
 }
 
+/// The memo store and runtime store of a new process over `objects`,
+/// sharing one seal: the history's, in a sealed history (see
+/// [`Simulation::sealed_share`](super::Simulation::sealed_share)).
+pub(super) fn open_stores(objects: Arc<dyn ObjectStore>) -> (MemoStore, ObjectStoreRuntimeStore) {
+    let memo = MemoStore::new(Arc::clone(&objects), PREFIX);
+    let runs = ObjectStoreRuntimeStore::new(objects, PREFIX);
+    match super::sealed::process_seal() {
+        Some(seal) => (memo.with_seal(seal.clone()), runs.with_seal(seal)),
+        None => (memo, runs),
+    }
+}
+
 /// A fault-free instance over the shared objects, as a new process would
 /// open it.
 fn fresh_store(objects: &Shared) -> ObjectStoreRuntimeStore {
-    ObjectStoreRuntimeStore::new(Arc::clone(objects) as _, PREFIX)
+    open_stores(Arc::clone(objects)).1
 }
 
 /// The run as a fresh instance sees it; `None` if the read did not complete
@@ -122,7 +134,8 @@ pub(super) fn committed_entry(
     memo: &Memo,
     key: &str,
 ) -> Option<Result<Option<Bytes>>> {
-    MemoStore::new(Arc::clone(objects) as _, PREFIX)
+    open_stores(Arc::clone(objects))
+        .0
         .memo_for(memo.run_id(), memo.incarnation(), memo.step_number())
         .get(key)
         .now_or_never()

@@ -27,11 +27,9 @@
 //! lease ([`pauses`](Simulation::pauses)), a share of seeds on a local
 //! folder ([`local_folder_share`](Simulation::local_folder_share)), foreign
 //! objects planted in a share of seeds
-//! ([`foreign_objects`](Simulation::foreign_objects)), every step body
-//! checked ([`check_step_bodies`](Simulation::check_step_bodies)), standalone
-//! memos shared by every process ([`standalone_memos`](Simulation::standalone_memos))
-//! and an operator sweeping with the wrong runtime-store prefix
-//! ([`wrong_prefix_operator`](Simulation::wrong_prefix_operator)).
+//! ([`foreign_objects`](Simulation::foreign_objects)), sealed stores in a
+//! share of seeds ([`sealed_share`](Simulation::sealed_share)), every step
+//! body checked ([`check_step_bodies`](Simulation::check_step_bodies)), and more (see [`deployment`](Simulation::deployment)).
 //!
 //! # Invariants
 //!
@@ -118,6 +116,7 @@ mod operator;
 mod plant;
 mod reader;
 mod report;
+mod sealed;
 mod stores;
 mod world;
 
@@ -189,6 +188,7 @@ struct Config {
     pauses: bool,
     local_folder_share: f64,
     foreign_objects: f64,
+    sealed_share: f64,
     standalone_memos: bool,
     wrong_prefix_operator: bool,
     slow_deletes: f64,
@@ -278,6 +278,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 pauses: false,
                 local_folder_share: 0.0,
                 foreign_objects: 0.0,
+                sealed_share: 0.0,
                 standalone_memos: false,
                 wrong_prefix_operator: false,
                 slow_deletes: 0.0,
@@ -450,9 +451,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// [`cached_reader`](Self::cached_reader), [`pauses`](Self::pauses),
     /// a [`local_folder_share`](Self::local_folder_share) of one seed in
     /// ten, [`foreign_objects`](Self::foreign_objects) in one seed in
-    /// twenty, [`standalone_memos`](Self::standalone_memos), and one
-    /// delete in twenty [slow](Self::slow_deletes); not yet
-    /// [`wrong_prefix_operator`](Self::wrong_prefix_operator) (RELIABILITY.md).
+    /// twenty, [`sealed_share`](Self::sealed_share) in five, [`standalone_memos`](Self::standalone_memos), one delete in twenty [slow](Self::slow_deletes); not [`wrong_prefix_operator`](Self::wrong_prefix_operator).
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
@@ -464,6 +463,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .pauses(true)
             .local_folder_share(0.1)
             .foreign_objects(0.05)
+            .sealed_share(0.2)
             .standalone_memos(true)
             .slow_deletes(0.05)
     }

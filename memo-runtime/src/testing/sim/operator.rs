@@ -7,8 +7,7 @@ use crate::run_id::RunId;
 use crate::runtime_store::{RunStatus, RuntimeStore};
 use crate::workflow::Runtime;
 
-use super::checker::Checker;
-use super::compat::fresh_run;
+use super::checker::{Checker, Truth};
 
 /// What an operator does in one visit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,25 +20,21 @@ pub(super) enum Visit {
     Markers,
 }
 
-/// A run as the truth has it: its incarnation and status.
-type Truth = Option<(u64, RunStatus)>;
-
 fn truth(checker: &Checker, run_id: &RunId) -> Truth {
-    match fresh_run(checker.objects(), run_id) {
-        Some(Ok(Some(run))) => Some((run.incarnation.as_u64(), run.status)),
-        _ => None,
-    }
+    checker.truth(run_id)
 }
 
 /// Lists the runs in `status` and checks the listing: every listed run is
 /// an incarnation that existed, and every run of `run_ids` that was in
-/// `status` before and after the listing (the same incarnation) is listed.
+/// `status` before and after the listing (the same incarnation), its
+/// creation answered before it, is listed (see [`Checker::check_listing`]).
 pub(super) async fn list(
     checker: Checker,
     runtime: Runtime,
     run_ids: Vec<RunId>,
     status: RunStatus,
 ) -> crate::Result<()> {
+    let mark = checker.creation_mark();
     let before: Vec<Truth> = run_ids.iter().map(|id| truth(&checker, id)).collect();
     let listed = runtime.runtime_store().list_runs(status).await?;
     for summary in &listed {
@@ -57,21 +52,7 @@ pub(super) async fn list(
             );
         }
     }
-    for (run_id, before) in run_ids.iter().zip(before) {
-        let after = truth(&checker, run_id);
-        let Some((incarnation, was)) = before.filter(|_| before == after) else {
-            continue;
-        };
-        let shown = listed
-            .iter()
-            .any(|s| s.run_id == *run_id && s.incarnation.as_u64() == incarnation);
-        if was == status && !shown {
-            checker.violation(
-                "an operator never lists a run that exists as absent",
-                format!("run {run_id} was {status} throughout a listing of {status} runs that left it out"),
-            );
-        }
-    }
+    checker.check_listing(status, &run_ids, before, mark, &listed);
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 
 use super::checker::Checker;
-use super::compat::PREFIX;
+use super::compat;
 use super::stores::Shared;
 use crate::run_id::RunId;
 use crate::runtime_store::{ObjectStoreRuntimeStore, RunRecord, RuntimeStore};
@@ -40,7 +40,7 @@ pub(super) struct CachedReader {
 impl CachedReader {
     pub(super) fn new(shared: &Shared) -> CachedReader {
         let objects = Arc::new(CountingStore::new(Arc::clone(shared)));
-        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects) as _, PREFIX);
+        let store = compat::open_stores(Arc::clone(&objects) as _).1;
         CachedReader {
             objects,
             store,
@@ -52,7 +52,7 @@ impl CachedReader {
     /// checks both reads against each other and the cost of the cached one.
     pub(super) fn read(&self, checker: &Checker, run_id: &RunId) {
         let fresh_objects = Arc::new(CountingStore::new(Arc::clone(checker.objects())));
-        let fresh = ObjectStoreRuntimeStore::new(Arc::clone(&fresh_objects) as _, PREFIX);
+        let fresh = compat::open_stores(Arc::clone(&fresh_objects) as _).1;
         let (fresh_read, fresh_kinds) = read_counted(&fresh, &fresh_objects, run_id);
         let (cached_read, cached_kinds) = read_counted(&self.store, &self.objects, run_id);
         let (fresh_cost, cached_cost) = (requests(&fresh_kinds), requests(&cached_kinds));

@@ -194,8 +194,9 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         let run_id = run.run_id.clone();
         let created = self.inner.create_run(run).await;
         if let Ok(record) = &created {
-            let terminal = record.status.is_terminal();
-            self.checker.acknowledged_run(&run_id, None, terminal);
+            self.checker.acknowledged_create(&run_id, record);
+            self.checker
+                .acknowledged_creation(&run_id, record.incarnation.as_u64());
         }
         self.seen("create_run", created)
     }
@@ -227,8 +228,7 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         let input_id = input.input_id.clone();
         let appended = self.inner.append_input(run_id, input).await;
         if appended.is_ok() {
-            self.checker
-                .acknowledged_run(run_id, Some(&input_id), false);
+            self.checker.acknowledged_input(run_id, &input_id);
         }
         self.seen("append_input", appended)
     }
@@ -273,6 +273,13 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         self.seen(
             "delete_run",
             self.inner.delete_run(run_id, incarnation).await,
+        )
+    }
+
+    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        self.seen(
+            "holds_remains",
+            self.inner.holds_remains(run_id, incarnation).await,
         )
     }
 

@@ -88,6 +88,10 @@ impl RuntimeStore for ReadOnlyView {
         Self::refuse(run_id)
     }
 
+    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        self.inner.holds_remains(run_id, incarnation).await
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

@@ -48,12 +48,12 @@ impl Runs {
                 }
                 // Given up: another run of the id took the pointer.
                 Birth::Overtaken => {
-                    self.drop_unborn_hint(&run_id, creation.incarnation).await;
+                    self.drop_unborn(&run_id, creation.incarnation).await;
                 }
                 // Created meanwhile: the run may have moved on since its
                 // creation, so answer with its state now.
                 Birth::Taken(theirs, bytes) => {
-                    self.drop_unborn_hint(&run_id, creation.incarnation).await;
+                    self.drop_unborn(&run_id, creation.incarnation).await;
                     if let Some(record) = self.recreate(&run, theirs, &bytes).await? {
                         return Ok(record);
                     }
@@ -88,17 +88,36 @@ impl Runs {
         {
             return Ok(None);
         }
+        // And a run not started yet gets its `Pending` hint back, which a
+        // tidying listing deleted while its creator was between the hint
+        // and the pointer, if that creator stopped before its own check
+        // (see `ensure_pending`): else no listing of `Pending` runs, and so
+        // no recovery, would ever find it. One `HEAD`, for runs not
+        // started only.
+        if record.status == RunStatus::Pending {
+            self.hints.ensure_pending(run_id, incarnation).await?;
+        }
         Ok(Some(record))
     }
 
-    /// Deletes the `Pending` hint of an incarnation this call wrote and then
-    /// gave up (another creator's pointer won): no run will ever have that
-    /// incarnation, so no deletion would look for its hint, and only a
-    /// tidying listing by status would ever remove it. Best effort, like
-    /// every hint removal.
-    async fn drop_unborn_hint(&self, run_id: &RunId, incarnation: Incarnation) {
+    /// Deletes what this call made for an incarnation it then gave up
+    /// (another creator's pointer won): its `Pending` hint, and its data
+    /// key, if the store's seal has data keys (made to seal the pointer it
+    /// tried to create). No run will ever have that incarnation, so no
+    /// deletion would look for either: only a tidying listing by status
+    /// would ever remove the hint, and nothing the key. Best effort, like
+    /// every hint removal: a creator that stops (or fails) between making
+    /// the key and learning that its pointer lost leaves it, and
+    /// [`DataKeys::forget_run`](crate::seal::DataKeys::forget_run) of the
+    /// run id removes it with the rest.
+    async fn drop_unborn(&self, run_id: &RunId, incarnation: Incarnation) {
         self.hints
             .drop(RunStatus::Pending, run_id, incarnation)
             .await;
+        if let Some(keys) = self.client.seal().data_keys()
+            && let Err(e) = keys.forget_incarnation(run_id, incarnation).await
+        {
+            tracing::debug!(%run_id, %incarnation, error = %e, "unborn incarnation's data key kept");
+        }
     }
 }

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
 
 use super::cache::RunCache;
 use super::checkpoint::Checkpointer;
@@ -84,6 +85,18 @@ impl Runs {
             cache,
             limits,
         }
+    }
+
+    /// Whether the run's current incarnation is `incarnation` (its pointer,
+    /// restored from a record if missing): one `GET`. What a writer of an
+    /// incarnation's object asks after its write, to take the object back
+    /// if the incarnation was deleted under it.
+    pub(super) async fn is_current(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<bool> {
+        self.pointer.is_current(run_id, incarnation).await
     }
 }
 
@@ -244,5 +257,28 @@ impl RuntimeStore for Runs {
             .delete_all(leftovers.chain(hints).collect())
             .await?;
         Ok(existed)
+    }
+
+    /// A listing of the incarnation's folder, then (if it is empty) a
+    /// `HEAD` of each status hint the incarnation may have left, until one
+    /// is found; and a read of the pointer, which must not name it.
+    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        if self.pointer.is_current(run_id, incarnation).await? {
+            return Ok(false);
+        }
+        let layout = self.client.layout();
+        let folder = layout.incarnation_records(run_id, incarnation);
+        if !self.client.list(&folder).await?.is_empty() {
+            return Ok(true);
+        }
+        for status in RunStatus::ALL {
+            let hint = layout.status_hint(status.path_segment(), run_id, incarnation);
+            match self.client.store().head(&hint).await {
+                Ok(_) => return Ok(true),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(Error::store(&hint, e)),
+            }
+        }
+        Ok(false)
     }
 }

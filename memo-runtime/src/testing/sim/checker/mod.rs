@@ -2,7 +2,10 @@
 //! which side effects ran for which memo entry, what every caller saw, and
 //! the violations found so far.
 
+mod listing;
 mod store;
+
+pub(super) use listing::Truth;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -17,7 +20,7 @@ use super::stores::Shared;
 use crate::clock::{Clock, ManualClock};
 use crate::memo::Memo;
 use crate::run_id::RunId;
-use crate::runtime_store::{RunRecord, StepReceipt};
+use crate::runtime_store::{InputRecord, RunRecord, StepReceipt};
 
 thread_local! {
     /// The task the simulator is polling right now.
@@ -123,6 +126,11 @@ struct State {
     incarnations: HashMap<(RunId, u64), u64>,
     /// Record writes so far.
     record_writes: u64,
+    /// Every incarnation a `create_run` answered for, with the number of
+    /// creations answered before the first such answer.
+    created: HashMap<(RunId, u64), u64>,
+    /// Creations answered so far.
+    creations: u64,
     /// The last state of every incarnation a deletion removed, as a fresh
     /// instance read it just before the deletion took its record (the
     /// first thing a deletion removes): what a commit acknowledged to that
@@ -138,12 +146,13 @@ struct State {
     planted: Vec<String>,
 }
 
-/// An incarnation as it was when a deletion began: its run and its
-/// receipts.
+/// An incarnation as it was when a deletion began: its run, its receipts
+/// and its inputs.
 #[derive(Debug, Clone)]
 struct Deleted {
     run: RunRecord,
     receipts: Vec<StepReceipt>,
+    inputs: Vec<InputRecord>,
 }
 
 /// Shared by the world, the workers' store wrappers and the [`Ledger`](super::Ledger).
@@ -196,6 +205,8 @@ impl Checker {
                 matched: false,
                 incarnations: HashMap::new(),
                 record_writes: 0,
+                created: HashMap::new(),
+                creations: 0,
                 deleted: HashMap::new(),
                 next_execution: 0,
                 rng: StdRng::seed_from_u64(seed ^ 0x5eed_1ed6),

@@ -5,7 +5,7 @@
 use object_store::path::Path;
 
 use crate::clock::Clock;
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{Commit, RunRecord};
 use crate::testing::sim::compat::{self, fresh_inputs, fresh_receipts, fresh_run};
 
@@ -92,10 +92,10 @@ impl Checker {
 
     /// If `path` is the record of the incarnation a fresh instance reads as
     /// current (a deletion removes it first, and only of a terminal run),
-    /// keeps that incarnation's last state: a commit acknowledged to it
-    /// before it ended may be reported only after the run is gone (its
-    /// writer stopped between the commit and the answer), and is then
-    /// checked against that state.
+    /// keeps that incarnation's last state: a change acknowledged to it
+    /// before it ended (a commit, an input, its creation) may be reported
+    /// only after the run is gone (its writer stopped between the change
+    /// and the answer), and is then checked against that state.
     fn remember_deleted(&self, path: &Path) {
         let Some((run_id, Some(incarnation))) = compat::run_of(path) else {
             return;
@@ -112,36 +112,75 @@ impl Checker {
         let Some(Ok(receipts)) = fresh_receipts(&self.objects, &run_id) else {
             return;
         };
-        self.lock()
-            .deleted
-            .insert((run_id, incarnation), Deleted { run, receipts });
+        let Some(Ok(inputs)) = fresh_inputs(&self.objects, &run_id) else {
+            return;
+        };
+        self.lock().deleted.insert(
+            (run_id, incarnation),
+            Deleted {
+                run,
+                receipts,
+                inputs,
+            },
+        );
     }
 
-    /// A worker's store acknowledged creating `run_id` (or appending input
-    /// `input_id` to it): a fresh instance must see it. `terminal`: the
-    /// store answered with a terminal run (a create of an id whose run had
-    /// ended returns that run), which a deletion running at the same time
-    /// may have removed since, legitimately: the create read the run before
-    /// the deletion removed it.
-    pub(in crate::testing::sim) fn acknowledged_run(
-        &self,
-        run_id: &RunId,
-        input_id: Option<&str>,
-        terminal: bool,
-    ) {
-        let visible = match input_id {
-            None => fresh_run(&self.objects, run_id).map(|run| run.map(|r| r.is_some())),
-            Some(id) => fresh_inputs(&self.objects, run_id)
-                .map(|inputs| inputs.map(|all| all.iter().any(|i| i.input_id == id))),
+    /// Whether a deletion took incarnation `incarnation` of `run_id`, which
+    /// had ended by then.
+    fn was_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> bool {
+        (self.lock().deleted).contains_key(&(run_id.clone(), incarnation.as_u64()))
+    }
+
+    /// Whether a deletion took an incarnation of `run_id` that held input
+    /// `input_id` (input ids are unique in a history: each send draws one).
+    fn deleted_with_input(&self, run_id: &RunId, input_id: &str) -> bool {
+        self.lock().deleted.iter().any(|((id, _), deleted)| {
+            id == run_id && deleted.inputs.iter().any(|i| i.input_id == input_id)
+        })
+    }
+
+    /// A worker's store acknowledged creating `run_id`, answering `record`:
+    /// a fresh instance must see the run. Unless it is gone legitimately:
+    /// the answer was a terminal run (a create of an id whose run had ended
+    /// returns that run, which a deletion running at the same time may have
+    /// removed since), or the incarnation the answer names ran to its end
+    /// and was deleted before the answer reached its caller (the creator
+    /// stopped between its last write and its answer, seeds 2485 and 4688).
+    pub(in crate::testing::sim) fn acknowledged_create(&self, run_id: &RunId, record: &RunRecord) {
+        let Some(Ok(None)) = fresh_run(&self.objects, run_id) else {
+            return;
         };
-        if let Some(Ok(false)) = visible
-            && !(terminal && input_id.is_none())
-        {
-            self.violation(
-                "every acknowledged commit is visible to a fresh instance",
-                format!("run {run_id}: acknowledged {input_id:?} is not visible"),
-            );
+        if record.status.is_terminal() || self.was_deleted(run_id, record.incarnation) {
+            return;
         }
+        self.violation(
+            "every acknowledged commit is visible to a fresh instance",
+            format!(
+                "run {run_id}: its creation (incarnation {}) was acknowledged, \
+                 a fresh instance sees no run",
+                record.incarnation
+            ),
+        );
+    }
+
+    /// A worker's store acknowledged appending input `input_id` to `run_id`:
+    /// a fresh instance must see it, unless the incarnation it went to ran
+    /// to its end and was deleted before the answer reached its caller
+    /// (seed 1729), which is then checked against that incarnation's last
+    /// inputs.
+    pub(in crate::testing::sim) fn acknowledged_input(&self, run_id: &RunId, input_id: &str) {
+        let Some(Ok(inputs)) = fresh_inputs(&self.objects, run_id) else {
+            return;
+        };
+        if inputs.iter().any(|i| i.input_id == input_id)
+            || self.deleted_with_input(run_id, input_id)
+        {
+            return;
+        }
+        self.violation(
+            "every acknowledged commit is visible to a fresh instance",
+            format!("run {run_id}: acknowledged input {input_id:?} is not visible"),
+        );
     }
 
     /// A worker's store acknowledged `commit` to `run_id`, answering
@@ -169,7 +208,7 @@ impl Checker {
                 .cloned(),
         };
         let (view, receipts) = match deleted {
-            Some(Deleted { run, receipts }) => (Some(run), Some(Ok(receipts))),
+            Some(Deleted { run, receipts, .. }) => (Some(run), Some(Ok(receipts))),
             None => (
                 fresh,
                 commit
@@ -215,5 +254,127 @@ impl Checker {
                 format!("run {run_id}: {detail}"),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use futures::FutureExt;
+    use object_store::ObjectStoreExt;
+
+    use crate::clock::ManualClock;
+    use crate::layout::Layout;
+    use crate::run_id::RunId;
+    use crate::runtime_store::{
+        Commit, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StatusChange,
+    };
+    use crate::testing::sim::checker::Checker;
+    use crate::testing::sim::compat::PREFIX;
+    use crate::testing::sim::stores::Shared;
+
+    /// Runs `future`, which completes at once over `InMemory`.
+    fn now<T>(future: impl Future<Output = T>) -> T {
+        future.now_or_never().expect("completes at once")
+    }
+
+    fn world() -> (Shared, Checker, ObjectStoreRuntimeStore) {
+        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+        let clock = Arc::new(ManualClock::new(0));
+        let checker = Checker::new(Arc::clone(&objects), clock, 0, 1, 1, false);
+        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
+        (objects, checker, store)
+    }
+
+    fn order(run_id: &RunId) -> NewRun {
+        NewRun {
+            run_id: run_id.clone(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+            workflow_version: None,
+        }
+    }
+
+    fn signal(id: &str) -> NewInput {
+        NewInput {
+            input_id: id.into(),
+            name: "approve".into(),
+            payload: Bytes::new(),
+            accepted_at_ms: 1,
+        }
+    }
+
+    /// Runs `run_id` to its end, then deletes it as a sweep does, the
+    /// checker seeing its record go first.
+    fn end_and_delete(checker: &Checker, store: &ObjectStoreRuntimeStore, created: &RunRecord) {
+        let run_id = &created.run_id;
+        let start = Commit::status(StatusChange::start_attempt(1), 1);
+        now(store.atomic_apply(run_id, start)).unwrap();
+        let completed = StatusChange::Completed {
+            output: Bytes::from_static(b"done"),
+        };
+        now(store.atomic_apply(run_id, Commit::status(completed, 2))).unwrap();
+        let record = Layout::new(PREFIX).incarnation_record(run_id, created.incarnation);
+        checker.deleting(&record);
+        assert!(now(store.delete_run(run_id, created.incarnation)).unwrap());
+    }
+
+    /// Seeds 2485 and 4688 of the deployment world: a creator writes the
+    /// run's pointer and record and stops before its answer; meanwhile other
+    /// workers run the run to its end and a sweep deletes it. The creation
+    /// was durable (the run ran from it); only its answer, `Pending`, comes
+    /// after the deletion. A creation whose run is lost is still reported.
+    #[test]
+    fn a_creation_answered_after_its_run_ended_and_was_deleted_is_no_loss() {
+        let (objects, checker, store) = world();
+        let run_id = RunId::new("order-2485").unwrap();
+        let created = now(store.create_run(order(&run_id))).unwrap();
+        end_and_delete(&checker, &store, &created);
+
+        checker.acknowledged_create(&run_id, &created);
+        assert!(
+            checker.violations().is_empty(),
+            "{:?}",
+            checker.violations()
+        );
+
+        // A run whose pointer and record vanish without a deletion is lost.
+        let lost = now(store.create_run(order(&run_id))).unwrap();
+        let layout = Layout::new(PREFIX);
+        for path in [
+            layout.run_pointer(&run_id),
+            layout.incarnation_record(&run_id, lost.incarnation),
+        ] {
+            now(objects.delete(&path)).unwrap();
+        }
+        checker.acknowledged_create(&run_id, &lost);
+        assert_eq!(checker.violations().len(), 1, "{:?}", checker.violations());
+    }
+
+    /// Seed 1729 of the deployment world: a signal's input lands in the
+    /// run's log and its sender stops before its answer (writing a
+    /// checkpoint); meanwhile the run ends and is deleted. The input is
+    /// checked against the deleted run's last inputs: one that no
+    /// incarnation of the run ever held is still reported.
+    #[test]
+    fn an_input_answered_after_its_run_ended_and_was_deleted_is_checked_against_the_deleted_run() {
+        let (_objects, checker, store) = world();
+        let run_id = RunId::new("order-1729").unwrap();
+        let created = now(store.create_run(order(&run_id))).unwrap();
+        now(store.append_input(&run_id, signal("sim-signal-6"))).unwrap();
+        end_and_delete(&checker, &store, &created);
+
+        checker.acknowledged_input(&run_id, "sim-signal-6");
+        assert!(
+            checker.violations().is_empty(),
+            "{:?}",
+            checker.violations()
+        );
+
+        checker.acknowledged_input(&run_id, "sim-signal-7");
+        assert_eq!(checker.violations().len(), 1, "{:?}", checker.violations());
     }
 }

@@ -7,9 +7,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::clock::Clock;
-use crate::memo::MemoStore;
-use crate::runtime_store::{ObjectStoreRuntimeStore, RunStatus};
-use crate::testing::sim::compat::{self, ErrorKind, PREFIX, classify, fresh_run};
+use crate::runtime_store::RunStatus;
+use crate::testing::sim::compat::{self, ErrorKind, classify, fresh_run};
 use crate::testing::sim::{Ledger, RunOutcome};
 use crate::workflow::{Runtime, Workflow, WorkflowFn};
 
@@ -32,9 +31,8 @@ where
         // backend folded (the status-hint folders, `Completed` stored as
         // `completed`), which no real process of the deployment could.
         let objects = self.backend();
-        let store: Arc<dyn crate::runtime_store::RuntimeStore> =
-            Arc::new(ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX));
-        let memo = MemoStore::new(Arc::clone(&objects), PREFIX);
+        let (memo, runs) = compat::open_stores(objects);
+        let store: Arc<dyn crate::runtime_store::RuntimeStore> = Arc::new(runs);
         let builder = Runtime::builder()
             .memo_store(memo.clone())
             .runtime_store(Arc::clone(&store))

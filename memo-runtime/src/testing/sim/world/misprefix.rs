@@ -16,11 +16,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::forward::forward_object_store;
-use crate::memo::MemoStore;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{ObjectStoreRuntimeStore, RunStatus};
 use crate::testing::sim::checker::{Checker, TaskKind};
-use crate::testing::sim::compat::{self, PREFIX, fresh_run};
+use crate::testing::sim::compat::{self, fresh_run};
 use crate::testing::sim::stores::{Preemptible, Shared};
 use crate::testing::sim::{Event, Ledger, Simulation};
 use crate::testing::{FaultInjectingStore, FaultRule, RequestKind};
@@ -178,7 +177,8 @@ where
         self.next_process += 1;
         let builder = Runtime::builder()
             .memo_store(
-                MemoStore::new(Arc::clone(&objects), PREFIX)
+                compat::open_stores(Arc::clone(&objects))
+                    .0
                     .in_simulated_process(self.next_process),
             )
             .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(

@@ -21,6 +21,7 @@ use super::folder::Folder;
 use super::loops::{Loops, ObservedCancels};
 use super::plant::Foreign;
 use super::reader::CachedReader;
+use super::sealed::{self, Sealing};
 use super::stores::Shared;
 use super::{Config, Event, History, Ledger, Simulation, Violation};
 use crate::clock::ManualClock;
@@ -74,6 +75,8 @@ where
         .start_paused(true)
         .build()
         .expect("a current-thread tokio runtime");
+    let sealing = Sealing::for_seed(sim.config.sealed_share, seed);
+    let _sealed = sealed::install(sealing.clone());
     let objects: Shared = if in_local_folder(&sim.config, seed) {
         match Folder::new(seed) {
             Ok(folder) => Arc::new(folder),
@@ -94,6 +97,9 @@ where
         millis(config.lease),
         config.check_bodies,
     );
+    if let Some(sealing) = &sealing {
+        checker.event(format!("the stores are {}", sealing.describe()));
+    }
     let deployed = Arc::default();
     let ledger = Ledger {
         checker: checker.clone(),
@@ -155,6 +161,9 @@ where
     };
     let checker = world.checker.clone();
     checker::while_active(&checker, || runtime.block_on(world.run()));
+    if let Some(left) = sealing.as_ref().and_then(Sealing::keys_left) {
+        checker.event(format!("{left} data key(s) left in the key store"));
+    }
     let violations = world.checker.violations();
     if violations.is_empty() {
         Ok(History {

@@ -1,6 +1,6 @@
 //! Standalone memos used across processes (issue 20, item 7): every
 //! worker and the operator call the same standalone keys
-//! ([`MemoStore::new_memo`]), the operator clears those runs, and workers
+//! ([`MemoStore::new_memo`](crate::memo::MemoStore::new_memo)), the operator clears those runs, and workers
 //! mark them finished for the sweepers; each call is checked against the
 //! value the store holds.
 //!
@@ -17,10 +17,8 @@ use rand::RngExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::memo::MemoStore;
 use crate::run_id::RunId;
 use crate::testing::sim::checker::{Checker, TaskKind};
-use crate::testing::sim::compat::PREFIX;
 use crate::testing::sim::{Ledger, Simulation};
 use crate::workflow::{Workflow, WorkflowFn};
 
@@ -41,11 +39,11 @@ pub(super) const SEES_STORED: &str =
     "every caller of a standalone key sees the value the store holds for it";
 
 impl<I, O, Mk> Simulation<I, O, Mk> {
-    /// Standalone memos ([`MemoStore::new_memo`]) used across processes, as
+    /// Standalone memos ([`MemoStore::new_memo`](crate::memo::MemoStore::new_memo)) used across processes, as
     /// issue 20 describes them: every worker and the operator (long-lived
     /// processes, each with its own committed-entry cache) call the same
     /// standalone keys, computing a new value on a miss; the operator clears
-    /// those runs ([`MemoStore::clear_memos_for_run`]) and workers mark them
+    /// those runs ([`MemoStore::clear_memos_for_run`](crate::memo::MemoStore::clear_memos_for_run)) and workers mark them
     /// finished (`Markers::write_standalone`) for the sweepers to clear once
     /// the clock passes the retention. Each call is checked: *every caller of
     /// a standalone key sees the value the store holds for it* (a call during
@@ -75,7 +73,8 @@ pub(super) fn standalone_runs() -> Vec<RunId> {
 /// `None` if the read did not complete or failed (a foreign object stands
 /// there).
 fn stored(objects: &Arc<dyn ObjectStore>, run_id: &RunId) -> Option<Option<Bytes>> {
-    MemoStore::new(Arc::clone(objects), PREFIX)
+    crate::testing::sim::compat::open_stores(Arc::clone(objects))
+        .0
         .with_entry_cache(0)
         .new_memo(run_id, 0)
         .get(KEY)

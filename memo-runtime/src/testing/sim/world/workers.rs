@@ -9,10 +9,8 @@ use rand::RngExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::memo::MemoStore;
-use crate::runtime_store::ObjectStoreRuntimeStore;
 use crate::testing::sim::checker::TaskKind;
-use crate::testing::sim::compat::{self, PREFIX};
+use crate::testing::sim::compat;
 use crate::testing::sim::stores::{Audited, Preemptible};
 use crate::testing::sim::{Event, Ledger};
 use crate::testing::{
@@ -66,13 +64,14 @@ where
             inner: slow,
             checker: self.checker.clone(),
         });
+        let (memo, runs) = compat::open_stores(objects);
         let store = Audited {
-            inner: ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX),
+            inner: runs,
             checker: self.checker.clone(),
         };
         // A process of its own: its entry cache sees only its own clears.
         self.next_process += 1;
-        let memo = MemoStore::new(objects, PREFIX).in_simulated_process(self.next_process);
+        let memo = memo.in_simulated_process(self.next_process);
         let builder = Runtime::builder()
             .memo_store(memo)
             .runtime_store(Arc::new(store))

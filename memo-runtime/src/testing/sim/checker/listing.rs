@@ -1,0 +1,174 @@
+//! What a listing of the runs in a status must show: every run that was in
+//! that status throughout the listing, once its creation was answered.
+
+use crate::run_id::RunId;
+use crate::runtime_store::{RunStatus, RunSummary};
+use crate::testing::sim::compat::fresh_run;
+
+use super::Checker;
+
+/// A run as the truth has it: its incarnation and status.
+pub(in crate::testing::sim) type Truth = Option<(u64, RunStatus)>;
+
+impl Checker {
+    /// The run `run_id` as a fresh instance reads it now.
+    pub(in crate::testing::sim) fn truth(&self, run_id: &RunId) -> Truth {
+        match fresh_run(self.objects(), run_id) {
+            Some(Ok(Some(run))) => Some((run.incarnation.as_u64(), run.status)),
+            _ => None,
+        }
+    }
+
+    /// A worker's store answered a `create_run` of `run_id` with
+    /// `incarnation` (a new run, or the one that stood).
+    pub(in crate::testing::sim) fn acknowledged_creation(&self, run_id: &RunId, incarnation: u64) {
+        let mut state = self.lock();
+        state.creations += 1;
+        let at = state.creations;
+        state
+            .created
+            .entry((run_id.clone(), incarnation))
+            .or_insert(at);
+    }
+
+    /// How many creations were answered so far: a mark to tell which
+    /// incarnations were answered for before it.
+    pub(in crate::testing::sim) fn creation_mark(&self) -> u64 {
+        self.lock().creations
+    }
+
+    /// Checks a listing of the runs in `status` (`listed`) against the runs
+    /// of `run_ids` as they were before it (`before`, with the
+    /// [`creation_mark`](Self::creation_mark) `mark`) and as they are now:
+    /// a run in `status` throughout (the same incarnation) is listed, once a
+    /// `create_run` answered for it before the listing began.
+    ///
+    /// A creation under way when the listing began may be left out: an
+    /// index is written apart from the run, and the runtime store writes
+    /// the run's `Pending` hint, then its pointer, then checks the hint
+    /// again (a tidying listing may have deleted it in between, finding no
+    /// run). The run exists from its pointer on; its hint may be back only
+    /// at the creator's check, or, if the creator stopped before it, at the
+    /// next `create_run` of the id. Only an answered creation promises the
+    /// run is listed, as only an answered one promises it exists at all.
+    pub(in crate::testing::sim) fn check_listing(
+        &self,
+        status: RunStatus,
+        run_ids: &[RunId],
+        before: Vec<Truth>,
+        mark: u64,
+        listed: &[RunSummary],
+    ) {
+        for (run_id, before) in run_ids.iter().zip(before) {
+            let after = self.truth(run_id);
+            let Some((incarnation, was)) = before.filter(|_| before == after) else {
+                continue;
+            };
+            let answered = self
+                .lock()
+                .created
+                .get(&(run_id.clone(), incarnation))
+                .is_some_and(|&at| at <= mark);
+            let shown = listed
+                .iter()
+                .any(|s| s.run_id == *run_id && s.incarnation.as_u64() == incarnation);
+            if was == status && answered && !shown {
+                self.violation(
+                    "an operator never lists a run that exists as absent",
+                    format!(
+                        "run {run_id} was {status} throughout a listing of {status} runs that left it out"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use futures::{FutureExt, TryStreamExt};
+    use object_store::path::Path;
+    use object_store::{ObjectStore, ObjectStoreExt};
+
+    use crate::clock::ManualClock;
+    use crate::run_id::RunId;
+    use crate::runtime_store::{NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore};
+    use crate::testing::sim::checker::Checker;
+    use crate::testing::sim::compat::PREFIX;
+    use crate::testing::sim::stores::Shared;
+
+    /// Runs `future`, which completes at once over `InMemory`.
+    fn now<T>(future: impl Future<Output = T>) -> T {
+        future.now_or_never().expect("completes at once")
+    }
+
+    /// Seeds 3070 and 9652 of the deployment world: a creator wrote its
+    /// `Pending` hint, a tidying listing deleted it (no pointer yet), the
+    /// creator wrote its pointer, and an operator's listing of `Pending`
+    /// runs ran before the creator's check of its hint wrote it back. The
+    /// run existed throughout that listing, but no `create_run` had
+    /// answered for it: the listing may leave it out. Once one has, the run
+    /// must be listed (seed 343's defect, a creator that never checked its
+    /// hint, still breaks this).
+    #[test]
+    fn a_listing_leaves_out_a_run_only_while_no_creation_of_it_was_answered() {
+        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+        let checker = Checker::new(
+            Arc::clone(&objects),
+            Arc::new(ManualClock::new(0)),
+            0,
+            1,
+            1,
+            false,
+        );
+        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
+        let run_id = RunId::new("order-3070").unwrap();
+        let created = now(store.create_run(NewRun {
+            run_id: run_id.clone(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+            workflow_version: None,
+        }))
+        .unwrap();
+        // The run as a creation under way leaves it once a tidying listing
+        // deleted its hint: pointer and record, no hint.
+        let hints = Path::from(format!("{PREFIX}/runs-by-status"));
+        let hints: Vec<_> = now(objects.list(Some(&hints)).try_collect::<Vec<_>>()).unwrap();
+        assert_eq!(hints.len(), 1, "{hints:?}");
+        now(objects.delete(&hints[0].location)).unwrap();
+
+        let run_ids = [run_id.clone()];
+        let listing = |answered: Option<u64>| {
+            let mark = checker.creation_mark();
+            let before = vec![checker.truth(&run_id)];
+            let listed = now(store.list_runs(RunStatus::Pending)).unwrap();
+            assert!(listed.is_empty());
+            // Answered while the listing ran: not before it.
+            if let Some(incarnation) = answered {
+                checker.acknowledged_creation(&run_id, incarnation);
+            }
+            checker.check_listing(RunStatus::Pending, &run_ids, before, mark, &listed);
+        };
+        let incarnation = created.incarnation.as_u64();
+        listing(None);
+        listing(Some(incarnation));
+        assert!(
+            checker.violations().is_empty(),
+            "{:?}",
+            checker.violations()
+        );
+
+        // Answered before the listing began: the run must be listed.
+        listing(None);
+        let violations = checker.violations();
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(
+            violations[0].invariant,
+            "an operator never lists a run that exists as absent"
+        );
+    }
+}
