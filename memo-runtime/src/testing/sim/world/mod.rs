@@ -29,12 +29,14 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RunRecord;
 use crate::testing::FaultInjectingStore;
 use crate::workflow::{Runtime, Workflow, WorkflowFn};
+use ids::wide_run_ids;
 use misprefix::WRONG_PREFIX_SHARE;
 use standalone::STANDALONE_SHARE;
 
 mod checks;
 mod deploy;
 mod events;
+mod ids;
 mod misprefix;
 mod outcomes;
 mod plants;
@@ -223,59 +225,6 @@ fn in_local_folder(config: &Config, seed: u64) -> bool {
 fn with_foreign_objects(config: &Config, seed: u64) -> bool {
     config.foreign_objects > 0.0
         && StdRng::seed_from_u64(seed ^ 0xf0_4e19_0b1e).random_bool(config.foreign_objects)
-}
-
-/// `n` distinct run ids drawn from the whole valid alphabet and length
-/// range, weighted towards the edges: every other one 100 to 128 bytes
-/// long, each with a share of capitals drawn from none, half and all (a
-/// capital takes two bytes in a path), and every fourth the case variant
-/// of the one before.
-fn wide_run_ids(n: usize, seed: u64) -> Vec<RunId> {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x1d5_a1fa_be75);
-    let mut ids: Vec<RunId> = Vec::with_capacity(n);
-    while ids.len() < n {
-        let previous = ids.last().map(|id| id.as_str().to_string());
-        let id = match previous {
-            Some(previous)
-                if ids.len() % 4 == 3 && previous.bytes().any(|b| b.is_ascii_alphabetic()) =>
-            {
-                previous
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_uppercase() {
-                            c.to_ascii_lowercase()
-                        } else {
-                            c.to_ascii_uppercase()
-                        }
-                    })
-                    .collect()
-            }
-            _ => {
-                let len = if rng.random_bool(0.5) {
-                    rng.random_range(100..=128)
-                } else {
-                    rng.random_range(1..=128)
-                };
-                let capitals = [0.0, 0.5, 1.0][rng.random_range(0..3)];
-                (0..len)
-                    .map(|_| {
-                        let c = ALPHABET[rng.random_range(0..ALPHABET.len())] as char;
-                        if c.is_ascii_alphabetic() && rng.random_bool(capitals) {
-                            c.to_ascii_uppercase()
-                        } else {
-                            c.to_ascii_lowercase()
-                        }
-                    })
-                    .collect::<String>()
-            }
-        };
-        let id = RunId::new(id).expect("drawn from the valid alphabet and lengths");
-        if !ids.contains(&id) {
-            ids.push(id);
-        }
-    }
-    ids
 }
 
 fn millis(duration: Duration) -> u64 {
