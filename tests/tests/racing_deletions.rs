@@ -591,3 +591,101 @@ async fn a_redelivery_whose_run_is_deleted_after_the_store_refused_its_bytes_run
         assert_eq!(now.status, RunStatus::Completed, "{name}");
     }
 }
+
+/// A store whose pointer of `run_id` vanishes as soon as it is created,
+/// as if a stale deletion of an earlier run removed it at once: its
+/// creator finds the pointer gone once its record stands, and gives the
+/// incarnation up.
+struct VanishingPointer {
+    inner: Arc<dyn ObjectStore>,
+    pointer: Path,
+}
+
+impl std::fmt::Debug for VanishingPointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VanishingPointer({})", self.pointer)
+    }
+}
+
+impl std::fmt::Display for VanishingPointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for VanishingPointer {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: memo_runtime::object_store::PutPayload,
+        opts: memo_runtime::object_store::PutOptions,
+    ) -> memo_runtime::object_store::Result<memo_runtime::object_store::PutResult> {
+        let put = self.inner.put_opts(location, payload, opts).await?;
+        if *location == self.pointer {
+            memo_runtime::object_store::ObjectStoreExt::delete(&*self.inner, location).await?;
+        }
+        Ok(put)
+    }
+
+    memo_runtime::testing::forward_object_store!(self.inner => put_multipart_opts, get_opts,
+        get_ranges, delete_stream, list, list_with_offset, list_with_delimiter, copy_opts,
+        rename_opts);
+}
+
+/// A creator finds its pointer gone once its record stands (a stale
+/// deletion of an earlier run removed it) and gives its incarnation up;
+/// before its take-back of the record lands, a reader finds the pointer
+/// missing and restores it from that record. The given-up incarnation must
+/// not be current afterwards: in a deployment it may have been run and
+/// deleted while its creator stalled (seeds 3311 and 1215), and then it
+/// would come back, corrupt or empty, and run again.
+#[tokio::test]
+async fn an_incarnation_its_creator_gave_up_is_never_current_again() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-11");
+        let pointer = Path::from("runs/runs/order-11/run");
+        let vanishing = VanishingPointer {
+            inner: backend.open(),
+            pointer: pointer.clone(),
+        };
+        // The creator's first delete under the run's folder is the
+        // take-back of its record.
+        let (held, take_back) = Pauses::new(
+            Arc::new(vanishing),
+            Held::Delete,
+            Path::from("runs/runs/order-11"),
+        );
+        let creator = ObjectStoreRuntimeStore::new(Arc::new(held), "runs");
+        let new_run = order(&run_id);
+        let answer = tokio::spawn(async move { creator.create_run(new_run).await });
+        take_back.reached.await.unwrap();
+
+        let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let given_up = reader
+            .load_run(&run_id)
+            .await
+            .unwrap()
+            .expect("the reader restores the pointer from the standing record")
+            .incarnation;
+        take_back.release.send(()).unwrap();
+
+        // The creator's next pointer vanishes too (a store that removes
+        // every new pointer); whatever it answers, the given-up
+        // incarnation is not the run.
+        let answer = answer.await.unwrap();
+        if let Ok(created) = &answer {
+            assert_ne!(
+                created.incarnation, given_up,
+                "{name}: the creator answered with the incarnation it gave up"
+            );
+        }
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let seen = fresh.load_run(&run_id).await.unwrap();
+        assert!(
+            seen.as_ref().is_none_or(|r| r.incarnation != given_up),
+            "{name}: the given-up incarnation is current again: {seen:?}"
+        );
+    }
+}

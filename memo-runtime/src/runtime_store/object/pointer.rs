@@ -40,6 +40,14 @@
 //!   finished run as just created, and writing its record back would let
 //!   the next reader restore it.
 //!
+//! A creator that gives its incarnation up (the pointer no longer named it
+//! once the record stood) removes it as a deletion does, record, pointer if
+//! it names the incarnation, record again: a reader that found the pointer
+//! missing between the creator's record and its take-back restores the
+//! pointer from that record, and the given-up incarnation (which may have
+//! been run and deleted while its creator stalled) would otherwise be
+//! current again (seeds 3311 and 1215 of session 23's survey).
+//!
 //! A restorer that races the run's own deletion (it listed the record, the
 //! deletion then removed record and pointer, and its create restored the
 //! pointer) reads the record again after its create and removes the pointer
@@ -340,13 +348,24 @@ impl RunPointer {
         if current.is_some_and(|(c, _)| c.incarnation == creation.incarnation) {
             return Ok(true);
         }
-        self.client.delete_all(vec![path]).await?;
+        // Given up. Between our create of the record and its delete, a
+        // reader that found the pointer missing may have restored it from
+        // the record (its check of the record passes while ours stands),
+        // and the given-up incarnation, perhaps run and deleted meanwhile,
+        // would be current again. So the incarnation is removed as a
+        // deletion removes it: the record, the pointer if it names the
+        // incarnation (a restorer creates the pointer and then reads the
+        // record, we delete the record and then read the pointer, so a
+        // restore that saw the record is seen here), and the record once
+        // more, for a reader that wrote it back meanwhile.
+        self.remove(run_id, creation.incarnation).await?;
         Ok(false)
     }
 
     /// Removes the record and the pointer of incarnation `incarnation`,
-    /// which the caller read as current and terminal; the rest of the
-    /// incarnation's folder is the caller's to delete.
+    /// which the caller read as current and terminal (or, in
+    /// `write_record`, created and gave up); the rest of the incarnation's
+    /// folder is the caller's to delete.
     ///
     /// The record goes first: from then on the incarnation cannot be
     /// restored. The pointer delete is unconditional: if a concurrent
