@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use serde::Serialize;
 
@@ -55,6 +56,11 @@ pub(crate) trait AttemptHook: Send + Sync + std::fmt::Debug {
     /// over or the lease keeps expiring while it is renewed; a store error if
     /// a renewal failed.
     fn ensure_lease(&self) -> futures::future::BoxFuture<'_, Result<()>>;
+
+    /// Whether `incarnation` is still its run's current incarnation (a read
+    /// of the run): `false` once a deletion removed it, which no later
+    /// write brings back.
+    fn is_current(&self, incarnation: Incarnation) -> futures::future::BoxFuture<'_, Result<bool>>;
 
     /// Tells the attempt of a memo-layer error met in its step: one that
     /// does not fail the run ([`Error::fails_run`]) stops the attempt and
@@ -160,6 +166,26 @@ impl Memo {
         match &self.attempt {
             Some(attempt) => attempt.ensure_lease().await,
             None => Ok(()),
+        }
+    }
+
+    /// Takes back the entry of `key` this memo just created, if its run
+    /// incarnation is gone: a value committed after the attempt lost its
+    /// lease may land after a sweep deleted the run, its entries and its
+    /// marker, in a folder no sweep lists again. Only then: while the
+    /// incarnation lives, another attempt may have read the entry. Best
+    /// effort, a `GET` or two and a `DELETE`, on that failure path only. A
+    /// copy in this process's entry cache stays; nothing reads a deleted
+    /// incarnation's entries but a stale attempt of it, whose commits fail.
+    pub(crate) async fn take_back_if_deleted(&self, key: &str) {
+        let Some(attempt) = self.attempt.as_ref().filter(|_| self.shared.is_none()) else {
+            return;
+        };
+        if let Ok(false) = attempt.is_current(self.incarnation).await {
+            let path = self.key_path(key);
+            if let Err(e) = self.store.store().delete(&path).await {
+                tracing::debug!(run_id = %self.run_id, %path, error = %e, "entry of a deleted run not taken back");
+            }
         }
     }
 

@@ -398,8 +398,11 @@ impl<'a> Call<'a> {
                 // before ours landed: ours is then a value no other caller
                 // of the key ever sees. Checked by the local clock while the
                 // lease is live (no request); a lapsed lease is renewed,
-                // which fails once the run was taken over or is gone.
+                // which fails once the run was taken over or is gone. If
+                // it is gone, ours is the entry of a deleted run, which no
+                // sweep lists again: taken back.
                 if let Err(e) = self.memo.ensure_lease().await {
+                    self.memo.take_back_if_deleted(key).await;
                     self.memo.report_transient(&e);
                     return Step::Failed(e);
                 }
