@@ -755,3 +755,66 @@ async fn a_stale_attempts_memo_entry_committed_after_its_run_was_swept_is_taken_
         );
     }
 }
+
+/// Seed 101 of the deployment world: a process reads a finished run (its
+/// pointer, then the listing of its checkpoint deltas) and stalls before
+/// it reads the newest delta; a sweep deletes the run meanwhile. The
+/// delta is gone, and so is everything a second listing could find: the
+/// read took the deleted run for one just created, `Pending` with an empty
+/// log, and a redelivery committed its first attempt into the freed log
+/// (its worker died before it took the entry back, and nothing reaches
+/// that folder again). A delta that vanished with none after it is a
+/// deletion, not a run just created: the read finds no run.
+#[tokio::test]
+async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-13");
+        let writer =
+            ObjectStoreRuntimeStore::new(backend.open(), "runs").with_checkpoint_interval(1);
+        let created = writer.create_run(order(&run_id)).await.unwrap();
+        let start = Commit::status(StatusChange::start_attempt(1), 2);
+        writer.atomic_apply(&run_id, start).await.unwrap();
+
+        // The reader's read of the newest delta is held.
+        let deltas = Path::from(format!("runs/runs/order-13/{}/delta", created.incarnation));
+        let (paused, read) = Pauses::new(backend.open(), Held::Get, deltas);
+        let reader = Arc::new(ObjectStoreRuntimeStore::new(Arc::new(paused), "runs"));
+        let loading = tokio::spawn({
+            let (reader, run_id) = (reader.clone(), run_id.clone());
+            async move { reader.load_run(&run_id).await }
+        });
+        read.reached.await.unwrap();
+
+        // The run ends and is deleted whole.
+        writer.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            writer
+                .delete_run(&run_id, created.incarnation)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+
+        read.release.send(()).unwrap();
+        let loaded = loading.await.unwrap().unwrap();
+        assert_eq!(
+            loaded.map(|run| run.status),
+            None,
+            "{name}: a deleted run read as another"
+        );
+        // So a commit finds no run, and writes nothing.
+        let late = Commit::status(StatusChange::start_attempt(1), 5);
+        assert!(reader.atomic_apply(&run_id, late).await.is_err(), "{name}");
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+}
