@@ -25,10 +25,10 @@
 //!   prefix holds none, and proves nothing.
 //!
 //! The store's proof is kept by the sweeper (and its clones) once found.
-//! A pass meets it as it goes: a marker whose run is left with nothing but
-//! its marker, met before the proof, is checked again at the end of the
-//! pass; a due-run entry of a run the store does not hold is deleted at
-//! the end of the index's listing. Both cost no request more in a pass
+//! A pass meets it as it goes, and what it meets before the proof waits: a
+//! marker whose run is left with nothing but its marker is checked again
+//! at the end of the pass, a due-run entry of a run the store does not
+//! hold is deleted at the end of the index's listing. Both cost no request more in a pass
 //! that finds the proof (the loads it makes anyway prove the store); a
 //! deferred marker costs its checks twice. Without the proof they are
 //! kept: the marker as a failure that says why, the entry with a warning.
@@ -37,6 +37,8 @@
 //! store's runs but not the others (two deployments sharing a memo store,
 //! or a prefix the workers moved away from with runs left in it) is taken
 //! for the workers' one.
+//!
+//! [`RuntimeStore::holds_remains`]: crate::runtime_store::RuntimeStore::holds_remains
 
 use std::sync::atomic::Ordering;
 
