@@ -18,6 +18,8 @@ mod azure;
 mod bad_input;
 #[path = "../clear_requests.rs"]
 mod clear_requests;
+#[path = "../committed_effects.rs"]
+mod committed_effects;
 #[path = "../cost_ledger.rs"]
 mod cost_ledger;
 #[path = "../data_keys.rs"]
