@@ -211,3 +211,38 @@ async fn the_marker_of_a_run_being_cleared_survives_a_sweep_through_another_pref
     assert_eq!(report.runs_cleared, 1);
     assert_eq!(stored(objects.as_ref()).await, Vec::<String>::new());
 }
+
+/// The operator's runtime store holds a run of the same id as an expired
+/// run of the workers' (another incarnation: another deployment's, or an
+/// old one left at that prefix), and nothing else of the memo store's. A
+/// later run of the id proves the marker's run deleted only in the store
+/// the marker's run was created in: the sweep clears nothing of it (it
+/// cleared its memo entries and deleted its marker).
+#[tokio::test]
+async fn a_sweep_through_a_store_that_holds_only_another_run_of_the_id_clears_nothing() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let memo = MemoStore::new(Arc::clone(&objects), "memo");
+    let runs = ObjectStoreRuntimeStore::new(Arc::clone(&objects), RIGHT);
+    let run_id = run("order-1");
+    let marker = finished_run(&memo, &runs, &run_id).await;
+    let elsewhere = ObjectStoreRuntimeStore::new(Arc::clone(&objects), WRONG);
+    elsewhere.create_run(order(&run_id)).await.unwrap();
+    let before = stored(objects.as_ref()).await;
+
+    let report = sweeper(Arc::clone(&objects), WRONG)
+        .sweep_once(100)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_cleared, 0, "{report:?}");
+    assert_eq!(report.failures.len(), 1, "{report:?}");
+    assert_eq!(stored(objects.as_ref()).await, before, "nothing deleted");
+    assert_eq!(memo.markers().list().await.unwrap(), [marker]);
+
+    // The right sweep clears the run.
+    let report = sweeper(Arc::clone(&objects), RIGHT)
+        .sweep_once(100)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_cleared, 1, "{report:?}");
+    assert!(memo.markers().list().await.unwrap().is_empty());
+}

@@ -39,7 +39,8 @@ use proof::{Deleted, Found};
 /// 1. if a runtime store is configured, checks that the marker's
 ///    incarnation of the run is terminal there (a marker of a run that is
 ///    not terminal deletes nothing), or that the id holds a later run
-///    there; a marker of a workflow run the runtime store does not hold at
+///    there (once the pass has proved its store the workers', see below);
+///    a marker of a workflow run the runtime store does not hold at
 ///    all deletes nothing while the run has memo entries left and the
 ///    runtime store holds no remains of its incarnation (the runtime store
 ///    may be the wrong one); with remains ([`RuntimeStore::holds_remains`]:
@@ -322,10 +323,19 @@ impl RetentionSweeper {
         async move {
             let has_record = match self.check_terminal(run_id, incarnation).await? {
                 Found::Terminal => true,
-                Found::Other => false,
+                Found::Unchecked => false,
                 // A standalone run (memos outside a workflow) is never in a
                 // runtime store.
-                Found::Nothing if incarnation == Incarnation::STANDALONE => false,
+                Found::Nothing | Found::Other(_) if incarnation == Incarnation::STANDALONE => false,
+                // The id used again: as much a deleted run as one never
+                // held, unless the store is the workers' (the `proof`
+                // module).
+                Found::Other(later) => {
+                    if !self.check_used_again(run_id, later).await? {
+                        return Ok(Swept::Unproven);
+                    }
+                    false
+                }
                 Found::Nothing => match self.check_deleted_here(run_id, incarnation).await? {
                     Deleted::Here => false,
                     Deleted::Unproven => return Ok(Swept::Unproven),

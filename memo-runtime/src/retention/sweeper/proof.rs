@@ -2,14 +2,14 @@
 //! store does not hold (issue 20, item 11: an operator's sweep through a
 //! runtime store at another prefix than the workers').
 //!
-//! A runtime store that holds nothing of a run's incarnation is one of
-//! two things, which nothing stored of that run tells apart: the workers'
-//! store, after a deletion of the run finished there (what is left is its
-//! marker, or a due-run entry, which a pass or a worker deletes later), or
-//! a store the workers never wrote the run to (a mistyped or defaulted
-//! prefix), with the run alive in theirs. So a pass deletes a run's
-//! marker or due-run entry only with a proof, for that run or for the
-//! store:
+//! A runtime store that holds nothing of a run's incarnation (no run of
+//! its id, or another incarnation of it) is one of two things, which
+//! nothing stored of that run tells apart: the workers' store, after a
+//! deletion of the run finished there (what is left is its marker, or a
+//! due-run entry, which a pass or a worker deletes later), or a store the
+//! workers never wrote the run to (a mistyped or defaulted prefix), with
+//! the run alive in theirs. So a pass deletes a run's memo entries, marker
+//! or due-run entry only with a proof, for that run or for the store:
 //!
 //! - *for the run*: the runtime store holds the incarnation (its record,
 //!   or remains of a deletion of it that stopped part way:
@@ -17,8 +17,9 @@
 //!   the pass finishes its deletion there before the marker goes;
 //! - *for the store* ([`RetentionSweeper::proves_store`]): the store holds
 //!   an incarnation that this memo store names (the run of another
-//!   expired marker, of a due-run entry, or of memo entries
-//!   [`RetentionSweeper::delete_run`] cleared). Incarnations are drawn at
+//!   expired marker, of a due-run entry, of memo entries
+//!   [`RetentionSweeper::delete_run`] cleared, or a later run of a
+//!   marker's id that has memo entries). Incarnations are drawn at
 //!   random, so only a store a run was created in holds one: this is the
 //!   runtime store of the memo store's workers (a deployment has one), and
 //!   a run it holds nothing of was deleted there. A store at a mistyped
@@ -30,7 +31,9 @@
 //! at the end of the pass, a due-run entry of a run the store does not
 //! hold is deleted at the end of the index's listing. Both cost no request more in a pass
 //! that finds the proof (the loads it makes anyway prove the store); a
-//! deferred marker costs its checks twice. Without the proof they are
+//! deferred marker costs its checks twice, and a marker whose id holds a
+//! later run costs a listing of that run's entries while the store is not
+//! proved yet. Without the proof they are
 //! kept: the marker as a failure that says why, the entry with a warning.
 //!
 //! What is left unguarded: a runtime store that holds some of the memo
@@ -51,10 +54,12 @@ use crate::run_id::{Incarnation, RunId};
 pub(super) enum Found {
     /// The marker's incarnation, terminal.
     Terminal,
-    /// Another incarnation of the id, or no runtime store is configured.
-    Other,
+    /// Another incarnation of the id: this one.
+    Other(Incarnation),
     /// No run of the id.
     Nothing,
+    /// No runtime store is configured.
+    Unchecked,
 }
 
 /// Whether a pass may go on with a marker whose run the runtime store
@@ -85,9 +90,11 @@ impl RetentionSweeper {
     /// if it holds the marker's incarnation in a status that is not
     /// terminal, so that a stray marker can never clear a live run's
     /// entries. A later run of the same id (another incarnation) is not the
-    /// marker's run: that the id was used again proves the marker's run was
-    /// deleted from this runtime store. If that later run has ended, it is
-    /// given its marker (a no-op if it has one): `Runtime::recover` counts
+    /// marker's run: in the workers' store, that the id was used again
+    /// proves the marker's run was deleted there (in a store that holds the
+    /// id by chance and never held the marker's run it proves nothing: the
+    /// pass goes on only once its store is proved the workers'). If that
+    /// later run has ended, it is given its marker (a no-op if it has one): `Runtime::recover` counts
     /// an id with a marker of any incarnation as marked, so a later run
     /// whose own attempt stopped before marking it would otherwise be left
     /// unmarked, and never swept, once this marker is gone. The marker's
@@ -98,7 +105,7 @@ impl RetentionSweeper {
         incarnation: Incarnation,
     ) -> Result<Found> {
         let Some(store) = &self.config.runtime_store else {
-            return Ok(Found::Other);
+            return Ok(Found::Unchecked);
         };
         let run = match store.load_run(run_id).await? {
             None => return Ok(Found::Nothing),
@@ -111,7 +118,7 @@ impl RetentionSweeper {
                     };
                     self.config.memo_store.markers().write(&later).await?;
                 }
-                return Ok(Found::Other);
+                return Ok(Found::Other(run.incarnation));
             }
             Some(run) => run,
         };
@@ -127,6 +134,30 @@ impl RetentionSweeper {
                 run.status
             ),
         })
+    }
+
+    /// Whether a pass may go on with a marker whose id the runtime store
+    /// holds another incarnation of (`later`): once the store is proved
+    /// the workers', or if the memo store has entries of `later` (one
+    /// listing, only while the store is not proved): the store then holds
+    /// an incarnation the memo store names, and proves itself.
+    pub(super) async fn check_used_again(
+        &self,
+        run_id: &RunId,
+        later: Incarnation,
+    ) -> Result<bool> {
+        if self.proves_store() {
+            return Ok(true);
+        }
+        let named = self
+            .config
+            .memo_store
+            .has_incarnation_entries(run_id, later)
+            .await?;
+        if named {
+            self.store_proved();
+        }
+        Ok(named)
     }
 
     /// A marker whose run the runtime store does not hold at all is one of
@@ -192,10 +223,10 @@ impl RetentionSweeper {
 pub(super) fn unproven(run_id: &RunId) -> Error {
     Error::Conflict {
         what: format!("run {run_id}"),
-        reason: "it has an expired terminal marker and nothing else, and the runtime store \
-                 holds no run this pass met (it never held this one, or its deletion \
-                 finished there); nothing was deleted and the marker is kept (is the \
-                 runtime store's prefix the one the workers use?)"
+        reason: "it has an expired terminal marker, the runtime store holds nothing of \
+                 its incarnation, and no run this pass met (it never held this one, or \
+                 its deletion finished there); nothing was deleted and the marker is \
+                 kept (is the runtime store's prefix the one the workers use?)"
             .into(),
     }
 }
