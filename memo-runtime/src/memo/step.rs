@@ -61,8 +61,12 @@ pub(crate) trait AttemptHook: Send + Sync + std::fmt::Debug {
     /// leaves the run open, whatever the step's code does with the error.
     fn report(&self, error: &Error);
 
-    /// The attempt's number (the simulator's audit of step bodies asks).
-    #[cfg(feature = "testing")]
+    /// Whether the attempt holds its run's lease by the local clock now
+    /// (no request).
+    fn lease_is_live(&self) -> bool;
+
+    /// The attempt's number (named in a lease error; the simulator's audit
+    /// of step bodies asks too).
     fn attempt(&self) -> u32;
 }
 
@@ -142,9 +146,17 @@ impl Memo {
 
     /// The attempt of the workflow run this memo's lease belongs to; `None`
     /// for a standalone memo.
-    #[cfg(feature = "testing")]
     pub(crate) fn lease_attempt(&self) -> Option<u32> {
         self.attempt.as_ref().map(|attempt| attempt.attempt())
+    }
+
+    /// Whether the workflow attempt this memo belongs to holds its run's
+    /// lease by the local clock now (no request); a standalone memo has no
+    /// lease: always `true`.
+    pub(crate) fn lease_is_live(&self) -> bool {
+        self.attempt
+            .as_ref()
+            .is_none_or(|attempt| attempt.lease_is_live())
     }
 
     /// Makes sure the workflow attempt this memo belongs to holds its run's

@@ -72,7 +72,10 @@ impl AttemptHook for StepAttempt {
         self.interruption.record(error);
     }
 
-    #[cfg(feature = "testing")]
+    fn lease_is_live(&self) -> bool {
+        self.lease.is_live(&self.shared)
+    }
+
     fn attempt(&self) -> u32 {
         self.lease.fence().attempt
     }
