@@ -82,6 +82,8 @@ mod s3;
 mod shared_scope;
 #[path = "../simulation_deploy.rs"]
 mod simulation_deploy;
+#[path = "../standalone_keys.rs"]
+mod standalone_keys;
 #[path = "../sweeper.rs"]
 mod sweeper;
 #[path = "../unreachable_objects.rs"]
