@@ -118,6 +118,8 @@ mod workflow_timers;
 mod workflow_versions;
 #[path = "../workflow_worker.rs"]
 mod workflow_worker;
+#[path = "../wrong_prefix_sweeps.rs"]
+mod wrong_prefix_sweeps;
 
 /// Every file in `tests/tests/` runs: it is a `[[test]]` target's root in
 /// `tests/Cargo.toml`, or a module of exactly one target root. With
