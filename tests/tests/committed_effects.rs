@@ -194,3 +194,53 @@ async fn a_charge_committed_while_its_taker_over_renewed_its_lease_is_not_made_a
         );
     }
 }
+
+/// A store so slow that the lease lapses during every read of the charge's
+/// entry: the call renews the lease after each read and reads again, and
+/// after three reads gives the attempt up rather than start the charge on
+/// a read that a renewal followed. The run stays open; the next attempt,
+/// on a store that answers in time, charges once.
+#[tokio::test]
+async fn a_call_whose_lease_lapses_during_every_read_of_its_entry_gives_the_attempt_up() {
+    use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+    use std::sync::atomic::AtomicBool;
+
+    for backend in Backend::all() {
+        let name = backend.name();
+        let order = run("pay-slow-reads");
+        let clock = Arc::new(ManualClock::new(2_000_000));
+        let charges = Arc::new(AtomicU64::new(0));
+        let slow = Arc::new(AtomicBool::new(true));
+        let objects = FaultInjectingStore::new(backend.open());
+        objects.inject(FaultRule::fail_before(RequestKind::Get).matching({
+            let (clock, slow) = (clock.clone(), slow.clone());
+            move |path| {
+                if slow.load(Ordering::SeqCst) && path.as_ref().starts_with("memo/memos/") {
+                    clock.advance_ms(LEASE.as_millis() as u64 + 1);
+                }
+                false
+            }
+        }));
+        let a = process(&backend, Arc::new(objects), &clock, "worker-a");
+        let workflow = pay(charges.clone());
+        match a.run(&order, &7, &workflow).await {
+            Err(Error::LeaseLost {
+                attempt, reason, ..
+            }) => {
+                assert_eq!(attempt, 1, "{name}");
+                assert!(
+                    reason.contains("reads of the memoized call's entry"),
+                    "{name}: {reason}"
+                );
+            }
+            other => {
+                panic!("{name}: the charge started after a renewal with no read since: {other:?}")
+            }
+        }
+        assert_eq!(charges.load(Ordering::SeqCst), 0, "{name}");
+
+        slow.store(false, Ordering::SeqCst);
+        assert_eq!(a.run(&order, &7, &workflow).await.unwrap(), 1, "{name}");
+        assert_eq!(charges.load(Ordering::SeqCst), 1, "{name}");
+    }
+}
