@@ -17,8 +17,9 @@ def hchacha(key, n16):
 import sys
 # Usage: python3 tools/check_sealed_goldens.py HEX... (the GOLDEN_ENCRYPTED and
 # GOLDEN_BOTH frames of memo-runtime/src/envelope.rs, version 2, and the
-# GOLDEN_DATA_KEY and GOLDEN_DATA_KEY_COMPRESSED frames, version 3); prints
-# each one's compression byte and plaintext body.
+# GOLDEN_DATA_KEY, GOLDEN_DATA_KEY_COMPRESSED and GOLDEN_GENERATION frames,
+# version 3); prints each one's version, compression byte and plaintext body
+# (and, for version 3, the data key's id and generation).
 path=b"m/r/1/k"
 for golden in sys.argv[1:]:
     f=bytes.fromhex(golden)
@@ -28,12 +29,15 @@ for golden in sys.argv[1:]:
         # A keyring's key of version 1: all bytes 7.
         key=bytes([7]*32); header=f[:20]; domain=b"memo frame v2\0"
     else:
-        # The data key of id 1 (named at bytes 12..20): all bytes 9.
-        assert struct.unpack('<Q',f[12:20])[0]==1
+        # The data key of id 1, generation 1 (or of id 0, a standalone
+        # run's, of a generation; named at bytes 12..20 and 8..12): all
+        # bytes 9.
+        assert struct.unpack('<Q',f[12:20])[0] in (0,1)
         key=bytes([9]*32); header=f[:28]; domain=b"memo frame v3\0"
     body=f[len(header):-4]
     assert struct.unpack('<Q',header[-8:])[0]==len(body)
     nonce=body[:24]; ct=body[24:]
     sub=hchacha(key,nonce[:16])
     pt=ChaCha20Poly1305(sub).decrypt(b'\0\0\0\0'+nonce[16:], ct, domain+header+path)
-    print(f[4], header[6], pt.hex())
+    extra=' id %d generation %08x'%(struct.unpack('<Q',f[12:20])[0],struct.unpack('<I',f[8:12])[0]) if f[4]==3 else ''
+    print(f[4], header[6], pt.hex()+extra)

@@ -42,16 +42,21 @@
 //! | 1 | codec: 0 = raw bytes |
 //! | 1 | compression: 0 = none, 1 = zstd |
 //! | 1 | encryption: 1 = XChaCha20-Poly1305 |
-//! | 4 | data key version: 1 |
-//! | 8 | data key id: the run incarnation whose data key sealed it (0 for a shared namespace's) |
+//! | 4 | data key generation: 1, or a standalone run's key's generation |
+//! | 8 | data key id: the run incarnation whose data key sealed it (0 for a standalone run's or a shared namespace's) |
 //! | 8 | body length `n` |
 //! | `n` | body |
 //! | 4 | CRC-32 (IEEE) over everything before it |
 //!
 //! The run (or namespace) is the one the object is read for: its path
 //! says it, and a reader of a run's pointer, which does not know the
-//! incarnation beforehand, learns it from the id. Version 2 frames (sealed
-//! with a store keyring) and version 1 frames still read as before.
+//! incarnation beforehand, learns it from the id. The generation is 1 but
+//! for a standalone run's key made since generations (a random number, 2
+//! or more, that the key store records beside the key; see
+//! [`DataKeys`](crate::seal::DataKeys), *Standalone runs*); a frame
+//! written before generations records 1 there, the generation of every
+//! key stored without one. Version 2 frames (sealed with a store keyring)
+//! and version 1 frames still read as before.
 //!
 //! The body, compressed: the payload's length (8 bytes) then one zstd
 //! frame. Encrypted: a random 24-byte nonce, the ciphertext of the
@@ -72,7 +77,7 @@ use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 use object_store::path::Path;
 
 use crate::error::{Error, Result};
-use crate::seal::{Compression, Seal};
+use crate::seal::{Compression, KeyRef, Seal};
 
 const MAGIC: &[u8; 4] = b"MEMO";
 const PLAIN_VERSION: u8 = 1;
@@ -86,9 +91,6 @@ const CIPHER_XCHACHA20_POLY1305: u8 = 1;
 const PLAIN_HEADER_LEN: usize = 4 + 1 + 1 + 8;
 const SEALED_HEADER_LEN: usize = 4 + 1 + 1 + 1 + 1 + 4 + 8;
 const DATA_KEY_HEADER_LEN: usize = SEALED_HEADER_LEN + 8;
-/// The version of a run's data key recorded in a version-3 frame: one key
-/// per run incarnation, so far never replaced.
-const RUN_DATA_KEY_VERSION: u32 = 1;
 const TRAILER_LEN: usize = 4;
 const LENGTH_LEN: usize = 8;
 const NONCE_LEN: usize = 24;
@@ -111,8 +113,8 @@ pub(crate) const MAX_OVERHEAD: usize = DATA_KEY_HEADER_LEN + TRAILER_LEN + NONCE
 enum FrameKey<'a> {
     /// A store keyring's key of this version (frame version 2).
     Ring(u32, &'a XChaCha20Poly1305),
-    /// The data key of this id (frame version 3).
-    Data(u64, &'a XChaCha20Poly1305),
+    /// The data key named so (frame version 3).
+    Data(KeyRef, &'a XChaCha20Poly1305),
 }
 
 impl FrameKey<'_> {
@@ -126,8 +128,8 @@ impl FrameKey<'_> {
 /// The key `seal` writes with: its fetched data key, else its keyring's
 /// current key.
 fn write_key(seal: &Seal) -> Option<FrameKey<'_>> {
-    if let Some((id, cipher)) = seal.data_key() {
-        return Some(FrameKey::Data(id, cipher));
+    if let Some((key, cipher)) = seal.data_key() {
+        return Some(FrameKey::Data(key, cipher));
     }
     debug_assert!(
         seal.data_keys().is_none() || seal.keys().is_some(),
@@ -138,17 +140,20 @@ fn write_key(seal: &Seal) -> Option<FrameKey<'_>> {
         .map(|(version, cipher)| FrameKey::Ring(version, cipher))
 }
 
-/// The data key id a version-3 frame names, if `framed` is one.
-pub(crate) fn data_key_id(framed: &[u8]) -> Option<u64> {
+/// The data key a version-3 frame names (its id and generation), if
+/// `framed` is one.
+pub(crate) fn data_key_ref(framed: &[u8]) -> Option<KeyRef> {
     if framed.len() < DATA_KEY_HEADER_LEN || &framed[..4] != MAGIC || framed[4] != DATA_KEY_VERSION
     {
         return None;
     }
-    Some(u64::from_le_bytes(
+    let id = u64::from_le_bytes(
         framed[SEALED_HEADER_LEN - 8..SEALED_HEADER_LEN]
             .try_into()
             .expect("8 bytes"),
-    ))
+    );
+    let generation = u32::from_le_bytes(framed[8..12].try_into().expect("4 bytes"));
+    Some(KeyRef { id, generation })
 }
 
 /// Frames `payload` for storage at `path` as `seal` says.
@@ -295,9 +300,9 @@ fn frame_sealed_with(
     match key {
         None => out.put_u32_le(0),
         Some(FrameKey::Ring(version, _)) => out.put_u32_le(version),
-        Some(FrameKey::Data(id, _)) => {
-            out.put_u32_le(RUN_DATA_KEY_VERSION);
-            out.put_u64_le(id);
+        Some(FrameKey::Data(key, _)) => {
+            out.put_u32_le(key.generation);
+            out.put_u64_le(key.id);
         }
     }
     out.put_u64_le(sealed_len as u64);
@@ -453,14 +458,16 @@ fn open_sealed(
         return Err(corrupt(format!("unknown compression {compression}")));
     }
     let body = match (cipher, key_version) {
-        (CIPHER_XCHACHA20_POLY1305, RUN_DATA_KEY_VERSION) if data_key => {
-            let id = data_key_id(&framed).expect("a version-3 frame of its full header");
+        (CIPHER_XCHACHA20_POLY1305, 1..) if data_key => {
+            let key = data_key_ref(&framed).expect("a version-3 frame of its full header");
+            let id = key.id;
             let cipher = match seal.data_key() {
-                Some((at, cipher)) if at == id => cipher,
+                Some((at, cipher)) if at == key => cipher,
                 _ => {
                     return Err(corrupt(format!(
-                        "the object is encrypted with data key {id:016x}, which was not \
-                         fetched for this read"
+                        "the object is encrypted with data key {id:016x} (generation {}), \
+                         which was not fetched for this read",
+                        key.generation
                     )));
                 }
             };
@@ -470,7 +477,7 @@ fn open_sealed(
         }
         _ if data_key => {
             return Err(corrupt(format!(
-                "unknown encryption {cipher} with data key version {key_version}"
+                "unknown encryption {cipher} with data key generation {key_version}"
             )));
         }
         (CIPHER_NONE, 0) => {
@@ -728,8 +735,13 @@ mod tests {
     const GOLDEN_DATA_KEY_COMPRESSED: &str = "4d454d4f030001010100000001000000000000004500000000000000000102030405060708090a0b0c0d0e0f10111213141516177047506b02b64e124f1c4803d6082282c0230f92211428db03c8b01413b0f3e0adb7dde9b900679d19f522b00ca3a89cb5";
 
     fn data_keyed(seal: Seal) -> Seal {
-        seal.with_fetched_data_key(1, [9; 32])
+        seal.with_fetched_data_key(1, 1, [9; 32])
     }
+
+    /// A version-3 golden sealed with a standalone run's key of a
+    /// generation (id 0, generation `0x12345678`, all bytes 9). Decrypted
+    /// independently by `tools/check_sealed_goldens.py`.
+    const GOLDEN_GENERATION: &str = "4d454d4f030000017856341200000000000000005700000000000000000102030405060708090a0b0c0d0e0f101112131415161737223c076d9626770bc508de9e422beeaf330f92211428db6aaddeed5e3cbe7774c43d626c567ed376672e8e3592fc463d7d6463965508583235cb18919079dc7793c9";
 
     #[test]
     fn the_frames_sealed_with_a_data_key_are_pinned() {
@@ -739,7 +751,13 @@ mod tests {
         ] {
             let framed = sealed_with_fixed_nonce("m/r/1/k", GOLDEN_PAYLOAD, &seal);
             assert_eq!(hex(&framed), golden, "the stored frame changed");
-            assert_eq!(data_key_id(&framed), Some(1));
+            assert_eq!(
+                data_key_ref(&framed),
+                Some(KeyRef {
+                    id: 1,
+                    generation: 1
+                })
+            );
             assert_eq!(
                 &open(&p("m/r/1/k"), unhex(golden), &seal, MAX).unwrap()[..],
                 GOLDEN_PAYLOAD
@@ -751,15 +769,48 @@ mod tests {
     fn a_data_keyed_frame_opens_only_with_its_own_key_fetched() {
         let framed = seal(&p("p/x"), b"secret", &data_keyed(Seal::plain()));
         assert_eq!(framed[4], DATA_KEY_VERSION);
-        let other_id = Seal::plain().with_fetched_data_key(2, [9; 32]);
+        let other_id = Seal::plain().with_fetched_data_key(2, 1, [9; 32]);
         assert!(corrupt_reason("p/x", framed.clone(), &other_id).contains("not fetched"));
-        let other_key = Seal::plain().with_fetched_data_key(1, [8; 32]);
+        let other_key = Seal::plain().with_fetched_data_key(1, 1, [8; 32]);
         assert!(
             corrupt_reason("p/x", framed.clone(), &other_key).contains("does not authenticate")
         );
         // A keyring cannot open it, nor can a plain store read it.
         assert!(corrupt_reason("p/x", framed.clone(), &encrypted()).contains("not fetched"));
         assert!(corrupt_reason("p/x", framed, &plain()).contains("not fetched"));
+    }
+
+    #[test]
+    fn a_frame_sealed_with_a_generation_names_it_and_opens_only_with_it() {
+        let seal = Seal::plain().with_fetched_data_key(0, 0x1234_5678, [9; 32]);
+        let framed = sealed_with_fixed_nonce("m/r/1/k", GOLDEN_PAYLOAD, &seal);
+        assert_eq!(hex(&framed), GOLDEN_GENERATION, "the stored frame changed");
+        let key = KeyRef {
+            id: 0,
+            generation: 0x1234_5678,
+        };
+        assert_eq!(data_key_ref(&framed), Some(key));
+        assert_eq!(
+            &open(&p("m/r/1/k"), framed.clone(), &seal, MAX).unwrap()[..],
+            GOLDEN_PAYLOAD
+        );
+        // The same key under another generation is not the one it names;
+        // a generation changed in the frame (checksum mended) does not
+        // authenticate.
+        let other = Seal::plain().with_fetched_data_key(0, 0x1234_5679, [9; 32]);
+        assert!(corrupt_reason("m/r/1/k", framed.clone(), &other).contains("not fetched"));
+        let mut moved = framed.to_vec();
+        moved[8..12].copy_from_slice(&0x1234_5679u32.to_le_bytes());
+        let end = moved.len() - TRAILER_LEN;
+        let crc = crc32fast::hash(&moved[..end]);
+        moved[end..].copy_from_slice(&crc.to_le_bytes());
+        assert!(corrupt_reason("m/r/1/k", moved.into(), &other).contains("does not authenticate"));
+        // Generation 0 is no generation.
+        let mut zero = framed.to_vec();
+        zero[8..12].copy_from_slice(&[0; 4]);
+        let crc = crc32fast::hash(&zero[..end]);
+        zero[end..].copy_from_slice(&crc.to_le_bytes());
+        assert!(corrupt_reason("m/r/1/k", zero.into(), &seal).contains("generation 0"));
     }
 
     #[test]

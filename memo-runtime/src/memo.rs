@@ -251,6 +251,18 @@ impl MemoStore {
     ///
     /// Workflow steps get theirs from the workflow runtime, bound to the
     /// run's incarnation ([`memo_for`](Self::memo_for)).
+    ///
+    /// Every use of a standalone run id shares its entries, across clears:
+    /// a run cleared ([`clear_memos_for_run`](Self::clear_memos_for_run),
+    /// a sweep of its [marker](crate::retention::Markers::write_standalone))
+    /// while another process uses it may lose the entries that use writes
+    /// meanwhile (they read as misses, and are computed again). With
+    /// per-run data keys ([`DataKeys`](crate::seal::DataKeys)), a clear
+    /// that forgets the run's key does the same and no more: the key has a
+    /// generation, a write seals with the one the key store holds, and an
+    /// entry sealed with a forgotten one reads as a miss (and the next put
+    /// replaces it), never as corrupt; see `DataKeys`, *Standalone runs*.
+    /// That costs each put of a standalone entry one `GET` of its key.
     pub fn new_memo(&self, run_id: &RunId, step_number: u32) -> Memo {
         self.memo_for(run_id, Incarnation::STANDALONE, step_number)
     }

@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{ObjectStore, ObjectStoreExt, UpdateVersion};
 
 use crate::envelope;
 use crate::error::{Error, Result};
@@ -114,7 +114,9 @@ impl Limit {
 }
 
 /// Reads the object at `path` whole, unless it is larger than `limit`;
-/// `None` if it does not exist.
+/// `None` if it does not exist. With it, the version of the object read
+/// (its e-tag and version, as far as the store tells them): what a
+/// conditional update of that object names.
 ///
 /// The size is the one the store reports with the object's metadata, known
 /// before the body is read: an oversize object costs one request and no
@@ -128,7 +130,7 @@ pub(crate) async fn read_bounded(
     store: &dyn ObjectStore,
     path: &Path,
     limit: Limit,
-) -> Result<Option<Bytes>> {
+) -> Result<Option<(Bytes, UpdateVersion)>> {
     let got = match store.get(path).await {
         Ok(got) => got,
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
@@ -137,12 +139,16 @@ pub(crate) async fn read_bounded(
     if !limit.admits_object(got.meta.size) {
         return Err(limit.exceeded(path, got.meta.size));
     }
+    let version = UpdateVersion {
+        e_tag: got.meta.e_tag.clone(),
+        version: got.meta.version.clone(),
+    };
     match got.bytes().await {
         // A store whose body outgrew the size it announced.
         Ok(body) if !limit.admits_object(body.len() as u64) => {
             Err(limit.exceeded(path, body.len() as u64))
         }
-        Ok(body) => Ok(Some(body)),
+        Ok(body) => Ok(Some((body, version))),
         // Deleted between the head of the response and its body.
         Err(object_store::Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(Error::store(path, e)),
@@ -180,6 +186,7 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap()
+                .0
                 .len(),
             most
         );

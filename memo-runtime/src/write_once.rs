@@ -4,7 +4,9 @@
 
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{
+    ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, PutResult, UpdateVersion,
+};
 
 use crate::envelope;
 use crate::error::{Error, Result};
@@ -50,7 +52,8 @@ impl Created {
 }
 
 /// Reads and unframes the object at `path`, sealed by `seal`; `None` if it
-/// does not exist.
+/// does not exist, or is an entry of a cleared standalone run (see
+/// [`Seal::for_reading_entry`]).
 ///
 /// # Errors
 ///
@@ -63,17 +66,42 @@ pub(crate) async fn read(
     limit: Limit,
     seal: &Seal,
 ) -> Result<Option<Bytes>> {
-    let Some(framed) = read_bounded(store, path, limit).await? else {
-        return Ok(None);
+    Ok(match read_entry(store, path, limit, seal).await? {
+        Found::Value(payload) => Some(payload),
+        Found::Absent | Found::Stale(_) => None,
+    })
+}
+
+/// What [`read_entry`] found at a path.
+enum Found {
+    /// A committed payload.
+    Value(Bytes),
+    /// No object.
+    Absent,
+    /// An entry of a cleared standalone run: a miss, which a create
+    /// replaces; the version read, for a conditional update of it.
+    Stale(UpdateVersion),
+}
+
+async fn read_entry(
+    store: &dyn ObjectStore,
+    path: &Path,
+    limit: Limit,
+    seal: &Seal,
+) -> Result<Found> {
+    let Some((framed, version)) = read_bounded(store, path, limit).await? else {
+        return Ok(Found::Absent);
     };
-    let seal = seal
-        .for_reading(path, crate::envelope::data_key_id(&framed))
-        .await?;
+    let key = envelope::data_key_ref(&framed);
+    let Some(seal) = seal.for_reading_entry(path, key).await? else {
+        tracing::debug!(%path, "an entry of a cleared standalone run reads as a miss");
+        return Ok(Found::Stale(version));
+    };
     let payload = envelope::open(path, framed, &seal, limit.max_payload())?;
     if payload.len() as u64 > limit.max_payload() {
         return Err(limit.payload_exceeded(path, payload.len() as u64));
     }
-    Ok(Some(payload))
+    Ok(Found::Value(payload))
 }
 
 /// Creates the object at `path` holding `payload` (framed and sealed by
@@ -83,6 +111,15 @@ pub(crate) async fn read(
 /// A failure whose effect is unknown (a timeout, a lost acknowledgement) is
 /// settled by reading back: if the object exists, its content is the answer,
 /// whoever wrote it; if not, the create is tried again.
+///
+/// An entry of a cleared standalone run found at `path` (one that reads as
+/// a miss) is replaced, sealed again with the key the key store holds now:
+/// by a conditional update of the entry read, so that of two writers
+/// replacing it one wins and the other reads the winner's value back. A
+/// store with no conditional update (a local folder) deletes it and
+/// creates `path` again; two writers that found it at the same moment may
+/// then both commit, one after the other, and get different values, as
+/// two uses racing the run's clear may.
 ///
 /// The framed object, and the payload before compression, must fit
 /// `limit`, the limit its reads are held to, so that memo never writes what
@@ -112,15 +149,22 @@ pub(crate) async fn create_once(
             limit: usize::try_from(limit.bytes()).unwrap_or(usize::MAX),
         });
     }
-    let seal = seal.for_writing(path).await?;
-    let framed = envelope::seal(path, payload, &seal);
+    let mut sealed = seal.for_writing(path).await?;
+    let mut framed = envelope::seal(path, payload, &sealed);
+    // The entry of a cleared standalone run found at `path`, to replace.
+    let mut stale = None;
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let opts = PutOptions::from(PutMode::Create);
-        let outcome = store
-            .put_opts(path, PutPayload::from(framed.clone()), opts)
-            .await;
+        let outcome = match stale.take() {
+            None => {
+                let opts = PutOptions::from(PutMode::Create);
+                store
+                    .put_opts(path, PutPayload::from(framed.clone()), opts)
+                    .await
+            }
+            Some(version) => replace(store, path, &framed, version).await,
+        };
         let failure = match outcome {
             Ok(_) => return Ok(Created::Ours(envelope::payload_of_sealed(&framed, payload))),
             Err(object_store::Error::NotImplemented { .. }) => {
@@ -128,24 +172,71 @@ pub(crate) async fn create_once(
                     path: path.to_string(),
                 });
             }
+            // Committed first by another writer (or, replacing, replaced
+            // or cleared by one).
             Err(e @ object_store::Error::AlreadyExists { .. })
-            | Err(e @ object_store::Error::Precondition { .. }) => {
-                match read(store, path, limit, &seal).await? {
-                    Some(committed) => return Ok(classify(payload, committed)),
+            | Err(e @ object_store::Error::Precondition { .. })
+            | Err(e @ object_store::Error::NotFound { .. }) => {
+                match read_entry(store, path, limit, &sealed).await? {
+                    Found::Value(committed) => return Ok(classify(payload, committed)),
                     // Swept between our create and the read: try again.
-                    None => e,
+                    Found::Absent => e,
+                    Found::Stale(version) => {
+                        stale = Some(version);
+                        e
+                    }
                 }
             }
-            Err(e) => match read(store, path, limit, &seal).await {
-                Ok(Some(committed)) => return Ok(classify(payload, committed)),
-                Ok(None) | Err(_) => e,
+            Err(e) => match read_entry(store, path, limit, &sealed).await {
+                Ok(Found::Value(committed)) => return Ok(classify(payload, committed)),
+                Ok(Found::Stale(version)) => {
+                    stale = Some(version);
+                    e
+                }
+                Ok(Found::Absent) | Err(_) => e,
             },
         };
         if attempt >= CREATE_ATTEMPTS {
             return Err(Error::store(path, failure));
         }
+        if stale.is_some() {
+            // The entry there was sealed with a generation of its run's
+            // key that the key store no longer holds; ours may have been
+            // too (fetched before the same forget): seal it with the key
+            // the store holds now.
+            sealed = seal.for_writing(path).await?;
+            framed = envelope::seal(path, payload, &sealed);
+        }
         tracing::debug!(%path, attempt, error = %failure, "create outcome unknown; retrying");
     }
+}
+
+/// Writes `framed` at `path` over the entry of a cleared standalone run
+/// read there as `version` (see [`create_once`]).
+async fn replace(
+    store: &dyn ObjectStore,
+    path: &Path,
+    framed: &Bytes,
+    version: UpdateVersion,
+) -> object_store::Result<PutResult> {
+    if version.e_tag.is_some() || version.version.is_some() {
+        let opts = PutOptions::from(PutMode::Update(version));
+        match store
+            .put_opts(path, PutPayload::from(framed.clone()), opts)
+            .await
+        {
+            Err(object_store::Error::NotImplemented { .. }) => {}
+            other => return other,
+        }
+    }
+    match store.delete(path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let opts = PutOptions::from(PutMode::Create);
+    store
+        .put_opts(path, PutPayload::from(framed.clone()), opts)
+        .await
 }
 
 fn classify(ours: &[u8], committed: Bytes) -> Created {

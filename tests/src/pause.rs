@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{
-    self, ObjectMeta, ObjectStore, PutOptions, PutPayload, PutResult,
+    self, GetOptions, GetResult, ObjectMeta, ObjectStore, PutOptions, PutPayload, PutResult,
 };
 use memo_runtime::testing::forward_object_store;
 use tokio::sync::oneshot;
@@ -25,6 +25,9 @@ pub enum Held {
     /// The first listing of a folder under the prefix: it lists what is
     /// there once released, not when it was asked for.
     List,
+    /// The first read of an object under the prefix: it reads what is
+    /// there once released.
+    Get,
 }
 
 /// The held request's side of a [`Pause`]: it says it got there, then
@@ -148,6 +151,19 @@ impl ObjectStore for Pauses {
         .boxed()
     }
 
-    forward_object_store!(self.inner => put_multipart_opts, get_opts, get_ranges,
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        if self.held == Held::Get
+            && let Some(gate) = Pauses::take_gate(&self.gate, &self.prefix, location)
+        {
+            wait_at(gate).await;
+        }
+        self.inner.get_opts(location, options).await
+    }
+
+    forward_object_store!(self.inner => put_multipart_opts, get_ranges,
         list_with_offset, list_with_delimiter, copy_opts, rename_opts);
 }

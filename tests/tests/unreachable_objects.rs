@@ -6,9 +6,11 @@
 //! simulator's "no object is left unreachable after every run is swept".
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::TryStreamExt;
+use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
@@ -16,8 +18,9 @@ use memo_runtime::runtime_store::{
     AttemptCost, Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
 };
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, MemoStore, RunId,
+    Bytes, Error, Memo, MemoStore, RunId, memoized,
     retention::{RetentionSweeper, TerminalMarker},
 };
 use memo_tests::fixtures::{Backend, Faulty, run};
@@ -662,4 +665,156 @@ async fn a_listing_whose_tidying_delete_lands_after_a_creation_writes_the_hint_b
             created.incarnation
         )]
     );
+}
+
+/// A memoized side effect: counts its runs, returns its run's number.
+#[memoized(skip(runs))]
+async fn reserve_seat(memo: &Memo, runs: &AtomicU64, order: u32) -> Result<u64, Error> {
+    let _ = order;
+    Ok(runs.fetch_add(1, Ordering::SeqCst) + 1)
+}
+
+type Reserved = futures::future::BoxFuture<'static, Result<u32, Error>>;
+
+/// One step that reserves a seat.
+fn reservation(
+    runs: Arc<AtomicU64>,
+) -> Workflow<impl Fn(Context, u32) -> Reserved + Send + Sync + 'static> {
+    Workflow::new("reservation", move |ctx: Context, order: u32| {
+        let runs = runs.clone();
+        Box::pin(async move {
+            ctx.step("reserve", |memo| {
+                let runs = runs.clone();
+                async move { Ok::<_, Error>(reserve_seat(&memo, &runs, order).await? as u32) }
+            })
+            .await
+        }) as Reserved
+    })
+}
+
+/// Seed 3121 of the deployment world (the history of seed 2281, to its
+/// end): attempt A runs a memoized side effect and stalls before its value
+/// commits; its lease expires, attempt B takes the run over, ends it, and
+/// a sweep deletes the run, memo entries and all, marker last. A's commit
+/// then creates the freed key in the deleted incarnation's folder, where
+/// no sweep will ever look again (the marker is gone). A's lease check
+/// refuses the value; A must also take its entry back.
+#[tokio::test]
+async fn a_stale_attempts_memo_entry_committed_after_its_run_was_swept_is_taken_back() {
+    const LEASE: Duration = Duration::from_secs(30);
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-12");
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let runs = Arc::new(AtomicU64::new(0));
+        let workflow = Arc::new(reservation(runs.clone()));
+        let process = |memo: Arc<dyn ObjectStore>, worker: &str| {
+            Runtime::builder()
+                .memo_store(MemoStore::new(memo, "memo"))
+                .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+                    backend.open(),
+                    "runs",
+                )))
+                .clock(clock.clone())
+                .lease(LEASE)
+                .worker_id(worker)
+                .build()
+                .unwrap()
+        };
+
+        // A's memo entry write, its reservation's commit, is held.
+        let (paused, commit) = Pauses::new(backend.open(), Held::Put, Path::from("memo/memos"));
+        let a = process(Arc::new(paused), "worker-a");
+        let attempt_a = tokio::spawn({
+            let (run_id, workflow) = (run_id.clone(), workflow.clone());
+            async move { a.run(&run_id, &7, &*workflow).await }
+        });
+        commit.reached.await.unwrap();
+
+        // A's lease expires; B takes the run over and ends it; a sweep
+        // deletes it whole.
+        clock.advance_ms(LEASE.as_millis() as u64 + 1_000);
+        let b = process(backend.open(), "worker-b");
+        assert_eq!(b.run(&run_id, &7, &*workflow).await.unwrap(), 2, "{name}");
+        let sweeper = b.retention_sweeper();
+        assert!(sweeper.delete_run(&run_id).await.unwrap(), "{name}");
+        sweeper.sweep_once(u64::MAX).await.unwrap();
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "").await,
+            Vec::<String>::new(),
+            "{name}: the run is deleted whole"
+        );
+
+        // A's commit lands on the freed key, and is refused.
+        commit.release.send(()).unwrap();
+        assert!(attempt_a.await.unwrap().is_err(), "{name}");
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "").await,
+            Vec::<String>::new(),
+            "{name}: the stale attempt left objects of the deleted run"
+        );
+    }
+}
+
+/// Seed 101 of the deployment world: a process reads a finished run (its
+/// pointer, then the listing of its checkpoint deltas) and stalls before
+/// it reads the newest delta; a sweep deletes the run meanwhile. The
+/// delta is gone, and so is everything a second listing could find: the
+/// read took the deleted run for one just created, `Pending` with an empty
+/// log, and a redelivery committed its first attempt into the freed log
+/// (its worker died before it took the entry back, and nothing reaches
+/// that folder again). A delta that vanished with none after it is a
+/// deletion, not a run just created: the read finds no run.
+#[tokio::test]
+async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-13");
+        let writer =
+            ObjectStoreRuntimeStore::new(backend.open(), "runs").with_checkpoint_interval(1);
+        let created = writer.create_run(order(&run_id)).await.unwrap();
+        let start = Commit::status(StatusChange::start_attempt(1), 2);
+        writer.atomic_apply(&run_id, start).await.unwrap();
+
+        // The reader's read of the newest delta is held.
+        let deltas = Path::from(format!("runs/runs/order-13/{}/delta", created.incarnation));
+        let (paused, read) = Pauses::new(backend.open(), Held::Get, deltas);
+        let reader = Arc::new(ObjectStoreRuntimeStore::new(Arc::new(paused), "runs"));
+        let loading = tokio::spawn({
+            let (reader, run_id) = (reader.clone(), run_id.clone());
+            async move { reader.load_run(&run_id).await }
+        });
+        read.reached.await.unwrap();
+
+        // The run ends and is deleted whole.
+        writer.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            writer
+                .delete_run(&run_id, created.incarnation)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+
+        read.release.send(()).unwrap();
+        let loaded = loading.await.unwrap().unwrap();
+        assert_eq!(
+            loaded.map(|run| run.status),
+            None,
+            "{name}: a deleted run read as another"
+        );
+        // So a commit finds no run, and writes nothing.
+        let late = Commit::status(StatusChange::start_attempt(1), 5);
+        assert!(reader.atomic_apply(&run_id, late).await.is_err(), "{name}");
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
 }

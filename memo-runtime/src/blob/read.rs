@@ -77,7 +77,7 @@ impl Reader {
         // once; after that the seal holds it.
         if let Cow::Owned(seal) = self
             .seal
-            .for_reading(&self.path, crate::envelope::data_key_id(&frame))
+            .for_reading(&self.path, crate::envelope::data_key_ref(&frame))
             .await?
         {
             self.seal = seal;

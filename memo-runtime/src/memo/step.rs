@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use serde::Serialize;
 
@@ -56,13 +57,22 @@ pub(crate) trait AttemptHook: Send + Sync + std::fmt::Debug {
     /// a renewal failed.
     fn ensure_lease(&self) -> futures::future::BoxFuture<'_, Result<()>>;
 
+    /// Whether `incarnation` is still its run's current incarnation (a read
+    /// of the run): `false` once a deletion removed it, which no later
+    /// write brings back.
+    fn is_current(&self, incarnation: Incarnation) -> futures::future::BoxFuture<'_, Result<bool>>;
+
     /// Tells the attempt of a memo-layer error met in its step: one that
     /// does not fail the run ([`Error::fails_run`]) stops the attempt and
     /// leaves the run open, whatever the step's code does with the error.
     fn report(&self, error: &Error);
 
-    /// The attempt's number (the simulator's audit of step bodies asks).
-    #[cfg(feature = "testing")]
+    /// Whether the attempt holds its run's lease by the local clock now
+    /// (no request).
+    fn lease_is_live(&self) -> bool;
+
+    /// The attempt's number (named in a lease error; the simulator's audit
+    /// of step bodies asks too).
     fn attempt(&self) -> u32;
 }
 
@@ -142,9 +152,17 @@ impl Memo {
 
     /// The attempt of the workflow run this memo's lease belongs to; `None`
     /// for a standalone memo.
-    #[cfg(feature = "testing")]
     pub(crate) fn lease_attempt(&self) -> Option<u32> {
         self.attempt.as_ref().map(|attempt| attempt.attempt())
+    }
+
+    /// Whether the workflow attempt this memo belongs to holds its run's
+    /// lease by the local clock now (no request); a standalone memo has no
+    /// lease: always `true`.
+    pub(crate) fn lease_is_live(&self) -> bool {
+        self.attempt
+            .as_ref()
+            .is_none_or(|attempt| attempt.lease_is_live())
     }
 
     /// Makes sure the workflow attempt this memo belongs to holds its run's
@@ -160,6 +178,26 @@ impl Memo {
         match &self.attempt {
             Some(attempt) => attempt.ensure_lease().await,
             None => Ok(()),
+        }
+    }
+
+    /// Takes back the entry of `key` this memo just created, if its run
+    /// incarnation is gone: a value committed after the attempt lost its
+    /// lease may land after a sweep deleted the run, its entries and its
+    /// marker, in a folder no sweep lists again. Only then: while the
+    /// incarnation lives, another attempt may have read the entry. Best
+    /// effort, a `GET` or two and a `DELETE`, on that failure path only. A
+    /// copy in this process's entry cache stays; nothing reads a deleted
+    /// incarnation's entries but a stale attempt of it, whose commits fail.
+    pub(crate) async fn take_back_if_deleted(&self, key: &str) {
+        let Some(attempt) = self.attempt.as_ref().filter(|_| self.shared.is_none()) else {
+            return;
+        };
+        if let Ok(false) = attempt.is_current(self.incarnation).await {
+            let path = self.key_path(key);
+            if let Err(e) = self.store.store().delete(&path).await {
+                tracing::debug!(run_id = %self.run_id, %path, error = %e, "entry of a deleted run not taken back");
+            }
         }
     }
 

@@ -15,6 +15,11 @@ use crate::{Error, Memo, Result};
 use super::bounds::{FromMemoError, MemoResult, StoredValue};
 use super::flight::Flight;
 
+/// How many times a memoized call reads its entry under its flight, each
+/// read followed by a renewal of a lease that lapsed meanwhile, before it
+/// gives the attempt up (see `Call::find`).
+const LEASED_READS: u32 = 3;
+
 #[cfg(any(test, feature = "testing"))]
 tokio::task_local! {
     /// The memoized call whose body is being polled, while calls are
@@ -358,18 +363,36 @@ impl<'a> Call<'a> {
         // wait and then find its committed value on the re-read, so
         // identical calls in one process run the body once.
         self.flight = Some(Flight::enter(self.memo.flight_key(key)).await);
-        if let Some(committed) = self.memo.get(key).await? {
-            return Ok(Step::Committed(committed, Outcome::Hit));
-        }
         // The step checked its lease before it began, but this call has
         // awaited reads since: a pause or a clock jump there may have let
-        // the lease expire and another attempt take the run over. Check it
-        // again, with no await between the check and the body's start.
-        self.memo
-            .ensure_lease()
-            .await
-            .inspect_err(|e| self.memo.report_transient(e))?;
-        Ok(Step::Run)
+        // the lease expire and another attempt take the run over. So the
+        // body starts only when a read found no entry and the lease is live
+        // by the local clock right after it, with no await in between. A
+        // lapsed lease is renewed and the entry read again: the renewal
+        // awaits a commit, and meanwhile the value of an attempt that lost
+        // the run while its body ran (the one this attempt took over) may
+        // land, and a committed value's body never runs again.
+        for _ in 0..LEASED_READS {
+            if let Some(committed) = self.memo.get(key).await? {
+                return Ok(Step::Committed(committed, Outcome::Hit));
+            }
+            if self.memo.lease_is_live() {
+                return Ok(Step::Run);
+            }
+            self.memo
+                .ensure_lease()
+                .await
+                .inspect_err(|e| self.memo.report_transient(e))?;
+        }
+        let lapsed = Error::LeaseLost {
+            run_id: self.memo.run_id().to_string(),
+            attempt: self.memo.lease_attempt().unwrap_or_default(),
+            reason: format!(
+                "the lease lapsed again during each of {LEASED_READS} reads of the memoized call's entry"
+            ),
+        };
+        self.memo.report_transient(&lapsed);
+        Err(lapsed)
     }
 
     /// Commits the body's encoded `Ok` value ([`Codec::ran`]); the value
@@ -398,8 +421,11 @@ impl<'a> Call<'a> {
                 // before ours landed: ours is then a value no other caller
                 // of the key ever sees. Checked by the local clock while the
                 // lease is live (no request); a lapsed lease is renewed,
-                // which fails once the run was taken over or is gone.
+                // which fails once the run was taken over or is gone. If
+                // it is gone, ours is the entry of a deleted run, which no
+                // sweep lists again: taken back.
                 if let Err(e) = self.memo.ensure_lease().await {
+                    self.memo.take_back_if_deleted(key).await;
                     self.memo.report_transient(&e);
                     return Step::Failed(e);
                 }

@@ -6,82 +6,31 @@
 //! Under the key store's prefix: `runs/<run>/<inc>` (the data key of one run
 //! incarnation, standalone memos under incarnation `0000000000000000`) and
 //! `shared/<ns>` (the data key of one shared namespace), `<run>` and
-//! `<inc>` as in the data store's layout. Each holds a wrapped key:
-//!
-//! | bytes | field |
-//! |---|---|
-//! | 4 | magic `b"MKEY"` |
-//! | 1 | format version 1 |
-//! | 4 | version of the key-encryption key that wrapped it |
-//! | 2 | wrapped length `n` (at most 4096) |
-//! | `n` | the wrapped key, as the key-encryption key made it |
-//! | 4 | CRC-32 (IEEE) over everything before it |
-//!
-//! The wrap is bound to the name (`runs/<run>/<inc>`), so a wrapped key
-//! copied under another run's name does not unwrap.
+//! `<inc>` as in the data store's layout. Each holds a wrapped key, in the
+//! record `key_record` describes: a standalone run's with its generation.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use chacha20poly1305::XChaCha20Poly1305;
 use chacha20poly1305::aead::KeyInit;
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-use super::wrap::{DataKey, KeyEncryptionKey, WrappedKey, unreadable_key};
+use super::key_record::{FIRST_GENERATION, KeyRecord, context, new_generation};
+use super::scope::run_key_name;
+use super::wrap::{DataKey, KeyEncryptionKey, unreadable_key};
 use crate::error::{Error, Result};
 use crate::layout::run_segment;
 use crate::run_id::{Incarnation, RunId};
 
-const MAGIC: &[u8; 4] = b"MKEY";
-const VERSION: u8 = 1;
-const HEADER_LEN: usize = 4 + 1 + 4 + 2;
-/// What every wrap is bound to besides the key's name, so no other use of
-/// a key-encryption key makes a wrapped key memo accepts.
-const CONTEXT_DOMAIN: &[u8] = b"memo data key v1\0";
 /// How many unwrapped keys a process keeps: a bound on memory, and on how
 /// long a forgotten run's key may stay in another process (until it is
 /// pushed out or the process ends).
 const CACHE_CAPACITY: usize = 4096;
-
-/// Whose payloads a data key seals: what names it in the key store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum KeyScope {
-    /// One run: writes use `incarnation`'s key, reads the key of the
-    /// incarnation their frame names (the run pointer's reader does not
-    /// know it beforehand).
-    Run {
-        run_id: RunId,
-        incarnation: Option<Incarnation>,
-    },
-    /// One shared namespace.
-    Shared(String),
-}
-
-impl KeyScope {
-    /// The id a frame written in this scope records: the incarnation, or 0.
-    pub(crate) fn write_id(&self) -> Option<u64> {
-        match self {
-            KeyScope::Run { incarnation, .. } => incarnation.map(Incarnation::as_u64),
-            KeyScope::Shared(_) => Some(0),
-        }
-    }
-
-    /// The key store's name of the key a frame with `id` was sealed with.
-    pub(crate) fn name(&self, id: u64) -> Option<String> {
-        match self {
-            KeyScope::Run { run_id, .. } => Some(run_key_name(run_id, Incarnation::from_u64(id))),
-            KeyScope::Shared(ns) => (id == 0).then(|| format!("shared/{ns}")),
-        }
-    }
-}
-
-fn run_key_name(run_id: &RunId, incarnation: Incarnation) -> String {
-    format!("runs/{}/{incarnation}", run_segment(run_id))
-}
 
 /// The data keys of a store: one per run incarnation (and shared
 /// namespace), drawn when first needed, wrapped by a
@@ -111,6 +60,35 @@ fn run_key_name(run_id: &RunId, incarnation: Incarnation) -> String {
 /// it ([`DataKeys::rewrap`] with a new version, then destroy the old one):
 /// every wrapped key in such a backup is then unreadable too.
 ///
+/// # Standalone runs: a generation per key
+///
+/// A workflow run is forgotten once it ended, and a new run of its id is a
+/// new incarnation with a key of its own, so nothing is ever sealed again
+/// with a forgotten key's name. The standalone memos of a run id
+/// ([`MemoStore::new_memo`](crate::MemoStore::new_memo)) share one
+/// incarnation, and its key's name, across every clear and forget: a
+/// sweep (a sweeper in every worker) or an operator may forget the key
+/// while another process is using it, and the next use makes a new one.
+/// So a standalone run's key has a **generation**, drawn at random when it
+/// is made, stored beside it in the key store and named in the frame of
+/// every entry sealed with it:
+///
+/// - a write of a standalone entry reads the key from the key store (one
+///   `GET` of a small object; the unwrapped key is cached per generation),
+///   so a process that still holds a forgotten key in its cache never
+///   seals with it, and what it writes after a forget is readable by
+///   every process;
+/// - an entry sealed with a generation the key store no longer holds (a
+///   write that raced the forget, or an entry of a forgotten run that was
+///   not cleared) belongs to a cleared run: it reads as a miss, never as
+///   an error, and the next put of its key replaces it;
+/// - an entry of the generation the key store holds that does not
+///   authenticate is [`Error::Corrupt`] naming its path, as always.
+///
+/// A workflow run's keys have no generations and cost no request more: a
+/// payload whose key was forgotten stays an error there (its run was
+/// forgotten; nothing of it is read again).
+///
 /// # Example
 ///
 /// ```
@@ -129,7 +107,11 @@ fn run_key_name(run_id: &RunId, incarnation: Incarnation) -> String {
 /// let run = RunId::new("order-1")?;
 /// memo.new_memo(&run, 0).put("reply", b"Dear customer").await?;
 /// assert_eq!(keys.forget_run(&run).await?, 1); // its data can never be read again
-/// assert!(memo.new_memo(&run, 0).get("reply").await.is_err());
+/// // A standalone entry of a forgotten key reads as a miss, and a new value
+/// // replaces it, sealed with a key of a new generation.
+/// assert_eq!(memo.new_memo(&run, 0).get("reply").await?, None);
+/// memo.new_memo(&run, 0).put("reply", b"Dear client").await?;
+/// assert_eq!(&memo.new_memo(&run, 0).get("reply").await?.unwrap()[..], b"Dear client");
 /// # Ok(())
 /// # }
 /// ```
@@ -142,7 +124,7 @@ struct Inner {
     kek: Arc<dyn KeyEncryptionKey>,
     store: Arc<dyn ObjectStore>,
     prefix: Path,
-    cache: Mutex<HashMap<String, Arc<XChaCha20Poly1305>>>,
+    cache: Mutex<HashMap<String, Unwrapped>>,
 }
 
 impl fmt::Debug for DataKeys {
@@ -165,6 +147,28 @@ pub struct Rewrapped {
     /// Data keys already wrapped with it, left as they are.
     pub current: u64,
 }
+
+/// A data key unwrapped, with its generation.
+#[derive(Clone)]
+struct Unwrapped {
+    generation: u32,
+    cipher: Arc<XChaCha20Poly1305>,
+}
+
+/// What the key store holds of the key (and generation) a frame names.
+pub(crate) enum Lookup {
+    /// The key, of the generation asked for.
+    Found(Arc<XChaCha20Poly1305>),
+    /// No key of that name: forgotten (or never made).
+    Absent,
+    /// A key of another generation: the one asked for was forgotten, and
+    /// the key made again since.
+    Replaced,
+}
+
+/// How many times a writer makes a standalone run's key that is forgotten
+/// again before it can read it back, before it gives up.
+const MAKE_ATTEMPTS: u32 = 3;
 
 impl DataKeys {
     /// Data keys wrapped by `kek` and kept in `key_store` under `prefix`.
@@ -204,104 +208,185 @@ impl DataKeys {
         path
     }
 
-    fn context(name: &str) -> Vec<u8> {
-        [CONTEXT_DOMAIN, name.as_bytes()].concat()
+    /// The key of `name` this process holds unwrapped, if it holds it and
+    /// it is of `generation`.
+    fn cached(&self, name: &str, generation: u32) -> Option<Arc<XChaCha20Poly1305>> {
+        let cache = self.inner.cache.lock().expect("poisoned");
+        let hit = cache.get(name)?;
+        (hit.generation == generation).then(|| Arc::clone(&hit.cipher))
     }
 
-    fn cached(&self, name: &str) -> Option<Arc<XChaCha20Poly1305>> {
-        self.inner
-            .cache
-            .lock()
-            .expect("poisoned")
-            .get(name)
-            .cloned()
-    }
-
-    fn remember(&self, name: &str, key: &DataKey) -> Arc<XChaCha20Poly1305> {
+    fn remember(&self, name: &str, generation: u32, key: &DataKey) -> Arc<XChaCha20Poly1305> {
         let cipher = Arc::new(XChaCha20Poly1305::new(key.as_bytes().into()));
         let mut cache = self.inner.cache.lock().expect("poisoned");
         if cache.len() >= CACHE_CAPACITY {
             cache.clear();
         }
-        cache.insert(name.to_owned(), Arc::clone(&cipher));
+        let unwrapped = Unwrapped {
+            generation,
+            cipher: Arc::clone(&cipher),
+        };
+        cache.insert(name.to_owned(), unwrapped);
         cipher
     }
 
-    /// The key named `name`, made and stored first if there is none; `path`
-    /// is the object being written, for errors.
+    /// The key named `name` that writes use, with its generation, made and
+    /// stored first if there is none; `path` is the object being written,
+    /// for errors.
+    ///
+    /// A `generational` key (a standalone run's) is read from the key store
+    /// at every call, never taken from the cache alone: its name is used
+    /// again after every forget, and a writer that sealed with a key it
+    /// cached before a forget would write what no one else can read (see
+    /// [`DataKeys`], *Standalone runs*). One `GET` of a small object; the
+    /// unwrap is cached. Any other key is made once and never again under
+    /// its name, so the cache answers.
     pub(crate) async fn for_writing(
         &self,
         name: &str,
+        generational: bool,
         path: &Path,
-    ) -> Result<Arc<XChaCha20Poly1305>> {
-        if let Some(hit) = self.cached(name) {
-            return Ok(hit);
+    ) -> Result<(u32, Arc<XChaCha20Poly1305>)> {
+        if generational {
+            return self.current(name, path).await;
         }
-        let at = self.path(name);
+        if let Some(hit) = self.cached(name, FIRST_GENERATION) {
+            return Ok((FIRST_GENERATION, hit));
+        }
         let fresh = DataKey::random();
-        let context = Self::context(name);
-        let wrapped = self.inner.kek.wrap(&fresh, &context).await?;
-        let record = encode(&wrapped)?;
-        let opts = PutOptions::from(PutMode::Create);
-        match self
-            .inner
-            .store
-            .put_opts(&at, PutPayload::from(record), opts)
-            .await
-        {
-            Ok(_) => Ok(self.remember(name, &fresh)),
-            // Another writer made the key first: every writer uses its key.
-            Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => {
-                match self.for_reading(name, path).await? {
-                    Some(key) => Ok(key),
-                    None => Err(Error::corrupt(
-                        path,
-                        format!("the data key of {name} was forgotten while it was being made"),
-                    )),
-                }
+        let record = KeyRecord {
+            generation: None,
+            wrapped: self.inner.kek.wrap(&fresh, &context(name, None)).await?,
+        };
+        if self.create(name, &record).await? {
+            return Ok((
+                FIRST_GENERATION,
+                self.remember(name, FIRST_GENERATION, &fresh),
+            ));
+        }
+        // Another writer made the key first: every writer uses its key.
+        match self.for_reading(name, FIRST_GENERATION, path).await? {
+            Lookup::Found(key) => Ok((FIRST_GENERATION, key)),
+            Lookup::Absent => Err(Error::corrupt(
+                path,
+                format!("the data key of {name} was forgotten while it was being made"),
+            )),
+            Lookup::Replaced => Err(Error::corrupt(
+                path,
+                format!(
+                    "the data key of {name} has a generation of its own, which only a \
+                     standalone run's key has"
+                ),
+            )),
+        }
+    }
+
+    /// The standalone key `name` as the key store holds it now, with its
+    /// generation; made, of a new generation, if the store holds none.
+    async fn current(&self, name: &str, path: &Path) -> Result<(u32, Arc<XChaCha20Poly1305>)> {
+        for _ in 0..MAKE_ATTEMPTS {
+            if let Some(found) = self.fetch(name, path).await? {
+                return Ok(found);
             }
+            let generation = new_generation();
+            let fresh = DataKey::random();
+            let wrapped = (self.inner.kek)
+                .wrap(&fresh, &context(name, Some(generation)))
+                .await?;
+            let record = KeyRecord {
+                generation: Some(generation),
+                wrapped,
+            };
+            if self.create(name, &record).await? {
+                return Ok((generation, self.remember(name, generation, &fresh)));
+            }
+            // Another writer made one first: read it back and use it.
+        }
+        Err(Error::corrupt(
+            path,
+            format!(
+                "the data key of {name} was forgotten while it was being made, \
+                 {MAKE_ATTEMPTS} times"
+            ),
+        ))
+    }
+
+    /// Stores `record` under `name` unless a key is there: whether this
+    /// call stored it.
+    async fn create(&self, name: &str, record: &KeyRecord) -> Result<bool> {
+        let at = self.path(name);
+        let opts = PutOptions::from(PutMode::Create);
+        let payload = PutPayload::from(record.encode()?);
+        match self.inner.store.put_opts(&at, payload, opts).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(false),
             Err(e) => Err(Error::store(&at, e)),
         }
     }
 
-    /// The key named `name`, or `None` if the key store holds none
-    /// (forgotten, or never made); `path` is the object being read, for
-    /// errors.
-    pub(crate) async fn for_reading(
+    /// The key the key store holds under `name` now (one `GET`), with its
+    /// generation, or `None` if it holds none; unwrapped only if the cache
+    /// lacks that generation. `path` is the object being read or written,
+    /// for errors.
+    async fn fetch(
         &self,
         name: &str,
         path: &Path,
-    ) -> Result<Option<Arc<XChaCha20Poly1305>>> {
-        if let Some(hit) = self.cached(name) {
-            return Ok(Some(hit));
-        }
+    ) -> Result<Option<(u32, Arc<XChaCha20Poly1305>)>> {
         let at = self.path(name);
         let bytes = match self.inner.store.get(&at).await {
             Ok(got) => got.bytes().await.map_err(|e| Error::store(&at, e))?,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(Error::store(&at, e)),
         };
-        let wrapped = decode(&bytes).map_err(|reason| Error::corrupt(&at, reason))?;
+        let record = KeyRecord::decode(&bytes).map_err(|reason| Error::corrupt(&at, reason))?;
+        let generation = record.generation();
+        if let Some(hit) = self.cached(name, generation) {
+            return Ok(Some((generation, hit)));
+        }
         let key = self
             .inner
             .kek
-            .unwrap(&wrapped, &Self::context(name))
+            .unwrap(&record.wrapped, &record.context(name))
             .await
             .map_err(|e| unreadable_key(path.as_ref(), name, e))?;
-        Ok(Some(self.remember(name, &key)))
+        Ok(Some((generation, self.remember(name, generation, &key))))
     }
 
+    /// The key named `name` of `generation` (the one a frame records), as
+    /// far as the key store holds it: from the cache if it holds that
+    /// generation, else read; `path` is the object being read, for errors.
+    pub(crate) async fn for_reading(
+        &self,
+        name: &str,
+        generation: u32,
+        path: &Path,
+    ) -> Result<Lookup> {
+        if let Some(hit) = self.cached(name, generation) {
+            return Ok(Lookup::Found(hit));
+        }
+        Ok(match self.fetch(name, path).await? {
+            None => Lookup::Absent,
+            Some((current, key)) if current == generation => Lookup::Found(key),
+            Some(_) => Lookup::Replaced,
+        })
+    }
     /// Forgets every data key of `run_id` (all its incarnations, and its
     /// standalone memos'): from then on none of its data, wherever a copy
     /// of it is kept, can be read again. Returns how many keys were deleted.
     ///
     /// This process forgets them at once; another process that holds one of
     /// them unwrapped keeps it until it pushes it out of its cache (it holds
-    /// at most 4,096) or ends, so forget runs that no process works on. A
-    /// [`MemoStore`](crate::MemoStore) keeps the values of workflow runs it
-    /// read or wrote in its entry cache until the run is cleared: clear the
-    /// run too (`memoctl forget` and the retention sweeper do both).
+    /// at most 4,096) or ends, and can read with it what it could read
+    /// before, so forget workflow runs that no process works on (ended
+    /// ones: a new run of the id has a new key). A standalone run may be
+    /// forgotten while it is in use: no process seals with its forgotten
+    /// key afterwards, and its entries read as misses (see *Standalone
+    /// runs* above). A [`MemoStore`](crate::MemoStore) keeps the values of
+    /// workflow runs it read or wrote in its entry cache until the run is
+    /// cleared: clear the run too (`memoctl forget` and the retention
+    /// sweeper do both).
     ///
     /// # Errors
     ///
@@ -409,20 +494,25 @@ impl DataKeys {
                     version: got.meta.version.clone(),
                 });
             let bytes = got.bytes().await.map_err(|e| Error::store(&at, e))?;
-            let wrapped = decode(&bytes).map_err(|reason| Error::corrupt(&at, reason))?;
-            if wrapped.kek_version() == current {
+            let record = KeyRecord::decode(&bytes).map_err(|reason| Error::corrupt(&at, reason))?;
+            if record.wrapped.kek_version() == current {
                 report.current += 1;
                 continue;
             }
-            let context = Self::context(&name);
+            // A standalone run's key keeps its generation: the frames
+            // sealed with it name that generation.
+            let context = record.context(&name);
             let key = self
                 .inner
                 .kek
-                .unwrap(&wrapped, &context)
+                .unwrap(&record.wrapped, &context)
                 .await
                 .map_err(|e| unreadable_key(at.as_ref(), &name, e))?;
-            let record = encode(&self.inner.kek.wrap(&key, &context).await?)?;
-            self.replace(&at, record, version).await?;
+            let rewrapped = KeyRecord {
+                generation: record.generation,
+                wrapped: self.inner.kek.wrap(&key, &context).await?,
+            };
+            self.replace(&at, rewrapped.encode()?, version).await?;
             report.rewrapped += 1;
         }
         Ok(report)
@@ -460,56 +550,6 @@ impl DataKeys {
     }
 }
 
-fn encode(wrapped: &WrappedKey) -> Result<Bytes> {
-    let len = wrapped.bytes().len();
-    if len > WrappedKey::MAX_LEN {
-        return Err(Error::InvalidConfig {
-            what: "key-encryption key".into(),
-            reason: format!(
-                "a wrapped data key of {len} bytes, over the {} memo stores",
-                WrappedKey::MAX_LEN
-            ),
-        });
-    }
-    let mut out = BytesMut::with_capacity(HEADER_LEN + len + 4);
-    out.put_slice(MAGIC);
-    out.put_u8(VERSION);
-    out.put_u32_le(wrapped.kek_version());
-    out.put_u16_le(len as u16);
-    out.put_slice(wrapped.bytes());
-    let crc = crc32fast::hash(&out);
-    out.put_u32_le(crc);
-    Ok(out.freeze())
-}
-
-fn decode(bytes: &[u8]) -> std::result::Result<WrappedKey, String> {
-    if bytes.len() < HEADER_LEN + 4 || &bytes[..4] != MAGIC {
-        return Err("not a memo data key (bad magic or too short)".into());
-    }
-    if bytes[4] != VERSION {
-        return Err(format!("unknown data key format version {}", bytes[4]));
-    }
-    let kek_version = u32::from_le_bytes(bytes[5..9].try_into().expect("4 bytes"));
-    let len = usize::from(u16::from_le_bytes(
-        bytes[9..11].try_into().expect("2 bytes"),
-    ));
-    if bytes.len() != HEADER_LEN + len + 4 {
-        return Err(format!(
-            "the data key declares {len} wrapped bytes but holds {}",
-            bytes.len().saturating_sub(HEADER_LEN + 4)
-        ));
-    }
-    let body_end = HEADER_LEN + len;
-    let stored = u32::from_le_bytes(bytes[body_end..].try_into().expect("4 bytes"));
-    if stored != crc32fast::hash(&bytes[..body_end]) {
-        return Err("the data key's checksum does not match".into());
-    }
-    Ok(WrappedKey::new(
-        kek_version,
-        bytes[HEADER_LEN..body_end].to_vec(),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,24 +558,6 @@ mod tests {
 
     fn keys(store: &Arc<InMemory>, kek: Keyring) -> DataKeys {
         DataKeys::new(kek, store.clone(), "keys")
-    }
-
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    #[test]
-    fn the_wrapped_key_record_is_pinned() {
-        // Checksum computed independently (Python: zlib.crc32).
-        let record = encode(&WrappedKey::new(2, vec![0xaa, 0xbb])).unwrap();
-        assert_eq!(hex(&record), "4d4b455901020000000200aabb545936a1");
-        assert_eq!(
-            decode(&record).unwrap(),
-            WrappedKey::new(2, vec![0xaa, 0xbb])
-        );
-        let mut damaged = record.to_vec();
-        damaged[12] ^= 1;
-        assert!(decode(&damaged).unwrap_err().contains("checksum"));
     }
 
     #[tokio::test]
@@ -547,17 +569,21 @@ mod tests {
         let name = |run: &str, inc: u64| {
             run_key_name(&RunId::new(run).unwrap(), Incarnation::from_u64(inc))
         };
-        a.for_writing(&name("r1", 1), &p).await.unwrap();
+        a.for_writing(&name("r1", 1), false, &p).await.unwrap();
         // Another process, racing or later, uses the key the first one made.
-        b.for_writing(&name("r1", 1), &p).await.unwrap();
-        b.for_writing(&name("r2", 1), &p).await.unwrap();
-        b.for_writing(&name("r1", 2), &p).await.unwrap();
+        b.for_writing(&name("r1", 1), false, &p).await.unwrap();
+        b.for_writing(&name("r2", 1), false, &p).await.unwrap();
+        b.for_writing(&name("r1", 2), false, &p).await.unwrap();
         let mut stored = Vec::new();
         for n in [name("r1", 1), name("r2", 1), name("r1", 2)] {
             let record = store.get(&a.path(&n)).await.unwrap().bytes().await.unwrap();
-            let wrapped = decode(&record).unwrap();
+            let record = KeyRecord::decode(&record).unwrap();
             let ring = Keyring::new(1, [1; 32]).unwrap();
-            stored.push(ring.unwrap(&wrapped, &DataKeys::context(&n)).await.unwrap());
+            stored.push(
+                ring.unwrap(&record.wrapped, &record.context(&n))
+                    .await
+                    .unwrap(),
+            );
         }
         assert_ne!(stored[0], stored[1]);
         assert_ne!(stored[0], stored[2]);
@@ -569,6 +595,62 @@ mod tests {
                 .unwrap()
                 .len(),
             3
+        );
+    }
+
+    #[tokio::test]
+    async fn a_standalone_key_made_again_has_a_new_generation_that_every_writer_reads() {
+        let store = Arc::new(InMemory::new());
+        let ring = Keyring::new(1, [1; 32]).unwrap();
+        let (a, b) = (keys(&store, ring.clone()), keys(&store, ring.clone()));
+        let p = Path::from("x");
+        let run = RunId::new("s").unwrap();
+        let name = run_key_name(&run, Incarnation::STANDALONE);
+        let (first, _) = a.for_writing(&name, true, &p).await.unwrap();
+        assert!(first > FIRST_GENERATION);
+        assert_eq!(b.for_writing(&name, true, &p).await.unwrap().0, first);
+
+        b.forget_incarnation(&run, Incarnation::STANDALONE)
+            .await
+            .unwrap();
+        // A still holds the forgotten key: a read of its generation is
+        // answered from the cache, but a write asks the key store.
+        assert!(matches!(
+            a.for_reading(&name, first, &p).await.unwrap(),
+            Lookup::Found(_)
+        ));
+        assert!(matches!(
+            b.for_reading(&name, first, &p).await.unwrap(),
+            Lookup::Absent
+        ));
+        let (second, _) = a.for_writing(&name, true, &p).await.unwrap();
+        assert_ne!(second, first);
+        assert!(matches!(
+            b.for_reading(&name, first, &p).await.unwrap(),
+            Lookup::Replaced
+        ));
+        assert!(matches!(
+            b.for_reading(&name, second, &p).await.unwrap(),
+            Lookup::Found(_)
+        ));
+
+        // A rewrap keeps the generation (and its wrap's binding to it).
+        let rotated = ring.with_key(2, [2; 32]).unwrap();
+        let report = keys(&store, rotated.clone()).rewrap().await.unwrap();
+        assert_eq!(report.rewrapped, 1);
+        let fresh = keys(&store, rotated);
+        assert_eq!(fresh.for_writing(&name, true, &p).await.unwrap().0, second);
+        let record = store
+            .get(&fresh.path(&name))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let record = KeyRecord::decode(&record).unwrap();
+        assert_eq!(
+            (record.generation, record.wrapped.kek_version()),
+            (Some(second), 2)
         );
     }
 }

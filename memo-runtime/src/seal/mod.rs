@@ -51,16 +51,20 @@ use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 
 mod data_keys;
+mod key_record;
 mod options;
+mod scope;
 mod wrap;
 
-pub(crate) use data_keys::KeyScope;
+use data_keys::Lookup;
 pub use data_keys::{DataKeys, Rewrapped};
+pub(crate) use key_record::FIRST_GENERATION;
 pub(crate) use options::seal_from_options;
 pub use options::{
     ACCEPT_PLAINTEXT_OPTION, COMPRESSION_OPTION, DATA_KEY_STORE_OPTION, ENCRYPTION_KEY_FILE_OPTION,
     KEY_ENCRYPTION_KEY_FILE_OPTION,
 };
+pub(crate) use scope::KeyScope;
 pub use wrap::{DataKey, KeyEncryptionKey, WrappedKey};
 
 /// Compression of stored payloads: zstd, before encryption.
@@ -272,8 +276,18 @@ pub struct Seal {
     /// run (or shared namespace) it writes or reads.
     scope: Option<KeyScope>,
     /// The data key of `scope` a frame is sealed or opened with, once
-    /// fetched: its id in the frame and its cipher.
-    data_key: Option<(u64, Arc<XChaCha20Poly1305>)>,
+    /// fetched: what the frame names it by, and its cipher.
+    data_key: Option<(KeyRef, Arc<XChaCha20Poly1305>)>,
+}
+
+/// How a version-3 frame names the data key that sealed it: the key's id
+/// (the run incarnation; 0 for a standalone run's or a shared namespace's)
+/// and its generation ([`FIRST_GENERATION`] for every key but a standalone
+/// run's made since generations; see [`DataKeys`], *Standalone runs*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyRef {
+    pub(crate) id: u64,
+    pub(crate) generation: u32,
 }
 
 impl fmt::Debug for Seal {
@@ -374,17 +388,18 @@ impl Seal {
         !self.is_encrypted() || self.accept_plaintext
     }
 
-    /// This seal with the data key `key` fetched under `id`: for tests of
-    /// the frame.
+    /// This seal with the data key `key` fetched under `id`, of generation
+    /// `generation`: for tests of the frame.
     #[cfg(test)]
-    pub(crate) fn with_fetched_data_key(mut self, id: u64, key: [u8; 32]) -> Seal {
-        self.data_key = Some((id, Arc::new(XChaCha20Poly1305::new(&key.into()))));
+    pub(crate) fn with_fetched_data_key(mut self, id: u64, generation: u32, key: [u8; 32]) -> Seal {
+        let key_ref = KeyRef { id, generation };
+        self.data_key = Some((key_ref, Arc::new(XChaCha20Poly1305::new(&key.into()))));
         self
     }
 
     /// The data key a frame is sealed or opened with, once fetched.
-    pub(crate) fn data_key(&self) -> Option<(u64, &XChaCha20Poly1305)> {
-        self.data_key.as_ref().map(|(id, key)| (*id, key.as_ref()))
+    pub(crate) fn data_key(&self) -> Option<(KeyRef, &XChaCha20Poly1305)> {
+        self.data_key.as_ref().map(|(at, key)| (*at, key.as_ref()))
     }
 
     /// This seal for the payloads of `run_id`'s `incarnation` (a cheap
@@ -423,6 +438,11 @@ impl Seal {
     /// This seal with the data key its writes use fetched (made first, if
     /// the scope has none yet); `path` is the object written, for errors.
     ///
+    /// A standalone run's key is read from the key store at every fetch,
+    /// so that no write seals with a key forgotten meanwhile (see
+    /// [`DataKeys`], *Standalone runs*). A seal that holds its key already
+    /// keeps it: a blob's chunks all use the key of its first chunk.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] if the seal has data keys but no scope that
@@ -434,45 +454,76 @@ impl Seal {
         };
         let scoped = self.scope.as_ref().and_then(|scope| {
             let id = scope.write_id()?;
-            Some((id, scope.name(id)?))
+            Some((id, scope.name(id)?, scope.generational(id)))
         });
-        let Some((id, name)) = scoped else {
+        let Some((id, name, generational)) = scoped else {
             return Err(Error::InvalidConfig {
                 what: "seal".into(),
                 reason: format!("{path} is written with data keys but in no run's scope"),
             });
         };
-        if self.data_key.as_ref().is_some_and(|(at, _)| *at == id) {
+        if self.data_key.as_ref().is_some_and(|(at, _)| at.id == id) {
             return Ok(Cow::Borrowed(self));
         }
-        let key = data_keys.for_writing(&name, path).await?;
+        let (generation, key) = data_keys.for_writing(&name, generational, path).await?;
         let mut seal = self.clone();
-        seal.data_key = Some((id, key));
+        seal.data_key = Some((KeyRef { id, generation }, key));
         Ok(Cow::Owned(seal))
     }
 
-    /// This seal with the data key `key_id` fetched: the id the frame read
-    /// at `path` names (`envelope::data_key_id`, `None`
-    /// for a frame sealed without a data key).
+    /// This seal with the data key `key` fetched: the key the frame read at
+    /// `path` names (`envelope::data_key_ref`, `None` for a frame sealed
+    /// without a data key).
     ///
     /// # Errors
     ///
     /// [`Error::Corrupt`] naming `path` if the key is not in the key store
-    /// (the run was forgotten: its data can never be read again), or the
-    /// frame names a key outside the scope; whatever fetching the key fails
-    /// with.
+    /// (the run was forgotten: its data can never be read again), the key
+    /// store holds another generation of it (a standalone run's entry
+    /// sealed before a forget; [`for_reading_entry`](Self::for_reading_entry)
+    /// reads that as a miss), or the frame names a key outside the scope;
+    /// whatever fetching the key fails with.
     pub(crate) async fn for_reading(
         &self,
         path: &Path,
-        key_id: Option<u64>,
+        key: Option<KeyRef>,
     ) -> Result<Cow<'_, Seal>> {
-        let Some(id) = key_id else {
-            return Ok(Cow::Borrowed(self));
+        match self.for_reading_entry(path, key).await? {
+            Some(seal) => Ok(seal),
+            None => Err(Error::corrupt(path, cleared(key))),
+        }
+    }
+
+    /// [`for_reading`](Self::for_reading), but `None` for a frame that
+    /// belongs to a cleared standalone run: one of a standalone memo's
+    /// entries, sealed with a generation of its run's key that the key
+    /// store no longer holds (forgotten, and maybe made again since). Such
+    /// an entry was written by a use that raced the run's clear (or was
+    /// left by a forget without a clear); its reader takes it as a miss,
+    /// and the next put of its key replaces it.
+    ///
+    /// A frame of the generation the key store holds is opened with that
+    /// key, so if it does not authenticate it is corrupt, never a miss;
+    /// a frame whose generation field was altered fails its checksum, and
+    /// one altered with its checksum mended reads as a miss, which is what
+    /// deleting the entry (in the reach of whoever can alter it) does too.
+    ///
+    /// # Errors
+    ///
+    /// As [`for_reading`](Self::for_reading), but for the miss.
+    pub(crate) async fn for_reading_entry(
+        &self,
+        path: &Path,
+        key: Option<KeyRef>,
+    ) -> Result<Option<Cow<'_, Seal>>> {
+        let Some(key) = key else {
+            return Ok(Some(Cow::Borrowed(self)));
         };
-        if self.data_key.as_ref().is_some_and(|(at, _)| *at == id) {
-            return Ok(Cow::Borrowed(self));
+        if self.data_key.as_ref().is_some_and(|(at, _)| *at == key) {
+            return Ok(Some(Cow::Borrowed(self)));
         }
         let corrupt = |reason: String| Error::corrupt(path, reason);
+        let id = key.id;
         let Some(data_keys) = &self.data_keys else {
             return Err(corrupt(
                 "the object is encrypted with a run's data key and this store has no data \
@@ -480,22 +531,49 @@ impl Seal {
                     .into(),
             ));
         };
-        let Some(name) = self.scope.as_ref().and_then(|scope| scope.name(id)) else {
+        let Some((scope, name)) = self
+            .scope
+            .as_ref()
+            .and_then(|scope| Some((scope, scope.name(id)?)))
+        else {
             return Err(corrupt(format!(
                 "the object names data key {id:016x}, which belongs to no run this read is of"
             )));
         };
-        let Some(key) = data_keys.for_reading(&name, path).await? else {
+        if !scope.generational(id) && key.generation != FIRST_GENERATION {
             return Err(corrupt(format!(
-                "the data key of {name} is not in the key store: the run was forgotten (its \
-                 data can never be read again), or the object was moved or copied here from \
-                 another run, or this is not the key store it was written with"
+                "the object names generation {} of data key {id:016x}, which has none (only \
+                 a standalone run's key has generations)",
+                key.generation
             )));
+        }
+        let cipher = match data_keys.for_reading(&name, key.generation, path).await? {
+            Lookup::Found(cipher) => cipher,
+            Lookup::Absent | Lookup::Replaced if scope.stale_is_miss() => return Ok(None),
+            Lookup::Absent => {
+                return Err(corrupt(format!(
+                    "the data key of {name} is not in the key store: the run was forgotten \
+                     (its data can never be read again), or the object was moved or copied \
+                     here from another run, or this is not the key store it was written with"
+                )));
+            }
+            Lookup::Replaced => return Err(corrupt(cleared(Some(key)))),
         };
         let mut seal = self.clone();
-        seal.data_key = Some((id, key));
-        Ok(Cow::Owned(seal))
+        seal.data_key = Some((key, cipher));
+        Ok(Some(Cow::Owned(seal)))
     }
+}
+
+/// Why a frame sealed with the forgotten generation `key` names cannot be
+/// read.
+fn cleared(key: Option<KeyRef>) -> String {
+    let generation = key.map_or(0, |key| key.generation);
+    format!(
+        "the object is sealed with generation {generation:08x} of its standalone run's data \
+         key, which the key store no longer holds: the run was forgotten (and its key maybe \
+         made again) after the object was written, or while it was"
+    )
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub(super) async fn open_with_keys(
     framed: Bytes,
     seal: &Seal,
 ) -> Result<Bytes> {
-    let Some(key_id) = envelope::data_key_id(&framed) else {
+    let Some(key) = envelope::data_key_ref(&framed) else {
         return envelope::open(path, framed, seal, u64::MAX);
     };
     let scoped = match owner(&Layout::new(prefix), path) {
@@ -33,7 +33,7 @@ pub(super) async fn open_with_keys(
             ));
         }
     };
-    let keyed = scoped.for_reading(path, Some(key_id)).await?;
+    let keyed = scoped.for_reading(path, Some(key)).await?;
     envelope::open(path, framed, &keyed, u64::MAX)
 }
 

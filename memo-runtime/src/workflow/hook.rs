@@ -11,7 +11,7 @@ use super::Shared;
 use super::lease::HeldLease;
 use crate::error::{Error, Result};
 use crate::memo::AttemptHook;
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 
 /// The first transient error of a workflow attempt (its interruption),
 /// shared by the attempt's [`Context`](super::Context) and the memos of its
@@ -68,11 +68,21 @@ impl AttemptHook for StepAttempt {
         Box::pin(self.lease.ensure_live(&self.shared, &self.run_id))
     }
 
+    fn is_current(&self, incarnation: Incarnation) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(async move {
+            let run = self.shared.store.load_run(&self.run_id).await?;
+            Ok(run.is_some_and(|run| run.incarnation == incarnation))
+        })
+    }
+
     fn report(&self, error: &Error) {
         self.interruption.record(error);
     }
 
-    #[cfg(feature = "testing")]
+    fn lease_is_live(&self) -> bool {
+        self.lease.is_live(&self.shared)
+    }
+
     fn attempt(&self) -> u32 {
         self.lease.fence().attempt
     }

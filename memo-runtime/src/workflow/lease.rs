@@ -138,7 +138,7 @@ impl HeldLease {
     }
 
     /// Whether the lease is live by the local clock now.
-    fn is_live(&self, shared: &Shared) -> bool {
+    pub(super) fn is_live(&self, shared: &Shared) -> bool {
         crate::runtime_store::lease_is_live(
             self.until_ms.load(Ordering::Acquire),
             shared.clock.now_ms(),

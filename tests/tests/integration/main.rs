@@ -18,6 +18,8 @@ mod azure;
 mod bad_input;
 #[path = "../clear_requests.rs"]
 mod clear_requests;
+#[path = "../committed_effects.rs"]
+mod committed_effects;
 #[path = "../cost_ledger.rs"]
 mod cost_ledger;
 #[path = "../data_keys.rs"]
@@ -78,6 +80,8 @@ mod s3;
 mod shared_scope;
 #[path = "../simulation_deploy.rs"]
 mod simulation_deploy;
+#[path = "../standalone_keys.rs"]
+mod standalone_keys;
 #[path = "../sweeper.rs"]
 mod sweeper;
 #[path = "../unreachable_objects.rs"]
@@ -114,6 +118,8 @@ mod workflow_timers;
 mod workflow_versions;
 #[path = "../workflow_worker.rs"]
 mod workflow_worker;
+#[path = "../wrong_prefix_sweeps.rs"]
+mod wrong_prefix_sweeps;
 
 /// Every file in `tests/tests/` runs: it is a `[[test]]` target's root in
 /// `tests/Cargo.toml`, or a module of exactly one target root. With

@@ -94,6 +94,7 @@ impl RetentionSweeper {
                 page_size: DEFAULT_SWEEP_PAGE_SIZE,
                 concurrency: DEFAULT_SWEEP_CONCURRENCY,
                 dry_run: false,
+                proven: std::sync::atomic::AtomicBool::new(false),
             },
         }
     }

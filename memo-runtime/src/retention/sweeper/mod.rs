@@ -3,9 +3,12 @@
 
 mod background;
 mod builder;
+mod due;
+mod proof;
 mod report;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -16,12 +19,12 @@ pub use builder::{DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionS
 pub use report::{SweepFailure, SweepReport};
 
 use crate::clock::Clock;
-use crate::due_index;
 use crate::error::{Error, Result};
 use crate::memo::MemoStore;
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RuntimeStore;
+use proof::{Deleted, Found};
 
 /// Deletes the memo entries, step-output entries and (optionally) the
 /// runtime-store records of runs that reached a terminal state more than a
@@ -36,15 +39,21 @@ use crate::runtime_store::RuntimeStore;
 /// 1. if a runtime store is configured, checks that the marker's
 ///    incarnation of the run is terminal there (a marker of a run that is
 ///    not terminal deletes nothing), or that the id holds a later run
-///    there; a marker of a workflow run the runtime store does not hold at
+///    there (once the pass has proved its store the workers', see below);
+///    a marker of a workflow run the runtime store does not hold at
 ///    all deletes nothing while the run has memo entries left and the
 ///    runtime store holds no remains of its incarnation (the runtime store
 ///    may be the wrong one); with remains ([`RuntimeStore::holds_remains`]:
-///    a deletion of it that stopped part way) or no entries left (what a
-///    pass that stopped before the marker, or
-///    [`RetentionSweeper::delete_run`], leaves) the pass goes on, and its
-///    steps below finish the deletion; a standalone run's marker
-///    ([`Incarnation::STANDALONE`]) names no runtime-store run;
+///    a deletion of it that stopped part way) the pass goes on, and its
+///    steps below finish the deletion; with nothing left of the run but
+///    its marker (what a pass that stopped before the marker, or
+///    [`RetentionSweeper::delete_run`], leaves) only once the pass has
+///    proved its runtime store the workers' one, by finding in it a run
+///    this memo store names (the run of another marker or of a due-run
+///    entry): a store at a mistyped prefix, which holds none, keeps the
+///    marker of a run alive in the workers' store, as a failure; a
+///    standalone run's marker ([`Incarnation::STANDALONE`]) names no
+///    runtime-store run;
 /// 2. clears the memo and step-output entries of the marker's incarnation
 ///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
 ///    again under the same id is another incarnation and is never touched;
@@ -56,6 +65,16 @@ use crate::runtime_store::RuntimeStore;
 ///    from then on nothing of it can be read, even what bucket versions or
 ///    a copy of the bucket keep;
 /// 5. deletes the marker, only if every step before it succeeded.
+///
+/// After the markers, a pass tidies the due-run index (the entries of runs
+/// that ended or are gone) and the shared scope's expired entries. An
+/// entry of a run the runtime store does not hold at all goes only under
+/// the same proof as a marker with nothing left: a sweep through a runtime
+/// store that never held a run deletes neither its marker nor its due-run
+/// entry, and one that holds none of this memo store's runs deletes
+/// nothing of workflow runs at all (it reports the markers it kept as
+/// failures). A runtime store that holds some of them is taken for the
+/// workers' one.
 ///
 /// A failure at any step is recorded in the [`SweepReport`] and leaves the
 /// marker in place, so the next pass finishes the run; a crash mid-pass does
@@ -113,6 +132,9 @@ struct SweeperConfig {
     page_size: usize,
     concurrency: usize,
     dry_run: bool,
+    /// Whether the runtime store is proved to be the one this memo store's
+    /// runs were created in (the `proof` module).
+    proven: AtomicBool,
 }
 
 impl RetentionSweeper {
@@ -156,66 +178,6 @@ impl RetentionSweeper {
         }
         .instrument(span)
         .await
-    }
-
-    /// Deletes the due-run entries due by `now_ms` whose run has ended, is
-    /// gone, or is another incarnation now (in a dry run: counts them), so
-    /// the index does not keep what the runs it names left behind: an
-    /// interrupted attempt's entry once another attempt ended the run, a
-    /// signal's entry once a redelivery ran the run, the entries of a run
-    /// this pass cleared. An ended run's terminal marker is written before
-    /// its entry is deleted (it is there as a rule: a create that finds it),
-    /// since the entry may be what is left of an attempt that could not
-    /// write it. Needs a runtime store to read the runs; costs the
-    /// listing of the entries due by `now_ms` and a run load per entry (what
-    /// a worker's poll costs). An entry of a run that still waits stays, and
-    /// so does one due after `now_ms` (a later pass, or a worker, deletes it
-    /// once due). Best effort: a failure is logged and the entry is left for
-    /// the next pass; a stale entry is harmless meanwhile.
-    async fn tidy_due_index(&self, now_ms: u64, report: &mut SweepReport) {
-        let config = &*self.config;
-        let Some(runs) = &config.runtime_store else {
-            return;
-        };
-        let mut entries = due_index::due_at(&config.memo_store, now_ms);
-        loop {
-            let due = match entries.try_next().await {
-                Ok(Some(due)) => due,
-                Ok(None) => break,
-                Err(error) => {
-                    tracing::warn!(%error, "listing the due-run index failed; its tidying stops here");
-                    break;
-                }
-            };
-            let record = match runs.load_run(&due.run_id).await {
-                Ok(record) => record,
-                Err(error) => {
-                    tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run cannot be read");
-                    continue;
-                }
-            };
-            if !due_index::is_stale(&due, record.as_ref()) {
-                continue;
-            }
-            if config.dry_run {
-                report.due_entries_deleted += 1;
-                continue;
-            }
-            // The entry may be all that is left of an attempt that ended
-            // the run without writing its marker: the marker first.
-            if let Some(record) = &record
-                && let Err(error) = due_index::mark_ended(&config.memo_store, &due, record).await
-            {
-                tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run's terminal marker cannot be written");
-                continue;
-            }
-            match due_index::delete(&config.memo_store, &due).await {
-                Ok(()) => report.due_entries_deleted += 1,
-                Err(error) => {
-                    tracing::warn!(run_id = %due.run_id, %error, "stale due-run entry not deleted");
-                }
-            }
-        }
     }
 
     /// Deletes the shared entries (`#[memoized(scope = shared)]`) whose time
@@ -270,6 +232,7 @@ impl RetentionSweeper {
     async fn sweep_before(&self, cutoff_ms: u64) -> Result<SweepReport> {
         let config = &*self.config;
         let mut report = SweepReport::empty(cutoff_ms, config.dry_run);
+        let mut unproven = Vec::new();
         let mut pages = config
             .memo_store
             .markers()
@@ -290,21 +253,24 @@ impl RetentionSweeper {
             };
             report.pages += 1;
             report.markers_expired += page.len();
-            let mut outcomes = stream::iter(page)
-                .map(|marker| async move {
-                    let mut swept = RunSwept::default();
-                    let result = self.sweep_run(&marker, &mut swept).await;
-                    (marker, swept, result)
-                })
-                .buffer_unordered(config.concurrency);
-            while let Some((marker, swept, result)) = outcomes.next().await {
-                report.record(marker, swept, result);
-            }
+            self.sweep_page(page, &mut report, &mut unproven).await;
             tracing::debug!(
                 page = report.pages,
                 markers_expired = report.markers_expired,
                 "page swept"
             );
+        }
+        // The markers left with nothing else of their run, met before the
+        // pass proved its runtime store the workers' (the `proof` module):
+        // checked again now that it is; kept, as failures, if it is not.
+        if self.proves_store() {
+            let mut again = Vec::new();
+            self.sweep_page(unproven, &mut report, &mut again).await;
+            unproven = again;
+        }
+        for marker in unproven {
+            let error = proof::unproven(&marker.run_id);
+            report.record(marker, RunSwept::default(), Err(error));
         }
         tracing::info!(
             markers_expired = report.markers_expired,
@@ -317,10 +283,35 @@ impl RetentionSweeper {
         Ok(report)
     }
 
+    /// Sweeps the runs of `markers`, a bounded number at once, into
+    /// `report`; the markers a run of which nothing else is left, in a
+    /// runtime store not proved the workers' yet, go to `unproven`.
+    async fn sweep_page(
+        &self,
+        markers: Vec<TerminalMarker>,
+        report: &mut SweepReport,
+        unproven: &mut Vec<TerminalMarker>,
+    ) {
+        let mut outcomes = stream::iter(markers)
+            .map(|marker| async move {
+                let mut swept = RunSwept::default();
+                let result = self.sweep_run(&marker, &mut swept).await;
+                (marker, swept, result)
+            })
+            .buffer_unordered(self.config.concurrency);
+        while let Some((marker, swept, result)) = outcomes.next().await {
+            match result {
+                Ok(Swept::Unproven) => unproven.push(marker),
+                Ok(Swept::Cleared) => report.record(marker, swept, Ok(())),
+                Err(error) => report.record(marker, swept, Err(error)),
+            }
+        }
+    }
+
     /// Clears one expired run (or, in dry-run mode, counts what clearing it
     /// would delete), recording in `swept` what it deleted even if it then
     /// fails. The marker goes last, so any failure keeps it.
-    async fn sweep_run(&self, marker: &TerminalMarker, swept: &mut RunSwept) -> Result<()> {
+    async fn sweep_run(&self, marker: &TerminalMarker, swept: &mut RunSwept) -> Result<Swept> {
         let config = &*self.config;
         let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
         let span = tracing::debug_span!(
@@ -332,14 +323,23 @@ impl RetentionSweeper {
         async move {
             let has_record = match self.check_terminal(run_id, incarnation).await? {
                 Found::Terminal => true,
-                Found::Other => false,
+                Found::Unchecked => false,
                 // A standalone run (memos outside a workflow) is never in a
                 // runtime store.
-                Found::Nothing if incarnation == Incarnation::STANDALONE => false,
-                Found::Nothing => {
-                    self.check_deleted_here(run_id, incarnation).await?;
+                Found::Nothing | Found::Other(_) if incarnation == Incarnation::STANDALONE => false,
+                // The id used again: as much a deleted run as one never
+                // held, unless the store is the workers' (the `proof`
+                // module).
+                Found::Other(later) => {
+                    if !self.check_used_again(run_id, later).await? {
+                        return Ok(Swept::Unproven);
+                    }
                     false
                 }
+                Found::Nothing => match self.check_deleted_here(run_id, incarnation).await? {
+                    Deleted::Here => false,
+                    Deleted::Unproven => return Ok(Swept::Unproven),
+                },
             };
             if config.dry_run {
                 swept.entries = config
@@ -347,7 +347,7 @@ impl RetentionSweeper {
                     .count_incarnation_entries(run_id, incarnation)
                     .await?;
                 swept.runtime_record = has_record;
-                return Ok(());
+                return Ok(Swept::Cleared);
             }
             let cleared = config
                 .memo_store
@@ -377,96 +377,21 @@ impl RetentionSweeper {
                 runtime_record = swept.runtime_record,
                 "run cleared"
             );
-            Ok(())
+            Ok(Swept::Cleared)
         }
         .instrument(span)
         .await
-    }
-
-    /// What the runtime store (if any) holds of the marker's run; an error
-    /// if it holds the marker's incarnation in a status that is not
-    /// terminal, so that a stray marker can never clear a live run's
-    /// entries. A later run of the same id (another incarnation) is not the
-    /// marker's run: that the id was used again proves the marker's run was
-    /// deleted from this runtime store. If that later run has ended, it is
-    /// given its marker (a no-op if it has one): `Runtime::recover` counts
-    /// an id with a marker of any incarnation as marked, so a later run
-    /// whose own attempt stopped before marking it would otherwise be left
-    /// unmarked, and never swept, once this marker is gone.
-    async fn check_terminal(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Found> {
-        let Some(store) = &self.config.runtime_store else {
-            return Ok(Found::Other);
-        };
-        match store.load_run(run_id).await? {
-            None => Ok(Found::Nothing),
-            Some(run) if run.incarnation != incarnation => {
-                if let Some(terminal_at_ms) = run.terminal_at_ms.filter(|_| !self.config.dry_run) {
-                    let later = TerminalMarker {
-                        run_id: run_id.clone(),
-                        terminal_at_ms,
-                        incarnation: run.incarnation,
-                    };
-                    self.config.memo_store.markers().write(&later).await?;
-                }
-                Ok(Found::Other)
-            }
-            Some(run) if run.status.is_terminal() => Ok(Found::Terminal),
-            Some(run) => Err(Error::Conflict {
-                what: format!("run {run_id}"),
-                reason: format!(
-                    "it has an expired terminal marker but its status is {}; \
-                     nothing was deleted and the marker is kept",
-                    run.status
-                ),
-            }),
-        }
-    }
-
-    /// A marker whose run the runtime store does not hold at all is one of
-    /// three things: a deletion of the run that stopped part way (the
-    /// runtime store still holds objects of the incarnation: stored proof
-    /// that it held the run); a deletion that finished in the runtime store
-    /// and stopped before the marker (nothing of the run is left but the
-    /// marker); or a runtime store that is not the one the workers write to
-    /// (a prefix mistyped), with the run alive elsewhere. The pass goes on
-    /// with the first two: it clears the memo entries, then finishes the
-    /// runtime store's deletion (its remains go after the entries, so a
-    /// failure keeps the proof for the next pass). A run with memo or
-    /// step-output entries left and no remains is the third case as far as
-    /// anyone can tell: an error, and nothing of it is deleted.
-    ///
-    /// Entries and no remains is also what a stale attempt leaves if its
-    /// memo entry lands after the deletion finished: see
-    /// [`clear_late_entries`], which narrows that to a write that lands
-    /// after the deletion's last listing of the entries.
-    async fn check_deleted_here(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
-        let config = &*self.config;
-        if !config
-            .memo_store
-            .has_incarnation_entries(run_id, incarnation)
-            .await?
-        {
-            return Ok(());
-        }
-        if let Some(store) = &config.runtime_store
-            && store.holds_remains(run_id, incarnation).await?
-        {
-            return Ok(());
-        }
-        Err(Error::Conflict {
-            what: format!("run {run_id}"),
-            reason: "it has an expired terminal marker and memo entries, but the runtime \
-                     store does not hold it; nothing was deleted and the marker is kept \
-                     (is the runtime store's prefix the one the workers use?)"
-                .into(),
-        })
     }
 
     /// Deletes a terminal run now, whatever its age, so that its id can be
     /// used again: its current incarnation's memo and step-output entries
     /// first, then its runtime-store records; `false` if no run of the id
     /// exists. Its terminal marker is left to the next pass past the run's
-    /// retention, which deletes it, finding nothing of the run.
+    /// retention, which deletes it, finding nothing of the run, once that
+    /// pass has proved its runtime store the workers' (see the type's
+    /// rustdoc): this sweeper's passes have if the deletion cleared memo
+    /// entries of the run; a pass of another sweeper, once it meets a run
+    /// of this memo store in the runtime store.
     ///
     /// This is the order a pass keeps, and it is what makes a failure part
     /// way safe: while the runtime store holds the run, another call
@@ -517,10 +442,17 @@ impl RetentionSweeper {
             };
             self.config.memo_store.markers().write(&marker).await?;
         }
-        self.config
+        let cleared = self
+            .config
             .memo_store
             .clear_incarnation(run_id, run.incarnation)
             .await?;
+        if cleared > 0 {
+            // The memo store had entries of the incarnation this runtime
+            // store holds: it is the workers' (the `proof` module), and the
+            // next pass of this sweeper may drop the marker left behind.
+            self.store_proved();
+        }
         let existed = store.delete_run(run_id, run.incarnation).await?;
         clear_late_entries(&self.config, run_id, run.incarnation).await?;
         forget_data_key(&self.config, run_id, run.incarnation).await?;
@@ -566,19 +498,18 @@ async fn forget_data_key(
     Ok(())
 }
 
-/// What the runtime store holds of a marker's run.
-enum Found {
-    /// The marker's incarnation, terminal.
-    Terminal,
-    /// Another incarnation of the id, or no runtime store is configured.
-    Other,
-    /// No run of the id.
-    Nothing,
-}
-
 /// What clearing one run deleted (or, in a dry run, would delete).
 #[derive(Default)]
 struct RunSwept {
     entries: usize,
     runtime_record: bool,
+}
+
+/// What a pass did with one expired marker that did not fail.
+enum Swept {
+    /// Its run was cleared and the marker deleted (in a dry run: would be).
+    Cleared,
+    /// Nothing of the run is left but the marker, and the runtime store is
+    /// not proved the workers' (yet): nothing was deleted.
+    Unproven,
 }

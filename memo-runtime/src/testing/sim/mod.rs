@@ -451,7 +451,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// [`cached_reader`](Self::cached_reader), [`pauses`](Self::pauses),
     /// a [`local_folder_share`](Self::local_folder_share) of one seed in
     /// ten, [`foreign_objects`](Self::foreign_objects) in one seed in
-    /// twenty, [`sealed_share`](Self::sealed_share) in five, [`standalone_memos`](Self::standalone_memos), one delete in twenty [slow](Self::slow_deletes); not [`wrong_prefix_operator`](Self::wrong_prefix_operator).
+    /// twenty, [`sealed_share`](Self::sealed_share) in five, [`standalone_memos`](Self::standalone_memos), one delete in twenty [slow](Self::slow_deletes), [`wrong_prefix_operator`](Self::wrong_prefix_operator).
     #[must_use]
     pub fn deployment(self) -> Self {
         self.check_step_bodies(true)
@@ -466,6 +466,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             .sealed_share(0.2)
             .standalone_memos(true)
             .slow_deletes(0.05)
+            .wrong_prefix_operator(true)
     }
 
     /// Turns off one kind of random event.

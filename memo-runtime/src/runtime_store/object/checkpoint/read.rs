@@ -31,13 +31,29 @@ impl Checkpointer {
         created: RunState,
     ) -> Result<Folded> {
         let incarnation = created.record().incarnation;
+        let mut vanished = None;
         for _ in 0..LISTING_ATTEMPTS {
             let Some(newest) = self.newest_delta(run_id, incarnation).await? else {
+                // A delta is deleted only once a newer one settled: one that
+                // vanished with none after it went with its incarnation's
+                // folder, which a deletion lists once the run's pointer is
+                // gone. Folding the rest (nothing, or a part) would read
+                // the deleted run as just created, for a writer to commit
+                // into its freed log (seed 101): the caller's pointer read
+                // tells a deletion from a corrupt run.
+                if let Some(path) = vanished {
+                    return Err(Error::corrupt(
+                        path,
+                        format!(
+                            "run {run_id}: its checkpoint delta vanished, and no newer one exists"
+                        ),
+                    ));
+                }
                 return self.load_base(run_id, created, None).await;
             };
             match self.read_delta(run_id, incarnation, newest, None).await? {
                 DeltaRead::Loaded(folded) => return Ok(*folded),
-                DeltaRead::Gone => {}
+                DeltaRead::Gone => vanished = Some(self.delta_path(run_id, incarnation, newest)),
                 DeltaRead::BaseGone => {
                     let unusable = self.delta_path(run_id, incarnation, newest);
                     return self.load_base(run_id, created, Some(unusable)).await;

@@ -144,6 +144,10 @@ struct State {
     /// Paths at which a foreign object stands now (with
     /// `Simulation::foreign_objects`).
     planted: Vec<String>,
+    /// Whether the backend folds names to lower case (with wide run ids):
+    /// a planted path, taken from a listing, is then folded, while a
+    /// reader names the object as memo spells it.
+    folds_case: bool,
 }
 
 /// An incarnation as it was when a deletion began: its run, its receipts
@@ -174,8 +178,16 @@ pub(super) struct Checker {
 pub(super) const CORRUPT_READ: &str = "no read returns a corrupt value";
 
 /// Whether an error message names the object at `path` (and not one whose
-/// path merely begins with it).
-fn names(message: &str, path: &str) -> bool {
+/// path merely begins with it), comparing names folded to lower case if
+/// `folds_case` (the backend's objects are named so, whatever case memo
+/// spells a path in: a status hint's folder `Running` is `running` there).
+fn names(message: &str, path: &str, folds_case: bool) -> bool {
+    let (message, path) = if folds_case {
+        (message.to_ascii_lowercase(), path.to_ascii_lowercase())
+    } else {
+        (message.to_string(), path.to_string())
+    };
+    let (message, path) = (message.as_str(), path.as_str());
     message.match_indices(path).any(|(at, _)| {
         !message[at + path.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '/')
     })
@@ -214,6 +226,7 @@ impl Checker {
                 first_violation: None,
                 events: 0,
                 planted: Vec::new(),
+                folds_case: false,
             })),
             tokens: Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x70ce_75ee_d000))),
             objects,
@@ -237,6 +250,13 @@ impl Checker {
         self.clock.now_ms()
     }
 
+    /// The backend folds every name to lower case, as a case-insensitive
+    /// folder does: a planted path and a path an error names are compared
+    /// folded.
+    pub(super) fn set_folds_case(&self) {
+        self.lock().folds_case = true;
+    }
+
     /// A foreign object stands at `path` (`true`) or no longer does: while
     /// it stands, a corrupt read naming it is what the reader must report,
     /// not a violation.
@@ -251,7 +271,9 @@ impl Checker {
     /// Records `invariant` broken, with what happened.
     pub(super) fn violation(&self, invariant: &'static str, detail: String) {
         let mut state = self.lock();
-        if invariant == CORRUPT_READ && state.planted.iter().any(|p| names(&detail, p)) {
+        let folds_case = state.folds_case;
+        if invariant == CORRUPT_READ && state.planted.iter().any(|p| names(&detail, p, folds_case))
+        {
             drop(state);
             self.event(format!("a read meets a planted object: {detail}"));
             return;
@@ -631,5 +653,43 @@ mod tests {
         never.attempts = 3;
         checker.acknowledged_commit(&run_id, &start(3), &never);
         assert_eq!(checker.violations().len(), 1, "{:?}", checker.violations());
+    }
+
+    /// Seeds 6061 and 9749 of the deployment world: on a backend that folds
+    /// case, a huge object is planted at a status hint's path taken from a
+    /// listing (`running`, folded), and memo refuses the hint naming it as
+    /// memo spells it (`Running`): the read met the plant, and is no
+    /// violation. On a backend that keeps case, the two paths are two
+    /// objects, and the read is still one.
+    #[test]
+    fn a_read_naming_a_plant_in_other_case_meets_it_only_where_the_backend_folds_case() {
+        use super::CORRUPT_READ;
+        let planted = "sim/runs-by-status/running/sim-3.00000000000000ab";
+        let read = "load_run: corrupt object at sim/runs-by-status/Running/sim-3.00000000000000ab: \
+                    larger than the limit";
+        let checker = |folds_case: bool| {
+            let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+            let checker = Checker::new(objects, Arc::new(ManualClock::new(0)), 0, 1, 1, false);
+            if folds_case {
+                checker.set_folds_case();
+            }
+            checker.set_planted(planted, true);
+            checker.violation(CORRUPT_READ, read.to_string());
+            checker
+        };
+        let folding = checker(true);
+        assert!(
+            folding.violations().is_empty(),
+            "{:?}",
+            folding.violations()
+        );
+        // Folded, a path that merely begins with the planted one is still
+        // another object.
+        folding.violation(
+            CORRUPT_READ,
+            read.replace(".00000000000000ab", ".00000000000000abc"),
+        );
+        assert_eq!(folding.violations().len(), 1, "{:?}", folding.violations());
+        assert_eq!(checker(false).violations().len(), 1);
     }
 }

@@ -99,6 +99,9 @@ where
         millis(config.lease),
         config.check_bodies,
     );
+    if config.wide_run_ids {
+        checker.set_folds_case();
+    }
     if let Some(sealing) = &sealing {
         checker.event(format!("the stores are {}", sealing.describe()));
     }

@@ -1,8 +1,12 @@
 //! Standalone memos used across processes (issue 20, item 7): every
 //! worker and the operator call the same standalone keys
-//! ([`MemoStore::new_memo`](crate::memo::MemoStore::new_memo)), the operator clears those runs, and workers
-//! mark them finished for the sweepers; each call is checked against the
-//! value the store holds.
+//! ([`MemoStore::new_memo`](crate::memo::MemoStore::new_memo)), the operator clears those runs (and, on a
+//! store with per-run data keys, forgets their keys), and workers mark
+//! them finished for the sweepers (which clear them and forget their
+//! keys); each call is checked against the value the store holds, and
+//! every error a call returns against the invariants (a corrupt read
+//! breaks one), on sealed seeds too: the reader of the truth opens its
+//! store as a new process of the history does, with the history's seal.
 //!
 //! Every simulated process has a committed-entry cache of its own, reached
 //! only by its own clears (as a real process's is): a value cached by one
@@ -43,9 +47,10 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// issue 20 describes them: every worker and the operator (long-lived
     /// processes, each with its own committed-entry cache) call the same
     /// standalone keys, computing a new value on a miss; the operator clears
-    /// those runs ([`MemoStore::clear_memos_for_run`](crate::memo::MemoStore::clear_memos_for_run)) and workers mark them
-    /// finished (`Markers::write_standalone`) for the sweepers to clear once
-    /// the clock passes the retention. Each call is checked: *every caller of
+    /// those runs ([`MemoStore::clear_memos_for_run`](crate::memo::MemoStore::clear_memos_for_run), then, on a store with
+    /// per-run data keys, [`DataKeys::forget_run`](crate::seal::DataKeys::forget_run), as `memoctl forget` does) and workers mark them
+    /// finished (`Markers::write_standalone`) for the sweepers to clear (and
+    /// forget) once the clock passes the retention. Each call is checked: *every caller of
     /// a standalone key sees the value the store holds for it* (a call during
     /// which the store held one value throughout returns that value), so no
     /// process serves a value a clear removed after another process
@@ -169,8 +174,16 @@ where
             process_name(process)
         ));
         let future = async move {
-            let cleared = memo_store.clear_memos_for_run(&run_id).await;
-            Outcome::Done(cleared.map(drop).map_err(|e| e.to_string()))
+            // As `memoctl forget` does with data keys: the entries, then
+            // the run's keys, while other processes may hold them.
+            let cleared = match memo_store.clear_memos_for_run(&run_id).await {
+                Ok(_) => match memo_store.seal().data_keys() {
+                    Some(keys) => keys.forget_run(&run_id).await.map(drop),
+                    None => Ok(()),
+                },
+                Err(error) => Err(error),
+            };
+            Outcome::Done(cleared.map_err(|e| e.to_string()))
         };
         self.spawn(process, TaskKind::Operator, None, Box::pin(future));
     }

@@ -1,0 +1,248 @@
+//! A sweep through a runtime store at another prefix than the workers'
+//! (issue 20, item 11: `memoctl sweep` with a mistyped or defaulted
+//! `--runs-prefix`) finds none of the runs the memo store names, and
+//! deletes nothing of them: neither the due-run entry of a live run nor
+//! the marker of a run a right sweep is clearing. Found by the
+//! simulator's `wrong_prefix_operator` (*a sweep through another
+//! runtime-store prefix deletes no due-run entry*, *deletes no terminal
+//! marker*). Each test runs two processes: separate store instances over
+//! one store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use memo_runtime::clock::ManualClock;
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::retention::{RetentionSweeper, TerminalMarker};
+use memo_runtime::runtime_store::{
+    Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
+};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{Bytes, Error, MemoStore, RunId};
+use memo_tests::fixtures::run;
+use memo_tests::pause::{Held, Pauses};
+
+/// The workers' runtime-store prefix, and the operator's mistyped one.
+const RIGHT: &str = "runs";
+const WRONG: &str = "runtime";
+
+/// A process over `objects`: its own memo store and runtime store (at
+/// `runs_prefix`) instances, the shared clock.
+fn process(objects: &Arc<dyn ObjectStore>, runs_prefix: &str, clock: &Arc<ManualClock>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(Arc::clone(objects), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            Arc::clone(objects),
+            runs_prefix,
+        )))
+        .clock(clock.clone())
+        .retention(Duration::from_secs(24 * 3600))
+        .build()
+        .unwrap()
+}
+
+async fn due_run_ids(runtime: &Runtime) -> Vec<String> {
+    let due: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await.unwrap();
+    due.iter().map(|d| d.run_id.to_string()).collect()
+}
+
+/// Two live runs have due-run entries due now: one got a signal it waits
+/// for, the other's timer is due; no worker has woken them yet. The
+/// operator's sweep through another prefix finds neither run, and deletes
+/// neither entry (it deleted both: the only thing that wakes the runs).
+/// A right sweep then still deletes the entry of a run that was deleted,
+/// once it meets a live run of the memo store in its runtime store.
+#[tokio::test]
+async fn a_live_runs_due_entry_survives_a_sweep_through_another_prefix() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(1_000));
+    let workers = process(&objects, RIGHT, &clock);
+    let approval = Workflow::new("approval", |ctx: Context, _: ()| async move {
+        let yes: bool = ctx.wait_for_signal("go").await?;
+        Ok::<_, Error>(yes)
+    });
+    let nap = Workflow::new("nap", |ctx: Context, _: ()| async move {
+        ctx.sleep(Duration::from_secs(3600)).await?;
+        Ok::<_, Error>(true)
+    });
+    let (waiting, asleep) = (run("waiting"), run("asleep"));
+    assert!(workers.run(&waiting, &(), &approval).await.is_err());
+    workers.signal(&waiting, "go", &true).await.unwrap();
+    assert!(workers.run(&asleep, &(), &nap).await.is_err());
+    clock.advance_ms(2 * 3_600_000);
+    assert_eq!(due_run_ids(&workers).await, ["waiting", "asleep"]);
+
+    let operator = process(&objects, WRONG, &clock);
+    let report = operator.retention_sweeper().sweep_now().await.unwrap();
+    assert_eq!(report.due_entries_deleted, 0, "{report:?}");
+    assert_eq!(
+        due_run_ids(&workers).await,
+        ["waiting", "asleep"],
+        "the live runs' entries stay"
+    );
+
+    // The signalled run is run to its end and deleted: its entry is stale,
+    // and its run is gone from every runtime store.
+    assert!(workers.run(&waiting, &(), &approval).await.unwrap());
+    assert!(
+        workers
+            .retention_sweeper()
+            .delete_run(&waiting)
+            .await
+            .unwrap()
+    );
+    let report = operator.retention_sweeper().sweep_now().await.unwrap();
+    assert_eq!(report.due_entries_deleted, 0, "{report:?}");
+    assert_eq!(due_run_ids(&workers).await, ["waiting", "asleep"]);
+
+    // A right sweep in a process of its own: the sleeping run, held with
+    // its entry's incarnation, proves its runtime store the workers'.
+    let right = process(&objects, RIGHT, &clock);
+    let report = right.retention_sweeper().sweep_now().await.unwrap();
+    assert_eq!(report.due_entries_deleted, 1, "{report:?}");
+    assert_eq!(due_run_ids(&workers).await, ["asleep"]);
+}
+
+fn order(run_id: &RunId) -> NewRun {
+    NewRun {
+        run_id: run_id.clone(),
+        workflow: "checkout".into(),
+        input: Bytes::from_static(b"order"),
+        created_at_ms: 1,
+        workflow_version: None,
+    }
+}
+
+/// A finished run with a memo entry and its terminal marker, as a workflow
+/// leaves it.
+async fn finished_run(
+    memo: &MemoStore,
+    runs: &ObjectStoreRuntimeStore,
+    run_id: &RunId,
+) -> TerminalMarker {
+    let created = runs.create_run(order(run_id)).await.unwrap();
+    let start = Commit::status(StatusChange::start_attempt(1), 2);
+    runs.atomic_apply(run_id, start).await.unwrap();
+    memo.memo_for(run_id, created.incarnation, 0)
+        .put("charge", b"charged")
+        .await
+        .unwrap();
+    let done = StatusChange::Completed {
+        output: Bytes::from_static(b"done"),
+    };
+    runs.atomic_apply(run_id, Commit::status(done, 4))
+        .await
+        .unwrap();
+    let marker = TerminalMarker {
+        run_id: run_id.clone(),
+        terminal_at_ms: 4,
+        incarnation: created.incarnation,
+    };
+    memo.markers().write(&marker).await.unwrap();
+    marker
+}
+
+fn sweeper(objects: Arc<dyn ObjectStore>, runs_prefix: &str) -> RetentionSweeper {
+    let runs: Arc<dyn RuntimeStore> = Arc::new(ObjectStoreRuntimeStore::new(
+        Arc::clone(&objects),
+        runs_prefix,
+    ));
+    RetentionSweeper::builder(MemoStore::new(objects, "memo"), Duration::ZERO)
+        .runtime_store(runs)
+        .build()
+}
+
+async fn stored(objects: &dyn ObjectStore) -> Vec<String> {
+    let mut paths: Vec<String> = objects
+        .list(None)
+        .map_ok(|meta| meta.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    paths.sort();
+    paths
+}
+
+/// A right sweep clears an expired run's memo entries and stalls before
+/// its runtime-store deletion; meanwhile the operator's sweep through
+/// another prefix finds nothing of the run but its marker. It keeps the
+/// marker (it deleted it: had the right sweep's deletion then failed, the
+/// run would be left terminal and unmarked, for ever), and reports it.
+/// The right sweep then finishes, and nothing of the run is left.
+#[tokio::test]
+async fn the_marker_of_a_run_being_cleared_survives_a_sweep_through_another_prefix() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let memo = MemoStore::new(Arc::clone(&objects), "memo");
+    let runs = ObjectStoreRuntimeStore::new(Arc::clone(&objects), RIGHT);
+    let run_id = run("order-1");
+    let marker = finished_run(&memo, &runs, &run_id).await;
+
+    let (paused, pause) = Pauses::new(Arc::clone(&objects), Held::Delete, Path::from(RIGHT));
+    let right = sweeper(Arc::new(paused), RIGHT);
+    let pass = tokio::spawn(async move { right.sweep_once(100).await });
+    pause.reached.await.unwrap();
+    assert!(
+        stored(objects.as_ref())
+            .await
+            .iter()
+            .all(|p| !p.starts_with("memo/memos")),
+        "the right sweep cleared the entries before the records"
+    );
+
+    let report = sweeper(Arc::clone(&objects), WRONG)
+        .sweep_once(100)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_cleared, 0, "{report:?}");
+    let kept: Vec<&RunId> = report.failures.iter().map(|f| &f.run_id).collect();
+    assert_eq!(kept, [&run_id], "the wrong sweep reports the run it kept");
+    assert_eq!(
+        memo.markers().list().await.unwrap(),
+        [marker],
+        "the marker stays"
+    );
+
+    pause.release.send(()).unwrap();
+    let report = pass.await.unwrap().unwrap();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(report.runs_cleared, 1);
+    assert_eq!(stored(objects.as_ref()).await, Vec::<String>::new());
+}
+
+/// The operator's runtime store holds a run of the same id as an expired
+/// run of the workers' (another incarnation: another deployment's, or an
+/// old one left at that prefix), and nothing else of the memo store's. A
+/// later run of the id proves the marker's run deleted only in the store
+/// the marker's run was created in: the sweep clears nothing of it (it
+/// cleared its memo entries and deleted its marker).
+#[tokio::test]
+async fn a_sweep_through_a_store_that_holds_only_another_run_of_the_id_clears_nothing() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let memo = MemoStore::new(Arc::clone(&objects), "memo");
+    let runs = ObjectStoreRuntimeStore::new(Arc::clone(&objects), RIGHT);
+    let run_id = run("order-1");
+    let marker = finished_run(&memo, &runs, &run_id).await;
+    let elsewhere = ObjectStoreRuntimeStore::new(Arc::clone(&objects), WRONG);
+    elsewhere.create_run(order(&run_id)).await.unwrap();
+    let before = stored(objects.as_ref()).await;
+
+    let report = sweeper(Arc::clone(&objects), WRONG)
+        .sweep_once(100)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_cleared, 0, "{report:?}");
+    assert_eq!(report.failures.len(), 1, "{report:?}");
+    assert_eq!(stored(objects.as_ref()).await, before, "nothing deleted");
+    assert_eq!(memo.markers().list().await.unwrap(), [marker]);
+
+    // The right sweep clears the run.
+    let report = sweeper(Arc::clone(&objects), RIGHT)
+        .sweep_once(100)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_cleared, 1, "{report:?}");
+    assert!(memo.markers().list().await.unwrap().is_empty());
+}
