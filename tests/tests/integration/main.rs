@@ -48,8 +48,6 @@ mod memo_store;
 mod memoized_lint_clean;
 #[path = "../memoized_soundness.rs"]
 mod memoized_soundness;
-#[path = "../memoized_tracing.rs"]
-mod memoized_tracing;
 #[path = "../oversize_objects.rs"]
 mod oversize_objects;
 #[path = "../pending_listing.rs"]
