@@ -87,7 +87,18 @@ impl Runtime {
         }
         let attempt = record.attempts + 1;
         let (lease, due_entry) =
-            super::due::start_attempt(&self.shared, &run_id, record.incarnation, attempt).await?;
+            match super::due::start_attempt(&self.shared, &run_id, record.incarnation, attempt)
+                .await
+            {
+                Ok(started) => started,
+                Err(conflict @ Error::Conflict { .. }) => {
+                    return self
+                        .ended_meanwhile(&record, conflict)
+                        .await
+                        .map_err(W::Error::from);
+                }
+                Err(e) => return Err(e.into()),
+            };
         let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
         let (result, ended) = settle(&run_id, lease.hold(body.catch_unwind()).await);
         super::due::settle(&self.shared, lease.held(), ended, &due_entry).await;
@@ -100,6 +111,27 @@ impl Runtime {
             lease.release().await;
         }
         result
+    }
+
+    /// The answer to a delivery whose attempt's start met `conflict`: the
+    /// run may have ended between the delivery's read and its start
+    /// (another delivery, or a worker that took the run over, ran it to its
+    /// end), and then the run's outcome is the answer, as it is to a
+    /// delivery that reads the run ended. Otherwise (another attempt
+    /// started first, or the run was deleted) the conflict. Costs a read of
+    /// the run, on this path only.
+    async fn ended_meanwhile<O: DeserializeOwned>(
+        &self,
+        record: &RunRecord,
+        conflict: Error,
+    ) -> Result<O> {
+        match self.shared.store.load_run(&record.run_id).await {
+            Ok(Some(now)) if now.incarnation == record.incarnation => match finished(&now) {
+                Some(done) => done,
+                None => Err(conflict),
+            },
+            _ => Err(conflict),
+        }
     }
 
     /// [`Error::Suspended`] if the run's last attempt suspended in a wait

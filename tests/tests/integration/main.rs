@@ -20,6 +20,8 @@ mod bad_input;
 mod clear_requests;
 #[path = "../committed_effects.rs"]
 mod committed_effects;
+#[path = "../completion_races.rs"]
+mod completion_races;
 #[path = "../cost_ledger.rs"]
 mod cost_ledger;
 #[path = "../data_keys.rs"]

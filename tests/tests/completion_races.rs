@@ -1,0 +1,84 @@
+//! A delivery that loses the race with its run's completion answers with
+//! the run's outcome, as a delivery that reads the run ended does: between
+//! its read of the run and its attempt's start, another process (a
+//! redelivery, a worker that took the run over) may run the run to its
+//! end. Two processes are two runtimes over separate store instances on one
+//! folder or bucket; the interleaving is staged with a store that holds one
+//! request until the test lets it go.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use memo_runtime::clock::ManualClock;
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{Error, MemoStore};
+use memo_tests::fixtures::{Backend, run};
+use memo_tests::pause::{Held, Pauses};
+
+type Doubled = futures::future::BoxFuture<'static, Result<u64, Error>>;
+
+/// One step that doubles its input.
+fn double() -> Workflow<impl Fn(Context, u64) -> Doubled + Send + Sync + 'static> {
+    Workflow::new("double", |ctx: Context, n: u64| {
+        Box::pin(async move { ctx.step("double", |_memo| async move { Ok(n * 2) }).await })
+            as Doubled
+    })
+}
+
+/// A process whose memo store reads and writes through `memo_objects`.
+fn process(
+    backend: &Backend,
+    memo_objects: Arc<dyn ObjectStore>,
+    clock: &Arc<ManualClock>,
+    name: &str,
+) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(memo_objects, "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            backend.open(),
+            "runs",
+        )))
+        .clock(clock.clone())
+        .lease(Duration::from_secs(30))
+        .worker_id(name)
+        .build()
+        .unwrap()
+}
+
+/// Process A reads the run (new, no attempt yet) and stalls before its
+/// attempt starts (its write of the attempt's due-run entry, the first
+/// thing a start does, is held); process B runs the run to completion
+/// meanwhile. A's start then meets a completed run: A answers with B's
+/// output, not with a conflict a queue would count as a failed delivery.
+#[tokio::test]
+async fn a_delivery_whose_start_loses_to_the_runs_completion_answers_with_its_output() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let clock = Arc::new(ManualClock::new(1_000));
+        let (paused, start) = Pauses::new(backend.open(), Held::Put, Path::from("memo/due"));
+        let a = process(&backend, Arc::new(paused), &clock, "a");
+        let b = process(&backend, backend.open(), &clock, "b");
+        let run_id = run("order-1");
+
+        let delivery = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { a.run(&run_id, &21_u64, &double()).await }
+        });
+        start.reached.await.unwrap();
+        assert_eq!(
+            b.run(&run_id, &21_u64, &double()).await.unwrap(),
+            42,
+            "{name}"
+        );
+
+        start.release.send(()).unwrap();
+        let answered = delivery.await.unwrap();
+        assert!(
+            matches!(answered, Ok(42)),
+            "{name}: the stalled delivery answered {answered:?}"
+        );
+    }
+}
