@@ -117,20 +117,24 @@ impl Runtime {
     /// run may have ended between the delivery's read and its start
     /// (another delivery, or a worker that took the run over, ran it to its
     /// end), and then the run's outcome is the answer, as it is to a
-    /// delivery that reads the run ended. Otherwise (another attempt
-    /// started first, or the run was deleted) the conflict. Costs a read of
-    /// the run, on this path only.
+    /// delivery that reads the run ended. Otherwise the conflict (another
+    /// attempt started first), a conflict that says the run was deleted
+    /// since, or the error of the read. Costs a read of the run, on this
+    /// path only.
     async fn ended_meanwhile<O: DeserializeOwned>(
         &self,
         record: &RunRecord,
         conflict: Error,
     ) -> Result<O> {
-        match self.shared.store.load_run(&record.run_id).await {
-            Ok(Some(now)) if now.incarnation == record.incarnation => match finished(&now) {
-                Some(done) => done,
-                None => Err(conflict),
-            },
-            _ => Err(conflict),
+        match self.shared.store.load_run(&record.run_id).await? {
+            Some(now) if now.incarnation == record.incarnation => {
+                finished(&now).unwrap_or(Err(conflict))
+            }
+            _ => Err(Error::Conflict {
+                what: format!("run {}", record.run_id),
+                reason: "the run ended and was deleted before this delivery's attempt started"
+                    .into(),
+            }),
         }
     }
 

@@ -218,6 +218,8 @@ pub(super) enum ErrorKind {
     NonDeterminism,
     /// The run exists with another workflow or input.
     InputConflict,
+    /// A delivery's attempt started on a run that had ended.
+    EndedRunConflict,
     /// An injected store fault, converted into whatever error.
     InjectedFault,
     /// Anything else.
@@ -231,6 +233,8 @@ pub(super) fn classify(message: &str) -> ErrorKind {
         ErrorKind::NonDeterminism
     } else if message.contains("exists with a different workflow or input") {
         ErrorKind::InputConflict
+    } else if message.contains("; it cannot become Running") {
+        ErrorKind::EndedRunConflict
     } else if message.contains("injected fault") {
         ErrorKind::InjectedFault
     } else {

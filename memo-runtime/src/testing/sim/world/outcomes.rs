@@ -117,6 +117,12 @@ where
                     self.check_input_conflict(run, delivered, error);
                 }
             }
+            // A delivery whose start lost the race with its run's end
+            // answers with the run's outcome, as one that read it ended.
+            ErrorKind::EndedRunConflict => self.checker.violation(
+                "a delivery of a run that ended answers with its outcome",
+                error.to_string(),
+            ),
             ErrorKind::InjectedFault | ErrorKind::Other => {}
         }
     }
