@@ -166,11 +166,24 @@ impl HeldLease {
             token: self.fence.token,
             until_ms,
         };
-        shared
+        // A refused renewal (another attempt's fence, or a run another
+        // attempt ended) means this attempt lost the run: a lease error, as
+        // any lost lease is, which a queue delivers again (and the next
+        // delivery answers with the run's outcome), not a conflict it would
+        // count as a failed delivery.
+        match shared
             .store
             .atomic_apply(run_id, Commit::status(change, now))
             .await
-            .map(drop)
+        {
+            Ok(_) => Ok(()),
+            Err(Error::Conflict { reason, .. }) => Err(Error::LeaseLost {
+                run_id: run_id.to_string(),
+                attempt: self.fence.attempt,
+                reason: format!("its renewal was refused: {reason}"),
+            }),
+            Err(e) => Err(e),
+        }
     }
 }
 

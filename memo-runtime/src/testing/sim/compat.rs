@@ -233,7 +233,7 @@ pub(super) fn classify(message: &str) -> ErrorKind {
         ErrorKind::NonDeterminism
     } else if message.contains("exists with a different workflow or input") {
         ErrorKind::InputConflict
-    } else if message.contains("; it cannot become Running") {
+    } else if message.starts_with("conflict at") && message.contains("; it cannot become Running") {
         ErrorKind::EndedRunConflict
     } else if message.contains("injected fault") {
         ErrorKind::InjectedFault
