@@ -526,6 +526,159 @@ async fn a_cost_record_whose_check_of_its_run_fails_is_taken_back() {
     }
 }
 
+/// Seed 9217 of the deployment world: an attempt paused with its change's
+/// log entry in flight while another attempt ended the run and a sweep
+/// deleted it; the entry then landed in the freed log, and the first read
+/// of the pointer after it failed. The pointer is read again, the run is
+/// found gone, and the entry taken back (the writer's next change was
+/// another, which would have found that entry as another writer's).
+#[tokio::test]
+async fn a_change_whose_pointer_check_fails_once_reads_it_again_and_takes_its_entry_back() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let name = backend.name();
+        let stale = backend.runtime_store("runs");
+        let run_id = run("order-14");
+        let created = stale.create_run(order(&run_id)).await.unwrap();
+        stale
+            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
+            .await
+            .unwrap();
+        let other = backend.runtime_store("runs");
+        other.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            other
+                .delete_run(&run_id, created.incarnation)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        let pointer = format!("runs/runs/{run_id}/run");
+        faults.inject(
+            FaultRule::fail_before(RequestKind::Get)
+                .matching(move |p| p.as_ref() == pointer)
+                .times(1),
+        );
+
+        let failed = StatusChange::Failed {
+            error: "refused".into(),
+        };
+        let late = stale.atomic_apply(&run_id, Commit::status(failed, 5)).await;
+        assert!(
+            matches!(late, Err(Error::Conflict { .. })),
+            "{name}: {late:?}"
+        );
+        assert_eq!(faults.faults_injected(), 1, "{name}");
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+}
+
+/// Seed 9217 of the deployment world: an attempt paused with its change's
+/// log entry in flight while another attempt ended the run and a sweep
+/// deleted it; the entry then landed in the freed log, and the pointer
+/// check after it failed, every read of it (a store error: a dead run
+/// cannot be told from a live one, so the entry stays). The attempt tried
+/// the change again, found the identical entry at its position and the run
+/// gone, and takes that entry back too.
+#[tokio::test]
+async fn a_change_whose_pointer_check_failed_takes_its_entry_back_when_tried_again() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let name = backend.name();
+        let stale = backend.runtime_store("runs");
+        let run_id = run("order-12");
+        let created = stale.create_run(order(&run_id)).await.unwrap();
+        stale
+            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
+            .await
+            .unwrap();
+        let other = backend.runtime_store("runs");
+        other.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            other
+                .delete_run(&run_id, created.incarnation)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        let pointer = format!("runs/runs/{run_id}/run");
+        faults.inject(
+            FaultRule::fail_before(RequestKind::Get)
+                .matching(move |p| p.as_ref() == pointer)
+                .times(3),
+        );
+
+        let failed = || {
+            let failed = StatusChange::Failed {
+                error: "refused".into(),
+            };
+            Commit::status(failed, 5)
+        };
+        let first = stale.atomic_apply(&run_id, failed()).await;
+        assert!(first.is_err(), "{name}: {first:?}");
+        assert_eq!(faults.faults_injected(), 3, "{name}");
+        let again = stale.atomic_apply(&run_id, failed()).await;
+        assert!(
+            matches!(again, Err(Error::Conflict { .. })),
+            "{name}: {again:?}"
+        );
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+}
+
+/// Seed 9217 of the deployment world: a stale attempt's cost record for a
+/// deleted run is taken back, and the `DELETE` doing it fails once; it is
+/// tried again, as no deletion lists the folder again.
+#[tokio::test]
+async fn a_cost_record_taken_back_whose_delete_fails_once_is_deleted_again() {
+    for Faulty { backend, faults } in Backend::all_faulty() {
+        let name = backend.name();
+        let stale = backend.runtime_store("runs");
+        let run_id = run("order-13");
+        let created = stale.create_run(order(&run_id)).await.unwrap();
+        stale
+            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
+            .await
+            .unwrap();
+        let other = backend.runtime_store("runs");
+        other.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            other
+                .delete_run(&run_id, created.incarnation)
+                .await
+                .unwrap(),
+            "{name}"
+        );
+        faults.inject(
+            FaultRule::fail_before(RequestKind::Delete)
+                .matching(|p| p.as_ref().contains("/cost/"))
+                .times(1),
+        );
+
+        let mut cost = AttemptCost::default();
+        cost.attempt = 1;
+        let late = stale
+            .record_attempt_cost(&run_id, created.incarnation, &cost)
+            .await;
+        assert!(
+            matches!(late, Err(Error::Conflict { .. })),
+            "{name}: {late:?}"
+        );
+        assert_eq!(faults.faults_injected(), 1, "{name}");
+        assert_eq!(
+            stored_under(backend.objects().as_ref(), "runs").await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+}
+
 /// Only a finished run can be deleted: deleting an open one is a conflict
 /// and deletes nothing.
 #[tokio::test]

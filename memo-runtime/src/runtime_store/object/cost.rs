@@ -2,6 +2,8 @@
 //! incarnation's `cost/` folder (see [`AttemptCost`] for why), written once
 //! and deleted with the rest of the incarnation's folder.
 
+use object_store::path::Path;
+
 use super::ObjectStoreRuntimeStore;
 use super::client::Owner;
 use crate::codec;
@@ -10,6 +12,9 @@ use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::AttemptCost;
 use crate::write_once::Created;
+
+/// How many `DELETE`s a record taken back gets.
+const TAKE_BACK_ATTEMPTS: u32 = 3;
 
 impl ObjectStoreRuntimeStore {
     /// One create and a `GET` of the run's pointer (and a `GET` if the
@@ -24,8 +29,10 @@ impl ObjectStoreRuntimeStore {
     /// removes the pointer before it lists the folder, so a record written
     /// before a pointer read that still names the incarnation is listed by
     /// any deletion to come; a read that fails takes the record back too
-    /// (the ledger loses it, as it loses one whose write fails). A writer
-    /// that dies between the two leaves the record (as it leaves a status
+    /// (the ledger loses it, as it loses one whose write fails); a
+    /// `DELETE` of a record taken back that fails is tried again (seed 9217
+    /// of the deployment world). A writer that dies between the two, or
+    /// whose every `DELETE` fails, leaves the record (as it leaves a status
     /// hint).
     pub(super) async fn write_attempt_cost(
         &self,
@@ -53,7 +60,7 @@ impl ObjectStoreRuntimeStore {
         match self.runs.is_current(run_id, incarnation).await {
             Ok(true) => Ok(()),
             Ok(false) => {
-                self.client.delete_all(vec![path]).await?;
+                self.take_back(path).await?;
                 Err(Error::Conflict {
                     what: format!("run {run_id}"),
                     reason: "the run was deleted while the attempt's cost was recorded; \
@@ -65,8 +72,21 @@ impl ObjectStoreRuntimeStore {
             // too, lost to the ledger as one whose write failed would be,
             // rather than maybe left where no deletion looks.
             Err(error) => {
-                self.client.delete_all(vec![path]).await?;
+                self.take_back(path).await?;
                 Err(error)
+            }
+        }
+    }
+
+    /// Deletes a record taken back, trying again after a failure (up to
+    /// [`TAKE_BACK_ATTEMPTS`] `DELETE`s): no one else will, as no deletion
+    /// lists the folder again.
+    async fn take_back(&self, path: Path) -> Result<()> {
+        let mut tried = 1;
+        loop {
+            match self.client.delete_all(vec![path.clone()]).await {
+                Err(_) if tried < TAKE_BACK_ATTEMPTS => tried += 1,
+                done => return done,
             }
         }
     }

@@ -235,9 +235,10 @@ impl RunLog {
         Ok((created, after))
     }
 
-    /// Deletes the entry this instance appended at `position` of an
-    /// incarnation that was deleted meanwhile. Best effort: the deletion
-    /// that freed the position removes what it finds.
+    /// Deletes the entry at `position` of an incarnation that was deleted
+    /// meanwhile, which this instance appended or found identical to its
+    /// change. Best effort: the deletion that freed the position removes
+    /// what it finds.
     pub(super) async fn discard(&self, run_id: &RunId, incarnation: Incarnation, position: u64) {
         let path = self.path(run_id, incarnation, position);
         let _ = self.client.delete_all(vec![path]).await;

@@ -5,9 +5,12 @@
 use super::Runs;
 use super::read::Refreshed;
 use crate::error::{Error, Result};
-use crate::run_id::RunId;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState, Verdict};
 use crate::write_once::Created;
+
+/// How many reads of the pointer the check after an append gets.
+const CHECK_ATTEMPTS: u32 = 3;
 
 impl Runs {
     /// Commits `change` to the run, and returns what `answer` reads from the
@@ -59,15 +62,18 @@ impl Runs {
             match created {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
-                created @ (Created::Ours(_) | Created::Same(_)) => {
-                    if !self.pointer.is_current(run_id, folded.incarnation).await? {
+                Created::Ours(_) | Created::Same(_) => {
+                    if !self.entry_is_current(run_id, folded.incarnation).await? {
                         // The incarnation was deleted and its log freed under
-                        // us: the change went into a dead run.
-                        if let Created::Ours(_) = created {
-                            (self.log)
-                                .discard(run_id, folded.incarnation, folded.next)
-                                .await;
-                        }
+                        // us: the change went into a dead run. The entry goes
+                        // whoever wrote it: an identical one may be this
+                        // change's own from an earlier try whose pointer
+                        // check failed (left, as the check could not tell a
+                        // dead run from a live one), and nothing of a dead
+                        // incarnation is ever read again.
+                        (self.log)
+                            .discard(run_id, folded.incarnation, folded.next)
+                            .await;
                         // And the hint written for it: the deletion removed
                         // the incarnation's hints before, and none would
                         // ever look for this one.
@@ -101,6 +107,22 @@ impl Runs {
                     self.log.fold_entry(run_id, folded, &bytes)?;
                     self.refresh_known(run_id, &mut guard, true).await?;
                 }
+            }
+        }
+    }
+
+    /// Whether the incarnation an entry was just created in is still the
+    /// run's, reading the pointer again after a failure (up to
+    /// [`CHECK_ATTEMPTS`] reads): an entry whose check failed is left, and
+    /// in a log freed under its writer no deletion would list it again
+    /// (seed 9217 of the deployment world: a failed check, then another
+    /// change of the writer found that entry as another's).
+    async fn entry_is_current(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let mut tried = 1;
+        loop {
+            match self.pointer.is_current(run_id, incarnation).await {
+                Err(_) if tried < CHECK_ATTEMPTS => tried += 1,
+                checked => return checked,
             }
         }
     }
