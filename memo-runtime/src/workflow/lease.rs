@@ -114,8 +114,8 @@ impl HeldLease {
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] (or a conflict) if another attempt took the run
-    /// over meanwhile, or if the lease expired again after each of
+    /// [`Error::LeaseLost`] if another attempt took the run over (or ended
+    /// it) meanwhile, or if the lease expired again after each of
     /// [`RENEWALS_BEFORE_A_BODY`] renewals; a store error if a renewal
     /// failed.
     pub(super) async fn ensure_live(&self, shared: &Shared, run_id: &RunId) -> Result<()> {
