@@ -78,6 +78,15 @@ struct Args {
     /// Keep the Restate server's log and data (printed path) after the run.
     #[arg(long)]
     keep: bool,
+    /// Runs of memo (fsync) under `strace -f -c` to count its sync calls
+    /// per 3-step run, one at a time and `--in-flight` at a time (0: skip;
+    /// skipped too when strace is not installed).
+    #[arg(long, default_value_t = 100)]
+    syncs: usize,
+    /// Internal: the copy of this program that strace runs for `--syncs`:
+    /// one unrecorded memo run, then this many, then exit.
+    #[arg(long, hide = true)]
+    syncs_child: Option<usize>,
 }
 
 /// One side of the comparison.
@@ -608,6 +617,97 @@ async fn count_requests(dir: &Path) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------
+// memo's sync calls for one 3-step run, counted by strace.
+
+/// The copy of this program under strace: one unrecorded memo run (the
+/// process's one-off probe and the store's top folders), then `runs` runs
+/// of memo with fsync, `--in-flight` at a time.
+async fn syncs_child(args: &Args, runs: usize) -> Result<()> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let folder = tempfile::Builder::new()
+        .prefix("memo-compare-syncs-")
+        .tempdir_in(&data_dir)?;
+    let bench = Arc::new(Bench {
+        http: reqwest::Client::new(),
+        ingress: None,
+        memo_fsync: Some(memo_runtime(Arc::new(
+            LocalFolder::new(folder.path())?.with_fsync(true),
+        ))?),
+        memo_no_fsync: None,
+        workflow: Arc::new(memo_workflow()),
+    });
+    round(&bench, Side::MemoFsync, "first", 1, 1).await?;
+    round(
+        &bench,
+        Side::MemoFsync,
+        "counted",
+        runs,
+        args.in_flight.max(1),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The `fsync` and `fdatasync` calls strace counted (`-c` summary).
+fn strace_sync_calls(summary: &str) -> Result<u64> {
+    let mut calls = 0;
+    for line in summary.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let (Some(&("fsync" | "fdatasync")), Some(n)) = (fields.last(), fields.get(3)) {
+            calls += n
+                .parse::<u64>()
+                .with_context(|| format!("strace line {line:?}"))?;
+        }
+    }
+    Ok(calls)
+}
+
+/// Runs the `--syncs-child` copy of this program under `strace -f -c` and
+/// returns the sync calls of the whole process.
+fn strace_child(data_dir: &Path, runs: usize, in_flight: usize) -> Result<u64> {
+    let summary = tempfile::NamedTempFile::new_in(data_dir)?;
+    let status = Command::new("strace")
+        .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(summary.path())
+        .arg(std::env::current_exe()?)
+        .args(["--syncs-child", &runs.to_string()])
+        .args(["--in-flight", &in_flight.to_string()])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdout(Stdio::null())
+        .status()
+        .context("running strace")?;
+    ensure!(status.success(), "the strace'd copy failed: {status}");
+    strace_sync_calls(&std::fs::read_to_string(summary.path())?)
+}
+
+/// Prints memo's sync calls per 3-step run (fsync on), one at a time and
+/// `--in-flight` at a time: the calls of `--syncs` runs less those of a
+/// process that makes none, over `--syncs`.
+fn count_syncs(args: &Args, data_dir: &Path) -> Result<()> {
+    if args.syncs == 0 {
+        return Ok(());
+    }
+    if Command::new("strace").arg("-V").output().is_err() {
+        println!("\n(strace is not installed: sync calls not counted)");
+        return Ok(());
+    }
+    let base = strace_child(data_dir, 0, 1)?;
+    println!("\n### Sync calls memo makes (fsync on, strace -f -c)\n");
+    println!("| {} runs of 3 steps | sync calls | per run |", args.syncs);
+    println!("|---|---|---|");
+    for in_flight in [1, args.in_flight.max(1)] {
+        let calls = strace_child(data_dir, args.syncs, in_flight)?;
+        let net = calls.saturating_sub(base);
+        println!(
+            "| {in_flight} in flight | {net} | {:.1} |",
+            net as f64 / args.syncs as f64
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
 
 /// Runs this program again inside a new network namespace with loopback
 /// only, and exits with its status.
@@ -630,15 +730,51 @@ fn reexec_in_netns() -> Result<()> {
     std::process::exit(status.code().unwrap_or(1));
 }
 
+/// Installs the pinned server (`npm ci --ignore-scripts` in `server/`)
+/// when no `--server` is given and it is not installed yet. Runs before
+/// `--netns` enters the namespace: npm needs the registry.
+fn install_server(args: &Args) -> Result<()> {
+    if args.server.is_some()
+        || args.requests_only
+        || args.syncs_child.is_some()
+        || !args.sides.iter().any(|s| s.is_restate())
+        || default_server().exists()
+    {
+        return Ok(());
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("server");
+    eprintln!(
+        "installing restate-server: npm ci --ignore-scripts in {}",
+        dir.display()
+    );
+    let status = Command::new("npm")
+        .args(["ci", "--ignore-scripts", "--no-audit", "--no-fund"])
+        .current_dir(&dir)
+        .status()
+        .context("running npm (Node.js) to install restate-server")?;
+    ensure!(
+        status.success(),
+        "npm ci in {} failed: {status}",
+        dir.display()
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
+    install_server(&args)?;
     if args.netns && std::env::var_os(IN_NETNS).is_none() {
         return reexec_in_netns();
     }
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(run(args))
+        .block_on(async move {
+            match args.syncs_child {
+                Some(runs) => syncs_child(&args, runs).await,
+                None => run(args).await,
+            }
+        })
 }
 
 async fn run(args: Args) -> Result<()> {
@@ -664,6 +800,7 @@ async fn run(args: Args) -> Result<()> {
     if args.requests_only {
         return Ok(());
     }
+    count_syncs(&args, &data_dir)?;
 
     // A plain HTTP/1 client; no proxy (everything is on loopback).
     let http = reqwest::Client::builder()
