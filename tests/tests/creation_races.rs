@@ -14,12 +14,13 @@ use futures::TryStreamExt;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{self, ObjectStore, PutOptions, PutPayload, PutResult};
 use memo_runtime::runtime_store::{
-    Commit, NewInput, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
+    Commit, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StatusChange,
 };
-use memo_runtime::{Bytes, RunId};
+use memo_runtime::{Bytes, Error, Incarnation, RunId};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 fn order(run_id: &RunId) -> NewRun {
     NewRun {
@@ -106,108 +107,172 @@ impl ObjectStore for AfterPut {
         rename_opts);
 }
 
-/// Seed 1778's interleaving. Sweeper A checks the expired run and stalls
-/// at its pointer delete; sweeper B deletes the run in full; a redelivery
-/// (the creator) writes the new run's pointer and stalls before its
-/// record; A's delete then removes the new pointer. The creator writes its
-/// record, finds no pointer, and stalls at its take-back. A signal to the
-/// run (another process) finds the record, restores the pointer and is
-/// accepted into the new run. Then the creator goes on.
+/// What [`a_creation_racing_a_stale_deletion`] staged.
+struct Staged {
+    /// The creator's `create_run`.
+    answer: JoinHandle<Result<RunRecord, Error>>,
+    /// The run the sweepers deleted.
+    old: Incarnation,
+}
+
+/// Seed 1778's interleaving up to the creator's record. Sweeper A checks
+/// the expired run and stalls at its pointer delete; sweeper B deletes the
+/// run in full; a redelivery (the creator, whose store is `creators`
+/// around the backend) writes the new run's pointer and stalls before its
+/// record; A's delete then removes the new pointer, and the creator goes
+/// on: it writes its record and finds no pointer.
+async fn a_creation_racing_a_stale_deletion(
+    backend: &Backend,
+    run_id: &RunId,
+    creators: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
+) -> Staged {
+    let pointer = Path::from(format!("runs/runs/{run_id}/run"));
+    let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+    worker.create_run(order(run_id)).await.unwrap();
+    let old = worker.atomic_apply(run_id, completed()).await.unwrap();
+
+    let (paused, stale) = Pauses::new(backend.open(), Held::Delete, pointer.clone());
+    let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+    let (run_a, old_a) = (run_id.clone(), old.incarnation);
+    let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
+    stale.reached.await.unwrap();
+    let sweeper_b = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+    assert!(sweeper_b.delete_run(run_id, old.incarnation).await.unwrap());
+
+    let (after_pointer, pointer_written, go) = AfterPut::new(backend.open(), pointer);
+    let creator = ObjectStoreRuntimeStore::new(creators(Arc::new(after_pointer)), "runs");
+    let new_run = order(run_id);
+    let answer = tokio::spawn(async move { creator.create_run(new_run).await });
+    pointer_written.await.unwrap();
+    stale.release.send(()).unwrap();
+    deletion_a.await.unwrap().unwrap();
+    go.send(()).unwrap();
+    Staged {
+        answer,
+        old: old.incarnation,
+    }
+}
+
+/// After the creator answered: the run `signalled` (the incarnation a
+/// signal went into) must stand, the creator must have answered with it,
+/// a fresh instance must read it with the signal, and once it ends and is
+/// deleted nothing of the id may be left in the store.
+async fn the_signalled_run_stands(
+    backend: &Backend,
+    run_id: &RunId,
+    signalled: Incarnation,
+    answered: Result<RunRecord, Error>,
+) {
+    let name = backend.name();
+    assert_eq!(
+        answered.unwrap().incarnation,
+        signalled,
+        "{name}: the creator answered with another run than the one signalled"
+    );
+    let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+    let seen = fresh.load_run(run_id).await.unwrap();
+    assert_eq!(
+        seen.map(|r| r.incarnation),
+        Some(signalled),
+        "{name}: the run the signal went into is gone"
+    );
+    let inputs = fresh.load_inputs(run_id).await.unwrap();
+    assert_eq!(
+        inputs.iter().map(|i| &i.input_id[..]).collect::<Vec<_>>(),
+        ["payment-1"],
+        "{name}: the acknowledged signal was lost"
+    );
+
+    // The run ends and is deleted: nothing of the id is left.
+    fresh.atomic_apply(run_id, completed()).await.unwrap();
+    assert!(fresh.delete_run(run_id, signalled).await.unwrap(), "{name}");
+    let folder = Path::from(format!("runs/runs/{run_id}"));
+    let left: Vec<Path> = backend
+        .open()
+        .list(Some(&folder))
+        .map_ok(|meta| meta.location)
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(
+        left.is_empty(),
+        "{name}: left with nothing naming it: {left:?}"
+    );
+}
+
+/// Seed 1778: the creator, having found no pointer after its record,
+/// stalls at its take-back (its first delete under the run's folder, of
+/// its record). A signal to the run (another process) finds the record,
+/// restores the pointer and is accepted into the new run. Then the
+/// creator goes on.
 ///
-/// The signal was acknowledged, so the run it went into must stand: a
-/// fresh instance reads it with the signal, the creator answers with it,
-/// and once the run ends and is deleted nothing of it is left in the
-/// store. Before the fix the creator's take-back removed the restored
-/// pointer too and created a third run: the signal was lost and its log
-/// entry left with nothing naming it.
+/// The signal was acknowledged, so the run it went into must stand
+/// ([`the_signalled_run_stands`]). Before the fix the creator's take-back
+/// removed the restored pointer too and created a third run: the signal
+/// was lost and its log entry left with nothing naming it.
 #[tokio::test]
 async fn a_creator_whose_pointer_a_stale_deletion_removed_keeps_the_run_a_signal_restored() {
     for backend in Backend::all() {
-        let name = backend.name();
         let run_id = run("order-17");
         let folder = Path::from("runs/runs/order-17");
-        let pointer = Path::from("runs/runs/order-17/run");
-        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
-        worker.create_run(order(&run_id)).await.unwrap();
-        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
-
-        // Sweeper A checks the run; its pointer delete is held.
-        let (paused, stale) = Pauses::new(backend.open(), Held::Delete, pointer.clone());
-        let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
-        let (run_a, old_a) = (run_id.clone(), old.incarnation);
-        let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
-        stale.reached.await.unwrap();
-
-        // Sweeper B deletes it in full.
-        let sweeper_b = ObjectStoreRuntimeStore::new(backend.open(), "runs");
-        assert!(
-            sweeper_b
-                .delete_run(&run_id, old.incarnation)
-                .await
-                .unwrap(),
-            "{name}"
-        );
-
-        // The redelivery writes the new pointer and stalls; A's delete
-        // removes it.
-        let (after_pointer, pointer_written, go) = AfterPut::new(backend.open(), pointer.clone());
-        // Its first delete under the run's folder is its take-back of the
-        // record it wrote.
-        let (held, take_back) = Pauses::new(Arc::new(after_pointer), Held::Delete, folder.clone());
-        let creator = ObjectStoreRuntimeStore::new(Arc::new(held), "runs");
-        let new_run = order(&run_id);
-        let answer = tokio::spawn(async move { creator.create_run(new_run).await });
-        pointer_written.await.unwrap();
-        stale.release.send(()).unwrap();
-        deletion_a.await.unwrap().unwrap();
-        go.send(()).unwrap();
+        let mut take_back = None;
+        let staged = a_creation_racing_a_stale_deletion(&backend, &run_id, |store| {
+            let (held, pause) = Pauses::new(store, Held::Delete, folder);
+            take_back = Some(pause);
+            Arc::new(held)
+        })
+        .await;
+        let take_back = take_back.unwrap();
         take_back.reached.await.unwrap();
 
-        // A signal finds the record, restores the pointer and is accepted.
         let signaller = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         signaller.append_input(&run_id, paid()).await.unwrap();
         let signalled = signaller.load_run(&run_id).await.unwrap().unwrap();
-        assert_ne!(signalled.incarnation, old.incarnation, "{name}");
+        assert_ne!(signalled.incarnation, staged.old, "{}", backend.name());
         take_back.release.send(()).unwrap();
 
-        let created = answer.await.unwrap().unwrap();
-        assert_eq!(
-            created.incarnation, signalled.incarnation,
-            "{name}: the creator answered with another run than the one signalled"
-        );
-        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
-        let seen = fresh.load_run(&run_id).await.unwrap();
-        assert_eq!(
-            seen.map(|r| r.incarnation),
-            Some(signalled.incarnation),
-            "{name}: the run the signal went into is gone"
-        );
-        let inputs = fresh.load_inputs(&run_id).await.unwrap();
-        assert_eq!(
-            inputs.iter().map(|i| &i.input_id[..]).collect::<Vec<_>>(),
-            ["payment-1"],
-            "{name}: the acknowledged signal was lost"
-        );
+        let answered = staged.answer.await.unwrap();
+        the_signalled_run_stands(&backend, &run_id, signalled.incarnation, answered).await;
+    }
+}
 
-        // The run ends and is deleted: nothing of the id is left.
-        fresh.atomic_apply(&run_id, completed()).await.unwrap();
-        assert!(
-            fresh
-                .delete_run(&run_id, signalled.incarnation)
-                .await
-                .unwrap(),
-            "{name}"
-        );
-        let left: Vec<Path> = backend
-            .open()
-            .list(Some(&folder))
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .unwrap();
-        assert!(
-            left.is_empty(),
-            "{name}: left with nothing naming it: {left:?}"
-        );
+/// The same race, with the signal a little later: a reader restores the
+/// pointer before the creator's take-back reads it, so the creator finds
+/// its incarnation restored and, as nothing is written to it yet, goes on
+/// to delete the pointer; the signal is accepted just before that delete
+/// (its check of the pointer passes). The creator must see the signal's
+/// entry after its delete and put the run back.
+#[tokio::test]
+async fn a_signal_accepted_just_before_the_creators_pointer_delete_keeps_the_run() {
+    for backend in Backend::all() {
+        let run_id = run("order-18");
+        let folder = Path::from("runs/runs/order-18");
+        let pointer = Path::from("runs/runs/order-18/run");
+        let mut pauses = None;
+        let staged = a_creation_racing_a_stale_deletion(&backend, &run_id, |store| {
+            let (at_pointer, pointer_delete) = Pauses::new(store, Held::Delete, pointer);
+            let (held, take_back) = Pauses::new(Arc::new(at_pointer), Held::Delete, folder);
+            pauses = Some((take_back, pointer_delete));
+            Arc::new(held)
+        })
+        .await;
+        let (take_back, pointer_delete) = pauses.unwrap();
+        take_back.reached.await.unwrap();
+
+        // A reader restores the pointer from the record.
+        let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let restored = reader.load_run(&run_id).await.unwrap().unwrap();
+        assert_ne!(restored.incarnation, staged.old, "{}", backend.name());
+        take_back.release.send(()).unwrap();
+
+        // The creator found it restored and nothing written: it is about
+        // to delete the pointer when the signal is accepted.
+        pointer_delete.reached.await.unwrap();
+        let signaller = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        signaller.append_input(&run_id, paid()).await.unwrap();
+        pointer_delete.release.send(()).unwrap();
+
+        let answered = staged.answer.await.unwrap();
+        the_signalled_run_stands(&backend, &run_id, restored.incarnation, answered).await;
     }
 }
