@@ -16,6 +16,7 @@ use memo_runtime::object_store::{self, ObjectStore, PutOptions, PutPayload, PutR
 use memo_runtime::runtime_store::{
     Commit, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StatusChange,
 };
+use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{Bytes, Error, Incarnation, RunId};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
@@ -274,5 +275,86 @@ async fn a_signal_accepted_just_before_the_creators_pointer_delete_keeps_the_run
 
         let answered = staged.answer.await.unwrap();
         the_signalled_run_stands(&backend, &run_id, restored.incarnation, answered).await;
+    }
+}
+
+/// Seed 970 of session 25 (case of seeds 3311 and 1215, with a fault): a
+/// creator writes its pointer and stalls before its record; another
+/// process answers a redelivery with the run (writing its record), runs it
+/// to its end, and deletes it. The creator then writes the record (the
+/// deleted run's, again), finds no pointer and gives the run up; a reader
+/// restores the pointer from that record before the take-back, and the
+/// take-back's delete of the record is applied but reported failed. The
+/// give-up must still finish: the deleted run is never current again, and
+/// the id can be used for a new run with another input. Before the fix the
+/// creator stopped at the failure, and the restored pointer stayed: the
+/// deleted run came back, and every delivery of the id's new input was
+/// refused as a different run, for ever.
+#[tokio::test]
+async fn a_give_up_whose_delete_fails_once_still_removes_the_run_it_gave_up() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-19");
+        let folder = Path::from("runs/runs/order-19");
+        let pointer = Path::from("runs/runs/order-19/run");
+
+        // The creator's first delete under the run's folder other than the
+        // pointer (the take-back of its record) is applied, then reported
+        // failed; before it, the creator is held there.
+        let (after_pointer, pointer_written, go) = AfterPut::new(backend.open(), pointer.clone());
+        let faults = FaultInjectingStore::new(Arc::new(after_pointer));
+        faults.inject(
+            FaultRule::fail_after(RequestKind::Delete)
+                .matching({
+                    let (folder, pointer) = (folder.clone(), pointer.clone());
+                    move |path| path.prefix_matches(&folder) && *path != pointer
+                })
+                .times(1),
+        );
+        let (held, take_back) = Pauses::new(Arc::new(faults), Held::Delete, folder.clone());
+        let creator = ObjectStoreRuntimeStore::new(Arc::new(held), "runs");
+        let answer = tokio::spawn({
+            let new_run = order(&run_id);
+            async move { creator.create_run(new_run).await }
+        });
+        pointer_written.await.unwrap();
+
+        // Another process answers a redelivery with the run, runs it to its
+        // end and deletes it.
+        let other = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let deleted = other.create_run(order(&run_id)).await.unwrap().incarnation;
+        other.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(other.delete_run(&run_id, deleted).await.unwrap(), "{name}");
+
+        // The creator writes the record and gives the run up; a reader
+        // restores the pointer from the record before the take-back.
+        go.send(()).unwrap();
+        take_back.reached.await.unwrap();
+        let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let restored = reader
+            .load_run(&run_id)
+            .await
+            .unwrap()
+            .map(|r| r.incarnation);
+        assert_eq!(restored, Some(deleted), "{name}");
+        take_back.release.send(()).unwrap();
+        let answered = answer.await.unwrap();
+        if let Ok(created) = &answered {
+            assert_ne!(created.incarnation, deleted, "{name}");
+        }
+
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let seen = fresh.load_run(&run_id).await.unwrap();
+        assert!(
+            seen.as_ref().is_none_or(|r| r.incarnation != deleted),
+            "{name}: the deleted run is current again (the creator answered {answered:?})"
+        );
+        if let Some(seen) = seen {
+            fresh.atomic_apply(&run_id, completed()).await.unwrap();
+            fresh.delete_run(&run_id, seen.incarnation).await.unwrap();
+        }
+        let mut reused = order(&run_id);
+        reused.input = Bytes::from_static(b"another order");
+        fresh.create_run(reused).await.unwrap();
     }
 }
