@@ -37,7 +37,9 @@
 //!
 //! - it is derived only from committed entries: a writer checkpoints the
 //!   state it folded from entries it read or created (and whose run pointer
-//!   it checked), up to but not including the position it names;
+//!   it checked, or whose lease answered for it: a check that then finds
+//!   the run gone takes the checkpoints written after them back too, see
+//!   `runs/unchecked.rs`), up to but not including the position it names;
 //! - it is write-once (`PutMode::Create`). A base's content is a function of
 //!   the entries before its position (the state encodes deterministically),
 //!   so two writers of one base write the same bytes. Two writers of one
