@@ -23,7 +23,10 @@
 //! target; a `put` (the only write memo makes) creates the folders it lacks
 //! with `mkdirat`, writes a staging file opened with `O_CREAT | O_EXCL |
 //! O_NOFOLLOW` and publishes it with `linkat` (a create) or `renameat` (an
-//! overwrite), all in that folder, as `LocalFileSystem` does by path.
+//! overwrite), all in that folder, as `LocalFileSystem` does by path. A
+//! conditional update (`PutMode::Update`, which `LocalFileSystem` lacks)
+//! renames over the file only while it holds a lock on it and the file is
+//! still the version read: see `update.rs`.
 //! Swapping a folder for a symlink after the walk passed it changes nothing:
 //! the handles already point at the real folders.
 //!
@@ -120,6 +123,7 @@ use rustix::io::Errno;
 
 mod multipart;
 mod ordered;
+mod update;
 
 /// The name this store gives in `object_store::Error::Generic`.
 const STORE: &str = "LocalFolder";
@@ -298,14 +302,19 @@ impl ObjectStore for LocalFolder {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        if matches!(opts.mode, PutMode::Update(_)) || !opts.attributes.is_empty() {
+        if !opts.attributes.is_empty() {
             // As LocalFileSystem, which answers NotImplemented for these.
             return self.inner.put_opts(location, payload, opts).await;
         }
         let root = Arc::clone(&self.root);
         let location = location.clone();
         let syncs = self.syncs.clone();
-        blocking(move || put(&root, &location, &payload, &opts.mode, &syncs)).await
+        blocking(move || match &opts.mode {
+            // LocalFileSystem has none; see `update`.
+            PutMode::Update(version) => update::update(&root, &location, &payload, version, &syncs),
+            mode => put(&root, &location, &payload, mode, &syncs),
+        })
+        .await
     }
 
     async fn put_multipart_opts(

@@ -115,8 +115,10 @@ async fn read_entry(
 /// An entry of a cleared standalone run found at `path` (one that reads as
 /// a miss) is replaced, sealed again with the key the key store holds now:
 /// by a conditional update of the entry read, so that of two writers
-/// replacing it one wins and the other reads the winner's value back. A
-/// store with no conditional update (a local folder) deletes it and
+/// replacing it one wins and the other reads the winner's value back
+/// (memo's [`LocalFolder`](crate::store::LocalFolder), which `file://`
+/// opens, has one since issue 26: `local/update.rs`). A store with none
+/// (`object_store`'s `LocalFileSystem` given directly) deletes it and
 /// creates `path` again; two writers that found it at the same moment may
 /// then both commit, one after the other, and get different values, as
 /// two uses racing the run's clear may.

@@ -6,7 +6,7 @@
 //! folder or bucket; the interleaving is staged with a store that holds one
 //! request until the test lets it go.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use memo_runtime::clock::ManualClock;
@@ -17,6 +17,7 @@ use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Error, MemoStore};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
+use tokio::sync::oneshot;
 
 type Doubled = futures::future::BoxFuture<'static, Result<u64, Error>>;
 
@@ -79,6 +80,82 @@ async fn a_delivery_whose_start_loses_to_the_runs_completion_answers_with_its_ou
         assert!(
             matches!(answered, Ok(42)),
             "{name}: the stalled delivery answered {answered:?}"
+        );
+    }
+}
+
+/// Where a workflow waits: it tells the test it got there, then waits to
+/// be let go.
+type Between = (oneshot::Sender<()>, oneshot::Receiver<()>);
+
+/// Two steps, the second doubling the first's output; between them the
+/// workflow waits at `between` (if given).
+fn paced(
+    between: Option<Between>,
+) -> Workflow<impl Fn(Context, u64) -> Doubled + Send + Sync + 'static> {
+    let between = Arc::new(Mutex::new(between));
+    Workflow::new("paced", move |ctx: Context, n: u64| {
+        let between = between.clone();
+        Box::pin(async move {
+            let first = ctx
+                .step("first", |_memo| async move { Ok::<u64, Error>(n) })
+                .await?;
+            let pause = between.lock().unwrap().take();
+            if let Some((reached, gate)) = pause {
+                let _ = reached.send(());
+                let _ = gate.await;
+            }
+            ctx.step("second", |_memo| async move { Ok(first * 2) })
+                .await
+        }) as Doubled
+    })
+}
+
+/// Process A commits the first step and stalls before the second; its
+/// lease expires meanwhile, and process B takes the run over and runs it
+/// to its end. A then renews its lease before the second step's body, and
+/// the store refuses the renewal (the run ended). That is a lost lease,
+/// as any refused renewal is: A's delivery fails with `Error::LeaseLost`,
+/// which a queue delivers again (and the next delivery answers with B's
+/// output), not with a conflict, which a queue counts as a failed
+/// delivery (seed 71 of session 24's survey; CI's crash loop).
+#[tokio::test]
+async fn a_renewal_refused_because_another_attempt_ended_the_run_is_a_lost_lease() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let clock = Arc::new(ManualClock::new(1_000));
+        let a = process(&backend, backend.open(), &clock, "a");
+        let b = process(&backend, backend.open(), &clock, "b");
+        let run_id = run("order-2");
+
+        let (reached, between) = oneshot::channel();
+        let (go, gate) = oneshot::channel();
+        let delivery = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { a.run(&run_id, &21_u64, &paced(Some((reached, gate)))).await }
+        });
+        between.await.unwrap();
+        clock.advance_ms(31_000);
+        assert_eq!(
+            b.run(&run_id, &21_u64, &paced(None)).await.unwrap(),
+            42,
+            "{name}"
+        );
+
+        go.send(()).unwrap();
+        let answered = delivery.await.unwrap();
+        assert!(
+            matches!(answered, Err(Error::LeaseLost { attempt: 1, .. })),
+            "{name}: the delivery whose renewal was refused answered {answered:?}"
+        );
+        let redelivered = process(&backend, backend.open(), &clock, "a");
+        assert_eq!(
+            redelivered
+                .run(&run_id, &21_u64, &paced(None))
+                .await
+                .unwrap(),
+            42,
+            "{name}: the next delivery answers with the run's output"
         );
     }
 }

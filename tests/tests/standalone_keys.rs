@@ -15,17 +15,24 @@
 //! read is the committed value or a miss, never an error, and the key
 //! works again.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use memo_runtime::object_store::ObjectStore;
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{ObjectStoreExt, PutPayload};
+use memo_runtime::object_store::{
+    GetOptions, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt, PutOptions, PutPayload,
+    PutResult,
+};
 use memo_runtime::seal::{Compression, DataKeys, Keyring, Seal};
+use memo_runtime::testing::forward_object_store;
 use memo_runtime::testing::{CountingStore, RequestCounts};
 use memo_runtime::{Error, Incarnation, MemoStore, RunId};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses};
+use tokio::sync::oneshot;
 
 const KEY: &str = "quote";
 
@@ -248,6 +255,179 @@ async fn a_damaged_entry_of_the_current_key_is_still_corrupt_naming_its_path() {
             assert!(
                 store.new_memo(&run_id, 0).put(KEY, "again").await.is_err(),
                 "{name}: {who}: a put over a damaged entry must not replace it"
+            );
+        }
+    }
+}
+
+/// A store that holds the first write (a put or a delete) under `folder`
+/// made after a read of `entry` completed: a process that has just read the
+/// entry there, stopped before it acts on what it read.
+struct HoldsAfterRead {
+    inner: Arc<dyn ObjectStore>,
+    folder: Path,
+    entry: Path,
+    read: Arc<AtomicBool>,
+    gate: Arc<Mutex<Option<Gate>>>,
+}
+
+type Gate = (oneshot::Sender<()>, oneshot::Receiver<()>);
+
+/// Holds a write of `location` until the test lets it go, if `entry` was
+/// read, the write is under `folder` and none was held before.
+async fn hold(read: &AtomicBool, folder: &Path, gate: &Mutex<Option<Gate>>, location: &Path) {
+    if !read.load(Ordering::SeqCst) || !location.prefix_matches(folder) {
+        return;
+    }
+    let gate = gate.lock().unwrap().take();
+    if let Some((reached, release)) = gate {
+        let _ = reached.send(());
+        let _ = release.await;
+    }
+}
+
+impl HoldsAfterRead {
+    /// The store, and the test's side: told when the write is held, and
+    /// what lets it go.
+    fn new(
+        inner: Arc<dyn ObjectStore>,
+        folder: Path,
+        entry: Path,
+    ) -> (HoldsAfterRead, oneshot::Receiver<()>, oneshot::Sender<()>) {
+        let (reached_tx, reached) = oneshot::channel();
+        let (release, release_rx) = oneshot::channel();
+        let store = HoldsAfterRead {
+            inner,
+            folder,
+            entry,
+            read: Arc::new(AtomicBool::new(false)),
+            gate: Arc::new(Mutex::new(Some((reached_tx, release_rx)))),
+        };
+        (store, reached, release)
+    }
+}
+
+impl std::fmt::Debug for HoldsAfterRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HoldsAfterRead({})", self.entry)
+    }
+}
+
+impl std::fmt::Display for HoldsAfterRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait::async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for HoldsAfterRead {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> memo_runtime::object_store::Result<PutResult> {
+        hold(&self.read, &self.folder, &self.gate, location).await;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> memo_runtime::object_store::Result<GetResult> {
+        let got = self.inner.get_opts(location, options).await;
+        if *location == self.entry {
+            self.read.store(true, Ordering::SeqCst);
+        }
+        got
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, memo_runtime::object_store::Result<Path>>,
+    ) -> BoxStream<'static, memo_runtime::object_store::Result<Path>> {
+        let (inner, gate) = (self.inner.clone(), self.gate.clone());
+        let (read, folder) = (self.read.clone(), self.folder.clone());
+        locations
+            .then(move |location| {
+                let (inner, gate) = (inner.clone(), gate.clone());
+                let (read, folder) = (read.clone(), folder.clone());
+                async move {
+                    let location = location?;
+                    hold(&read, &folder, &gate, &location).await;
+                    let one = futures::stream::once(async { Ok(location) }).boxed();
+                    inner.delete_stream(one).next().await.expect("one result")
+                }
+            })
+            .boxed()
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&Path>,
+    ) -> BoxStream<'static, memo_runtime::object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    forward_object_store!(self.inner => put_multipart_opts, get_ranges,
+        list_with_offset, list_with_delimiter, copy_opts, rename_opts);
+}
+
+/// Two processes put the same key of a standalone run at once, and both
+/// find there an entry sealed with a generation of its key that was
+/// forgotten since (a put that raced a clear and forget). B reads the
+/// entry and stops before it writes; C puts all the way; then B goes on.
+/// One value commits, and both puts and every process see it. A put used
+/// to replace such an entry, which on a local folder (no conditional
+/// update) is a delete then a create: B's delete removed C's committed
+/// value and B's create committed its own, so B and C each saw their own
+/// value (this test failed on the local folder so: "b1" against "c1").
+#[tokio::test]
+async fn two_puts_that_meet_a_cleared_runs_entry_at_once_commit_one_value() {
+    for data in Backend::all() {
+        let name = data.name();
+        let keys = Backend::in_memory();
+        let run_id = run("standalone-racing-puts");
+        let at = entry(&run_id, KEY);
+
+        // A's put fetches the key, stalls, and lands after a clear and forget.
+        let (paused, pause) = Pauses::new(data.open(), Held::Put, at.clone());
+        let a = process(Arc::new(paused), &keys);
+        let c = process(data.open(), &keys);
+        put(&c, &run_id, "other", "c0", "C").await;
+        let a_put = {
+            let (a, run_id) = (a.clone(), run_id.clone());
+            tokio::spawn(async move { a.new_memo(&run_id, 0).put(KEY, "a1").await })
+        };
+        pause.reached.await.unwrap();
+        clear_and_forget(&c, &run_id).await;
+        pause.release.send(()).unwrap();
+        assert_eq!(&a_put.await.unwrap().unwrap()[..], b"a1", "{name}");
+        assert_eq!(read(&c, &run_id, KEY, "C").await, None, "{name}");
+
+        let folder = Path::from(format!("memo/memos/{run_id}/0000000000000000/0"));
+        let (holding, reached, release) = HoldsAfterRead::new(data.open(), folder, at.clone());
+        let b = process(Arc::new(holding), &keys);
+        let b_put = {
+            let (b, run_id) = (b.clone(), run_id.clone());
+            tokio::spawn(async move { b.new_memo(&run_id, 0).put(KEY, "b1").await })
+        };
+        reached.await.unwrap();
+        let c_saw = put(&c, &run_id, KEY, "c1", "C").await;
+        release.send(()).unwrap();
+        let b_saw = b_put.await.unwrap().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&b_saw),
+            String::from_utf8_lossy(&c_saw),
+            "{name}: two puts of one key committed different values"
+        );
+        for (store, who) in [(&a, "A"), (&b, "B"), (&c, "C")] {
+            assert_eq!(
+                read(store, &run_id, KEY, who).await.as_deref(),
+                Some(&c_saw[..]),
+                "{name}: {who}"
             );
         }
     }

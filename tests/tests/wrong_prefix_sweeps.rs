@@ -2,7 +2,8 @@
 //! (issue 20, item 11: `memoctl sweep` with a mistyped or defaulted
 //! `--runs-prefix`) finds none of the runs the memo store names, and
 //! deletes nothing of them: neither the due-run entry of a live run nor
-//! the marker of a run a right sweep is clearing. Found by the
+//! the marker of a run a right sweep is clearing. A worker's poll through
+//! such a store deletes no due-run entry either. Found by the
 //! simulator's `wrong_prefix_operator` (*a sweep through another
 //! runtime-store prefix deletes no due-run entry*, *deletes no terminal
 //! marker*). Each test runs two processes: separate store instances over
@@ -20,7 +21,7 @@ use memo_runtime::retention::{RetentionSweeper, TerminalMarker};
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
 };
-use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
 use memo_runtime::{Bytes, Error, MemoStore, RunId};
 use memo_tests::fixtures::run;
 use memo_tests::pause::{Held, Pauses};
@@ -104,6 +105,60 @@ async fn a_live_runs_due_entry_survives_a_sweep_through_another_prefix() {
     let report = right.retention_sweeper().sweep_now().await.unwrap();
     assert_eq!(report.due_entries_deleted, 1, "{report:?}");
     assert_eq!(due_run_ids(&workers).await, ["asleep"]);
+}
+
+/// A worker whose runtime store is at another prefix finds none of the
+/// due runs: it keeps their entries (it deleted them as stale, and the
+/// sleeping run was never woken again). A right worker then wakes the
+/// run and, its store proved by that run, deletes the entries of a run
+/// that was deleted, in the same poll.
+#[tokio::test]
+async fn a_live_runs_due_entry_survives_a_poll_through_another_prefix() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(1_000));
+    let workers = process(&objects, RIGHT, &clock);
+    let nap = Workflow::new("nap", |ctx: Context, _: ()| async move {
+        ctx.sleep(Duration::from_secs(3600)).await?;
+        Ok::<_, Error>(true)
+    });
+    let (asleep, deleted) = (run("asleep"), run("deleted"));
+    for id in [&asleep, &deleted] {
+        assert!(workers.run(id, &(), &nap).await.is_err());
+    }
+    // Cancelled and deleted: its timer's entry is left, of a run no store
+    // holds.
+    workers.cancel(&deleted, "not needed").await.unwrap();
+    assert!(
+        workers
+            .retention_sweeper()
+            .delete_run(&deleted)
+            .await
+            .unwrap()
+    );
+    clock.advance_ms(2 * 3_600_000);
+    let entries = ["deleted", "asleep", "deleted"];
+    assert_eq!(due_run_ids(&workers).await, entries);
+
+    let wrong = Worker::builder(process(&objects, WRONG, &clock))
+        .workflow(&nap)
+        .build();
+    for _ in 0..2 {
+        let report = wrong.wake_due().await.unwrap();
+        assert_eq!((report.not_held, report.stale), (2, 0), "{report:?}");
+        assert_eq!(due_run_ids(&workers).await, entries);
+    }
+
+    let right = Worker::builder(process(&objects, RIGHT, &clock))
+        .workflow(&nap)
+        .build();
+    let report = right.wake_due().await.unwrap();
+    assert_eq!(
+        (report.resumed, report.stale, report.not_held),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    assert!(due_run_ids(&workers).await.is_empty());
+    assert!(workers.run(&asleep, &(), &nap).await.unwrap());
 }
 
 fn order(run_id: &RunId) -> NewRun {

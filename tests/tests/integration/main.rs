@@ -24,6 +24,8 @@ mod committed_effects;
 mod completion_races;
 #[path = "../cost_ledger.rs"]
 mod cost_ledger;
+#[path = "../creation_races.rs"]
+mod creation_races;
 #[path = "../data_keys.rs"]
 mod data_keys;
 #[path = "../debug_secrets.rs"]

@@ -46,7 +46,11 @@
 //! missing between the creator's record and its take-back restores the
 //! pointer from that record, and the given-up incarnation (which may have
 //! been run and deleted while its creator stalled) would otherwise be
-//! current again (seeds 3311 and 1215 of session 23's survey).
+//! current again (seeds 3311 and 1215 of session 23's survey). Unless the
+//! reader that restored it also wrote to it (seed 1778 of session 24: a
+//! stale deletion of the earlier run removed the pointer of a new one, and
+//! a signal restored and started it): such an incarnation is kept, and its
+//! creator answers with it (see `RunPointer::give_up` for the order).
 //!
 //! A restorer that races the run's own deletion (it listed the record, the
 //! deletion then removed record and pointer, and its create restored the
@@ -73,6 +77,8 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::NewRun;
 use crate::write_once::Created;
 
+mod give_up;
+
 /// How many times a read of the pointer starts over because it changed
 /// while the read restored it. Each start over means a deletion or a
 /// creation of the id finished meanwhile.
@@ -91,11 +97,27 @@ pub(super) struct Creation {
 pub(super) enum Birth {
     /// The pointer and the record stand: the run exists.
     Born,
+    /// The pointer was removed before the record stood, and a reader
+    /// restored it from the record and wrote to the run meanwhile: the run
+    /// exists (these are its pointer's bytes) and may have moved on.
+    Restored(Bytes),
     /// The pointer was ours, but another incarnation took it before the
     /// record stood: given up, unacknowledged.
     Overtaken,
     /// Another incarnation's pointer (these bytes) was there first.
     Taken(Creation, Bytes),
+}
+
+/// What became of an incarnation whose record was written.
+#[derive(Debug, PartialEq, Eq)]
+enum Recorded {
+    /// The pointer names it: it exists.
+    Current,
+    /// A reader restored its pointer and wrote to it while its pointer was
+    /// missing: it exists (see [`RunPointer::give_up`]).
+    Restored,
+    /// Given up and removed.
+    GivenUp,
 }
 
 /// The run pointers of one store, and the per-incarnation records they are
@@ -311,7 +333,7 @@ impl RunPointer {
         if current.is_none_or(|(c, _)| c.incarnation != creation.incarnation) {
             return Ok(false);
         }
-        self.write_record(run_id, creation, bytes).await
+        Ok(self.write_record(run_id, creation, bytes).await? != Recorded::GivenUp)
     }
 
     /// [`ensure_record`](Self::ensure_record) for an incarnation known to
@@ -321,7 +343,24 @@ impl RunPointer {
         run_id: &RunId,
         creation: &Creation,
         bytes: &[u8],
-    ) -> Result<bool> {
+    ) -> Result<Recorded> {
+        let path = self
+            .client
+            .layout()
+            .incarnation_record(run_id, creation.incarnation);
+        self.create_record(run_id, creation, bytes).await?;
+        // Read again after a failure: a creator that stops here leaves a
+        // record no one would take back.
+        let current = give_up::tried(|| self.read_pointer(run_id)).await?;
+        if current.is_some_and(|(c, _)| c.incarnation == creation.incarnation) {
+            return Ok(Recorded::Current);
+        }
+        self.give_up(run_id, creation, bytes, &path).await
+    }
+
+    /// Creates the record of `creation` (whose pointer bytes are `bytes`);
+    /// one that differs from the pointer is corrupt.
+    async fn create_record(&self, run_id: &RunId, creation: &Creation, bytes: &[u8]) -> Result<()> {
         let path = self
             .client
             .layout()
@@ -344,22 +383,7 @@ impl RunPointer {
                 ),
             ));
         }
-        let current = self.read_pointer(run_id).await?;
-        if current.is_some_and(|(c, _)| c.incarnation == creation.incarnation) {
-            return Ok(true);
-        }
-        // Given up. Between our create of the record and its delete, a
-        // reader that found the pointer missing may have restored it from
-        // the record (its check of the record passes while ours stands),
-        // and the given-up incarnation, perhaps run and deleted meanwhile,
-        // would be current again. So the incarnation is removed as a
-        // deletion removes it: the record, the pointer if it names the
-        // incarnation (a restorer creates the pointer and then reads the
-        // record, we delete the record and then read the pointer, so a
-        // restore that saw the record is seen here), and the record once
-        // more, for a reader that wrote it back meanwhile.
-        self.remove(run_id, creation.incarnation).await?;
-        Ok(false)
+        Ok(())
     }
 
     /// Removes the record and the pointer of incarnation `incarnation`,
@@ -414,11 +438,11 @@ impl RunPointer {
                 // Acknowledged only once its record exists: a stale
                 // deletion may remove the pointer before that, and then a
                 // new run of the id may take its place.
-                if self.write_record(run_id, creation, &bytes).await? {
-                    Ok(Birth::Born)
-                } else {
-                    Ok(Birth::Overtaken)
-                }
+                Ok(match self.write_record(run_id, creation, &bytes).await? {
+                    Recorded::Current => Birth::Born,
+                    Recorded::Restored => Birth::Restored(bytes),
+                    Recorded::GivenUp => Birth::Overtaken,
+                })
             }
             Created::Theirs(bytes) => {
                 let theirs = decode_creation(run_id, &path, &bytes, None)?;

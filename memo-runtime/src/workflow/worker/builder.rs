@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -165,6 +166,7 @@ impl WorkerBuilder {
                 ordered_listings: self.ordered_listings,
                 submitted: Notify::new(),
                 cursor: Mutex::new(None),
+                proved: AtomicBool::new(false),
             }),
         }
     }

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -166,6 +167,13 @@ struct WorkerInner {
     /// workflow it does not know, a run that fails to load) never keep it
     /// from the ones after them. `None` starts at the earliest due entry.
     cursor: Mutex<Option<Path>>,
+    /// Whether the runtime store is proved to be the one the due runs
+    /// were created in: it held a woken run with its entry's incarnation
+    /// (incarnations are drawn at random, so a store at another prefix
+    /// holds none). Until then an entry whose run the store does not hold
+    /// is kept, never deleted (the retention sweeper keeps the same rule:
+    /// `retention/sweeper/proof.rs`).
+    proved: AtomicBool,
 }
 
 impl std::fmt::Debug for Worker {
@@ -192,6 +200,13 @@ pub struct WakeReport {
     pub waiting: usize,
     /// Entries of runs that ended, were deleted or are another incarnation.
     pub stale: usize,
+    /// Runs whose runtime store holds no run of their id, their entries
+    /// kept: the store is not proved to be the one the runs were created
+    /// in (no run this worker woke was found there with its entry's
+    /// incarnation), as a worker's store at a mistyped runtime-store
+    /// prefix never is. Once it is proved, such entries count as
+    /// [`stale`](Self::stale) and are deleted.
+    pub not_held: usize,
     /// Runs another attempt holds: their entry moved to the lease's expiry.
     pub busy: usize,
     /// Runs of workflows (or versions of a workflow) this worker does not
@@ -208,6 +223,7 @@ impl WakeReport {
         self.resumed += other.resumed;
         self.waiting += other.waiting;
         self.stale += other.stale;
+        self.not_held += other.not_held;
         self.busy += other.busy;
         self.unknown += other.unknown;
         self.failed.extend(other.failed);
@@ -219,6 +235,9 @@ enum Woke {
     Resumed,
     Waiting,
     Stale,
+    /// The runtime store holds no run of the id: stale if the store is
+    /// proved the workers' by the end of the poll.
+    NotHeld(Vec<DueRun>),
     Busy,
     Unknown,
     Failed(RunId, Error),
@@ -378,15 +397,30 @@ impl Worker {
             .buffer_unordered(self.inner.concurrency)
             .collect()
             .await;
+        // Read after every run of the poll was loaded: a run held with its
+        // entry's incarnation proves the store for the entries before it.
+        let proved = self.inner.proved.load(Ordering::Acquire);
         for woke in woken {
             match woke {
                 Woke::Resumed => report.resumed += 1,
                 Woke::Waiting => report.waiting += 1,
                 Woke::Stale => report.stale += 1,
+                Woke::NotHeld(entries) if proved => {
+                    self.forget(&entries).await;
+                    report.stale += 1;
+                }
+                Woke::NotHeld(_) => report.not_held += 1,
                 Woke::Busy => report.busy += 1,
                 Woke::Unknown => report.unknown += 1,
                 Woke::Failed(run_id, e) => report.failed.push((run_id, e)),
             }
+        }
+        if report.not_held > 0 {
+            tracing::warn!(
+                runs = report.not_held,
+                "due-run entries kept: the runtime store holds neither their runs nor any \
+                 other run this worker woke (is its prefix the one the workers use?)"
+            );
         }
         Ok(report)
     }
@@ -429,20 +463,24 @@ impl Worker {
             Ok(record) => record,
             Err(e) => return Woke::Failed(first.run_id, e),
         };
-        let record = match record {
-            Some(record) if !due::is_stale(&first, Some(&record)) => record,
-            record => {
-                // An ended run's marker first: the entry may be what is
-                // left of an attempt that could not write it.
-                if let Some(record) = &record
-                    && let Err(e) = due::mark_ended(&shared.memo, &first, record).await
-                {
-                    return Woke::Failed(first.run_id, e);
-                }
-                self.forget(&entries).await;
-                return Woke::Stale;
-            }
+        let Some(record) = record else {
+            // Deleted, or never in this store (a mistyped prefix, with the
+            // run alive in the workers' store): only a store proved the
+            // workers' tells the two apart.
+            return Woke::NotHeld(entries);
         };
+        if record.incarnation == first.incarnation {
+            self.inner.proved.store(true, Ordering::Release);
+        }
+        if due::is_stale(&first, Some(&record)) {
+            // An ended run's marker first: the entry may be what is left
+            // of an attempt that could not write it.
+            if let Err(e) = due::mark_ended(&shared.memo, &first, &record).await {
+                return Woke::Failed(first.run_id, e);
+            }
+            self.forget(&entries).await;
+            return Woke::Stale;
+        }
         let drive = match self.registered(&record) {
             Ok(drive) => drive,
             Err(Pick::Unregistered(why)) => {

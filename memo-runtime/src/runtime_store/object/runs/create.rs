@@ -46,6 +46,14 @@ impl Runs {
                     self.cache.reweigh(&run_id, &slot, guard.as_ref());
                     return Ok(record);
                 }
+                // Restored by a reader that wrote to it while this call
+                // stalled (see `RunPointer::give_up`): the run exists and may
+                // have moved on, so answer with its state now.
+                Birth::Restored(bytes) => {
+                    if let Some(record) = self.recreate(&run, creation, &bytes).await? {
+                        return Ok(record);
+                    }
+                }
                 // Given up: another run of the id took the pointer.
                 Birth::Overtaken => {
                     self.drop_unborn(&run_id, creation.incarnation).await;

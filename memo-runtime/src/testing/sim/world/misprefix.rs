@@ -1,6 +1,8 @@
 //! An operator whose runtime-store prefix is not the workers' (issue 20,
 //! item 11): `memoctl sweep` run with another prefix than the README's
-//! finds none of the runs its markers name, and must clear nothing.
+//! finds none of the runs its markers name, and must clear nothing; a
+//! worker started with that prefix must not delete the due-run entries
+//! of the runs it cannot find either.
 
 use std::fmt;
 use std::sync::Arc;
@@ -31,19 +33,23 @@ use super::{OPERATOR, Outcome, Worker, World};
 /// default before issue 20 made it the README's.
 const WRONG_PREFIX: &str = "runtime";
 
-/// The share of random events that are a sweep by the misconfigured
-/// operator, with one.
+/// The share of random events that are a sweep or a poll by the
+/// misconfigured operator, with one.
 pub(super) const WRONG_PREFIX_SHARE: f64 = 0.05;
 
 impl<I, O, Mk> Simulation<I, O, Mk> {
     /// An operator whose runtime store has another prefix than the
     /// workers' (the memo store is the right one), as `memoctl sweep` with a
     /// mistyped or defaulted `--runs-prefix`: at random moments it sweeps,
-    /// through its own store instances. Its runtime store holds none of the
-    /// runs the markers name, so the sweep must clear nothing: every delete
+    /// or polls the due-run index as a worker started with that prefix
+    /// would, through its own store instances. Its runtime store holds
+    /// none of the runs the markers name, so it must clear nothing: every
+    /// delete
     /// it makes of an object that exists breaks *a sweep through another
     /// runtime-store prefix clears no memo entry* (or *deletes no terminal
-    /// marker*, *no due-run entry*, *nothing*, by what the object is).
+    /// marker*, *a sweep or a worker's poll through another runtime-store
+    /// prefix deletes no due-run entry*, *deletes nothing*, by what the
+    /// object is).
     #[must_use]
     pub fn wrong_prefix_operator(mut self, on: bool) -> Self {
         self.config.wrong_prefix_operator = on;
@@ -53,7 +59,8 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
 
 const MEMO_ENTRY: &str = "a sweep through another runtime-store prefix clears no memo entry";
 const MARKER: &str = "a sweep through another runtime-store prefix deletes no terminal marker";
-const DUE_ENTRY: &str = "a sweep through another runtime-store prefix deletes no due-run entry";
+const DUE_ENTRY: &str =
+    "a sweep or a worker's poll through another runtime-store prefix deletes no due-run entry";
 const ANYTHING: &str = "a sweep through another runtime-store prefix deletes nothing";
 
 /// Whether incarnation `incarnation` of `run_id` is the one the workers'
@@ -136,7 +143,9 @@ impl ObjectStore for ClearsNothing {
                 {
                     checker.violation(
                         invariant,
-                        format!("a sweep whose runtime store is at prefix {WRONG_PREFIX:?} {what}"),
+                        format!(
+                            "a process whose runtime store is at prefix {WRONG_PREFIX:?} {what}"
+                        ),
                     );
                 }
             })
@@ -203,17 +212,34 @@ where
         }
     }
 
-    /// The misconfigured operator sweeps.
+    /// The misconfigured operator sweeps, or (as often) polls the due-run
+    /// index as a worker would with the same runtime-store prefix: it
+    /// registers no workflow, and a store that holds none of the runs must
+    /// not lead it to delete their entries.
     pub(super) fn wrong_prefix_sweep(&mut self) {
         let Some(misconfigured) = &self.misconfigured else {
             return;
         };
-        let sweeper = misconfigured.runtime.retention_sweeper();
+        let runtime = misconfigured.runtime.clone();
+        if self.rng.random_bool(0.5) {
+            self.checker.event(format!(
+                "a worker polls the due-run index with runtime-store prefix {WRONG_PREFIX:?}"
+            ));
+            let future = async move {
+                let polled = crate::workflow::Worker::builder(runtime)
+                    .build()
+                    .wake_due()
+                    .await;
+                Outcome::Done(polled.map(drop).map_err(|e| e.to_string()))
+            };
+            self.spawn(OPERATOR, TaskKind::Operator, None, Box::pin(future));
+            return;
+        }
         self.checker.event(format!(
             "the operator sweeps with runtime-store prefix {WRONG_PREFIX:?}"
         ));
         let future = async move {
-            let swept = sweeper.sweep_now().await;
+            let swept = runtime.retention_sweeper().sweep_now().await;
             Outcome::Done(swept.map(drop).map_err(|e| e.to_string()))
         };
         self.spawn(OPERATOR, TaskKind::Operator, None, Box::pin(future));

@@ -1,0 +1,147 @@
+//! A creator giving up the incarnation it created, once its record stood
+//! and the pointer did not name it: or keeping it, if a reader restored it
+//! and wrote to it meanwhile.
+
+use std::future::Future;
+
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+
+use super::{Creation, Recorded, RunPointer};
+use crate::error::{Error, Result};
+use crate::run_id::{Incarnation, RunId};
+
+/// How many times each request of a give-up is tried. No one else takes a
+/// given-up incarnation back: a give-up that stops at a failed request
+/// leaves it as it stood, and if a reader restored its pointer meanwhile
+/// (the incarnation may have been run and deleted while its creator
+/// stalled), it is current again, for ever (seed 970 of session 25: the
+/// record's delete was applied, then reported failed, and the restored
+/// pointer stayed, a run with the old input that no delivery of the id's
+/// new input could ever replace).
+const GIVE_UP_ATTEMPTS: u32 = 3;
+
+/// `request`, tried again after a failure, up to [`GIVE_UP_ATTEMPTS`]
+/// times. Every request of a give-up can be repeated: deletes and reads
+/// are, and a record's create finds its own bytes (`Created::Same`).
+pub(super) async fn tried<T, F: Future<Output = Result<T>>>(
+    mut request: impl FnMut() -> F,
+) -> Result<T> {
+    let mut tried = 1;
+    loop {
+        match request().await {
+            Err(_) if tried < GIVE_UP_ATTEMPTS => tried += 1,
+            done => return done,
+        }
+    }
+}
+
+impl RunPointer {
+    /// Gives up the incarnation `creation`, whose record (`record`) was
+    /// just written and found with the pointer not naming it; unless a
+    /// reader restored the pointer from that record meanwhile and wrote to
+    /// the run, which is then kept.
+    ///
+    /// The creator cannot tell why its pointer is missing. The incarnation
+    /// may have been run and deleted while its creator stalled before its
+    /// record (seeds 3311 and 1215 of session 23), and its record then
+    /// brings a deleted run back: a reader that finds the pointer missing
+    /// between our create of the record and its delete restores the pointer
+    /// from it (its check of the record passes while ours stands). So the
+    /// incarnation is removed as a deletion removes it: the record, the
+    /// pointer if it names the incarnation (a restorer creates the pointer
+    /// and then reads the record, we delete the record and then read the
+    /// pointer, so a restore that saw the record is seen here), and the
+    /// record once more, for a reader that wrote it back meanwhile.
+    ///
+    /// Or a stale deletion of an earlier run of the id removed the pointer
+    /// of a run that is new and whole (seed 1778 of session 24), and a
+    /// reader that restored it may have acted on it: started it, given it a
+    /// signal it acknowledged. Removing it then would lose what was
+    /// acknowledged and leave the log entries with nothing naming them. So
+    /// a restored incarnation whose log has an entry is kept (its record
+    /// written back, its pointer restored) and the creator answers with it
+    /// as it is now. The order makes every write seen: a writer creates its
+    /// entry and then reads the pointer, and counts the entry as committed
+    /// only if the pointer names the incarnation. We look for log entry 0
+    /// before deleting the pointer (found: nothing is deleted) and once
+    /// more after: a writer whose check passed read the pointer before our
+    /// delete, so its entry (and so entry 0, as entries are created in
+    /// order) was created before our second look. A writer whose check
+    /// comes after our delete finds the pointer and the record gone and
+    /// takes its entry back; if we saw the entry before that take-back, the
+    /// run is kept without it, as a run nothing was committed to. No
+    /// conditional delete is needed (object stores have none); on a store
+    /// that has them the pointer's delete could be made conditional on its
+    /// version, but the look after it would still be needed, for writers
+    /// that checked before it.
+    ///
+    /// What is left: a deleted incarnation that a reader restored is kept
+    /// if its log has entry 0 (the reader ran it again, or a deletion that
+    /// stopped part way left it), where before it was removed; and a
+    /// creation of another incarnation of the id in the round trip between
+    /// our pointer delete and our restore makes the restore fail: the run
+    /// is then given up, and what was written to it is lost.
+    pub(super) async fn give_up(
+        &self,
+        run_id: &RunId,
+        creation: &Creation,
+        bytes: &[u8],
+        record: &Path,
+    ) -> Result<Recorded> {
+        let incarnation = creation.incarnation;
+        let pointer = self.path(run_id);
+        let delete = |path: &Path| {
+            let path = path.clone();
+            tried(move || self.client.delete_all(vec![path.clone()]))
+        };
+        delete(record).await?;
+        let restored = tried(|| self.read_pointer(run_id))
+            .await?
+            .is_some_and(|(c, _)| c.incarnation == incarnation);
+        if restored {
+            if self.written(run_id, incarnation).await? {
+                return self.keep(run_id, creation, bytes).await;
+            }
+            delete(&pointer).await?;
+        }
+        delete(record).await?;
+        if restored && self.written(run_id, incarnation).await? {
+            return self.keep(run_id, creation, bytes).await;
+        }
+        // A later run's pointer our delete may have hit is restored.
+        tried(|| self.current(run_id)).await?;
+        Ok(Recorded::GivenUp)
+    }
+
+    /// Whether incarnation `incarnation` has log entry 0: whether anyone
+    /// wrote to it. One `HEAD` (more after a failure).
+    async fn written(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let entry = self.client.layout().log_entry(run_id, incarnation, 0);
+        tried(|| async {
+            match self.client.store().head(&entry).await {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(Error::store(&entry, e)),
+            }
+        })
+        .await
+    }
+
+    /// Keeps the incarnation `creation` that [`give_up`](Self::give_up)
+    /// found restored and written to: its record written back, then the
+    /// pointer read (and restored from the record if it is missing). If
+    /// another incarnation is current by then, ours is removed after all.
+    async fn keep(&self, run_id: &RunId, creation: &Creation, bytes: &[u8]) -> Result<Recorded> {
+        let incarnation = creation.incarnation;
+        tried(|| self.create_record(run_id, creation, bytes)).await?;
+        let current = tried(|| self.current(run_id)).await?;
+        if current.is_some_and(|c| c.incarnation == incarnation) {
+            tracing::warn!(%run_id, %incarnation,
+                "a run restored and written to while its creator stalled is kept");
+            return Ok(Recorded::Restored);
+        }
+        tried(|| self.remove(run_id, incarnation)).await?;
+        Ok(Recorded::GivenUp)
+    }
+}

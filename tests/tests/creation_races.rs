@@ -1,0 +1,360 @@
+//! A creation of a run id racing a stale deletion of the id's earlier run
+//! (issue 20; seed 1778 of session 24's survey). A creator writes its new
+//! run's pointer and then its record; a sweeper that checked the earlier
+//! run before deletes the pointer in between (object stores delete
+//! unconditionally), so the creator finds no pointer once its record
+//! stands. A reader that looks meanwhile restores the pointer from the
+//! record and may act on the run; the creator must then not remove what
+//! that reader acted on. Each interleaving is staged deterministically:
+//! a process's store pauses at a chosen request until the test lets it go.
+
+use std::sync::{Arc, Mutex};
+
+use futures::TryStreamExt;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{self, ObjectStore, PutOptions, PutPayload, PutResult};
+use memo_runtime::runtime_store::{
+    Commit, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StatusChange,
+};
+use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::{Bytes, Error, Incarnation, RunId};
+use memo_tests::fixtures::{Backend, run};
+use memo_tests::pause::{Held, Pauses};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+fn order(run_id: &RunId) -> NewRun {
+    NewRun {
+        run_id: run_id.clone(),
+        workflow: "checkout".into(),
+        input: Bytes::from_static(b"order"),
+        created_at_ms: 1,
+        workflow_version: None,
+    }
+}
+
+fn completed() -> Commit {
+    let done = StatusChange::Completed {
+        output: Bytes::from_static(b"done"),
+    };
+    Commit::status(done, 4)
+}
+
+fn paid() -> NewInput {
+    NewInput {
+        input_id: "payment-1".into(),
+        name: "paid".into(),
+        payload: Bytes::from_static(b"42"),
+        accepted_at_ms: 3,
+    }
+}
+
+/// A store that, once the first put of `path` is done, tells the test and
+/// waits for it before answering: the creator stalls between its pointer
+/// and its record.
+struct AfterPut {
+    inner: Arc<dyn ObjectStore>,
+    path: Path,
+    gate: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
+}
+
+impl AfterPut {
+    /// The store, a receiver that fires once the put is done, and a sender
+    /// that lets its answer through.
+    fn new(
+        inner: Arc<dyn ObjectStore>,
+        path: Path,
+    ) -> (AfterPut, oneshot::Receiver<()>, oneshot::Sender<()>) {
+        let (done, done_rx) = oneshot::channel();
+        let (go, go_rx) = oneshot::channel();
+        let gate = Mutex::new(Some((done, go_rx)));
+        (AfterPut { inner, path, gate }, done_rx, go)
+    }
+}
+
+impl std::fmt::Debug for AfterPut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AfterPut({})", self.path)
+    }
+}
+
+impl std::fmt::Display for AfterPut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for AfterPut {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let put = self.inner.put_opts(location, payload, opts).await;
+        let gate = (*location == self.path)
+            .then(|| self.gate.lock().unwrap().take())
+            .flatten();
+        if let Some((done, go)) = gate {
+            let _ = done.send(());
+            let _ = go.await;
+        }
+        put
+    }
+
+    memo_runtime::testing::forward_object_store!(self.inner => put_multipart_opts, get_opts,
+        get_ranges, delete_stream, list, list_with_offset, list_with_delimiter, copy_opts,
+        rename_opts);
+}
+
+/// What [`a_creation_racing_a_stale_deletion`] staged.
+struct Staged {
+    /// The creator's `create_run`.
+    answer: JoinHandle<Result<RunRecord, Error>>,
+    /// The run the sweepers deleted.
+    old: Incarnation,
+}
+
+/// Seed 1778's interleaving up to the creator's record. Sweeper A checks
+/// the expired run and stalls at its pointer delete; sweeper B deletes the
+/// run in full; a redelivery (the creator, whose store is `creators`
+/// around the backend) writes the new run's pointer and stalls before its
+/// record; A's delete then removes the new pointer, and the creator goes
+/// on: it writes its record and finds no pointer.
+async fn a_creation_racing_a_stale_deletion(
+    backend: &Backend,
+    run_id: &RunId,
+    creators: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
+) -> Staged {
+    let pointer = Path::from(format!("runs/runs/{run_id}/run"));
+    let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+    worker.create_run(order(run_id)).await.unwrap();
+    let old = worker.atomic_apply(run_id, completed()).await.unwrap();
+
+    let (paused, stale) = Pauses::new(backend.open(), Held::Delete, pointer.clone());
+    let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+    let (run_a, old_a) = (run_id.clone(), old.incarnation);
+    let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
+    stale.reached.await.unwrap();
+    let sweeper_b = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+    assert!(sweeper_b.delete_run(run_id, old.incarnation).await.unwrap());
+
+    let (after_pointer, pointer_written, go) = AfterPut::new(backend.open(), pointer);
+    let creator = ObjectStoreRuntimeStore::new(creators(Arc::new(after_pointer)), "runs");
+    let new_run = order(run_id);
+    let answer = tokio::spawn(async move { creator.create_run(new_run).await });
+    pointer_written.await.unwrap();
+    stale.release.send(()).unwrap();
+    deletion_a.await.unwrap().unwrap();
+    go.send(()).unwrap();
+    Staged {
+        answer,
+        old: old.incarnation,
+    }
+}
+
+/// After the creator answered: the run `signalled` (the incarnation a
+/// signal went into) must stand, the creator must have answered with it,
+/// a fresh instance must read it with the signal, and once it ends and is
+/// deleted nothing of the id may be left in the store.
+async fn the_signalled_run_stands(
+    backend: &Backend,
+    run_id: &RunId,
+    signalled: Incarnation,
+    answered: Result<RunRecord, Error>,
+) {
+    let name = backend.name();
+    assert_eq!(
+        answered.unwrap().incarnation,
+        signalled,
+        "{name}: the creator answered with another run than the one signalled"
+    );
+    let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+    let seen = fresh.load_run(run_id).await.unwrap();
+    assert_eq!(
+        seen.map(|r| r.incarnation),
+        Some(signalled),
+        "{name}: the run the signal went into is gone"
+    );
+    let inputs = fresh.load_inputs(run_id).await.unwrap();
+    assert_eq!(
+        inputs.iter().map(|i| &i.input_id[..]).collect::<Vec<_>>(),
+        ["payment-1"],
+        "{name}: the acknowledged signal was lost"
+    );
+
+    // The run ends and is deleted: nothing of the id is left.
+    fresh.atomic_apply(run_id, completed()).await.unwrap();
+    assert!(fresh.delete_run(run_id, signalled).await.unwrap(), "{name}");
+    let folder = Path::from(format!("runs/runs/{run_id}"));
+    let left: Vec<Path> = backend
+        .open()
+        .list(Some(&folder))
+        .map_ok(|meta| meta.location)
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(
+        left.is_empty(),
+        "{name}: left with nothing naming it: {left:?}"
+    );
+}
+
+/// Seed 1778: the creator, having found no pointer after its record,
+/// stalls at its take-back (its first delete under the run's folder, of
+/// its record). A signal to the run (another process) finds the record,
+/// restores the pointer and is accepted into the new run. Then the
+/// creator goes on.
+///
+/// The signal was acknowledged, so the run it went into must stand
+/// ([`the_signalled_run_stands`]). Before the fix the creator's take-back
+/// removed the restored pointer too and created a third run: the signal
+/// was lost and its log entry left with nothing naming it.
+#[tokio::test]
+async fn a_creator_whose_pointer_a_stale_deletion_removed_keeps_the_run_a_signal_restored() {
+    for backend in Backend::all() {
+        let run_id = run("order-17");
+        let folder = Path::from("runs/runs/order-17");
+        let mut take_back = None;
+        let staged = a_creation_racing_a_stale_deletion(&backend, &run_id, |store| {
+            let (held, pause) = Pauses::new(store, Held::Delete, folder);
+            take_back = Some(pause);
+            Arc::new(held)
+        })
+        .await;
+        let take_back = take_back.unwrap();
+        take_back.reached.await.unwrap();
+
+        let signaller = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        signaller.append_input(&run_id, paid()).await.unwrap();
+        let signalled = signaller.load_run(&run_id).await.unwrap().unwrap();
+        assert_ne!(signalled.incarnation, staged.old, "{}", backend.name());
+        take_back.release.send(()).unwrap();
+
+        let answered = staged.answer.await.unwrap();
+        the_signalled_run_stands(&backend, &run_id, signalled.incarnation, answered).await;
+    }
+}
+
+/// The same race, with the signal a little later: a reader restores the
+/// pointer before the creator's take-back reads it, so the creator finds
+/// its incarnation restored and, as nothing is written to it yet, goes on
+/// to delete the pointer; the signal is accepted just before that delete
+/// (its check of the pointer passes). The creator must see the signal's
+/// entry after its delete and put the run back.
+#[tokio::test]
+async fn a_signal_accepted_just_before_the_creators_pointer_delete_keeps_the_run() {
+    for backend in Backend::all() {
+        let run_id = run("order-18");
+        let folder = Path::from("runs/runs/order-18");
+        let pointer = Path::from("runs/runs/order-18/run");
+        let mut pauses = None;
+        let staged = a_creation_racing_a_stale_deletion(&backend, &run_id, |store| {
+            let (at_pointer, pointer_delete) = Pauses::new(store, Held::Delete, pointer);
+            let (held, take_back) = Pauses::new(Arc::new(at_pointer), Held::Delete, folder);
+            pauses = Some((take_back, pointer_delete));
+            Arc::new(held)
+        })
+        .await;
+        let (take_back, pointer_delete) = pauses.unwrap();
+        take_back.reached.await.unwrap();
+
+        // A reader restores the pointer from the record.
+        let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let restored = reader.load_run(&run_id).await.unwrap().unwrap();
+        assert_ne!(restored.incarnation, staged.old, "{}", backend.name());
+        take_back.release.send(()).unwrap();
+
+        // The creator found it restored and nothing written: it is about
+        // to delete the pointer when the signal is accepted.
+        pointer_delete.reached.await.unwrap();
+        let signaller = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        signaller.append_input(&run_id, paid()).await.unwrap();
+        pointer_delete.release.send(()).unwrap();
+
+        let answered = staged.answer.await.unwrap();
+        the_signalled_run_stands(&backend, &run_id, restored.incarnation, answered).await;
+    }
+}
+
+/// Seed 970 of session 25 (case of seeds 3311 and 1215, with a fault): a
+/// creator writes its pointer and stalls before its record; another
+/// process answers a redelivery with the run (writing its record), runs it
+/// to its end, and deletes it. The creator then writes the record (the
+/// deleted run's, again), finds no pointer and gives the run up; a reader
+/// restores the pointer from that record before the take-back, and the
+/// take-back's delete of the record is applied but reported failed. The
+/// give-up must still finish: the deleted run is never current again, and
+/// the id can be used for a new run with another input. Before the fix the
+/// creator stopped at the failure, and the restored pointer stayed: the
+/// deleted run came back, and every delivery of the id's new input was
+/// refused as a different run, for ever.
+#[tokio::test]
+async fn a_give_up_whose_delete_fails_once_still_removes_the_run_it_gave_up() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-19");
+        let folder = Path::from("runs/runs/order-19");
+        let pointer = Path::from("runs/runs/order-19/run");
+
+        // The creator's first delete under the run's folder other than the
+        // pointer (the take-back of its record) is applied, then reported
+        // failed; before it, the creator is held there.
+        let (after_pointer, pointer_written, go) = AfterPut::new(backend.open(), pointer.clone());
+        let faults = FaultInjectingStore::new(Arc::new(after_pointer));
+        faults.inject(
+            FaultRule::fail_after(RequestKind::Delete)
+                .matching({
+                    let (folder, pointer) = (folder.clone(), pointer.clone());
+                    move |path| path.prefix_matches(&folder) && *path != pointer
+                })
+                .times(1),
+        );
+        let (held, take_back) = Pauses::new(Arc::new(faults), Held::Delete, folder.clone());
+        let creator = ObjectStoreRuntimeStore::new(Arc::new(held), "runs");
+        let answer = tokio::spawn({
+            let new_run = order(&run_id);
+            async move { creator.create_run(new_run).await }
+        });
+        pointer_written.await.unwrap();
+
+        // Another process answers a redelivery with the run, runs it to its
+        // end and deletes it.
+        let other = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let deleted = other.create_run(order(&run_id)).await.unwrap().incarnation;
+        other.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(other.delete_run(&run_id, deleted).await.unwrap(), "{name}");
+
+        // The creator writes the record and gives the run up; a reader
+        // restores the pointer from the record before the take-back.
+        go.send(()).unwrap();
+        take_back.reached.await.unwrap();
+        let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let restored = reader
+            .load_run(&run_id)
+            .await
+            .unwrap()
+            .map(|r| r.incarnation);
+        assert_eq!(restored, Some(deleted), "{name}");
+        take_back.release.send(()).unwrap();
+        let answered = answer.await.unwrap();
+        if let Ok(created) = &answered {
+            assert_ne!(created.incarnation, deleted, "{name}");
+        }
+
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let seen = fresh.load_run(&run_id).await.unwrap();
+        assert!(
+            seen.as_ref().is_none_or(|r| r.incarnation != deleted),
+            "{name}: the deleted run is current again (the creator answered {answered:?})"
+        );
+        if let Some(seen) = seen {
+            fresh.atomic_apply(&run_id, completed()).await.unwrap();
+            fresh.delete_run(&run_id, seen.incarnation).await.unwrap();
+        }
+        let mut reused = order(&run_id);
+        reused.input = Bytes::from_static(b"another order");
+        fresh.create_run(reused).await.unwrap();
+    }
+}
