@@ -29,7 +29,9 @@
 //! lease is live by that clock then, is acknowledged without the read. It
 //! is the rule an attempt already follows before it starts a body, and a
 //! memoized call before it keeps its entry (`ensure_lease`), under the
-//! same assumption: the writers' clocks agree to within the lease margin.
+//! same assumption: a lease one writer's clock finds live has not expired
+//! by another's (a clock that jumps forward only makes leases lapse
+//! sooner, and the pointer is read again).
 //!
 //! Every other change reads the pointer as before: a change of status (a
 //! lease renewal, a suspension, the run's end), an input, a commit without
@@ -44,8 +46,23 @@
 //! the run's pointer by this instance settles them the same way (a read of
 //! the run, a commit that found its position taken).
 //!
-//! A store without the runtime's clock (one no runtime was built with)
-//! reads the pointer after every commit, as before.
+//! A store without the runtime's clock (one no runtime was built with, or
+//! behind a wrapper that does not pass `use_clock` on) reads the pointer
+//! after every commit, as before.
+//!
+//! # What this gives up, and only when the assumption fails
+//!
+//! Nothing while it holds: every acknowledged commit is in the current
+//! incarnation, visible to a fresh instance, and no object is left in a
+//! deleted one. The fence is unchanged: the create at the next position
+//! still fails if another holder committed there, and a deleted
+//! incarnation's folder is never read as another's (a reader reads the
+//! pointer first). If it fails (a clock set back, or writers' clocks far
+//! apart), up to [`MAX_UNCHECKED`]` - 1` step commits of a stale attempt
+//! may be acknowledged into a deleted run before a read takes them back
+//! and stops the attempt; a process that dies in between leaves them
+//! where no deletion lists again, where a per-commit read left at most
+//! the one entry of a writer that died between its create and its read.
 //!
 //! [`delete_run`]: crate::runtime_store::RuntimeStore::delete_run
 //! [`RuntimeStore::use_clock`]: crate::runtime_store::RuntimeStore::use_clock
