@@ -17,7 +17,8 @@
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
 //! | run checkpoint (a base) | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
 //! | run checkpoint delta (before inputs were kept in bases; read, no longer written) | `runs/<run>/<inc>/delta/<position, 20 digits>` |
-//! | run checkpoint delta | `runs/<run>/<inc>/delta/v2/<position, 20 digits>` |
+//! | run checkpoint delta (before deltas were kept until the run's deletion; read, no longer written) | `runs/<run>/<inc>/delta/v2/<position, 20 digits>` |
+//! | run checkpoint delta | `runs/<run>/<inc>/deltas/<u64::MAX - position, 20 digits>` |
 //! | attempt cost (the cost ledger) | `runs/<run>/<inc>/cost/<attempt, 10 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
 //! | due-run entry | `due/<hour>/<due_ms, 20 digits>_<run>.<inc>` |
@@ -56,6 +57,18 @@
 //! reads the newest base and the longer log tail after it (the log is
 //! complete, so it reads the same run), and it deletes the `v2` folder with
 //! the rest of the incarnation's folder. Bases are unchanged.
+//!
+//! Deltas under `deltas/` (the same record as a `v2` delta) are named
+//! `u64::MAX - position`, so the newest sorts first, and are kept until the
+//! run's deletion rather than deleted as each newer one settles (which cost
+//! a `DELETE` per delta, one every few steps): a reader finds the newest by
+//! reading the first name of a listing in order, one request however many
+//! the folder holds. Safe both ways: this version lists `deltas/` first and
+//! reads the older forms under `delta/` only when it is empty; a reader of
+//! the release before never lists `deltas/`, so it reads the newest base
+//! (bases are unchanged and still written) and the longer log tail after it
+//! (the log is complete, so it reads the same run), and it deletes the
+//! folder with the rest of the incarnation's folder.
 //!
 //! Run segments have two forms (see [`run_segment`]): the short form (the
 //! id with each capital written `=` and the letter in lower case) for every
@@ -466,6 +479,26 @@ impl Layout {
             .join(format!("{position:020}"))
     }
 
+    /// `runs/<run>/<inc>/deltas`: the incarnation's checkpoint deltas
+    /// (inputs kept in the base), named newest first.
+    pub(crate) fn deltas_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.incarnation_records(run_id, incarnation).join("deltas")
+    }
+
+    /// The checkpoint delta (inputs kept in the base) of the run folded
+    /// from its log entries before `position`, named `u64::MAX - position`
+    /// so that a listing in order (as object storage lists) finds the
+    /// newest first.
+    pub(crate) fn delta_newest_first(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        position: u64,
+    ) -> Path {
+        self.deltas_folder(run_id, incarnation)
+            .join(format!("{:020}", u64::MAX - position))
+    }
+
     /// `runs/<run>/<inc>/cost`: the incarnation's cost ledger.
     pub(crate) fn cost_folder(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
         self.incarnation_records(run_id, incarnation).join("cost")
@@ -657,6 +690,7 @@ mod tests {
             layout.log_entry(id, inc, u64::MAX),
             layout.checkpoint(id, inc, u64::MAX),
             layout.delta(id, inc, u64::MAX),
+            layout.delta_newest_first(id, inc, 0),
             layout.attempt_cost(id, inc, u32::MAX),
             probe(layout.prefix(), u64::MAX),
         ];
@@ -735,6 +769,7 @@ mod tests {
             layout.checkpoint(&id, inc, 64).to_string(),
             layout.delta(&id, inc, 68).to_string(),
             layout.delta_v2(&id, inc, 72).to_string(),
+            layout.delta_newest_first(&id, inc, 76).to_string(),
             probe(layout.prefix(), 0xcd).to_string(),
             layout.due_entry(&id, inc, 3_600_001).to_string(),
             layout.shared_entries("llm-v1").join("d3").to_string(),
@@ -760,6 +795,7 @@ mod tests {
                 "pre/fix/runs/=run_1/00000000000000ab/checkpoint/00000000000000000064".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/delta/00000000000000000068".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/delta/v2/00000000000000000072".to_string(),
+                "pre/fix/runs/=run_1/00000000000000ab/deltas/18446744073709551539".to_string(),
                 "pre/fix/probes/00000000000000cd".to_string(),
                 "pre/fix/due/00000000000003600000/00000000000003600001_=run_1.00000000000000ab"
                     .to_string(),

@@ -22,8 +22,9 @@ pub enum Held {
     Put,
     /// The first delete of an object under the prefix.
     Delete,
-    /// The first listing of a folder under the prefix: it lists what is
-    /// there once released, not when it was asked for.
+    /// The first listing of a folder under the prefix (from its start or
+    /// from an offset): it lists what is there once released, not when it
+    /// was asked for.
     List,
     /// The first read of an object under the prefix: it reads what is
     /// there once released.
@@ -151,6 +152,26 @@ impl ObjectStore for Pauses {
         .boxed()
     }
 
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let gate = prefix
+            .filter(|_| self.held == Held::List)
+            .and_then(|folder| Pauses::take_gate(&self.gate, &self.prefix, folder));
+        let Some(gate) = gate else {
+            return self.inner.list_with_offset(prefix, offset);
+        };
+        let (inner, folder, offset) = (self.inner.clone(), prefix.cloned(), offset.clone());
+        futures::stream::once(async move {
+            wait_at(gate).await;
+            inner.list_with_offset(folder.as_ref(), &offset)
+        })
+        .flatten()
+        .boxed()
+    }
+
     async fn get_opts(
         &self,
         location: &Path,
@@ -165,5 +186,5 @@ impl ObjectStore for Pauses {
     }
 
     forward_object_store!(self.inner => put_multipart_opts, get_ranges,
-        list_with_offset, list_with_delimiter, copy_opts, rename_opts);
+        list_with_delimiter, copy_opts, rename_opts);
 }

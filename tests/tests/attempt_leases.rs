@@ -731,6 +731,10 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    fn use_clock(&self, clock: Arc<dyn memo_runtime::clock::Clock>) {
+        self.inner.use_clock(clock);
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

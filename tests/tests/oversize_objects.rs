@@ -66,7 +66,8 @@ fn run_files(root: &Path, kind: &str) -> Vec<PathBuf> {
             match kind {
                 // The pointer (`runs/<run>/run`), not the incarnation's copy.
                 "run" => f.file_name().unwrap() == "run" && folder.components().count() == 1,
-                // Deltas of either form (`delta/<p>`, `delta/v2/<p>`).
+                // Files in a folder of that name at any depth (deltas:
+                // `deltas/<u64::MAX - p>`).
                 _ => folder.components().any(|c| c.as_os_str() == kind),
             }
         })
@@ -199,7 +200,7 @@ async fn a_huge_run_pointer_is_refused_before_it_is_read() {
 async fn a_huge_checkpoint_delta_is_refused_before_it_is_read() {
     let dir = tempfile::tempdir().unwrap();
     let run_id = started_run(&runtime_store(dir.path(), 1), "r", 2).await;
-    let deltas = run_files(dir.path(), "delta");
+    let deltas = run_files(dir.path(), "deltas");
     assert!(!deltas.is_empty());
     for delta in &deltas {
         inflate(delta);
@@ -209,7 +210,7 @@ async fn a_huge_checkpoint_delta_is_refused_before_it_is_read() {
         .load_run(&run_id)
         .await
         .unwrap_err();
-    assert_oversize(&error, "/delta/");
+    assert_oversize(&error, "/deltas/");
 }
 
 #[tokio::test]

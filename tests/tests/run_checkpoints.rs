@@ -150,7 +150,7 @@ async fn paths_under(objects: &dyn ObjectStore, folder: &str) -> Vec<Path> {
 }
 
 /// The run's objects in its incarnations' `folder`s (`checkpoint` for
-/// bases, `delta` for deltas).
+/// bases, `deltas` for deltas, `delta` for deltas of the older forms).
 async fn objects_in(objects: &dyn ObjectStore, run_id: &RunId, folder: &str) -> Vec<Path> {
     let all = paths_under(objects, &format!("{PREFIX}/runs/{run_id}")).await;
     let folder = format!("/{folder}/");
@@ -163,8 +163,23 @@ async fn bases(objects: &dyn ObjectStore, run_id: &RunId) -> Vec<Path> {
     objects_in(objects, run_id, "checkpoint").await
 }
 
+/// The run's deltas of every form, oldest first.
 async fn deltas(objects: &dyn ObjectStore, run_id: &RunId) -> Vec<Path> {
-    objects_in(objects, run_id, "delta").await
+    let mut all = objects_in(objects, run_id, "delta").await;
+    all.extend(objects_in(objects, run_id, "deltas").await);
+    all.sort_by_key(delta_position);
+    all
+}
+
+/// The log position a delta holds the run before: its name, or, under
+/// `deltas/` (named newest first), `u64::MAX` minus its name.
+fn delta_position(path: &Path) -> u64 {
+    let name: u64 = path.filename().unwrap().parse().unwrap();
+    if path.as_ref().contains("/deltas/") {
+        u64::MAX - name
+    } else {
+        name
+    }
 }
 
 /// Every checkpoint of the run, bases and deltas.
@@ -217,15 +232,18 @@ async fn a_fresh_instance_reads_a_finished_run_of_any_length_in_three_requests()
         assert_eq!(loaded.receipts.len() as u64, steps);
         assert_eq!(loaded.record.unwrap().status, RunStatus::Completed);
         let c = counting.counts();
-        // The run pointer, the delta listing, the final delta (which holds
-        // the whole run); the later reads of the cached, finished run read
+        // The run pointer, the delta listing (one request: every delta is
+        // kept, the newest named first, and the listing reads one page's
+        // worth of names, a thousand, which S3 returns whole either way),
+        // the final delta (which holds the whole run); the later reads of the cached, finished run read
         // only its pointer again.
         assert_eq!(
-            (c.gets, c.lists, c.objects_listed),
-            (2 + 3, 1, 1),
+            (c.gets, c.lists + c.lists_with_offset),
+            (2 + 3, 1),
             "{steps}: {c:?}"
         );
         assert_eq!(total(c), 3 + 3, "{steps} steps: {c:?}");
+        assert!(c.objects_listed <= 1_000, "{steps} steps: {c:?}");
     }
 }
 
@@ -299,7 +317,7 @@ async fn a_run_written_without_checkpoints_is_read_from_its_log() {
 }
 
 #[tokio::test]
-async fn superseded_checkpoints_are_deleted_so_each_folder_stays_one_object() {
+async fn superseded_bases_are_deleted_and_deltas_kept_until_the_run_is_deleted() {
     let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let store = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
     let run_id = run_of(&store, "bounded", 0).await;
@@ -310,15 +328,14 @@ async fn superseded_checkpoints_are_deleted_so_each_folder_stays_one_object() {
             .atomic_apply(&run_id, step(&run_id, sequence))
             .await
             .unwrap();
-        // After every commit: at most one delta and one base.
+        // After every commit: at most one base, and every delta written (one
+        // every 4 entries after the attempt's start), none deleted.
         let (d, b) = (
             deltas(objects.as_ref(), &run_id).await,
             bases(objects.as_ref(), &run_id).await,
         );
-        assert!(
-            d.len() <= 1 && b.len() <= 1,
-            "after step {sequence}: {d:?} {b:?}"
-        );
+        assert!(b.len() <= 1, "after step {sequence}: {b:?}");
+        assert_eq!(d.len() as u64, (sequence + 2) / 4, "after step {sequence}");
         if b != base {
             rebased += 1;
             base = b;
@@ -326,11 +343,22 @@ async fn superseded_checkpoints_are_deleted_so_each_folder_stays_one_object() {
     }
     // Bases come further apart as the run grows (every 2·√receipts).
     assert!((4..=12).contains(&rebased), "{rebased} bases");
-    store.atomic_apply(&run_id, done(9_999)).await.unwrap();
-    // The finished run: its whole-run delta, and the newest base kept for
-    // readers that know bases only.
-    assert_eq!(deltas(objects.as_ref(), &run_id).await.len(), 1);
+    let finished = store.atomic_apply(&run_id, done(9_999)).await.unwrap();
+    // The finished run: its whole-run delta, listed first, and the newest
+    // base kept for readers that know bases only.
+    let all = deltas(objects.as_ref(), &run_id).await;
+    let listed = objects_in(objects.as_ref(), &run_id, "deltas").await;
+    assert_eq!(listed.first(), all.last());
+    assert_eq!(delta_position(&listed[0]), 402);
     assert_eq!(bases(objects.as_ref(), &run_id).await, base);
+    // The run's deletion takes them all.
+    assert!(
+        store
+            .delete_run(&run_id, finished.incarnation)
+            .await
+            .unwrap()
+    );
+    assert!(checkpoints(objects.as_ref(), &run_id).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -385,7 +413,7 @@ async fn a_checkpoint_write_that_fails_or_loses_its_ack_loses_nothing_and_names_
     // Every base write (or every delta write) fails before it is applied, or
     // is applied and reported failed, from step 40 on: the run then has a
     // base (written at about 34 receipts) that later deltas may name.
-    for folder in ["checkpoint", "delta"] {
+    for folder in ["checkpoint", "deltas"] {
         for fault in [
             FaultRule::fail_before(RequestKind::Create),
             FaultRule::fail_after(RequestKind::Create),
@@ -531,7 +559,8 @@ async fn a_reader_that_knows_only_bases_and_data_with_bases_only_read_the_same_r
         )
         .await;
         assert_eq!(finished.receipts.len(), 305, "{name}");
-        assert_eq!(deltas(objects.as_ref(), &run_id).await.len(), 1, "{name}");
+        let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+        assert_eq!(delta_position(&newest), 308, "{name}: {newest}");
         assert_eq!(
             finished,
             read_without_deltas(&objects, &run_id).await,
@@ -602,13 +631,14 @@ async fn a_delta_whose_base_is_gone_is_read_around_and_replaced_by_the_next_writ
         delete_all(&objects, bases(objects.as_ref(), &run_id).await).await;
         let fresh = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
         assert_eq!(load(&fresh, &run_id).await, expected, "{name}");
-        // Its next commit writes a delta that reads again, and deletes the
+        // Its next commit writes a delta that reads again, newer than the
         // unusable one.
         fresh
             .atomic_apply(&run_id, step(&run_id, 100))
             .await
             .unwrap();
-        assert_eq!(deltas(objects.as_ref(), &run_id).await.len(), 1, "{name}");
+        let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+        assert_eq!(delta_position(&newest), 102, "{name}: {newest}");
         let counting = Arc::new(CountingStore::new(objects.clone()));
         let again = load(
             &ObjectStoreRuntimeStore::new(counting.clone(), PREFIX),
@@ -628,12 +658,13 @@ async fn a_delta_whose_base_is_gone_is_read_around_and_replaced_by_the_next_writ
 
 #[tokio::test]
 async fn a_damaged_delta_or_base_is_an_error_naming_it_never_a_shorter_run() {
-    for folder in ["delta", "checkpoint"] {
+    for folder in ["deltas", "checkpoint"] {
         let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
         let run_id = run_of(&writer, "damaged", 100).await;
+        // The base, or the newest delta (listed first: each is kept).
         let damaged = objects_in(objects.as_ref(), &run_id, folder).await;
-        assert_eq!(damaged.len(), 1, "{folder}");
+        assert!(!damaged.is_empty(), "{folder}");
         let path = &damaged[0];
         let mut bytes = objects
             .get(path)
@@ -820,12 +851,13 @@ async fn the_run_cache_is_bounded_by_bytes_so_large_runs_do_not_fill_memory() {
         store.load_run(run_id).await.unwrap();
     }
     // A hundred small runs fit in the budget: no fold from storage.
-    assert_eq!(counting.counts().lists, 0, "{:?}", counting.counts());
+    let listings = |c: RequestCounts| c.lists + c.lists_with_offset;
+    assert_eq!(listings(counting.counts()), 0, "{:?}", counting.counts());
     for run_id in &large {
         assert_eq!(store.load_receipts(run_id, None).await.unwrap().len(), 1);
     }
     // A count of runs kept all ten; a budget of 1 MB keeps few of them.
-    let folded = counting.counts().lists;
+    let folded = listings(counting.counts());
     assert!(folded >= 8, "{folded} of 10 large runs folded again");
 }
 
@@ -1099,7 +1131,13 @@ async fn forge(
         Some(position) => {
             stored.next = position;
             let folder = path.as_ref().rsplit_once('/').unwrap().0;
-            Path::from(format!("{folder}/{position:020}"))
+            // Deltas under `deltas/` are named newest first.
+            let name = if folder.ends_with("/deltas") {
+                u64::MAX - position
+            } else {
+                position
+            };
+            Path::from(format!("{folder}/{name:020}"))
         }
         None => path.clone(),
     };
@@ -1121,7 +1159,7 @@ async fn assert_corrupt_at(objects: &Arc<dyn ObjectStore>, run_id: &RunId, at: &
 
 /// An open run of 100 steps (a base and a delta that names it) and a
 /// finished one of 10 (a whole-run delta, no base), each with only the
-/// checkpoint `folder` ("delta" or "checkpoint") a load reads first.
+/// checkpoint (the newest delta, or the base) a load reads first.
 async fn forgeable(objects: &Arc<dyn ObjectStore>, finished: bool) -> (RunId, Path) {
     let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
     if finished {
@@ -1332,10 +1370,13 @@ async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
         writer.atomic_apply(&run_id, commit).await.unwrap();
     }
     let expected = assert_checkpoints_agree_with_the_log(&objects, &run_id, "new form").await;
-    // Rewrite the newest delta as the release before wrote it: directly
-    // under `delta/`, every input in its state, no `inputs_from`.
-    let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
-    assert!(newest.as_ref().contains("/delta/v2/"), "{newest}");
+    // Rewrite the newest delta as the release before inputs were kept in
+    // bases wrote it: directly under `delta/`, every input in its state, no
+    // `inputs_from`, and no delta of a later form.
+    let mut all = deltas(objects.as_ref(), &run_id).await;
+    let newest = all.pop().unwrap();
+    assert!(newest.as_ref().contains("/deltas/"), "{newest}");
+    delete_all(&objects, all).await;
     let bytes = objects.get(&newest).await.unwrap().bytes().await.unwrap();
     let payload = memo_runtime::testing::open_frame(&newest, bytes, &Seal::default()).unwrap();
     let stored: StoredCheckpoint = rmp_serde::from_slice(&payload).unwrap();
@@ -1343,7 +1384,9 @@ async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
         stored.inputs_from.unwrap() > 0,
         "the delta leaves inputs to its base"
     );
-    let old_path = Path::from(newest.as_ref().replace("/delta/v2/", "/delta/"));
+    let folder = newest.as_ref().replace("/deltas/", "/delta/");
+    let folder = folder.rsplit_once('/').unwrap().0;
+    let old_path = Path::from(format!("{folder}/{:020}", delta_position(&newest)));
     let forged = forge(&objects, &newest, None, |d| {
         d.inputs_from = None;
         d.standings = None;
@@ -1369,12 +1412,8 @@ async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
             .await
             .unwrap();
     }
-    assert!(
-        deltas(objects.as_ref(), &run_id)
-            .await
-            .iter()
-            .all(|d| d.as_ref().contains("/v2/"))
-    );
+    let newest = deltas(objects.as_ref(), &run_id).await.pop().unwrap();
+    assert!(newest.as_ref().contains("/deltas/"), "{newest}");
     assert_checkpoints_agree_with_the_log(&objects, &run_id, "taken on").await;
 }
 
@@ -1506,5 +1545,56 @@ async fn a_cached_read_of_a_run_that_moved_on_costs_one_request_more_than_a_fres
                  requests, a fresh one {fresh_cost}"
             );
         }
+    }
+}
+
+#[tokio::test]
+async fn an_older_delta_form_is_read_when_a_run_has_none_of_the_newest_first_form() {
+    for (name, objects, _dir) in shared_objects() {
+        let writer = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+        let run_id = run_of(&writer, "v2-delta", 100).await;
+        let expected = load(&writer, &run_id).await;
+        // The run as the release before wrote it: its newest delta alone,
+        // under `delta/v2/<position>` (the same record).
+        let mut all = deltas(objects.as_ref(), &run_id).await;
+        let newest = all.pop().unwrap();
+        let position = delta_position(&newest);
+        let folder = newest.as_ref().rsplit_once("/deltas/").unwrap().0;
+        let old = Path::from(format!("{folder}/delta/v2/{position:020}"));
+        let bytes = objects.get(&newest).await.unwrap().bytes().await.unwrap();
+        objects.put(&old, bytes.into()).await.unwrap();
+        all.push(newest);
+        delete_all(&objects, all).await;
+
+        let counting = Arc::new(CountingStore::new(objects.clone()));
+        let fresh = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
+        fresh.load_run(&run_id).await.unwrap();
+        // It was read: the pointer, the delta and its base, the short tail
+        // (the base alone leaves dozens of entries); the listings of the
+        // empty `deltas/`, of `delta/` and of the log.
+        let c = counting.counts();
+        assert_eq!(c.lists + c.lists_with_offset, 3, "{name}: {c:?}");
+        assert!(c.gets <= 3 + 3, "{name}: {c:?}");
+        assert_eq!(load(&fresh, &run_id).await, expected, "{name}");
+        // A writer of this release takes the run on: its delta under
+        // `deltas/`, and the older one deleted once it settled.
+        for sequence in 100..104 {
+            let commit = step(&run_id, sequence);
+            fresh.atomic_apply(&run_id, commit).await.unwrap();
+        }
+        let now = deltas(objects.as_ref(), &run_id).await;
+        assert!(
+            now.iter().all(|d| d.as_ref().contains("/deltas/")),
+            "{name}: {now:?}"
+        );
+        assert_eq!(
+            load(
+                &ObjectStoreRuntimeStore::new(objects.clone(), PREFIX),
+                &run_id
+            )
+            .await,
+            folded_from_the_log_alone(&objects, &run_id).await,
+            "{name}"
+        );
     }
 }

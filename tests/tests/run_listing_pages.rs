@@ -441,8 +441,9 @@ async fn a_page_of_summaries_loads_only_its_runs_whatever_the_number_of_runs() {
         assert_eq!(page.runs[0].steps, 0);
         assert_eq!(page.next, Some(run("run-049")));
         // One listing from the start, stopped after a chunk of the
-        // folder's; the page's runs read, and no other run.
-        assert_eq!(cost.lists_with_offset, 1, "{cost:?}");
+        // folder's; the page's runs read, and no other run (each lists its
+        // newest-first deltas from an offset: 50 more).
+        assert!(cost.lists_with_offset <= 1 + 50, "{cost:?}");
         assert!(cost.objects_listed < 200, "{cost:?}");
         assert!(cost.gets >= 50, "every summary is read: {cost:?}");
         // One summary read per run (its pointer, then its log), not its

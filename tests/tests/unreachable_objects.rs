@@ -930,7 +930,7 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
         writer.atomic_apply(&run_id, start).await.unwrap();
 
         // The reader's read of the newest delta is held.
-        let deltas = Path::from(format!("runs/runs/order-13/{}/delta", created.incarnation));
+        let deltas = Path::from(format!("runs/runs/order-13/{}/deltas", created.incarnation));
         let (paused, read) = Pauses::new(backend.open(), Held::Get, deltas);
         let reader = Arc::new(ObjectStoreRuntimeStore::new(Arc::new(paused), "runs"));
         let loading = tokio::spawn({

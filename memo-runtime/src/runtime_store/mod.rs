@@ -433,6 +433,16 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
         Ok(false)
     }
 
+    /// Tells the store the clock its callers read their leases by: the
+    /// runtime's, given by [`RuntimeBuilder::build`](crate::workflow::RuntimeBuilder::build).
+    /// A store may then acknowledge a step commit of an attempt whose lease
+    /// is live by that clock once the commit is written, without reading
+    /// the run again ([`ObjectStoreRuntimeStore`] does, see its
+    /// documentation); the default ignores it.
+    fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
+        let _ = clock;
+    }
+
     /// Records what attempt `cost.attempt` of incarnation `incarnation` of
     /// the run cost: its entry in the run's [cost ledger](AttemptCost),
     /// kept with the incarnation and deleted with it by
@@ -543,6 +553,10 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
 
     async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         (**self).holds_remains(run_id, incarnation).await
+    }
+
+    fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
+        (**self).use_clock(clock);
     }
 
     async fn record_attempt_cost(

@@ -186,11 +186,15 @@ impl RuntimeBuilder {
                 ),
             });
         }
+        let store = self.store.ok_or_else(|| missing("a runtime store"))?;
+        let clock: Arc<dyn Clock> = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        // The store reads leases by the runtime's clock, as the attempts do.
+        store.use_clock(Arc::clone(&clock));
         Ok(Runtime {
             shared: Arc::new(Shared {
                 memo: self.memo.ok_or_else(|| missing("a memo store"))?,
-                store: self.store.ok_or_else(|| missing("a runtime store"))?,
-                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                store,
+                clock,
                 signal_wait: self.signal_wait,
                 signal_poll_interval,
                 timer_wait: self.timer_wait.unwrap_or(DEFAULT_TIMER_WAIT),

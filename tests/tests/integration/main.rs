@@ -40,6 +40,8 @@ mod entry_cache;
 mod gcs;
 #[path = "../large_values.rs"]
 mod large_values;
+#[path = "../lease_vouched_commits.rs"]
+mod lease_vouched_commits;
 #[path = "../local_store_safety.rs"]
 mod local_store_safety;
 #[path = "../long_run_ids.rs"]

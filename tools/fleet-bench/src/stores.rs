@@ -369,6 +369,10 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    fn use_clock(&self, clock: Arc<dyn memo_runtime::clock::Clock>) {
+        self.inner.use_clock(clock);
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

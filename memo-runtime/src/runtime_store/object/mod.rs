@@ -149,13 +149,15 @@ const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 /// first out. In requests:
 ///
 /// - a commit or input to a cached run: one create and a `GET` of the run
-///   pointer; if another writer took the position first, a `GET` of its
-///   entry and a catch-up as below, then the create again; a change of
-///   status adds the new status's hint (one create) and deletes the old one;
-///   every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
-///   and the terminal change add a delta (one create) and delete the one it
-///   supersedes; every `2·√items` receipts and inputs (at least 32) a base comes
-///   before it (one create), and the base it supersedes is deleted;
+///   pointer, but for a step commit of the attempt holding the lease while
+///   it is live by the runtime's clock (one create; every 16th reads the
+///   pointer: `runs/unchecked.rs` says why); if another writer took the
+///   position first, a `GET` of its entry and a catch-up as below, then the
+///   create again; a change of status adds the new status's hint (one
+///   create) and deletes the old one; every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
+///   and the terminal change add a delta (one create; deltas are kept until
+///   the run's deletion); every `2·√items` receipts and inputs (at least 32)
+///   a base comes before it (one create), and the base it supersedes is deleted;
 /// - a read of a cached run: two `GET`s if it did not change (the next log
 ///   position, and the run pointer, to check the incarnation still exists;
 ///   only the pointer if the run is terminal). If it did, other writers may
@@ -165,13 +167,14 @@ const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 ///   log listing and the entries after it: at most 9 requests, whatever
 ///   happened since the run was cached;
 /// - any call on a run not in the cache first reads its pointer, lists its
-///   deltas (about one object) and reads the newest and the base it names,
+///   deltas (named newest first) and reads the newest and the base it names,
 ///   then lists the log from there (with an offset) and reads each entry
 ///   after it: 3 requests for a finished run, at most 8 for an open one,
 ///   whatever its length (with writers that checkpoint at the same
 ///   interval: a checkpoint whose write failed leaves a longer tail until
 ///   the next one). A run with no delta yet (younger than the interval, or
-///   written before deltas existed) takes one more listing, of its bases;
+///   written before these deltas) takes two more listings, of the older
+///   deltas and of its bases;
 /// - in bytes, a run of `n` steps uploads its log, plus about `n^1.5`
 ///   receipts' worth of checkpoints (deltas of up to `2·√n` receipts every
 ///   4 entries, and a whole-run base every `2·√n` receipts): for 1,000
@@ -516,6 +519,10 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
 
     async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
         self.runs.atomic_apply(run_id, commit).await
+    }
+
+    fn use_clock(&self, clock: Arc<dyn crate::clock::Clock>) {
+        self.runs.use_clock(clock);
     }
 
     async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {

@@ -283,6 +283,10 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         )
     }
 
+    fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
+        self.inner.use_clock(clock);
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

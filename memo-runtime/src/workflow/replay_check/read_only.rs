@@ -92,6 +92,12 @@ impl RuntimeStore for ReadOnlyView {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    /// Ignored: the view commits nothing, and the store under it keeps
+    /// the clock of the runtime it serves.
+    fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
+        let _ = clock;
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

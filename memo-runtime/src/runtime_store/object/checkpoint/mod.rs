@@ -10,14 +10,16 @@
 //!   when the receipts and inputs since the previous base reach `2·√items`
 //!   (at least [`MIN_BASE_ITEMS`]), so a run of `n` steps and signals
 //!   uploads about `n^1.5` items' worth of checkpoints rather than `n²`;
-//! - a *delta* (`delta/v2/<q>`) is the run up to `q` without the receipts
+//! - a *delta* (`deltas/<u64::MAX - q>`) is the run up to `q` without the receipts
 //!   and inputs (signals) of the base it names, and where those inputs
 //!   stand now if that moved since the base (the record and snapshot stay
 //!   whole: they change in place), written every few entries; at the
 //!   terminal change it names no base and holds the whole run, so a finished
-//!   run is read from it alone. Deltas written before inputs were kept in
-//!   bases (`delta/<q>`, every input whole) are still read; a run of `n`
-//!   signals made them write about `n²` signals' worth.
+//!   run is read from it alone. Deltas of the older forms are still read
+//!   when a run has none of this one: `delta/v2/<q>` (the same record,
+//!   deleted as newer ones settled) and, from before inputs were kept in
+//!   bases, `delta/<q>` (every input whole; a run of `n` signals made them
+//!   write about `n²` signals' worth).
 //!
 //! A load reads the newest delta and its base and folds the log after the
 //! delta; with no delta (data written before deltas existed, or a run
@@ -35,7 +37,9 @@
 //!
 //! - it is derived only from committed entries: a writer checkpoints the
 //!   state it folded from entries it read or created (and whose run pointer
-//!   it checked), up to but not including the position it names;
+//!   it checked, or whose lease answered for it: a check that then finds
+//!   the run gone takes the checkpoints written after them back too, see
+//!   `runs/unchecked.rs`), up to but not including the position it names;
 //! - it is write-once (`PutMode::Create`). A base's content is a function of
 //!   the entries before its position (the state encodes deterministically),
 //!   so two writers of one base write the same bytes. Two writers of one
@@ -48,14 +52,23 @@
 //!   the log, after the checkpoint's position, where a reader finds it; a
 //!   checkpoint write that fails or never happens only leaves a longer tail
 //!   to fold (the next writer checkpoints it);
-//! - superseded deltas and bases are deleted (best effort), but only once a
-//!   newer delta of this instance settled, so each folder holds about one
-//!   object and listing it is one request whatever the run's length. The
-//!   newest base is kept when the run ends, for readers that know bases
-//!   only. A reader whose delta was deleted between its listing and its
-//!   read lists again; one whose delta names a base deleted meanwhile (a
-//!   writer that was behind named an old base) reads the newest base and
-//!   the longer tail after it instead.
+//! - deltas are kept until the run's deletion (which deletes its whole
+//!   folder): each is named `u64::MAX - position`, so a listing in order
+//!   (object storage lists so, and memo's local folder lists so from an
+//!   offset) names the newest first, and reading that one name is one
+//!   request however many the folder holds. Deleting each superseded delta
+//!   instead cost a `DELETE` every `interval` commits while the run ran. On
+//!   a store that lists in no order the first name may be an older delta:
+//!   still a copy of committed entries, so the load is right and only folds
+//!   a longer tail;
+//! - superseded bases (and deltas of the older forms under `delta/`) are
+//!   deleted (best effort), but only once a newer delta of this instance
+//!   settled, so the base folder holds about one object and listing it is
+//!   one request whatever the run's length. The newest base is kept when
+//!   the run ends, for readers that know bases only. A reader whose delta
+//!   vanished between its listing and its read lists again; one whose delta
+//!   names a base deleted meanwhile (a writer that was behind named an old
+//!   base) reads the newest base and the longer tail after it instead.
 
 mod read;
 mod write;
@@ -95,6 +108,7 @@ impl Checkpointer {
         match form {
             DeltaForm::Whole => layout.delta(run_id, incarnation, position),
             DeltaForm::InputsInBase => layout.delta_v2(run_id, incarnation, position),
+            DeltaForm::NewestFirst => layout.delta_newest_first(run_id, incarnation, position),
         }
     }
 }
@@ -124,7 +138,8 @@ struct Checkpoint<S> {
 /// `state` is whole). `standings` says where those of the base's inputs
 /// stand now that stand otherwise in the base (`(index, phase, consumer)`).
 ///
-/// Deltas under `delta/v2/` have this form; those directly under `delta/`
+/// Deltas under `deltas/` and `delta/v2/` have this form; those directly
+/// under `delta/`
 /// (written before inputs were kept in bases) lack the last two fields,
 /// which decode as 0 and empty: their `state` holds every input.
 #[derive(Debug, Serialize, Deserialize)]
@@ -140,13 +155,17 @@ struct Delta<S> {
     state: S,
 }
 
-/// Which of the two forms of delta a stored one has (see [`Delta`]).
+/// Which of the forms of delta a stored one has (see [`Delta`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum DeltaForm {
     /// `delta/<position>`: every input in its state.
     Whole,
-    /// `delta/v2/<position>`: inputs kept in the base.
+    /// `delta/v2/<position>`: inputs kept in the base; deleted once a newer
+    /// delta settles.
     InputsInBase,
+    /// `deltas/<u64::MAX - position>`: as `InputsInBase`, named newest
+    /// first and kept until the run's deletion; the form written.
+    NewestFirst,
 }
 
 #[cfg(test)]

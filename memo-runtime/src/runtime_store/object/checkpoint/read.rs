@@ -1,6 +1,7 @@
 //! Loading a run from its checkpoints: the newest delta, the base it names
 //! (or the newest base), each checked as it is decoded.
 
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 
 use super::super::client::Owner;
@@ -12,6 +13,11 @@ use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::object::folded::{Base, Checkpoints, Folded};
 use crate::runtime_store::state::RunState;
+
+/// How many names of a listing of `deltas/` a load reads at most to find
+/// the newest: one page of an S3 or GCS listing (one request), the deltas
+/// of a run's first 4,000 log entries at the default interval.
+const NEWEST_AMONG: usize = 1_000;
 
 /// What reading the newest delta found.
 enum DeltaRead {
@@ -289,10 +295,57 @@ impl Checkpointer {
         })))
     }
 
-    /// The newest delta of the incarnation, of either form (the newer form
-    /// first at one position): both lie under `delta/`, so one listing
-    /// finds them.
+    /// The newest delta of the incarnation: the first name of a listing of
+    /// `deltas/` in order (one request, whatever the folder holds), or, if
+    /// the run has none there (a run younger than its first delta, or data
+    /// written before them), the newest of the older forms under `delta/`.
     async fn newest_delta(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<(u64, DeltaForm)>> {
+        let kept = self.client.layout().deltas_folder(run_id, incarnation);
+        // Below every name (each has 20 digits), so the listing starts at
+        // the first. S3, GCS, Azure and memo's local folder list from an
+        // offset in order, so the first name is the newest; the rest of the
+        // first page (which those stores return whole in its one request)
+        // is read too, so that of a store that lists in no order
+        // (`object_store`'s `LocalFileSystem`) the newest of up to
+        // `NEWEST_AMONG` deltas is found. Past that, any delta found is
+        // still right to load from (only the log tail after it is longer).
+        let offset = kept.clone().join("0");
+        let mut listing = (self.client.store())
+            .list_with_offset(Some(&kept), &offset)
+            .take(NEWEST_AMONG);
+        let mut newest: Option<u64> = None;
+        while let Some(meta) = listing
+            .try_next()
+            .await
+            .map_err(|e| Error::store(&kept, e))?
+        {
+            let position = layout::parse_log_position(&meta.location)
+                .map(|inverted| u64::MAX - inverted)
+                .filter(|&p| {
+                    self.delta_path(run_id, incarnation, (p, DeltaForm::NewestFirst))
+                        == meta.location
+                });
+            let Some(position) = position else {
+                return Err(Error::corrupt(
+                    &meta.location,
+                    format!("run {run_id}: not a delta name (20 digits expected)"),
+                ));
+            };
+            newest = newest.max(Some(position));
+        }
+        if let Some(position) = newest {
+            return Ok(Some((position, DeltaForm::NewestFirst)));
+        }
+        self.newest_older_delta(run_id, incarnation).await
+    }
+
+    /// The newest delta of the older forms, both under `delta/` (the newer
+    /// form first at one position), so one listing finds them.
+    async fn newest_older_delta(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,

@@ -1,6 +1,6 @@
 //! Writing checkpoints after a commit: a delta every few entries, a base
-//! before it when enough items came since the last, and deleting what they
-//! supersede.
+//! before it when enough items came since the last, and deleting the bases
+//! (and older forms of delta) they supersede.
 
 use bytes::Bytes;
 
@@ -49,14 +49,21 @@ impl Checkpointer {
         let checkpoints = &mut folded.checkpoints;
         checkpoints.superseded.extend(checkpoints.delta_at.take());
         checkpoints.delta = folded.next;
-        let form = (folded.next, DeltaForm::InputsInBase);
+        let form = (folded.next, DeltaForm::NewestFirst);
         checkpoints.delta_at = Some(self.delta_path(run_id, folded.incarnation, form));
         // Another writer's delta at this position may name a base this
         // instance replaced: only a delta of ours makes deleting it safe.
         if let Created::Theirs(_) = created {
             return;
         }
-        let superseded = std::mem::take(&mut checkpoints.superseded);
+        // Deltas of the form written are kept until the run's deletion: a
+        // reader finds the newest first however many there are.
+        let kept = self
+            .client
+            .layout()
+            .deltas_folder(run_id, folded.incarnation);
+        let mut superseded = std::mem::take(&mut checkpoints.superseded);
+        superseded.retain(|path| !path.prefix_matches(&kept));
         if let Err(e) = self.client.delete_all(superseded).await {
             tracing::debug!(%run_id, error = %e, "superseded checkpoints kept");
         }
@@ -140,7 +147,7 @@ impl Checkpointer {
         let path = self
             .client
             .layout()
-            .delta_v2(run_id, folded.incarnation, folded.next);
+            .delta_newest_first(run_id, folded.incarnation, folded.next);
         self.client
             .create(
                 &path,

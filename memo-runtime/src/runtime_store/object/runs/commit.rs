@@ -63,7 +63,11 @@ impl Runs {
                 // At position `next` either way: an identical change there
                 // is this change, applied once.
                 Created::Ours(_) | Created::Same(_) => {
-                    if !self.entry_is_current(run_id, folded.incarnation).await? {
+                    // On the lease's word, or the pointer's (`unchecked`).
+                    let vouched = self.lease_vouches(run_id, folded, &change);
+                    if vouched {
+                        self.defer_check(run_id, folded.incarnation, folded.next);
+                    } else if !self.entry_is_current(run_id, folded.incarnation).await? {
                         // The incarnation was deleted and its log freed under
                         // us: the change went into a dead run. The entry goes
                         // whoever wrote it: an identical one may be this
@@ -84,7 +88,8 @@ impl Runs {
                         return Err(Error::Conflict {
                             what: format!("run {run_id}"),
                             reason: "the run was deleted while the change was written; \
-                                     nothing was applied"
+                                     nothing was applied (nor kept of the step commits \
+                                     acknowledged on its lease since the run was last read)"
                                 .into(),
                         });
                     }
@@ -117,12 +122,20 @@ impl Runs {
     /// in a log freed under its writer no deletion would list it again
     /// (seed 9217 of the deployment world: a failed check, then another
     /// change of the writer found that entry as another's).
+    ///
+    /// The read settles the commits acknowledged on their lease since the
+    /// last one: taken back if the incarnation is gone.
     async fn entry_is_current(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let mut tried = 1;
         loop {
-            match self.pointer.is_current(run_id, incarnation).await {
+            match self.pointer.current(run_id).await {
                 Err(_) if tried < CHECK_ATTEMPTS => tried += 1,
-                checked => return checked,
+                Err(e) => return Err(e),
+                Ok(current) => {
+                    let current = current.map(|c| c.incarnation);
+                    self.settle_unchecked(run_id, current).await;
+                    return Ok(current == Some(incarnation));
+                }
             }
         }
     }

@@ -21,8 +21,10 @@
 mod commit;
 mod create;
 mod read;
+mod unchecked;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -35,6 +37,7 @@ use super::client::{CONCURRENCY, Client};
 use super::hints::HintIndex;
 use super::log::RunLog;
 use super::pointer::RunPointer;
+use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
@@ -53,6 +56,13 @@ pub(super) struct Runs {
     hints: HintIndex,
     cache: RunCache,
     limits: RunLimits,
+    /// The clock the runtime reads leases by, once a runtime was built
+    /// with this store: step commits are then acknowledged on their lease
+    /// (`unchecked`).
+    clock: OnceLock<Arc<dyn Clock>>,
+    /// Per run, the commits acknowledged on their lease since its pointer
+    /// was last read.
+    unchecked: Mutex<HashMap<RunId, unchecked::Unchecked>>,
 }
 
 /// Names its limits only: the client's `Debug` may print credentials (the
@@ -84,7 +94,14 @@ impl Runs {
             hints,
             cache,
             limits,
+            clock: OnceLock::new(),
+            unchecked: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Takes the runtime's clock (the first given stays).
+    pub(super) fn use_clock(&self, clock: Arc<dyn Clock>) {
+        let _ = self.clock.set(clock);
     }
 
     /// Whether the run's current incarnation is `incarnation` (its pointer,

@@ -81,7 +81,10 @@ impl Runs {
             *slot = self.fold_from_storage(run_id).await?;
             return Ok(Self::refreshed(slot));
         };
-        let Some(mut current) = self.pointer.current(run_id).await? else {
+        let current = self.pointer.current(run_id).await?;
+        self.settle_unchecked(run_id, current.as_ref().map(|c| c.incarnation))
+            .await;
+        let Some(mut current) = current else {
             *slot = None;
             return Ok(Refreshed::Missing);
         };
@@ -130,7 +133,10 @@ impl Runs {
     /// Reads the run's creation, its newest checkpoint and the log entries
     /// after it, and folds them.
     async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
-        match self.pointer.current(run_id).await? {
+        let current = self.pointer.current(run_id).await?;
+        self.settle_unchecked(run_id, current.as_ref().map(|c| c.incarnation))
+            .await;
+        match current {
             Some(creation) => self.fold_current(run_id, creation).await,
             None => Ok(None),
         }
