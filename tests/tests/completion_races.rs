@@ -4,7 +4,8 @@
 //! redelivery, a worker that took the run over) may run the run to its
 //! end. Two processes are two runtimes over separate store instances on one
 //! folder or bucket; the interleaving is staged with a store that holds one
-//! request until the test lets it go.
+//! request until the test lets it go. An attempt that ended the run itself
+//! answers with its outcome too, whatever its lease renewals meet after.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,6 +37,17 @@ fn process(
     clock: &Arc<ManualClock>,
     name: &str,
 ) -> Runtime {
+    leased(backend, memo_objects, clock, name, Duration::from_secs(30))
+}
+
+/// [`process`] with a lease of `lease`.
+fn leased(
+    backend: &Backend,
+    memo_objects: Arc<dyn ObjectStore>,
+    clock: &Arc<ManualClock>,
+    name: &str,
+    lease: Duration,
+) -> Runtime {
     Runtime::builder()
         .memo_store(MemoStore::new(memo_objects, "memo"))
         .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
@@ -43,7 +55,7 @@ fn process(
             "runs",
         )))
         .clock(clock.clone())
-        .lease(Duration::from_secs(30))
+        .lease(lease)
         .worker_id(name)
         .build()
         .unwrap()
@@ -156,6 +168,41 @@ async fn a_renewal_refused_because_another_attempt_ended_the_run_is_a_lost_lease
                 .unwrap(),
             42,
             "{name}: the next delivery answers with the run's output"
+        );
+    }
+}
+
+/// An attempt commits the run's completion and then writes its terminal
+/// marker, which is slow (held here); meanwhile its lease renewals, every
+/// third of a lease, keep firing, and the store refuses them: the run has
+/// ended. The attempt ended it itself, so its delivery answers with the
+/// output; it answered `Error::LeaseLost` ("its renewal was refused: the
+/// run is already Completed"), as CI's `crash_resume` example did under
+/// load.
+#[tokio::test(start_paused = true)]
+async fn renewals_refused_after_the_attempt_ended_the_run_itself_lose_nothing() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let clock = Arc::new(ManualClock::new(1_000));
+        let (paused, marker) = Pauses::new(backend.open(), Held::Put, Path::from("memo/terminals"));
+        let lease = Duration::from_millis(300);
+        let a = leased(&backend, Arc::new(paused), &clock, "a", lease);
+        let run_id = run("order-3");
+
+        let delivery = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { a.run(&run_id, &21_u64, &double()).await }
+        });
+        marker.reached.await.unwrap();
+        // Ten renewal periods (time is paused: the sleep passes at once,
+        // after every timer before it fired).
+        tokio::time::sleep(lease * 10 / 3).await;
+        // Dropped if the attempt was: it then answered already.
+        let _ = marker.release.send(());
+        let answered = delivery.await.unwrap();
+        assert!(
+            matches!(answered, Ok(42)),
+            "{name}: the attempt that completed the run answered {answered:?}"
         );
     }
 }

@@ -245,8 +245,10 @@ impl Runtime {
                 self.shared.clock.now_ms(),
             );
             let terminal_at_ms = commit.at_ms;
-            store
-                .atomic_apply(&run_id, commit.with_fence(lease.held().fence()))
+            let commit = commit.with_fence(lease.held().fence());
+            lease
+                .held()
+                .end_run(store.atomic_apply(&run_id, commit))
                 .await?;
             let marker = TerminalMarker {
                 run_id: run_id.clone(),
@@ -271,7 +273,10 @@ impl Runtime {
         let (change, result) = terminal_change(result);
         let terminal_at_ms = self.shared.clock.now_ms();
         let commit = Commit::status(change, terminal_at_ms).with_fence(lease.held().fence());
-        store.atomic_apply(&run_id, commit).await?;
+        lease
+            .held()
+            .end_run(store.atomic_apply(&run_id, commit))
+            .await?;
         let marker = TerminalMarker {
             run_id: run_id.clone(),
             terminal_at_ms,

@@ -42,6 +42,11 @@ pub(super) struct HeldLease {
     /// marker: the attempt's due-run entry then stays, so that a worker, a
     /// sweep or a recovery finds the run and writes the marker.
     unmarked: AtomicBool,
+    /// Set (under `renewing`) once the attempt committed the run's
+    /// terminal status: the lease is over, and a renewal after it would be
+    /// refused (the run ended) and taken for a lost lease while the
+    /// attempt, which ended the run itself, writes its marker.
+    ended: AtomicBool,
 }
 
 impl HeldLease {
@@ -55,6 +60,7 @@ impl HeldLease {
             cancel: std::sync::Mutex::new(None),
             suspended: std::sync::Mutex::new(None),
             unmarked: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
         }
     }
 
@@ -145,8 +151,30 @@ impl HeldLease {
         )
     }
 
+    /// Commits the run's terminal status (`commit`) with no renewal in
+    /// flight, and ends the renewals if it succeeded: the attempt ended the
+    /// run itself, and nothing it does after (its marker, its cost record)
+    /// is a lost lease. A renewal that landed before the commit was
+    /// applied before it, so the store refused neither.
+    pub(super) async fn end_run<T>(&self, commit: impl Future<Output = Result<T>>) -> Result<T> {
+        let _renewing = self.renewing.lock().await;
+        let committed = commit.await;
+        if committed.is_ok() {
+            self.ended.store(true, Ordering::Release);
+        }
+        committed
+    }
+
+    /// Whether the attempt committed the run's terminal status.
+    pub(super) fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
     async fn renew(&self, shared: &Shared, run_id: &RunId) -> Result<()> {
         let _renewing = self.renewing.lock().await;
+        if self.has_ended() {
+            return Ok(());
+        }
         let now = shared.clock.now_ms();
         let until_ms = now.saturating_add(shared.lease_ms());
         self.set_expiry(shared, run_id, now, until_ms).await?;
@@ -235,6 +263,7 @@ impl<'a> AttemptLease<'a> {
             cancel: std::sync::Mutex::new(None),
             suspended: std::sync::Mutex::new(None),
             unmarked: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
         });
         let lease = AttemptLease {
             shared,
@@ -272,6 +301,7 @@ impl<'a> AttemptLease<'a> {
                 match self.held.renew(self.shared, self.run_id).await {
                     // Each renewal also looks for a cancellation, which the
                     // attempt observes at its next step boundary.
+                    Ok(()) if self.held.has_ended() => {}
                     Ok(()) => {
                         if let Ok(inputs) = self.shared.store.load_inputs(self.run_id).await {
                             self.held.note_cancel(&inputs);
