@@ -149,6 +149,13 @@ const DELETE_CONCURRENCY: usize = 10;
 /// checked and then made by path, which leaves the window described in the
 /// repository's `SECURITY.md`.
 ///
+/// Unlike `LocalFileSystem`, it has a conditional update
+/// ([`PutMode::Update`] with the e-tag a read reported): the file is
+/// replaced only if it is still that version, and of writers racing to
+/// replace one version exactly one wins; the others get
+/// `Error::Precondition`, across processes (an `flock` on the file while it
+/// is checked and replaced; a missing file is `Precondition` too).
+///
 /// # Durability
 ///
 /// By default every `put` and delete waits for the disk (`fsync` of the

@@ -8,8 +8,8 @@
 //! a time, and holds their cloud check.
 //!
 //! [`cloud`] opens the S3, GCS and Azure servers that the environment names
-//! (in CI: moto, fake-gcs-server and Azurite on 127.0.0.1, started by
-//! `.ci/run`) and holds the checks every one of them must pass;
+//! (in CI: moto, Azurite and `.ci/fake_gcs_xml.py`, a fake of GCS's XML
+//! API that is not Google, on 127.0.0.1, started by `.ci/run`) and holds the checks every one of them must pass;
 //! [`cloud_checks!`] turns those checks into one test each in a backend's
 //! own test file.
 

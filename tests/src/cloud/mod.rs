@@ -4,7 +4,7 @@
 //! | cloud | endpoint | bucket | in CI |
 //! |---|---|---|---|
 //! | [`Cloud::S3`] | `MEMO_S3_ENDPOINT` | `MEMO_S3_BUCKET` | moto's `moto_server` |
-//! | [`Cloud::Gcs`] | `MEMO_GCS_ENDPOINT` | `MEMO_GCS_BUCKET` | none (see `tests/tests/gcs.rs`) |
+//! | [`Cloud::Gcs`] | `MEMO_GCS_ENDPOINT` | `MEMO_GCS_BUCKET` | `.ci/fake_gcs_xml.py`, a fake of the XML API, not Google (see `tests/tests/gcs.rs`) |
 //! | [`Cloud::Azure`] | `MEMO_AZURE_ENDPOINT` | `MEMO_AZURE_CONTAINER` | Azurite |
 //!
 //! Without its endpoint variable a test says plainly that it was skipped
