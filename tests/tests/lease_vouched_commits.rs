@@ -20,6 +20,7 @@ use memo_runtime::runtime_store::{
 use memo_runtime::testing::CountingStore;
 use memo_runtime::{Bytes, Error, RunId};
 use memo_tests::fixtures::run;
+use memo_tests::pause::{Held, Pauses};
 
 const PREFIX: &str = "runs";
 
@@ -180,5 +181,69 @@ async fn commits_acknowledged_on_a_lease_another_attempt_overran_are_taken_back(
     // written after them) and fails.
     let (acknowledged, left) = stale_commits_after_a_deletion(1_000).await;
     assert_eq!(acknowledged, 14, "15 unchecked with step 0");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Seeds 5749, 9156 (and 9812) of the deployment world: a commit's
+/// checkpoint was written after the commit's pointer read, so a deletion
+/// that listed the run's folder in between left it, where no deletion
+/// lists again. It is written before the read now, and taken back with the
+/// entry when the read finds the run gone.
+#[tokio::test]
+async fn a_checkpoint_written_while_its_run_is_deleted_is_taken_back_with_its_entry() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let b = ObjectStoreRuntimeStore::new(objects.clone(), PREFIX);
+    let run_id = run("checkpointed");
+    let new = NewRun {
+        run_id: run_id.clone(),
+        workflow: "w".into(),
+        input: Bytes::from_static(b"input"),
+        created_at_ms: 1,
+        workflow_version: None,
+    };
+    let created = b.create_run(new).await.unwrap();
+    let start = Commit::status(StatusChange::start_attempt(1), 2);
+    b.atomic_apply(&run_id, start).await.unwrap();
+
+    // A writes a delta after each commit; its first is held.
+    let deltas = Path::from(format!(
+        "{PREFIX}/runs/{run_id}/{}/deltas",
+        created.incarnation
+    ));
+    let (paused, delta) = Pauses::new(objects.clone(), Held::Put, deltas);
+    let a = Arc::new(
+        ObjectStoreRuntimeStore::new(Arc::new(paused), PREFIX).with_checkpoint_interval(1),
+    );
+    a.load_run(&run_id).await.unwrap();
+    let committing = tokio::spawn({
+        let (a, run_id) = (a.clone(), run_id.clone());
+        async move {
+            let mut commit = step(
+                &run_id,
+                0,
+                Fence {
+                    attempt: 1,
+                    token: 0,
+                },
+            );
+            commit.fence = None;
+            a.atomic_apply(&run_id, commit).await
+        }
+    });
+    delta.reached.await.unwrap();
+
+    // Meanwhile the run ends and is deleted whole.
+    let output = Bytes::from_static(b"done");
+    let done = Commit::status(StatusChange::Completed { output }, 3);
+    b.atomic_apply(&run_id, done).await.unwrap();
+    assert!(b.delete_run(&run_id, created.incarnation).await.unwrap());
+
+    delta.release.send(()).unwrap();
+    let committed = committing.await.unwrap();
+    assert!(
+        matches!(committed, Err(Error::Conflict { .. })),
+        "{committed:?}"
+    );
+    let left = objects_of(objects.as_ref(), &run_id).await;
     assert!(left.is_empty(), "{left:?}");
 }

@@ -235,15 +235,6 @@ impl RunLog {
         Ok((created, after))
     }
 
-    /// Deletes the entry at `position` of an incarnation that was deleted
-    /// meanwhile, which this instance appended or found identical to its
-    /// change. Best effort: the deletion that freed the position removes
-    /// what it finds.
-    pub(super) async fn discard(&self, run_id: &RunId, incarnation: Incarnation, position: u64) {
-        let path = self.path(run_id, incarnation, position);
-        let _ = self.client.delete_all(vec![path]).await;
-    }
-
     fn path(&self, run_id: &RunId, incarnation: Incarnation, position: u64) -> Path {
         self.client
             .layout()

@@ -71,6 +71,7 @@ use object_store::path::Path;
 
 use super::Runs;
 use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::RunStatus;
 use crate::runtime_store::object::folded::Folded;
 use crate::runtime_store::state::Change;
 
@@ -84,26 +85,34 @@ pub(super) const MAX_UNCHECKED: usize = 16;
 pub(super) struct Unchecked {
     incarnation: Incarnation,
     positions: Vec<u64>,
+    /// The status hints written for them (a change whose read failed).
+    hints: Vec<RunStatus>,
 }
 
 impl Runs {
-    /// Whether `change`, just created at `folded.next`, is acknowledged on
-    /// its lease: a step commit (no change of status) of the attempt whose
-    /// lease the run holds, live by the runtime's clock now, with fewer than
+    /// The attempt whose fence `change` carries, if it is a step commit (no
+    /// change of status): one its lease may answer for.
+    pub(super) fn leased_step(change: &Change) -> Option<u32> {
+        match change {
+            Change::Commit(commit) if commit.status.is_none() => {
+                commit.fence.as_ref().map(|fence| fence.attempt)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a step commit of `attempt`, just created (and `folded`
+    /// after it), is acknowledged on its lease: the run's lease is that
+    /// attempt's and live by the runtime's clock now, with fewer than
     /// [`MAX_UNCHECKED`] such commits since the pointer was last read.
-    pub(super) fn lease_vouches(&self, run_id: &RunId, folded: &Folded, change: &Change) -> bool {
-        let Change::Commit(commit) = change else {
-            return false;
-        };
-        let (Some(fence), None, Some(clock)) = (&commit.fence, &commit.status, self.clock.get())
-        else {
+    pub(super) fn lease_vouches(&self, run_id: &RunId, folded: &Folded, attempt: u32) -> bool {
+        let Some(clock) = self.clock.get() else {
             return false;
         };
         let record = folded.state.record();
-        let leased = (record.lease.as_ref()).is_some_and(|lease| {
-            lease.attempt == fence.attempt && lease.is_live_at(clock.now_ms())
-        });
-        if !leased || record.attempts != fence.attempt {
+        let leased = (record.lease.as_ref())
+            .is_some_and(|lease| lease.attempt == attempt && lease.is_live_at(clock.now_ms()));
+        if !leased || record.attempts != attempt {
             return false;
         }
         let unchecked = self.unchecked_runs();
@@ -116,20 +125,27 @@ impl Runs {
 
     /// Records that the commit at `position` of `incarnation` was
     /// acknowledged on its lease.
-    pub(super) fn defer_check(&self, run_id: &RunId, incarnation: Incarnation, position: u64) {
+    /// (or whose read failed, with the status hint written for it).
+    pub(super) fn defer_check(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        position: u64,
+        hinted: Option<RunStatus>,
+    ) {
         let mut unchecked = self.unchecked_runs();
-        let entry = unchecked.entry(run_id.clone()).or_insert(Unchecked {
+        let fresh = || Unchecked {
             incarnation,
             positions: Vec::new(),
-        });
+            hints: Vec::new(),
+        };
+        let entry = unchecked.entry(run_id.clone()).or_insert_with(fresh);
         if entry.incarnation != incarnation {
             // Settled when the pointer named the new incarnation.
-            *entry = Unchecked {
-                incarnation,
-                positions: Vec::new(),
-            };
+            *entry = fresh();
         }
         entry.positions.push(position);
+        entry.hints.extend(hinted);
     }
 
     /// Settles the run's unchecked commits by a read of its pointer that
@@ -146,9 +162,24 @@ impl Runs {
         if current == Some(unchecked.incarnation) {
             return 0;
         }
+        tracing::warn!(%run_id, incarnation = %unchecked.incarnation,
+            commits = unchecked.positions.len(),
+            "commits not confirmed by a pointer read went to a deleted run: taken back");
+        (self.take_back(run_id, unchecked.incarnation, &unchecked.positions)).await;
+        for status in unchecked.hints {
+            (self.hints)
+                .drop(status, run_id, unchecked.incarnation)
+                .await;
+        }
+        unchecked.positions.len()
+    }
+
+    /// Deletes the log entries at `positions` of a deleted incarnation, and
+    /// the checkpoints written after them (at the next positions). Best
+    /// effort: the deletion that freed the positions removes what it finds.
+    pub(super) async fn take_back(&self, run_id: &RunId, inc: Incarnation, positions: &[u64]) {
         let layout = self.client.layout();
-        let inc = unchecked.incarnation;
-        let paths: Vec<Path> = (unchecked.positions.iter())
+        let paths: Vec<Path> = (positions.iter())
             .flat_map(|&p| {
                 let after = p.saturating_add(1);
                 [
@@ -158,12 +189,9 @@ impl Runs {
                 ]
             })
             .collect();
-        tracing::warn!(%run_id, incarnation = %inc, commits = unchecked.positions.len(),
-            "step commits acknowledged on their lease went to a deleted run: taken back");
         if let Err(e) = self.client.delete_all(paths).await {
-            tracing::debug!(%run_id, error = %e, "commits of a deleted run not all taken back");
+            tracing::debug!(%run_id, error = %e, "objects of a deleted run not all taken back");
         }
-        unchecked.positions.len()
     }
 
     fn unchecked_runs(
