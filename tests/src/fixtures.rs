@@ -15,14 +15,38 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::testing::FaultInjectingStore;
+use memo_runtime::workflow::{Runtime, RuntimeBuilder};
 use memo_runtime::{
     Memo, MemoStore, RunId, runtime_store::ObjectStoreRuntimeStore, store::LocalFolder,
 };
+
+/// What one process of a multi-process test builds: a runtime whose memo
+/// store (prefix `memo`) goes through `memo_objects` and whose runtime
+/// store (prefix `runs`) through `runs_objects` (separate store instances
+/// over one store, or wrappers that stage an interleaving), on the shared
+/// `clock`, as worker `name`, with leases of `lease`. A builder, for the
+/// test to add its own settings to.
+pub fn process_builder(
+    memo_objects: Arc<dyn ObjectStore>,
+    runs_objects: Arc<dyn ObjectStore>,
+    clock: &Arc<ManualClock>,
+    name: &str,
+    lease: Duration,
+) -> RuntimeBuilder {
+    Runtime::builder()
+        .memo_store(MemoStore::new(memo_objects, "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(runs_objects, "runs")))
+        .clock(clock.clone())
+        .lease(lease)
+        .worker_id(name)
+}
 
 /// A checked run id; panics on an invalid one (a typo in a test).
 pub fn run(id: &str) -> RunId {

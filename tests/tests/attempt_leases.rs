@@ -20,22 +20,14 @@ use memo_runtime::{
     Bytes, Error, Incarnation, MemoStore, RunId, clock::ManualClock,
     runtime_store::ObjectStoreRuntimeStore,
 };
-use memo_tests::fixtures::{Backend, charge};
+use memo_tests::fixtures::{Backend, charge, process_builder};
 use tokio::sync::{mpsc, oneshot};
 
 const LEASE: Duration = Duration::from_secs(30);
 
 /// A runtime over fresh store instances: what another process would build.
 fn process(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>, name: &str) -> Runtime {
-    Runtime::builder()
-        .memo_store(MemoStore::new(objects.clone(), "memo"))
-        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-            objects.clone(),
-            "runs",
-        )))
-        .clock(clock.clone())
-        .lease(LEASE)
-        .worker_id(name)
+    process_builder(objects.clone(), objects.clone(), clock, name, LEASE)
         .marker_retry(RetryPolicy::attempts(2).with_min_delay(Duration::from_millis(1)))
         .build()
         .unwrap()

@@ -14,11 +14,10 @@ use async_trait::async_trait;
 use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{self, GetOptions, GetResult, ObjectStore};
-use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
 use memo_runtime::testing::forward_object_store;
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
-use memo_runtime::{Bytes, Error, Memo, MemoStore, memoized};
-use memo_tests::fixtures::{Backend, run};
+use memo_runtime::{Bytes, Error, Memo, memoized};
+use memo_tests::fixtures::{Backend, process_builder, run};
 use memo_tests::pause::{Held, Pause, Pauses};
 use tokio::sync::oneshot;
 
@@ -54,15 +53,7 @@ fn process(
     clock: &Arc<ManualClock>,
     name: &str,
 ) -> Runtime {
-    Runtime::builder()
-        .memo_store(MemoStore::new(memo_objects, "memo"))
-        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-            backend.open(),
-            "runs",
-        )))
-        .clock(clock.clone())
-        .lease(LEASE)
-        .worker_id(name)
+    process_builder(memo_objects, backend.open(), clock, name, LEASE)
         .marker_retry(RetryPolicy::attempts(2).with_min_delay(Duration::from_millis(1)))
         .build()
         .unwrap()

@@ -10,13 +10,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use memo_runtime::Error;
 use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
-use memo_runtime::{Error, MemoStore};
-use memo_tests::fixtures::{Backend, run};
+use memo_tests::fixtures::{Backend, process_builder, run};
 use memo_tests::pause::{Held, Pauses};
 use tokio::sync::oneshot;
 
@@ -48,15 +47,7 @@ fn leased(
     name: &str,
     lease: Duration,
 ) -> Runtime {
-    Runtime::builder()
-        .memo_store(MemoStore::new(memo_objects, "memo"))
-        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-            backend.open(),
-            "runs",
-        )))
-        .clock(clock.clone())
-        .lease(lease)
-        .worker_id(name)
+    process_builder(memo_objects, backend.open(), clock, name, lease)
         .build()
         .unwrap()
 }
