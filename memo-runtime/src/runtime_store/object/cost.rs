@@ -82,13 +82,10 @@ impl ObjectStoreRuntimeStore {
     /// [`TAKE_BACK_ATTEMPTS`] `DELETE`s): no one else will, as no deletion
     /// lists the folder again.
     async fn take_back(&self, path: Path) -> Result<()> {
-        let mut tried = 1;
-        loop {
-            match self.client.delete_all(vec![path.clone()]).await {
-                Err(_) if tried < TAKE_BACK_ATTEMPTS => tried += 1,
-                done => return done,
-            }
-        }
+        super::again::tried(TAKE_BACK_ATTEMPTS, || {
+            self.client.delete_all(vec![path.clone()])
+        })
+        .await
     }
 
     /// A listing of the incarnation's `cost/` folder and a `GET` per

@@ -17,6 +17,7 @@
 //!
 //! Every path comes from [`crate::layout`].
 
+mod again;
 mod cache;
 mod checkpoint;
 mod client;

@@ -25,15 +25,9 @@ const GIVE_UP_ATTEMPTS: u32 = 3;
 /// times. Every request of a give-up can be repeated: deletes and reads
 /// are, and a record's create finds its own bytes (`Created::Same`).
 pub(super) async fn tried<T, F: Future<Output = Result<T>>>(
-    mut request: impl FnMut() -> F,
+    request: impl FnMut() -> F,
 ) -> Result<T> {
-    let mut tried = 1;
-    loop {
-        match request().await {
-            Err(_) if tried < GIVE_UP_ATTEMPTS => tried += 1,
-            done => return done,
-        }
-    }
+    super::super::again::tried(GIVE_UP_ATTEMPTS, request).await
 }
 
 impl RunPointer {

@@ -148,17 +148,10 @@ impl Runs {
     /// The read settles the commits acknowledged on their lease since the
     /// last one: taken back if the incarnation is gone.
     async fn entry_is_current(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
-        let mut tried = 1;
-        loop {
-            match self.pointer.current(run_id).await {
-                Err(_) if tried < CHECK_ATTEMPTS => tried += 1,
-                Err(e) => return Err(e),
-                Ok(current) => {
-                    let current = current.map(|c| c.incarnation);
-                    self.settle_unchecked(run_id, current).await;
-                    return Ok(current == Some(incarnation));
-                }
-            }
-        }
+        let current = super::super::again::tried(CHECK_ATTEMPTS, || self.pointer.current(run_id))
+            .await?
+            .map(|c| c.incarnation);
+        self.settle_unchecked(run_id, current).await;
+        Ok(current == Some(incarnation))
     }
 }
