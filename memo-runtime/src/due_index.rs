@@ -184,9 +184,12 @@ pub(crate) async fn mark_ended(memo: &MemoStore, entry: &DueRun, run: &RunRecord
     let Some(terminal_at_ms) = run.terminal_at_ms else {
         return Ok(false);
     };
-    let path = memo
-        .layout()
-        .marker(&run.run_id, run.incarnation, terminal_at_ms);
+    let path = memo.layout().marker(
+        layout::TERMINALS,
+        &run.run_id,
+        run.incarnation,
+        terminal_at_ms,
+    );
     let created = write_once::create_once(memo.store(), &path, &[], Limit::MARKER, &PLAIN).await?;
     Ok(matches!(created, write_once::Created::Ours(_)))
 }

@@ -12,6 +12,7 @@
 //! | memo entry | `memos/<run>/<inc>/<step>/<sha256(key)>` |
 //! | step-output entry (no longer written) | `step-outputs/<run>/<inc>/<step>/<sha256(payload)>` |
 //! | terminal marker | `terminals/<hour>/<u64::MAX - at_ms>_<run>.<inc>` |
+//! | recheck marker (a swept incarnation, cleared again at `due_ms`) | `rechecks/<hour>/<u64::MAX - due_ms>_<run>.<inc>` |
 //! | run pointer (runtime store) | `runs/<run>/run` |
 //! | incarnation record (runtime store) | `runs/<run>/<inc>/run` |
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
@@ -92,6 +93,12 @@
 //! the standalone incarnation whatever run it was used in) was removed. Data
 //! written before keeps its folder: clears and sweeps still delete a run's
 //! `step-outputs` entries with its memo entries, and nothing reads them.
+//!
+//! Recheck markers (a sweep leaves one per workflow incarnation it
+//! deletes; a pass at `due_ms` clears the incarnation's folders again, for
+//! a stale writer's late write) are additive too: a release before them
+//! never lists `rechecks/`, so after a rollback they stay, empty objects,
+//! until a pass of a release that knows them.
 //!
 //! An incarnation record is a copy of the run pointer in the incarnation's
 //! own folder, from which a pointer that a stalled deletion removed is
@@ -194,6 +201,7 @@ use object_store::path::{Path, PathPart};
 
 use crate::run_id::{Incarnation, RunId};
 
+mod markers;
 mod segment;
 mod shared;
 
@@ -211,6 +219,7 @@ pub(crate) const STEP_OUTPUTS: &str = "step-outputs";
 /// folder: `memos/<run>/<inc>/<step>/blobs/<token>`.
 pub(crate) const BLOB_FOLDER: &str = "blobs";
 pub(crate) const TERMINALS: &str = "terminals";
+pub(crate) const RECHECKS: &str = "rechecks";
 const RUNS: &str = "runs";
 const RUNS_BY_STATUS: &str = "runs-by-status";
 const PROBES: &str = "probes";
@@ -289,34 +298,6 @@ impl Layout {
     ) -> Path {
         self.incarnation_folder(folder, run_id, incarnation)
             .join(PathPart::from(step.to_string()))
-    }
-
-    pub(crate) fn terminals_folder(&self) -> Path {
-        self.base.clone().join(TERMINALS)
-    }
-
-    /// `terminals/<hour>`: the folder of markers of the hour starting at
-    /// `hour_ms`.
-    pub(crate) fn marker_hour(&self, hour_ms: u64) -> Path {
-        self.terminals_folder().join(format!("{hour_ms:020}"))
-    }
-
-    /// `terminals/<hour>/<inverted>_<run>.<inc>`.
-    pub(crate) fn marker(&self, run_id: &RunId, incarnation: Incarnation, at_ms: u64) -> Path {
-        let hour = at_ms - at_ms % MARKER_HOUR_MS;
-        self.marker_hour(hour).join(format!(
-            "{:020}_{}",
-            u64::MAX - at_ms,
-            incarnation_name(run_id, incarnation)
-        ))
-    }
-
-    /// The first name in an hour folder at or after which every marker is
-    /// strictly older than `cutoff_ms` (markers sort newest first).
-    pub(crate) fn marker_offset(&self, hour_ms: u64, cutoff_ms: u64) -> Path {
-        // `z` sorts after the `_` that follows the digits; `~` would be escaped.
-        self.marker_hour(hour_ms)
-            .join(format!("{:020}z", u64::MAX - cutoff_ms))
     }
 
     /// `due`: the due-run index.
@@ -683,8 +664,9 @@ mod tests {
         let mut paths = vec![
             layout.entry(MEMOS, id, inc, u32::MAX, &"f".repeat(64)),
             layout.entry(STEP_OUTPUTS, id, inc, u32::MAX, &"f".repeat(64)),
-            layout.marker(id, inc, u64::MAX),
-            layout.marker(id, inc, 0),
+            layout.marker(TERMINALS, id, inc, u64::MAX),
+            layout.marker(TERMINALS, id, inc, 0),
+            layout.marker(RECHECKS, id, inc, u64::MAX),
             layout.due_entry(id, inc, u64::MAX),
             layout.run_pointer(id),
             layout.log_entry(id, inc, u64::MAX),
@@ -739,7 +721,7 @@ mod tests {
                             assert!(name.len() <= MAX_NAME, "{} bytes: {name}", name.len());
                         }
                     }
-                    let marker = layout.marker(&id, inc, 7);
+                    let marker = layout.marker(TERMINALS, &id, inc, 7);
                     assert_eq!(parse_marker(&marker), Some((0, id.clone(), inc, 7)));
                     let due = layout.due_entry(&id, inc, 7);
                     assert_eq!(parse_due_entry(&due), Some((0, id.clone(), inc, 7)));
@@ -759,7 +741,7 @@ mod tests {
         let paths = [
             layout.entry(MEMOS, &id, inc, 7, "d1").to_string(),
             layout.entry(STEP_OUTPUTS, &id, inc, 2, "d2").to_string(),
-            layout.marker(&id, inc, 3_600_001).to_string(),
+            layout.marker(TERMINALS, &id, inc, 3_600_001).to_string(),
             layout.run_pointer(&id).to_string(),
             layout.incarnation_record(&id, inc).to_string(),
             layout.log_entry(&id, inc, 3).to_string(),
@@ -778,6 +760,7 @@ mod tests {
                 .to_string(),
             layout.blob(&id, inc, 4, 0x12).to_string(),
             layout.attempt_cost(&id, inc, 2).to_string(),
+            layout.marker(RECHECKS, &id, inc, 3_600_001).to_string(),
         ];
         assert_eq!(
             paths,
@@ -807,6 +790,10 @@ mod tests {
                 ),
                 "pre/fix/memos/=run_1/00000000000000ab/4/blobs/0000000000000012".to_string(),
                 "pre/fix/runs/=run_1/00000000000000ab/cost/0000000002".to_string(),
+                format!(
+                    "pre/fix/rechecks/00000000000003600000/{}_=run_1.00000000000000ab",
+                    u64::MAX - 3_600_001
+                ),
             ]
         );
     }
@@ -912,11 +899,11 @@ mod tests {
         let layout = Layout::new("p");
         let (id, inc) = (run("A-b_C"), Incarnation::random());
         for at_ms in [0, 1, 3_599_999, 3_600_000, u64::MAX / 2] {
-            let path = layout.marker(&id, inc, at_ms);
+            let path = layout.marker(TERMINALS, &id, inc, at_ms);
             let hour = at_ms - at_ms % MARKER_HOUR_MS;
             assert_eq!(parse_marker(&path), Some((hour, id.clone(), inc, at_ms)));
         }
-        let hour = layout.marker_hour(0);
+        let hour = layout.marker_hour(TERMINALS, 0);
         for foreign in ["x", "00000000000000000001_r", "18446744073709551614_r.zz"] {
             assert_eq!(parse_marker(&hour.clone().join(foreign)), None, "{foreign}");
         }

@@ -647,9 +647,10 @@ async fn sweep_listing_cost_grows_with_expired_markers_not_retained_ones() {
 
         assert_eq!(report.runs_cleared, 12, "{name}");
         let counts = counting.counts();
-        // One for the runs' marker hours, one for the shared scope's expiry
-        // hours (none: no shared entry was written).
-        assert_eq!(counts.lists_with_delimiter, 2, "{name}: {counts:?}");
+        // One for the runs' marker hours, one for the recheck markers' hours
+        // (none: standalone runs get no recheck), one for the shared
+        // scope's expiry hours (none: no shared entry was written).
+        assert_eq!(counts.lists_with_delimiter, 3, "{name}: {counts:?}");
         // Each expired marker once, and each cleared run's two entries.
         assert_eq!(counts.objects_listed, 12 + 12 * 2, "{name}: {counts:?}");
         assert_eq!(counts.delete_paths, 12 * 2 + 12, "{name}: {counts:?}");
@@ -1065,6 +1066,23 @@ async fn a_sweep_on_a_local_folder_leaves_no_empty_folders() {
     let report = sweeper.sweep_once(NOW).await.unwrap();
     assert_eq!(
         (report.runs_cleared, report.failures.len()),
+        (3, 0),
+        "{report:?}"
+    );
+    // Only the recheck markers' hour folder is left, until the rechecks.
+    let left = folders_under(dir.path());
+    assert!(
+        left.len() == 3
+            && left
+                .iter()
+                .all(|f| dir.path().join("memo/rechecks").starts_with(f)
+                    || f.starts_with(dir.path().join("memo/rechecks"))),
+        "{left:?}"
+    );
+    let recheck_ms = memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let report = sweeper.sweep_once(NOW + recheck_ms).await.unwrap();
+    assert_eq!(
+        (report.rechecks_due, report.recheck_failures),
         (3, 0),
         "{report:?}"
     );

@@ -152,7 +152,7 @@ async fn a_sweep_finishes_a_runtime_deletion_that_stopped_part_way() {
     let report = sweeper.sweep_once(100).await.unwrap();
 
     assert!(report.failures.is_empty(), "{:?}", report.failures);
-    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+    nothing_left_after_the_rechecks(&sweeper, objects.as_ref(), "").await;
 }
 
 /// `RetentionSweeper::delete_run` deletes a finished run whole, memo
@@ -181,7 +181,7 @@ async fn deleting_a_run_through_the_sweeper_leaves_nothing_after_the_next_pass()
 
     let report = sweeper.sweep_once(100).await.unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
-    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+    nothing_left_after_the_rechecks(&sweeper, objects.as_ref(), "").await;
 }
 
 /// Seed 378 of the deployment world: a finished run whose last attempt
@@ -226,7 +226,7 @@ async fn a_sweeper_deletion_of_a_run_without_a_marker_that_stops_part_way_is_fin
 
     let report = sweeper.sweep_once(100).await.unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
-    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+    nothing_left_after_the_rechecks(&sweeper, objects.as_ref(), "").await;
 }
 
 /// Seed 206 of the deployment world: an earlier run of an id was deleted
@@ -272,7 +272,7 @@ async fn a_pass_that_sweeps_an_earlier_runs_marker_marks_the_later_finished_run(
     );
     let report = sweeper.sweep_once(100).await.unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
-    assert_eq!(objects_under(&objects, "").await, Vec::<String>::new());
+    nothing_left_after_the_rechecks(&sweeper, objects.as_ref(), "").await;
 }
 
 /// Seed 1919 of the deployment world: a worker whose cache held a run as
@@ -426,11 +426,7 @@ async fn a_deletion_that_stopped_part_way_after_a_stale_entry_landed_is_finished
 
         let report = sweeper.sweep_once(100).await.unwrap();
         assert!(report.failures.is_empty(), "{name}: {:?}", report.failures);
-        assert_eq!(
-            stored_under(backend.objects().as_ref(), "").await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        nothing_left_after_the_rechecks(&sweeper, backend.objects().as_ref(), name).await;
     }
 }
 
@@ -456,7 +452,10 @@ async fn a_stale_entry_that_lands_while_a_pass_deletes_its_run_is_cleared_with_i
             .runtime_store(runtime_store)
             .build();
 
-        let pass = tokio::spawn(async move { sweeper.sweep_once(100).await });
+        let pass = tokio::spawn({
+            let sweeper = sweeper.clone();
+            async move { sweeper.sweep_once(100).await }
+        });
         pause.reached.await.unwrap();
         assert_eq!(
             stored_under(backend.objects().as_ref(), "memo/memos").await,
@@ -471,11 +470,7 @@ async fn a_stale_entry_that_lands_while_a_pass_deletes_its_run_is_cleared_with_i
         let report = pass.await.unwrap().unwrap();
 
         assert!(report.failures.is_empty(), "{name}: {:?}", report.failures);
-        assert_eq!(
-            stored_under(backend.objects().as_ref(), "").await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        nothing_left_after_the_rechecks(&sweeper, backend.objects().as_ref(), name).await;
     }
 }
 
@@ -897,11 +892,7 @@ async fn a_stale_attempts_memo_entry_committed_after_its_run_was_swept_is_taken_
         let sweeper = b.retention_sweeper();
         assert!(sweeper.delete_run(&run_id).await.unwrap(), "{name}");
         sweeper.sweep_once(u64::MAX).await.unwrap();
-        assert_eq!(
-            stored_under(backend.objects().as_ref(), "").await,
-            Vec::<String>::new(),
-            "{name}: the run is deleted whole"
-        );
+        nothing_left_after_the_rechecks(&sweeper, backend.objects().as_ref(), name).await;
 
         // A's commit lands on the freed key, and is refused.
         commit.release.send(()).unwrap();
@@ -912,6 +903,146 @@ async fn a_stale_attempts_memo_entry_committed_after_its_run_was_swept_is_taken_
             "{name}: the stale attempt left objects of the deleted run"
         );
     }
+}
+
+/// Seed 5988 of session 25's survey: as above, but attempt A's worker dies
+/// after its late memo entry landed and before it could take it back (its
+/// take-back, a delete, is held, and A is aborted there). Nothing of the
+/// run leads a pass to that entry any more: the sweep that deleted the run
+/// left a recheck marker, and a pass once it is due clears the
+/// incarnation's folders again. A pass before it is due keeps the entry;
+/// a new run of the same id is another incarnation and keeps its own.
+#[tokio::test]
+async fn a_stale_attempts_entry_whose_worker_died_before_its_take_back_is_cleared_by_a_recheck() {
+    const LEASE: Duration = Duration::from_secs(30);
+    const RECHECK: Duration = Duration::from_secs(600);
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-14");
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let runs = Arc::new(AtomicU64::new(0));
+        let workflow = Arc::new(reservation(runs.clone()));
+        let process = |memo: Arc<dyn ObjectStore>, worker: &str| {
+            Runtime::builder()
+                .memo_store(MemoStore::new(memo, "memo"))
+                .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+                    backend.open(),
+                    "runs",
+                )))
+                .clock(clock.clone())
+                .lease(LEASE)
+                .worker_id(worker)
+                .build()
+                .unwrap()
+        };
+        let sweeper = |runtime: &Runtime, retention: Duration| {
+            runtime
+                .retention_sweeper_builder()
+                .retention(retention)
+                .recheck_after(RECHECK)
+                .build()
+        };
+
+        // A's memo entry write is held, and so is the delete that would
+        // take it back.
+        let memos = Path::from("memo/memos");
+        let (put_held, commit) = Pauses::new(backend.open(), Held::Put, memos.clone());
+        let (paused, take_back) = Pauses::new(Arc::new(put_held), Held::Delete, memos);
+        let a = process(Arc::new(paused), "worker-a");
+        let attempt_a = tokio::spawn({
+            let (run_id, workflow) = (run_id.clone(), workflow.clone());
+            async move { a.run(&run_id, &7, &*workflow).await }
+        });
+        commit.reached.await.unwrap();
+
+        // A's lease expires; B takes the run over and ends it; a pass
+        // deletes it whole.
+        clock.advance_ms(LEASE.as_millis() as u64 + 1_000);
+        let b = process(backend.open(), "worker-b");
+        assert_eq!(b.run(&run_id, &7, &*workflow).await.unwrap(), 2, "{name}");
+        clock.advance_ms(1);
+        let report = sweeper(&b, Duration::ZERO).sweep_now().await.unwrap();
+        assert_eq!(report.runs_cleared, 1, "{name}");
+        let left = stored_under(backend.objects().as_ref(), "").await;
+        assert!(
+            left.len() == 1 && left[0].starts_with("memo/rechecks/"),
+            "{name}: only the recheck marker is left: {left:?}"
+        );
+
+        // A's commit lands in the deleted incarnation's folder; A's worker
+        // dies at its take-back.
+        commit.release.send(()).unwrap();
+        take_back.reached.await.unwrap();
+        attempt_a.abort();
+        let _ = attempt_a.await;
+        let late: Vec<_> = stored_under(backend.objects().as_ref(), "memo/memos").await;
+        assert_eq!(late.len(), 1, "{name}: the late entry stands: {late:?}");
+
+        // The id is used again meanwhile: another incarnation.
+        let again = process(backend.open(), "worker-c");
+        assert_eq!(
+            again.run(&run_id, &8, &*workflow).await.unwrap(),
+            3,
+            "{name}"
+        );
+
+        // A pass before the recheck is due keeps the late entry; one after
+        // clears it, and only it (the new run is retained for a day).
+        let day = Duration::from_secs(24 * 3600);
+        sweeper(&b, day).sweep_now().await.unwrap();
+        let before = stored_under(backend.objects().as_ref(), "memo/memos").await;
+        assert!(before.contains(&late[0]), "{name}: {before:?}");
+        clock.advance_ms(RECHECK.as_millis() as u64);
+        let report = sweeper(&b, day).sweep_now().await.unwrap();
+        assert_eq!(
+            (
+                report.rechecks_due,
+                report.late_objects_deleted,
+                report.recheck_failures
+            ),
+            (1, 1, 0),
+            "{name}"
+        );
+        let after = stored_under(backend.objects().as_ref(), "memo").await;
+        assert!(
+            !after.contains(&late[0]) && !after.iter().any(|p| p.starts_with("memo/rechecks/")),
+            "{name}: the late entry and the recheck marker are gone: {after:?}"
+        );
+        assert!(
+            after.iter().any(|p| p.starts_with("memo/memos/")),
+            "{name}: the new run keeps its entry: {after:?}"
+        );
+        assert_eq!(
+            b.runtime_store()
+                .load_run(&run_id)
+                .await
+                .unwrap()
+                .map(|r| r.status),
+            Some(memo_runtime::runtime_store::RunStatus::Completed),
+            "{name}"
+        );
+    }
+}
+
+/// What a sweep leaves of the runs it deleted is their recheck markers,
+/// until a pass past them (an hour later by default) deletes them too.
+async fn nothing_left_after_the_rechecks(
+    sweeper: &RetentionSweeper,
+    objects: &dyn ObjectStore,
+    name: &str,
+) {
+    let left = stored_under(objects, "").await;
+    assert!(
+        left.iter().all(|p| p.starts_with("memo/rechecks/")),
+        "{name}: {left:?}"
+    );
+    let report = sweeper.sweep_once(u64::MAX).await.unwrap();
+    assert_eq!(report.recheck_failures, 0, "{name}: {report:?}");
+    assert_eq!(
+        stored_under(objects, "").await,
+        Vec::<String>::new(),
+        "{name}"
+    );
 }
 
 /// Seed 101 of the deployment world: a process reads a finished run (its

@@ -145,6 +145,9 @@ fn print_report(report: &SweepReport, retention: Duration) {
         (deleted, report.entries_deleted),
         (runtime, report.runtime_runs_deleted),
         ("failures", report.failures.len()),
+        ("swept runs rechecked", report.rechecks_due),
+        ("late objects deleted", report.late_objects_deleted),
+        ("recheck failures", report.recheck_failures),
     ];
     for (what, n) in lines {
         outln!("{what:<26} {n}");
@@ -167,6 +170,9 @@ fn report_json(report: &SweepReport, retention: Duration) -> serde_json::Value {
         "runs_cleared": report.runs_cleared,
         "entries_deleted": report.entries_deleted,
         "runtime_runs_deleted": report.runtime_runs_deleted,
+        "rechecks_due": report.rechecks_due,
+        "late_objects_deleted": report.late_objects_deleted,
+        "recheck_failures": report.recheck_failures,
         "failures": report.failures.iter().map(|f| json!({
             "run_id": f.run_id.as_str(),
             "terminal_at_ms": f.terminal_at_ms,

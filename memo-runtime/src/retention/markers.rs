@@ -73,6 +73,10 @@ pub struct MarkerPage {
 #[derive(Debug, Clone)]
 pub struct Markers {
     store: MemoStore,
+    /// `terminals`, or `rechecks` for the markers of incarnations a sweep
+    /// deleted, which a later pass clears once more (the sweeper's
+    /// `recheck` module).
+    kind: &'static str,
 }
 
 impl MemoStore {
@@ -80,6 +84,17 @@ impl MemoStore {
     pub fn markers(&self) -> Markers {
         Markers {
             store: self.clone(),
+            kind: layout::TERMINALS,
+        }
+    }
+
+    /// This store's recheck markers: the incarnations a sweep deleted,
+    /// each dated when a later pass clears it once more. Same layout as
+    /// terminal markers, under `rechecks/`.
+    pub(crate) fn recheck_markers(&self) -> Markers {
+        Markers {
+            store: self.clone(),
+            kind: layout::RECHECKS,
         }
     }
 }
@@ -120,7 +135,7 @@ impl Markers {
     ///
     /// [`Error::Store`] if the listing fails.
     pub async fn list(&self) -> Result<Vec<TerminalMarker>> {
-        let folder = self.terminals_folder();
+        let folder = self.store.layout().markers_folder(self.kind);
         let metas: Vec<_> = self
             .store
             .store()
@@ -274,7 +289,7 @@ impl Markers {
     /// The partition folders that hold markers before `cutoff_ms`, oldest first:
     /// one delimiter listing.
     async fn expired_partitions(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
-        let folder = self.terminals_folder();
+        let folder = self.store.layout().markers_folder(self.kind);
         hour_folders::hours_before(self.store.store(), &folder, cutoff_ms, "terminal markers").await
     }
 
@@ -285,13 +300,13 @@ impl Markers {
         partition_path: Path,
         cutoff_ms: u64,
     ) -> BoxStream<'static, Result<TerminalMarker>> {
-        let layout = self.store.layout();
+        let (layout, kind) = (self.store.layout(), self.kind);
         hour_folders::listed_before(
             self.store.store(),
             partition,
             partition_path,
             cutoff_ms,
-            || layout.marker_offset(partition, cutoff_ms),
+            move || layout.marker_offset(kind, partition, cutoff_ms),
         )
         .try_filter_map(move |meta| {
             let marker = parse_marker(&meta.location, Some(partition))
@@ -314,14 +329,13 @@ impl Markers {
         }
     }
 
-    fn terminals_folder(&self) -> Path {
-        self.store.layout().terminals_folder()
-    }
-
     fn marker_path(&self, marker: &TerminalMarker) -> Path {
-        self.store
-            .layout()
-            .marker(&marker.run_id, marker.incarnation, marker.terminal_at_ms)
+        self.store.layout().marker(
+            self.kind,
+            &marker.run_id,
+            marker.incarnation,
+            marker.terminal_at_ms,
+        )
     }
 }
 

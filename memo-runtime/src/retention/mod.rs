@@ -18,6 +18,6 @@ mod sweeper;
 
 pub use markers::{MARKER_PARTITION_MS, MarkerPage, Markers, TerminalMarker};
 pub use sweeper::{
-    DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper, RetentionSweeperBuilder,
-    SweepFailure, SweepReport, SweeperHandle, SweeperSummary,
+    DEFAULT_RECHECK_AFTER, DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeper,
+    RetentionSweeperBuilder, SweepFailure, SweepReport, SweeperHandle, SweeperSummary,
 };

@@ -94,6 +94,12 @@ mod tests {
         assert_eq!(owner(&layout, &shared), Some(Owner::Shared("ns".into())));
         // Outside the prefix, or in no run's folder.
         assert_eq!(owner(&Layout::new("b"), &memo_entry), None);
-        assert_eq!(owner(&layout, &layout.terminals_folder().join("x")), None);
+        assert_eq!(
+            owner(
+                &layout,
+                &layout.markers_folder(crate::layout::TERMINALS).join("x")
+            ),
+            None
+        );
     }
 }

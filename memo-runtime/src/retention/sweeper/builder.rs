@@ -16,6 +16,11 @@ pub const DEFAULT_SWEEP_PAGE_SIZE: usize = 500;
 /// [`RetentionSweeperBuilder::concurrency`] says otherwise.
 pub const DEFAULT_SWEEP_CONCURRENCY: usize = 8;
 
+/// How long after a sweep deletes a workflow run a pass clears the run's
+/// folders once more, unless [`RetentionSweeperBuilder::recheck_after`]
+/// says otherwise: one hour.
+pub const DEFAULT_RECHECK_AFTER: Duration = Duration::from_secs(3600);
+
 /// Configures a [`RetentionSweeper`]; made by [`RetentionSweeper::builder`].
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
@@ -73,6 +78,18 @@ impl RetentionSweeperBuilder {
         self
     }
 
+    /// How long after a sweep deletes a workflow run's incarnation a later
+    /// pass clears its folders once more (default
+    /// [`DEFAULT_RECHECK_AFTER`]): what a stale attempt of the run wrote
+    /// there after the sweep, if it died before taking the write back. A
+    /// write that lands later than this after the sweep, from a writer that
+    /// then dies, is left. Saturates: [`Duration::MAX`] never rechecks
+    /// within the clock's range.
+    pub fn recheck_after(mut self, after: Duration) -> Self {
+        self.config.recheck_after = after;
+        self
+    }
+
     /// The configured sweeper.
     pub fn build(self) -> RetentionSweeper {
         RetentionSweeper {
@@ -94,6 +111,7 @@ impl RetentionSweeper {
                 page_size: DEFAULT_SWEEP_PAGE_SIZE,
                 concurrency: DEFAULT_SWEEP_CONCURRENCY,
                 dry_run: false,
+                recheck_after: DEFAULT_RECHECK_AFTER,
                 proven: std::sync::atomic::AtomicBool::new(false),
             },
         }

@@ -5,6 +5,7 @@ mod background;
 mod builder;
 mod due;
 mod proof;
+mod recheck;
 mod report;
 
 use std::sync::Arc;
@@ -15,7 +16,10 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use tracing::Instrument;
 
 pub use background::{SweeperHandle, SweeperSummary};
-pub use builder::{DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE, RetentionSweeperBuilder};
+pub use builder::{
+    DEFAULT_RECHECK_AFTER, DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_PAGE_SIZE,
+    RetentionSweeperBuilder,
+};
 pub use report::{SweepFailure, SweepReport};
 
 use crate::clock::Clock;
@@ -64,7 +68,12 @@ use proof::{Deleted, Found};
 ///    keys ([`DataKeys::forget_incarnation`](crate::seal::DataKeys::forget_incarnation)):
 ///    from then on nothing of it can be read, even what bucket versions or
 ///    a copy of the bucket keep;
-/// 5. deletes the marker, only if every step before it succeeded.
+/// 5. leaves a recheck marker for the incarnation (workflow runs only),
+///    due [`recheck_after`](RetentionSweeperBuilder::recheck_after) later:
+///    a pass at or after that time clears the incarnation's folders once
+///    more, for what a stale attempt wrote there after the sweep and died
+///    before taking it back;
+/// 6. deletes the marker, only if every step before it succeeded.
 ///
 /// After the markers, a pass tidies the due-run index (the entries of runs
 /// that ended or are gone) and the shared scope's expired entries. An
@@ -132,6 +141,9 @@ struct SweeperConfig {
     page_size: usize,
     concurrency: usize,
     dry_run: bool,
+    /// How long after a sweep deletes a workflow run a pass clears its
+    /// folders once more (the `recheck` module).
+    recheck_after: Duration,
     /// Whether the runtime store is proved to be the one this memo store's
     /// runs were created in (the `proof` module).
     proven: AtomicBool,
@@ -171,7 +183,8 @@ impl RetentionSweeper {
         let cutoff_ms = self.cutoff_ms(now_ms);
         let span = tracing::info_span!("memo.sweep", cutoff_ms, dry_run = self.config.dry_run);
         async move {
-            let mut report = self.sweep_before(cutoff_ms).await?;
+            let mut report = self.sweep_before(now_ms, cutoff_ms).await?;
+            self.recheck_swept(now_ms, &mut report).await;
             self.tidy_due_index(now_ms, &mut report).await;
             self.sweep_shared(now_ms, &mut report).await;
             Ok(report)
@@ -229,7 +242,7 @@ impl RetentionSweeper {
         self.sweep_once(self.config.clock.now_ms()).await
     }
 
-    async fn sweep_before(&self, cutoff_ms: u64) -> Result<SweepReport> {
+    async fn sweep_before(&self, now_ms: u64, cutoff_ms: u64) -> Result<SweepReport> {
         let config = &*self.config;
         let mut report = SweepReport::empty(cutoff_ms, config.dry_run);
         let mut unproven = Vec::new();
@@ -253,7 +266,8 @@ impl RetentionSweeper {
             };
             report.pages += 1;
             report.markers_expired += page.len();
-            self.sweep_page(page, &mut report, &mut unproven).await;
+            self.sweep_page(now_ms, page, &mut report, &mut unproven)
+                .await;
             tracing::debug!(
                 page = report.pages,
                 markers_expired = report.markers_expired,
@@ -265,7 +279,8 @@ impl RetentionSweeper {
         // checked again now that it is; kept, as failures, if it is not.
         if self.proves_store() {
             let mut again = Vec::new();
-            self.sweep_page(unproven, &mut report, &mut again).await;
+            self.sweep_page(now_ms, unproven, &mut report, &mut again)
+                .await;
             unproven = again;
         }
         for marker in unproven {
@@ -288,6 +303,7 @@ impl RetentionSweeper {
     /// runtime store not proved the workers' yet, go to `unproven`.
     async fn sweep_page(
         &self,
+        now_ms: u64,
         markers: Vec<TerminalMarker>,
         report: &mut SweepReport,
         unproven: &mut Vec<TerminalMarker>,
@@ -295,7 +311,7 @@ impl RetentionSweeper {
         let mut outcomes = stream::iter(markers)
             .map(|marker| async move {
                 let mut swept = RunSwept::default();
-                let result = self.sweep_run(&marker, &mut swept).await;
+                let result = self.sweep_run(&marker, now_ms, &mut swept).await;
                 (marker, swept, result)
             })
             .buffer_unordered(self.config.concurrency);
@@ -311,7 +327,12 @@ impl RetentionSweeper {
     /// Clears one expired run (or, in dry-run mode, counts what clearing it
     /// would delete), recording in `swept` what it deleted even if it then
     /// fails. The marker goes last, so any failure keeps it.
-    async fn sweep_run(&self, marker: &TerminalMarker, swept: &mut RunSwept) -> Result<Swept> {
+    async fn sweep_run(
+        &self,
+        marker: &TerminalMarker,
+        now_ms: u64,
+        swept: &mut RunSwept,
+    ) -> Result<Swept> {
         let config = &*self.config;
         let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
         let span = tracing::debug_span!(
@@ -371,6 +392,7 @@ impl RetentionSweeper {
             // here on nothing of the run can be read, even what bucket
             // versions or a copy of the bucket keep.
             forget_data_key(config, run_id, incarnation).await?;
+            self.leave_recheck(run_id, incarnation, now_ms).await?;
             config.memo_store.markers().delete(marker).await?;
             tracing::debug!(
                 entries = swept.entries,
@@ -456,6 +478,8 @@ impl RetentionSweeper {
         let existed = store.delete_run(run_id, run.incarnation).await?;
         clear_late_entries(&self.config, run_id, run.incarnation).await?;
         forget_data_key(&self.config, run_id, run.incarnation).await?;
+        let now_ms = self.config.clock.now_ms();
+        self.leave_recheck(run_id, run.incarnation, now_ms).await?;
         Ok(existed)
     }
 }

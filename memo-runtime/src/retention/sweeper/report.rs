@@ -46,6 +46,17 @@ pub struct SweepReport {
     /// plus 1 if listing the expired markers failed; the next pass tries
     /// again.
     pub shared_failures: usize,
+    /// Recheck markers due at the pass's time (not the retention cutoff):
+    /// incarnations an earlier sweep deleted, whose folders this pass
+    /// cleared once more (in a dry run: would clear).
+    pub rechecks_due: usize,
+    /// What those rechecks found and deleted: memo entries a stale attempt
+    /// wrote after the sweep, plus one per incarnation whose runtime
+    /// records were found again. 0 as a rule.
+    pub late_objects_deleted: usize,
+    /// Rechecks that failed (or listings of the recheck markers); their
+    /// markers are kept for the next pass.
+    pub recheck_failures: usize,
 }
 
 /// A run a sweep pass could not clear.
@@ -75,13 +86,16 @@ impl SweepReport {
             shared_markers_expired: 0,
             shared_entries_deleted: 0,
             shared_failures: 0,
+            rechecks_due: 0,
+            late_objects_deleted: 0,
+            recheck_failures: 0,
         }
     }
 
-    /// Whether every expired run, and every expired shared entry, was
-    /// cleared.
+    /// Whether every expired run, every expired shared entry and every
+    /// due recheck was cleared.
     pub fn is_complete(&self) -> bool {
-        self.failures.is_empty() && self.shared_failures == 0
+        self.failures.is_empty() && self.shared_failures == 0 && self.recheck_failures == 0
     }
 
     pub(super) fn record(&mut self, marker: TerminalMarker, swept: RunSwept, result: Result<()>) {

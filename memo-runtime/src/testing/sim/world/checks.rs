@@ -12,7 +12,7 @@ use crate::testing::sim::compat::{self, ErrorKind, classify, fresh_run};
 use crate::testing::sim::{Ledger, RunOutcome};
 use crate::workflow::{Runtime, Workflow, WorkflowFn};
 
-use super::World;
+use super::{World, millis};
 
 impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
 where
@@ -82,9 +82,15 @@ where
             self.checker
                 .event(format!("the last recover fails: {error}"));
         }
-        self.clock.advance_ms(1);
+        // Past the rechecks the workers' sweeps left (two leases after each
+        // sweep): their second clear of what a stale attempt wrote after the
+        // sweep and died before taking back. The last sweeper's own come due
+        // at once.
+        self.clock
+            .advance_ms(millis(self.config.lease.saturating_mul(2)) + 1);
         let sweeper = crate::retention::RetentionSweeper::builder(memo, Duration::ZERO)
             .runtime_store(store)
+            .recheck_after(Duration::ZERO)
             .build();
         // Passes until one clears nothing (at most 4), as a deployment's
         // sweepers keep passing: a pass that sweeps the marker of an earlier

@@ -282,7 +282,14 @@ where
         if busy {
             return;
         }
-        let sweeper = self.runtime_of(worker).retention_sweeper();
+        // Rechecks of swept runs come due two leases after the sweep (an
+        // hour by default), so that they run while stale attempts still
+        // write: a recheck may only ever find garbage.
+        let sweeper = self
+            .runtime_of(worker)
+            .retention_sweeper_builder()
+            .recheck_after(self.config.lease.saturating_mul(2))
+            .build();
         self.checker
             .event(format!("sweep on {}", process_name(worker)));
         let future = async move {
@@ -331,9 +338,15 @@ where
         ));
         let deleted_alone = Arc::clone(&self.deleted_alone);
         let unfinished = Arc::clone(&self.unfinished_deletes);
+        let lease = self.config.lease;
         let future = async move {
             let deleted = if whole {
-                runtime.retention_sweeper().delete_run(&run_id).await
+                runtime
+                    .retention_sweeper_builder()
+                    .recheck_after(lease.saturating_mul(2))
+                    .build()
+                    .delete_run(&run_id)
+                    .await
             } else {
                 let store = runtime.runtime_store().as_ref();
                 compat::delete_records(store, &run_id, &deleted_alone, &unfinished).await

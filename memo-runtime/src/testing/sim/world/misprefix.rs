@@ -59,6 +59,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
 
 const MEMO_ENTRY: &str = "a sweep through another runtime-store prefix clears no memo entry";
 const MARKER: &str = "a sweep through another runtime-store prefix deletes no terminal marker";
+const RECHECK: &str = "a sweep through another runtime-store prefix deletes no recheck marker of a run the workers' store holds";
 const DUE_ENTRY: &str =
     "a sweep or a worker's poll through another runtime-store prefix deletes no due-run entry";
 const ANYTHING: &str = "a sweep through another runtime-store prefix deletes nothing";
@@ -74,8 +75,8 @@ fn held(objects: &Shared, run_id: &RunId, incarnation: Incarnation) -> Option<Ru
 
 /// The invariant deleting `path` breaks, with what it deleted, if it is
 /// something of a workflow run the workers' runtime store holds (that
-/// incarnation): a memo or step-output entry, the run's terminal marker, a
-/// due-run entry of it, or anything of the runtime store. A standalone
+/// incarnation): a memo or step-output entry, the run's terminal or recheck
+/// marker, a due-run entry of it, or anything of the runtime store. A standalone
 /// run's objects are not (a standalone run needs no runtime store), nor
 /// what is left of an incarnation the workers' store no longer holds.
 fn clears_held(objects: &Shared, path: &Path) -> Option<(&'static str, String)> {
@@ -88,6 +89,13 @@ fn clears_held(objects: &Shared, path: &Path) -> Option<(&'static str, String)> 
         crate::layout::TERMINALS => {
             let (_, run_id, incarnation, _) = crate::layout::parse_marker(path)?;
             (MARKER, run_id, incarnation)
+        }
+        // A recheck marker names an incarnation a sweep deleted: any
+        // process may clear what is left of it, but one of a run the
+        // workers' store holds would be a recheck of a live run.
+        crate::layout::RECHECKS => {
+            let (_, run_id, incarnation, _) = crate::layout::parse_marker(path)?;
+            (RECHECK, run_id, incarnation)
         }
         "due" => {
             let (_, run_id, incarnation, _) = crate::layout::parse_due_entry(path)?;
@@ -262,6 +270,11 @@ mod tests {
         // gone (or standalone) may go; anything else may not.
         assert_eq!(of("sim/memos/r/00000000000000a1/0/k"), None);
         assert_eq!(of("sim/memos/standalone-0/0000000000000000/0/k"), None);
+        let recheck = format!(
+            "sim/rechecks/00000000000000000000/{}_r.00000000000000a1",
+            u64::MAX - 1
+        );
+        assert_eq!(of(&recheck), None);
         assert_eq!(of("sim/runs/r/run"), Some(ANYTHING));
     }
 }

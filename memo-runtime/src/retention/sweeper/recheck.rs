@@ -1,0 +1,139 @@
+//! The second look at a swept run: what a writer that died left after the
+//! sweep (issue 20, seed 5988 of session 25's survey).
+//!
+//! A sweep deletes an incarnation's memo entries, its runtime records and
+//! its data key, then its marker: from then on nothing leads a pass to the
+//! incarnation's folders. A stale attempt of the run (paused past its lease
+//! while another attempt ended the run) can still write there: its check
+//! of the lease came before the pause, its write after the sweep. It takes
+//! its write back when its check after the write finds the run gone (the
+//! memo call's `take_back_if_deleted`, the runtime store's checks after its
+//! appends), unless it dies between the two. No order of requests at the
+//! writer closes that window: the write is acknowledged to nobody, and
+//! nothing but the writer knows it was made.
+//!
+//! So a sweep leaves a *recheck marker* behind for every workflow
+//! incarnation it deletes, written before the terminal marker goes and
+//! dated [`recheck_after`](super::RetentionSweeperBuilder::recheck_after)
+//! later (default [`DEFAULT_RECHECK_AFTER`](super::DEFAULT_RECHECK_AFTER)):
+//! `rechecks/<hour>/<u64::MAX - due_ms>_<run>.<inc>`, the terminal
+//! marker's layout under another folder. A pass at or after its time clears
+//! the incarnation's memo folders once more, finishes the runtime store's
+//! deletion if anything of the incarnation is there again
+//! ([`RuntimeStore::holds_remains`]), forgets its data key once more (a late
+//! write may have made a new one), and deletes the recheck marker last, so
+//! a failure keeps it for the next pass.
+//!
+//! Safe whatever runs meanwhile: the marker names an incarnation a sweep
+//! saw deleted (incarnations are drawn at random and never come back once
+//! deleted, see `runtime_store/object/pointer.rs`), so everything under its
+//! folders is garbage, and a run created again under the id is another
+//! incarnation, never touched. It needs no proof of the runtime store
+//! (the `proof` module): the sweep that wrote the marker had it.
+//!
+//! What it does not close: a write that lands after the recheck, from a
+//! writer stalled for longer than `recheck_after` between its last check
+//! and its write, that then dies before its take-back. Standalone runs
+//! ([`Incarnation::STANDALONE`]) get no recheck: their id is used again
+//! with the same incarnation, so a second clear could delete a new use's
+//! entries.
+//!
+//! Cost: one conditional create per workflow run swept; then, per recheck,
+//! two listings of the memo folders, one of the runtime folder, a `HEAD`
+//! for the data key where the seal has data keys, and the marker's
+//! `DELETE`, plus the listing of the due hours. In proportion to what was
+//! swept, never to what is retained.
+//!
+//! [`RuntimeStore::holds_remains`]: crate::runtime_store::RuntimeStore::holds_remains
+
+use futures::stream::StreamExt;
+
+use super::{RetentionSweeper, SweepReport, forget_data_key};
+use crate::error::Result;
+use crate::retention::TerminalMarker;
+use crate::run_id::{Incarnation, RunId};
+
+impl RetentionSweeper {
+    /// Leaves the recheck marker of `incarnation`, which this sweep is
+    /// deleting, due `recheck_after` past `now_ms`. A no-op for standalone
+    /// runs and in a dry run.
+    pub(super) async fn leave_recheck(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        now_ms: u64,
+    ) -> Result<()> {
+        if incarnation == Incarnation::STANDALONE || self.config.dry_run {
+            return Ok(());
+        }
+        let after_ms = u64::try_from(self.config.recheck_after.as_millis()).unwrap_or(u64::MAX);
+        let marker = TerminalMarker {
+            run_id: run_id.clone(),
+            // At most `u64::MAX - 1`, so that a pass at `u64::MAX` (the
+            // end of time) finds it due.
+            terminal_at_ms: now_ms.saturating_add(after_ms).min(u64::MAX - 1),
+            incarnation,
+        };
+        self.config
+            .memo_store
+            .recheck_markers()
+            .write(&marker)
+            .await
+    }
+
+    /// Clears once more the incarnations whose recheck marker is due at
+    /// `now_ms` (in a dry run: counts the markers). A failure is logged and
+    /// counted in [`SweepReport::recheck_failures`]; its marker is kept for
+    /// the next pass.
+    pub(super) async fn recheck_swept(&self, now_ms: u64, report: &mut SweepReport) {
+        let mut outcomes = self
+            .config
+            .memo_store
+            .recheck_markers()
+            .expired(now_ms.saturating_add(1))
+            .map(|marker| async move {
+                let marker = marker?;
+                if self.config.dry_run {
+                    return Ok((0, None));
+                }
+                let late = self.recheck(&marker).await;
+                Ok::<_, crate::Error>((late?, Some(marker)))
+            })
+            .buffer_unordered(self.config.concurrency);
+        while let Some(outcome) = outcomes.next().await {
+            match outcome {
+                Ok((late, marker)) => {
+                    report.rechecks_due += 1;
+                    report.late_objects_deleted += late;
+                    if let Some(marker) = marker {
+                        tracing::debug!(run_id = %marker.run_id, late, "swept run rechecked");
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "a recheck of a swept run failed; the next pass tries again");
+                    report.recheck_failures += 1;
+                }
+            }
+        }
+    }
+
+    /// One recheck: what it deleted that a late writer left (memo entries,
+    /// and 1 for runtime records found again).
+    async fn recheck(&self, marker: &TerminalMarker) -> Result<usize> {
+        let config = &*self.config;
+        let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
+        let mut late = config
+            .memo_store
+            .clear_incarnation(run_id, incarnation)
+            .await?;
+        if let Some(store) = &config.runtime_store
+            && store.holds_remains(run_id, incarnation).await?
+        {
+            store.delete_run(run_id, incarnation).await?;
+            late += 1;
+        }
+        forget_data_key(config, run_id, incarnation).await?;
+        config.memo_store.recheck_markers().delete(marker).await?;
+        Ok(late)
+    }
+}
