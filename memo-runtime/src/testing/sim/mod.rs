@@ -404,11 +404,11 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
-    /// Workers pause at any await point (not only crash): a paused
-    /// worker's tasks are not polled for a while and the clock moves past a
-    /// lease, so it resumes with stale state, its lease expired and maybe
-    /// taken over; a step retry's backoff can outlast the lease the same
-    /// way.
+    /// Workers pause at any await point (not only crash): a paused worker's
+    /// tasks are not polled for a while and the clock moves past a lease,
+    /// so it resumes stale, its lease expired and maybe taken over (a step
+    /// retry's backoff can outlast the lease too); and half the time a
+    /// worker dies right after its memo entry lands in a deleted incarnation.
     #[must_use]
     pub fn pauses(mut self, on: bool) -> Self {
         self.config.pauses = on;

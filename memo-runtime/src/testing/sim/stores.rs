@@ -8,6 +8,7 @@ use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context as TaskContext, Poll};
 
 use async_trait::async_trait;
@@ -57,6 +58,11 @@ pub(super) fn await_point() -> impl Future<Output = ()> {
 pub(super) struct Preemptible<T> {
     pub(super) inner: T,
     pub(super) checker: Checker,
+    /// Set when a memo entry this worker wrote landed in an incarnation
+    /// that no longer exists (a stale attempt's late write), so that the
+    /// world may kill the worker at the await point right after it, before
+    /// its take-back: the window no order of requests at the writer closes.
+    pub(super) late_write: Option<Arc<AtomicBool>>,
 }
 
 impl<T: fmt::Debug> fmt::Debug for Preemptible<T> {
@@ -87,6 +93,28 @@ impl<T: ObjectStore> Preemptible<T> {
     }
 }
 
+impl<T> Preemptible<T> {
+    /// Whether `location` is a memo entry of an incarnation a fresh
+    /// instance finds no longer exists.
+    fn lands_in_a_deleted_incarnation(&self, location: &Path) -> bool {
+        if location
+            .parts()
+            .nth(1)
+            .is_none_or(|f| f.as_ref() != crate::layout::MEMOS)
+        {
+            return false;
+        }
+        let Some((run_id, Some(incarnation))) = super::compat::run_of(location) else {
+            return false;
+        };
+        match super::compat::fresh_run(self.checker.objects(), &run_id) {
+            Some(Ok(None)) => true,
+            Some(Ok(Some(run))) => run.incarnation.as_u64() != incarnation,
+            _ => false,
+        }
+    }
+}
+
 /// `listing`, after an await point.
 fn preempted<I: Send + 'static>(listing: BoxStream<'static, I>) -> BoxStream<'static, I> {
     stream::once(await_point())
@@ -105,8 +133,16 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
         opts: PutOptions,
     ) -> StoreResult<PutResult> {
         self.checker.writing(location);
-        self.write(self.inner.put_opts(location, payload, opts))
-            .await
+        await_point().await;
+        let result = self.inner.put_opts(location, payload, opts).await;
+        if result.is_ok()
+            && let Some(flag) = &self.late_write
+            && self.lands_in_a_deleted_incarnation(location)
+        {
+            flag.store(true, Ordering::Release);
+        }
+        await_point().await;
+        result
     }
 
     async fn put_multipart_opts(

@@ -190,6 +190,7 @@ where
         let objects: Arc<dyn ObjectStore> = Arc::new(Preemptible {
             inner: Arc::clone(&faults),
             checker: self.checker.clone(),
+            late_write: None,
         });
         self.next_process += 1;
         let builder = Runtime::builder()
@@ -217,6 +218,7 @@ where
             runtime,
             faults,
             looped: None,
+            late_write: Arc::default(),
         }
     }
 

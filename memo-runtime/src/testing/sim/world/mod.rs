@@ -249,6 +249,9 @@ struct Worker {
     faults: Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
     /// Its worker loop, with [`Simulation::worker_loops`].
     looped: Option<crate::workflow::Worker>,
+    /// Set by its store when a memo entry it wrote landed in a deleted
+    /// incarnation (with [`Simulation::pauses`]).
+    late_write: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A run `recover()` resumed, and how its attempt ended.
@@ -374,6 +377,9 @@ where
                 self.tend_plants();
             }
             self.step().await;
+            if self.config.pauses {
+                self.kill_late_writers();
+            }
         }
         self.settle().await;
         for run in 0..self.runs.len() {

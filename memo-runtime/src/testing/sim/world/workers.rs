@@ -2,6 +2,7 @@
 //! and recovering them.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use object_store::ObjectStore;
@@ -60,9 +61,11 @@ where
         let share = self.config.slow_deletes;
         let seed = if share > 0.0 { self.rng.random() } else { 0 };
         let slow = SlowDeletes::new(Arc::clone(&faults), share, seed);
+        let late_write = Arc::new(AtomicBool::new(false));
         let objects: Arc<dyn ObjectStore> = Arc::new(Preemptible {
             inner: slow,
             checker: self.checker.clone(),
+            late_write: self.config.pauses.then(|| Arc::clone(&late_write)),
         });
         let (memo, runs) = compat::open_stores(objects);
         let store = Audited {
@@ -102,6 +105,25 @@ where
             runtime,
             faults,
             looped,
+            late_write,
+        }
+    }
+
+    /// With pauses, a worker whose memo entry just landed in an
+    /// incarnation deleted meanwhile (a stale attempt's late write) dies
+    /// there half the time, before its check after the write can take the
+    /// entry back: only a recheck of the swept run reaches it then.
+    pub(super) fn kill_late_writers(&mut self) {
+        for worker in 0..self.workers.len() {
+            let wrote_late = self.workers[worker]
+                .as_ref()
+                .is_some_and(|w| w.late_write.swap(false, Ordering::AcqRel));
+            if wrote_late && self.rng.random_bool(0.5) {
+                self.checker.event(format!(
+                    "worker {worker} dies right after a late write into a deleted incarnation"
+                ));
+                self.crash(worker);
+            }
         }
     }
 
