@@ -1,6 +1,7 @@
-//! Compile-time tests of `#[memoized]`: every supported shape compiles
-//! (`tests/ui/pass/`), every misuse fails with the error in its `.stderr`
-//! (`tests/ui/fail/`).
+//! Compile-time tests of `#[memoized]`: every misuse fails with the error in
+//! its `.stderr` (`tests/ui/fail/`). Every supported shape compiles
+//! (`tests/ui/pass/`): each of those is a test target of this crate (see
+//! Cargo.toml), built and run by `cargo test` itself.
 //!
 //! The suite has a crate of its own: trybuild builds the cases in a target
 //! dir of its own, with the dependencies and dev-dependencies of the crate
@@ -21,8 +22,7 @@
     ignore = "the .stderr files were made with rustc 1.95; see this file's docs"
 )]
 #[test]
-fn memoized_compiles_every_supported_shape_and_rejects_every_misuse() {
+fn memoized_rejects_every_misuse() {
     let cases = trybuild::TestCases::new();
-    cases.pass("tests/ui/pass/*.rs");
     cases.compile_fail("tests/ui/fail/*.rs");
 }

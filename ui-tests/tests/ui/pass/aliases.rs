@@ -49,5 +49,7 @@ async fn with_full_path(memo: &Memo) -> ::core::result::Result<bool, memo_runtim
 fn main() {
     let _ = (with_anyhow, with_own_alias, with_boxed_error);
     let _ = (with_question_mark, with_full_path);
-    let _ = AppError::Memo;
+    let _ = |e: AppError| match e {
+        AppError::Memo(inner) => inner,
+    };
 }

@@ -35,7 +35,10 @@ async fn count_down(memo: &Memo, mut from: u32) -> memo_runtime::Result<Vec<u32>
 }
 
 #[memoized]
-async fn fetch<T: DeserializeOwned + Serialize + Default>(memo: &Memo, id: u64) -> memo_runtime::Result<T> {
+async fn fetch<T: DeserializeOwned + Serialize + Default>(
+    memo: &Memo,
+    id: u64,
+) -> memo_runtime::Result<T> {
     let _ = id;
     Ok(T::default())
 }

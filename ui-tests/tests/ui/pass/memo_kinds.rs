@@ -28,7 +28,11 @@ async fn shared(shared: Arc<memo_runtime::Memo>, n: u8) -> memo_runtime::Result<
 /// With `memo = ...`, no other parameter is taken for the memo: `audit`
 /// would be part of the key, so it is skipped.
 #[memoized(memo = memo, skip(audit))]
-async fn chosen(memo: &memo_runtime::Memo, audit: &memo_runtime::Memo, n: u8) -> memo_runtime::Result<u8> {
+async fn chosen(
+    memo: &memo_runtime::Memo,
+    audit: &memo_runtime::Memo,
+    n: u8,
+) -> memo_runtime::Result<u8> {
     let _ = audit;
     Ok(n)
 }

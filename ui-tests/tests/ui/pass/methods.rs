@@ -46,7 +46,7 @@ trait Notifier {
 impl Notifier for Mailer {
     #[memoized(skip(self))]
     async fn notify(&self, memo: &Memo, user: u64) -> memo_runtime::Result<bool> {
-        Ok(user % 2 == 0)
+        Ok(user.is_multiple_of(2))
     }
 }
 

@@ -4,7 +4,7 @@
 use memo_runtime::Memo;
 
 mod sdk {
-    pub use memo_runtime::*;
+    pub(crate) use memo_runtime::*;
 }
 
 mod shadowed {

@@ -36,5 +36,10 @@ async fn through_an_expression(ctx: &Ctx, n: u8) -> memo_runtime::Result<u8> {
 }
 
 fn main() {
-    let _ = (embed, per_run, Client::complete::<u8>, through_an_expression);
+    let _ = (
+        embed,
+        per_run,
+        Client::complete::<u8>,
+        through_an_expression,
+    );
 }

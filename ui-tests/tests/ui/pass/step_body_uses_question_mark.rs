@@ -31,5 +31,7 @@ fn main() {
 
 /// Stands for a parser with an error type of its own.
 fn serde_json_like(text: &str) -> Result<Order, std::num::ParseIntError> {
-    Ok(Order { cents: text.trim().parse()? })
+    Ok(Order {
+        cents: text.trim().parse()?,
+    })
 }

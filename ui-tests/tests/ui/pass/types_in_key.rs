@@ -18,8 +18,16 @@ async fn convert<From: Serialize + Sync, To, const SCALE: u32>(
 
 trait Transport {}
 
+struct Smtp;
+
+impl Transport for Smtp {}
+
 #[memoized(skip(transport, T))]
-async fn deliver<T: Transport + Sync>(memo: &Memo, transport: &T, to: &str) -> memo_runtime::Result<String> {
+async fn deliver<T: Transport + Sync>(
+    memo: &Memo,
+    transport: &T,
+    to: &str,
+) -> memo_runtime::Result<String> {
     let _ = transport;
     Ok(to.to_owned())
 }
@@ -48,5 +56,6 @@ async fn calls(memo: &Memo) -> memo_runtime::Result<u32> {
 
 fn main() {
     let _ = calls;
+    let _ = deliver::<Smtp>;
     let _ = (Mailer::send, Mailer::build);
 }
