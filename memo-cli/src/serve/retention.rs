@@ -210,6 +210,9 @@ fn report_table(report: &SweepReport) -> Markup {
                 tr { th { (entries) } td.num { (report.entries_deleted) } }
                 tr { th { (records) } td.num { (report.runtime_runs_deleted) } }
                 tr { th { "Failures" } td.num { (report.failures.len()) } }
+                tr { th { "Swept runs rechecked" } td.num { (report.rechecks_due) } }
+                tr { th { "Late objects deleted" } td.num { (report.late_objects_deleted) } }
+                tr { th { "Recheck failures" } td.num { (report.recheck_failures) } }
             }
         }
         @if !report.failures.is_empty() {

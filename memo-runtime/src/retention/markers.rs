@@ -290,7 +290,12 @@ impl Markers {
     /// one delimiter listing.
     async fn expired_partitions(&self, cutoff_ms: u64) -> Result<Vec<(u64, Path)>> {
         let folder = self.store.layout().markers_folder(self.kind);
-        hour_folders::hours_before(self.store.store(), &folder, cutoff_ms, "terminal markers").await
+        let what = if self.kind == layout::RECHECKS {
+            "recheck markers"
+        } else {
+            "terminal markers"
+        };
+        hour_folders::hours_before(self.store.store(), &folder, cutoff_ms, what).await
     }
 
     /// The markers before `cutoff_ms` in the partition starting at `partition`.

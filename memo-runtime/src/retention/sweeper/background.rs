@@ -100,6 +100,13 @@ pub struct SweeperSummary {
     /// Runs that could not be cleared, over all passes (a run that failed
     /// twice counts twice).
     pub run_failures: u64,
+    /// What the rechecks of swept runs deleted, over all passes
+    /// ([`SweepReport::late_objects_deleted`]): what stale attempts wrote
+    /// after the sweeps, 0 as a rule.
+    pub late_objects_deleted: u64,
+    /// Rechecks that failed, over all passes
+    /// ([`SweepReport::recheck_failures`]).
+    pub recheck_failures: u64,
     /// The report of the latest pass that did not fail as a whole.
     pub last_report: Option<SweepReport>,
     /// The error of the latest pass, if it failed as a whole.
@@ -115,6 +122,8 @@ impl SweeperSummary {
                 self.entries_deleted += report.entries_deleted as u64;
                 self.shared_entries_deleted += report.shared_entries_deleted as u64;
                 self.run_failures += report.failures.len() as u64;
+                self.late_objects_deleted += report.late_objects_deleted as u64;
+                self.recheck_failures += report.recheck_failures as u64;
                 self.last_report = Some(report);
                 self.last_error = None;
             }
@@ -165,5 +174,24 @@ impl SweeperHandle {
             // Cancelled because the runtime is shutting down.
             Err(_) => self.progress.borrow().clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SweepReport, SweeperSummary};
+
+    #[test]
+    fn a_summary_totals_the_rechecks_of_its_passes() {
+        let mut summary = SweeperSummary::default();
+        let mut report = SweepReport::empty(0, false);
+        report.late_objects_deleted = 2;
+        report.recheck_failures = 1;
+        summary.record(Ok(report.clone()));
+        summary.record(Ok(report));
+        assert_eq!(
+            (summary.late_objects_deleted, summary.recheck_failures),
+            (4, 2)
+        );
     }
 }
