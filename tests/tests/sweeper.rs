@@ -542,11 +542,40 @@ async fn a_marker_of_a_run_that_is_not_terminal_deletes_nothing() {
     assert_eq!(live.status, RunStatus::Running);
 }
 
+/// `recheck_after(Duration::MAX)` saturates: the sweep does not overflow,
+/// and its recheck comes due only at the end of the clock's range.
+#[tokio::test]
+async fn a_recheck_after_duration_max_comes_due_at_the_end_of_time() {
+    let store = Backend::in_memory().memo_store("memo");
+    let runtime = Arc::new(InMemoryRuntimeStore::new());
+    let incarnation = finished_run(runtime.as_ref(), &run("order-1"), CUTOFF - DAY).await;
+    seed_run(&store, &run("order-1"), incarnation, 1, CUTOFF - DAY).await;
+    let sweeper = RetentionSweeper::builder(store, RETENTION)
+        .runtime_store(runtime)
+        .recheck_after(Duration::MAX)
+        .build();
+    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
+    let late = sweeper.sweep_once(u64::MAX - 2).await.unwrap();
+    assert_eq!(late.rechecks_due, 0, "{late:?}");
+    let end = sweeper.sweep_once(u64::MAX).await.unwrap();
+    assert_eq!((end.rechecks_due, end.recheck_failures), (1, 0), "{end:?}");
+}
+
 #[tokio::test]
 async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
     for backend in Backend::all() {
         let (name, objects) = (backend.name(), backend.objects());
-        let store = MemoStore::new(objects, "memo");
+        let store = MemoStore::new(objects.clone(), "memo");
+        let rechecks = || async {
+            objects
+                .list(Some(&memo_runtime::object_store::path::Path::from(
+                    "memo/rechecks",
+                )))
+                .try_collect::<Vec<_>>()
+                .await
+                .unwrap()
+                .len()
+        };
         let runtime = Arc::new(InMemoryRuntimeStore::new());
         let incarnation = finished_run(runtime.as_ref(), &run("with-record"), CUTOFF - DAY).await;
         seed_run(&store, &run("with-record"), incarnation, 3, CUTOFF - DAY).await;
@@ -580,6 +609,11 @@ async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
                 .unwrap()
                 .is_some()
         );
+        assert_eq!(
+            rechecks().await,
+            0,
+            "{name}: a dry run leaves no recheck marker"
+        );
 
         // The same sweeper without dry-run does what was reported.
         let real = RetentionSweeper::builder(store.clone(), RETENTION)
@@ -595,6 +629,21 @@ async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
             (2, 10, 1),
             "{name}"
         );
+        // One recheck marker, of the workflow run: the standalone run
+        // (`memo-only`) gets none. A dry run once it is due counts it and
+        // keeps it; a real pass clears it.
+        assert_eq!(rechecks().await, 1, "{name}");
+        let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+        let counted = dry.sweep_once(due).await.unwrap();
+        assert_eq!(counted.rechecks_due, 1, "{name}");
+        assert_eq!(rechecks().await, 1, "{name}");
+        let rechecked = real.sweep_once(due).await.unwrap();
+        assert_eq!(
+            (rechecked.rechecks_due, rechecked.late_objects_deleted),
+            (1, 0),
+            "{name}"
+        );
+        assert_eq!(rechecks().await, 0, "{name}");
     }
 }
 

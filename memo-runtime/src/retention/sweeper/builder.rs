@@ -83,8 +83,8 @@ impl RetentionSweeperBuilder {
     /// [`DEFAULT_RECHECK_AFTER`]): what a stale attempt of the run wrote
     /// there after the sweep, if it died before taking the write back. A
     /// write that lands later than this after the sweep, from a writer that
-    /// then dies, is left. Saturates: [`Duration::MAX`] never rechecks
-    /// within the clock's range.
+    /// then dies, is left. Saturates: with [`Duration::MAX`] a recheck
+    /// comes due only at the end of the clock's range (`u64::MAX - 1` ms).
     pub fn recheck_after(mut self, after: Duration) -> Self {
         self.config.recheck_after = after;
         self
