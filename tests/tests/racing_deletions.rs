@@ -19,7 +19,7 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Bytes, Error, Incarnation, Memo, MemoStore, RunId, memoized};
-use memo_tests::fixtures::{Backend, run};
+use memo_tests::fixtures::{Backend, process_builder, run};
 use memo_tests::pause::{Held, Pauses};
 use tokio::sync::oneshot;
 
@@ -398,15 +398,7 @@ async fn a_memoized_value_committed_after_its_run_was_taken_over_and_swept_is_ne
         let (runs, seen) = (Arc::new(AtomicU64::new(0)), Arc::default());
         let workflow = Arc::new(reservation(runs.clone(), Arc::clone(&seen)));
         let process = |memo: Arc<dyn ObjectStore>, worker: &str| {
-            Runtime::builder()
-                .memo_store(MemoStore::new(memo, "memo"))
-                .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-                    backend.open(),
-                    "runs",
-                )))
-                .clock(clock.clone())
-                .lease(LEASE)
-                .worker_id(worker)
+            process_builder(memo, backend.open(), &clock, worker, LEASE)
                 .build()
                 .unwrap()
         };

@@ -23,7 +23,7 @@ use memo_runtime::{
     Bytes, Error, Memo, MemoStore, RunId, memoized,
     retention::{RetentionSweeper, TerminalMarker},
 };
-use memo_tests::fixtures::{Backend, Faulty, run};
+use memo_tests::fixtures::{Backend, Faulty, process_builder, run};
 use memo_tests::pause::{Held, Pauses};
 
 fn order(run_id: &RunId) -> NewRun {
@@ -862,15 +862,7 @@ async fn a_stale_attempts_memo_entry_committed_after_its_run_was_swept_is_taken_
         let runs = Arc::new(AtomicU64::new(0));
         let workflow = Arc::new(reservation(runs.clone()));
         let process = |memo: Arc<dyn ObjectStore>, worker: &str| {
-            Runtime::builder()
-                .memo_store(MemoStore::new(memo, "memo"))
-                .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-                    backend.open(),
-                    "runs",
-                )))
-                .clock(clock.clone())
-                .lease(LEASE)
-                .worker_id(worker)
+            process_builder(memo, backend.open(), &clock, worker, LEASE)
                 .build()
                 .unwrap()
         };
@@ -923,15 +915,7 @@ async fn a_stale_attempts_entry_whose_worker_died_before_its_take_back_is_cleare
         let runs = Arc::new(AtomicU64::new(0));
         let workflow = Arc::new(reservation(runs.clone()));
         let process = |memo: Arc<dyn ObjectStore>, worker: &str| {
-            Runtime::builder()
-                .memo_store(MemoStore::new(memo, "memo"))
-                .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-                    backend.open(),
-                    "runs",
-                )))
-                .clock(clock.clone())
-                .lease(LEASE)
-                .worker_id(worker)
+            process_builder(memo, backend.open(), &clock, worker, LEASE)
                 .build()
                 .unwrap()
         };
