@@ -542,6 +542,74 @@ async fn a_marker_of_a_run_that_is_not_terminal_deletes_nothing() {
     assert_eq!(live.status, RunStatus::Running);
 }
 
+/// Two processes (sweepers over separate store instances, as every worker
+/// runs one) reach the same due recheck at once: both finish it without a
+/// failure, the late entry and the marker are gone, and the swept id's new
+/// run keeps its entry.
+#[tokio::test]
+async fn two_sweepers_rechecking_one_swept_run_at_once_both_finish_it() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let process = || {
+            let memo = MemoStore::new(backend.open(), "memo");
+            let runs: Arc<dyn RuntimeStore> = Arc::new(
+                memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(backend.open(), "runs"),
+            );
+            let sweeper = RetentionSweeper::builder(memo.clone(), RETENTION)
+                .runtime_store(Arc::clone(&runs))
+                .build();
+            (memo, runs, sweeper)
+        };
+        let (memo, runs, first) = process();
+        let (_, _, second) = process();
+        let id = run("order-1");
+        let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+        seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+        assert_eq!(
+            first.sweep_once(NOW).await.unwrap().runs_cleared,
+            1,
+            "{name}"
+        );
+
+        // A stale attempt's late entry in the swept incarnation; the id is
+        // used again meanwhile.
+        memo.memo_for(&id, old, 0).put("late", b"v").await.unwrap();
+        let new = finished_run(runs.as_ref(), &id, NOW).await;
+        memo.memo_for(&id, new, 0).put("kept", b"v").await.unwrap();
+
+        let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+        let (a, b) = tokio::join!(first.sweep_once(due), second.sweep_once(due));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!((a.recheck_failures, b.recheck_failures), (0, 0), "{name}");
+        assert!(a.rechecks_due + b.rechecks_due >= 1, "{name}: {a:?} {b:?}");
+        assert_eq!(
+            a.late_objects_deleted + b.late_objects_deleted,
+            1,
+            "{name}: the late entry is deleted once"
+        );
+        let left: Vec<String> = backend
+            .objects()
+            .list(Some(&memo_runtime::object_store::path::Path::from("memo")))
+            .map_ok(|meta| meta.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(
+            !left.iter().any(|p| p.starts_with("memo/rechecks/")),
+            "{name}: {left:?}"
+        );
+        assert_eq!(
+            left.iter().filter(|p| p.starts_with("memo/memos/")).count(),
+            1,
+            "{name}: only the new run's entry is left: {left:?}"
+        );
+        assert!(
+            left.iter().any(|p| p.contains(&new.to_string())),
+            "{name}: {left:?}"
+        );
+    }
+}
+
 /// `recheck_after(Duration::MAX)` saturates: the sweep does not overflow,
 /// and its recheck comes due only at the end of the clock's range.
 #[tokio::test]
