@@ -689,6 +689,13 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.load_inputs(run_id).await
     }
 
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>), Error> {
+        self.inner.load_receipts_and_inputs(run_id).await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>, Error> {
         self.inner.list_runs(status).await
     }

@@ -149,17 +149,19 @@ async fn a_durable_step_while_a_run_runs_costs_at_most_todays_requests() {
 #[tokio::test]
 async fn a_three_step_run_costs_at_most_todays_requests() {
     let requests = run_of(3).await;
-    // Today: 15 creates (one of them the attempt's cost ledger record), 9
+    // Today: 15 creates (one of them the attempt's cost ledger record), 7
     // GETs (one the pointer read after that record, which takes it back if
-    // the run was deleted meanwhile; the 3 step commits read none), 1 HEAD,
-    // 1 LIST and 3 deletes (29; 33 before: a pointer read per step commit,
-    // and the superseded delta deleted);
-    // the minimum is about one create per step plus the run's creation and
-    // its end.
+    // the run was deleted meanwhile; the 3 step commits read none; the
+    // attempt reads its receipts and inputs in one read of the run, the
+    // pointer and the log's next position), 1 HEAD, 1 LIST and 3 deletes
+    // (27; 29 before: the receipts and the inputs read apart, each reading
+    // the pointer and the log; 33 before that: a pointer read per step
+    // commit, and the superseded delta deleted); the minimum is about one
+    // create per step plus the run's creation and its end.
     let today = Requests {
         creates: 15,
         overwrites: 0,
-        gets: 9,
+        gets: 7,
         heads: 1,
         lists: 1,
         deletes: 3,

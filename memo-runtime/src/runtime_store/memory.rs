@@ -150,6 +150,17 @@ impl RuntimeStore for InMemoryRuntimeStore {
             .unwrap_or_default())
     }
 
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .map(|run| (run.receipts_after(None), run.inputs()))
+            .unwrap_or_default())
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         Ok(self
             .runs()

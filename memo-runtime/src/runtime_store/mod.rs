@@ -239,6 +239,28 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// See the [trait-level errors](RuntimeStore#errors).
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>>;
 
+    /// Loads the run's receipts (all of them, as
+    /// [`load_receipts`](Self::load_receipts) with no `after`) and its
+    /// inputs (as [`load_inputs`](Self::load_inputs)) from one read of the
+    /// run where the backend can: what an attempt reads before its workflow
+    /// runs. Both empty for an unknown run.
+    ///
+    /// The default implementation makes the two loads, one after the other;
+    /// [`ObjectStoreRuntimeStore`] reads the run once (its pointer and the
+    /// log's newest entries), where the two loads read them twice.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
+        let receipts = self.load_receipts(run_id, None).await?;
+        let inputs = self.load_inputs(run_id).await?;
+        Ok((receipts, inputs))
+    }
+
     /// Lists the runs whose status is `status`, in run-id order, as
     /// summaries (without their input, output or error bytes): for
     /// operators' listings and retention. Each backend documents what a
@@ -519,6 +541,13 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
 
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
         (**self).load_inputs(run_id).await
+    }
+
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
+        (**self).load_receipts_and_inputs(run_id).await
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {

@@ -142,14 +142,14 @@ impl Runtime {
     /// that would suspend again now: a timer not yet due (beyond the timer
     /// wait), or a signal wait (with no in-process signal wait configured)
     /// whose signal has not come and whose deadline, if any, has not passed.
-    /// Costs a read of the run's receipts (and of its inputs, for a signal
-    /// wait) for a run that has had an attempt; none for a new run.
+    /// Costs one read of the run's receipts and inputs for a run that has
+    /// had an attempt; none for a new run.
     pub(super) async fn still_waiting(&self, record: &RunRecord) -> Result<Option<Error>> {
         if record.attempts == 0 {
             return Ok(None);
         }
         let store = &self.shared.store;
-        let history = store.load_receipts(&record.run_id, None).await?;
+        let (history, inputs) = store.load_receipts_and_inputs(&record.run_id).await?;
         let Some(last) = history.last().filter(|r| r.error.is_none()) else {
             return Ok(None);
         };
@@ -188,7 +188,6 @@ impl Runtime {
         if !self.shared.signal_wait.is_zero() {
             return Ok(None);
         }
-        let inputs = store.load_inputs(&record.run_id).await?;
         let arrived = inputs.iter().any(|input| {
             names.contains(&input.name)
                 && input.accepted_at_ms <= deadline.unwrap_or(u64::MAX)
@@ -218,12 +217,9 @@ impl Runtime {
         let run_id = record.run_id.clone();
         let attempt = lease.held().fence().attempt;
         let store = &self.shared.store;
-        // Two reads that do not depend on each other: on a bucket, one
-        // round trip rather than two before the workflow runs.
-        let (history, inputs) = futures::try_join!(
-            store.load_receipts(&run_id, None),
-            store.load_inputs(&run_id)
-        )?;
+        // One read of the run for both: on a bucket, its pointer and the
+        // log's newest entries once, not once for each.
+        let (history, inputs) = store.load_receipts_and_inputs(&run_id).await?;
         lease.held().note_cancel(&inputs);
         tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
         let ctx = Context::new(

@@ -321,6 +321,14 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.load_inputs(run_id).await
     }
 
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> memo_runtime::Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
+        self.call("load_receipts_and_inputs");
+        self.inner.load_receipts_and_inputs(run_id).await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> memo_runtime::Result<Vec<RunSummary>> {
         self.call("list_runs");
         self.inner.list_runs(status).await

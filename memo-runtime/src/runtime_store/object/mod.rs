@@ -542,6 +542,13 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.runs.load_inputs(run_id).await
     }
 
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
+        self.runs.load_receipts_and_inputs(run_id).await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         self.runs.list_runs(status).await
     }

@@ -273,6 +273,16 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         self.seen("load_inputs", self.inner.load_inputs(run_id).await)
     }
 
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
+        self.seen(
+            "load_receipts_and_inputs",
+            self.inner.load_receipts_and_inputs(run_id).await,
+        )
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         self.seen("list_runs", self.inner.list_runs(status).await)
     }

@@ -58,6 +58,13 @@ impl RuntimeStore for ReadOnlyView {
         self.inner.load_inputs(run_id).await
     }
 
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
+        self.inner.load_receipts_and_inputs(run_id).await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         self.inner.list_runs(status).await
     }

@@ -164,6 +164,16 @@ impl RuntimeStore for Runs {
             .unwrap_or_default())
     }
 
+    async fn load_receipts_and_inputs(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
+        Ok(self
+            .read(run_id, |state| (state.receipts_after(None), state.inputs()))
+            .await?
+            .unwrap_or_default())
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         let hints = self.hints.list(status).await?;
         let records: Vec<Option<RunSummary>> = futures::stream::iter(hints)

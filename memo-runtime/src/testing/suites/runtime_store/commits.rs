@@ -61,6 +61,13 @@ pub async fn runs_round_trip(store: &dyn RuntimeStore) {
             .expect("inputs")
             .is_empty()
     );
+    assert_eq!(
+        store
+            .load_receipts_and_inputs(&unknown)
+            .await
+            .expect("receipts and inputs"),
+        (Vec::new(), Vec::new())
+    );
     assert_eq!(store.load_snapshot(&unknown).await.expect("snapshot"), None);
     let write = store
         .atomic_apply(&unknown, Commit::status(StatusChange::start_attempt(1), 1))
@@ -137,6 +144,14 @@ pub async fn step_commits_round_trip(store: &dyn RuntimeStore) {
         (InputPhase::Consumed, Some(2))
     );
     assert_eq!(&inputs[0].payload[..], b"yes");
+    assert_eq!(
+        store
+            .load_receipts_and_inputs(&run_id)
+            .await
+            .expect("receipts and inputs"),
+        (expected, inputs),
+        "one read of both answers as the two loads"
+    );
 
     let done = Commit::status(
         StatusChange::Completed {
