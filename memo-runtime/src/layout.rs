@@ -15,6 +15,7 @@
 //! | recheck marker (a swept incarnation, cleared again at `due_ms`) | `rechecks/<hour>/<u64::MAX - due_ms>_<run>.<inc>` |
 //! | run pointer (runtime store) | `runs/<run>/run` |
 //! | incarnation record (runtime store) | `runs/<run>/<inc>/run` |
+//! | incarnation tombstone (a deleted incarnation, until its recheck) | `tombstones/<run>.<inc>` |
 //! | run log entry | `runs/<run>/<inc>/log/<position, 20 digits>` |
 //! | run checkpoint (a base) | `runs/<run>/<inc>/checkpoint/<position, 20 digits>` |
 //! | run checkpoint delta (before inputs were kept in bases; read, no longer written) | `runs/<run>/<inc>/delta/<position, 20 digits>` |
@@ -99,6 +100,11 @@
 //! a stale writer's late write) are additive too: a release before them
 //! never lists `rechecks/`, so after a rollback they stay, empty objects,
 //! until a pass of a release that knows them.
+//!
+//! Incarnation tombstones (left by a deletion, removed by the swept run's
+//! recheck) are additive too: a release before them never reads
+//! `tombstones/` (it restores a record found with no pointer, as it did),
+//! and after a rollback they stay until a pass of a release that knows them.
 //!
 //! An incarnation record is a copy of the run pointer in the incarnation's
 //! own folder, from which a pointer that a stalled deletion removed is
@@ -222,6 +228,7 @@ pub(crate) const TERMINALS: &str = "terminals";
 pub(crate) const RECHECKS: &str = "rechecks";
 const RUNS: &str = "runs";
 const RUNS_BY_STATUS: &str = "runs-by-status";
+const TOMBSTONES: &str = "tombstones";
 const PROBES: &str = "probes";
 const DUE: &str = "due";
 const SHARED: &str = "shared";
@@ -395,6 +402,17 @@ impl Layout {
     /// pointer.
     pub(crate) fn incarnation_records(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
         self.runs_folder(run_id).join(incarnation.to_string())
+    }
+
+    /// `tombstones/<run>.<inc>`: the empty tombstone of a deleted
+    /// incarnation, until its recheck, by which a record a late writer puts
+    /// back is taken back, never restored (see the runtime store's `pointer`
+    /// module). Read by name only, never listed.
+    pub(crate) fn incarnation_tombstone(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.base
+            .clone()
+            .join(TOMBSTONES)
+            .join(incarnation_name(run_id, incarnation))
     }
 
     /// `runs/<run>/<inc>/run`: the incarnation's copy of its run pointer,
@@ -669,6 +687,7 @@ mod tests {
             layout.marker(RECHECKS, id, inc, u64::MAX),
             layout.due_entry(id, inc, u64::MAX),
             layout.run_pointer(id),
+            layout.incarnation_tombstone(id, inc),
             layout.log_entry(id, inc, u64::MAX),
             layout.checkpoint(id, inc, u64::MAX),
             layout.delta(id, inc, u64::MAX),
@@ -761,6 +780,7 @@ mod tests {
             layout.blob(&id, inc, 4, 0x12).to_string(),
             layout.attempt_cost(&id, inc, 2).to_string(),
             layout.marker(RECHECKS, &id, inc, 3_600_001).to_string(),
+            layout.incarnation_tombstone(&id, inc).to_string(),
         ];
         assert_eq!(
             paths,
@@ -794,6 +814,7 @@ mod tests {
                     "pre/fix/rechecks/00000000000003600000/{}_=run_1.00000000000000ab",
                     u64::MAX - 3_600_001
                 ),
+                "pre/fix/tombstones/=run_1.00000000000000ab".to_string(),
             ]
         );
     }

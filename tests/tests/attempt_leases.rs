@@ -730,6 +730,10 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<(), Error> {
+        self.inner.forget_deleted(run_id, incarnation).await
+    }
+
     fn use_clock(&self, clock: Arc<dyn memo_runtime::clock::Clock>) {
         self.inner.use_clock(clock);
     }

@@ -327,7 +327,11 @@ async fn a_give_up_whose_delete_fails_once_still_removes_the_run_it_gave_up() {
         assert!(other.delete_run(&run_id, deleted).await.unwrap(), "{name}");
 
         // The creator writes the record and gives the run up; a reader
-        // restores the pointer from the record before the take-back.
+        // reads the id before the take-back. Before session 27 it restored
+        // the pointer from the record, and the give-up had to remove the
+        // deleted run again; the deletion's tombstone now keeps the reader
+        // from restoring it (it takes the record back itself), and the
+        // give-up still meets its failed delete.
         go.send(()).unwrap();
         take_back.reached.await.unwrap();
         let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
@@ -336,7 +340,7 @@ async fn a_give_up_whose_delete_fails_once_still_removes_the_run_it_gave_up() {
             .await
             .unwrap()
             .map(|r| r.incarnation);
-        assert_eq!(restored, Some(deleted), "{name}");
+        assert_eq!(restored, None, "{name}: the deleted run is restored");
         take_back.release.send(()).unwrap();
         let answered = answer.await.unwrap();
         if let Ok(created) = &answered {

@@ -681,3 +681,108 @@ async fn an_incarnation_its_creator_gave_up_is_never_current_again() {
         );
     }
 }
+
+/// Seed 2117 of session 27's survey of the deployment world: a redelivery
+/// folded the run while it was open, stalled past the run's end and its
+/// retention, found the run's record missing (a sweep's deletion had just
+/// removed it) and the pointer still naming the run (read before the
+/// deletion removed it), wrote the record back after the deletion ended,
+/// and its process died before its check after the write could take the
+/// record back. Every reader then found the pointer missing and an
+/// incarnation record beside it, restored the pointer, and read the deleted
+/// run as just created, with no history: a recovery ran its steps again.
+/// The record written back is staged here as the put the dead writer made.
+/// The deletion's tombstone keeps it from being restored: readers take it
+/// back, the id's next delivery creates a new run, and the recheck of the
+/// swept run removes the tombstone.
+#[tokio::test]
+async fn a_record_written_back_after_its_run_was_swept_never_brings_the_run_back() {
+    use memo_runtime::object_store::{ObjectStoreExt, PutMode};
+    const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-21");
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let bodies = Arc::new(AtomicU64::new(0));
+        let checkout = counted_checkout(bodies.clone());
+        let process = |worker: &str| {
+            process_builder(backend.open(), backend.open(), &clock, worker, LEASE)
+                .build()
+                .unwrap()
+        };
+        let a = process("worker-a");
+        assert_eq!(a.run(&run_id, &7, &checkout).await.unwrap(), 7, "{name}");
+        let swept = a.status(&run_id).await.unwrap().unwrap().incarnation;
+        let record = Path::from(format!("runs/runs/order-21/{swept}/run"));
+        let bytes = backend
+            .objects()
+            .get(&record)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        clock.advance_ms(1);
+        let sweeper = a
+            .retention_sweeper_builder()
+            .retention(std::time::Duration::ZERO)
+            .build();
+        assert_eq!(sweeper.sweep_now().await.unwrap().runs_cleared, 1, "{name}");
+
+        // The dead writer's record lands.
+        backend
+            .objects()
+            .put_opts(&record, bytes.into(), PutMode::Create.into())
+            .await
+            .unwrap();
+
+        // Another process reads no run, and takes the record back.
+        let b = process("worker-b");
+        assert_eq!(
+            b.status(&run_id)
+                .await
+                .unwrap()
+                .map(|r| (r.incarnation, r.status)),
+            None,
+            "{name}: the swept run is back"
+        );
+        let runs: Vec<_> = backend
+            .objects()
+            .list(Some(&Path::from("runs/runs")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(runs.is_empty(), "{name}: {runs:?}");
+
+        // The id's next delivery is a new run.
+        assert_eq!(b.run(&run_id, &8, &checkout).await.unwrap(), 8, "{name}");
+        let now = b.status(&run_id).await.unwrap().unwrap();
+        assert_ne!(now.incarnation, swept, "{name}");
+        assert_eq!(bodies.load(Ordering::SeqCst), 2, "{name}");
+
+        // The recheck of the swept run removes its tombstone; the new run
+        // is retained (a day).
+        let tombstone = Path::from(format!("runs/tombstones/order-21.{swept}"));
+        assert!(backend.objects().head(&tombstone).await.is_ok(), "{name}");
+        clock.advance_ms(memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64);
+        let report = b
+            .retention_sweeper_builder()
+            .retention(std::time::Duration::from_secs(24 * 3600))
+            .build()
+            .sweep_now()
+            .await
+            .unwrap();
+        assert_eq!(
+            (report.rechecks_due, report.recheck_failures),
+            (1, 0),
+            "{name}"
+        );
+        let tombstones: Vec<_> = backend
+            .objects()
+            .list(Some(&Path::from("runs/tombstones")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(tombstones.is_empty(), "{name}: {tombstones:?}");
+    }
+}

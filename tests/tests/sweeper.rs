@@ -1186,16 +1186,16 @@ async fn a_sweep_on_a_local_folder_leaves_no_empty_folders() {
         (3, 0),
         "{report:?}"
     );
-    // Only the recheck markers' hour folder is left, until the rechecks.
+    // Only the recheck markers' hour folder and the tombstones' folder are
+    // left, until the rechecks.
     let left = folders_under(dir.path());
-    assert!(
-        left.len() == 3
-            && left
-                .iter()
-                .all(|f| dir.path().join("memo/rechecks").starts_with(f)
-                    || f.starts_with(dir.path().join("memo/rechecks"))),
-        "{left:?}"
-    );
+    let kept = |f: &std::path::PathBuf| {
+        ["memo/rechecks", "runtime/tombstones"].iter().any(|kept| {
+            let kept = dir.path().join(kept);
+            kept.starts_with(f) || f.starts_with(&kept)
+        })
+    };
+    assert!(left.len() == 5 && left.iter().all(kept), "{left:?}");
     let recheck_ms = memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
     let report = sweeper.sweep_once(NOW + recheck_ms).await.unwrap();
     assert_eq!(

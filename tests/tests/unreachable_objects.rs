@@ -307,7 +307,21 @@ async fn a_change_that_finds_its_run_deleted_takes_back_its_status_hint() {
         matches!(late, Err(memo_runtime::Error::Conflict { .. })),
         "{late:?}"
     );
-    assert_eq!(objects_under(&objects, "runs").await, Vec::<String>::new());
+    assert_eq!(
+        but_tombstones(objects_under(&objects, "runs").await),
+        Vec::<String>::new()
+    );
+}
+
+/// `paths` without the tombstones of deleted incarnations
+/// (`runs/tombstones/<run>.<inc>`), which a deletion keeps until a
+/// retention pass's recheck removes them (`RuntimeStore::forget_deleted`):
+/// what must not be left besides them.
+fn but_tombstones(paths: Vec<String>) -> Vec<String> {
+    paths
+        .into_iter()
+        .filter(|path| !path.starts_with("runs/tombstones/"))
+        .collect()
 }
 
 /// Every object under `prefix` of any backend.
@@ -350,7 +364,7 @@ async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
             "{name}"
         );
         let again = other.create_run(order(&run_id)).await.unwrap();
-        let before = stored_under(backend.objects().as_ref(), "runs").await;
+        let before = but_tombstones(stored_under(backend.objects().as_ref(), "runs").await);
 
         let mut cost = AttemptCost::default();
         cost.attempt = 1;
@@ -362,7 +376,7 @@ async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
             "{name}: {late:?}"
         );
         assert_eq!(
-            stored_under(backend.objects().as_ref(), "runs").await,
+            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
             before,
             "{name}"
         );
@@ -382,7 +396,7 @@ async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
             .await;
         assert!(late.is_err(), "{name}: {late:?}");
         assert_eq!(
-            stored_under(backend.objects().as_ref(), "runs").await,
+            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
             Vec::<String>::new(),
             "{name}"
         );
@@ -514,7 +528,7 @@ async fn a_cost_record_whose_check_of_its_run_fails_is_taken_back() {
         assert!(late.is_err(), "{name}: {late:?}");
         assert_eq!(faults.faults_injected(), 1, "{name}");
         assert_eq!(
-            stored_under(backend.objects().as_ref(), "runs").await,
+            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
             Vec::<String>::new(),
             "{name}"
         );
@@ -564,7 +578,7 @@ async fn a_change_whose_pointer_check_fails_once_reads_it_again_and_takes_its_en
         );
         assert_eq!(faults.faults_injected(), 1, "{name}");
         assert_eq!(
-            stored_under(backend.objects().as_ref(), "runs").await,
+            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
             Vec::<String>::new(),
             "{name}"
         );
@@ -625,7 +639,7 @@ async fn a_change_whose_pointer_check_failed_takes_its_entry_back_when_tried_aga
             "{name}: {again:?}"
         );
         assert_eq!(
-            stored_under(backend.objects().as_ref(), "runs").await,
+            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
             Vec::<String>::new(),
             "{name}"
         );
@@ -672,7 +686,7 @@ async fn a_cost_record_taken_back_whose_delete_fails_once_is_deleted_again() {
         );
         assert_eq!(faults.faults_injected(), 1, "{name}");
         assert_eq!(
-            stored_under(backend.objects().as_ref(), "runs").await,
+            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
             Vec::<String>::new(),
             "{name}"
         );
@@ -734,7 +748,10 @@ async fn a_create_that_stopped_before_its_pointer_leaves_no_hint_once_pending_ru
         .await
         .unwrap();
     assert!(listed.is_empty(), "no run to recover: {listed:?}");
-    assert_eq!(objects_under(&objects, "runs").await, Vec::<String>::new());
+    assert_eq!(
+        but_tombstones(objects_under(&objects, "runs").await),
+        Vec::<String>::new()
+    );
 }
 
 /// A tidying listing races a creator that is between its hint and its
@@ -949,8 +966,10 @@ async fn a_stale_attempts_entry_whose_worker_died_before_its_take_back_is_cleare
         assert_eq!(report.runs_cleared, 1, "{name}");
         let left = stored_under(backend.objects().as_ref(), "").await;
         assert!(
-            left.len() == 1 && left[0].starts_with("memo/rechecks/"),
-            "{name}: only the recheck marker is left: {left:?}"
+            left.len() == 2
+                && left[0].starts_with("memo/rechecks/")
+                && left[1].starts_with("runs/tombstones/"),
+            "{name}: only the recheck marker and the tombstone are left: {left:?}"
         );
 
         // A's commit lands in the deleted incarnation's folder; A's worker
@@ -1008,8 +1027,9 @@ async fn a_stale_attempts_entry_whose_worker_died_before_its_take_back_is_cleare
     }
 }
 
-/// What a sweep leaves of the runs it deleted is their recheck markers,
-/// until a pass past them (an hour later by default) deletes them too.
+/// What a sweep leaves of the runs it deleted is their recheck markers
+/// and their tombstones, until a pass past them (an hour later by default)
+/// deletes them too.
 async fn nothing_left_after_the_rechecks(
     sweeper: &RetentionSweeper,
     objects: &dyn ObjectStore,
@@ -1017,7 +1037,8 @@ async fn nothing_left_after_the_rechecks(
 ) {
     let left = stored_under(objects, "").await;
     assert!(
-        left.iter().all(|p| p.starts_with("memo/rechecks/")),
+        left.iter()
+            .all(|p| p.starts_with("memo/rechecks/") || p.starts_with("runs/tombstones/")),
         "{name}: {left:?}"
     );
     let report = sweeper.sweep_once(u64::MAX).await.unwrap();
@@ -1069,7 +1090,7 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
             "{name}"
         );
         assert_eq!(
-            stored_under(backend.objects().as_ref(), "runs").await,
+            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
             Vec::<String>::new(),
             "{name}"
         );
@@ -1085,7 +1106,7 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
         let late = Commit::status(StatusChange::start_attempt(1), 5);
         assert!(reader.atomic_apply(&run_id, late).await.is_err(), "{name}");
         assert_eq!(
-            stored_under(backend.objects().as_ref(), "runs").await,
+            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
             Vec::<String>::new(),
             "{name}"
         );

@@ -264,11 +264,13 @@ async fn the_marker_of_a_run_being_cleared_survives_a_sweep_through_another_pref
     let report = pass.await.unwrap().unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     assert_eq!(report.runs_cleared, 1);
-    // The right sweep leaves the run's recheck marker, which a pass once it
-    // is due deletes.
+    // The right sweep leaves the run's recheck marker and its tombstone,
+    // which a pass once the marker is due deletes.
     let left = stored(objects.as_ref()).await;
     assert!(
-        left.len() == 1 && left[0].starts_with("memo/rechecks/"),
+        left.len() == 2
+            && left[0].starts_with("memo/rechecks/")
+            && left[1].starts_with("runs/tombstones/"),
         "{left:?}"
     );
     sweeper(Arc::clone(&objects), RIGHT)

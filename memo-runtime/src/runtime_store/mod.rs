@@ -54,6 +54,7 @@ mod limits;
 mod memory;
 mod object;
 mod run;
+mod shared;
 mod state;
 
 use std::fmt;
@@ -427,6 +428,11 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// finishes the deletion and removes what was left (it returns `false`
     /// if the run was already gone), also after the id was used again.
     ///
+    /// [`ObjectStoreRuntimeStore`] keeps one object of a deleted
+    /// incarnation, its tombstone, until
+    /// [`forget_deleted`](Self::forget_deleted): a retention pass's
+    /// recheck of the run removes it.
+    ///
     /// # Errors
     ///
     /// [`Error::Conflict`](crate::Error::Conflict) if the run is that
@@ -453,6 +459,32 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let _ = (run_id, incarnation);
         Ok(false)
+    }
+
+    /// Removes what [`delete_run`](Self::delete_run) keeps of incarnation
+    /// `incarnation` so that no late write brings it back: a retention pass
+    /// calls it when it rechecks a run it deleted, once it cleared what late
+    /// writers left (see
+    /// [`RetentionSweeperBuilder::recheck_after`](crate::retention::RetentionSweeperBuilder::recheck_after)).
+    /// [`ObjectStoreRuntimeStore`] keeps a tombstone,
+    /// `runs/<run>/gone/<inc>`: an empty object by which a record of the
+    /// incarnation that a writer puts back after the deletion (one that read
+    /// the run as open before it, and stalled) is taken back rather than
+    /// read as the run created again. A caller of `delete_run` other than a
+    /// retention pass calls this when no writer of the incarnation can be
+    /// left. A pass whose runtime store is not the one that deleted the run
+    /// (another prefix) calls it on the wrong store: the tombstone then
+    /// stays.
+    ///
+    /// The default does nothing (a store that keeps nothing, as
+    /// [`InMemoryRuntimeStore`]).
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        let _ = (run_id, incarnation);
+        Ok(())
     }
 
     /// Tells the store the clock its callers read their leases by: the
@@ -507,103 +539,5 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     ) -> Result<Vec<AttemptCost>> {
         let _ = (run_id, incarnation);
         Ok(Vec::new())
-    }
-}
-
-/// A shared store is a store: `Arc<dyn RuntimeStore>` can go wherever a
-/// `RuntimeStore` is expected.
-#[async_trait]
-#[deny(clippy::missing_trait_methods)]
-impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
-    async fn create_run(&self, run: NewRun) -> Result<RunRecord> {
-        (**self).create_run(run).await
-    }
-
-    async fn load_run(&self, run_id: &RunId) -> Result<Option<RunRecord>> {
-        (**self).load_run(run_id).await
-    }
-
-    async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
-        (**self).atomic_apply(run_id, commit).await
-    }
-
-    async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
-        (**self).load_receipts(run_id, after).await
-    }
-
-    async fn load_snapshot(&self, run_id: &RunId) -> Result<Option<Bytes>> {
-        (**self).load_snapshot(run_id).await
-    }
-
-    async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
-        (**self).append_input(run_id, input).await
-    }
-
-    async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
-        (**self).load_inputs(run_id).await
-    }
-
-    async fn load_receipts_and_inputs(
-        &self,
-        run_id: &RunId,
-    ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
-        (**self).load_receipts_and_inputs(run_id).await
-    }
-
-    async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
-        (**self).list_runs(status).await
-    }
-
-    async fn list_run_ids(&self, status: RunStatus) -> Result<Vec<RunId>> {
-        (**self).list_run_ids(status).await
-    }
-
-    async fn list_run_ids_page(
-        &self,
-        status: RunStatus,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<RunIdPage> {
-        (**self).list_run_ids_page(status, after, limit).await
-    }
-
-    async fn list_runs_page(
-        &self,
-        status: RunStatus,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<RunPage> {
-        (**self).list_runs_page(status, after, limit).await
-    }
-
-    async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
-        (**self).delete_run(run_id, incarnation).await
-    }
-
-    async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
-        (**self).holds_remains(run_id, incarnation).await
-    }
-
-    fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
-        (**self).use_clock(clock);
-    }
-
-    async fn record_attempt_cost(
-        &self,
-        run_id: &RunId,
-        incarnation: Incarnation,
-        cost: &AttemptCost,
-    ) -> Result<()> {
-        (**self)
-            .record_attempt_cost(run_id, incarnation, cost)
-            .await
-    }
-
-    async fn load_attempt_costs(
-        &self,
-        run_id: &RunId,
-        incarnation: Incarnation,
-    ) -> Result<Vec<AttemptCost>> {
-        (**self).load_attempt_costs(run_id, incarnation).await
     }
 }

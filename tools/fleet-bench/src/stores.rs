@@ -377,6 +377,15 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    async fn forget_deleted(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> memo_runtime::Result<()> {
+        self.call("forget_deleted");
+        self.inner.forget_deleted(run_id, incarnation).await
+    }
+
     fn use_clock(&self, clock: Arc<dyn memo_runtime::clock::Clock>) {
         self.inner.use_clock(clock);
     }

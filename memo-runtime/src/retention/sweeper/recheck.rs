@@ -126,11 +126,14 @@ impl RetentionSweeper {
             .memo_store
             .clear_incarnation(run_id, incarnation)
             .await?;
-        if let Some(store) = &config.runtime_store
-            && store.holds_remains(run_id, incarnation).await?
-        {
-            store.delete_run(run_id, incarnation).await?;
-            late += 1;
+        if let Some(store) = &config.runtime_store {
+            if store.holds_remains(run_id, incarnation).await? {
+                store.delete_run(run_id, incarnation).await?;
+                late += 1;
+            }
+            // The deletion's tombstone, last: a record of the run put back
+            // before now was taken back by the checks above.
+            store.forget_deleted(run_id, incarnation).await?;
         }
         forget_data_key(config, run_id, incarnation).await?;
         config.memo_store.recheck_markers().delete(marker).await?;

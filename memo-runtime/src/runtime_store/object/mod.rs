@@ -583,6 +583,10 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.runs.holds_remains(run_id, incarnation).await
     }
 
+    async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        self.runs.forget_deleted(run_id, incarnation).await
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

@@ -52,6 +52,22 @@
 //! a signal restored and started it): such an incarnation is kept, and its
 //! creator answers with it (see `RunPointer::give_up` for the order).
 //!
+//! A writer of a record whose pointer check comes after its write can
+//! still die between the two: a redelivery that folded the run as open,
+//! found the record missing because a deletion had just removed it, read
+//! the pointer before the deletion removed it, and stalled, writes the
+//! deleted incarnation's record after the deletion ended. Restored from,
+//! that record would bring the deleted run back as just created, and it
+//! would run again (seed 2117 of session 27's survey). So a deletion first
+//! leaves the incarnation's *tombstone* (`tombstones/<run>.<inc>`, beside
+//! `runs/`), and a reader that finds a record with no pointer takes the
+//! record back, never restoring it, if the incarnation has a tombstone (a
+//! `HEAD`, on that path only). A retention pass's recheck of the swept run
+//! deletes the tombstone (`RuntimeStore::forget_deleted`), after clearing
+//! what late writers left: a record put back later still than that is
+//! restored, as a memo entry written later than that stays (the recheck's
+//! stated limit).
+//!
 //! A restorer that races the run's own deletion (it listed the record, the
 //! deletion then removed record and pointer, and its create restored the
 //! pointer) reads the record again after its create and removes the pointer
@@ -63,6 +79,7 @@
 //! pointer removed by a stale deletion before that is lost, as before.
 
 use bytes::Bytes;
+use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
 use std::sync::Arc;
@@ -75,7 +92,8 @@ use crate::error::{Error, Result};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::NewRun;
-use crate::write_once::Created;
+use crate::seal::PLAIN;
+use crate::write_once::{self, Created};
 
 mod give_up;
 
@@ -216,6 +234,14 @@ impl RunPointer {
                 continue;
             };
             let creation = decode_creation(run_id, &path, &bytes, Some(incarnation))?;
+            if self.is_buried(run_id, incarnation).await? {
+                // A deleted incarnation's record, put back by a late writer
+                // (see `bury`): never restored, taken back.
+                tracing::warn!(%run_id, %incarnation,
+                    "record of a deleted incarnation found again; taken back");
+                self.client.delete_all(vec![path]).await?;
+                continue;
+            }
             if let Some((other, _)) = &found {
                 return Err(Error::corrupt(
                     &path,
@@ -414,6 +440,60 @@ impl RunPointer {
         self.client.delete_all(vec![record]).await?;
         self.current(run_id).await?;
         Ok(())
+    }
+
+    /// Leaves the tombstone of incarnation `incarnation`, which the caller
+    /// is about to delete: from then on a record of it found without a
+    /// pointer is taken back, never restored. A writer that read the
+    /// incarnation as open before its deletion (a redelivery's
+    /// `ensure_record`, stalled for as long as the run's retention) may
+    /// write its record after the deletion removed it, and die before its
+    /// check after the write takes it back: without the tombstone the next
+    /// reader restored the pointer from that record, and the deleted run
+    /// read as just created and ran again (seed 2117 of session 27's
+    /// survey). Kept until a retention pass's recheck of the run
+    /// ([`unbury`](Self::unbury)).
+    pub(super) async fn bury(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        let path = self
+            .client
+            .layout()
+            .incarnation_tombstone(run_id, incarnation);
+        // Empty and plain, as every marker: it names no data. `Theirs` and
+        // `Same`: an earlier deletion of the incarnation left it.
+        write_once::create_once(
+            self.client.store().as_ref(),
+            &path,
+            &[],
+            Limit::MARKER,
+            &PLAIN,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Whether incarnation `incarnation` has a tombstone (see
+    /// [`bury`](Self::bury)): a `HEAD`, made only for a record found
+    /// without a pointer.
+    async fn is_buried(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let path = self
+            .client
+            .layout()
+            .incarnation_tombstone(run_id, incarnation);
+        match self.client.store().head(&path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(Error::store(&path, e)),
+        }
+    }
+
+    /// Deletes the tombstone of incarnation `incarnation`, once a recheck
+    /// cleared what late writers left of it.
+    pub(super) async fn unbury(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        let path = self
+            .client
+            .layout()
+            .incarnation_tombstone(run_id, incarnation);
+        self.client.delete_all(vec![path]).await
     }
 
     /// Creates the pointer of the new incarnation `creation`, then its

@@ -58,10 +58,12 @@ pub(super) fn await_point() -> impl Future<Output = ()> {
 pub(super) struct Preemptible<T> {
     pub(super) inner: T,
     pub(super) checker: Checker,
-    /// Set when a memo entry this worker wrote landed in an incarnation
-    /// that no longer exists (a stale attempt's late write), so that the
-    /// world may kill the worker at the await point right after it, before
-    /// its take-back: the window no order of requests at the writer closes.
+    /// Set when a memo entry or an incarnation record this worker wrote
+    /// landed in an incarnation that no longer exists (a stale attempt's
+    /// late write, a redelivery's record put back after a deletion, seed
+    /// 2117), so that the world may kill the worker at the await point
+    /// right after it, before its take-back: the window no order of
+    /// requests at the writer closes.
     pub(super) late_write: Option<Arc<AtomicBool>>,
 }
 
@@ -94,14 +96,14 @@ impl<T: ObjectStore> Preemptible<T> {
 }
 
 impl<T> Preemptible<T> {
-    /// Whether `location` is a memo entry of an incarnation a fresh
-    /// instance finds no longer exists.
+    /// Whether `location` is a memo entry or the record of an incarnation
+    /// a fresh instance finds no longer exists.
     fn lands_in_a_deleted_incarnation(&self, location: &Path) -> bool {
-        if location
+        let memo_entry = location
             .parts()
             .nth(1)
-            .is_none_or(|f| f.as_ref() != crate::layout::MEMOS)
-        {
+            .is_some_and(|f| f.as_ref() == crate::layout::MEMOS);
+        if !memo_entry && !super::compat::is_incarnation_record(location) {
             return false;
         }
         let Some((run_id, Some(incarnation))) = super::compat::run_of(location) else {
@@ -134,6 +136,7 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
     ) -> StoreResult<PutResult> {
         self.checker.writing(location);
         await_point().await;
+        self.checker.burying(location);
         let result = self.inner.put_opts(location, payload, opts).await;
         if result.is_ok()
             && let Some(flag) = &self.late_write
@@ -326,6 +329,13 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         self.seen(
             "holds_remains",
             self.inner.holds_remains(run_id, incarnation).await,
+        )
+    }
+
+    async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        self.seen(
+            "forget_deleted",
+            self.inner.forget_deleted(run_id, incarnation).await,
         )
     }
 

@@ -99,6 +99,10 @@ impl RuntimeStore for ReadOnlyView {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    async fn forget_deleted(&self, run_id: &RunId, _incarnation: Incarnation) -> Result<()> {
+        Self::refuse(run_id)
+    }
+
     /// Ignored: the view commits nothing, and the store under it keeps
     /// the clock of the runtime it serves.
     fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {

@@ -260,10 +260,12 @@ impl RuntimeStore for Runs {
             None => false,
         };
         if existed {
-            // The record and the pointer go first: from then on the run does
-            // not exist for any reader, whatever is left of its log if this
-            // call stops early. See the `pointer` module for why this cannot
-            // remove a later run of the id.
+            // The tombstone, then the record and the pointer: from then on
+            // the run does not exist for any reader, whatever is left of its
+            // log if this call stops early, and a record of it that a late
+            // writer puts back is never restored. See the `pointer` module
+            // for why this cannot remove a later run of the id.
+            self.pointer.bury(run_id, incarnation).await?;
             self.cache.forget(run_id);
             self.pointer.remove(run_id, incarnation).await?;
         }
@@ -284,6 +286,11 @@ impl RuntimeStore for Runs {
             .delete_all(leftovers.chain(hints).collect())
             .await?;
         Ok(existed)
+    }
+
+    /// One `DELETE`: the tombstone `delete_run` left.
+    async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        self.pointer.unbury(run_id, incarnation).await
     }
 
     /// A listing of the incarnation's folder, then (if it is empty) a

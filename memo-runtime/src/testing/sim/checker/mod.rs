@@ -144,6 +144,9 @@ struct State {
     /// Paths at which a foreign object stands now (with
     /// `Simulation::foreign_objects`).
     planted: Vec<String>,
+    /// Tombstones written for an incarnation already deleted (see
+    /// `Checker::burying`).
+    late_tombstones: HashSet<String>,
     /// Whether the backend folds names to lower case (with wide run ids):
     /// a planted path, taken from a listing, is then folded, while a
     /// reader names the object as memo spells it.
@@ -226,6 +229,7 @@ impl Checker {
                 first_violation: None,
                 events: 0,
                 planted: Vec::new(),
+                late_tombstones: HashSet::new(),
                 folds_case: false,
             })),
             tokens: Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x70ce_75ee_d000))),

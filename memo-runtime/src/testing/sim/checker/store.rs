@@ -12,6 +12,40 @@ use crate::testing::sim::compat::{self, fresh_inputs, fresh_receipts, fresh_run}
 use super::{Checker, Deleted, TaskKind, current_task};
 
 impl Checker {
+    /// A worker's store is about to write `path`: if it is the tombstone of
+    /// an incarnation a fresh instance finds deleted already, it is a
+    /// stale deletion's (one that read the run before another deletion
+    /// removed it). Such a tombstone is left if its writer dies before the
+    /// recheck marker it writes after it, and every other marker of the run
+    /// was rechecked before it landed: a late write by a writer that dies,
+    /// the limit the recheck states. The last sweep's check leaves those
+    /// alone, and only those.
+    pub(in crate::testing::sim) fn burying(&self, path: &Path) {
+        if path
+            .parts()
+            .nth(1)
+            .is_none_or(|f| f.as_ref() != "tombstones")
+        {
+            return;
+        }
+        let Some((run_id, incarnation)) = crate::layout::parse_status_hint(path) else {
+            return;
+        };
+        let deleted = match fresh_run(self.objects(), &run_id) {
+            Some(Ok(None)) => true,
+            Some(Ok(Some(run))) => run.incarnation != incarnation,
+            _ => false,
+        };
+        if deleted {
+            self.lock().late_tombstones.insert(path.to_string());
+        }
+    }
+
+    /// Whether `path` is a tombstone [`burying`](Self::burying) found late.
+    pub(in crate::testing::sim) fn is_late_tombstone(&self, path: &Path) -> bool {
+        self.lock().late_tombstones.contains(path.as_ref())
+    }
+
     /// A worker's store is about to write `path`: if it is a record of a
     /// run incarnation, that incarnation exists from now on.
     pub(in crate::testing::sim) fn writing(&self, path: &Path) {

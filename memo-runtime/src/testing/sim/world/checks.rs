@@ -89,7 +89,7 @@ where
         self.clock
             .advance_ms(millis(self.config.lease.saturating_mul(2)) + 1);
         let sweeper = crate::retention::RetentionSweeper::builder(memo, Duration::ZERO)
-            .runtime_store(store)
+            .runtime_store(Arc::clone(&store))
             .recheck_after(Duration::ZERO)
             .build();
         // Passes until one clears nothing (at most 4), as a deployment's
@@ -116,10 +116,32 @@ where
             }
         }
         let deleted_alone = self.deleted_alone.lock().expect("not poisoned").clone();
+        // A user of `RuntimeStore::delete_run` removes the tombstones of the
+        // incarnations it deleted once no writer of them can be left, as
+        // the rustdoc of `forget_deleted` asks: here, at the end (a
+        // retention pass's recheck removes those of the runs it deleted).
+        for (run_id, incarnation) in &deleted_alone {
+            if let Err(error) = store.forget_deleted(run_id, *incarnation).await {
+                self.checker.violation(
+                    "no object is left unreachable after every run is swept",
+                    format!("forgetting the deleted {run_id} fails: {error}"),
+                );
+            }
+        }
+        let rechecked = self.rechecked_elsewhere.lock().expect("not poisoned");
+        let layout = crate::layout::Layout::new(compat::PREFIX);
+        let left_by_misprefix_recheck = |path: &object_store::path::Path| {
+            rechecked
+                .iter()
+                .any(|(run_id, inc)| *path == layout.incarnation_tombstone(run_id, *inc))
+        };
         let left: Vec<_> = compat::objects_of_runs(self.checker.objects())
             .into_iter()
             .filter(|path| !compat::left_by_records_only_delete(path, &deleted_alone))
+            .filter(|path| !left_by_misprefix_recheck(path))
+            .filter(|path| !self.checker.is_late_tombstone(path))
             .collect();
+        drop(rechecked);
         if !left.is_empty() {
             self.checker.violation(
                 "no object is left unreachable after every run is swept",

@@ -114,9 +114,17 @@ fn clears_held(objects: &Shared, path: &Path) -> Option<(&'static str, String)> 
 
 /// The misconfigured operator's view of the shared store: every delete of
 /// an object that exists is a violation, checked as the delete is made.
+///
+/// It may delete a recheck marker (of a run the workers' store no longer
+/// holds): its pass then removes the tombstone from its own runtime store,
+/// where there is none, and the workers' store keeps the run's tombstone
+/// for good, one empty object (the limit `forget_deleted`'s rustdoc and
+/// the retention guide state). Those incarnations are noted in
+/// `rechecked`, and the last sweep's check leaves their tombstones alone.
 struct ClearsNothing {
     inner: Arc<dyn ObjectStore>,
     checker: Checker,
+    rechecked: Arc<std::sync::Mutex<Vec<(RunId, Incarnation)>>>,
 }
 
 impl fmt::Debug for ClearsNothing {
@@ -139,12 +147,24 @@ impl ObjectStore for ClearsNothing {
         locations: BoxStream<'static, StoreResult<Path>>,
     ) -> BoxStream<'static, StoreResult<Path>> {
         let (inner, checker) = (Arc::clone(&self.inner), self.checker.clone());
+        let rechecked = Arc::clone(&self.rechecked);
         let checked = locations
             .inspect(move |location| {
                 let Ok(path) = location else {
                     return;
                 };
                 let exists = matches!(inner.head(path).now_or_never(), Some(Ok(_)));
+                if let Some((_, run_id, incarnation, _)) = exists
+                    .then(|| path.parts().nth(1))
+                    .flatten()
+                    .filter(|folder| folder.as_ref() == crate::layout::RECHECKS)
+                    .and_then(|_| crate::layout::parse_marker(path))
+                {
+                    rechecked
+                        .lock()
+                        .expect("not poisoned")
+                        .push((run_id, incarnation));
+                }
                 if let Some((invariant, what)) = exists
                     .then(|| clears_held(checker.objects(), path))
                     .flatten()
@@ -178,6 +198,7 @@ where
         let watched: Arc<dyn ObjectStore> = Arc::new(ClearsNothing {
             inner: self.backend(),
             checker: self.checker.clone(),
+            rechecked: Arc::clone(&self.rechecked_elsewhere),
         });
         let faults = Arc::new(FaultInjectingStore::new(watched).with_seed(self.rng.random()));
         if self.config.has(Event::StoreFault) && self.config.fault_rate > 0.0 {

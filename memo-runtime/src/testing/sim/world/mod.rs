@@ -156,6 +156,7 @@ where
         crashes: 0,
         sends: 0,
         deleted_alone: Arc::default(),
+        rechecked_elsewhere: Arc::default(),
         unfinished_deletes: Arc::default(),
         foreign,
         plants: Vec::new(),
@@ -309,6 +310,9 @@ struct World<'w, I, O, Mk, F> {
     /// The incarnations deleted with `RuntimeStore::delete_run` alone: their
     /// memo entries and markers are left on purpose (see [`Self::reuse_random`]).
     deleted_alone: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
+    /// The incarnations whose recheck marker the misconfigured operator
+    /// deleted: their tombstones are left on purpose (see `misprefix.rs`).
+    rechecked_elsewhere: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
     /// Runtime-store deletions that have not returned `Ok` (yet).
     unfinished_deletes: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
     /// The shared store as workers see it, with foreign objects planted in
