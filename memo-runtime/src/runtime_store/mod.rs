@@ -467,7 +467,7 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// writers left (see
     /// [`RetentionSweeperBuilder::recheck_after`](crate::retention::RetentionSweeperBuilder::recheck_after)).
     /// [`ObjectStoreRuntimeStore`] keeps a tombstone,
-    /// `runs/<run>/gone/<inc>`: an empty object by which a record of the
+    /// `tombstones/<run>.<inc>`: an empty object by which a record of the
     /// incarnation that a writer puts back after the deletion (one that read
     /// the run as open before it, and stalled) is taken back rather than
     /// read as the run created again. A caller of `delete_run` other than a
