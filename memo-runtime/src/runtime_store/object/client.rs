@@ -96,6 +96,15 @@ impl Client {
         write_once::create_once(self.store.as_ref(), path, payload, limit, &seal).await
     }
 
+    /// Whether an object stands at `path`: one `HEAD`, its content unread.
+    pub(super) async fn exists(&self, path: &Path) -> Result<bool> {
+        match self.store.head(path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(Error::store(path, e)),
+        }
+    }
+
     /// The objects under `folder`, in the order the store lists them.
     pub(super) async fn list(&self, folder: &Path) -> Result<Vec<ObjectMeta>> {
         self.store

@@ -79,7 +79,6 @@
 //! pointer removed by a stale deletion before that is lost, as before.
 
 use bytes::Bytes;
-use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
 use std::sync::Arc;
@@ -479,11 +478,7 @@ impl RunPointer {
             .client
             .layout()
             .incarnation_tombstone(run_id, incarnation);
-        match self.client.store().head(&path).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(Error::store(&path, e)),
-        }
+        self.client.exists(&path).await
     }
 
     /// Deletes the tombstone of incarnation `incarnation`, once a recheck

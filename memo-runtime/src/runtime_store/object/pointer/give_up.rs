@@ -4,11 +4,10 @@
 
 use std::future::Future;
 
-use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
 use super::{Creation, Recorded, RunPointer};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 
 /// How many times each request of a give-up is tried. No one else takes a
@@ -112,14 +111,7 @@ impl RunPointer {
     /// wrote to it. One `HEAD` (more after a failure).
     async fn written(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let entry = self.client.layout().log_entry(run_id, incarnation, 0);
-        tried(|| async {
-            match self.client.store().head(&entry).await {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::NotFound { .. }) => Ok(false),
-                Err(e) => Err(Error::store(&entry, e)),
-            }
-        })
-        .await
+        tried(|| self.client.exists(&entry)).await
     }
 
     /// Keeps the incarnation `creation` that [`give_up`](Self::give_up)

@@ -24,7 +24,7 @@ impl Checker {
         if path
             .parts()
             .nth(1)
-            .is_none_or(|f| f.as_ref() != "tombstones")
+            .is_none_or(|f| f.as_ref() != crate::layout::TOMBSTONES)
         {
             return;
         }
