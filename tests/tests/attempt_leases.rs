@@ -696,6 +696,15 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.load_receipts_and_inputs(run_id).await
     }
 
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>), Error> {
+        // An attempt's start, never a renewal: nothing to hold.
+        self.inner.atomic_apply_and_load(run_id, commit).await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>, Error> {
         self.inner.list_runs(status).await
     }

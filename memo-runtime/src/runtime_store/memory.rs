@@ -161,6 +161,17 @@ impl RuntimeStore for InMemoryRuntimeStore {
             .unwrap_or_default())
     }
 
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
+        self.change(run_id, Change::Commit(commit), |run| {
+            let record = run.record().clone();
+            (record, run.receipts_after(None), run.inputs())
+        })
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         Ok(self
             .runs()

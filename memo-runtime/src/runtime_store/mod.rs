@@ -262,6 +262,37 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
         Ok((receipts, inputs))
     }
 
+    /// Applies `commit` (as [`atomic_apply`](Self::atomic_apply)) and
+    /// returns the run as it stands after it with its receipts and inputs
+    /// (as [`load_receipts_and_inputs`](Self::load_receipts_and_inputs)):
+    /// what an attempt's start commits and then reads before its workflow
+    /// runs. The receipts and inputs hold every one committed before the
+    /// commit; one committed after it may be there or not, as with a load
+    /// made just after. The caller keeps the run from being deleted in
+    /// between (an attempt holds its lease): the default's load reads the
+    /// run the id names then.
+    ///
+    /// The default implementation applies, then loads;
+    /// [`ObjectStoreRuntimeStore`] answers from the run it folded to apply
+    /// the commit, confirmed by the pointer read that follows the commit's
+    /// create, where the load would read the pointer and the log's next
+    /// position again (two `GET`s an attempt).
+    ///
+    /// # Errors
+    ///
+    /// As [`atomic_apply`](Self::atomic_apply)'s, and the
+    /// [trait-level errors](RuntimeStore#errors) of the load: as after any
+    /// error of a write, the commit may have been applied.
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
+        let record = self.atomic_apply(run_id, commit).await?;
+        let (receipts, inputs) = self.load_receipts_and_inputs(run_id).await?;
+        Ok((record, receipts, inputs))
+    }
+
     /// Lists the runs whose status is `status`, in run-id order, as
     /// summaries (without their input, output or error bytes): for
     /// operators' listings and retention. Each backend documents what a

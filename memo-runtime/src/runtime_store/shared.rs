@@ -50,6 +50,14 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         (**self).load_receipts_and_inputs(run_id).await
     }
 
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
+        (**self).atomic_apply_and_load(run_id, commit).await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         (**self).list_runs(status).await
     }

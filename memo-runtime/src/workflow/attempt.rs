@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 use super::context;
 use super::lease::cancel_reason;
-use super::lease::{AttemptLease, HeldLease};
+use super::lease::{AttemptLease, HeldLease, History};
 use super::{Context, Runtime, Workflow, WorkflowFn};
 use crate::codec;
 use crate::error::{Error, Result};
@@ -86,7 +86,7 @@ impl Runtime {
             return Err(waiting.into());
         }
         let attempt = record.attempts + 1;
-        let (lease, due_entry) =
+        let (lease, due_entry, history) =
             match super::due::start_attempt(&self.shared, &run_id, record.incarnation, attempt)
                 .await
             {
@@ -99,7 +99,8 @@ impl Runtime {
                 }
                 Err(e) => return Err(e.into()),
             };
-        let body = std::panic::AssertUnwindSafe(self.attempt(&record, input, &lease, workflow));
+        let body =
+            std::panic::AssertUnwindSafe(self.attempt(&record, input, history, &lease, workflow));
         let (result, ended) = settle(&run_id, lease.hold(body.catch_unwind()).await);
         super::due::settle(&self.shared, lease.held(), ended, &due_entry).await;
         if !ended {
@@ -199,14 +200,16 @@ impl Runtime {
         Ok(Some(suspended(name, deadline)))
     }
 
-    /// The body of one attempt, under its lease: replays the history, runs
-    /// the workflow and commits its outcome. `true` with the result if the
+    /// The body of one attempt, under its lease: replays the history (the
+    /// run's receipts and inputs as the start left them), runs the workflow
+    /// and commits its outcome. `true` with the result if the
     /// run ended (its terminal status committed); an error for a transient
     /// error that interrupted the attempt before the workflow ran or after it.
     async fn attempt<I, W>(
         &self,
         record: &RunRecord,
         input: I,
+        (history, inputs): History,
         lease: &AttemptLease<'_>,
         workflow: &Workflow<W>,
     ) -> Result<Ended<W::Output, W::Error>>
@@ -217,9 +220,6 @@ impl Runtime {
         let run_id = record.run_id.clone();
         let attempt = lease.held().fence().attempt;
         let store = &self.shared.store;
-        // One read of the run for both: on a bucket, its pointer and the
-        // log's newest entries once, not once for each.
-        let (history, inputs) = store.load_receipts_and_inputs(&run_id).await?;
         lease.held().note_cancel(&inputs);
         tracing::info!(attempt, recorded_steps = history.len(), "attempt started");
         let ctx = Context::new(

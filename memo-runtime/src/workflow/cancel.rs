@@ -113,7 +113,7 @@ impl Runtime {
         let attempt = record.attempts.saturating_add(1);
         let started =
             super::due::start_attempt(&self.shared, run_id, record.incarnation, attempt).await;
-        let (lease, due_entry) = match started {
+        let (lease, due_entry, _) = match started {
             Ok(started) => started,
             Err(Error::LeaseHeld {
                 attempt,

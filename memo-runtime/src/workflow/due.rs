@@ -40,7 +40,7 @@
 use futures::stream::BoxStream;
 
 use super::Shared;
-use super::lease::{AttemptLease, HeldLease};
+use super::lease::{AttemptLease, HeldLease, History};
 pub use crate::due_index::DueRun;
 pub(crate) use crate::due_index::{delete, due_after, due_at, is_stale, mark_ended, write};
 use crate::error::Result;
@@ -98,21 +98,22 @@ impl super::Runtime {
 /// Starts attempt `attempt` of a run under a lease, after writing the entry
 /// that wakes the run if the attempt crashes (due when its lease first
 /// expires). The entry is kept if the start fails: another attempt that
-/// started at the same millisecond may have written the same one.
+/// started at the same millisecond may have written the same one. With the
+/// lease, the run's history as the start left it (see `AttemptLease::start`).
 pub(super) async fn start_attempt<'a>(
     shared: &'a Shared,
     run_id: &'a RunId,
     incarnation: Incarnation,
     attempt: u32,
-) -> Result<(AttemptLease<'a>, DueRun)> {
+) -> Result<(AttemptLease<'a>, DueRun, History)> {
     let entry = DueRun {
         due_at_ms: shared.clock.now_ms().saturating_add(shared.lease_ms()),
         run_id: run_id.clone(),
         incarnation,
     };
     write(&shared.memo, &entry).await?;
-    let lease = AttemptLease::start(shared, run_id, incarnation, attempt).await?;
-    Ok((lease, entry))
+    let (lease, history) = AttemptLease::start(shared, run_id, incarnation, attempt).await?;
+    Ok((lease, entry, history))
 }
 
 /// Settles the index once an attempt stopped, before its lease is

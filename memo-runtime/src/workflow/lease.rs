@@ -11,7 +11,11 @@ use super::{CANCEL_SIGNAL, Shared};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::{Commit, Fence, InputRecord, StatusChange};
+use crate::runtime_store::{Commit, Fence, InputRecord, StatusChange, StepReceipt};
+
+/// The run's receipts and inputs as an attempt's start left them: what the
+/// attempt replays and reads its signals from.
+pub(super) type History = (Vec<StepReceipt>, Vec<InputRecord>);
 
 /// How many times [`HeldLease::ensure_live`] renews a lease that expired
 /// (again) before it gives the attempt up.
@@ -237,6 +241,16 @@ impl<'a> AttemptLease<'a> {
     /// another gives the lease back at once (the new run's own attempt
     /// starts without waiting for it to expire) and fails: nothing runs.
     ///
+    /// Returns the lease with the run's [`History`] as the start left it,
+    /// read with the start ([`RuntimeStore::atomic_apply_and_load`]: no
+    /// read more on object storage), so the attempt reads nothing before
+    /// its workflow runs. A receipt or input committed before the start is
+    /// in it; only an input appended after the start may be missing, as
+    /// from a read made just after it, and a wait finds it later as it finds
+    /// any signal that comes while the workflow runs.
+    ///
+    /// [`RuntimeStore::atomic_apply_and_load`]: crate::runtime_store::RuntimeStore::atomic_apply_and_load
+    ///
     /// # Errors
     ///
     /// [`Error::LeaseHeld`] while another attempt's lease is live;
@@ -247,14 +261,14 @@ impl<'a> AttemptLease<'a> {
         run_id: &'a RunId,
         incarnation: Incarnation,
         attempt: u32,
-    ) -> Result<AttemptLease<'a>> {
+    ) -> Result<(AttemptLease<'a>, History)> {
         let now = shared.clock.now_ms();
         let until_ms = now.saturating_add(shared.lease_ms());
         let start = StatusChange::start_leased(attempt, &shared.worker_id, until_ms);
         let fence = start.fence().expect("an attempt start has a fence");
-        let started = shared
+        let (started, receipts, inputs) = shared
             .store
-            .atomic_apply(run_id, Commit::status(start, now))
+            .atomic_apply_and_load(run_id, Commit::status(start, now))
             .await?;
         let held = Arc::new(HeldLease {
             fence,
@@ -281,7 +295,7 @@ impl<'a> AttemptLease<'a> {
                 ),
             });
         }
-        Ok(lease)
+        Ok((lease, (receipts, inputs)))
     }
 
     /// What the attempt's [`Context`](super::Context) shares of the lease.

@@ -10,6 +10,8 @@
 //! `every_test_file_is_in_a_test_target` fails for a file that is in
 //! neither, which would otherwise never run (`autotests = false`).
 
+#[path = "../attempt_history.rs"]
+mod attempt_history;
 #[path = "../attempt_leases.rs"]
 mod attempt_leases;
 #[path = "../azure.rs"]

@@ -329,6 +329,16 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.load_receipts_and_inputs(run_id).await
     }
 
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> memo_runtime::Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
+        // An attempt's start: never the run's completion.
+        self.call("atomic_apply_and_load");
+        self.inner.atomic_apply_and_load(run_id, commit).await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> memo_runtime::Result<Vec<RunSummary>> {
         self.call("list_runs");
         self.inner.list_runs(status).await

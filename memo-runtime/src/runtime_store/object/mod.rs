@@ -549,6 +549,14 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.runs.load_receipts_and_inputs(run_id).await
     }
 
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
+        self.runs.atomic_apply_and_load(run_id, commit).await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         self.runs.list_runs(status).await
     }

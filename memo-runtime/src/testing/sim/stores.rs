@@ -286,6 +286,21 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         )
     }
 
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
+        let applied = self
+            .inner
+            .atomic_apply_and_load(run_id, commit.clone())
+            .await;
+        if let Ok((record, _, _)) = &applied {
+            self.checker.acknowledged_commit(run_id, &commit, record);
+        }
+        self.seen("atomic_apply_and_load", applied)
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         self.seen("list_runs", self.inner.list_runs(status).await)
     }

@@ -65,6 +65,14 @@ impl RuntimeStore for ReadOnlyView {
         self.inner.load_receipts_and_inputs(run_id).await
     }
 
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        _commit: Commit,
+    ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
+        Self::refuse(run_id)
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         self.inner.list_runs(status).await
     }

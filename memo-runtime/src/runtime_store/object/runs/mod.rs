@@ -174,6 +174,21 @@ impl RuntimeStore for Runs {
             .unwrap_or_default())
     }
 
+    async fn atomic_apply_and_load(
+        &self,
+        run_id: &RunId,
+        commit: Commit,
+    ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
+        // The run as the commit left it: folded up to the entry it created
+        // (a create at a position proves none after it) and confirmed by
+        // the pointer read after it, as a load would read it then.
+        self.change(run_id, Change::Commit(commit), |state| {
+            let record = state.record().clone();
+            (record, state.receipts_after(None), state.inputs())
+        })
+        .await
+    }
+
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
         let hints = self.hints.list(status).await?;
         let records: Vec<Option<RunSummary>> = futures::stream::iter(hints)

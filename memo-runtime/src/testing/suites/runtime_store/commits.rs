@@ -76,6 +76,12 @@ pub async fn runs_round_trip(store: &dyn RuntimeStore) {
         matches!(write, Err(Error::RunNotFound { .. })),
         "writing to an unknown run: {write:?}"
     );
+    let start = Commit::status(StatusChange::start_attempt(1), 1);
+    let write = store.atomic_apply_and_load(&unknown, start).await;
+    assert!(
+        matches!(write, Err(Error::RunNotFound { .. })),
+        "writing to an unknown run and reading it back: {write:?}"
+    );
     assert!(matches!(
         store.append_input(&unknown, input("i", b"x")).await,
         Err(Error::RunNotFound { .. })
@@ -149,8 +155,26 @@ pub async fn step_commits_round_trip(store: &dyn RuntimeStore) {
             .load_receipts_and_inputs(&run_id)
             .await
             .expect("receipts and inputs"),
-        (expected, inputs),
+        (expected.clone(), inputs.clone()),
         "one read of both answers as the two loads"
+    );
+
+    // A commit answered with the run after it: as the loads that follow.
+    let fourth = Commit::step(receipt(&run_id, 3, "out-3"), 2_500);
+    let (record, receipts, inputs) = store
+        .atomic_apply_and_load(&run_id, fourth)
+        .await
+        .expect("commit a step and read the run back");
+    assert_eq!(receipts.len(), 4, "every receipt, the commit's own last");
+    assert_eq!(receipts[..3], expected);
+    assert_eq!(
+        (record.clone(), receipts, inputs),
+        (
+            load(store, &run_id).await,
+            store.load_receipts(&run_id, None).await.expect("receipts"),
+            store.load_inputs(&run_id).await.expect("inputs")
+        ),
+        "a commit's answer is the run the loads read after it"
     );
 
     let done = Commit::status(
@@ -317,8 +341,12 @@ pub async fn conflicting_commits_apply_nothing(store: &dyn RuntimeStore) {
         .with_input_update("b", InputPhase::Queued)
         .with_status(StatusChange::Completed { output: "x".into() });
     assert_conflict(
-        store.atomic_apply(&run_id, rival).await,
+        store.atomic_apply(&run_id, rival.clone()).await,
         "a rival commit of step 0",
+    );
+    assert_conflict(
+        store.atomic_apply_and_load(&run_id, rival).await,
+        "a rival commit of step 0, read back",
     );
     // A new step whose input update contradicts the committed phase.
     let backwards = Commit::step(receipt(&run_id, 1, "one"), 2_002)
