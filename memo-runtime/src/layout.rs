@@ -21,7 +21,7 @@
 //! | run checkpoint delta (before inputs were kept in bases; read, no longer written) | `runs/<run>/<inc>/delta/<position, 20 digits>` |
 //! | run checkpoint delta (before deltas were kept until the run's deletion; read, no longer written) | `runs/<run>/<inc>/delta/v2/<position, 20 digits>` |
 //! | run checkpoint delta | `runs/<run>/<inc>/deltas/<u64::MAX - position, 20 digits>` |
-//! | attempt cost (the cost ledger) | `runs/<run>/<inc>/cost/<attempt, 10 digits>` |
+//! | attempt cost (the cost ledger: an attempt that did not end the run) | `runs/<run>/<inc>/cost/<attempt, 10 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
 //! | due-run entry | `due/<hour>/<due_ms, 20 digits>_<run>.<inc>` |
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
@@ -158,17 +158,17 @@
 //! additive both ways: data written before them has none, and a reader that
 //! does not know them never lists `shared/`.
 //!
-//! Attempt costs (the cost ledger, `runtime_store::AttemptCost`) hold
-//! what one attempt of the run cost: its requests by kind, the bytes it
-//! uploaded, the memo entries it wrote and its memoized calls run and
-//! reused, with their declared cost. A MessagePack record with named
-//! fields (pinned by `the_attempt_cost_record_is_pinned` in
-//! `runtime_store/cost.rs`), framed and sealed as every record, written
-//! once when the attempt ends or suspends. They were added to version 2
-//! without changing its number, additive both ways: a run written before
-//! them has no `cost` folder and reads as having no ledger; a reader that
-//! does not know them never lists `cost/`, and deletes it with the rest of
-//! the incarnation's folder.
+//! Attempt costs (the cost ledger, `runtime_store::AttemptCost`): what an
+//! attempt cost (requests by kind, bytes uploaded, memo entries written,
+//! memoized calls run and reused with their declared cost), a MessagePack
+//! record with named fields (`the_attempt_cost_record_is_pinned`), in the
+//! `cost` field of the run's terminal log entry for the attempt that ended
+//! it (and `ending_cost` of the checkpoint of the end; both left out when
+//! absent), else written once, framed and sealed, in `cost/` when the
+//! attempt suspends or stops. Added to version 2 without changing its
+//! number, additive both ways: a run written before them reads as having no
+//! ledger; an older reader ignores the fields, never lists `cost/`, and
+//! deletes it with the rest of the incarnation's folder.
 //!
 //! Workflow versions add a field, no object: a run started on a version
 //! (`Workflow::with_version`) carries `workflow_version` in its run pointer

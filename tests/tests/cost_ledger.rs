@@ -2,7 +2,9 @@
 //! cost, and the record matches what a counting store saw of the attempt;
 //! a retried attempt adds its own record; a declared cost is paid when a
 //! memoized body runs and saved when a committed value answers; a swept
-//! run leaves no ledger behind.
+//! run leaves no ledger behind. The attempt that ends the run hands its
+//! entry to the commit that ends it (no object of its own); one that stops
+//! before the end writes a record in the incarnation's `cost/` folder.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,12 +38,14 @@ async fn classify(memo: &Memo, text: &str) -> Result<u64, Error> {
     Ok(text.len() as u64 % 7)
 }
 
-/// A counting store that also keeps its counts as they stood just before
-/// each attempt cost record was written: the end of what the record counts.
+/// A counting store that also keeps its counts as they stood where each
+/// ledger entry's count ends: just before an attempt's cost record is
+/// written, and just before the first request of the commit that ends the
+/// run (its status hint's create).
 #[derive(Debug)]
 struct Watched {
     inner: Arc<CountingStore<InMemory>>,
-    before_records: Mutex<Vec<RequestCounts>>,
+    entry_ends: Mutex<Vec<RequestCounts>>,
 }
 
 impl std::fmt::Display for Watched {
@@ -59,11 +63,10 @@ impl ObjectStore for Watched {
         payload: PutPayload,
         opts: PutOptions,
     ) -> OsResult<PutResult> {
-        if location.as_ref().contains("/cost/") {
-            self.before_records
-                .lock()
-                .unwrap()
-                .push(self.inner.counts());
+        let ends_an_entry = location.as_ref().contains("/cost/")
+            || location.as_ref().contains("/runs-by-status/Completed/");
+        if ends_an_entry {
+            self.entry_ends.lock().unwrap().push(self.inner.counts());
         }
         self.inner.put_opts(location, payload, opts).await
     }
@@ -77,7 +80,7 @@ impl ObjectStore for Watched {
 fn watched_runtime() -> (Arc<Watched>, Runtime) {
     let watched = Arc::new(Watched {
         inner: Arc::new(CountingStore::new(InMemory::new())),
-        before_records: Mutex::default(),
+        entry_ends: Mutex::default(),
     });
     let runtime = Runtime::builder()
         .memo_store(MemoStore::new(watched.clone(), "memo"))
@@ -173,11 +176,13 @@ async fn the_ledger_of_a_three_step_run_counts_the_requests_a_counting_store_saw
     assert_eq!(costs.len(), 1, "{costs:?}");
     let only = &costs[0];
     assert_eq!(only.attempt, 1);
-    // Everything from the run's creation to the record's own write.
-    let before_record = watched.before_records.lock().unwrap()[0];
+    // Everything from the run's creation to the commit that ends it, which
+    // carries the entry.
+    let ends = watched.entry_ends.lock().unwrap().clone();
+    assert_eq!(ends.len(), 1, "the run's end, and no record of its own");
     assert_eq!(
         requests_of(&only.usage),
-        usage_between(RequestCounts::default(), before_record),
+        usage_between(RequestCounts::default(), ends[0]),
         "{only:?}"
     );
     assert!(only.usage.puts >= 3, "a create per step at least: {only:?}");
@@ -203,16 +208,17 @@ async fn a_retried_attempt_adds_its_own_record_and_never_counts_the_first_twice(
     let costs = ledger(&runtime, &run_id).await;
     let attempts: Vec<u32> = costs.iter().map(|c| c.attempt).collect();
     assert_eq!(attempts, [1, 2]);
-    let before_records = watched.before_records.lock().unwrap().clone();
-    assert_eq!(before_records.len(), 2);
+    // The first attempt's record, then the second's end.
+    let ends = watched.entry_ends.lock().unwrap().clone();
+    assert_eq!(ends.len(), 2);
     assert_eq!(
         requests_of(&costs[0].usage),
-        usage_between(RequestCounts::default(), before_records[0])
+        usage_between(RequestCounts::default(), ends[0])
     );
-    // The second record counts the second call alone, from its own start.
+    // The second entry counts the second call alone, from its own start.
     assert_eq!(
         requests_of(&costs[1].usage),
-        usage_between(between, before_records[1])
+        usage_between(between, ends[1])
     );
     // The first attempt paid for step 0's and step 1's completions and
     // step 0's label; the second found those committed: step 0 replays from
@@ -267,7 +273,15 @@ async fn a_swept_run_leaves_no_ledger_behind() {
                     .len()
             }
         };
-        assert_eq!(stored(objects.clone()).await, 2, "{name}: two attempts");
+        // The first attempt's record; the second's is in the run's end.
+        assert_eq!(stored(objects.clone()).await, 1, "{name}: one record");
+        let before = runtime
+            .runtime_store()
+            .load_attempt_costs(&run_id, record.incarnation)
+            .await
+            .unwrap();
+        let attempts: Vec<u32> = before.iter().map(|c| c.attempt).collect();
+        assert_eq!(attempts, [1, 2], "{name}");
         // A minute past the run's end: its marker has expired.
         let later = runtime.clock().now_ms() + 60_000;
         let report = runtime.retention_sweeper().sweep_once(later).await.unwrap();

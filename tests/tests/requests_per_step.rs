@@ -149,21 +149,21 @@ async fn a_durable_step_while_a_run_runs_costs_at_most_todays_requests() {
 #[tokio::test]
 async fn a_three_step_run_costs_at_most_todays_requests() {
     let requests = run_of(3).await;
-    // Today: 15 creates (one of them the attempt's cost ledger record), 5
-    // GETs (one the pointer read after that record, which takes it back if
-    // the run was deleted meanwhile; the 3 step commits read none; the
-    // attempt reads none before its workflow runs: its start answers with
-    // the receipts and inputs it folded, `atomic_apply_and_load`), 1 HEAD,
-    // 1 LIST and 3 deletes (25; 27 before: the attempt read the run again
-    // after its start, the pointer and the log's next position; 29 before
-    // that: the receipts and the inputs read apart; 33 before that: a
-    // pointer read per step commit, and the superseded delta deleted); the
-    // minimum is about one create per step plus the run's creation and its
-    // end.
+    // Today: 14 creates, 4 GETs (the 3 step commits read none; the attempt
+    // reads none before its workflow runs: its start answers with the
+    // receipts and inputs it folded, `atomic_apply_and_load`), 1 HEAD, 1
+    // LIST and 3 deletes: 23. Before: 25 (the attempt's cost ledger entry
+    // a record of its own, a create and the pointer read that takes it
+    // back if the run was deleted meanwhile; it is in the commit that ends
+    // the run now), 27 (the attempt read the run again after its start, the
+    // pointer and the log's next position), 29 (the receipts and the inputs
+    // read apart), 33 (a pointer read per step commit, and the superseded
+    // delta deleted). The minimum is about one create per step plus the
+    // run's creation and its end.
     let today = Requests {
-        creates: 15,
+        creates: 14,
         overwrites: 0,
-        gets: 5,
+        gets: 4,
         heads: 1,
         lists: 1,
         deletes: 3,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use super::Lease;
-use super::{Fence, InputPhase, InputUpdate, RunStatus};
+use super::{AttemptCost, Fence, InputPhase, InputUpdate, RunStatus};
 use crate::run_id::RunId;
 
 /// The durable record that a step of a run completed, and with what output.
@@ -203,6 +203,15 @@ pub struct Commit {
     /// applies only while that attempt holds the run.
     #[serde(default)]
     pub fence: Option<Fence>,
+    /// The cost ledger's entry of the attempt that ends the run with this
+    /// commit (only with a terminal status change): the run keeps it with
+    /// its end, where [`RuntimeStore::load_attempt_costs`] reads it, rather
+    /// than in a record of its own. Left out of the stored commit when
+    /// absent, so a commit without one is stored as before it existed.
+    ///
+    /// [`RuntimeStore::load_attempt_costs`]: super::RuntimeStore::load_attempt_costs
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<AttemptCost>,
 }
 
 impl Commit {
@@ -215,6 +224,7 @@ impl Commit {
             input_updates: Vec::new(),
             status: None,
             fence: None,
+            cost: None,
         }
     }
 
@@ -227,6 +237,7 @@ impl Commit {
             input_updates: Vec::new(),
             status: Some(change),
             fence: None,
+            cost: None,
         }
     }
 
@@ -239,6 +250,7 @@ impl Commit {
             input_updates: updates,
             status: None,
             fence: None,
+            cost: None,
         }
     }
 
@@ -267,6 +279,14 @@ impl Commit {
     /// run.
     pub fn with_fence(mut self, fence: Fence) -> Commit {
         self.fence = Some(fence);
+        self
+    }
+
+    /// Carries `cost`, the cost ledger's entry of the attempt whose
+    /// terminal commit this is (see [`Commit::cost`]). A commit without a
+    /// terminal status change that carries one is refused.
+    pub fn with_cost(mut self, cost: AttemptCost) -> Commit {
+        self.cost = Some(cost);
         self
     }
 }

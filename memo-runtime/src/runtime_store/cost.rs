@@ -1,36 +1,41 @@
 //! The cost ledger: what each attempt of a run cost, in requests, bytes,
 //! memo entries and memoized calls, kept with the run.
 //!
-//! # Why one record per attempt, beside the run
+//! # Why one entry per attempt, kept with the run
 //!
-//! The ledger stays out of the run's log, its checkpoints and its receipts,
-//! so the hot path (a step's commit) writes nothing more and a fresh load
-//! reads nothing more: the workflow runtime counts an attempt's requests
-//! as they are made (a task-local meter and a counting wrapper around the
-//! stores' object store) and records them once, when the attempt ends or
-//! suspends, as one small object ([`RuntimeStore::record_attempt_cost`]).
-//! One record per attempt rather than one per run that each attempt updates:
-//! records are written once (a conditional create), so a retried attempt
-//! adds its own record and never counts another's twice, and two workers
-//! never race on one object. They live in the run incarnation's folder, so
-//! whatever deletes the run (a retention sweep, `memoctl`) deletes them with
-//! it; a run from before the ledger has none, and reads as having no ledger.
+//! The ledger stays out of the run's steps: a step's commit writes nothing
+//! more and a fresh load reads nothing more. The workflow runtime counts
+//! an attempt's requests as they are made (a task-local meter and a
+//! counting wrapper around the stores' object store) and records them
+//! once. The attempt that ends the run hands its entry to the commit that
+//! ends it ([`Commit::cost`]): the run keeps it with its end, at no request
+//! of its own (a record apart cost a `PUT` and a read of the run's pointer,
+//! two of a short run's requests). An attempt that suspends or stops writes
+//! its entry as one small object of its own
+//! ([`RuntimeStore::record_attempt_cost`]) before it releases its lease.
+//! One entry per attempt rather than one per run that each attempt
+//! updates: entries are written once (a conditional create, or the
+//! run's one terminal commit), so a retried attempt adds its own and never
+//! counts another's twice, and two workers never race on one object. Both
+//! live with the run incarnation, so whatever deletes the run (a retention
+//! sweep, `memoctl`) deletes them with it; a run from before the ledger has
+//! none, and reads as having no ledger.
 //!
-//! # What an attempt's record counts
+//! # What an attempt's entry counts
 //!
 //! Every request the attempt's task makes to the memo store and the runtime
 //! store, from the start of [`Runtime::run`](crate::workflow::Runtime::run)
 //! (the run's creation included) or of the attempt (for a run resumed or
-//! recovered) up to the record's own write: the attempt's lease, the
-//! history it reads, its steps' commits, its memoized calls' reads and
-//! writes, lease renewals, and the outcome's commit. Not counted: the
-//! record's own write (one `PUT` on object storage), what follows it (the
-//! terminal marker, one `PUT`, written after the record; the object
-//! runtime store's read of the pointer after the record, which takes the
-//! record back if the run was deleted meanwhile, as it is when a stale
-//! attempt records after another attempt ended the run; the lease's release
-//! and the due entry's removal), requests made by tasks a step spawns, and
-//! anything done outside an attempt (signals, operators' reads, sweeps).
+//! recovered) up to the commit that carries the entry, or the record's own
+//! write: the attempt's lease, the history it reads, its steps' commits,
+//! its memoized calls' reads and writes, and lease renewals. Not counted:
+//! the commit that ends the run (about 5 requests on object storage: its
+//! status hint, its log entry, the checkpoint of the run's end, the
+//! pointer read, the replaced hint's deletion) or the record's own write
+//! and the pointer read after it; what follows them (the terminal marker,
+//! the lease's release and the due entry's removal); requests made by tasks
+//! a step spawns; and anything done outside an attempt (signals, operators'
+//! reads, sweeps).
 //!
 //! A memoized call can declare what one run of its body costs
 //! (`#[memoized(cost = 0.002)]`, in dollars): the record sums the declared
@@ -42,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::meter::Reading;
 
 #[cfg(doc)]
-use super::RuntimeStore;
+use super::{Commit, RuntimeStore};
 
 /// What one attempt of a run cost: its entry in the run's cost ledger.
 ///
@@ -156,6 +161,22 @@ impl Usage {
 }
 
 impl AttemptCost {
+    /// A run's ledger from what its attempts recorded apart and the entry
+    /// its terminal commit carried (`ending`): one entry per attempt, in
+    /// attempt order; `ending` stands for its attempt if that attempt also
+    /// recorded one apart (no release writes both).
+    pub(crate) fn ledger(
+        mut recorded: Vec<AttemptCost>,
+        ending: Option<&AttemptCost>,
+    ) -> Vec<AttemptCost> {
+        if let Some(ending) = ending {
+            recorded.retain(|cost| cost.attempt != ending.attempt);
+            recorded.push(ending.clone());
+        }
+        recorded.sort_by_key(|cost| cost.attempt);
+        recorded
+    }
+
     /// What attempt `attempt` used, as its meter read at `recorded_at_ms`.
     pub(crate) fn of_reading(attempt: u32, recorded_at_ms: u64, reading: Reading) -> AttemptCost {
         let Reading {

@@ -118,7 +118,9 @@ impl RuntimeStore for InMemoryRuntimeStore {
     }
 
     async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
-        self.change(run_id, Change::Commit(commit), |run| run.record().clone())
+        self.change(run_id, Change::Commit(Box::new(commit)), |run| {
+            run.record().clone()
+        })
     }
 
     async fn load_receipts(&self, run_id: &RunId, after: Option<u64>) -> Result<Vec<StepReceipt>> {
@@ -166,7 +168,7 @@ impl RuntimeStore for InMemoryRuntimeStore {
         run_id: &RunId,
         commit: Commit,
     ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
-        self.change(run_id, Change::Commit(commit), |run| {
+        self.change(run_id, Change::Commit(Box::new(commit)), |run| {
             let record = run.record().clone();
             (record, run.receipts_after(None), run.inputs())
         })
@@ -252,11 +254,15 @@ impl RuntimeStore for InMemoryRuntimeStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<Vec<AttemptCost>> {
-        let costs = lock(&self.costs);
-        Ok(costs
+        let runs = self.runs();
+        let ending = (runs.get(run_id))
+            .filter(|run| run.record().incarnation == incarnation)
+            .and_then(RunState::ending_cost);
+        let recorded = lock(&self.costs)
             .get(&(run_id.clone(), incarnation))
             .cloned()
-            .unwrap_or_default())
+            .unwrap_or_default();
+        Ok(AttemptCost::ledger(recorded, ending))
     }
 }
 

@@ -533,7 +533,9 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// kept with the incarnation and deleted with it by
     /// [`delete_run`](Self::delete_run). Recording an attempt again keeps
     /// the first record and succeeds. The workflow runtime calls it once
-    /// per attempt, when the attempt ends or suspends. A stale attempt may
+    /// per attempt that does not end the run, when the attempt suspends or
+    /// stops (the attempt that ends the run hands its entry to the commit
+    /// that ends it instead, [`Commit::cost`]). A stale attempt may
     /// call it after the incarnation was deleted: a store must then keep
     /// nothing of it (the object store takes its record back once it finds
     /// the incarnation gone, and answers with a conflict), since no
@@ -556,9 +558,10 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     }
 
     /// The cost ledger of incarnation `incarnation` of the run: what each of
-    /// its attempts recorded, in attempt order. Empty for a run that has
-    /// none (one from before the ledger, an unknown or deleted run, a store
-    /// that keeps none, as the default).
+    /// its attempts recorded, and the entry its terminal commit carried
+    /// ([`Commit::cost`]), in attempt order. Empty for a run that has none
+    /// (one from before the ledger, an unknown or deleted run, a store that
+    /// keeps none, as the default).
     ///
     /// # Errors
     ///

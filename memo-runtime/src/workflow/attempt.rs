@@ -242,6 +242,7 @@ impl Runtime {
             );
             let terminal_at_ms = commit.at_ms;
             let commit = commit.with_fence(lease.held().fence());
+            let commit = self.with_attempt_cost(commit, attempt);
             lease
                 .held()
                 .end_run(store.atomic_apply(&run_id, commit))
@@ -251,8 +252,6 @@ impl Runtime {
                 terminal_at_ms,
                 incarnation: record.incarnation,
             };
-            self.record_attempt_cost(&run_id, record.incarnation, attempt)
-                .await;
             self.mark_terminal(&marker, lease.held()).await;
             let cancelled = Error::RunCancelled {
                 run_id: run_id.to_string(),
@@ -269,6 +268,7 @@ impl Runtime {
         let (change, result) = terminal_change(result);
         let terminal_at_ms = self.shared.clock.now_ms();
         let commit = Commit::status(change, terminal_at_ms).with_fence(lease.held().fence());
+        let commit = self.with_attempt_cost(commit, attempt);
         lease
             .held()
             .end_run(store.atomic_apply(&run_id, commit))
@@ -278,10 +278,6 @@ impl Runtime {
             terminal_at_ms,
             incarnation: record.incarnation,
         };
-        // Before the marker: a record written after the run's deletion is
-        // found by the sweep that the marker leads to.
-        self.record_attempt_cost(&run_id, record.incarnation, attempt)
-            .await;
         self.mark_terminal(&marker, lease.held()).await;
         Ok((result, true))
     }

@@ -1,6 +1,10 @@
-//! The cost ledger in object storage: one record per attempt in the
-//! incarnation's `cost/` folder (see [`AttemptCost`] for why), written once
-//! and deleted with the rest of the incarnation's folder.
+//! The cost ledger in object storage: the entry of the attempt that ended
+//! the run in its terminal log entry ([`Commit::cost`]), and one record per
+//! other attempt (one that suspended or stopped) in the incarnation's
+//! `cost/` folder (see [`AttemptCost`] for why), written once and deleted
+//! with the rest of the incarnation's folder.
+//!
+//! [`Commit::cost`]: crate::runtime_store::Commit::cost
 
 use object_store::path::Path;
 
@@ -88,13 +92,22 @@ impl ObjectStoreRuntimeStore {
         .await
     }
 
-    /// A listing of the incarnation's `cost/` folder and a `GET` per
-    /// attempt recorded.
+    /// A read of the run (for the entry its terminal commit carried), a
+    /// listing of the incarnation's `cost/` folder and a `GET` per attempt
+    /// recorded there.
     pub(super) async fn read_attempt_costs(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<Vec<AttemptCost>> {
+        let ending = self
+            .runs
+            .read(run_id, |state| {
+                let current = state.record().incarnation == incarnation;
+                state.ending_cost().filter(|_| current).cloned()
+            })
+            .await?
+            .flatten();
         let folder = self.client.layout().cost_folder(run_id, incarnation);
         let listed = self.client.list(&folder).await?;
         let mut costs = Vec::with_capacity(listed.len());
@@ -118,8 +131,7 @@ impl ObjectStoreRuntimeStore {
                 &bytes,
             )?);
         }
-        // LocalFileSystem lists in no particular order.
-        costs.sort_by_key(|cost| cost.attempt);
-        Ok(costs)
+        // In attempt order (LocalFileSystem lists in no particular order).
+        Ok(AttemptCost::ledger(costs, ending.as_ref()))
     }
 }

@@ -17,7 +17,7 @@ use crate::layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
-use crate::runtime_store::{Commit, RunIdPage, RunStatus};
+use crate::runtime_store::{RunIdPage, RunStatus};
 use crate::seal::PLAIN;
 use crate::write_once;
 
@@ -69,11 +69,10 @@ impl HintIndex {
         state: &RunState,
         change: &Change,
     ) -> Result<()> {
-        let Change::Commit(Commit {
-            status: Some(status),
-            ..
-        }) = change
-        else {
+        let Change::Commit(commit) = change else {
+            return Ok(());
+        };
+        let Some(status) = &commit.status else {
             return Ok(());
         };
         let status = status.status();

@@ -1,13 +1,15 @@
 //! Goldens of the records this backend stores whole: the run pointer (and
-//! its per-incarnation copy), and the run record that every checkpoint
-//! holds. A failing golden means stored runs would no longer read.
+//! its per-incarnation copy), the run record that every checkpoint holds,
+//! and the cost ledger's entry in a run's terminal log entry and
+//! checkpoint. A failing golden means stored runs would no longer read.
 
 use bytes::Bytes;
 
 use super::Creation;
 use crate::codec;
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::{NewRun, RunRecord};
+use crate::runtime_store::state::{Change, Verdict};
+use crate::runtime_store::{AttemptCost, Commit, NewRun, RunRecord, StatusChange, Usage};
 
 fn new_run(workflow_version: Option<&str>) -> NewRun {
     NewRun {
@@ -100,4 +102,100 @@ fn the_run_record_of_a_checkpoint_keeps_the_version_and_reads_old_ones_as_none()
         hex(&new)
     );
     assert_eq!(codec::decode::<RunRecord>(&new).unwrap(), record(Some("2")));
+}
+
+fn small_cost() -> AttemptCost {
+    AttemptCost {
+        attempt: 1,
+        recorded_at_ms: 9,
+        usage: Usage {
+            gets: 2,
+            puts: 3,
+            ..Usage::default()
+        },
+    }
+}
+
+fn ending(cost: Option<AttemptCost>) -> Change {
+    let done = StatusChange::Completed {
+        output: Bytes::from_static(b"\x2a"),
+    };
+    let commit = Commit::status(done, 8);
+    Change::Commit(Box::new(match cost {
+        Some(cost) => commit.with_cost(cost),
+        None => commit,
+    }))
+}
+
+/// The log entry of a run's end as every memo before the cost ledger moved
+/// into it wrote it: `{Commit: {at_ms: 8, receipt: nil, snapshot: nil,
+/// input_updates: [], status: {Completed: {output: bin(2a)}}, fence: nil}}`.
+const END_WITHOUT_COST: &str = "81a6436f6d6d697486a561745f6d7308a772656365697074c0a8736e6170\
+     73686f74c0ad696e7075745f7570646174657390a6737461747573\
+     81a9436f6d706c6574656481a66f7574707574c4012aa566656e6365c0";
+
+#[test]
+fn an_end_without_a_cost_is_stored_as_before_and_one_with_a_cost_adds_one_field() {
+    let without = codec::encode(&ending(None)).unwrap();
+    assert_eq!(hex(&without), END_WITHOUT_COST.replace(' ', ""));
+    let with = codec::encode(&ending(Some(small_cost()))).unwrap();
+    // The same map with one field more, `cost`, the attempt's cost record
+    // as it is stored on its own (pinned in `runtime_store/cost.rs`).
+    let cost = codec::encode(&small_cost()).unwrap();
+    let expected = format!(
+        "81a6436f6d6d697487{}a4636f7374{}",
+        &END_WITHOUT_COST.replace(' ', "")[18..],
+        hex(&cost)
+    );
+    assert_eq!(hex(&with), expected);
+    assert_eq!(
+        codec::decode::<Change>(&with).unwrap(),
+        ending(Some(small_cost()))
+    );
+    assert_eq!(codec::decode::<Change>(&without).unwrap(), ending(None));
+
+    // A release before the field reads the entry, the cost ignored.
+    #[derive(serde::Deserialize)]
+    enum Before {
+        Commit(CommitBefore),
+    }
+    #[derive(serde::Deserialize)]
+    struct CommitBefore {
+        at_ms: u64,
+        status: Option<StatusChange>,
+    }
+    let Before::Commit(old) = codec::decode::<Before>(&with).unwrap();
+    assert_eq!(old.at_ms, 8);
+    assert!(matches!(old.status, Some(StatusChange::Completed { .. })));
+}
+
+#[test]
+fn a_checkpoint_of_an_ended_run_keeps_its_ending_cost_and_reads_old_ones_without() {
+    let mut state =
+        crate::runtime_store::state::RunState::new(new_run(None), Incarnation::from_u64(1));
+    let start = Change::Commit(Box::new(Commit::status(StatusChange::start_attempt(1), 8)));
+    for change in [start, ending(Some(small_cost()))] {
+        let Verdict::Apply(approval) = state.check(&change).unwrap() else {
+            panic!("{change:?} applies");
+        };
+        state.apply(change, approval);
+    }
+    assert_eq!(state.ending_cost(), Some(&small_cost()));
+    let bytes = codec::encode(&state).unwrap();
+    let field = format!(
+        "ab656e64696e675f636f7374{}",
+        hex(&codec::encode(&small_cost()).unwrap())
+    );
+    assert!(hex(&bytes).ends_with(&field), "{}", hex(&bytes));
+    let read: crate::runtime_store::state::RunState = codec::decode(&bytes).unwrap();
+    assert_eq!(read.ending_cost(), Some(&small_cost()));
+    assert!(read.check_stored(0).is_ok());
+
+    // Without the field (a checkpoint written before it): no cost.
+    let without = bytes.len() - field.len() / 2;
+    let mut old = bytes[..without].to_vec();
+    old[0] -= 1; // one field fewer in the map's header
+    let read: crate::runtime_store::state::RunState = codec::decode(&old).unwrap();
+    assert_eq!(read.ending_cost(), None);
+    assert_eq!(read.record(), state.record());
 }

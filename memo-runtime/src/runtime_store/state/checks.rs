@@ -64,6 +64,7 @@ impl RunState {
     }
 
     fn check_commit_content(&self, commit: &Commit) -> Result<Verdict> {
+        self.check_cost(commit)?;
         let digest = commit_digest(commit)?;
         let mut changes = false;
         match &commit.receipt {
@@ -129,6 +130,29 @@ impl RunState {
         } else {
             Verdict::AlreadyApplied
         })
+    }
+
+    /// Refuses an attempt's cost on a commit that does not end the run, or
+    /// on one whose fence names another attempt.
+    fn check_cost(&self, commit: &Commit) -> Result<()> {
+        let Some(cost) = &commit.cost else {
+            return Ok(());
+        };
+        let ends = (commit.status.as_ref()).is_some_and(|change| change.status().is_terminal());
+        if !ends {
+            return Err(
+                self.invalid("only the commit that ends the run carries an attempt's cost".into())
+            );
+        }
+        if let Some(fence) = &commit.fence
+            && fence.attempt != cost.attempt
+        {
+            return Err(self.invalid(format!(
+                "attempt {}'s commit carries attempt {}'s cost",
+                fence.attempt, cost.attempt
+            )));
+        }
+        Ok(())
     }
 
     /// `Ok(true)` if some update changes an input.

@@ -52,6 +52,12 @@ impl RunState {
         if self.snapshot.is_some() && total == 0 {
             return Err("a snapshot without a receipt".into());
         }
+        if self.ending_cost.is_some() && !record.status.is_terminal() {
+            return Err(format!(
+                "the cost of an ending attempt in a {} run",
+                record.status
+            ));
+        }
         let mut ids = std::collections::HashSet::new();
         for input in &self.inputs {
             let id = &input.input_id;
@@ -94,6 +100,7 @@ impl RunState {
             inputs: self.inputs[inputs..].to_vec(),
             input_index: HashMap::new(),
             attempt_token: self.attempt_token,
+            ending_cost: self.ending_cost.clone(),
         }
     }
 
@@ -112,6 +119,7 @@ impl RunState {
             inputs: Vec::new(),
             input_index: HashMap::new(),
             attempt_token: None,
+            ending_cost: None,
         }
     }
 

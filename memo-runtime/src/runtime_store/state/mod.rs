@@ -15,8 +15,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Commit, InputPhase, InputRecord, Lease, NewInput, NewRun, RunRecord, RunStatus, RunSummary,
-    StatusChange, StepReceipt,
+    AttemptCost, Commit, InputPhase, InputRecord, Lease, NewInput, NewRun, RunRecord, RunStatus,
+    RunSummary, StatusChange, StepReceipt,
 };
 use crate::error::{Error, Result};
 use crate::run_id::Incarnation;
@@ -30,8 +30,10 @@ pub(crate) type Standing = (InputPhase, Option<u64>);
 /// so its encoding is a data format.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Change {
-    /// An [`atomic_apply`](super::RuntimeStore::atomic_apply).
-    Commit(Commit),
+    /// An [`atomic_apply`](super::RuntimeStore::atomic_apply), boxed: a
+    /// commit is several times an input's size (serde stores a box as
+    /// what it holds, so the entry's encoding is the commit's).
+    Commit(Box<Commit>),
     /// An [`append_input`](super::RuntimeStore::append_input).
     Input(NewInput),
 }
@@ -74,6 +76,11 @@ pub(crate) struct RunState {
     /// The token of the start of the current attempt, which tells a
     /// retried start from a competing one.
     attempt_token: Option<u64>,
+    /// The cost ledger's entry of the attempt that ended the run, carried
+    /// by its terminal commit ([`Commit::cost`]). Left out when absent, so
+    /// a state without one encodes as before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ending_cost: Option<AttemptCost>,
 }
 
 impl RunState {
@@ -101,6 +108,7 @@ impl RunState {
             inputs: Vec::new(),
             input_index: HashMap::new(),
             attempt_token: None,
+            ending_cost: None,
         }
     }
 
@@ -184,6 +192,12 @@ impl RunState {
         self.inputs.clone()
     }
 
+    /// The cost ledger's entry of the attempt that ended the run, if its
+    /// terminal commit carried one.
+    pub(crate) fn ending_cost(&self) -> Option<&AttemptCost> {
+        self.ending_cost.as_ref()
+    }
+
     /// How many inputs stand in a phase `phase` accepts.
     pub(crate) fn inputs_in(&self, phase: impl Fn(InputPhase) -> bool) -> usize {
         self.inputs
@@ -212,7 +226,7 @@ impl RunState {
     /// Applies a change that [`check`](Self::check) accepted with `approval`.
     pub(crate) fn apply(&mut self, change: Change, approval: Approval) {
         match change {
-            Change::Commit(commit) => self.apply_commit(commit, approval),
+            Change::Commit(commit) => self.apply_commit(*commit, approval),
             Change::Input(input) => self.apply_input(input),
         }
     }
@@ -266,6 +280,7 @@ impl RunState {
                 record.status = terminal.status();
                 record.terminal_at_ms = Some(commit.at_ms);
                 record.lease = None;
+                self.ending_cost = commit.cost;
                 match terminal {
                     StatusChange::Completed { output } => record.output = Some(output),
                     StatusChange::Failed { error } => record.error = Some(error),
@@ -335,7 +350,10 @@ mod tests {
     }
 
     fn start(attempt: u32) -> Change {
-        Change::Commit(Commit::status(StatusChange::start_attempt(attempt), 1))
+        Change::Commit(Box::new(Commit::status(
+            StatusChange::start_attempt(attempt),
+            1,
+        )))
     }
 
     #[test]
@@ -353,5 +371,14 @@ mod tests {
         assert!(exhausted.check_stored(0).is_err());
         assert!(exhausted.check(&start(u32::MAX)).is_err());
         assert!(exhausted.check(&start(1)).is_err());
+    }
+
+    #[test]
+    fn a_stored_cost_of_an_ending_attempt_in_an_open_run_is_refused() {
+        let mut open = running_with(1);
+        assert!(open.check_stored(0).is_ok());
+        open.ending_cost = Some(AttemptCost::default());
+        let refused = open.check_stored(0);
+        assert!(refused.is_err_and(|e| e.contains("ending attempt")));
     }
 }

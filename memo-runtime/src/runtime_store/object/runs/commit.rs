@@ -6,6 +6,7 @@ use super::Runs;
 use super::read::Refreshed;
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::StatusChange;
 use crate::runtime_store::state::{Change, RunState, Verdict};
 use crate::write_once::Created;
 
@@ -52,11 +53,10 @@ impl Runs {
             self.hints.write_for(run_id, &folded.state, &change).await?;
             // The status that hint is for, if the change moves the run.
             let hinted = match &change {
-                Change::Commit(crate::runtime_store::Commit {
-                    status: Some(status),
-                    ..
-                }) => Some(status.status()).filter(|&s| s != folded.state.record().status),
-                _ => None,
+                Change::Commit(commit) => (commit.status.as_ref())
+                    .map(StatusChange::status)
+                    .filter(|&s| s != folded.state.record().status),
+                Change::Input(_) => None,
             };
             let (created, after) = self.log.append(run_id, folded, &change).await?;
             match created {

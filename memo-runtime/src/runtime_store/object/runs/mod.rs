@@ -129,7 +129,7 @@ impl RuntimeStore for Runs {
     }
 
     async fn atomic_apply(&self, run_id: &RunId, commit: Commit) -> Result<RunRecord> {
-        self.change(run_id, Change::Commit(commit), |state| {
+        self.change(run_id, Change::Commit(Box::new(commit)), |state| {
             state.record().clone()
         })
         .await
@@ -182,7 +182,7 @@ impl RuntimeStore for Runs {
         // The run as the commit left it: folded up to the entry it created
         // (a create at a position proves none after it) and confirmed by
         // the pointer read after it, as a load would read it then.
-        self.change(run_id, Change::Commit(commit), |state| {
+        self.change(run_id, Change::Commit(Box::new(commit)), |state| {
             let record = state.record().clone();
             (record, state.receipts_after(None), state.inputs())
         })

@@ -22,7 +22,7 @@ pub(super) enum Refreshed {
 impl Runs {
     /// Loads the run (caught up) and returns what `answer` reads from it;
     /// `None` if it does not exist.
-    pub(super) async fn read<T>(
+    pub(in crate::runtime_store::object) async fn read<T>(
         &self,
         run_id: &RunId,
         answer: impl Fn(&RunState) -> T,

@@ -2,7 +2,8 @@
 //! cost ledger with it).
 
 use super::{
-    assert_conflict, input, load, new_run, receipt, running_run, snapshot_of, unique_run_id,
+    assert_conflict, assert_invalid, input, load, new_run, receipt, running_run, snapshot_of,
+    unique_run_id,
 };
 use crate::runtime_store::{AttemptCost, Commit, RunStatus, RuntimeStore, StatusChange, Usage};
 
@@ -145,10 +146,12 @@ pub async fn deleting_a_run_removes_only_that_run(store: &dyn RuntimeStore) {
     );
 }
 
-/// A run's cost ledger keeps the first record of each attempt, in attempt
+/// A run's cost ledger keeps the first record of each attempt, and the
+/// entry the commit that ends the run carries (`Commit::cost`), in attempt
 /// order, and is deleted with the run: a new run of the id starts with none.
-/// A store that keeps no ledger (the trait's default) reads every run's as
-/// empty.
+/// Only the commit that ends the run, of the attempt the entry names, may
+/// carry one. A store that keeps no ledger (the trait's default) reads
+/// every run's as empty.
 pub async fn a_runs_cost_ledger_is_kept_once_and_deleted_with_it(store: &dyn RuntimeStore) {
     let run_id = running_run(store, "ledger").await;
     let incarnation = load(store, &run_id).await.incarnation;
@@ -178,8 +181,42 @@ pub async fn a_runs_cost_ledger_is_kept_once_and_deleted_with_it(store: &dyn Run
             "the first record of each attempt, in attempt order"
         );
     }
-    let done = Commit::status(StatusChange::Failed { error: "e".into() }, 3_000);
+    let mut fence = None;
+    for attempt in [2, 3] {
+        let start = StatusChange::start_attempt(attempt);
+        fence = start.fence();
+        let start = Commit::status(start, 2_500);
+        store.atomic_apply(&run_id, start).await.expect("start");
+    }
+    let fence = fence.expect("a start has a fence");
+    let not_an_end = Commit::step(receipt(&run_id, 0, "x"), 2_600).with_cost(cost(3, 1));
+    assert_invalid(
+        store.atomic_apply(&run_id, not_an_end).await,
+        "a step commit carrying a cost",
+    );
+    let fenced = Commit::status(StatusChange::Failed { error: "e".into() }, 2_700)
+        .with_fence(fence)
+        .with_cost(cost(2, 1));
+    assert_invalid(
+        store.atomic_apply(&run_id, fenced).await,
+        "attempt 3's end carrying attempt 2's cost",
+    );
+    let done =
+        Commit::status(StatusChange::Failed { error: "e".into() }, 3_000).with_cost(cost(3, 30));
     store.atomic_apply(&run_id, done).await.expect("fail");
+    let ledger = store
+        .load_attempt_costs(&run_id, incarnation)
+        .await
+        .expect("load the ledger of the ended run");
+    if keeps_one {
+        assert_eq!(
+            ledger,
+            [cost(1, 10), cost(2, 20), cost(3, 30)],
+            "the end's entry after the records, in attempt order"
+        );
+    } else {
+        assert!(ledger.is_empty(), "{ledger:?}");
+    }
     assert!(
         store
             .delete_run(&run_id, incarnation)
