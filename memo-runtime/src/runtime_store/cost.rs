@@ -285,6 +285,27 @@ mod tests {
     }
 
     #[test]
+    fn a_ledger_has_one_entry_per_attempt_in_order_and_the_ending_one_stands() {
+        let of = |attempt: u32, gets: u64| AttemptCost {
+            attempt,
+            recorded_at_ms: 0,
+            usage: Usage {
+                gets,
+                ..Usage::default()
+            },
+        };
+        // Listed in no order, with the ending attempt's record too (its end
+        // applied, the answer lost, and the record written as for an
+        // attempt that stopped): the end's entry stands for it.
+        let recorded = vec![of(3, 30), of(1, 10), of(2, 20)];
+        let ledger = AttemptCost::ledger(recorded.clone(), Some(&of(3, 33)));
+        assert_eq!(ledger, [of(1, 10), of(2, 20), of(3, 33)]);
+        let ledger = AttemptCost::ledger(recorded, None);
+        assert_eq!(ledger, [of(1, 10), of(2, 20), of(3, 30)]);
+        assert_eq!(AttemptCost::ledger(Vec::new(), Some(&of(1, 1))), [of(1, 1)]);
+    }
+
+    #[test]
     fn a_runs_total_sums_its_attempts() {
         let one = record();
         let total = Usage::total([&one, &one]);
