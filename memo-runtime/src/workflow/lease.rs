@@ -14,7 +14,8 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{Commit, Fence, InputRecord, StatusChange, StepReceipt};
 
 /// The run's receipts and inputs as an attempt's start left them: what the
-/// attempt replays and reads its signals from.
+/// attempt replays, and where it first looks for a cancellation (a wait
+/// reads the run's signals afresh).
 pub(super) type History = (Vec<StepReceipt>, Vec<InputRecord>);
 
 /// How many times [`HeldLease::ensure_live`] renews a lease that expired
@@ -246,8 +247,9 @@ impl<'a> AttemptLease<'a> {
     /// read more on object storage), so the attempt reads nothing before
     /// its workflow runs. A receipt or input committed before the start is
     /// in it; only an input appended after the start may be missing, as
-    /// from a read made just after it, and a wait finds it later as it finds
-    /// any signal that comes while the workflow runs.
+    /// from a read made just after it: a wait reads the signals afresh, and
+    /// a cancellation appended later is seen as one that comes while the
+    /// workflow runs (at a renewal, a wait or `Context::is_cancelled`).
     ///
     /// [`RuntimeStore::atomic_apply_and_load`]: crate::runtime_store::RuntimeStore::atomic_apply_and_load
     ///
