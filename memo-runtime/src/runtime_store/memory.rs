@@ -159,7 +159,7 @@ impl RuntimeStore for InMemoryRuntimeStore {
         Ok(self
             .runs()
             .get(run_id)
-            .map(|run| (run.receipts_after(None), run.inputs()))
+            .map(RunState::history)
             .unwrap_or_default())
     }
 
@@ -168,10 +168,7 @@ impl RuntimeStore for InMemoryRuntimeStore {
         run_id: &RunId,
         commit: Commit,
     ) -> Result<(RunRecord, Vec<StepReceipt>, Vec<InputRecord>)> {
-        self.change(run_id, Change::Commit(Box::new(commit)), |run| {
-            let record = run.record().clone();
-            (record, run.receipts_after(None), run.inputs())
-        })
+        self.change(run_id, Change::Commit(Box::new(commit)), RunState::applied)
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {

@@ -192,6 +192,19 @@ impl RunState {
         self.inputs.clone()
     }
 
+    /// Every receipt and every input: what an attempt reads before its
+    /// workflow runs (`load_receipts_and_inputs`).
+    pub(crate) fn history(&self) -> (Vec<StepReceipt>, Vec<InputRecord>) {
+        (self.receipts.clone(), self.inputs.clone())
+    }
+
+    /// The run with its history, as a commit leaves it
+    /// (`atomic_apply_and_load`).
+    pub(crate) fn applied(&self) -> (RunRecord, Vec<StepReceipt>, Vec<InputRecord>) {
+        let (receipts, inputs) = self.history();
+        (self.record.clone(), receipts, inputs)
+    }
+
     /// The cost ledger's entry of the attempt that ended the run, if its
     /// terminal commit carried one.
     pub(crate) fn ending_cost(&self) -> Option<&AttemptCost> {

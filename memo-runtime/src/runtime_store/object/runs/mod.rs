@@ -169,7 +169,7 @@ impl RuntimeStore for Runs {
         run_id: &RunId,
     ) -> Result<(Vec<StepReceipt>, Vec<InputRecord>)> {
         Ok(self
-            .read(run_id, |state| (state.receipts_after(None), state.inputs()))
+            .read(run_id, RunState::history)
             .await?
             .unwrap_or_default())
     }
@@ -182,11 +182,8 @@ impl RuntimeStore for Runs {
         // The run as the commit left it: folded up to the entry it created
         // (a create at a position proves none after it) and confirmed by
         // the pointer read after it, as a load would read it then.
-        self.change(run_id, Change::Commit(Box::new(commit)), |state| {
-            let record = state.record().clone();
-            (record, state.receipts_after(None), state.inputs())
-        })
-        .await
+        self.change(run_id, Change::Commit(Box::new(commit)), RunState::applied)
+            .await
     }
 
     async fn list_runs(&self, status: RunStatus) -> Result<Vec<RunSummary>> {
