@@ -434,8 +434,14 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// wrong runtime store). To delete a whole run, use
     /// [`RetentionSweeper::delete_run`](crate::retention::RetentionSweeper::delete_run).
     ///
-    /// Only terminal runs can be deleted, so no worker can be writing to a
-    /// run while it disappears. Deleting is idempotent, and concurrent
+    /// Only terminal runs can be deleted, so no attempt can commit to a run
+    /// while it disappears. The attempt that ended it may still be writing
+    /// its last checkpoint, which its check after the write takes back if
+    /// the run is gone; a writer that dies between the two (or any writer
+    /// stalled past the deletion that dies before its check) leaves that
+    /// one object behind, unreachable to every reader, which a retention
+    /// pass's recheck clears if it lands before the recheck, and nothing
+    /// clears after a deletion made here alone. Deleting is idempotent, and concurrent
     /// deletions of one run (a sweeper in every worker) are safe: nothing of
     /// another incarnation is ever removed, whatever runs between a
     /// deletion's check and its deletes, including a new run of the same id

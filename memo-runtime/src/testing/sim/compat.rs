@@ -36,16 +36,19 @@ pub(super) fn configure(builder: RuntimeBuilder, lease: Duration) -> RuntimeBuil
 /// on purpose, for a later run of the id to (never) inherit. Until the
 /// deletion returns `Ok`, the incarnation is also in `unfinished`: a
 /// deletion that failed or whose process died part way is the caller's to
-/// call again (its rustdoc says a second call finishes it).
+/// call again (its rustdoc says a second call finishes it). No recheck
+/// ever clears the incarnation again: `checker` learns that too.
 pub(super) async fn delete_records(
     store: &dyn RuntimeStore,
     run_id: &RunId,
     deleted_alone: &Mutex<Vec<(RunId, Incarnation)>>,
     unfinished: &Mutex<Vec<(RunId, Incarnation)>>,
+    checker: &super::checker::Checker,
 ) -> Result<bool> {
     match store.load_run(run_id).await? {
         Some(run) => {
             let this = (run_id.clone(), run.incarnation);
+            checker.never_rechecked(run_id, run.incarnation);
             deleted_alone
                 .lock()
                 .expect("not poisoned")

@@ -138,6 +138,9 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
         await_point().await;
         self.checker.burying(location);
         let result = self.inner.put_opts(location, payload, opts).await;
+        if result.is_ok() {
+            self.checker.landed(location);
+        }
         if result.is_ok()
             && let Some(flag) = &self.late_write
             && self.lands_in_a_deleted_incarnation(location)

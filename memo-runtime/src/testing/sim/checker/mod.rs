@@ -147,6 +147,14 @@ struct State {
     /// Tombstones written for an incarnation already deleted (see
     /// `Checker::burying`).
     late_tombstones: HashSet<String>,
+    /// Incarnations nothing clears again: their recheck ran (a tombstone
+    /// or recheck marker was deleted), or they were deleted with no
+    /// recheck to come (see `Checker::landed`).
+    rechecked: HashSet<(RunId, u64)>,
+    /// Objects each task wrote into an incarnation after its recheck ran.
+    after_recheck: HashMap<u64, Vec<String>>,
+    /// Those of tasks that then died in a crash (see `Checker::task_died`).
+    left_after_recheck: HashSet<String>,
     /// Whether the backend folds names to lower case (with wide run ids):
     /// a planted path, taken from a listing, is then folded, while a
     /// reader names the object as memo spells it.
@@ -230,6 +238,9 @@ impl Checker {
                 events: 0,
                 planted: Vec::new(),
                 late_tombstones: HashSet::new(),
+                rechecked: HashSet::new(),
+                after_recheck: HashMap::new(),
+                left_after_recheck: HashSet::new(),
                 folds_case: false,
             })),
             tokens: Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x70ce_75ee_d000))),
@@ -336,6 +347,7 @@ impl Checker {
     pub(super) fn task_ended(&self, id: u64) {
         let mut state = self.lock();
         state.tasks.remove(&id);
+        state.after_recheck.remove(&id);
         state.running.retain(|_, running| running.task != id);
     }
 

@@ -46,6 +46,75 @@ impl Checker {
         self.lock().late_tombstones.contains(path.as_ref())
     }
 
+    /// A worker's write of `path` landed: if in an incarnation whose
+    /// recheck already ran, the current task is the one that must take it
+    /// back (its check after the write), or leave it for good by dying
+    /// first ([`task_died`](Self::task_died)).
+    pub(in crate::testing::sim) fn landed(&self, path: &Path) {
+        let Some((run_id, Some(incarnation))) = compat::run_of(path) else {
+            return;
+        };
+        let Some(task) = current_task() else {
+            return;
+        };
+        let mut state = self.lock();
+        if state.rechecked.contains(&(run_id, incarnation)) {
+            state
+                .after_recheck
+                .entry(task)
+                .or_default()
+                .push(path.to_string());
+        }
+    }
+
+    /// Task `id` died in a crash: what it wrote into incarnations whose
+    /// recheck had already run stays, unless another writer's check takes
+    /// it back. That is the limit the recheck states (a write that lands
+    /// after it, from a writer that then dies before its take-back), which
+    /// the last sweep's check leaves alone, and only that.
+    pub(in crate::testing::sim) fn task_died(&self, id: u64) {
+        let mut state = self.lock();
+        if let Some(paths) = state.after_recheck.remove(&id) {
+            state.left_after_recheck.extend(paths);
+        }
+    }
+
+    /// Whether `path` is one a task wrote after its incarnation's recheck
+    /// and then died ([`task_died`](Self::task_died)).
+    pub(in crate::testing::sim) fn is_left_after_recheck(&self, path: &Path) -> bool {
+        self.lock().left_after_recheck.contains(path.as_ref())
+    }
+
+    /// Incarnation `incarnation` of `run_id` is being deleted from the
+    /// runtime store alone (`RuntimeStore::delete_run`), which leaves no
+    /// recheck: nothing clears a write into it after the deletion again.
+    pub(in crate::testing::sim) fn never_rechecked(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) {
+        self.lock()
+            .rechecked
+            .insert((run_id.clone(), incarnation.as_u64()));
+    }
+
+    /// A worker's store deletes `path`: if it is an incarnation's tombstone
+    /// or its recheck marker, the recheck of that incarnation has run (each
+    /// is deleted after the recheck's clears), and nothing clears a later
+    /// write into it again.
+    fn remember_rechecked(&self, path: &Path) {
+        let folder = path.parts().nth(1);
+        let named = match folder.as_ref().map(AsRef::as_ref) {
+            Some(crate::layout::TOMBSTONES) => crate::layout::parse_status_hint(path),
+            Some(crate::layout::RECHECKS) => crate::layout::parse_marker(path)
+                .map(|(_, run_id, incarnation, _)| (run_id, incarnation)),
+            _ => None,
+        };
+        if let Some((run_id, incarnation)) = named {
+            self.lock().rechecked.insert((run_id, incarnation.as_u64()));
+        }
+    }
+
     /// A worker's store is about to write `path`: if it is a record of a
     /// run incarnation, that incarnation exists from now on.
     pub(in crate::testing::sim) fn writing(&self, path: &Path) {
@@ -85,6 +154,7 @@ impl Checker {
     /// it, the run it belongs to must be terminal and past its retention.
     pub(in crate::testing::sim) fn deleting(&self, path: &Path) {
         self.remember_deleted(path);
+        self.remember_rechecked(path);
         let sweeping = current_task().and_then(|task| self.lock().tasks.get(&task).map(|t| t.kind))
             == Some(TaskKind::Sweep);
         let Some((run_id, incarnation)) = compat::run_of(path).filter(|_| sweeping) else {

@@ -140,6 +140,7 @@ where
             .filter(|path| !compat::left_by_records_only_delete(path, &deleted_alone))
             .filter(|path| !left_by_misprefix_recheck(path))
             .filter(|path| !self.checker.is_late_tombstone(path))
+            .filter(|path| !self.checker.is_left_after_recheck(path))
             .collect();
         drop(rechecked);
         if !left.is_empty() {

@@ -338,6 +338,7 @@ where
         ));
         let deleted_alone = Arc::clone(&self.deleted_alone);
         let unfinished = Arc::clone(&self.unfinished_deletes);
+        let checker = self.checker.clone();
         let lease = self.config.lease;
         let future = async move {
             let deleted = if whole {
@@ -349,7 +350,7 @@ where
                     .await
             } else {
                 let store = runtime.runtime_store().as_ref();
-                compat::delete_records(store, &run_id, &deleted_alone, &unfinished).await
+                compat::delete_records(store, &run_id, &deleted_alone, &unfinished, &checker).await
             };
             Outcome::Deleted(run, deleted.map_err(|e| e.to_string()))
         };

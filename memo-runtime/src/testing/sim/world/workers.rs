@@ -162,6 +162,7 @@ where
             let dies = task.worker == worker;
             if dies {
                 dropped += 1;
+                self.checker.task_died(task.id);
                 self.checker.task_ended(task.id);
             }
             !dies
