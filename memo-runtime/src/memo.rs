@@ -21,6 +21,7 @@
 
 mod entries;
 mod entry_cache;
+pub(crate) mod flight;
 pub mod shared;
 mod step;
 
@@ -37,6 +38,7 @@ use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use crate::write_once::{self, Created};
+use flight::Flights;
 use shared::SharedScope;
 
 pub use entries::{EntryInfo, EntryKind};
@@ -116,6 +118,9 @@ struct Inner {
     /// The scope of `#[memoized(scope = shared)]` calls ([`Memo::shared`]).
     shared_scope: Arc<SharedScope>,
     seal: Seal,
+    /// The single flights of this store's memoized calls, kept by every
+    /// store derived from it (see `flight`).
+    flights: Arc<Flights>,
 }
 
 impl std::fmt::Debug for MemoStore {
@@ -142,6 +147,7 @@ impl MemoStore {
                 cache: Some(EntryCache::new(DEFAULT_ENTRY_CACHE_BYTES)),
                 shared_scope: Arc::default(),
                 seal: Seal::default(),
+                flights: Arc::default(),
             }),
         }
     }

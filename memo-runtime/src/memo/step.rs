@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::MemoStore;
 use super::entry_cache::EntryCache;
+use super::flight::{Ended, Flight};
 use super::shared::SharedScope;
 use crate::error::{Error, Result};
 use crate::key::{content_key, sha256_digest};
@@ -342,11 +343,23 @@ impl Memo {
         self.key_path(key).to_string()
     }
 
-    /// A string naming (store instance, entry path) for `key`, unique in the
-    /// process, so concurrent identical calls can be coalesced.
-    pub(crate) fn flight_key(&self, key: &str) -> String {
-        let instance = Arc::as_ptr(&self.store.inner.store) as *const () as usize;
-        format!("{instance:x}:{}", self.key_path(key))
+    /// Looks at the flights ended in `key`'s stripe of this memo's store,
+    /// before the call's first read of its entry (see [`Ended`]).
+    pub(crate) fn before_read(&self, key: &str) -> Ended {
+        self.store.inner.flights.before_read(key)
+    }
+
+    /// Whether a flight that could have committed `key`'s entry unseen by
+    /// the read `looked` came before has ended since.
+    pub(crate) fn flight_ended_since(&self, looked: &Ended) -> bool {
+        looked.since(&self.store.inner.flights)
+    }
+
+    /// Waits until this caller holds the single flight of `key`'s entry in
+    /// this memo's store: identical concurrent calls through the store run
+    /// the body once.
+    pub(crate) async fn enter_flight(&self, key: &str) -> Flight {
+        Flight::enter(&self.store.inner.flights, self.key_path(key), key).await
     }
 }
 

@@ -13,11 +13,11 @@ use crate::key::HexDigest;
 use crate::{Error, Memo, Result};
 
 use super::bounds::{FromMemoError, MemoResult, StoredValue};
-use super::flight::Flight;
+use crate::memo::flight::Flight;
 
-/// How many times a memoized call reads its entry under its flight, each
-/// read followed by a renewal of a lease that lapsed meanwhile, before it
-/// gives the attempt up (see `Call::find`).
+/// How many times a memoized call checks its lease under its flight, a
+/// lapsed one renewed and the entry read again after it, before it gives
+/// the attempt up (see `Call::find`).
 const LEASED_READS: u32 = 3;
 
 #[cfg(any(test, feature = "testing"))]
@@ -286,8 +286,8 @@ pub struct Call<'a> {
     /// The call's key, if it could be derived.
     key: Option<HexDigest>,
     step: Step,
-    /// Held from the re-read after a miss to the commit: whoever holds the
-    /// flight for an entry runs the body.
+    /// Held from the miss to the commit: whoever holds the flight for an
+    /// entry runs the body.
     flight: Option<Flight>,
     /// What one run of the body costs, as declared, in billionths of a
     /// dollar (0 if undeclared).
@@ -356,24 +356,30 @@ impl<'a> Call<'a> {
 
     async fn find(&mut self, key: &HexDigest) -> Result<Step> {
         let key = key.as_str();
+        let looked = self.memo.before_read(key);
         if let Some(committed) = self.memo.get(key).await? {
             return Ok(Step::Committed(committed, Outcome::Hit));
         }
         // Whoever holds the flight for this entry runs the body; the others
-        // wait and then find its committed value on the re-read, so
-        // identical calls in one process run the body once.
-        self.flight = Some(Flight::enter(self.memo.flight_key(key)).await);
+        // wait and then find its committed value on a read under the
+        // flight, so identical calls in one process run the body once. With
+        // no flight of the entry's stripe ended since the read above,
+        // nothing the store committed through a flight can have been
+        // missed: that read stands, and no second one is made.
+        self.flight = Some(self.memo.enter_flight(key).await);
+        let mut read = self.memo.flight_ended_since(&looked);
         // The step checked its lease before it began, but this call has
         // awaited reads since: a pause or a clock jump there may have let
         // the lease expire and another attempt take the run over. So the
         // body starts only when a read found no entry and the lease is live
-        // by the local clock right after it, with no await in between. A
-        // lapsed lease is renewed and the entry read again: the renewal
-        // awaits a commit, and meanwhile the value of an attempt that lost
-        // the run while its body ran (the one this attempt took over) may
-        // land, and a committed value's body never runs again.
+        // by the local clock after it (a lease live then was live during
+        // the read). A lapsed lease is renewed and the entry read again:
+        // the renewal awaits a commit, and meanwhile the value of an
+        // attempt that lost the run while its body ran (the one this
+        // attempt took over) may land, and a committed value's body never
+        // runs again.
         for _ in 0..LEASED_READS {
-            if let Some(committed) = self.memo.get(key).await? {
+            if read && let Some(committed) = self.memo.get(key).await? {
                 return Ok(Step::Committed(committed, Outcome::Hit));
             }
             if self.memo.lease_is_live() {
@@ -383,6 +389,7 @@ impl<'a> Call<'a> {
                 .ensure_lease()
                 .await
                 .inspect_err(|e| self.memo.report_transient(e))?;
+            read = true;
         }
         let lapsed = Error::LeaseLost {
             run_id: self.memo.run_id().to_string(),
