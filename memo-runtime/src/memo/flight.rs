@@ -5,7 +5,7 @@
 //! Flights belong to a memo store ([`Flights`], made once by
 //! `MemoStore::new` and kept by every store derived from it), so calls
 //! through two stores never wait for each other, and nothing one store's
-//! calls do changes what another's request.
+//! calls do changes what another requests.
 //!
 //! A caller reads the entry before it enters the flight (a hit takes no
 //! part in the table), so a holder may commit between that read and the
