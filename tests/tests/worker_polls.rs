@@ -201,3 +201,133 @@ async fn entries_of_unknown_workflows_never_starve_a_workers_own_runs() {
     a_run_behind_unknown_entries_is_woken(false).await;
     a_run_behind_unknown_entries_is_woken(true).await;
 }
+
+/// Waits, in real time, until `done` holds (at most 10 s).
+async fn until(mut done: impl AsyncFnMut() -> bool) {
+    for _ in 0..2_000 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("not done within 10 s");
+}
+
+/// A run submitted to a spawned worker is that worker's to start: the
+/// other workers on the store, polling all the while it runs, never see it
+/// due, so none of them loads it (each used to load it, find it held and
+/// move its entry: O(N) requests a run). And nothing of it is left in the
+/// index once it ends.
+#[tokio::test]
+async fn a_run_submitted_to_a_spawned_worker_is_not_woken_by_the_others() {
+    let shared: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gated = {
+        let gate = gate.clone();
+        Workflow::new("gated", move |ctx: Context, (): ()| {
+            let gate = gate.clone();
+            Box::pin(async move {
+                ctx.step("wait", move |_memo| {
+                    let gate = gate.clone();
+                    async move {
+                        let _open = gate.acquire().await;
+                        Ok::<_, Error>(1u64)
+                    }
+                })
+                .await
+            }) as BoxedRun
+        })
+    };
+    let spawn = |runtime: Runtime| {
+        Worker::builder(runtime)
+            .workflow(&gated)
+            .poll_interval(Duration::from_millis(1))
+            .sweep_interval(None)
+            .spawn()
+    };
+    let submitter = process(&shared, &clock);
+    let own = spawn(submitter.clone());
+    let others: Vec<_> = (0..2)
+        .map(|_| {
+            let counting = Arc::new(CountingStore::new(shared.clone()));
+            let objects: Arc<dyn ObjectStore> = counting.clone();
+            (counting, spawn(process(&objects, &clock)))
+        })
+        .collect();
+    own.worker()
+        .submit(&gated, &run("submitted"), &())
+        .await
+        .unwrap();
+    // Before the loop runs (this test's runtime has one thread): its
+    // attempt starts a millisecond after the submit, so its lease entry is
+    // another entry than the submit's, which the attempt then deletes.
+    clock.advance_ms(1);
+    until(async || status(&submitter, "submitted").await == RunStatus::Running).await;
+    // The others poll every millisecond while the run is held.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    gate.add_permits(1);
+    until(async || status(&submitter, "submitted").await == RunStatus::Completed).await;
+    let mut polls = 0;
+    for (counting, handle) in others {
+        let report = handle.shutdown(Duration::from_secs(5)).await;
+        assert_eq!(report.entries, 0, "{report:?}");
+        let counts = counting.counts();
+        polls += counts.lists_with_offset;
+        // Nothing read of the run, nothing written.
+        assert_eq!(
+            (
+                counts.gets,
+                counts.creates,
+                counts.puts,
+                counts.delete_paths
+            ),
+            (0, 0, 0, 0),
+            "{counts:?}"
+        );
+    }
+    assert!(polls > 10, "the others polled: {polls} listings");
+    own.shutdown(Duration::from_secs(5)).await;
+    let index: Vec<_> = {
+        use futures::TryStreamExt;
+        shared
+            .list(Some(&"memo/due".into()))
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    assert!(index.is_empty(), "{index:?}");
+}
+
+/// A run submitted to a spawned worker that cannot start it (here, a
+/// worker that does not register its workflow) is still started: its
+/// entry comes due for every worker once a lease has run from the submit,
+/// as if the submitter's attempt had started and crashed at once.
+#[tokio::test]
+async fn a_run_submitted_to_a_worker_that_does_not_start_it_is_due_a_lease_later() {
+    let shared: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let unrelated = napper("unrelated");
+    let napper = napper("napper");
+    let submitter = Worker::builder(process(&shared, &clock))
+        .workflow(&unrelated)
+        .poll_interval(Duration::from_millis(1))
+        .sweep_interval(None)
+        .spawn();
+    submitter
+        .worker()
+        .submit(&napper, &run("orphan"), &0u64)
+        .await
+        .unwrap();
+    // The submitter's loop takes the run and cannot wake it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let runtime = process(&shared, &clock);
+    let other = Worker::builder(runtime.clone()).workflow(&napper).build();
+    let report = other.wake_due().await.unwrap();
+    assert_eq!(report.entries, 0, "not due yet: {report:?}");
+    clock.advance_ms(memo_runtime::workflow::DEFAULT_LEASE.as_millis() as u64);
+    let report = other.wake_due().await.unwrap();
+    assert_eq!((report.entries, report.resumed), (1, 1), "{report:?}");
+    assert_eq!(status(&runtime, "orphan").await, RunStatus::Completed);
+    submitter.shutdown(Duration::from_secs(5)).await;
+}

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::context;
+use super::due::DueRun;
 use super::lease::cancel_reason;
 use super::lease::{AttemptLease, HeldLease, History};
 use super::{Context, Runtime, Workflow, WorkflowFn};
@@ -34,6 +35,24 @@ impl Runtime {
         self.drive_metered(record, workflow, Arc::default()).await
     }
 
+    /// [`drive`](Self::drive) a run whose due entries `superseded` (a
+    /// submit's, due a lease after it) the attempt replaces: once its own
+    /// lease entry is written, it deletes each that is not that very
+    /// entry, so the run is never without one. Kept if no attempt starts.
+    pub(super) async fn drive_superseding<I, W>(
+        &self,
+        record: RunRecord,
+        workflow: &Workflow<W>,
+        superseded: Vec<DueRun>,
+    ) -> Result<W::Output, W::Error>
+    where
+        I: Serialize + DeserializeOwned,
+        W: WorkflowFn<I>,
+    {
+        let drive = self.drive_once(record, workflow, superseded);
+        Meter::scope(Arc::default(), drive).await
+    }
+
     /// [`drive`](Self::drive), its requests counted into `meter` for the
     /// attempt's cost ledger (`meter` may hold what the caller did first,
     /// such as creating the run).
@@ -47,13 +66,14 @@ impl Runtime {
         I: Serialize + DeserializeOwned,
         W: WorkflowFn<I>,
     {
-        Meter::scope(meter, self.drive_once(record, workflow)).await
+        Meter::scope(meter, self.drive_once(record, workflow, Vec::new())).await
     }
 
     async fn drive_once<I, W>(
         &self,
         record: RunRecord,
         workflow: &Workflow<W>,
+        superseded: Vec<DueRun>,
     ) -> Result<W::Output, W::Error>
     where
         I: Serialize + DeserializeOwned,
@@ -99,6 +119,8 @@ impl Runtime {
                 }
                 Err(e) => return Err(e.into()),
             };
+        let replaced: Vec<_> = superseded.into_iter().filter(|e| *e != due_entry).collect();
+        super::due::forget(&self.shared, &replaced).await;
         let body =
             std::panic::AssertUnwindSafe(self.attempt(&record, input, history, &lease, workflow));
         let (result, ended) = settle(&run_id, lease.hold(body.catch_unwind()).await);

@@ -22,6 +22,11 @@
 //! - [`Runtime::signal`](super::Runtime::signal) (and `signal_with_id`,
 //!   `cancel`), before it records the signal: an entry due now, so a run
 //!   suspended in a wait for it is woken;
+//! - [`Worker::submit`](super::Worker::submit): an entry due now, or, to a
+//!   spawned worker (whose loop starts the run at once), due a lease from
+//!   now, which the attempt that loop starts deletes once its own lease
+//!   entry is written (unless it is that very entry: an attempt started in
+//!   the submit's millisecond);
 //! - a worker that wakes a run whose lease is live: an entry at the lease's
 //!   expiry, before it deletes the one it woke; and one that finds a run
 //!   suspended on a timer: the timer's entry (again: it is create-once).
@@ -152,6 +157,16 @@ pub(super) async fn settle(shared: &Shared, held: &HeldLease, ended: bool, lease
     }
     if let Err(e) = delete(&shared.memo, lease_entry).await {
         tracing::debug!(run_id = %lease_entry.run_id, error = %e, "due-run entry not deleted");
+    }
+}
+
+/// Deletes `entries`, best effort: an entry left behind is woken again,
+/// harmlessly.
+pub(super) async fn forget(shared: &Shared, entries: &[DueRun]) {
+    for entry in entries {
+        if let Err(e) = delete(&shared.memo, entry).await {
+            tracing::debug!(run_id = %entry.run_id, error = %e, "due-run entry not deleted");
+        }
     }
 }
 

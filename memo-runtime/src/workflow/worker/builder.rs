@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -81,10 +81,13 @@ impl WorkerBuilder {
             async move { run(ctx, input).await.map_err(Driving::Workflow) }
         });
         wrapped.version = workflow.version.clone();
-        let drive: Drive = Arc::new(move |runtime: Runtime, record: RunRecord| {
+        let drive: Drive = Arc::new(move |runtime: Runtime, record: RunRecord, superseded| {
             let wrapped = wrapped.clone();
             async move {
-                match runtime.drive::<I, _>(record, &wrapped).await {
+                match runtime
+                    .drive_superseding::<I, _>(record, &wrapped, superseded)
+                    .await
+                {
                     Ok(_) | Err(Driving::Workflow(_)) => Driven::Ran,
                     Err(Driving::Runtime(e)) => Driven::Runtime(e),
                 }
@@ -165,6 +168,8 @@ impl WorkerBuilder {
                 sweep_interval: self.sweep_interval,
                 ordered_listings: self.ordered_listings,
                 submitted: Notify::new(),
+                loops: AtomicUsize::new(0),
+                local: Mutex::new(Vec::new()),
                 cursor: Mutex::new(None),
                 proved: AtomicBool::new(false),
             }),

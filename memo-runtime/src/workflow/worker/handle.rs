@@ -26,8 +26,13 @@ impl Worker {
             .map(|interval| self.inner.runtime.retention_sweeper().spawn(interval));
         let detached = stop.clone();
         let worker = self.clone();
+        // Counted from here, so that a run submitted as soon as this
+        // returns is the loop's to start; uncounted once it stops polling
+        // (a run submitted after that is due to every worker a lease later).
+        let polling = Polling::start(self);
         let task = tokio::spawn(async move {
             let report = worker.poll_until_stopped(stop_rx).await;
+            drop(polling);
             drop(detached);
             report
         });
@@ -69,6 +74,23 @@ impl Worker {
             }
         }
         total
+    }
+}
+
+/// One spawned loop of a worker, counted while it polls (also when its
+/// task is aborted or panics: the count goes down as the task is dropped).
+struct Polling(Worker);
+
+impl Polling {
+    fn start(worker: &Worker) -> Polling {
+        worker.inner.loops.fetch_add(1, Ordering::AcqRel);
+        Polling(worker.clone())
+    }
+}
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        self.0.inner.loops.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

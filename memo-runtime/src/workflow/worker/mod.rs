@@ -3,15 +3,14 @@
 //! sweeps, with no server: several workers on one store share the work, and
 //! the runs' leases decide which of them drives a run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -19,6 +18,7 @@ use tokio::sync::Notify;
 
 mod builder;
 mod handle;
+mod wake;
 
 pub use builder::WorkerBuilder;
 pub use handle::WorkerHandle;
@@ -28,7 +28,7 @@ use super::recovery::{Pick, Recovery};
 use super::{Context, Runtime, Workflow};
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::run_id::{Incarnation, RunId};
+use crate::run_id::RunId;
 use crate::runtime_store::{NewRun, RunRecord};
 
 /// How often a spawned [`Worker`] polls the due-run index, by default: 1 s.
@@ -45,7 +45,10 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// Drives one run of a registered workflow: what the worker keeps of it,
 /// its types erased.
-type Drive = Arc<dyn Fn(Runtime, RunRecord) -> BoxFuture<'static, Driven> + Send + Sync>;
+/// The entries it gets are those a submit to the spawned loop wrote, which
+/// the attempt replaces (see `Runtime::drive_superseding`).
+type Drive =
+    Arc<dyn Fn(Runtime, RunRecord, Vec<DueRun>) -> BoxFuture<'static, Driven> + Send + Sync>;
 
 /// The registered workflows: by name, then by version (`None`: the
 /// unversioned workflow).
@@ -92,7 +95,9 @@ impl<E: Display> Display for Driving<E> {
 ///
 /// # What a poll costs
 ///
-/// A poll ([`wake_due`](Worker::wake_due)) lists the due-run index up to
+/// A poll ([`wake_due`](Worker::wake_due)) first takes the runs submitted
+/// to this worker's spawned loop (no request: see [`submit`](Worker::submit)),
+/// then lists the due-run index up to
 /// now, from where the last full poll stopped, and takes at most
 /// [`poll_batch`](WorkerBuilder::poll_batch) entries. By default it reads
 /// the index in the store's order and stops at the first entry not yet
@@ -162,6 +167,13 @@ struct WorkerInner {
     ordered_listings: bool,
     /// Wakes the spawned loop at once (a run was submitted).
     submitted: Notify,
+    /// How many loops of this worker are spawned and polling: while one
+    /// is, a run submitted is this worker's to start ([`Worker::submit`]).
+    loops: AtomicUsize,
+    /// The entries of the runs submitted to the spawned loop and not yet
+    /// taken by a poll: it wakes them without reading the index, where
+    /// they are due only once a lease has run from their submit.
+    local: Mutex<Vec<DueRun>>,
     /// The key of the last entry the last full poll took: the next poll
     /// goes on after it, so that entries this worker cannot wake (a
     /// workflow it does not know, a run that fails to load) never keep it
@@ -230,19 +242,6 @@ impl WakeReport {
     }
 }
 
-/// How waking one run went.
-enum Woke {
-    Resumed,
-    Waiting,
-    Stale,
-    /// The runtime store holds no run of the id: stale if the store is
-    /// proved the workers' by the end of the poll.
-    NotHeld(Vec<DueRun>),
-    Busy,
-    Unknown,
-    Failed(RunId, Error),
-}
-
 impl Worker {
     /// The runtime the worker drives runs with.
     pub fn runtime(&self) -> &Runtime {
@@ -250,13 +249,24 @@ impl Worker {
     }
 
     /// Creates run `run_id` of `workflow` with `input` (or finds it created
-    /// before with the same input) and makes it due now, for whichever
-    /// worker on the store polls first; a spawned worker of this process
-    /// polls at once.
+    /// before with the same input) and makes it due.
+    ///
+    /// Submitted to a [spawned](Worker::spawn) worker, the run is that
+    /// worker's to start: its loop wakes it at once, without reading the
+    /// index, and the run's entry in the index is due for the other workers
+    /// on the store only once the runtime's lease has run from now (as if
+    /// this worker's attempt had started and crashed at once); the attempt
+    /// deletes it once its own lease entry is written. So the other workers
+    /// do not each load the run, find it held and move its entry while it
+    /// runs (with N workers polling, that was O(N) requests a run).
+    /// Submitted to a worker that is not spawned (a process that only
+    /// submits, or one that calls [`wake_due`](Worker::wake_due) itself),
+    /// the run is due now, for whichever worker on the store polls first.
     ///
     /// Durable once it returns: if this process dies, another worker starts
-    /// the run. Submitting again is harmless, so a caller that saw this fail
-    /// submits again.
+    /// the run (within a lease, after a submit to a spawned worker).
+    /// Submitting again is harmless, so a caller that saw this fail submits
+    /// again.
     ///
     /// # Errors
     ///
@@ -285,12 +295,21 @@ impl Worker {
         };
         let record = runtime.create_run(new_run, input).await?;
         if !record.status.is_terminal() {
+            let spawned = self.inner.loops.load(Ordering::Acquire) > 0;
+            let now = shared.clock.now_ms();
             let entry = DueRun {
-                due_at_ms: shared.clock.now_ms(),
+                due_at_ms: if spawned {
+                    now.saturating_add(shared.lease_ms())
+                } else {
+                    now
+                },
                 run_id: run_id.clone(),
                 incarnation: record.incarnation,
             };
             due::write(&shared.memo, &entry).await?;
+            if spawned {
+                self.local().push(entry);
+            }
         }
         self.inner.submitted.notify_one();
         Ok(())
@@ -327,7 +346,7 @@ impl Worker {
                 let Ok(drive) = self.registered(&record) else {
                     unreachable!("the plan holds registered runs only");
                 };
-                match drive(runtime.clone(), record).await {
+                match drive(runtime.clone(), record, Vec::new()).await {
                     Driven::Ran => (run_id, Ok(())),
                     Driven::Runtime(e) => (run_id, Err(e)),
                 }
@@ -360,193 +379,5 @@ impl Worker {
                 registered.join(", ")
             ),
         }))
-    }
-
-    /// Wakes the runs due now by the runtime's clock (at most a
-    /// [`poll_batch`](WorkerBuilder::poll_batch) of entries, at most
-    /// [`concurrency`](WorkerBuilder::concurrency) runs at once) and waits
-    /// for their attempts: what one poll of a spawned worker does. See
-    /// [`Worker`] for what it costs.
-    ///
-    /// A run with a live lease is not driven (its entry moves to the lease's
-    /// expiry); a run that is not due after all (ended, its timer not yet
-    /// due, its signal not there) is left as it is, writing nothing to it;
-    /// every other due run gets one attempt, which continues it past what
-    /// it waited for, or takes over a crashed attempt's run.
-    ///
-    /// # Errors
-    ///
-    /// A failed listing of the index; each run's own outcome is in the
-    /// report.
-    pub async fn wake_due(&self) -> Result<WakeReport> {
-        let runtime = &self.inner.runtime;
-        let now = runtime.shared.clock.now_ms();
-        let entries = self.take_due(now).await?;
-        let mut report = WakeReport {
-            entries: entries.len(),
-            ..WakeReport::default()
-        };
-        // A run due for several reasons is woken once.
-        let mut runs: BTreeMap<(RunId, Incarnation), Vec<DueRun>> = BTreeMap::new();
-        for entry in entries {
-            let key = (entry.run_id.clone(), entry.incarnation);
-            runs.entry(key).or_default().push(entry);
-        }
-        let woken: Vec<Woke> = futures::stream::iter(runs.into_values())
-            .map(|entries| self.wake_run(entries))
-            .buffer_unordered(self.inner.concurrency)
-            .collect()
-            .await;
-        // Read after every run of the poll was loaded: a run held with its
-        // entry's incarnation proves the store for the entries before it.
-        let proved = self.inner.proved.load(Ordering::Acquire);
-        for woke in woken {
-            match woke {
-                Woke::Resumed => report.resumed += 1,
-                Woke::Waiting => report.waiting += 1,
-                Woke::Stale => report.stale += 1,
-                Woke::NotHeld(entries) if proved => {
-                    self.forget(&entries).await;
-                    report.stale += 1;
-                }
-                Woke::NotHeld(_) => report.not_held += 1,
-                Woke::Busy => report.busy += 1,
-                Woke::Unknown => report.unknown += 1,
-                Woke::Failed(run_id, e) => report.failed.push((run_id, e)),
-            }
-        }
-        if report.not_held > 0 {
-            tracing::warn!(
-                runs = report.not_held,
-                "due-run entries kept: the runtime store holds neither their runs nor any \
-                 other run this worker woke (is its prefix the one the workers use?)"
-            );
-        }
-        Ok(report)
-    }
-
-    /// The entries due by `now_ms` that this poll takes: a batch from
-    /// after the cursor, and, if the index has fewer after it, the rest of
-    /// the batch from the earliest entry on (up to the cursor). The cursor
-    /// moves to the last entry of a full batch, and back to the start
-    /// otherwise.
-    async fn take_due(&self, now_ms: u64) -> Result<Vec<DueRun>> {
-        let memo = &self.inner.runtime.shared.memo;
-        let (batch, ordered) = (self.inner.poll_batch, self.inner.ordered_listings);
-        let after = self.cursor().clone();
-        let mut taken: Vec<(Path, DueRun)> = due::due_after(memo, now_ms, after.as_ref(), ordered)
-            .take(batch)
-            .try_collect()
-            .await?;
-        if let Some(after) = after.filter(|_| taken.len() < batch) {
-            let wrapped: Vec<(Path, DueRun)> = due::due_after(memo, now_ms, None, ordered)
-                .try_take_while(|(key, _)| futures::future::ready(Ok(*key <= after)))
-                .take(batch - taken.len())
-                .try_collect()
-                .await?;
-            taken.extend(wrapped);
-        }
-        *self.cursor() = match taken.last() {
-            Some((last, _)) if taken.len() >= batch => Some(last.clone()),
-            _ => None,
-        };
-        Ok(taken.into_iter().map(|(_, due)| due).collect())
-    }
-
-    /// Wakes the run that `entries` (all of one run incarnation) name, and
-    /// deletes them once the run moved on.
-    async fn wake_run(&self, entries: Vec<DueRun>) -> Woke {
-        let runtime = &self.inner.runtime;
-        let shared = &runtime.shared;
-        let first = entries[0].clone();
-        let record = match shared.store.load_run(&first.run_id).await {
-            Ok(record) => record,
-            Err(e) => return Woke::Failed(first.run_id, e),
-        };
-        let Some(record) = record else {
-            // Deleted, or never in this store (a mistyped prefix, with the
-            // run alive in the workers' store): only a store proved the
-            // workers' tells the two apart.
-            return Woke::NotHeld(entries);
-        };
-        if record.incarnation == first.incarnation {
-            self.inner.proved.store(true, Ordering::Release);
-        }
-        if due::is_stale(&first, Some(&record)) {
-            // An ended run's marker first: the entry may be what is left
-            // of an attempt that could not write it.
-            if let Err(e) = due::mark_ended(&shared.memo, &first, &record).await {
-                return Woke::Failed(first.run_id, e);
-            }
-            self.forget(&entries).await;
-            return Woke::Stale;
-        }
-        let drive = match self.registered(&record) {
-            Ok(drive) => drive,
-            Err(Pick::Unregistered(why)) => {
-                tracing::warn!(run_id = %record.run_id, reason = %why, "due run not woken");
-                return Woke::Unknown;
-            }
-            Err(_) => return Woke::Unknown,
-        };
-        let now = shared.clock.now_ms();
-        if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live_at(now)) {
-            let later = DueRun {
-                due_at_ms: lease.until_ms,
-                ..first.clone()
-            };
-            if let Err(e) = due::write(&shared.memo, &later).await {
-                return Woke::Failed(first.run_id, e);
-            }
-            self.forget(&entries).await;
-            return Woke::Busy;
-        }
-        let woke = match drive(runtime.clone(), record).await {
-            Driven::Ran => Woke::Resumed,
-            // Not woken: the entries stay for the next poll.
-            Driven::Runtime(e @ Error::Store { .. }) => return Woke::Failed(first.run_id, e),
-            Driven::Runtime(Error::Suspended { until_ms, .. }) => {
-                if let Some(due_at_ms) = until_ms {
-                    // Written by the attempt that suspended, unless it
-                    // crashed first: written again, create-once.
-                    let timer = DueRun {
-                        due_at_ms,
-                        ..first.clone()
-                    };
-                    if let Err(e) = due::write(&shared.memo, &timer).await {
-                        return Woke::Failed(first.run_id, e);
-                    }
-                    // By another clock, the timer may be an entry woken now.
-                    let others: Vec<_> = entries.into_iter().filter(|e| *e != timer).collect();
-                    self.forget(&others).await;
-                    return Woke::Waiting;
-                }
-                Woke::Waiting
-            }
-            Driven::Runtime(Error::LeaseHeld { .. }) => Woke::Busy,
-            Driven::Runtime(e) => {
-                tracing::debug!(run_id = %first.run_id, error = %e, "a due run ended its attempt");
-                Woke::Resumed
-            }
-        };
-        self.forget(&entries).await;
-        woke
-    }
-
-    fn cursor(&self) -> std::sync::MutexGuard<'_, Option<Path>> {
-        self.inner
-            .cursor
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Deletes `entries`, best effort: an entry left behind is woken again,
-    /// harmlessly.
-    async fn forget(&self, entries: &[DueRun]) {
-        for entry in entries {
-            if let Err(e) = due::delete(&self.inner.runtime.shared.memo, entry).await {
-                tracing::debug!(run_id = %entry.run_id, error = %e, "due-run entry not deleted");
-            }
-        }
     }
 }

@@ -1,0 +1,274 @@
+//! One poll of a worker: the runs submitted to its loop and the due-run
+//! index's entries due now, each run woken once.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+
+use super::{Driven, Pick, WakeReport, Worker, due, due::DueRun};
+use crate::error::{Error, Result};
+use crate::run_id::{Incarnation, RunId};
+
+/// The entries of one run incarnation a poll takes: listed from the index
+/// (due by now), and submitted to this worker's loop (due a lease after
+/// their submit).
+#[derive(Default)]
+struct Due {
+    listed: Vec<DueRun>,
+    submitted: Vec<DueRun>,
+}
+
+impl Due {
+    fn first(&self) -> &DueRun {
+        self.listed
+            .first()
+            .or(self.submitted.first())
+            .expect("a run is woken for at least one entry")
+    }
+}
+
+/// How waking one run went.
+enum Woke {
+    Resumed,
+    Waiting,
+    Stale,
+    /// The runtime store holds no run of the id: stale if the store is
+    /// proved the workers' by the end of the poll.
+    NotHeld(Vec<DueRun>),
+    Busy,
+    Unknown,
+    Failed(RunId, Error),
+}
+
+impl Worker {
+    /// Wakes the runs due now by the runtime's clock (at most a
+    /// [`poll_batch`](super::WorkerBuilder::poll_batch) of entries, at most
+    /// [`concurrency`](super::WorkerBuilder::concurrency) runs at once) and waits
+    /// for their attempts: what one poll of a spawned worker does. See
+    /// [`Worker`] for what it costs.
+    ///
+    /// A run with a live lease is not driven (its entry moves to the lease's
+    /// expiry); a run that is not due after all (ended, its timer not yet
+    /// due, its signal not there) is left as it is, writing nothing to it;
+    /// every other due run gets one attempt, which continues it past what
+    /// it waited for, or takes over a crashed attempt's run.
+    ///
+    /// # Errors
+    ///
+    /// A failed listing of the index; each run's own outcome is in the
+    /// report.
+    pub async fn wake_due(&self) -> Result<WakeReport> {
+        let runtime = &self.inner.runtime;
+        let now = runtime.shared.clock.now_ms();
+        // The runs submitted to this worker's loop, whatever their entries'
+        // time: they are this worker's to start now.
+        let submitted = std::mem::take(&mut *self.local());
+        let listed = match self.take_due(now).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                // Kept for the next poll, as the index keeps its entries.
+                self.local().extend(submitted);
+                return Err(e);
+            }
+        };
+        let mut report = WakeReport {
+            entries: listed.len() + submitted.len(),
+            ..WakeReport::default()
+        };
+        // A run due for several reasons is woken once.
+        let mut runs: BTreeMap<(RunId, Incarnation), Due> = BTreeMap::new();
+        for (entry, local) in listed
+            .into_iter()
+            .map(|e| (e, false))
+            .chain(submitted.into_iter().map(|e| (e, true)))
+        {
+            let due = runs
+                .entry((entry.run_id.clone(), entry.incarnation))
+                .or_default();
+            if local {
+                due.submitted.push(entry);
+            } else {
+                due.listed.push(entry);
+            }
+        }
+        let woken: Vec<Woke> = futures::stream::iter(runs.into_values())
+            .map(|due| self.wake_run(due))
+            .buffer_unordered(self.inner.concurrency)
+            .collect()
+            .await;
+        // Read after every run of the poll was loaded: a run held with its
+        // entry's incarnation proves the store for the entries before it.
+        let proved = self.inner.proved.load(Ordering::Acquire);
+        for woke in woken {
+            match woke {
+                Woke::Resumed => report.resumed += 1,
+                Woke::Waiting => report.waiting += 1,
+                Woke::Stale => report.stale += 1,
+                Woke::NotHeld(entries) if proved => {
+                    self.forget(&entries).await;
+                    report.stale += 1;
+                }
+                Woke::NotHeld(_) => report.not_held += 1,
+                Woke::Busy => report.busy += 1,
+                Woke::Unknown => report.unknown += 1,
+                Woke::Failed(run_id, e) => report.failed.push((run_id, e)),
+            }
+        }
+        if report.not_held > 0 {
+            tracing::warn!(
+                runs = report.not_held,
+                "due-run entries kept: the runtime store holds neither their runs nor any \
+                 other run this worker woke (is its prefix the one the workers use?)"
+            );
+        }
+        Ok(report)
+    }
+
+    /// The entries due by `now_ms` that this poll takes: a batch from
+    /// after the cursor, and, if the index has fewer after it, the rest of
+    /// the batch from the earliest entry on (up to the cursor). The cursor
+    /// moves to the last entry of a full batch, and back to the start
+    /// otherwise.
+    async fn take_due(&self, now_ms: u64) -> Result<Vec<DueRun>> {
+        let memo = &self.inner.runtime.shared.memo;
+        let (batch, ordered) = (self.inner.poll_batch, self.inner.ordered_listings);
+        let after = self.cursor().clone();
+        let mut taken: Vec<(Path, DueRun)> = due::due_after(memo, now_ms, after.as_ref(), ordered)
+            .take(batch)
+            .try_collect()
+            .await?;
+        if let Some(after) = after.filter(|_| taken.len() < batch) {
+            let wrapped: Vec<(Path, DueRun)> = due::due_after(memo, now_ms, None, ordered)
+                .try_take_while(|(key, _)| futures::future::ready(Ok(*key <= after)))
+                .take(batch - taken.len())
+                .try_collect()
+                .await?;
+            taken.extend(wrapped);
+        }
+        *self.cursor() = match taken.last() {
+            Some((last, _)) if taken.len() >= batch => Some(last.clone()),
+            _ => None,
+        };
+        Ok(taken.into_iter().map(|(_, due)| due).collect())
+    }
+
+    /// Wakes the run that `due`'s entries (all of one run incarnation)
+    /// name, and deletes them once the run moved on.
+    async fn wake_run(&self, due: Due) -> Woke {
+        let runtime = &self.inner.runtime;
+        let shared = &runtime.shared;
+        let first = due.first().clone();
+        let Due { listed, submitted } = due;
+        let entries: Vec<DueRun> = listed.iter().chain(&submitted).cloned().collect();
+        let record = match shared.store.load_run(&first.run_id).await {
+            Ok(record) => record,
+            Err(e) => return self.failed(submitted, first.run_id, e),
+        };
+        let Some(record) = record else {
+            // Deleted, or never in this store (a mistyped prefix, with the
+            // run alive in the workers' store): only a store proved the
+            // workers' tells the two apart.
+            return Woke::NotHeld(entries);
+        };
+        if record.incarnation == first.incarnation {
+            self.inner.proved.store(true, Ordering::Release);
+        }
+        if due::is_stale(&first, Some(&record)) {
+            // An ended run's marker first: the entry may be what is left
+            // of an attempt that could not write it.
+            if let Err(e) = due::mark_ended(&shared.memo, &first, &record).await {
+                return self.failed(submitted, first.run_id, e);
+            }
+            self.forget(&entries).await;
+            return Woke::Stale;
+        }
+        let drive = match self.registered(&record) {
+            Ok(drive) => drive,
+            Err(Pick::Unregistered(why)) => {
+                tracing::warn!(run_id = %record.run_id, reason = %why, "due run not woken");
+                return Woke::Unknown;
+            }
+            Err(_) => return Woke::Unknown,
+        };
+        let now = shared.clock.now_ms();
+        if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live_at(now)) {
+            let later = DueRun {
+                due_at_ms: lease.until_ms,
+                ..first.clone()
+            };
+            if let Err(e) = due::write(&shared.memo, &later).await {
+                return self.failed(submitted, first.run_id, e);
+            }
+            // A submit's entry, not yet due, may be `later` itself (the
+            // holder started in the submit's millisecond): kept.
+            let moved: Vec<_> = entries.into_iter().filter(|e| *e != later).collect();
+            self.forget(&moved).await;
+            return Woke::Busy;
+        }
+        // A submit's entries are the attempt's to delete once it has its
+        // own (or kept, if no attempt starts); the listed ones are the
+        // poll's, as they always were.
+        let entries = listed;
+        let woke = match drive(runtime.clone(), record, submitted.clone()).await {
+            Driven::Ran => Woke::Resumed,
+            // Not woken: the entries stay for the next poll.
+            Driven::Runtime(e @ Error::Store { .. }) => {
+                return self.failed(submitted, first.run_id, e);
+            }
+            Driven::Runtime(Error::Suspended { until_ms, .. }) => {
+                if let Some(due_at_ms) = until_ms {
+                    // Written by the attempt that suspended, unless it
+                    // crashed first: written again, create-once.
+                    let timer = DueRun {
+                        due_at_ms,
+                        ..first.clone()
+                    };
+                    if let Err(e) = due::write(&shared.memo, &timer).await {
+                        return self.failed(submitted, first.run_id, e);
+                    }
+                    // By another clock, the timer may be an entry woken now.
+                    let others: Vec<_> = entries.into_iter().filter(|e| *e != timer).collect();
+                    self.forget(&others).await;
+                    return Woke::Waiting;
+                }
+                Woke::Waiting
+            }
+            Driven::Runtime(Error::LeaseHeld { .. }) => Woke::Busy,
+            Driven::Runtime(e) => {
+                tracing::debug!(run_id = %first.run_id, error = %e, "a due run ended its attempt");
+                Woke::Resumed
+            }
+        };
+        self.forget(&entries).await;
+        woke
+    }
+
+    /// A run not woken now: the entries of its submit go back to the
+    /// loop's queue, for its next poll, as listed entries stay in the index.
+    fn failed(&self, submitted: Vec<DueRun>, run_id: RunId, error: Error) -> Woke {
+        self.local().extend(submitted);
+        Woke::Failed(run_id, error)
+    }
+
+    pub(super) fn local(&self) -> std::sync::MutexGuard<'_, Vec<DueRun>> {
+        self.inner
+            .local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn cursor(&self) -> std::sync::MutexGuard<'_, Option<Path>> {
+        self.inner
+            .cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Deletes `entries`, best effort: an entry left behind is woken again,
+    /// harmlessly.
+    async fn forget(&self, entries: &[DueRun]) {
+        due::forget(&self.inner.runtime.shared, entries).await;
+    }
+}
