@@ -643,6 +643,20 @@ fn histories_with_timers_cancellation_and_worker_loops_keep_every_invariant() {
     assert!(summary.seeds > 0 && summary.events > 0);
 }
 
+/// The seeds of the world with worker loops that broke an invariant in a
+/// survey, each examined and its cause fixed: 11154 (session 29), a
+/// submission made before its run's id was reused with another input,
+/// refused rightly, which the checker compared with the new input.
+#[test]
+fn worker_loops_seeds_that_broke_in_a_survey_keep_every_invariant() {
+    let simulation = loops_simulation!(LOOP_POLLS);
+    for seed in [11154] {
+        if let Err(failure) = simulation.run_seed(seed) {
+            panic!("seed {seed}: {failure:?}");
+        }
+    }
+}
+
 /// In the world with worker loops too (issue 23), where workers poll,
 /// crash and restart, runs are submitted and cancelled, and the clock jumps
 /// at the end: a seed gives the same history every time.

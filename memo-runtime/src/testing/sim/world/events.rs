@@ -121,11 +121,16 @@ where
         let slot = &mut self.runs[run];
         slot.delivered = true;
         slot.unacknowledged = true;
+        // The input this submission delivers, which a reuse of the id may
+        // change in the slot before the submission ends.
+        let delivered = crate::content_key(&slot.input).ok();
         let submitted = (loops.submit)(looped, slot.run_id.clone(), slot.input.clone());
         self.checker
             .event(format!("submit {} to worker {worker}", slot.run_id));
-        let future =
-            async move { Outcome::Submitted(run, submitted.await.map_err(|e| e.to_string())) };
+        let future = async move {
+            let result = submitted.await.map_err(|e| e.to_string());
+            Outcome::Submitted(run, result, delivered)
+        };
         self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
     }
 

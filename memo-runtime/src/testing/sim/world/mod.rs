@@ -267,8 +267,9 @@ enum Outcome {
     Recover(Result<Vec<Resumed>, String>),
     Deleted(usize, Result<bool, String>),
     Done(Result<(), String>),
-    /// A submission to a worker loop ended.
-    Submitted(usize, Result<(), String>),
+    /// A submission to a worker loop ended: the run, its result, and the
+    /// content key of the input it delivered (as for `Run`).
+    Submitted(usize, Result<(), String>, Option<String>),
 }
 
 struct Task<'w> {

@@ -61,14 +61,14 @@ where
                     self.check_error(None, error);
                 }
             }
-            Outcome::Submitted(run, result) => {
+            Outcome::Submitted(run, result, delivered) => {
                 self.checker.event(format!(
                     "submission of {} ends: {result:?}",
                     self.runs[run].run_id
                 ));
                 match result {
                     Ok(()) => self.runs[run].unacknowledged = false,
-                    Err(error) => self.attempt_ended(run, Err(error), None),
+                    Err(error) => self.attempt_ended(run, Err(error), delivered.as_deref()),
                 }
             }
         }
