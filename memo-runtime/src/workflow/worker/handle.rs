@@ -27,8 +27,9 @@ impl Worker {
         let detached = stop.clone();
         let worker = self.clone();
         // Counted from here, so that a run submitted as soon as this
-        // returns is the loop's to start; uncounted once it stops polling
-        // (a run submitted after that is due to every worker a lease later).
+        // returns is the loop's to start; uncounted once it stops polling,
+        // after which a submit is due at once for every worker (one queued
+        // and not taken by then is due for them a lease after its submit).
         let polling = Polling::start(self);
         let task = tokio::spawn(async move {
             let report = worker.poll_until_stopped(stop_rx).await;
