@@ -198,13 +198,11 @@ impl Worker {
                 due_at_ms: lease.until_ms,
                 ..first.clone()
             };
-            if let Err(e) = due::write(&shared.memo, &later).await {
-                return self.failed(submitted, first.run_id, e);
-            }
             // A submit's entry, not yet due, may be `later` itself (the
             // holder started in the submit's millisecond): kept.
-            let moved: Vec<_> = entries.into_iter().filter(|e| *e != later).collect();
-            self.forget(&moved).await;
+            if let Err(e) = self.move_entries(entries, &later).await {
+                return self.failed(submitted, first.run_id, e);
+            }
             return Woke::Busy;
         }
         // A submit's entries are the attempt's to delete once it has its
@@ -225,12 +223,10 @@ impl Worker {
                         due_at_ms,
                         ..first.clone()
                     };
-                    if let Err(e) = due::write(&shared.memo, &timer).await {
+                    // By another clock, the timer may be an entry woken now.
+                    if let Err(e) = self.move_entries(entries, &timer).await {
                         return self.failed(submitted, first.run_id, e);
                     }
-                    // By another clock, the timer may be an entry woken now.
-                    let others: Vec<_> = entries.into_iter().filter(|e| *e != timer).collect();
-                    self.forget(&others).await;
                     return Woke::Waiting;
                 }
                 Woke::Waiting
@@ -243,6 +239,15 @@ impl Worker {
         };
         self.forget(&entries).await;
         woke
+    }
+
+    /// Moves a run's wake-up from `entries` to `to`: writes it (create-once),
+    /// then deletes the others (`to` may be one of them).
+    async fn move_entries(&self, entries: Vec<DueRun>, to: &DueRun) -> Result<()> {
+        due::write(&self.inner.runtime.shared.memo, to).await?;
+        let others: Vec<_> = entries.into_iter().filter(|e| e != to).collect();
+        self.forget(&others).await;
+        Ok(())
     }
 
     /// A run not woken now: the entries of its submit go back to the
