@@ -43,7 +43,8 @@ enum Woke {
 }
 
 impl Worker {
-    /// Wakes the runs due now by the runtime's clock (at most a
+    /// Wakes the runs submitted to this worker's spawned loop (see
+    /// [`submit`](Worker::submit)) and those due now by the runtime's clock (at most a
     /// [`poll_batch`](super::WorkerBuilder::poll_batch) of entries, at most
     /// [`concurrency`](super::WorkerBuilder::concurrency) runs at once) and waits
     /// for their attempts: what one poll of a spawned worker does. See
@@ -79,19 +80,13 @@ impl Worker {
         };
         // A run due for several reasons is woken once.
         let mut runs: BTreeMap<(RunId, Incarnation), Due> = BTreeMap::new();
-        for (entry, local) in listed
-            .into_iter()
-            .map(|e| (e, false))
-            .chain(submitted.into_iter().map(|e| (e, true)))
-        {
-            let due = runs
-                .entry((entry.run_id.clone(), entry.incarnation))
-                .or_default();
-            if local {
-                due.submitted.push(entry);
-            } else {
-                due.listed.push(entry);
-            }
+        for entry in listed {
+            let key = (entry.run_id.clone(), entry.incarnation);
+            runs.entry(key).or_default().listed.push(entry);
+        }
+        for entry in submitted {
+            let key = (entry.run_id.clone(), entry.incarnation);
+            runs.entry(key).or_default().submitted.push(entry);
         }
         let woken: Vec<Woke> = futures::stream::iter(runs.into_values())
             .map(|due| self.wake_run(due))
