@@ -32,17 +32,21 @@ impl Runtime {
         I: Serialize + DeserializeOwned,
         W: WorkflowFn<I>,
     {
-        self.drive_metered(record, workflow, Arc::default()).await
+        self.drive_metered(record, workflow, Arc::default(), Vec::new())
+            .await
     }
 
-    /// [`drive`](Self::drive) a run whose due entries `superseded` (a
-    /// submit's, due a lease after it) the attempt replaces: once its own
-    /// lease entry is written, it deletes each that is not that very
-    /// entry, so the run is never without one. Kept if no attempt starts.
-    pub(super) async fn drive_superseding<I, W>(
+    /// [`drive`](Self::drive), its requests counted into `meter` for the
+    /// attempt's cost ledger (`meter` may hold what the caller did first,
+    /// such as creating the run). The run's due entries `superseded` (a
+    /// submit's, due a lease after it) are the attempt's to replace: once
+    /// its own lease entry is written, it deletes each that is not that very
+    /// entry, so the run is never without one; kept if no attempt starts.
+    pub(super) async fn drive_metered<I, W>(
         &self,
         record: RunRecord,
         workflow: &Workflow<W>,
+        meter: Arc<Meter>,
         superseded: Vec<DueRun>,
     ) -> Result<W::Output, W::Error>
     where
@@ -50,23 +54,7 @@ impl Runtime {
         W: WorkflowFn<I>,
     {
         let drive = self.drive_once(record, workflow, superseded);
-        Meter::scope(Arc::default(), drive).await
-    }
-
-    /// [`drive`](Self::drive), its requests counted into `meter` for the
-    /// attempt's cost ledger (`meter` may hold what the caller did first,
-    /// such as creating the run).
-    pub(super) async fn drive_metered<I, W>(
-        &self,
-        record: RunRecord,
-        workflow: &Workflow<W>,
-        meter: Arc<Meter>,
-    ) -> Result<W::Output, W::Error>
-    where
-        I: Serialize + DeserializeOwned,
-        W: WorkflowFn<I>,
-    {
-        Meter::scope(meter, self.drive_once(record, workflow, Vec::new())).await
+        Meter::scope(meter, drive).await
     }
 
     async fn drive_once<I, W>(

@@ -166,7 +166,7 @@ impl Runtime {
         let meter = Arc::<Meter>::default();
         let record = Meter::scope(Arc::clone(&meter), self.create_run(new_run, input)).await?;
         let span = tracing::info_span!("memo.run", %run_id, workflow = %workflow.name);
-        self.drive_metered(record, workflow, meter)
+        self.drive_metered(record, workflow, meter, Vec::new())
             .instrument(span)
             .await
     }

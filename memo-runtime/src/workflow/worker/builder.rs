@@ -85,7 +85,7 @@ impl WorkerBuilder {
             let wrapped = wrapped.clone();
             async move {
                 match runtime
-                    .drive_superseding::<I, _>(record, &wrapped, superseded)
+                    .drive_metered::<I, _>(record, &wrapped, Arc::default(), superseded)
                     .await
                 {
                     Ok(_) | Err(Driving::Workflow(_)) => Driven::Ran,

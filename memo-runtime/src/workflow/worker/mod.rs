@@ -46,7 +46,7 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
 /// Drives one run of a registered workflow: what the worker keeps of it,
 /// its types erased.
 /// The entries it gets are those a submit to the spawned loop wrote, which
-/// the attempt replaces (see `Runtime::drive_superseding`).
+/// the attempt replaces (see `Runtime::drive_metered`).
 type Drive =
     Arc<dyn Fn(Runtime, RunRecord, Vec<DueRun>) -> BoxFuture<'static, Driven> + Send + Sync>;
 
