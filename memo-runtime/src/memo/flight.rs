@@ -42,14 +42,6 @@ impl Default for Flights {
     }
 }
 
-impl std::fmt::Debug for Flights {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Flights")
-            .field("in_flight", &self.table().len())
-            .finish_non_exhaustive()
-    }
-}
-
 /// An entry in flight, with how many callers hold or wait for it. It lives
 /// exactly as long as someone holds or waits for it.
 struct Entry {
