@@ -121,6 +121,8 @@ struct State {
     effect_keys: HashSet<(u32, String)>,
     /// Whether some caller got the value of an entry a side effect ran for.
     matched: bool,
+    /// Every (run, incarnation, step) in which some memoized call returned.
+    returned_in: HashSet<(RunId, u64, u32)>,
     /// Every incarnation any worker wrote a record of, with the number of
     /// record writes before its first one.
     incarnations: HashMap<(RunId, u64), u64>,
@@ -226,6 +228,7 @@ impl Checker {
                 observed: HashMap::new(),
                 effect_keys: HashSet::new(),
                 matched: false,
+                returned_in: HashSet::new(),
                 incarnations: HashMap::new(),
                 record_writes: 0,
                 created: HashMap::new(),
@@ -431,12 +434,20 @@ impl Checker {
         self.effect_started(memo, key)
     }
 
-    /// After the history: if side effects ran, some caller got a value one
-    /// of them committed; else the ledger's keys match no memo entry and the
-    /// history checked nothing.
+    /// After the history: if side effects ran and a memoized call returned
+    /// in a step one of them ran in, some caller got a value one of them
+    /// committed; else the ledger's keys match no memo entry and the
+    /// history checked nothing. (A side effect whose call never returned,
+    /// its task dropped in a crash and its run cancelled before the step
+    /// ran again, leaves nothing to match: no caller got a value there.)
     pub(super) fn check_effects_matched(&self) {
         let state = self.lock();
-        let unmatched = !state.executions.is_empty() && !state.matched;
+        let returned = state.executions.keys().any(|e| {
+            state
+                .returned_in
+                .contains(&(e.run_id.clone(), e.incarnation, e.step))
+        });
+        let unmatched = returned && !state.matched;
         let effects = state.executions.len();
         drop(state);
         if unmatched {
@@ -552,6 +563,9 @@ impl Checker {
         let mut found = Vec::new();
         let executed = state.executions.contains_key(&entry);
         state.matched |= executed;
+        state
+            .returned_in
+            .insert((entry.run_id.clone(), entry.incarnation, entry.step));
         let effect_key = state.effect_keys.contains(&(entry.step, entry.key.clone()));
         if !executed && (explicit || effect_key) {
             found.push((
@@ -669,6 +683,52 @@ mod tests {
         never.attempts = 3;
         checker.acknowledged_commit(&run_id, &start(3), &never);
         assert_eq!(checker.violations().len(), 1, "{:?}", checker.violations());
+    }
+
+    /// Seed 7614 of the worker-loops world (at `d492294`): a side effect
+    /// ran in a memoized call whose task a crash dropped, and the run was
+    /// cancelled before that step ran again, so no caller got a value in
+    /// that step: nothing to match, and no violation. A caller that then
+    /// gets a value in that step under another key is the ledger wired to
+    /// the wrong keys, which the check is for.
+    #[test]
+    fn a_side_effect_whose_call_never_returned_leaves_nothing_to_match() {
+        use crate::MemoStore;
+        use crate::run_id::Incarnation;
+        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+        let checker = Checker::new(
+            Arc::clone(&objects),
+            Arc::new(ManualClock::new(0)),
+            0,
+            1,
+            1,
+            false,
+        );
+        let run_id = RunId::new("sim-3").unwrap();
+        let memo = MemoStore::new(objects, PREFIX).memo_for(&run_id, Incarnation::from_u64(7), 1);
+        let effect = checker.effect_started(&memo, "aa");
+        checker.effect_ended(effect);
+        checker.check_effects_matched();
+        assert!(
+            checker.violations().is_empty(),
+            "{:?}",
+            checker.violations()
+        );
+
+        checker.observed(&memo, "bb", b"sent".to_vec(), false);
+        checker.check_effects_matched();
+        let violations = checker.violations();
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(
+            violations[0].invariant,
+            "the ledger's side effects match committed memo entries"
+        );
+
+        // Its own key matched: the wiring is right.
+        checker.observed(&memo, "aa", b"sent".to_vec(), false);
+        let before = checker.violations().len();
+        checker.check_effects_matched();
+        assert_eq!(checker.violations().len(), before);
     }
 
     /// Seeds 6061 and 9749 of the deployment world: on a backend that folds
