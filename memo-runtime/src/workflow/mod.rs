@@ -81,6 +81,8 @@ pub use replay_check::{
 };
 pub use retry::RetryPolicy;
 pub use run::Runtime;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use worker::Polling;
 pub use worker::{
     DEFAULT_POLL_BATCH, DEFAULT_POLL_INTERVAL, DEFAULT_SWEEP_INTERVAL, DEFAULT_WORKER_CONCURRENCY,
     WakeReport, Worker, WorkerBuilder, WorkerHandle,

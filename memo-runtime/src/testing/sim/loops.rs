@@ -132,9 +132,18 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// poll ([`Worker::wake_due`]) at random moments, crash and restart,
     /// and runs are cancelled ([`Runtime::cancel`]) now and then. At the
     /// end, after faults stop, only the workers' polls drive runs (a
-    /// submission that never returned is made again, and every signal is
-    /// sent again, as a caller would), while the clock moves on a day at a
-    /// time: every due run must be woken, and every run end.
+    /// submission that never returned is made again, and every run that
+    /// started gets every signal again, as a caller would; a run submitted
+    /// and never started gets none, so that only its own wake-up starts
+    /// it), while the clock moves on a day at a time: every due run must be
+    /// woken, and every run end.
+    ///
+    /// Half of the worker processes stand for a worker whose loop is
+    /// spawned ([`Worker::spawn`](crate::workflow::Worker::spawn)): a run
+    /// submitted to one is its loop's to start, and is due for the other
+    /// workers only a lease later; the process polls after each submission
+    /// that returned, as the loop it stands for is woken; and half the
+    /// restarted processes recover (see [`spawned_loops`](Self::spawned_loops)).
     ///
     /// The workflow must be one a [`Worker`] can drive (its future
     /// `Send`, its closure `Clone`). Report its timers with
@@ -176,6 +185,24 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
             }
         };
         self.loops = Some(Arc::new(loops));
+        self.spawned_loops(0.5)
+    }
+
+    /// With [`worker_loops`](Self::worker_loops), the share of worker
+    /// processes (0 to 1, drawn as each starts) whose loop counts as
+    /// spawned, so that [`Worker::submit`] to it queues the run for its
+    /// own loop and writes the run's wake-up a lease later; such a process
+    /// polls after every submission to it that returned, and a crash
+    /// loses what it queued. With a share above 0, half the processes
+    /// that restart during the history also call [`Worker::recover`], as
+    /// the guide's deployment does at start-up (the other half stand for a
+    /// process that never came back, replaced by one that only polls). [`worker_loops`](Self::worker_loops)
+    /// sets one half; 0 is the world before session 30 (every
+    /// submission's wake-up due at once, no recovery at a restart), where
+    /// the seeds pinned before it broke.
+    #[must_use]
+    pub fn spawned_loops(mut self, share: f64) -> Self {
+        self.config.spawned_loops = share.clamp(0.0, 1.0);
         self
     }
 }

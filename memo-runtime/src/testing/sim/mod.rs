@@ -192,6 +192,9 @@ struct Config {
     standalone_memos: bool,
     wrong_prefix_operator: bool,
     slow_deletes: f64,
+    /// The share of worker processes whose worker loop counts as spawned
+    /// ([`Simulation::spawned_loops`]).
+    spawned_loops: f64,
     /// The poll at which every worker restarts with the new code
     /// ([`Simulation::deploy_at`]).
     deploy_at: Option<u64>,
@@ -282,6 +285,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 standalone_memos: false,
                 wrong_prefix_operator: false,
                 slow_deletes: 0.0,
+                spawned_loops: 0.0,
                 deploy_at: None,
             },
             signals: Vec::new(),

@@ -80,10 +80,12 @@ impl Worker {
 
 /// One spawned loop of a worker, counted while it polls (also when its
 /// task is aborted or panics: the count goes down as the task is dropped).
-struct Polling(Worker);
+/// The simulator's worker processes that stand for a spawned loop hold one
+/// for their life, and poll in its place.
+pub(crate) struct Polling(Worker);
 
 impl Polling {
-    fn start(worker: &Worker) -> Polling {
+    pub(crate) fn start(worker: &Worker) -> Polling {
         worker.inner.loops.fetch_add(1, Ordering::AcqRel);
         Polling(worker.clone())
     }

@@ -21,6 +21,8 @@ mod handle;
 mod wake;
 
 pub use builder::WorkerBuilder;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use handle::Polling;
 pub use handle::WorkerHandle;
 
 use super::due::{self, DueRun};

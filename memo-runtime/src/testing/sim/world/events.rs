@@ -108,9 +108,15 @@ where
         }
     }
 
-    /// Submits `run` to `worker`'s loop, as a caller that saw no `Ok` yet
-    /// does again.
+    /// Submits `run`, with its input now, to `worker`'s loop.
     pub(super) fn submit(&mut self, worker: usize, run: usize) {
+        let input = self.runs[run].input.clone();
+        self.submit_input(worker, run, input);
+    }
+
+    /// Submits `run` with `input` to `worker`'s loop, as a caller does (and
+    /// does again while it has no answer).
+    fn submit_input(&mut self, worker: usize, run: usize, input: I) {
         let Some(loops) = &self.loops else {
             return;
         };
@@ -120,11 +126,13 @@ where
             .expect("a live worker with a loop");
         let slot = &mut self.runs[run];
         slot.delivered = true;
-        slot.unacknowledged = true;
         // The input this submission delivers, which a reuse of the id may
         // change in the slot before the submission ends.
-        let delivered = crate::content_key(&slot.input).ok();
-        let submitted = (loops.submit)(looped, slot.run_id.clone(), slot.input.clone());
+        let delivered = crate::content_key(&input).ok();
+        if let Some(key) = &delivered {
+            slot.unanswered.push((self.next_task, key.clone()));
+        }
+        let submitted = (loops.submit)(looped, slot.run_id.clone(), input);
         self.checker
             .event(format!("submit {} to worker {worker}", slot.run_id));
         let future = async move {
@@ -170,9 +178,11 @@ where
 
     /// With worker loops, the end of a history: faults stop, crashed
     /// workers restart, and then, while the clock moves on a day at a
-    /// time, only the workers' polls drive runs; a submission that never
-    /// returned `Ok` is made again, and every open run gets every signal,
-    /// as callers would.
+    /// time, only the workers' polls drive runs; each caller whose
+    /// submission got no answer submits its input again, and every open
+    /// run that started gets every signal, as callers would. A run
+    /// submitted and never started gets none: its own wake-up must start
+    /// it.
     pub(super) async fn settle_with_loops(&mut self) {
         self.checker.event("faults stop".into());
         for worker in 0..self.workers.len() {
@@ -197,15 +207,35 @@ where
             }
             for run in open {
                 let worker = self.rng.random_range(0..self.workers.len());
-                let created = matches!(
-                    fresh_run(self.checker.objects(), &self.runs[run].run_id),
-                    Some(Ok(Some(_)))
-                );
-                if self.runs[run].unacknowledged || !created {
+                let (created, started) =
+                    match fresh_run(self.checker.objects(), &self.runs[run].run_id) {
+                        Some(Ok(Some(record))) => (true, record.attempts > 0),
+                        _ => (false, false),
+                    };
+                // Each caller without an answer submits its own input
+                // again (not the slot's: the id may have been reused with
+                // another input since), one submission per input replacing
+                // theirs; and a run never created is submitted.
+                let mut keys: Vec<String> = std::mem::take(&mut self.runs[run].unanswered)
+                    .into_iter()
+                    .map(|(_, key)| key)
+                    .collect();
+                keys.sort();
+                keys.dedup();
+                let unanswered: Vec<I> = keys.iter().filter_map(|key| self.input_of(key)).collect();
+                if unanswered.is_empty() && !created {
                     self.submit(worker, run);
                 }
-                for signal in 0..self.sim.signals.len() {
-                    self.send_signal(worker, run, signal);
+                for input in unanswered {
+                    self.submit_input(worker, run, input);
+                }
+                // Only a run that started gets the signals: a signal
+                // writes a wake-up due at once, which would start a run
+                // whose own wake-up was lost, and hide the loss.
+                if started {
+                    for signal in 0..self.sim.signals.len() {
+                        self.send_signal(worker, run, signal);
+                    }
                 }
             }
             self.drain().await;
@@ -216,6 +246,15 @@ where
                 self.drain().await;
             }
         }
+    }
+
+    /// The input among the simulation's whose content key is `key`.
+    fn input_of(&self, key: &str) -> Option<I> {
+        self.sim
+            .inputs
+            .iter()
+            .find(|input| crate::content_key(input).is_ok_and(|k| k == key))
+            .cloned()
     }
 
     pub(super) fn signal_random(&mut self) {

@@ -239,6 +239,7 @@ where
             runtime,
             faults,
             looped: None,
+            spawned: None,
             late_write: Arc::default(),
         }
     }

@@ -131,7 +131,7 @@ where
             run_id,
             input: input.clone(),
             delivered: false,
-            unacknowledged: false,
+            unanswered: Vec::new(),
             last_error: None,
         })
         .collect();
@@ -239,9 +239,11 @@ struct SimRun<I> {
     run_id: RunId,
     input: I,
     delivered: bool,
-    /// A submission to a worker loop has not returned `Ok` (its caller
-    /// submits again).
-    unacknowledged: bool,
+    /// The submissions to a worker loop that got no answer yet (neither
+    /// `Ok` nor the refusal of a run of the id with another input), as
+    /// their task and the content key of the input they delivered: each
+    /// one's caller submits its input again.
+    unanswered: Vec<(u64, String)>,
     last_error: Option<String>,
 }
 
@@ -250,6 +252,9 @@ struct Worker {
     faults: Arc<FaultInjectingStore<Arc<dyn ObjectStore>>>,
     /// Its worker loop, with [`Simulation::worker_loops`].
     looped: Option<crate::workflow::Worker>,
+    /// Held while its loop counts as spawned ([`Simulation::spawned_loops`]):
+    /// dropped with the process.
+    spawned: Option<crate::workflow::Polling>,
     /// Set by its store when a memo entry it wrote landed in a deleted
     /// incarnation (with [`Simulation::pauses`]).
     late_write: Arc<std::sync::atomic::AtomicBool>,

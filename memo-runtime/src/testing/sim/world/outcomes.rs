@@ -66,8 +66,23 @@ where
                     "submission of {} ends: {result:?}",
                     self.runs[run].run_id
                 ));
+                // `Ok`, or a run of the id with another input: an answer.
+                let answered = result
+                    .as_ref()
+                    .map_or_else(|e| classify(e) == ErrorKind::InputConflict, |()| true);
+                if answered {
+                    self.runs[run].unanswered.retain(|(id, _)| *id != task.id);
+                }
                 match result {
-                    Ok(()) => self.runs[run].unacknowledged = false,
+                    Ok(()) => {
+                        // A spawned loop is woken by the submission.
+                        let spawned = self.workers[task.worker]
+                            .as_ref()
+                            .is_some_and(|w| w.spawned.is_some());
+                        if spawned {
+                            self.poll(task.worker);
+                        }
+                    }
                     Err(error) => self.attempt_ended(run, Err(error), delivered.as_deref()),
                 }
             }

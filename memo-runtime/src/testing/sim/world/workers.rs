@@ -101,10 +101,26 @@ where
             .loops
             .as_ref()
             .map(|loops| (loops.worker)(runtime.clone(), self.ordered));
+        // Drawn only with spawned loops, so that other worlds' histories
+        // stay what they were.
+        let share = self.config.spawned_loops;
+        let spawned = match &looped {
+            Some(looped) if share > 0.0 && self.rng.random_bool(share) => {
+                Some(crate::workflow::Polling::start(looped))
+            }
+            _ => None,
+        };
+        if spawned.is_some() {
+            self.checker.event(format!(
+                "process {}'s worker loop counts as spawned",
+                self.next_process
+            ));
+        }
         Worker {
             runtime,
             faults,
             looped,
+            spawned,
             late_write,
         }
     }
@@ -184,10 +200,47 @@ where
             .tasks
             .iter()
             .any(|t| matches!(t.kind, TaskKind::Run | TaskKind::Recover));
-        // A worker loop takes over the crashed worker's runs by itself.
-        if self.loops.is_none() && (self.config.has(Event::ConcurrentDelivery) || quiet) {
+        // With worker loops, the loops take over the crashed worker's runs;
+        // with spawned ones, half the restarted processes also recover at
+        // start-up, as the guide's deployment does (`Worker::recover`), and
+        // half stand for a process that never came back, replaced by one
+        // that only polls: the other workers' polls alone must then start
+        // what the dead one had accepted. (The restarts of the end of a
+        // history do not recover either.)
+        if self.loops.is_some() {
+            if self.config.spawned_loops > 0.0 && self.rng.random_bool(0.5) {
+                self.recover_with_loop(worker);
+            }
+        } else if self.config.has(Event::ConcurrentDelivery) || quiet {
             self.recover(worker);
         }
+    }
+
+    /// `worker`'s loop resumes every open run ([`Worker::recover`]).
+    ///
+    /// [`Worker::recover`]: crate::workflow::Worker::recover
+    fn recover_with_loop(&mut self, worker: usize) {
+        let looped = self.workers[worker]
+            .as_ref()
+            .and_then(|w| w.looped.clone())
+            .expect("a live worker with a loop");
+        self.checker
+            .event(format!("worker {worker}'s loop recovers"));
+        let future = async move {
+            let recovered = looped.recover().await;
+            Outcome::Recover(
+                recovered
+                    .map(|recovery| {
+                        recovery
+                            .resumed
+                            .into_iter()
+                            .map(|(run_id, result)| (run_id, result.map_err(|e| e.to_string())))
+                            .collect()
+                    })
+                    .map_err(|e| e.to_string()),
+            )
+        };
+        self.spawn(worker, TaskKind::Recover, None, Box::pin(future));
     }
 
     pub(super) fn recover(&mut self, worker: usize) {
