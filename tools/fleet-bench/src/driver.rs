@@ -41,7 +41,15 @@ pub(crate) struct RunArgs {
 }
 
 pub(crate) fn main(args: RunArgs) -> anyhow::Result<()> {
-    let stamp = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    // Unique to this invocation: one that started in the same second with
+    // the same stamp found its predecessor's runs (the same ids) completed,
+    // so their submits started nothing and the driver waited for
+    // completions that never came (or came a lease later).
+    let stamp = format!(
+        "{}-{}",
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs(),
+        std::process::id()
+    );
     println!(
         "store {:?} (+{} ms a request), {} runs of {} steps per configuration, \
          {} in flight per worker, a signal on 1 run in {}, memoized calls {} ms; load {}",
