@@ -12,9 +12,12 @@ use std::sync::{Arc, Mutex};
 
 use futures::TryStreamExt;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{self, ObjectStore, PutOptions, PutPayload, PutResult};
+use memo_runtime::object_store::{
+    self, ObjectStore, ObjectStoreExt, PutOptions, PutPayload, PutResult,
+};
 use memo_runtime::runtime_store::{
-    Commit, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StatusChange,
+    Commit, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RunStatus, RuntimeStore,
+    StatusChange,
 };
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{Bytes, Error, Incarnation, RunId};
@@ -361,4 +364,45 @@ async fn a_give_up_whose_delete_fails_once_still_removes_the_run_it_gave_up() {
         reused.input = Bytes::from_static(b"another order");
         fresh.create_run(reused).await.unwrap();
     }
+}
+
+/// The runs a listing by status finds `Pending`.
+async fn pending(store: &ObjectStoreRuntimeStore) -> Vec<RunId> {
+    store
+        .list_run_ids_page(RunStatus::Pending, None, 10)
+        .await
+        .unwrap()
+        .ids
+}
+
+/// Seed 4609 of session 30's deployment survey: a creator wrote its run's
+/// `Pending` hint, a tidying listing deleted it (no pointer yet), the
+/// creator wrote the pointer and died before its check that puts the hint
+/// back. Only a creation of the same run (the same input) ran that check;
+/// every later caller brought another input (the id reused), was refused,
+/// and no listing by status, so no `recover`, ever found the run. A
+/// refused creation puts the hint of a run not started back too.
+#[tokio::test]
+async fn a_creation_refused_for_another_input_puts_back_the_pending_hint_of_a_run_not_started() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let creator = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let run_id = run("order-4609");
+    let created = creator.create_run(order(&run_id)).await.unwrap();
+    assert_eq!(pending(&creator).await, vec![run_id.clone()]);
+    let hint = Path::from(format!(
+        "runs/runs-by-status/Pending/{run_id}.{}",
+        created.incarnation
+    ));
+    objects.delete(&hint).await.unwrap();
+    let other = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    assert!(pending(&other).await.is_empty());
+
+    let mut another = order(&run_id);
+    another.input = Bytes::from_static(b"another order");
+    let refused = other.create_run(another).await;
+    assert!(
+        matches!(refused, Err(Error::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(pending(&other).await, vec![run_id]);
 }

@@ -82,7 +82,16 @@ impl Runs {
     ) -> Result<Option<RunRecord>> {
         let run_id = &run.run_id;
         let incarnation = existing.incarnation;
-        RunState::new(existing.run.clone(), incarnation).check_same_run(run)?;
+        if let Err(other_run) = RunState::new(existing.run.clone(), incarnation).check_same_run(run)
+        {
+            // Refused, but a run not started gets its `Pending` hint back
+            // first (see below): its own creator may have stopped before
+            // its check, and a caller with another input may be all that
+            // ever asks for the id again.
+            self.ensure_pending_if_unstarted(run_id, incarnation)
+                .await?;
+            return Err(other_run);
+        }
         let record = self.read(run_id, |state| state.record().clone()).await?;
         let Some(record) = record.filter(|r| r.incarnation == incarnation) else {
             return Ok(None);
@@ -106,6 +115,24 @@ impl Runs {
             self.hints.ensure_pending(run_id, incarnation).await?;
         }
         Ok(Some(record))
+    }
+
+    /// The `Pending` hint of `incarnation` back, if it is the run's and not
+    /// started yet (one read of the run, and a `HEAD`).
+    async fn ensure_pending_if_unstarted(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<()> {
+        let record = self.read(run_id, |state| state.record().clone()).await?;
+        match record {
+            Some(record)
+                if record.incarnation == incarnation && record.status == RunStatus::Pending =>
+            {
+                self.hints.ensure_pending(run_id, incarnation).await
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Deletes what this call made for an incarnation it then gave up
