@@ -118,8 +118,16 @@ impl Runtime {
             // run (and a sweep delete it) before the record is written.
             self.record_attempt_cost(&run_id, record.incarnation, attempt)
                 .await;
+            let awaits_signal = lease.held().awaits_signal();
             // However the attempt stopped, the next one need not wait.
             lease.release().await;
+            if awaits_signal {
+                let counted = RunRecord {
+                    attempts: attempt,
+                    ..record
+                };
+                super::due::after_signal_wait(self, &counted).await;
+            }
         }
         result
     }

@@ -20,8 +20,17 @@
 //!   interrupted (the run is then tried again when the lease would have
 //!   expired);
 //! - [`Runtime::signal`](super::Runtime::signal) (and `signal_with_id`,
-//!   `cancel`), before it records the signal: an entry due now, so a run
-//!   suspended in a wait for it is woken;
+//!   `cancel`): before it records the signal, an entry due a lease from
+//!   now (should it die before the next); once the signal is recorded, an
+//!   entry due now, so a run suspended in a wait for it is woken by a
+//!   worker that sees the signal; then it deletes the first. (An entry due
+//!   now written before the signal, as it was, could be woken before the
+//!   signal landed, and moved on: the run then waited a lease, or for
+//!   ever.);
+//! - an attempt that suspended in a wait for a signal, once it released
+//!   its lease, if the signal is there by then: an entry due now (a
+//!   signal recorded while it held its lease found its entry moved to the
+//!   lease's expiry);
 //! - [`Worker::submit`](super::Worker::submit): an entry due now, or, to a
 //!   spawned worker (whose loop starts the run at once), due a lease from
 //!   now, which the attempt that loop starts deletes once its own lease
@@ -50,6 +59,7 @@ pub use crate::due_index::DueRun;
 pub(crate) use crate::due_index::{delete, due_after, due_at, is_stale, mark_ended, write};
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::RunRecord;
 
 impl super::Runtime {
     /// The entries of the due-run index due at or before `at_ms` (ms since
@@ -170,21 +180,93 @@ pub(super) async fn forget(shared: &Shared, entries: &[DueRun]) {
     }
 }
 
-/// Writes the entry that makes run `run_id` due now, before a signal is
-/// recorded for it, so that a run suspended in a wait for the signal is
-/// woken. Nothing for a run that does not exist or has ended (recording the
-/// signal then fails).
-pub(super) async fn before_signal(shared: &Shared, run_id: &RunId) -> Result<()> {
+/// Before a signal is recorded for run `run_id`: writes the entry that
+/// wakes the run a lease from now, should the signaller die before
+/// [`after_signal`] (a run suspended in a wait for the signal would
+/// otherwise never be woken), and returns it. Nothing for a run that does
+/// not exist or has ended (recording the signal then fails).
+///
+/// Not due now: a worker that woke the run before the signal is recorded
+/// would find the run waiting, or its lease held, and move the entry on
+/// (deleted, or due when the lease expires); the signal would then land
+/// with no wake-up left before it.
+pub(super) async fn before_signal(shared: &Shared, run_id: &RunId) -> Result<Option<DueRun>> {
+    let due_at_ms = shared.clock.now_ms().saturating_add(shared.lease_ms());
+    wake_at(shared, run_id, due_at_ms).await
+}
+
+/// Makes run `run_id` due now, for a signal recorded by an earlier call
+/// (which may have stopped before [`after_signal`]). Nothing for a run
+/// that does not exist or has ended.
+pub(super) async fn signalled_before(shared: &Shared, run_id: &RunId) -> Result<()> {
+    wake_at(shared, run_id, shared.clock.now_ms())
+        .await
+        .map(drop)
+}
+
+/// Writes the entry that wakes run `run_id` at `due_at_ms`, and returns it;
+/// nothing for a run that does not exist or has ended.
+async fn wake_at(shared: &Shared, run_id: &RunId, due_at_ms: u64) -> Result<Option<DueRun>> {
     let Some(record) = shared.store.load_run(run_id).await? else {
-        return Ok(());
+        return Ok(None);
     };
     if record.status.is_terminal() {
-        return Ok(());
+        return Ok(None);
     }
     let entry = DueRun {
-        due_at_ms: shared.clock.now_ms(),
+        due_at_ms,
         run_id: run_id.clone(),
         incarnation: record.incarnation,
     };
-    write(&shared.memo, &entry).await
+    write(&shared.memo, &entry).await?;
+    Ok(Some(entry))
+}
+
+/// Once a signal is recorded: the entry that makes the run due now, which
+/// a worker can only wake with the signal there to see, in place of
+/// `before`'s ([`before_signal`]). Best effort: the signal is recorded, and
+/// if this entry cannot be written, `before`'s stays and wakes the run a
+/// lease later.
+pub(super) async fn after_signal(shared: &Shared, before: Option<DueRun>) {
+    let Some(before) = before else {
+        return;
+    };
+    let now = DueRun {
+        due_at_ms: shared.clock.now_ms(),
+        ..before.clone()
+    };
+    match write(&shared.memo, &now).await {
+        Ok(()) if now != before => forget(shared, &[before]).await,
+        Ok(()) => {}
+        Err(e) => {
+            tracing::debug!(run_id = %now.run_id, error = %e, "a signal's wake-up is due a lease later");
+        }
+    }
+}
+
+/// After an attempt that suspended in a wait for a signal released its
+/// lease: wakes the run at once if what it waits for is there now. A
+/// signal recorded after the attempt last looked at the run's inputs and
+/// before it released its lease found the lease held, and the worker that
+/// woke the signal's entry moved it to when the lease would expire: the run
+/// would wait that long. `record` is the run's with this attempt counted.
+/// Best effort: without it, that moved entry still wakes the run.
+pub(super) async fn after_signal_wait(runtime: &super::Runtime, record: &RunRecord) {
+    let shared = &runtime.shared;
+    match runtime.still_waiting(record).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            let entry = DueRun {
+                due_at_ms: shared.clock.now_ms(),
+                run_id: record.run_id.clone(),
+                incarnation: record.incarnation,
+            };
+            if let Err(e) = write(&shared.memo, &entry).await {
+                tracing::debug!(run_id = %record.run_id, error = %e, "a signalled run is due when its lease would have expired");
+            }
+        }
+        Err(e) => {
+            tracing::debug!(run_id = %record.run_id, error = %e, "a suspended run's inputs not read again");
+        }
+    }
 }

@@ -43,6 +43,9 @@ pub(super) struct HeldLease {
     /// Set when the attempt suspends ([`Error::Suspended`]), with the time
     /// its wait ends, if it has one: the due-run index's entry for it.
     suspended: std::sync::Mutex<Option<Option<u64>>>,
+    /// Set when the attempt suspends in a wait for a signal (not for a
+    /// timer alone).
+    awaits_signal: AtomicBool,
     /// Set when the attempt ended the run but could not write its terminal
     /// marker: the attempt's due-run entry then stays, so that a worker, a
     /// sweep or a recovery finds the run and writes the marker.
@@ -64,6 +67,7 @@ impl HeldLease {
             renewing: tokio::sync::Mutex::new(()),
             cancel: std::sync::Mutex::new(None),
             suspended: std::sync::Mutex::new(None),
+            awaits_signal: AtomicBool::new(false),
             unmarked: AtomicBool::new(false),
             ended: AtomicBool::new(false),
         }
@@ -83,9 +87,16 @@ impl HeldLease {
     }
 
     /// Notes that the attempt suspends in a wait that ends at `until_ms`
-    /// (if it has an end).
-    pub(super) fn note_suspended(&self, until_ms: Option<u64>) {
+    /// (if it has an end), for `signal` (empty for a timer alone).
+    pub(super) fn note_suspended(&self, until_ms: Option<u64>, signal: &str) {
         *self.suspended.lock().unwrap_or_else(|e| e.into_inner()) = Some(until_ms);
+        self.awaits_signal
+            .store(!signal.is_empty(), Ordering::SeqCst);
+    }
+
+    /// Whether the attempt suspended in a wait for a signal.
+    pub(super) fn awaits_signal(&self) -> bool {
+        self.awaits_signal.load(Ordering::SeqCst)
     }
 
     /// `Some(until_ms)` if the attempt suspended (see
@@ -278,6 +289,7 @@ impl<'a> AttemptLease<'a> {
             renewing: tokio::sync::Mutex::new(()),
             cancel: std::sync::Mutex::new(None),
             suspended: std::sync::Mutex::new(None),
+            awaits_signal: AtomicBool::new(false),
             unmarked: AtomicBool::new(false),
             ended: AtomicBool::new(false),
         });

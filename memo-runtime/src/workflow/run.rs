@@ -257,7 +257,9 @@ impl Runtime {
             Err(Error::Conflict { what, reason }) => {
                 let inputs = self.shared.store.load_inputs(run_id).await?;
                 if inputs.iter().any(|i| i.input_id == id && i.name == name) {
-                    return Ok(());
+                    // Recorded by an earlier call that may have stopped
+                    // before it made the run due.
+                    return super::due::signalled_before(&self.shared, run_id).await;
                 }
                 Err(Error::Conflict { what, reason })
             }
@@ -360,18 +362,16 @@ impl Runtime {
                 ),
             });
         }
-        super::due::before_signal(&self.shared, run_id).await?;
+        let before = super::due::before_signal(&self.shared, run_id).await?;
         let input = NewInput {
             input_id,
             name: name.to_string(),
             payload,
             accepted_at_ms: self.shared.clock.now_ms(),
         };
-        self.shared
-            .store
-            .append_input(run_id, input)
-            .await
-            .map(drop)
+        self.shared.store.append_input(run_id, input).await?;
+        super::due::after_signal(&self.shared, before).await;
+        Ok(())
     }
 }
 

@@ -86,6 +86,8 @@ mod runtime_store_regressions;
 mod s3;
 #[path = "../shared_scope.rs"]
 mod shared_scope;
+#[path = "../signal_wakeups.rs"]
+mod signal_wakeups;
 #[path = "../simulation_deploy.rs"]
 mod simulation_deploy;
 #[path = "../standalone_keys.rs"]

@@ -198,8 +198,11 @@ impl Context {
     /// be failed for it), and converts it for the workflow.
     pub(super) fn interrupt<E: From<Error>>(&self, error: Error) -> E {
         self.note_problem(&error);
-        if let Error::Suspended { until_ms, .. } = &error {
-            self.inner.lease.note_suspended(*until_ms);
+        if let Error::Suspended {
+            until_ms, signal, ..
+        } = &error
+        {
+            self.inner.lease.note_suspended(*until_ms, signal);
         }
         self.inner.interruption.record(&error);
         E::from(error)

@@ -1,0 +1,146 @@
+//! A signal wakes the run that waits for it however a worker's poll falls
+//! around it (found by the fleet benchmark, session 30: a run waited for
+//! its signal until its lease expired, or for ever). Each test stages one
+//! interleaving of three processes over one store: the run's attempt, the
+//! signaller and a worker that polls, with a request held where the poll
+//! must fall.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use memo_runtime::clock::ManualClock;
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RunStatus};
+use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
+use memo_runtime::{Error, MemoStore, RunId};
+use memo_tests::pause::{Held, Pause, Pauses};
+
+const START_MS: u64 = 24 * 3600 * 1000;
+
+/// A process over `objects`: its own store instances, the shared clock,
+/// and waits that suspend at once.
+fn process(objects: Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Runtime {
+    Runtime::builder()
+        .memo_store(MemoStore::new(objects.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(objects, "runs")))
+        .clock(clock.clone())
+        .signal_wait(Duration::ZERO)
+        .timer_wait(Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+type Approved = futures::future::BoxFuture<'static, Result<bool, Error>>;
+
+/// Waits for its approval, with no deadline, and ends with it.
+fn approval() -> Workflow<impl Fn(Context, u32) -> Approved + Clone + Send + Sync> {
+    Workflow::new("approval", |ctx: Context, _: u32| {
+        Box::pin(async move { ctx.wait_for_signal::<bool>("approve").await }) as Approved
+    })
+}
+
+fn worker(objects: &Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> Worker {
+    Worker::builder(process(objects.clone(), clock))
+        .workflow(&approval())
+        .build()
+}
+
+async fn status(runtime: &Runtime, run_id: &RunId) -> RunStatus {
+    runtime
+        .status(run_id)
+        .await
+        .unwrap()
+        .expect("the run")
+        .status
+}
+
+/// Waits until the held request is reached, failing (rather than hanging)
+/// if it never is.
+async fn reached(pause: &mut Pause) {
+    tokio::time::timeout(Duration::from_secs(10), &mut pause.reached)
+        .await
+        .expect("the held request is reached")
+        .unwrap();
+}
+
+/// A worker polls after the signaller wrote the run's wake-up and before
+/// the signal itself landed: it finds the run waiting with nothing to see.
+/// With the wake-up written before the signal only (as it was), the poll
+/// deleted it, the signal then landed with none, and the run waited for
+/// ever. The wake-up due now is written once the signal is recorded.
+#[tokio::test]
+async fn a_poll_between_a_signals_wake_up_and_the_signal_leaves_the_run_due() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let run_id = RunId::new("approval-1").unwrap();
+    let runtime = process(objects.clone(), &clock);
+    let outcome = runtime.run(&run_id, &1, &approval()).await;
+    assert!(
+        matches!(outcome, Err(Error::Suspended { .. })),
+        "{outcome:?}"
+    );
+
+    // The signaller's append of the signal (its first put under the run's
+    // folder) is held.
+    let (paused, mut pause) = Pauses::new(objects.clone(), Held::Put, Path::from("runs/runs"));
+    let signaller = process(Arc::new(paused), &clock);
+    let signal = tokio::spawn({
+        let run_id = run_id.clone();
+        async move { signaller.signal(&run_id, "approve", &true).await }
+    });
+    reached(&mut pause).await;
+
+    let polling = worker(&objects, &clock);
+    let report = polling.wake_due().await.unwrap();
+    assert_eq!(report.resumed, 0, "{report:?}");
+    drop(pause.release);
+    signal.await.unwrap().unwrap();
+
+    // The clock has not moved: only a wake-up due now starts the run.
+    let report = polling.wake_due().await.unwrap();
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert_eq!(status(&runtime, &run_id).await, RunStatus::Completed);
+}
+
+/// A signal lands while the attempt that waits for it holds its lease,
+/// after the attempt last looked at the run's inputs (it is suspending),
+/// and a worker's poll of the signal's wake-up finds the lease held: it
+/// moves the wake-up to when the lease would expire (a minute). The
+/// attempt looks at the inputs once more after it released its lease, and
+/// makes the run due at once.
+#[tokio::test]
+async fn a_signal_that_lands_while_its_waiter_suspends_wakes_the_run_at_once() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let run_id = RunId::new("approval-2").unwrap();
+
+    // The attempt's first delete in the due-run index is its lease entry's,
+    // once it committed its suspension and before it releases its lease.
+    let (paused, mut pause) = Pauses::new(objects.clone(), Held::Delete, Path::from("memo/due"));
+    let waiter = process(Arc::new(paused), &clock);
+    let attempt = tokio::spawn({
+        let run_id = run_id.clone();
+        async move { waiter.run(&run_id, &2, &approval()).await }
+    });
+    reached(&mut pause).await;
+
+    let signaller = process(objects.clone(), &clock);
+    signaller.signal(&run_id, "approve", &true).await.unwrap();
+    let polling = worker(&objects, &clock);
+    let report = polling.wake_due().await.unwrap();
+    assert_eq!((report.resumed, report.busy), (0, 1), "{report:?}");
+
+    drop(pause.release);
+    let outcome = attempt.await.unwrap();
+    assert!(
+        matches!(outcome, Err(Error::Suspended { .. })),
+        "{outcome:?}"
+    );
+
+    // The clock has not moved: the lease would expire a minute from now.
+    let report = polling.wake_due().await.unwrap();
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert_eq!(status(&signaller, &run_id).await, RunStatus::Completed);
+}
