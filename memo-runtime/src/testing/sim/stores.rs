@@ -184,6 +184,9 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, StoreResult<ObjectMeta>> {
+        if let Some(prefix) = prefix {
+            self.checker.listing(prefix);
+        }
         preempted(self.inner.list(prefix))
     }
 
@@ -192,10 +195,16 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, StoreResult<ObjectMeta>> {
+        if let Some(prefix) = prefix {
+            self.checker.listing(prefix);
+        }
         preempted(self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> StoreResult<ListResult> {
+        if let Some(prefix) = prefix {
+            self.checker.listing(prefix);
+        }
         self.read(self.inner.list_with_delimiter(prefix)).await
     }
 

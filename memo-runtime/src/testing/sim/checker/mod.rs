@@ -153,6 +153,9 @@ struct State {
     /// or recheck marker was deleted), or they were deleted with no
     /// recheck to come (see `Checker::landed`).
     rechecked: HashSet<(RunId, u64)>,
+    /// The incarnations whose recheck marker a sweep wrote and no one has
+    /// deleted yet.
+    recheck_markers: HashSet<(RunId, u64)>,
     /// Objects each task wrote into an incarnation after its recheck ran.
     after_recheck: HashMap<u64, Vec<String>>,
     /// Those of tasks that then died in a crash (see `Checker::task_died`).
@@ -242,6 +245,7 @@ impl Checker {
                 planted: Vec::new(),
                 late_tombstones: HashSet::new(),
                 rechecked: HashSet::new(),
+                recheck_markers: HashSet::new(),
                 after_recheck: HashMap::new(),
                 left_after_recheck: HashSet::new(),
                 folds_case: false,

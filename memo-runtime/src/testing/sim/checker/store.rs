@@ -51,6 +51,10 @@ impl Checker {
     /// back (its check after the write), or leave it for good by dying
     /// first ([`task_died`](Self::task_died)).
     pub(in crate::testing::sim) fn landed(&self, path: &Path) {
+        if let Some((run_id, incarnation)) = recheck_marker(path) {
+            self.lock().recheck_markers.insert((run_id, incarnation));
+            return;
+        }
         let Some((run_id, Some(incarnation))) = compat::run_of(path) else {
             return;
         };
@@ -79,6 +83,28 @@ impl Checker {
         }
     }
 
+    /// A worker's store lists `prefix`: a sweep that lists a folder of an
+    /// incarnation whose recheck marker stands is that incarnation's
+    /// recheck (the pass that deleted the incarnation lists its folders
+    /// before it leaves the marker). The recheck lists each folder once,
+    /// so a write that lands there from now on is past it: the limit the
+    /// recheck states, as a write after its marker's deletion is (seed
+    /// 2544 of session 30's deployment survey: a stale creator's start
+    /// landed between the recheck's listing and the end of its clears, and
+    /// the creator died before its take-back).
+    pub(in crate::testing::sim) fn listing(&self, prefix: &Path) {
+        let Some((run_id, Some(incarnation))) = compat::run_of(prefix) else {
+            return;
+        };
+        let sweeping = current_task().and_then(|task| self.lock().tasks.get(&task).map(|t| t.kind))
+            == Some(TaskKind::Sweep);
+        let mut state = self.lock();
+        let key = (run_id, incarnation);
+        if sweeping && state.recheck_markers.contains(&key) {
+            state.rechecked.insert(key);
+        }
+    }
+
     /// Whether `path` is one a task wrote after its incarnation's recheck
     /// and then died ([`task_died`](Self::task_died)).
     pub(in crate::testing::sim) fn is_left_after_recheck(&self, path: &Path) -> bool {
@@ -103,6 +129,9 @@ impl Checker {
     /// is deleted after the recheck's clears), and nothing clears a later
     /// write into it again.
     fn remember_rechecked(&self, path: &Path) {
+        if let Some(key) = recheck_marker(path) {
+            self.lock().recheck_markers.remove(&key);
+        }
         let folder = path.parts().nth(1);
         let named = match folder.as_ref().map(AsRef::as_ref) {
             Some(crate::layout::TOMBSTONES) => crate::layout::parse_status_hint(path),
@@ -361,6 +390,16 @@ impl Checker {
     }
 }
 
+/// The incarnation a recheck marker at `path` names, if it is one.
+fn recheck_marker(path: &Path) -> Option<(RunId, u64)> {
+    let folder = path.parts().nth(1)?;
+    if folder.as_ref() != crate::layout::RECHECKS {
+        return None;
+    }
+    crate::layout::parse_marker(path)
+        .map(|(_, run_id, incarnation, _)| (run_id, incarnation.as_u64()))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -390,6 +429,59 @@ mod tests {
         let checker = Checker::new(Arc::clone(&objects), clock, 0, 1, 1, false);
         let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
         (objects, checker, store)
+    }
+
+    /// Seed 2544 of session 30's deployment survey (on a tree before its
+    /// end): a stale creator's start landed in a swept incarnation after
+    /// the recheck had listed its folders and before the recheck deleted
+    /// its marker, and the creator died before its take-back. The recheck
+    /// could not see it: past the recheck, as a write after the marker's
+    /// deletion is, and left alone by the last sweep's check. The same
+    /// write before the recheck's listing is one the recheck must clear;
+    /// and a listing by another task than a sweep (an operator's read) is
+    /// no recheck.
+    #[test]
+    fn a_write_that_lands_after_the_recheck_listed_the_incarnation_is_past_the_recheck() {
+        use crate::layout::{MEMOS, RECHECKS};
+        use crate::run_id::Incarnation;
+        use crate::testing::sim::checker::{TaskKind, as_task};
+
+        let (_, checker, _) = world();
+        let layout = Layout::new(PREFIX);
+        let run_id = RunId::new("order-2544").unwrap();
+        let inc = Incarnation::from_u64(0x3cc5);
+        let start = layout.log_entry(&run_id, inc, 0);
+        let memos = layout.incarnation_folder(MEMOS, &run_id, inc);
+        let (sweep, reader, creator) = (1, 2, 3);
+        checker.task_started(sweep, TaskKind::Sweep);
+        checker.task_started(reader, TaskKind::Operator);
+        checker.task_started(creator, TaskKind::Run);
+
+        // Before the marker, a sweep's listing is the deleting pass's.
+        as_task(sweep, || checker.listing(&memos));
+        as_task(creator, || checker.landed(&start));
+        checker.task_died(creator);
+        assert!(!checker.is_left_after_recheck(&start));
+
+        as_task(sweep, || {
+            checker.landed(&layout.marker(RECHECKS, &run_id, inc, 1))
+        });
+        as_task(reader, || checker.listing(&memos));
+        let creator = 4;
+        checker.task_started(creator, TaskKind::Run);
+        as_task(creator, || checker.landed(&start));
+        checker.task_died(creator);
+        assert!(
+            !checker.is_left_after_recheck(&start),
+            "an operator's read is no recheck"
+        );
+
+        as_task(sweep, || checker.listing(&memos));
+        let creator = 5;
+        checker.task_started(creator, TaskKind::Run);
+        as_task(creator, || checker.landed(&start));
+        checker.task_died(creator);
+        assert!(checker.is_left_after_recheck(&start));
     }
 
     fn order(run_id: &RunId) -> NewRun {
