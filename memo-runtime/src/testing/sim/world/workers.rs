@@ -17,7 +17,7 @@ use crate::testing::sim::{Event, Ledger};
 use crate::testing::{
     CaseFoldingStore, FaultInjectingStore, FaultRule, NameLimitedStore, RequestKind,
 };
-use crate::workflow::{RetryPolicy, Runtime, Workflow, WorkflowFn};
+use crate::workflow::{Recovery, RetryPolicy, Runtime, Workflow, WorkflowFn};
 
 use super::slow::SlowDeletes;
 use super::{OPERATOR, Outcome, Worker, World};
@@ -226,20 +226,7 @@ where
             .expect("a live worker with a loop");
         self.checker
             .event(format!("worker {worker}'s loop recovers"));
-        let future = async move {
-            let recovered = looped.recover().await;
-            Outcome::Recover(
-                recovered
-                    .map(|recovery| {
-                        recovery
-                            .resumed
-                            .into_iter()
-                            .map(|(run_id, result)| (run_id, result.map_err(|e| e.to_string())))
-                            .collect()
-                    })
-                    .map_err(|e| e.to_string()),
-            )
-        };
+        let future = async move { recovered(looped.recover().await) };
         self.spawn(worker, TaskKind::Recover, None, Box::pin(future));
     }
 
@@ -251,22 +238,22 @@ where
             .clone();
         let workflow = self.workflow;
         self.checker.event(format!("recover on worker {worker}"));
-        let future = async move {
-            let recovered = runtime.recover(workflow).await;
-            Outcome::Recover(
-                recovered
-                    .map(|recovery| {
-                        recovery
-                            .resumed
-                            .into_iter()
-                            .map(|(run_id, result)| {
-                                (run_id, result.map(drop).map_err(|e| e.to_string()))
-                            })
-                            .collect()
-                    })
-                    .map_err(|e| e.to_string()),
-            )
-        };
+        let future = async move { recovered(runtime.recover(workflow).await) };
         self.spawn(worker, TaskKind::Recover, None, Box::pin(future));
     }
+}
+
+/// How a recovery ended, with each resumed run's result, as messages.
+fn recovered<O, E: std::fmt::Display>(recovery: crate::Result<Recovery<O, E>>) -> Outcome {
+    Outcome::Recover(
+        recovery
+            .map(|recovery| {
+                recovery
+                    .resumed
+                    .into_iter()
+                    .map(|(run_id, result)| (run_id, result.map(drop).map_err(|e| e.to_string())))
+                    .collect()
+            })
+            .map_err(|e| e.to_string()),
+    )
 }
