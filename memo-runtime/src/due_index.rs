@@ -1,5 +1,6 @@
 //! The due-run index's objects: one empty object per run incarnation and
-//! due time, `due/<hour>/<due_ms>_<run>.<inc>` under the memo store's
+//! due time, `due/<hour>/<due_ms>_<run>.<inc>` (or one of a writer's own,
+//! `due/<hour>/<due_ms>-<tag>/<run>.<inc>`) under the memo store's
 //! prefix (the path is in `layout.rs`), written, listed by due time and
 //! deleted here. The workflow runtime decides when entries are written
 //! (`workflow/due.rs`); a worker wakes the runs they name, and a retention
@@ -24,6 +25,10 @@ use crate::write_once;
 ///
 /// An entry is a hint, never the run's state: the run's own record says
 /// whether it is still waiting. See [`Runtime::due_runs`](crate::workflow::Runtime::due_runs).
+///
+/// A run may have several entries of one due time: a signal's wake-up is
+/// an object of its own, which no other writer's entry shares (see
+/// [`DueRun::tagged`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DueRun {
     /// When the run is due, in ms since the Unix epoch (by the clock of the
@@ -33,6 +38,46 @@ pub struct DueRun {
     pub run_id: RunId,
     /// Which use of the run id.
     pub incarnation: Incarnation,
+    /// The tag of an entry its writer must be the only one to hold, drawn
+    /// by that writer; `None` for an entry any writer of the same run and
+    /// due time shares (writing it again is a no-op).
+    pub(crate) tag: Option<u64>,
+}
+
+impl DueRun {
+    /// The entry of `incarnation` due at `due_at_ms` that any writer of
+    /// that run and time shares.
+    pub(crate) fn new(due_at_ms: u64, run_id: RunId, incarnation: Incarnation) -> DueRun {
+        DueRun {
+            due_at_ms,
+            run_id,
+            incarnation,
+            tag: None,
+        }
+    }
+
+    /// An entry of `incarnation` due at `due_at_ms` that is its writer's
+    /// alone: named by a tag drawn now, so no one else's write or delete of
+    /// an entry of the same run and time touches it. An entry whose loss
+    /// would leave a run asleep is written so: a worker that woke an entry
+    /// of that name before (it listed it) deletes it once it has driven
+    /// the run, and an entry written again under that name in between
+    /// (create-once: the write finds it there, and succeeds) went with it.
+    pub(crate) fn tagged(due_at_ms: u64, run_id: RunId, incarnation: Incarnation) -> DueRun {
+        DueRun {
+            tag: Some(crate::run_id::unique_token()),
+            ..DueRun::new(due_at_ms, run_id, incarnation)
+        }
+    }
+
+    /// This entry's wake-up, due at `due_at_ms` instead: an entry of its
+    /// writer's own again (a fresh tag) if this one is, else a shared one.
+    pub(crate) fn moved_to(&self, due_at_ms: u64) -> DueRun {
+        match self.tag {
+            Some(_) => DueRun::tagged(due_at_ms, self.run_id.clone(), self.incarnation),
+            None => DueRun::new(due_at_ms, self.run_id.clone(), self.incarnation),
+        }
+    }
 }
 
 /// Writes `due`'s entry; writing it again is a no-op.
@@ -53,7 +98,7 @@ pub(crate) async fn delete(memo: &MemoStore, due: &DueRun) -> Result<()> {
 
 fn path(memo: &MemoStore, due: &DueRun) -> Path {
     memo.layout()
-        .due_entry(&due.run_id, due.incarnation, due.due_at_ms)
+        .due_entry(&due.run_id, due.incarnation, due.due_at_ms, due.tag)
 }
 
 /// The entries due at or before `now_ms` (every entry for `u64::MAX`), in
@@ -111,7 +156,7 @@ pub(crate) fn due_after(
         let first_hour = after
             .as_ref()
             .and_then(layout::parse_due_entry)
-            .map_or(0, |(hour, ..)| hour);
+            .map_or(0, |name| name.hour);
         let hours = due_hours(&memo, now_ms).await?;
         let entries = stream::iter(hours)
             .filter(move |(hour, _)| future::ready(*hour >= first_hour))
@@ -228,15 +273,12 @@ async fn due_hours(memo: &MemoStore, now_ms: u64) -> Result<Vec<(u64, Path)>> {
 /// including an entry found in another hour folder than `expected_hour`.
 fn parse(path: &Path, expected_hour: Option<u64>) -> Option<DueRun> {
     match layout::parse_due_entry(path) {
-        Some((hour, run_id, incarnation, due_at_ms))
-            if expected_hour.is_none_or(|expected| expected == hour) =>
-        {
-            Some(DueRun {
-                due_at_ms,
-                run_id,
-                incarnation,
-            })
-        }
+        Some(name) if expected_hour.is_none_or(|expected| expected == name.hour) => Some(DueRun {
+            due_at_ms: name.due_ms,
+            run_id: name.run_id,
+            incarnation: name.incarnation,
+            tag: name.tag,
+        }),
         _ => {
             tracing::warn!(%path, "skipping an object that is not a due-run entry");
             None

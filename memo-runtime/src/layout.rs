@@ -24,6 +24,7 @@
 //! | attempt cost (the cost ledger: an attempt that did not end the run) | `runs/<run>/<inc>/cost/<attempt, 10 digits>` |
 //! | status hint | `runs-by-status/<status>/<run>.<inc>` |
 //! | due-run entry | `due/<hour>/<due_ms, 20 digits>_<run>.<inc>` |
+//! | due-run entry of its writer's own (a signal's wake-up) | `due/<hour>/<due_ms, 20 digits>-<tag, 16 hex digits>/<run>.<inc>` |
 //! | conditional-create probe (deleted at once) | `probes/<token, 16 hex digits>` |
 //! | shared entry | `shared/entries/<ns>/<sha256(key)>` |
 //! | shared expiry marker | `shared/expiry/<hour>/<u64::MAX - expires_ms>_<ns>.<sha256(key)>.<token, 16 hex digits>` |
@@ -144,6 +145,20 @@
 //! that does not know them never lists `due/`. An entry is only a hint: a
 //! worker that wakes a run that is not due (ended, not yet due, another
 //! incarnation) writes nothing to the run and deletes the entry.
+//!
+//! An entry whose writer must be the only one to hold it (a signal's
+//! wake-up: `workflow/due.rs` says why) is named by a tag its writer draws,
+//! in a folder of its own beside the others, `<due_ms>-<tag>/<run>.<inc>`
+//! (a name of its own: a worker that listed an entry of the same run and
+//! due time before, and deletes it once it woke the run, never deletes
+//! this one; in a folder, because the longest `<due_ms>_<run>.<inc>` is
+//! already as long as a local folder's names may be). Keys still sort by
+//! due time first (a tagged entry before an untagged one of the same
+//! millisecond). Added to version 2 without changing its number: a reader
+//! from before them skips a tagged entry as a foreign object (so only
+//! upgraded workers wake a run for a signal an upgraded process sent, and
+//! the workers are upgraded before the processes that send signals), and
+//! untagged entries are unchanged.
 //!
 //! Shared entries (`memo_runtime::shared`) hold the values of memoized calls
 //! in the shared scope: keyed by the call alone (function name, version,
@@ -317,13 +332,24 @@ impl Layout {
         self.due_folder().join(format!("{hour_ms:020}"))
     }
 
-    /// `due/<hour>/<due_ms>_<run>.<inc>`.
-    pub(crate) fn due_entry(&self, run_id: &RunId, incarnation: Incarnation, due_ms: u64) -> Path {
+    /// `due/<hour>/<due_ms>_<run>.<inc>`, or, for an entry tagged by its
+    /// writer, `due/<hour>/<due_ms>-<tag>/<run>.<inc>`.
+    pub(crate) fn due_entry(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        due_ms: u64,
+        tag: Option<u64>,
+    ) -> Path {
         let hour = due_ms - due_ms % MARKER_HOUR_MS;
-        self.due_hour(hour).join(format!(
-            "{due_ms:020}_{}",
-            incarnation_name(run_id, incarnation)
-        ))
+        let name = incarnation_name(run_id, incarnation);
+        match tag {
+            None => self.due_hour(hour).join(format!("{due_ms:020}_{name}")),
+            Some(tag) => self
+                .due_hour(hour)
+                .join(format!("{due_ms:020}-{tag:016x}"))
+                .join(name),
+        }
     }
 
     /// `memos/<run>/<inc>/<step>/blobs/<token>`: the object of a blob that
@@ -566,13 +592,47 @@ pub(crate) fn parse_marker(path: &Path) -> Option<(u64, RunId, Incarnation, u64)
 
 /// Parses a due-run entry's path into (hour, run, incarnation, due_ms);
 /// `None` for anything that [`Layout::due_entry`] would not have written.
-pub(crate) fn parse_due_entry(path: &Path) -> Option<(u64, RunId, Incarnation, u64)> {
-    let hour = parse_marker_hour(&path.parent()?)?;
+pub(crate) fn parse_due_entry(path: &Path) -> Option<DueEntryName> {
+    let folder = path.parent()?;
     let name = path.filename()?;
-    let (due, rest) = name.split_at_checked(20)?;
-    let (run_id, incarnation) = parse_incarnation_name(rest.strip_prefix('_')?)?;
+    let (hour, due, tag, incarnation_name) = match parse_marker_hour(&folder) {
+        Some(hour) => {
+            let (due, rest) = name.split_at_checked(20)?;
+            (hour, due, None, rest.strip_prefix('_')?)
+        }
+        None => {
+            let hour = parse_marker_hour(&folder.parent()?)?;
+            let (due, tag) = folder.filename()?.split_once('-')?;
+            (hour, due, Some(parse_hex_token(tag)?), name)
+        }
+    };
+    let (run_id, incarnation) = parse_incarnation_name(incarnation_name)?;
     let due_ms = parse_digits(due)?;
-    (due_ms - due_ms % MARKER_HOUR_MS == hour).then_some((hour, run_id, incarnation, due_ms))
+    (due_ms - due_ms % MARKER_HOUR_MS == hour).then_some(DueEntryName {
+        hour,
+        run_id,
+        incarnation,
+        due_ms,
+        tag,
+    })
+}
+
+/// A due-run entry's path, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DueEntryName {
+    /// The hour folder it is in.
+    pub(crate) hour: u64,
+    pub(crate) run_id: RunId,
+    pub(crate) incarnation: Incarnation,
+    pub(crate) due_ms: u64,
+    /// Its writer's tag, if it has one.
+    pub(crate) tag: Option<u64>,
+}
+
+/// Parses a token written as 16 lower-case hex digits.
+fn parse_hex_token(s: &str) -> Option<u64> {
+    let hex = s.len() == 16 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    hex.then(|| u64::from_str_radix(s, 16).ok()).flatten()
 }
 
 /// Parses a status hint's file name into the run and incarnation it names.
@@ -685,7 +745,8 @@ mod tests {
             layout.marker(TERMINALS, id, inc, u64::MAX),
             layout.marker(TERMINALS, id, inc, 0),
             layout.marker(RECHECKS, id, inc, u64::MAX),
-            layout.due_entry(id, inc, u64::MAX),
+            layout.due_entry(id, inc, u64::MAX, None),
+            layout.due_entry(id, inc, u64::MAX, Some(u64::MAX)),
             layout.run_pointer(id),
             layout.incarnation_tombstone(id, inc),
             layout.log_entry(id, inc, u64::MAX),
@@ -742,8 +803,15 @@ mod tests {
                     }
                     let marker = layout.marker(TERMINALS, &id, inc, 7);
                     assert_eq!(parse_marker(&marker), Some((0, id.clone(), inc, 7)));
-                    let due = layout.due_entry(&id, inc, 7);
-                    assert_eq!(parse_due_entry(&due), Some((0, id.clone(), inc, 7)));
+                    for tag in [None, Some(u64::MAX)] {
+                        let due = layout.due_entry(&id, inc, 7, tag);
+                        let parsed = parse_due_entry(&due).expect("an entry");
+                        assert_eq!(
+                            (parsed.hour, &parsed.run_id, parsed.incarnation),
+                            (0, &id, inc)
+                        );
+                        assert_eq!((parsed.due_ms, parsed.tag), (7, tag));
+                    }
                     let hint = layout.status_hint("Running", &id, inc);
                     assert_eq!(parse_status_hint(&hint), Some((id, inc)));
                 }
@@ -772,7 +840,10 @@ mod tests {
             layout.delta_v2(&id, inc, 72).to_string(),
             layout.delta_newest_first(&id, inc, 76).to_string(),
             probe(layout.prefix(), 0xcd).to_string(),
-            layout.due_entry(&id, inc, 3_600_001).to_string(),
+            layout.due_entry(&id, inc, 3_600_001, None).to_string(),
+            layout
+                .due_entry(&id, inc, 3_600_001, Some(0x9c))
+                .to_string(),
             layout.shared_entries("llm-v1").join("d3").to_string(),
             layout
                 .shared_expiry("llm-v1", &"e".repeat(64), 3_600_001, 0xef)
@@ -802,6 +873,8 @@ mod tests {
                 "pre/fix/probes/00000000000000cd".to_string(),
                 "pre/fix/due/00000000000003600000/00000000000003600001_=run_1.00000000000000ab"
                     .to_string(),
+                "pre/fix/due/00000000000003600000/00000000000003600001-000000000000009c/=run_1.00000000000000ab"
+                    .to_string(),
                 "pre/fix/shared/entries/llm-v1/d3".to_string(),
                 format!(
                     "pre/fix/shared/expiry/00000000000003600000/{}_llm-v1.{}.00000000000000ef",
@@ -820,24 +893,47 @@ mod tests {
     }
 
     #[test]
-    fn due_entries_round_trip_sort_by_due_time_and_foreign_names_do_not_parse() {
+    fn due_entries_tagged_or_not_round_trip_sort_by_due_time_and_foreign_names_do_not_parse() {
         let layout = Layout::new("p");
         let (id, inc) = (run("A-b_C"), Incarnation::random());
         for due_ms in [0, 1, 3_599_999, 3_600_000, u64::MAX] {
-            let path = layout.due_entry(&id, inc, due_ms);
-            let hour = due_ms - due_ms % MARKER_HOUR_MS;
-            assert_eq!(
-                parse_due_entry(&path),
-                Some((hour, id.clone(), inc, due_ms))
-            );
+            for tag in [None, Some(0), Some(0xfeed), Some(u64::MAX)] {
+                let path = layout.due_entry(&id, inc, due_ms, tag);
+                let hour = due_ms - due_ms % MARKER_HOUR_MS;
+                assert_eq!(
+                    parse_due_entry(&path),
+                    Some(DueEntryName {
+                        hour,
+                        run_id: id.clone(),
+                        incarnation: inc,
+                        due_ms,
+                        tag
+                    })
+                );
+            }
         }
-        let (early, late) = (
-            layout.due_entry(&run("z"), inc, 5),
-            layout.due_entry(&id, inc, 6),
-        );
-        assert!(early.as_ref() < late.as_ref());
+        // Due time first, tagged or not; within a millisecond, tagged first.
+        let in_order = [
+            layout.due_entry(&id, inc, 5, Some(u64::MAX)),
+            layout.due_entry(&run("z"), inc, 5, None),
+            layout.due_entry(&run("a"), inc, 6, Some(0)),
+            layout.due_entry(&id, inc, 6, None),
+            layout.due_entry(&run("a"), inc, 7, None),
+            layout.due_entry(&run("a"), inc, 8, Some(1)),
+        ];
+        assert!(in_order.is_sorted_by(|a, b| a.as_ref() < b.as_ref()));
         let hour = layout.due_hour(0);
-        for foreign in ["x", "00000000000000000001_r", "00000000000003600000_r.zz"] {
+        for foreign in [
+            "x",
+            "00000000000000000001_r",
+            "00000000000003600000_r.zz",
+            "00000000000000000001-00000000000000001/r.0000000000000001",
+            "00000000000000000001-000000000000000G/r.0000000000000001",
+            "00000000000000000001-000000000000000A/r.0000000000000001",
+            "00000000000000000001_0000000000000001/r.0000000000000001",
+            "00000000000003600000-0000000000000001/r.0000000000000001",
+            "00000000000000000001-0000000000000001/r.zz",
+        ] {
             assert_eq!(
                 parse_due_entry(&hour.clone().join(foreign)),
                 None,

@@ -144,3 +144,42 @@ async fn a_signal_that_lands_while_its_waiter_suspends_wakes_the_run_at_once() {
     assert_eq!(report.resumed, 1, "{report:?}");
     assert_eq!(status(&signaller, &run_id).await, RunStatus::Completed);
 }
+
+/// A worker's poll wakes a submitted run and drives its attempt, which
+/// suspends in the wait; before the poll deletes the entry it woke, a
+/// signal lands, in the same millisecond. The signal's wake-up due now, and
+/// the waiter's own look after it let go, had the name of the entry the
+/// poll woke: each write found that object there (create-once) and
+/// succeeded, and the poll's delete of its woken entry then took the run's
+/// every wake-up, so it slept for good (seed 3263 of the worker-loops
+/// world). Each of those entries is an object of its writer's own now.
+#[tokio::test]
+async fn a_signal_in_the_millisecond_of_the_entry_a_poll_woke_survives_the_polls_delete() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let run_id = RunId::new("approval-3").unwrap();
+    let submitter = worker(&objects, &clock);
+    submitter.submit(&approval(), &run_id, &3).await.unwrap();
+
+    // The poll's first delete in the due-run index: its attempt's lease
+    // entry, once the attempt committed its suspension and before it let
+    // go (the entry the poll woke is deleted after that).
+    let (paused, mut pause) = Pauses::new(objects.clone(), Held::Delete, Path::from("memo/due"));
+    let polling = Worker::builder(process(Arc::new(paused), &clock))
+        .workflow(&approval())
+        .build();
+    let poll = tokio::spawn(async move { polling.wake_due().await });
+    reached(&mut pause).await;
+
+    let signaller = process(objects.clone(), &clock);
+    signaller.signal(&run_id, "approve", &true).await.unwrap();
+    drop(pause.release);
+    let report = poll.await.unwrap().unwrap();
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert_eq!(status(&signaller, &run_id).await, RunStatus::Running);
+
+    // The clock has not moved: the signal's wake-up, due now, is left.
+    let report = worker(&objects, &clock).wake_due().await.unwrap();
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert_eq!(status(&signaller, &run_id).await, RunStatus::Completed);
+}

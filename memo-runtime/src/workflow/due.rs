@@ -31,13 +31,26 @@
 //!   its lease, if the signal is there by then: an entry due now (a
 //!   signal recorded while it held its lease found its entry moved to the
 //!   lease's expiry);
+//!
+//!   each of these three is *tagged* ([`DueRun::tagged`]): an object of its
+//!   writer's own, which no other entry of the run and due time shares. A
+//!   worker deletes the entries it woke, by name, once it drove the run; an
+//!   entry of the same name written again in between (create-once, so the
+//!   write found it there and succeeded) went with them, and the run,
+//!   suspended in a wait with no deadline and its signal recorded, slept
+//!   for good (seed 3263 of the worker-loops world, once its waits had no
+//!   deadline: a submit's wake-up, a signal's and the waiter's look after
+//!   its suspension, all due in one millisecond);
 //! - [`Worker::submit`](super::Worker::submit): an entry due now, or, to a
 //!   spawned worker (whose loop starts the run at once), due a lease from
 //!   now, which the attempt that loop starts deletes once its own lease
 //!   entry is written (unless it is that very entry: an attempt started in
 //!   the submit's millisecond);
 //! - a worker that wakes a run whose lease is live: an entry at the lease's
-//!   expiry, before it deletes the one it woke; and one that finds a run
+//!   expiry, before it deletes the one it woke (tagged afresh if it woke a
+//!   tagged one: the holder deletes its own lease entry, which is due then
+//!   too, when it suspends, and may stop before it looks for the signal
+//!   once more); and one that finds a run
 //!   suspended on a timer: the timer's entry (again: it is create-once).
 //!
 //! Who deletes them: the attempt that ends or suspends the run (its own
@@ -121,11 +134,8 @@ pub(super) async fn start_attempt<'a>(
     incarnation: Incarnation,
     attempt: u32,
 ) -> Result<(AttemptLease<'a>, DueRun, History)> {
-    let entry = DueRun {
-        due_at_ms: shared.clock.now_ms().saturating_add(shared.lease_ms()),
-        run_id: run_id.clone(),
-        incarnation,
-    };
+    let due_at_ms = shared.clock.now_ms().saturating_add(shared.lease_ms());
+    let entry = DueRun::new(due_at_ms, run_id.clone(), incarnation);
     write(&shared.memo, &entry).await?;
     let (lease, history) = AttemptLease::start(shared, run_id, incarnation, attempt).await?;
     Ok((lease, entry, history))
@@ -149,10 +159,7 @@ pub(super) async fn settle(shared: &Shared, held: &HeldLease, ended: bool, lease
             return;
         };
         if let Some(due_at_ms) = until_ms {
-            let timer = DueRun {
-                due_at_ms,
-                ..lease_entry.clone()
-            };
+            let timer = lease_entry.moved_to(due_at_ms);
             if let Err(e) = write(&shared.memo, &timer).await {
                 // The lease entry stays: whoever wakes the run then writes
                 // the timer's entry.
@@ -213,11 +220,7 @@ async fn wake_at(shared: &Shared, run_id: &RunId, due_at_ms: u64) -> Result<Opti
     if record.status.is_terminal() {
         return Ok(None);
     }
-    let entry = DueRun {
-        due_at_ms,
-        run_id: run_id.clone(),
-        incarnation: record.incarnation,
-    };
+    let entry = DueRun::tagged(due_at_ms, run_id.clone(), record.incarnation);
     write(&shared.memo, &entry).await?;
     Ok(Some(entry))
 }
@@ -231,13 +234,13 @@ pub(super) async fn after_signal(shared: &Shared, before: Option<DueRun>) {
     let Some(before) = before else {
         return;
     };
-    let now = DueRun {
-        due_at_ms: shared.clock.now_ms(),
-        ..before.clone()
-    };
+    let now = DueRun::tagged(
+        shared.clock.now_ms(),
+        before.run_id.clone(),
+        before.incarnation,
+    );
     match write(&shared.memo, &now).await {
-        Ok(()) if now != before => forget(shared, &[before]).await,
-        Ok(()) => {}
+        Ok(()) => forget(shared, &[before]).await,
         Err(e) => {
             tracing::debug!(run_id = %now.run_id, error = %e, "a signal's wake-up is due a lease later");
         }
@@ -256,11 +259,11 @@ pub(super) async fn after_signal_wait(runtime: &super::Runtime, record: &RunReco
     match runtime.still_waiting(record).await {
         Ok(Some(_)) => {}
         Ok(None) => {
-            let entry = DueRun {
-                due_at_ms: shared.clock.now_ms(),
-                run_id: record.run_id.clone(),
-                incarnation: record.incarnation,
-            };
+            let entry = DueRun::tagged(
+                shared.clock.now_ms(),
+                record.run_id.clone(),
+                record.incarnation,
+            );
             if let Err(e) = write(&shared.memo, &entry).await {
                 tracing::debug!(run_id = %record.run_id, error = %e, "a signalled run is due when its lease would have expired");
             }

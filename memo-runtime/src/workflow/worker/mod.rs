@@ -299,15 +299,12 @@ impl Worker {
         if !record.status.is_terminal() {
             let spawned = self.inner.loops.load(Ordering::Acquire) > 0;
             let now = shared.clock.now_ms();
-            let entry = DueRun {
-                due_at_ms: if spawned {
-                    now.saturating_add(shared.lease_ms())
-                } else {
-                    now
-                },
-                run_id: run_id.clone(),
-                incarnation: record.incarnation,
+            let due_at_ms = if spawned {
+                now.saturating_add(shared.lease_ms())
+            } else {
+                now
             };
+            let entry = DueRun::new(due_at_ms, run_id.clone(), record.incarnation);
             due::write(&shared.memo, &entry).await?;
             if spawned {
                 self.local().push(entry);

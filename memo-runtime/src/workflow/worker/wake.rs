@@ -189,10 +189,12 @@ impl Worker {
         };
         let now = shared.clock.now_ms();
         if let Some(lease) = record.lease.as_ref().filter(|l| l.is_live_at(now)) {
-            let later = DueRun {
-                due_at_ms: lease.until_ms,
-                ..first.clone()
-            };
+            // A signal's wake-up moves as an entry of this poll's own: the
+            // holder deletes its lease entry (due then too, unless renewed)
+            // when it suspends, and may stop before it looks for the
+            // signal once more.
+            let carrier = entries.iter().find(|e| e.tag.is_some()).unwrap_or(&first);
+            let later = carrier.moved_to(lease.until_ms);
             // A submit's entry, not yet due, may be `later` itself (the
             // holder started in the submit's millisecond): kept.
             if let Err(e) = self.move_entries(entries, &later).await {
@@ -214,10 +216,7 @@ impl Worker {
                 if let Some(due_at_ms) = until_ms {
                     // Written by the attempt that suspended, unless it
                     // crashed first: written again, create-once.
-                    let timer = DueRun {
-                        due_at_ms,
-                        ..first.clone()
-                    };
+                    let timer = DueRun::new(due_at_ms, first.run_id.clone(), first.incarnation);
                     // By another clock, the timer may be an entry woken now.
                     if let Err(e) = self.move_entries(entries, &timer).await {
                         return self.failed(submitted, first.run_id, e);

@@ -98,8 +98,8 @@ fn clears_held(objects: &Shared, path: &Path) -> Option<(&'static str, String)> 
             (RECHECK, run_id, incarnation)
         }
         "due" => {
-            let (_, run_id, incarnation, _) = crate::layout::parse_due_entry(path)?;
-            (DUE_ENTRY, run_id, incarnation)
+            let entry = crate::layout::parse_due_entry(path)?;
+            (DUE_ENTRY, entry.run_id, entry.incarnation)
         }
         _ => return Some((ANYTHING, format!("deleted {path}"))),
     };
