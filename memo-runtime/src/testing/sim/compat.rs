@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::memo::{Memo, MemoStore};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{
-    InputRecord, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StepReceipt,
+    InputPhase, InputRecord, ObjectStoreRuntimeStore, RunRecord, RuntimeStore, StepReceipt,
 };
 use crate::workflow::RuntimeBuilder;
 
@@ -128,6 +128,20 @@ pub(super) fn fresh_receipts(objects: &Shared, run_id: &RunId) -> Option<Result<
 /// The run's inputs as a fresh instance sees them.
 pub(super) fn fresh_inputs(objects: &Shared, run_id: &RunId) -> Option<Result<Vec<InputRecord>>> {
     fresh_store(objects).load_inputs(run_id).now_or_never()
+}
+
+/// The names of the signals the run's current incarnation holds, as a
+/// fresh instance sees them: recorded, and neither consumed nor dropped.
+/// Empty if the run cannot be read.
+pub(super) fn held_signals(objects: &Shared, run_id: &RunId) -> Vec<String> {
+    match fresh_inputs(objects, run_id) {
+        Some(Ok(inputs)) => inputs
+            .into_iter()
+            .filter(|input| matches!(input.phase, InputPhase::Accepted | InputPhase::Queued))
+            .map(|input| input.name)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The value committed under `key` in the memo `memo` stands for, read

@@ -133,10 +133,14 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// and runs are cancelled ([`Runtime::cancel`]) now and then. At the
     /// end, after faults stop, only the workers' polls drive runs (a
     /// submission that never returned is made again, and every run that
-    /// started gets every signal again, as a caller would; a run submitted
-    /// and never started gets none, so that only its own wake-up starts
-    /// it), while the clock moves on a day at a time: every due run must be
-    /// woken, and every run end.
+    /// started gets again every signal it does not hold, as a caller
+    /// would; a run submitted and never started gets none, so that only
+    /// its own wake-up starts it, and a signal a run holds, recorded and
+    /// not yet consumed, is not sent again, so that only its own wake-up
+    /// wakes the run), while the clock moves on a day at a time: every due
+    /// run must be woken, and every run end. Give some runs a wait for a
+    /// signal with no deadline: a deadline within the day wakes a run
+    /// whose signal's wake-up was lost, and hides the loss.
     ///
     /// Half of the worker processes stand for a worker whose loop is
     /// spawned ([`Worker::spawn`](crate::workflow::Worker::spawn)): a run

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use crate::runtime_store::RunRecord;
 use crate::testing::sim::checker::TaskKind;
-use crate::testing::sim::compat::{self, fresh_run};
+use crate::testing::sim::compat::{self, fresh_run, held_signals};
 use crate::testing::sim::loops;
 use crate::testing::sim::{Event, Ledger};
 use crate::workflow::{Workflow, WorkflowFn};
@@ -180,9 +180,11 @@ where
     /// workers restart, and then, while the clock moves on a day at a
     /// time, only the workers' polls drive runs; each caller whose
     /// submission got no answer submits its input again, and every open
-    /// run that started gets every signal, as callers would. A run
+    /// run that started gets every signal it does not hold yet (recorded
+    /// and not yet consumed or dropped), as callers would. A run
     /// submitted and never started gets none: its own wake-up must start
-    /// it.
+    /// it; nor does a run that holds a signal: that signal's wake-up must
+    /// wake it.
     pub(super) async fn settle_with_loops(&mut self) {
         self.checker.event("faults stop".into());
         for worker in 0..self.workers.len() {
@@ -231,10 +233,17 @@ where
                 }
                 // Only a run that started gets the signals: a signal
                 // writes a wake-up due at once, which would start a run
-                // whose own wake-up was lost, and hide the loss.
+                // whose own wake-up was lost, and hide the loss. And only
+                // the signals it does not hold yet, as a caller sends
+                // again only what was not acknowledged: a signal it holds
+                // must wake it by itself (a wait with no deadline would
+                // otherwise wait for good).
                 if started {
+                    let held = held_signals(self.checker.objects(), &self.runs[run].run_id);
                     for signal in 0..self.sim.signals.len() {
-                        self.send_signal(worker, run, signal);
+                        if !held.contains(&self.sim.signals[signal].0) {
+                            self.send_signal(worker, run, signal);
+                        }
                     }
                 }
             }
