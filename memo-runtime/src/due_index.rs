@@ -285,3 +285,92 @@ fn parse(path: &Path, expected_hour: Option<u64>) -> Option<DueRun> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use object_store::ObjectStore;
+    use object_store::local::LocalFileSystem;
+    use object_store::memory::InMemory;
+
+    use super::*;
+    use crate::local::LocalFolder;
+
+    const HOUR: u64 = 3_600_000;
+
+    fn run(id: &str) -> RunId {
+        RunId::new(id).unwrap()
+    }
+
+    /// Entries of two runs, tagged and not, some sharing a run and a due
+    /// time, over three hours; in the order their keys sort.
+    fn entries() -> Vec<DueRun> {
+        let inc = Incarnation::from_u64(7);
+        let tagged = |due, id: &str, tag| DueRun {
+            tag: Some(tag),
+            ..DueRun::new(due, run(id), inc)
+        };
+        vec![
+            tagged(5, "b", 2),
+            tagged(5, "b", 9),
+            DueRun::new(5, run("a"), inc),
+            DueRun::new(5, run("b"), inc),
+            tagged(6, "a", 1),
+            DueRun::new(HOUR - 1, run("a"), inc),
+            tagged(HOUR, "b", u64::MAX),
+            DueRun::new(HOUR + 1, run("a"), inc),
+            tagged(2 * HOUR + 5, "a", 3),
+        ]
+    }
+
+    /// A poll by `now` finds every entry due by then, tagged or not, in
+    /// key order (due time first), on a store that lists in order and on
+    /// one that does not; each deletes by its own name, and a local
+    /// folder keeps no folder of a deleted tagged entry.
+    #[tokio::test]
+    async fn tagged_and_shared_entries_are_listed_by_due_time_and_deleted_by_name() {
+        let folder = tempfile::tempdir().unwrap();
+        let plain = tempfile::tempdir().unwrap();
+        let stores: Vec<(Arc<dyn ObjectStore>, bool)> = vec![
+            (Arc::new(InMemory::new()), true),
+            (Arc::new(LocalFolder::new(folder.path()).unwrap()), true),
+            (
+                Arc::new(LocalFileSystem::new_with_prefix(plain.path()).unwrap()),
+                false,
+            ),
+        ];
+        for (store, ordered) in stores {
+            let memo = MemoStore::new(store, "memo");
+            let all = entries();
+            for entry in all.iter().rev() {
+                write(&memo, entry).await.unwrap();
+            }
+            for now in [4, 5, HOUR, HOUR + 1, 2 * HOUR + 4, u64::MAX] {
+                let due: Vec<DueRun> = due_after(&memo, now, None, ordered)
+                    .map_ok(|(_, due)| due)
+                    .try_collect()
+                    .await
+                    .unwrap();
+                let expected: Vec<DueRun> =
+                    all.iter().filter(|e| e.due_at_ms <= now).cloned().collect();
+                assert_eq!(due, expected, "ordered {ordered}, by {now}");
+            }
+            // Deleting the untagged entry of run `b` due at 5 leaves the
+            // tagged ones of that run and time.
+            delete(&memo, &all[3]).await.unwrap();
+            let left: Vec<DueRun> = due_at(&memo, 5).try_collect().await.unwrap();
+            assert_eq!(left, all[..3].to_vec(), "ordered {ordered}");
+            for entry in &all {
+                delete(&memo, entry).await.unwrap();
+            }
+            let left: Vec<DueRun> = every_entry(&memo).try_collect().await.unwrap();
+            assert_eq!(left, Vec::new(), "ordered {ordered}");
+        }
+        // The local folder removed each tagged entry's folder with it.
+        let hours = std::fs::read_dir(folder.path().join("memo/due"))
+            .map(|hours| hours.count())
+            .unwrap_or(0);
+        assert_eq!(hours, 0, "hour folders left");
+    }
+}
