@@ -70,14 +70,28 @@ impl DueRun {
         }
     }
 
-    /// This entry's wake-up, due at `due_at_ms` instead: an entry of its
-    /// writer's own again (a fresh tag) if this one is, else a shared one.
+    /// This entry's wake-up, due at `due_at_ms` instead: tagged again if
+    /// this one is, else a shared entry. The new tag is derived from this
+    /// one's and the new due time, so the workers that woke this entry at
+    /// once and each move it write one entry, not one each, and no other
+    /// writer's entry has its name (a drawn tag equals it by a chance of
+    /// one in 2^64): whoever deletes it once woken did what each mover
+    /// wanted done.
     pub(crate) fn moved_to(&self, due_at_ms: u64) -> DueRun {
-        match self.tag {
-            Some(_) => DueRun::tagged(due_at_ms, self.run_id.clone(), self.incarnation),
-            None => DueRun::new(due_at_ms, self.run_id.clone(), self.incarnation),
+        DueRun {
+            tag: self.tag.map(|tag| moved_tag(tag, due_at_ms)),
+            ..DueRun::new(due_at_ms, self.run_id.clone(), self.incarnation)
         }
     }
+}
+
+/// The tag of an entry tagged `tag` moved to `due_at_ms`: a mix of both
+/// (splitmix64's finalizer), stable across processes and releases.
+fn moved_tag(tag: u64, due_at_ms: u64) -> u64 {
+    let mut z = tag ^ due_at_ms.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// Writes `due`'s entry; writing it again is a no-op.
@@ -322,6 +336,37 @@ mod tests {
             DueRun::new(HOUR + 1, run("a"), inc),
             tagged(2 * HOUR + 5, "a", 3),
         ]
+    }
+
+    /// A moved entry: shared if the woken one was; else tagged, the same
+    /// tag for every mover of one entry to one time, another for another
+    /// entry or time (pinned: a mover of one release and of the next
+    /// must write one entry).
+    #[test]
+    fn a_moved_entry_is_tagged_as_the_woken_one_was_and_the_same_for_every_mover() {
+        let (id, inc) = (run("r"), Incarnation::from_u64(1));
+        let shared = DueRun::new(5, id.clone(), inc);
+        assert_eq!(shared.moved_to(9), DueRun::new(9, id.clone(), inc));
+        let tagged = DueRun {
+            tag: Some(42),
+            ..shared.clone()
+        };
+        let moved = tagged.moved_to(9);
+        assert_eq!(
+            (moved.due_at_ms, moved.tag),
+            (9, Some(0xcc86_8f8d_9bd2_3f76))
+        );
+        assert_eq!(moved, tagged.moved_to(9));
+        assert_ne!(moved.tag, tagged.moved_to(10).tag);
+        assert_ne!(
+            moved.tag,
+            DueRun {
+                tag: Some(43),
+                ..shared
+            }
+            .moved_to(9)
+            .tag
+        );
     }
 
     /// A poll by `now` finds every entry due by then, tagged or not, in

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
@@ -182,4 +183,46 @@ async fn a_signal_in_the_millisecond_of_the_entry_a_poll_woke_survives_the_polls
     let report = worker(&objects, &clock).wake_due().await.unwrap();
     assert_eq!(report.resumed, 1, "{report:?}");
     assert_eq!(status(&signaller, &run_id).await, RunStatus::Completed);
+}
+
+/// A worker's poll finds the waiter's lease held and moves the signal's
+/// wake-up to the lease's expiry, where the waiter's own lease entry is due
+/// too: the waiter deletes that entry when it suspends, and, should it stop
+/// before its look for the signal once it let go, only the moved wake-up is
+/// left to wake the run. So the moved one is an entry of its own: it is
+/// still there once the waiter is done.
+#[tokio::test]
+async fn a_signals_wake_up_moved_to_a_held_lease_outlives_the_holders_lease_entry() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let run_id = RunId::new("approval-4").unwrap();
+
+    // As above: the attempt's lease entry's delete, once it suspended.
+    let (paused, mut pause) = Pauses::new(objects.clone(), Held::Delete, Path::from("memo/due"));
+    let waiter = process(Arc::new(paused), &clock);
+    let attempt = tokio::spawn({
+        let run_id = run_id.clone();
+        async move { waiter.run(&run_id, &4, &approval()).await }
+    });
+    reached(&mut pause).await;
+
+    let signaller = process(objects.clone(), &clock);
+    signaller.signal(&run_id, "approve", &true).await.unwrap();
+    let report = worker(&objects, &clock).wake_due().await.unwrap();
+    assert_eq!((report.resumed, report.busy), (0, 1), "{report:?}");
+    drop(pause.release);
+    let outcome = attempt.await.unwrap();
+    assert!(
+        matches!(outcome, Err(Error::Suspended { .. })),
+        "{outcome:?}"
+    );
+
+    // The lease (a minute) would have expired when the moved wake-up is due.
+    let lease_expiry = START_MS + 60_000;
+    let due: Vec<_> = signaller.due_runs(u64::MAX).try_collect().await.unwrap();
+    assert!(
+        due.iter()
+            .any(|e| e.run_id == run_id && e.due_at_ms == lease_expiry),
+        "{due:?}"
+    );
 }

@@ -47,10 +47,11 @@
 //!   entry is written (unless it is that very entry: an attempt started in
 //!   the submit's millisecond);
 //! - a worker that wakes a run whose lease is live: an entry at the lease's
-//!   expiry, before it deletes the one it woke (tagged afresh if it woke a
-//!   tagged one: the holder deletes its own lease entry, which is due then
-//!   too, when it suspends, and may stop before it looks for the signal
-//!   once more); and one that finds a run
+//!   expiry, before it deletes the one it woke (tagged, if it woke a
+//!   tagged one, by a tag derived from that one's, so the workers that
+//!   move it at once write one entry: the holder deletes its own lease
+//!   entry, which is due then too, when it suspends, and may stop before
+//!   it looks for the signal once more); and one that finds a run
 //!   suspended on a timer: the timer's entry (again: it is create-once).
 //!
 //! Who deletes them: the attempt that ends or suspends the run (its own
