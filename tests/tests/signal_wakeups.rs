@@ -105,17 +105,23 @@ async fn a_poll_between_a_signals_wake_up_and_the_signal_leaves_the_run_due() {
     assert_eq!(status(&runtime, &run_id).await, RunStatus::Completed);
 }
 
-/// A signal lands while the attempt that waits for it holds its lease,
-/// after the attempt last looked at the run's inputs (it is suspending),
-/// and a worker's poll of the signal's wake-up finds the lease held: it
-/// moves the wake-up to when the lease would expire (a minute). The
-/// attempt looks at the inputs once more after it released its lease, and
-/// makes the run due at once.
-#[tokio::test]
-async fn a_signal_that_lands_while_its_waiter_suspends_wakes_the_run_at_once() {
+/// What [`signalled_while_suspending`] staged.
+struct Staged {
+    objects: Arc<dyn ObjectStore>,
+    clock: Arc<ManualClock>,
+    run_id: RunId,
+    signaller: Runtime,
+}
+
+/// Stages a signal that lands while the attempt that waits for it holds its
+/// lease, after the attempt last looked at the run's inputs (it is
+/// suspending), and a worker's poll of the signal's wake-up that finds the
+/// lease held: it moves the wake-up to when the lease would expire (a
+/// minute). Returns once the attempt has suspended, its lease let go.
+async fn signalled_while_suspending(run: &str, input: u32) -> Staged {
     let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let clock = Arc::new(ManualClock::new(START_MS));
-    let run_id = RunId::new("approval-2").unwrap();
+    let run_id = RunId::new(run).unwrap();
 
     // The attempt's first delete in the due-run index is its lease entry's,
     // once it committed its suspension and before it releases its lease.
@@ -123,14 +129,13 @@ async fn a_signal_that_lands_while_its_waiter_suspends_wakes_the_run_at_once() {
     let waiter = process(Arc::new(paused), &clock);
     let attempt = tokio::spawn({
         let run_id = run_id.clone();
-        async move { waiter.run(&run_id, &2, &approval()).await }
+        async move { waiter.run(&run_id, &input, &approval()).await }
     });
     reached(&mut pause).await;
 
     let signaller = process(objects.clone(), &clock);
     signaller.signal(&run_id, "approve", &true).await.unwrap();
-    let polling = worker(&objects, &clock);
-    let report = polling.wake_due().await.unwrap();
+    let report = worker(&objects, &clock).wake_due().await.unwrap();
     assert_eq!((report.resumed, report.busy), (0, 1), "{report:?}");
 
     drop(pause.release);
@@ -139,11 +144,54 @@ async fn a_signal_that_lands_while_its_waiter_suspends_wakes_the_run_at_once() {
         matches!(outcome, Err(Error::Suspended { .. })),
         "{outcome:?}"
     );
+    Staged {
+        objects,
+        clock,
+        run_id,
+        signaller,
+    }
+}
+
+/// As staged by [`signalled_while_suspending`]: the attempt looks at the
+/// inputs once more after it released its lease, and makes the run due at
+/// once.
+#[tokio::test]
+async fn a_signal_that_lands_while_its_waiter_suspends_wakes_the_run_at_once() {
+    let staged = signalled_while_suspending("approval-2", 2).await;
 
     // The clock has not moved: the lease would expire a minute from now.
-    let report = polling.wake_due().await.unwrap();
+    let report = worker(&staged.objects, &staged.clock)
+        .wake_due()
+        .await
+        .unwrap();
     assert_eq!(report.resumed, 1, "{report:?}");
-    assert_eq!(status(&signaller, &run_id).await, RunStatus::Completed);
+    assert_eq!(
+        status(&staged.signaller, &staged.run_id).await,
+        RunStatus::Completed
+    );
+}
+
+/// As staged by [`signalled_while_suspending`]: the poll moved the
+/// signal's wake-up to the lease's expiry, where the waiter's own lease
+/// entry is due too. The waiter deletes that entry when it suspends, and,
+/// should it stop before its look for the signal once it let go, only the
+/// moved wake-up is left to wake the run. So the moved one is an entry of
+/// its own: it is still there once the waiter is done.
+#[tokio::test]
+async fn a_signals_wake_up_moved_to_a_held_lease_outlives_the_holders_lease_entry() {
+    let staged = signalled_while_suspending("approval-4", 4).await;
+    let lease_expiry = START_MS + 60_000;
+    let due: Vec<_> = staged
+        .signaller
+        .due_runs(u64::MAX)
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(
+        due.iter()
+            .any(|e| e.run_id == staged.run_id && e.due_at_ms == lease_expiry),
+        "{due:?}"
+    );
 }
 
 /// A worker's poll wakes a submitted run and drives its attempt, which
@@ -183,46 +231,4 @@ async fn a_signal_in_the_millisecond_of_the_entry_a_poll_woke_survives_the_polls
     let report = worker(&objects, &clock).wake_due().await.unwrap();
     assert_eq!(report.resumed, 1, "{report:?}");
     assert_eq!(status(&signaller, &run_id).await, RunStatus::Completed);
-}
-
-/// A worker's poll finds the waiter's lease held and moves the signal's
-/// wake-up to the lease's expiry, where the waiter's own lease entry is due
-/// too: the waiter deletes that entry when it suspends, and, should it stop
-/// before its look for the signal once it let go, only the moved wake-up is
-/// left to wake the run. So the moved one is an entry of its own: it is
-/// still there once the waiter is done.
-#[tokio::test]
-async fn a_signals_wake_up_moved_to_a_held_lease_outlives_the_holders_lease_entry() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let clock = Arc::new(ManualClock::new(START_MS));
-    let run_id = RunId::new("approval-4").unwrap();
-
-    // As above: the attempt's lease entry's delete, once it suspended.
-    let (paused, mut pause) = Pauses::new(objects.clone(), Held::Delete, Path::from("memo/due"));
-    let waiter = process(Arc::new(paused), &clock);
-    let attempt = tokio::spawn({
-        let run_id = run_id.clone();
-        async move { waiter.run(&run_id, &4, &approval()).await }
-    });
-    reached(&mut pause).await;
-
-    let signaller = process(objects.clone(), &clock);
-    signaller.signal(&run_id, "approve", &true).await.unwrap();
-    let report = worker(&objects, &clock).wake_due().await.unwrap();
-    assert_eq!((report.resumed, report.busy), (0, 1), "{report:?}");
-    drop(pause.release);
-    let outcome = attempt.await.unwrap();
-    assert!(
-        matches!(outcome, Err(Error::Suspended { .. })),
-        "{outcome:?}"
-    );
-
-    // The lease (a minute) would have expired when the moved wake-up is due.
-    let lease_expiry = START_MS + 60_000;
-    let due: Vec<_> = signaller.due_runs(u64::MAX).try_collect().await.unwrap();
-    assert!(
-        due.iter()
-            .any(|e| e.run_id == run_id && e.due_at_ms == lease_expiry),
-        "{due:?}"
-    );
 }
