@@ -27,8 +27,8 @@ use crate::write_once;
 /// whether it is still waiting. See [`Runtime::due_runs`](crate::workflow::Runtime::due_runs).
 ///
 /// A run may have several entries of one due time: a signal's wake-up is
-/// an object of its own, which no other writer's entry shares (see
-/// [`DueRun::tagged`]).
+/// an object of its own, which no other writer's entry shares (the
+/// stored-format guide, *Due-run entries of a writer's own*, says why).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DueRun {
     /// When the run is due, in ms since the Unix epoch (by the clock of the
@@ -39,8 +39,10 @@ pub struct DueRun {
     /// Which use of the run id.
     pub incarnation: Incarnation,
     /// The tag of an entry its writer must be the only one to hold, drawn
-    /// by that writer; `None` for an entry any writer of the same run and
-    /// due time shares (writing it again is a no-op).
+    /// by that writer (or derived from the tag of the entry a worker moved
+    /// to this one: see [`DueRun::moved_to`]); `None` for an entry any
+    /// writer of the same run and due time shares (writing it again is a
+    /// no-op).
     pub(crate) tag: Option<u64>,
 }
 
@@ -59,10 +61,11 @@ impl DueRun {
     /// An entry of `incarnation` due at `due_at_ms` that is its writer's
     /// alone: named by a tag drawn now, so no one else's write or delete of
     /// an entry of the same run and time touches it. An entry whose loss
-    /// would leave a run asleep is written so: a worker that woke an entry
-    /// of that name before (it listed it) deletes it once it has driven
-    /// the run, and an entry written again under that name in between
-    /// (create-once: the write finds it there, and succeeds) went with it.
+    /// would leave a run asleep is written so; a shared name is not enough
+    /// for it: a worker that woke an entry of that name (it listed it)
+    /// deletes it once it drove the run, and an entry written again under
+    /// that name meanwhile (create-once: the write finds it there and
+    /// succeeds) goes with it.
     pub(crate) fn tagged(due_at_ms: u64, run_id: RunId, incarnation: Incarnation) -> DueRun {
         DueRun {
             tag: Some(crate::run_id::unique_token()),

@@ -590,8 +590,8 @@ pub(crate) fn parse_marker(path: &Path) -> Option<(u64, RunId, Incarnation, u64)
     (at_ms - at_ms % MARKER_HOUR_MS == hour).then_some((hour, run_id, incarnation, at_ms))
 }
 
-/// Parses a due-run entry's path into (hour, run, incarnation, due_ms);
-/// `None` for anything that [`Layout::due_entry`] would not have written.
+/// Parses a due-run entry's path, tagged or not, into its parts; `None`
+/// for anything that [`Layout::due_entry`] would not have written.
 pub(crate) fn parse_due_entry(path: &Path) -> Option<DueEntryName> {
     let folder = path.parent()?;
     let name = path.filename()?;
