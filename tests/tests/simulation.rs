@@ -672,16 +672,20 @@ fn histories_with_timers_cancellation_and_worker_loops_keep_every_invariant() {
 
 /// The seeds of the world with worker loops that broke an invariant in a
 /// survey, each examined and its cause fixed, in the world they broke in:
-/// 11154 (session 29, before any loop counted as spawned), a submission
-/// made before its run's id was reused with another input, refused
-/// rightly, which the checker compared with the new input.
+/// 11154 (session 29, before any loop counted as spawned, every wait with
+/// a deadline), a submission made before its run's id was reused with
+/// another input, refused rightly, which the checker compared with the new
+/// input; 3263 (session 31, once some waits had no deadline), a signal's
+/// wake-up written in the millisecond of the entry a poll had woken, and
+/// deleted with it by that poll (the run slept for good).
 #[test]
 fn worker_loops_seeds_that_broke_in_a_survey_keep_every_invariant() {
-    let simulation = loops_simulation!(LOOP_POLLS, 5).spawned_loops(0.0);
-    for seed in [11154] {
-        if let Err(failure) = simulation.run_seed(seed) {
-            panic!("seed {seed}: {failure:?}");
-        }
+    let before_31 = loops_simulation!(LOOP_POLLS, 5).spawned_loops(0.0);
+    if let Err(failure) = before_31.run_seed(11154) {
+        panic!("seed 11154: {failure:?}");
+    }
+    if let Err(failure) = loops_simulation!(LOOP_POLLS).run_seed(3263) {
+        panic!("seed 3263: {failure:?}");
     }
 }
 
