@@ -670,6 +670,23 @@ fn histories_with_timers_cancellation_and_worker_loops_keep_every_invariant() {
     assert!(summary.seeds > 0 && summary.events > 0);
 }
 
+/// In the world with worker loops without crashes and store faults, a
+/// signal a suspended run holds wakes it before the clock moves
+/// (`Simulation::check_signal_latency`, session 31): no run waits for a
+/// lease to expire for a signal it holds. The worker-loops world above
+/// measures no latency: a wake-up due a lease late still ends the run
+/// within the day its end moves the clock. `MEMO_SIM_SEEDS` chooses the
+/// seeds.
+#[test]
+fn without_faults_a_held_signal_wakes_its_run_before_the_clock_moves() {
+    let summary = loops_simulation!(LOOP_POLLS)
+        .without(Event::Crash)
+        .without(Event::StoreFault)
+        .check_signal_latency(true)
+        .check_seeds_from_env(LOOP_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+}
+
 /// The seeds of the world with worker loops that broke an invariant in a
 /// survey, each examined and its cause fixed, in the world they broke in:
 /// 11154 (session 29, before any loop counted as spawned, every wait with

@@ -144,6 +144,25 @@ pub(super) fn held_signals(objects: &Shared, run_id: &RunId) -> Vec<String> {
     }
 }
 
+/// The signal the run's current incarnation is suspended waiting for, if
+/// it holds it (see [`held_signals`]): read from its last receipt, the
+/// marker of a wait (`memo.wait:<name>`) or of a wait with a deadline
+/// (`memo.signal-deadline:<name>`), as the stored format names them.
+pub(super) fn waits_for_held_signal(objects: &Shared, run_id: &RunId) -> Option<String> {
+    let Some(Ok(receipts)) = fresh_receipts(objects, run_id) else {
+        return None;
+    };
+    let last = receipts.last()?;
+    let name = last
+        .step
+        .strip_prefix("memo.wait:")
+        .or_else(|| last.step.strip_prefix("memo.signal-deadline:"))?;
+    held_signals(objects, run_id)
+        .iter()
+        .any(|held| held == name)
+        .then(|| name.to_string())
+}
+
 /// The value committed under `key` in the memo `memo` stands for, read
 /// without faults.
 pub(super) fn committed_entry(

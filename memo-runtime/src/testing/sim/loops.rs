@@ -31,6 +31,10 @@ pub(super) const TIMER_EARLY: &str = "a timer never fires before its deadline";
 pub(super) const BODY_AFTER_CANCEL: &str =
     "a cancelled run starts no new step body after the cancellation is observed";
 
+/// The invariant [`Simulation::check_signal_latency`] checks.
+pub(super) const SIGNAL_LATENCY: &str =
+    "a signal a suspended run holds wakes it before the clock moves";
+
 /// How far the clock moves in each round of the end of a history with
 /// worker loops, beyond a lease: past every timer and deadline a workflow
 /// sets within a day.
@@ -190,6 +194,33 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         };
         self.loops = Some(Arc::new(loops));
         self.spawned_loops(0.5)
+    }
+
+    /// With [`worker_loops`](Self::worker_loops): before each clock jump
+    /// of a history, and at its end before the clock moves, every task
+    /// ends and the workers poll (three rounds), and then a run suspended
+    /// in a wait for a signal it holds (recorded, not yet consumed), its
+    /// lease not live, breaks the invariant that a signal wakes its run at
+    /// once: a signal makes its run due when it is recorded, and a waiter
+    /// that suspends as a signal lands looks again once it let go, so no
+    /// run waits for a lease to expire (or for ever) for a signal it holds.
+    /// Without it the world measures no latency: a wake-up due a lease
+    /// late still ends its run within the day the end moves the clock.
+    /// The jumps wait for the check, so the world's histories are its own.
+    ///
+    /// Sound only in a world without crashes and store faults (turn off
+    /// [`Event::Crash`] and [`Event::StoreFault`] with
+    /// [`without`](Self::without); a history panics otherwise): a
+    /// signaller that dies after recording its signal, or whose wake-up
+    /// write fails, leaves the run due a lease later by design, and so
+    /// does a waiter that dies before its look.
+    ///
+    /// [`Event::Crash`]: super::Event::Crash
+    /// [`Event::StoreFault`]: super::Event::StoreFault
+    #[must_use]
+    pub fn check_signal_latency(mut self, on: bool) -> Self {
+        self.config.signal_latency = on;
+        self
     }
 
     /// With [`worker_loops`](Self::worker_loops), the share of worker

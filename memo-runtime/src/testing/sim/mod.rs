@@ -195,6 +195,9 @@ struct Config {
     /// The share of worker processes whose worker loop counts as spawned
     /// ([`Simulation::spawned_loops`]).
     spawned_loops: f64,
+    /// Whether the end of a history checks that a signalled run is woken
+    /// before the clock moves ([`Simulation::check_signal_latency`]).
+    signal_latency: bool,
     /// The poll at which every worker restarts with the new code
     /// ([`Simulation::deploy_at`]).
     deploy_at: Option<u64>,
@@ -286,6 +289,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 wrong_prefix_operator: false,
                 slow_deletes: 0.0,
                 spawned_loops: 0.0,
+                signal_latency: false,
                 deploy_at: None,
             },
             signals: Vec::new(),

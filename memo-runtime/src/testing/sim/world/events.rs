@@ -198,6 +198,9 @@ where
             }
         }
         self.drain().await;
+        if self.config.signal_latency {
+            self.check_signalled_runs_woken().await;
+        }
         for _ in 0..self.config.liveness_rounds {
             self.clock
                 .advance_ms(millis(self.config.lease) + loops::SETTLE_JUMP_MS);
@@ -257,6 +260,47 @@ where
         }
     }
 
+    /// Before the clock moves (each jump, and at the end of a history):
+    /// every task ends, the workers poll, and no run may then be
+    /// suspended, its lease not live, in a wait for a signal it holds (see
+    /// [`Simulation::check_signal_latency`]).
+    ///
+    /// [`Simulation::check_signal_latency`]: crate::testing::sim::Simulation::check_signal_latency
+    pub(super) async fn check_signalled_runs_woken(&mut self) {
+        assert!(
+            !self.config.has(Event::Crash) && !self.config.has(Event::StoreFault),
+            "check_signal_latency needs a world without crashes and store faults"
+        );
+        self.drain().await;
+        for _ in 0..loops::SETTLE_POLLS {
+            for worker in 0..self.workers.len() {
+                self.poll(worker);
+            }
+            self.drain().await;
+        }
+        let now = crate::clock::Clock::now_ms(self.clock.as_ref());
+        for slot in &self.runs {
+            let Some(Ok(Some(record))) = fresh_run(self.checker.objects(), &slot.run_id) else {
+                continue;
+            };
+            let leased = record.lease.as_ref().is_some_and(|l| l.is_live_at(now));
+            if record.status.is_terminal() || leased {
+                continue;
+            }
+            if let Some(signal) =
+                compat::waits_for_held_signal(self.checker.objects(), &slot.run_id)
+            {
+                self.checker.violation(
+                    loops::SIGNAL_LATENCY,
+                    format!(
+                        "run {} (attempt {}) waits for {signal}, which it holds, after every worker polled",
+                        slot.run_id, record.attempts
+                    ),
+                );
+            }
+        }
+    }
+
     /// The input among the simulation's whose content key is `key`.
     fn input_of(&self, key: &str) -> Option<I> {
         self.sim
@@ -301,6 +345,15 @@ where
         } else {
             self.rng.random_range(1_000..20 * 60_000)
         };
+        if self.config.signal_latency {
+            // Made once the signalled runs were checked (`World::run`).
+            self.jump = Some(ms);
+            return;
+        }
+        self.make_jump(ms);
+    }
+
+    pub(super) fn make_jump(&mut self, ms: u64) {
         self.clock.advance_ms(ms);
         self.checker.event(format!("clock jumps {ms} ms"));
     }

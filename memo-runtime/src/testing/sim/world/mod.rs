@@ -155,6 +155,7 @@ where
         faults: 0,
         crashes: 0,
         sends: 0,
+        jump: None,
         deleted_alone: Arc::default(),
         rechecked_elsewhere: Arc::default(),
         unfinished_deletes: Arc::default(),
@@ -313,6 +314,10 @@ struct World<'w, I, O, Mk, F> {
     faults: u64,
     crashes: u64,
     sends: u64,
+    /// A clock jump drawn and not made yet: with
+    /// [`Simulation::check_signal_latency`](super::Simulation::check_signal_latency),
+    /// each jump waits for the check that comes before it.
+    jump: Option<u64>,
     /// The incarnations deleted with `RuntimeStore::delete_run` alone: their
     /// memo entries and markers are left on purpose (see [`Self::reuse_random`]).
     deleted_alone: Arc<Mutex<Vec<(RunId, Incarnation)>>>,
@@ -373,6 +378,10 @@ where
                 } else {
                     self.random_event();
                 }
+            }
+            if let Some(ms) = self.jump.take() {
+                self.check_signalled_runs_woken().await;
+                self.make_jump(ms);
             }
             if self.config.has(Event::Crash) && self.rng.random_bool(self.config.crash_rate) {
                 self.crash_random_worker();
