@@ -60,7 +60,9 @@
 //!   ([`Ledger::timer_fired`]); an attempt that observed its run's
 //!   cancellation ([`Ledger::cancel_observed`]) starts no step body; and once
 //!   faults stop and time passes, the workers' polls alone wake every due
-//!   run and every run ends;
+//!   run and every run ends; with [`Simulation::check_signal_latency`] as
+//!   well (a world without crashes and store faults), a signal a suspended
+//!   run holds wakes it before the clock moves;
 //! - with an operator, cached reader or final sweep, the invariants each
 //!   knob documents.
 //!
