@@ -396,6 +396,22 @@ fn deployment_histories_keep_every_invariant() {
     assert!(summary.seeds > 0 && summary.events > 0);
 }
 
+/// How far a worker process's clock is off the shared one in the worlds
+/// with skewed clocks: two seconds either way, well inside the 30-second
+/// lease, as the durability guide sizes a lease.
+const SKEW: Duration = Duration::from_secs(2);
+
+/// The deployment world with skewed clocks (session 31): every worker
+/// process's clock off the shared one by up to `SKEW`, drawn as it
+/// starts, as a fleet's machines are. `MEMO_SIM_SEEDS` and `MEMO_SIM_SEED`
+/// choose the seeds.
+#[test]
+fn with_skewed_clocks_deployment_histories_keep_every_invariant() {
+    let simulation = order_simulation(true).deployment().clock_skew(SKEW);
+    let summary = simulation.check_seeds_from_env(CI_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+}
+
 /// The seeds of the deployment world that broke an invariant in the
 /// surveys of issue 20, each examined and its cause fixed (RELIABILITY.md,
 /// *Where the deployment world stands*). Seeds replay only on the tree they
@@ -683,6 +699,17 @@ fn without_faults_a_held_signal_wakes_its_run_before_the_clock_moves() {
         .without(Event::Crash)
         .without(Event::StoreFault)
         .check_signal_latency(true)
+        .check_seeds_from_env(LOOP_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+}
+
+/// The world with worker loops and skewed clocks (session 31, see
+/// `SKEW`): a worker ahead of the others wakes a run its timer is due by
+/// its clock, and takes a lease over that early.
+#[test]
+fn with_skewed_clocks_worker_loops_histories_keep_every_invariant() {
+    let summary = loops_simulation!(LOOP_POLLS)
+        .clock_skew(SKEW)
         .check_seeds_from_env(LOOP_SEEDS);
     assert!(summary.seeds > 0 && summary.events > 0);
 }

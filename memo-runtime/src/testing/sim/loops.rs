@@ -89,12 +89,13 @@ impl ObservedCancels {
 impl Ledger {
     /// Records that a timer or a signal's deadline at `deadline_ms` fired
     /// (the code after a sleep, or the branch of a wait that timed out, is
-    /// running): checks that the runtime's clock has reached it. Pass the
+    /// running): checks that the runtime's clock has reached it (less the
+    /// [`clock_skew`](Simulation::clock_skew) a process may have). Pass the
     /// deadline the run recorded (an absolute time the workflow computed
     /// in a step, say), so that every replay reports the same one.
     pub fn timer_fired(&self, deadline_ms: u64) {
         let now_ms = self.checker.now_ms();
-        if now_ms < deadline_ms {
+        if now_ms.saturating_add(self.checker.clock_skew_ms()) < deadline_ms {
             self.checker.violation(
                 TIMER_EARLY,
                 format!(

@@ -200,6 +200,9 @@ struct Config {
     /// Whether the end of a history checks that a signalled run is woken
     /// before the clock moves ([`Simulation::check_signal_latency`]).
     signal_latency: bool,
+    /// How far each worker process's clock may be off the shared one, in
+    /// ms ([`Simulation::clock_skew`]).
+    clock_skew_ms: u64,
     /// The poll at which every worker restarts with the new code
     /// ([`Simulation::deploy_at`]).
     deploy_at: Option<u64>,
@@ -292,6 +295,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 slow_deletes: 0.0,
                 spawned_loops: 0.0,
                 signal_latency: false,
+                clock_skew_ms: 0,
                 deploy_at: None,
             },
             signals: Vec::new(),
@@ -335,6 +339,23 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     #[must_use]
     pub fn retention(mut self, retention: Duration) -> Self {
         self.config.retention = retention;
+        self
+    }
+
+    /// Each worker process's clock is off the shared one by an offset
+    /// drawn as the process starts, up to `max` either way, as the clocks
+    /// of a fleet's machines are: a process ahead takes over a lease or
+    /// fires a timer early by the shared clock, one behind holds its lease
+    /// late. The invariants that judge a process's reading of time allow
+    /// `max` of it, as the durability guide sizes the lease ("above the
+    /// longest pause plus the clock skew between workers"): a timer fires
+    /// no earlier than `max` before its deadline, and a step body starts
+    /// under a lease live `max` ago at the latest. Keep `max` well below
+    /// the [`lease`](Self::lease). 0 (the default) draws nothing, so the
+    /// worlds without it replay as before.
+    #[must_use]
+    pub fn clock_skew(mut self, max: Duration) -> Self {
+        self.config.clock_skew_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
         self
     }
 

@@ -164,6 +164,9 @@ struct State {
     /// a planted path, taken from a listing, is then folded, while a
     /// reader names the object as memo spells it.
     folds_case: bool,
+    /// How far a process's clock may be off the shared one, in ms
+    /// ([`Simulation::clock_skew`](super::Simulation::clock_skew)).
+    skew_ms: u64,
 }
 
 /// An incarnation as it was when a deletion began: its run, its receipts
@@ -249,6 +252,7 @@ impl Checker {
                 after_recheck: HashMap::new(),
                 left_after_recheck: HashSet::new(),
                 folds_case: false,
+                skew_ms: 0,
             })),
             tokens: Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x70ce_75ee_d000))),
             objects,
@@ -270,6 +274,16 @@ impl Checker {
     /// The simulated clock's time now.
     pub(super) fn now_ms(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// Each process's clock may be off the shared one by up to `ms`.
+    pub(super) fn set_clock_skew(&self, ms: u64) {
+        self.lock().skew_ms = ms;
+    }
+
+    /// How far a process's clock may be off the shared one, in ms.
+    pub(super) fn clock_skew_ms(&self) -> u64 {
+        self.lock().skew_ms
     }
 
     /// The backend folds every name to lower case, as a case-insensitive
@@ -466,9 +480,11 @@ impl Checker {
 
     /// Something of a step starts only while the attempt it belongs to
     /// holds the run's lease, as the store records it: the run is this
-    /// incarnation, running, leased to this attempt until later than now.
-    /// The attempt checks its lease with no await before a body starts, so
-    /// this holds at the very start whatever the attempt went through.
+    /// incarnation, running, leased to this attempt until later than now
+    /// (less the clock skew a process may have: one behind reads its lease
+    /// live that long after it expired). The attempt checks its lease with
+    /// no await before a body starts, so this holds at the very start
+    /// whatever the attempt went through.
     fn check_lease(&self, memo: &Memo, what: &str, found: &mut Vec<(&'static str, String)>) {
         let Some(attempt) = compat::attempt_of(memo).filter(|_| self.check_bodies) else {
             return;
@@ -477,13 +493,14 @@ impl Checker {
             return;
         };
         let now_ms = self.clock.now_ms();
+        let earliest_ms = now_ms.saturating_sub(self.clock_skew_ms());
         let held = fresh.as_ref().is_some_and(|run| {
             run.incarnation == memo.incarnation()
                 && run.status == crate::runtime_store::RunStatus::Running
                 && run
                     .lease
                     .as_ref()
-                    .is_some_and(|lease| lease.attempt == attempt && lease.is_live_at(now_ms))
+                    .is_some_and(|lease| lease.attempt == attempt && lease.is_live_at(earliest_ms))
         });
         if !held {
             found.push((

@@ -102,6 +102,7 @@ where
     if config.wide_run_ids {
         checker.set_folds_case();
     }
+    checker.set_clock_skew(config.clock_skew_ms);
     if let Some(sealing) = &sealing {
         checker.event(format!("the stores are {}", sealing.describe()));
     }

@@ -10,6 +10,7 @@ use rand::RngExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::clock::{Clock, ManualClock};
 use crate::testing::sim::checker::TaskKind;
 use crate::testing::sim::compat;
 use crate::testing::sim::stores::{Audited, Preemptible};
@@ -46,6 +47,26 @@ where
     }
 
     /// A worker process: its own store instances over the shared objects.
+    /// A new process's clock: the shared one, or, with
+    /// [`Simulation::clock_skew`](crate::testing::sim::Simulation::clock_skew),
+    /// the shared one off by an offset drawn now (drawn only then, so that
+    /// other worlds' histories stay what they were).
+    fn process_clock(&mut self) -> Arc<dyn Clock> {
+        let max = i64::try_from(self.config.clock_skew_ms).unwrap_or(i64::MAX);
+        if max == 0 {
+            return Arc::clone(&self.clock) as _;
+        }
+        let offset_ms = self.rng.random_range(-max..=max);
+        self.checker.event(format!(
+            "process {} runs {offset_ms:+} ms off the shared clock",
+            self.next_process
+        ));
+        Arc::new(OffsetClock {
+            shared: Arc::clone(&self.clock),
+            offset_ms,
+        })
+    }
+
     pub(super) fn start_worker(&mut self, faulty: bool) -> Worker {
         let shared = self.backend();
         let faults = Arc::new(FaultInjectingStore::new(shared).with_seed(self.rng.random()));
@@ -78,7 +99,7 @@ where
         let builder = Runtime::builder()
             .memo_store(memo)
             .runtime_store(Arc::new(store))
-            .clock(Arc::clone(&self.clock) as _)
+            .clock(self.process_clock())
             .retention(self.config.retention)
             // The default holds the process id: the seed's own, to replay.
             .worker_id(format!("sim-{:08x}", crate::run_id::unique_token() as u32))
@@ -256,4 +277,18 @@ fn recovered<O, E: std::fmt::Display>(recovery: crate::Result<Recovery<O, E>>) -
             })
             .map_err(|e| e.to_string()),
     )
+}
+
+/// A process's clock off the shared one by `offset_ms`
+/// ([`Simulation::clock_skew`](crate::testing::sim::Simulation::clock_skew)).
+#[derive(Debug)]
+struct OffsetClock {
+    shared: Arc<ManualClock>,
+    offset_ms: i64,
+}
+
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> u64 {
+        self.shared.now_ms().saturating_add_signed(self.offset_ms)
+    }
 }
