@@ -64,7 +64,8 @@
 //!   well (a world without crashes and store faults), a signal a suspended
 //!   run holds wakes it before the clock moves;
 //! - with an operator, cached reader or final sweep, the invariants each
-//!   knob documents.
+//!   knob documents; with [`Simulation::clock_skew`], the ones that judge a
+//!   process's reading of time allow the skew.
 //!
 //! A history is a function of the seed alone: the scheduler, the faults,
 //! the clock and the workflow's [`Ledger::chance`] all draw from it. Keep
