@@ -350,9 +350,11 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// late. The invariants that judge a process's reading of time allow
     /// `max` of it, as the durability guide sizes the lease ("above the
     /// longest pause plus the clock skew between workers"): a timer fires
-    /// no earlier than `max` before its deadline, and a step body starts
-    /// under a lease live `max` ago at the latest. Keep `max` well below
-    /// the [`lease`](Self::lease). 0 (the default) draws nothing, so the
+    /// no earlier than `max` before its deadline, a step body starts under
+    /// a lease live `max` ago at the latest, and an attempt counts as live
+    /// for the one-live-attempt check for the lease less twice `max` (a
+    /// process ahead may take a lease over that early from one behind).
+    /// Keep `max` well below the [`lease`](Self::lease). 0 (the default) draws nothing, so the
     /// worlds without it replay as before.
     #[must_use]
     pub fn clock_skew(mut self, max: Duration) -> Self {

@@ -541,7 +541,12 @@ impl Checker {
             let same_step = running.entry.run_id == entry.run_id
                 && running.entry.incarnation == entry.incarnation
                 && running.entry.step == entry.step;
-            let lease_live = now_ms.saturating_sub(running.started_ms) < self.lease_ms;
+            // With skewed clocks another process may take the lease over
+            // as early as twice the skew before it expires by the holder's
+            // clock (it runs ahead, the holder behind): counted live that
+            // much shorter, as the durability guide sizes a lease.
+            let live_ms = self.lease_ms.saturating_sub(2 * state.skew_ms);
+            let lease_live = now_ms.saturating_sub(running.started_ms) < live_ms;
             if same_step && running.task != task && lease_live {
                 found.push((
                     "no two live attempts of one run both run a step body",
