@@ -46,7 +46,6 @@ where
         }
     }
 
-    /// A worker process: its own store instances over the shared objects.
     /// A new process's clock: the shared one, or, with
     /// [`Simulation::clock_skew`](crate::testing::sim::Simulation::clock_skew),
     /// the shared one off by an offset drawn now (drawn only then, so that
@@ -67,6 +66,7 @@ where
         })
     }
 
+    /// A worker process: its own store instances over the shared objects.
     pub(super) fn start_worker(&mut self, faulty: bool) -> Worker {
         let shared = self.backend();
         let faults = Arc::new(FaultInjectingStore::new(shared).with_seed(self.rng.random()));
