@@ -84,7 +84,10 @@
 //! reappears is tolerated by design (a listing tidies the one, the next
 //! checkpoint supersedes the other), but the store cannot tell these deletes
 //! from the ordered ones. Folders a delete empties are removed without a
-//! sync: an empty folder that reappears holds nothing.
+//! sync: an empty folder that reappears holds nothing. memo's index folders
+//! that run after run enters and leaves (a status-hint folder, the due-run
+//! index's folder) are kept when they empty, so that the next run does not
+//! create them again: a folder's creation costs a sync of its parent.
 //!
 //! With [`LocalFolder::with_fsync`] `false` (the `file://` store option
 //! `fsync=false`) no call syncs: everything survives a crash of the process,
@@ -1029,11 +1032,19 @@ fn delete(root: &std::path::Path, location: &Path, syncs: &Syncs) -> object_stor
 /// the removal of its folder creates it again (`LocalFileSystem` retries a
 /// staged upload whose folder is gone), and a folder holding a write in
 /// progress is not empty.
+///
+/// The index folders that run after run enters and leaves
+/// ([`is_kept_index_folder`]) are kept: the next run would create each
+/// again, at the cost of a sync of its parent. A kept folder is not empty
+/// for the folders above it, so the walk stops there.
 fn remove_emptied_folders(root: &std::path::Path, location: &Path) {
     let parts: Vec<_> = location.parts().collect();
     // The folders holding the file, deepest first; the root is not one.
     for depth in (1..parts.len()).rev() {
         let folder: Path = parts[..depth].iter().cloned().collect();
+        if is_kept_index_folder(&folder) {
+            return;
+        }
         let Ok(Some((parent, name))) = parent_of(root, &folder) else {
             return;
         };
@@ -1041,6 +1052,23 @@ fn remove_emptied_folders(root: &std::path::Path, location: &Path) {
             return;
         }
     }
+}
+
+/// Whether a delete that empties `folder` keeps it: one of memo's index
+/// folders that runs write into and leave again, one after another (named
+/// in `layout.rs`): a status-hint folder (`runs-by-status/<status>`, which
+/// a run enters and leaves at each status), the `runs-by-status` folder
+/// above them, and the due-run index's `due` folder (its hour folders are
+/// removed: one an hour, they would pile up). Removed, each would be created
+/// again by the next run, a sync of its parent each time: three syncs a
+/// run, one run at a time. A run whose id is spelled like one of these
+/// names keeps an emptied folder too: an empty folder, nothing else.
+fn is_kept_index_folder(folder: &Path) -> bool {
+    const RUNS_BY_STATUS: &str = "runs-by-status";
+    const DUE: &str = "due";
+    let parent = folder.parent();
+    let parent_name = parent.as_ref().and_then(Path::filename);
+    matches!(folder.filename(), Some(RUNS_BY_STATUS | DUE)) || parent_name == Some(RUNS_BY_STATUS)
 }
 
 /// A depth-first walk of the files below a prefix, one real folder at a time.
@@ -1643,6 +1671,95 @@ mod tests {
         store.delete(&"a/b/c".into()).await.unwrap();
         assert_eq!(synced(&store), [Synced::Folder(root.join("a/b"))]);
         assert!(!root.join("a").exists(), "emptied folders are removed");
+    }
+
+    /// The index folders that runs enter and leave stay when a delete
+    /// empties them, so the next run's hint or due entry creates no folder
+    /// and syncs no parent (three syncs a run fewer, one run at a time); a
+    /// due entry's hour folder and a run's own folders are removed as
+    /// before. Fails if the kept folders are removed again.
+    #[tokio::test]
+    async fn index_folders_that_runs_enter_and_leave_stay_when_they_empty() {
+        use object_store::ObjectStoreExt;
+
+        use crate::layout::Layout;
+        use crate::run_id::{Incarnation, RunId};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalFolder::new(dir.path()).unwrap();
+        let root = store.root().to_path_buf();
+        let (runs, memo) = (Layout::new("runs"), Layout::new("memo"));
+        let inc = Incarnation::random();
+        let folders_synced = |store: &LocalFolder| -> Vec<PathBuf> {
+            synced(store)
+                .into_iter()
+                .filter_map(|s| match s {
+                    Synced::Folder(folder) => Some(folder),
+                    Synced::File(_) => None,
+                })
+                .collect()
+        };
+        let [first, second] = ["run-1", "run-2"].map(|id| RunId::new(id).unwrap());
+        let hint = |id: &RunId| runs.status_hint("Pending", id, inc);
+        let due = |id: &RunId| memo.due_entry(id, inc, 7_200_000, None);
+        let log = |id: &RunId| runs.log_entry(id, inc, 0);
+        for path in [hint(&first), due(&first), log(&first)] {
+            store.put(&path, "v".into()).await.unwrap();
+            store.delete(&path).await.unwrap();
+        }
+        synced(&store);
+        let hour = root.join("memo/due").join(format!("{:020}", 7_200_000));
+        assert!(root.join("runs/runs-by-status/Pending").is_dir());
+        assert!(root.join("memo/due").is_dir());
+        assert!(!hour.exists(), "an hour folder is removed");
+        assert!(
+            !root.join("runs/runs").exists(),
+            "a run's folders are removed"
+        );
+
+        store.put(&hint(&second), "v".into()).await.unwrap();
+        assert_eq!(
+            folders_synced(&store),
+            [root.join("runs/runs-by-status/Pending")]
+        );
+        store.put(&due(&second), "v".into()).await.unwrap();
+        assert_eq!(folders_synced(&store), [root.join("memo/due"), hour]);
+    }
+
+    /// The folders a delete keeps when it empties them, as memo's layout
+    /// builds their paths: the status-hint folders, the folder above them
+    /// and the due-run index's folder, with a prefix or without; never a
+    /// run's, an hour's or a memo's folder.
+    #[test]
+    fn only_index_folders_that_runs_enter_and_leave_are_kept_when_empty() {
+        use crate::layout::{Layout, MEMOS, TERMINALS};
+        use crate::run_id::{Incarnation, RunId};
+
+        let (id, inc) = (RunId::new("order-1").unwrap(), Incarnation::random());
+        for prefix in ["p", "pre/fix", ""] {
+            let layout = Layout::new(prefix);
+            let kept = [
+                layout.status_folder("Pending"),
+                layout.status_folder("Completed"),
+                layout.status_folder("Pending").parent().unwrap(),
+                layout.due_folder(),
+            ];
+            for folder in &kept {
+                assert!(is_kept_index_folder(folder), "{folder}");
+            }
+            let removed = [
+                layout.due_hour(3_600_000),
+                layout.marker_hour(TERMINALS, 0),
+                layout.run_pointer(&id).parent().unwrap(),
+                layout.log_entry(&id, inc, 0).parent().unwrap(),
+                layout.incarnation_records(&id, inc),
+                layout.step_folder(MEMOS, &id, inc, 1),
+                layout.status_hint("Pending", &id, inc),
+            ];
+            for folder in &removed {
+                assert!(!is_kept_index_folder(folder), "{folder}");
+            }
+        }
     }
 
     /// A root removed under the store and made again by a write: the
