@@ -80,10 +80,25 @@
 //! deleted run back from the dead); entries back without their marker would
 //! never be swept again, and a later run of the same id would find them.
 //! For a write-once entry alone the value that reappears is the one that
-//! was written, and a stale status hint or a superseded checkpoint that
-//! reappears is tolerated by design (a listing tidies the one, the next
-//! checkpoint supersedes the other), but the store cannot tell these deletes
-//! from the ordered ones. Folders a delete empties are removed without a
+//! was written, and a superseded checkpoint that reappears is superseded
+//! again by the next one, but the store cannot tell these deletes from the
+//! ordered ones.
+//!
+//! Two kinds of delete are not synced: a status hint's and a due-run
+//! entry's (see [`is_unsynced_delete`]). Both are index entries that memo
+//! checks against the run before it acts on one, and every delete of one
+//! is best effort, made after what it follows is durable: a hint once the
+//! run's change is committed, a due-run entry once the run's terminal
+//! marker is written (or once a poll acted on it). A crash just before
+//! such a delete leaves the entry where it was, a state memo meets and
+//! resolves anyway (a listing tidies a stale hint, a poll or a recovery
+//! deletes an entry whose run has ended or moved on), and a power loss
+//! that undoes the delete leaves the same state. Neither brings anything
+//! back: memo restores a run from its record only, never from a hint or an
+//! entry, so no later delete relies on one of these having reached the
+//! disk. Each is a sync fewer: three a run.
+//!
+//! Folders a delete empties are removed without a
 //! sync: an empty folder that reappears holds nothing. memo's index folders
 //! that run after run enters and leaves (a status-hint folder, the due-run
 //! index's folder) are kept when they empty, so that the next run does not
@@ -115,7 +130,7 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use object_store::local::LocalFileSystem;
-use object_store::path::Path;
+use object_store::path::{Path, PathPart};
 use object_store::{
     Attributes, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
     ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
@@ -164,7 +179,10 @@ const DELETE_CONCURRENCY: usize = 10;
 /// By default every `put` and delete waits for the disk (`fsync` of the
 /// file before it is published and of its folder after, and of the parent
 /// of every folder a `put` creates), so an acknowledged commit survives a
-/// power loss, not only a crash of the process.
+/// power loss, not only a crash of the process. Deletes of memo's status
+/// hints and due-run entries are the exception: a power loss may bring one
+/// back, which memo resolves as it resolves a crash just before the
+/// delete.
 /// [`with_fsync(false)`](LocalFolder::with_fsync) (the `file://` store
 /// option `fsync=false`) skips every sync: faster, and a power loss may
 /// then lose the last acknowledged writes. The module's source explains
@@ -225,9 +243,10 @@ impl LocalFolder {
     /// This store, with every `put` and delete waiting for the disk
     /// (`fsync`, the default) or not (`false`).
     ///
-    /// With `true`, an acknowledged write or delete survives a power loss;
-    /// with `false`, only a crash of the process (a power loss may lose the
-    /// last ones; no object is ever torn). See the
+    /// With `true`, an acknowledged write or delete survives a power loss
+    /// (but a status hint's or a due-run entry's delete); with `false`,
+    /// only a crash of the process (a power loss may lose the last ones; no
+    /// object is ever torn). See the
     /// [type's documentation](LocalFolder#durability).
     ///
     /// ```
@@ -1008,7 +1027,9 @@ fn delete(root: &std::path::Path, location: &Path, syncs: &Syncs) -> object_stor
     // removes, never its target.
     match rustix::fs::unlinkat(&folder.fd, name.as_str(), AtFlags::empty()) {
         Ok(()) => {
-            folder.sync_names(syncs)?;
+            if !is_unsynced_delete(location) {
+                folder.sync_names(syncs)?;
+            }
             drop(folder);
             // Not synced: an emptied folder that reappears holds nothing.
             remove_emptied_folders(root, location);
@@ -1051,6 +1072,37 @@ fn remove_emptied_folders(root: &std::path::Path, location: &Path) {
         if rustix::fs::unlinkat(&parent.fd, name.as_str(), AtFlags::REMOVEDIR).is_err() {
             return;
         }
+    }
+}
+
+/// Whether a delete of `location` returns without syncing its folder: a
+/// status hint (`…/runs-by-status/<status>/<run>.<inc>`) or a due-run entry
+/// (`…/due/<hour>/<due>_<run>.<inc>`, or `…/due/<hour>/<due>-<tag>/<run>.<inc>`
+/// for a tagged one), as `layout.rs` names them. A power loss may undo such
+/// a delete, which memo tolerates (see the module's documentation,
+/// "Durability"). The folders are matched whole (a status among the five,
+/// an hour of 20 digits, a tag of 16 hex digits), so that no other object
+/// memo writes, whatever its run id, is taken for one.
+fn is_unsynced_delete(location: &Path) -> bool {
+    const RUNS_BY_STATUS: &str = "runs-by-status";
+    const DUE: &str = "due";
+    const STATUSES: [&str; 5] = ["Pending", "Running", "Completed", "Failed", "Cancelled"];
+    let parts: Vec<PathPart<'_>> = location.parts().collect();
+    // The folders holding the object, nearest first.
+    let mut folders = parts.iter().rev().skip(1).map(PathPart::as_ref);
+    let hour = |name: &str| name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit());
+    let tagged = |name: &str| {
+        name.split_once('-').is_some_and(|(due, tag)| {
+            hour(due)
+                && tag.len() == 16
+                && tag.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+    };
+    match (folders.next(), folders.next(), folders.next()) {
+        (Some(status), Some(RUNS_BY_STATUS), _) => STATUSES.contains(&status),
+        (Some(hour_name), Some(DUE), _) => hour(hour_name),
+        (Some(tag_name), Some(hour_name), Some(DUE)) => tagged(tag_name) && hour(hour_name),
+        _ => false,
     }
 }
 
@@ -1726,6 +1778,114 @@ mod tests {
         assert_eq!(folders_synced(&store), [root.join("memo/due"), hour]);
     }
 
+    /// The deletes left unsynced are a status hint's and a due-run entry's
+    /// (tagged or not), as memo's layout builds their paths, and no other
+    /// object's of the layout's table, whatever the run id or namespace
+    /// (ids spelled like the index folders' own names included).
+    #[test]
+    fn only_status_hints_and_due_entries_are_deleted_without_a_sync() {
+        use crate::layout::{self, Layout, MEMOS, RECHECKS, STEP_OUTPUTS, TERMINALS};
+        use crate::run_id::{Incarnation, RunId};
+        use crate::runtime_store::RunStatus;
+
+        // Fails to compile if a status is added: its hint must be checked.
+        let segment = |status: RunStatus| match status {
+            RunStatus::Pending
+            | RunStatus::Running
+            | RunStatus::Completed
+            | RunStatus::Failed
+            | RunStatus::Cancelled => status.path_segment(),
+        };
+        let inc = Incarnation::random();
+        for prefix in ["p", "pre/fix", "", "due", "runs-by-status"] {
+            let layout = Layout::new(prefix);
+            for name in [
+                "order-1",
+                "due",
+                "runs-by-status",
+                "Pending",
+                "00000000000003600000",
+            ] {
+                let id = RunId::new(name).unwrap();
+                let mut unsynced: Vec<Path> = RunStatus::ALL
+                    .iter()
+                    .map(|&status| layout.status_hint(segment(status), &id, inc))
+                    .collect();
+                unsynced.push(layout.due_entry(&id, inc, 3_600_007, None));
+                unsynced.push(layout.due_entry(&id, inc, 3_600_007, Some(u64::MAX)));
+                unsynced.push(layout.due_entry(&id, inc, 0, Some(0)));
+                for path in &unsynced {
+                    assert!(is_unsynced_delete(path), "{path}");
+                }
+                let synced = [
+                    layout.entry(MEMOS, &id, inc, 1, "ab"),
+                    layout.entry(STEP_OUTPUTS, &id, inc, 1, "ab"),
+                    layout.blob(&id, inc, 1, 7),
+                    layout.marker(TERMINALS, &id, inc, 3_600_007),
+                    layout.marker(RECHECKS, &id, inc, 3_600_007),
+                    layout.run_pointer(&id),
+                    layout.incarnation_record(&id, inc),
+                    layout.incarnation_tombstone(&id, inc),
+                    layout.log_entry(&id, inc, 20),
+                    layout.checkpoint(&id, inc, 20),
+                    layout.delta(&id, inc, 20),
+                    layout
+                        .delta_v2_folder(&id, inc)
+                        .join("00000000000000000020"),
+                    layout.delta_newest_first(&id, inc, 20),
+                    layout.attempt_cost(&id, inc, 2),
+                    layout.shared_entries(name).join("ab"),
+                    layout.shared_expiry(name, "ab", 3_600_007, 7),
+                    layout::probe(layout.prefix(), 7),
+                ];
+                for path in &synced {
+                    assert!(!is_unsynced_delete(path), "{path}");
+                }
+            }
+        }
+    }
+
+    /// A delete of a status hint or a due-run entry syncs no folder; a
+    /// delete of a log entry still syncs its folder. Fails if either sync
+    /// decision is turned around.
+    #[tokio::test]
+    async fn a_delete_of_a_hint_or_a_due_entry_is_not_synced() {
+        use object_store::ObjectStoreExt;
+
+        use crate::layout::Layout;
+        use crate::run_id::{Incarnation, RunId};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalFolder::new(dir.path()).unwrap();
+        let root = store.root().to_path_buf();
+        let (runs, memo) = (Layout::new("runs"), Layout::new("memo"));
+        let (id, inc) = (RunId::new("run-1").unwrap(), Incarnation::random());
+        let log = runs.log_entry(&id, inc, 0);
+        let hint = runs.status_hint("Running", &id, inc);
+        for path in [
+            hint.clone(),
+            memo.due_entry(&id, inc, 7_200_000, None),
+            memo.due_entry(&id, inc, 7_200_000, Some(9)),
+            log.clone(),
+        ] {
+            store.put(&path, "v".into()).await.unwrap();
+        }
+        synced(&store);
+        store.delete(&hint).await.unwrap();
+        store
+            .delete(&memo.due_entry(&id, inc, 7_200_000, None))
+            .await
+            .unwrap();
+        store
+            .delete(&memo.due_entry(&id, inc, 7_200_000, Some(9)))
+            .await
+            .unwrap();
+        assert_eq!(synced(&store), []);
+        store.delete(&log).await.unwrap();
+        let log_folder = root.join(runs.log_folder(&id, inc).as_ref());
+        assert_eq!(synced(&store), [Synced::Folder(log_folder)]);
+    }
+
     /// The folders a delete keeps when it empties them, as memo's layout
     /// builds their paths: the status-hint folders, the folder above them
     /// and the due-run index's folder, with a prefix or without; never a
@@ -1736,7 +1896,7 @@ mod tests {
         use crate::run_id::{Incarnation, RunId};
 
         let (id, inc) = (RunId::new("order-1").unwrap(), Incarnation::random());
-        for prefix in ["p", "pre/fix", ""] {
+        for prefix in ["p", "pre/fix", "", "due", "runs-by-status"] {
             let layout = Layout::new(prefix);
             let kept = [
                 layout.status_folder("Pending"),

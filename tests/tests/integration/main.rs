@@ -94,6 +94,8 @@ mod simulation_deploy;
 mod standalone_keys;
 #[path = "../sweeper.rs"]
 mod sweeper;
+#[path = "../undone_deletes.rs"]
+mod undone_deletes;
 #[path = "../unreachable_objects.rs"]
 mod unreachable_objects;
 #[path = "../worker_polls.rs"]
