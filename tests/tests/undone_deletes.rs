@@ -4,7 +4,7 @@
 //! Both are states memo resolves: here every hint and due-run entry that a
 //! run's life deleted is put back once the run ended, and the run is not
 //! run again, is listed only in the status it ended in, and the objects put
-//! back are cleared by the listings and the recovery that meet them.
+//! back are cleared by the listings and the poll that meet them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,10 +13,7 @@ use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
 use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{
-    self, GetOptions, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt, PutOptions, PutPayload,
-    PutResult,
-};
+use memo_runtime::object_store::{self, ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RunStatus};
 use memo_runtime::store::LocalFolder;
 use memo_runtime::testing::forward_object_store;
@@ -39,23 +36,6 @@ impl std::fmt::Display for Recording {
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
 impl ObjectStore for Recording {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
     fn delete_stream(
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
@@ -71,20 +51,8 @@ impl ObjectStore for Recording {
             .boxed()
     }
 
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    forward_object_store!(self.inner => put_multipart_opts, get_ranges,
-        list_with_delimiter, copy_opts, rename_opts);
+    forward_object_store!(self.inner => put_opts, put_multipart_opts, get_opts, get_ranges,
+        list, list_with_offset, list_with_delimiter, copy_opts, rename_opts);
 }
 
 /// The clock starts at the beginning of an hour.
@@ -123,11 +91,13 @@ async fn hints_and_due_entries_a_power_loss_brings_back_are_resolved() {
         inner: Arc::clone(&folder),
         deleted: Arc::clone(&deleted),
     });
-    let runs = Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
     let clock = Arc::new(ManualClock::new(START_MS));
     let runtime = Runtime::builder()
         .memo_store(MemoStore::new(objects.clone(), "memo"))
-        .runtime_store(runs.clone())
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            objects.clone(),
+            "runs",
+        )))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -155,9 +125,11 @@ async fn hints_and_due_entries_a_power_loss_brings_back_are_resolved() {
     assert_eq!(undone.len(), 3, "{undone:?}");
     assert_eq!(hints.len(), 2, "{undone:?}");
     for path in &undone {
-        let content = match hints.contains(&path) {
-            true => id.as_str().as_bytes().to_vec(),
-            false => Vec::new(),
+        // A hint holds its run id; a due-run entry nothing.
+        let content = if hints.contains(&path) {
+            id.as_str().as_bytes().to_vec()
+        } else {
+            Vec::new()
         };
         folder.put(path, content.into()).await.unwrap();
     }
