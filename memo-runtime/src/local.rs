@@ -1083,7 +1083,7 @@ fn remove_emptied_folders(root: &std::path::Path, location: &Path) {
 /// "Durability"). The folders are matched whole (a status among the five,
 /// an hour of 20 digits, a tag of 16 hex digits), so that no other object
 /// memo writes, whatever its run id, is taken for one.
-fn is_unsynced_delete(location: &Path) -> bool {
+pub(crate) fn is_unsynced_delete(location: &Path) -> bool {
     const RUNS_BY_STATUS: &str = "runs-by-status";
     const DUE: &str = "due";
     const STATUSES: [&str; 5] = ["Pending", "Running", "Completed", "Failed", "Cancelled"];

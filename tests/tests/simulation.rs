@@ -412,6 +412,28 @@ fn with_skewed_clocks_deployment_histories_keep_every_invariant() {
     assert!(summary.seeds > 0 && summary.events > 0);
 }
 
+/// The share of crashes that are a power loss in the worlds with power
+/// losses (session 32).
+const POWER_LOSS: f64 = 0.5;
+
+/// The deployment world with power losses (session 32): every worker
+/// process dies at once, and the status hints and due-run entries deleted
+/// in the 5 s before come back, as a local folder's deletes of those,
+/// which it no longer syncs, may. `MEMO_SIM_SEEDS` and
+/// `MEMO_SIM_SEED` choose the seeds.
+#[test]
+fn with_power_losses_deployment_histories_keep_every_invariant() {
+    let simulation = order_simulation(true).deployment().power_loss(POWER_LOSS);
+    let summary = simulation.check_seeds_from_env(CI_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+    // A seed chosen alone (`MEMO_SIM_SEED`) may draw no power loss; twenty
+    // draw several.
+    assert!(
+        summary.seeds < 20 || summary.undone_deletes > 0,
+        "no power loss undid a delete: {summary}"
+    );
+}
+
 /// The seeds of the deployment world that broke an invariant in the
 /// surveys of issue 20, each examined and its cause fixed (RELIABILITY.md,
 /// *Where the deployment world stands*). Seeds replay only on the tree they
@@ -714,6 +736,23 @@ fn with_skewed_clocks_worker_loops_histories_keep_every_invariant() {
     assert!(summary.seeds > 0 && summary.events > 0);
 }
 
+/// The world with worker loops and power losses (session 32, see
+/// `POWER_LOSS`): due-run entries and status hints come back after the
+/// polls, the submissions and the ends of runs that deleted them.
+#[test]
+fn with_power_losses_worker_loops_histories_keep_every_invariant() {
+    let summary = loops_simulation!(LOOP_POLLS)
+        .power_loss(POWER_LOSS)
+        .check_seeds_from_env(LOOP_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+    // A seed chosen alone (`MEMO_SIM_SEED`) may draw no power loss; twenty
+    // draw several.
+    assert!(
+        summary.seeds < 20 || summary.undone_deletes > 0,
+        "no power loss undid a delete: {summary}"
+    );
+}
+
 /// The seeds of the world with worker loops that broke an invariant in a
 /// survey, each examined and its cause fixed, in the world they broke in:
 /// 11154 (session 29, before any loop counted as spawned, every wait with
@@ -721,7 +760,8 @@ fn with_skewed_clocks_worker_loops_histories_keep_every_invariant() {
 /// another input, refused rightly, which the checker compared with the new
 /// input; 3263 (session 31, once some waits had no deadline), a signal's
 /// wake-up written in the millisecond of the entry a poll had woken, and
-/// deleted with it by that poll (the run slept for good).
+/// deleted with it by that poll (the run slept for good); 840 (session 32,
+/// with power losses), below.
 #[test]
 fn worker_loops_seeds_that_broke_in_a_survey_keep_every_invariant() {
     let before_31 = loops_simulation!(LOOP_POLLS, 5).spawned_loops(0.0);
@@ -730,6 +770,13 @@ fn worker_loops_seeds_that_broke_in_a_survey_keep_every_invariant() {
     }
     if let Err(failure) = loops_simulation!(LOOP_POLLS).run_seed(3263) {
         panic!("seed 3263: {failure:?}");
+    }
+    // 840 (session 32, with power losses): 28 stale due-run entries back
+    // at once queued ahead of a run submitted at the end of the history,
+    // which 4 rounds of polls started too late to end (8 rounds now).
+    let power_losses = loops_simulation!(LOOP_POLLS).power_loss(POWER_LOSS);
+    if let Err(failure) = power_losses.run_seed(840) {
+        panic!("seed 840 with power losses: {failure:?}");
     }
 }
 

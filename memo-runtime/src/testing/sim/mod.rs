@@ -30,6 +30,9 @@
 //! ([`foreign_objects`](Simulation::foreign_objects)), sealed stores in a
 //! share of seeds ([`sealed_share`](Simulation::sealed_share)), every step
 //! body checked ([`check_step_bodies`](Simulation::check_step_bodies)), and more (see [`deployment`](Simulation::deployment)).
+//! Beyond it: clocks that disagree ([`clock_skew`](Simulation::clock_skew))
+//! and power losses that bring back what a local folder deletes without a
+//! sync ([`power_loss`](Simulation::power_loss)).
 //!
 //! # Invariants
 //!
@@ -64,8 +67,10 @@
 //!   well (a world without crashes and store faults), a signal a suspended
 //!   run holds wakes it before the clock moves;
 //! - with an operator, cached reader or final sweep, the invariants each
-//!   knob documents; with [`Simulation::clock_skew`], the ones that judge a
-//!   process's reading of time allow the skew.
+//!   knob documents (a listing of a status shows only runs in that status,
+//!   and every run that was in it throughout); with
+//!   [`Simulation::clock_skew`], the ones that judge a process's reading of
+//!   time allow the skew.
 //!
 //! A history is a function of the seed alone: the scheduler, the faults,
 //! the clock and the workflow's [`Ledger::chance`] all draw from it. Keep
@@ -170,6 +175,10 @@ pub enum Event {
     Cancel,
 }
 
+/// The rounds of the end of a history in a world with power losses (see
+/// [`Simulation::power_loss`]).
+const POWER_LOSS_ROUNDS: usize = 8;
+
 /// The settings of a [`Simulation`].
 #[derive(Debug, Clone)]
 struct Config {
@@ -204,6 +213,9 @@ struct Config {
     /// How far each worker process's clock may be off the shared one, in
     /// ms ([`Simulation::clock_skew`]).
     clock_skew_ms: u64,
+    /// The share of crashes that are a power loss
+    /// ([`Simulation::power_loss`]).
+    power_loss: f64,
     /// The poll at which every worker restarts with the new code
     /// ([`Simulation::deploy_at`]).
     deploy_at: Option<u64>,
@@ -297,6 +309,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 spawned_loops: 0.0,
                 signal_latency: false,
                 clock_skew_ms: 0,
+                power_loss: 0.0,
                 deploy_at: None,
             },
             signals: Vec::new(),
@@ -359,6 +372,30 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     #[must_use]
     pub fn clock_skew(mut self, max: Duration) -> Self {
         self.config.clock_skew_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// The share of crashes that are a power loss of the machine every
+    /// worker process runs on, with the shared store on its local folder:
+    /// every worker dies at once, and every status hint and due-run entry
+    /// deleted in the 5 s of simulated time before it comes back, as a
+    /// [`LocalFolder`](crate::store::LocalFolder)'s deletes of those, which
+    /// it does not sync, may (ext4 commits its journal every 5 s by
+    /// default, and at any process's sync sooner; many events share one
+    /// instant of simulated time, so that is more than a disk would bring
+    /// back). The invariants are unchanged: memo must resolve every such
+    /// object as it resolves one a crash left just before its delete. The
+    /// stale due-run entries that come back queue ahead of live ones, and
+    /// a poll takes a batch at a time (4 in the worker-loops world), so
+    /// the end of a history polls for 8 rounds rather than 4 before it
+    /// calls a run that has not ended a violation. 0 (the default) draws
+    /// nothing, so the worlds without it replay as before.
+    #[must_use]
+    pub fn power_loss(mut self, share: f64) -> Self {
+        self.config.power_loss = share.clamp(0.0, 1.0);
+        if self.config.power_loss > 0.0 {
+            self.config.liveness_rounds = self.config.liveness_rounds.max(POWER_LOSS_ROUNDS);
+        }
         self
     }
 

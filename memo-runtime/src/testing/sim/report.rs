@@ -21,6 +21,9 @@ pub struct History {
     pub faults: u64,
     /// Worker crashes.
     pub crashes: u64,
+    /// Status hints and due-run entries that a power loss brought back
+    /// after their delete ([`Simulation::power_loss`]).
+    pub undone_deletes: u64,
 }
 
 /// What [`Simulation::run_seeds`] ran.
@@ -37,6 +40,8 @@ pub struct Summary {
     pub faults: u64,
     /// Worker crashes, over all histories.
     pub crashes: u64,
+    /// Deletes that power losses undid, over all histories.
+    pub undone_deletes: u64,
 }
 
 impl Summary {
@@ -46,6 +51,7 @@ impl Summary {
         self.polls += history.polls;
         self.faults += history.faults;
         self.crashes += history.crashes;
+        self.undone_deletes += history.undone_deletes;
     }
 }
 
@@ -55,7 +61,15 @@ impl fmt::Display for Summary {
             f,
             "{} seeds, {} events, {} polls, {} faults injected, {} crashes",
             self.seeds, self.events, self.polls, self.faults, self.crashes
-        )
+        )?;
+        if self.undone_deletes > 0 {
+            write!(
+                f,
+                ", {} deletes undone by power losses",
+                self.undone_deletes
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -11,6 +11,8 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use bytes::Bytes;
+use object_store::path::Path;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -167,6 +169,11 @@ struct State {
     /// How far a process's clock may be off the shared one, in ms
     /// ([`Simulation::clock_skew`](super::Simulation::clock_skew)).
     skew_ms: u64,
+    /// With [`Simulation::power_loss`](super::Simulation::power_loss): the
+    /// status hints and due-run entries deleted since the last power loss,
+    /// with their bytes and the time of their delete, which a local folder
+    /// makes without a sync.
+    unsynced: Option<Vec<(Path, Bytes, u64)>>,
 }
 
 /// An incarnation as it was when a deletion began: its run, its receipts
@@ -253,6 +260,7 @@ impl Checker {
                 left_after_recheck: HashSet::new(),
                 folds_case: false,
                 skew_ms: 0,
+                unsynced: None,
             })),
             tokens: Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x70ce_75ee_d000))),
             objects,

@@ -2,6 +2,9 @@
 //! objects deleted, and the changes acknowledged to callers, checked
 //! against what the history did.
 
+use bytes::Bytes;
+use futures::FutureExt;
+use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
 use crate::clock::Clock;
@@ -182,6 +185,7 @@ impl Checker {
     /// A worker's store is about to delete `path`: if a retention sweep does
     /// it, the run it belongs to must be terminal and past its retention.
     pub(in crate::testing::sim) fn deleting(&self, path: &Path) {
+        self.remember_unsynced(path);
         self.remember_deleted(path);
         self.remember_rechecked(path);
         let sweeping = current_task().and_then(|task| self.lock().tasks.get(&task).map(|t| t.kind))
@@ -220,6 +224,54 @@ impl Checker {
                 ),
             ),
             Some(_) => {}
+        }
+    }
+
+    /// From now on, remembers each status hint and due-run entry a worker
+    /// deletes, as it was, for [`take_unsynced`](Self::take_unsynced).
+    pub(in crate::testing::sim) fn remember_unsynced_deletes(&self) {
+        self.lock().unsynced.get_or_insert_with(Vec::new);
+    }
+
+    /// What a power loss now brings back: the status hints and due-run
+    /// entries deleted within the last `window_ms` (of those deleted since
+    /// the last call), which a local folder deletes without a sync
+    /// (`local::is_unsynced_delete`).
+    pub(in crate::testing::sim) fn take_unsynced(&self, window_ms: u64) -> Vec<(Path, Bytes)> {
+        let now = self.now_ms();
+        let deleted = self
+            .lock()
+            .unsynced
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        deleted
+            .into_iter()
+            .filter(|(_, _, at)| now.saturating_sub(*at) <= window_ms)
+            .map(|(path, bytes, _)| (path, bytes))
+            .collect()
+    }
+
+    /// If power losses are on and `path` is a status hint or a due-run
+    /// entry, keeps it as it stands before its delete, with the time.
+    fn remember_unsynced(&self, path: &Path) {
+        if self.lock().unsynced.is_none() || !crate::local::is_unsynced_delete(path) {
+            return;
+        }
+        // The shared store answers within the poll that asks (in memory,
+        // or a local folder run to its end off the runtime).
+        let read = self
+            .objects
+            .get(path)
+            .now_or_never()
+            .and_then(Result::ok)
+            .and_then(|got| got.bytes().now_or_never())
+            .and_then(Result::ok);
+        let now = self.now_ms();
+        if let Some(bytes) = read
+            && let Some(unsynced) = self.lock().unsynced.as_mut()
+        {
+            unsynced.push((path.clone(), bytes, now));
         }
     }
 

@@ -103,6 +103,9 @@ where
         checker.set_folds_case();
     }
     checker.set_clock_skew(config.clock_skew_ms);
+    if config.power_loss > 0.0 {
+        checker.remember_unsynced_deletes();
+    }
     if let Some(sealing) = &sealing {
         checker.event(format!("the stores are {}", sealing.describe()));
     }
@@ -155,6 +158,7 @@ where
         polls: 0,
         faults: 0,
         crashes: 0,
+        undone_deletes: 0,
         sends: 0,
         jump: None,
         deleted_alone: Arc::default(),
@@ -180,6 +184,7 @@ where
             polls: world.polls,
             faults: world.faults + world.live_faults(),
             crashes: world.crashes,
+            undone_deletes: world.undone_deletes,
         })
     } else {
         Err((violations, world.checker.trace()))
@@ -314,6 +319,8 @@ struct World<'w, I, O, Mk, F> {
     polls: u64,
     faults: u64,
     crashes: u64,
+    /// Objects power losses brought back ([`Simulation::power_loss`](super::Simulation::power_loss)).
+    undone_deletes: u64,
     sends: u64,
     /// A clock jump drawn and not made yet: with
     /// [`Simulation::check_signal_latency`](super::Simulation::check_signal_latency),
@@ -385,7 +392,14 @@ where
                 self.make_jump(ms);
             }
             if self.config.has(Event::Crash) && self.rng.random_bool(self.config.crash_rate) {
-                self.crash_random_worker();
+                // Only a world with power losses draws for one, so that the
+                // other worlds' histories stay what they were.
+                let power_loss = self.config.power_loss;
+                if power_loss > 0.0 && self.rng.random_bool(power_loss) {
+                    self.power_loss().await;
+                } else {
+                    self.crash_random_worker();
+                }
             }
             if self.reader.is_some() && self.rng.random_bool(READ_RATE) {
                 self.cached_read(None);

@@ -23,6 +23,11 @@ use crate::workflow::{Recovery, RetryPolicy, Runtime, Workflow, WorkflowFn};
 use super::slow::SlowDeletes;
 use super::{OPERATOR, Outcome, Worker, World};
 
+/// How long a delete a local folder made without a sync may be undone by
+/// a power loss: ext4 commits its journal every 5 s by default (and at any
+/// process's sync sooner), so an older delete has reached the disk.
+pub(super) const JOURNAL_COMMIT_MS: u64 = 5_000;
+
 impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
 where
     I: Serialize + DeserializeOwned + Clone + 'w,
@@ -206,6 +211,34 @@ where
         });
         self.checker.event(format!(
             "worker {worker} crashes, dropping {dropped} task(s)"
+        ));
+    }
+
+    /// The power fails ([`Simulation::power_loss`]): every worker process
+    /// dies, and the status hints and due-run entries deleted in the last
+    /// [`JOURNAL_COMMIT_MS`] come back as they were.
+    ///
+    /// [`Simulation::power_loss`]: crate::testing::sim::Simulation::power_loss
+    pub(super) async fn power_loss(&mut self) {
+        for worker in 0..self.workers.len() {
+            if self.workers[worker].is_some() {
+                self.crash(worker);
+            }
+        }
+        let back = self.checker.take_unsynced(JOURNAL_COMMIT_MS);
+        self.undone_deletes += back.len() as u64;
+        for (path, bytes) in &back {
+            let objects = self.checker.objects();
+            let put =
+                object_store::ObjectStoreExt::put(objects.as_ref(), path, bytes.clone().into())
+                    .await;
+            if let Err(e) = put {
+                panic!("a power loss could not put {path} back: {e}");
+            }
+        }
+        self.checker.event(format!(
+            "power loss: every worker dies; {} hint(s) and due entries deleted in the last 5 s come back",
+            back.len()
         ));
     }
 
