@@ -91,7 +91,7 @@
 //! run's change is committed, a due-run entry once the run's terminal
 //! marker is written (or once a poll acted on it). A crash just before
 //! such a delete leaves the entry where it was, a state memo meets and
-//! resolves anyway (a listing tidies a stale hint, a poll or a recovery
+//! resolves anyway (a listing tidies a stale hint, a poll or a sweep
 //! deletes an entry whose run has ended or moved on), and a power loss
 //! that undoes the delete leaves the same state. Neither brings anything
 //! back: memo restores a run from its record only, never from a hint or an
