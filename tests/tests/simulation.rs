@@ -19,7 +19,7 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::pin::Pin;
 use std::time::Duration;
 
-use memo_runtime::testing::sim::{Event, Ledger, RunOutcome, Simulation};
+use memo_runtime::testing::sim::{Event, Ledger, RunOutcome, Simulation, Summary};
 use memo_runtime::workflow::{Context, RetryPolicy, Workflow};
 use memo_runtime::{Error, Memo, memoized};
 use serde::{Deserialize, Serialize};
@@ -416,6 +416,16 @@ fn with_skewed_clocks_deployment_histories_keep_every_invariant() {
 /// losses (session 32).
 const POWER_LOSS: f64 = 0.5;
 
+/// That the power losses of a run of many seeds undid some deletes (a
+/// seed chosen alone, `MEMO_SIM_SEED`, may draw no power loss; twenty draw
+/// several).
+fn assert_power_losses_undid_deletes(summary: &Summary) {
+    assert!(
+        summary.seeds < 20 || summary.undone_deletes > 0,
+        "no power loss undid a delete: {summary}"
+    );
+}
+
 /// The deployment world with power losses (session 32): every worker
 /// process dies at once, and the status hints and due-run entries deleted
 /// in the 5 s before come back, as a local folder's deletes of those,
@@ -426,12 +436,7 @@ fn with_power_losses_deployment_histories_keep_every_invariant() {
     let simulation = order_simulation(true).deployment().power_loss(POWER_LOSS);
     let summary = simulation.check_seeds_from_env(CI_SEEDS);
     assert!(summary.seeds > 0 && summary.events > 0);
-    // A seed chosen alone (`MEMO_SIM_SEED`) may draw no power loss; twenty
-    // draw several.
-    assert!(
-        summary.seeds < 20 || summary.undone_deletes > 0,
-        "no power loss undid a delete: {summary}"
-    );
+    assert_power_losses_undid_deletes(&summary);
 }
 
 /// The seeds of the deployment world that broke an invariant in the
@@ -745,12 +750,7 @@ fn with_power_losses_worker_loops_histories_keep_every_invariant() {
         .power_loss(POWER_LOSS)
         .check_seeds_from_env(LOOP_SEEDS);
     assert!(summary.seeds > 0 && summary.events > 0);
-    // A seed chosen alone (`MEMO_SIM_SEED`) may draw no power loss; twenty
-    // draw several.
-    assert!(
-        summary.seeds < 20 || summary.undone_deletes > 0,
-        "no power loss undid a delete: {summary}"
-    );
+    assert_power_losses_undid_deletes(&summary);
 }
 
 /// The seeds of the world with worker loops that broke an invariant in a
