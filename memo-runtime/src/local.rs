@@ -130,7 +130,7 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use object_store::local::LocalFileSystem;
-use object_store::path::{Path, PathPart};
+use object_store::path::Path;
 use object_store::{
     Attributes, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
     ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
@@ -1087,9 +1087,11 @@ pub(crate) fn is_unsynced_delete(location: &Path) -> bool {
     const RUNS_BY_STATUS: &str = "runs-by-status";
     const DUE: &str = "due";
     const STATUSES: [&str; 5] = ["Pending", "Running", "Completed", "Failed", "Cancelled"];
-    let parts: Vec<PathPart<'_>> = location.parts().collect();
     // The folders holding the object, nearest first.
-    let mut folders = parts.iter().rev().skip(1).map(PathPart::as_ref);
+    let mut folders = location
+        .as_ref()
+        .rsplit(object_store::path::DELIMITER)
+        .skip(1);
     let hour = |name: &str| name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit());
     let tagged = |name: &str| {
         name.split_once('-').is_some_and(|(due, tag)| {
