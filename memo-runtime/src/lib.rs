@@ -81,6 +81,8 @@ pub mod retention;
 mod run_id;
 pub mod runtime_store;
 pub mod seal;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 pub use memo::shared;
 mod store_url;
 pub mod workflow;
@@ -111,6 +113,8 @@ pub use run_id::{Incarnation, RunId};
 pub mod store {
     #[cfg(unix)]
     pub use crate::local::LocalFolder;
+    #[cfg(feature = "sqlite")]
+    pub use crate::sqlite::{BUSY_TIMEOUT, SqliteStore};
     pub use crate::store_url::{
         CHECK_CONDITIONAL_CREATE_OPTION, FSYNC_OPTION, MAX_RETRIES_OPTION, RETRY_TIMEOUT_OPTION,
         StoreAndPrefix, probe_conditional_create, redact_store_url, store_from_url,

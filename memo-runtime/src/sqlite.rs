@@ -1,0 +1,987 @@
+//! The journaled local store, [`SqliteStore`]: every object a row of one
+//! SQLite database file, committed through its write-ahead log with one
+//! sync per group of changes.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyMode, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
+    MultipartUpload, ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult, RenameOptions, RenameTargetMode, UploadPart,
+};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+/// How long a writer waits for another process's write transaction on the
+/// same file before its change fails.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The stored format's version, kept in the file's `user_version`: a file
+/// of another version is refused, never read as this one.
+const FORMAT_VERSION: i64 = 1;
+
+/// The one table: an object per row, its path the key (compared byte by
+/// byte, as `object_store` orders paths).
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS objects (
+    path TEXT PRIMARY KEY NOT NULL,
+    data BLOB NOT NULL,
+    modified_ms INTEGER NOT NULL,
+    e_tag INTEGER NOT NULL
+)";
+
+/// How many changes one transaction of the writer takes at most.
+const GROUP: usize = 1_024;
+
+/// How much of the database file a read connection maps into memory.
+const MMAP_BYTES: i64 = 256 << 20;
+
+/// How many rows a listing reads at a time.
+const PAGE: usize = 1_000;
+
+/// How many idle read connections a store keeps for its next reads; a
+/// connection beyond that is closed when its read ends.
+const IDLE_READERS: usize = 8;
+
+/// The name this store gives itself in `object_store` errors.
+const STORE: &str = "SqliteStore";
+
+/// The journaled local store: every object a row of one SQLite database
+/// file, every change committed through SQLite's write-ahead log, and the
+/// changes that reach the writer together committed together, with one
+/// sync of the log for all of them (a *group commit*).
+///
+/// A [`LocalFolder`](crate::store::LocalFolder) keeps each object in a file
+/// of its own, so a durable create costs two syncs (the file, then the
+/// folder that names it) and a new folder one more. [`SqliteStore`] appends
+/// each commit to the log and syncs the log once per group: one sync for a
+/// create, and one for every change that arrived while the last sync ran.
+/// That is how a journaled engine (a database's log, Restate's RocksDB
+/// write-ahead log) makes durable commits cheap, and what
+/// `BENCHMARKS.md` measures.
+///
+/// # Durability
+///
+/// The database is opened in write-ahead-log mode with
+/// `synchronous = FULL` ([`SqliteStore::open_with_fsync`] `true`, the default):
+/// a change is acknowledged only once the log frames that hold it are
+/// synced, so an acknowledged commit survives a power loss. With `fsync`
+/// off (`synchronous = NORMAL`) the log is synced at checkpoints only: a
+/// power loss may undo the last changes, always a suffix of them in the
+/// order they were made (the log is checksummed frame by frame and read
+/// back up to the first frame that does not check), never one change
+/// without those before it. Both survive a crash of the process.
+///
+/// # Several processes on one file
+///
+/// SQLite locks the file: writers of several processes take turns
+/// (each waits up to [`BUSY_TIMEOUT`] for the others), readers read the
+/// last committed state beside them. A conditional create is decided in
+/// the writer's transaction, so of two processes creating one path exactly
+/// one succeeds. The file must be on a local file system: SQLite's locks do
+/// not hold over a network file system.
+///
+/// # Costs and limits
+///
+/// Reads run on read connections in Tokio's blocking threads (up to 8 kept
+/// open between reads); writes go to one writer thread per store. A
+/// listing reads 1,000 rows a page, so it holds one page in memory
+/// whatever the number of objects; a listing with a delimiter seeks once
+/// per child it returns. A multipart upload is held in memory until it
+/// completes (an object is one row: a value is whole or absent), so it
+/// costs its size in memory, and an object is at most SQLite's largest
+/// value, 10⁹ bytes. Copies and renames are atomic.
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use memo_runtime::MemoStore;
+/// use memo_runtime::store::SqliteStore;
+///
+/// let folder = tempfile::tempdir()?;
+/// let file = folder.path().join("memo.db");
+/// let memos = MemoStore::new(Arc::new(SqliteStore::open(&file)?), "memo");
+/// let run = memo_runtime::RunId::new("order-1")?;
+/// memos.new_memo(&run, 1).put("reply", b"paid once").await?;
+///
+/// // Another process opens the same file and reads what was committed.
+/// let other = MemoStore::new(Arc::new(SqliteStore::open(&file)?), "memo");
+/// let read = other.new_memo(&run, 1).get("reply").await?;
+/// assert_eq!(read.as_deref(), Some(&b"paid once"[..]));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    file: PathBuf,
+    fsync: bool,
+    /// The writer thread's queue; the thread ends once every store that
+    /// shares it is dropped.
+    writer: mpsc::Sender<Job>,
+    /// Read connections not in use.
+    readers: Mutex<Vec<Connection>>,
+    /// The transactions the writer committed.
+    commits: Arc<AtomicU64>,
+}
+
+/// A change for the writer, and where its outcome goes once committed.
+enum Job {
+    Put {
+        path: String,
+        data: Bytes,
+        mode: PutMode,
+        reply: oneshot::Sender<object_store::Result<PutResult>>,
+    },
+    Delete {
+        paths: Vec<String>,
+        reply: oneshot::Sender<object_store::Result<()>>,
+    },
+    Copy {
+        from: String,
+        to: String,
+        create: bool,
+        remove_source: bool,
+        reply: oneshot::Sender<object_store::Result<()>>,
+    },
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database file at `file`, its folder created if
+    /// missing, with `fsync` on: see [`open_with_fsync`](Self::open_with_fsync).
+    ///
+    /// # Errors
+    ///
+    /// As [`open_with_fsync`](Self::open_with_fsync).
+    pub fn open(file: impl AsRef<FsPath>) -> crate::Result<SqliteStore> {
+        SqliteStore::open_with_fsync(file, true)
+    }
+
+    /// Opens (or creates) the database file at `file`, its folder created if
+    /// missing. With `fsync` `true` each commit is synced before it is
+    /// acknowledged (`synchronous = FULL`); with `false` the log is synced
+    /// at checkpoints only (`synchronous = NORMAL`): faster, and a power loss
+    /// may undo the last changes (a suffix of them, in order). See the
+    /// [type's notes](SqliteStore).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`](crate::Error::Store) if the folder or the file cannot
+    /// be created or opened, the file is not a SQLite database, cannot be
+    /// put in write-ahead-log mode, or holds another format version.
+    pub fn open_with_fsync(file: impl AsRef<FsPath>, fsync: bool) -> crate::Result<SqliteStore> {
+        let file = file.as_ref().to_path_buf();
+        let fail = |source: Box<dyn std::error::Error + Send + Sync>| {
+            crate::Error::store(file.display(), generic(source))
+        };
+        if let Some(folder) = file.parent().filter(|f| !f.as_os_str().is_empty()) {
+            std::fs::create_dir_all(folder).map_err(|e| fail(Box::new(e)))?;
+        }
+        let writer = open_writer(&file, fsync).map_err(fail)?;
+        let (sender, queue) = mpsc::channel();
+        let commits = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&commits);
+        std::thread::Builder::new()
+            .name("memo-sqlite-writer".into())
+            .spawn(move || write_loop(writer, queue, &counted))
+            .map_err(|e| fail(Box::new(e)))?;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                file,
+                fsync,
+                writer: sender,
+                readers: Mutex::new(Vec::new()),
+                commits,
+            }),
+        })
+    }
+
+    /// Whether each commit is synced before it is acknowledged.
+    pub fn fsync(&self) -> bool {
+        self.inner.fsync
+    }
+
+    /// The database file.
+    pub fn file(&self) -> &FsPath {
+        &self.inner.file
+    }
+
+    /// How many transactions this store's writer committed (each one sync
+    /// of the log, with `fsync` on).
+    #[cfg(test)]
+    fn commits(&self) -> u64 {
+        self.inner.commits.load(Ordering::Relaxed)
+    }
+
+    /// Queues a change for the writer and waits until its group committed.
+    async fn write<T>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<object_store::Result<T>>) -> Job,
+    ) -> object_store::Result<T> {
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .writer
+            .send(job(reply))
+            .map_err(|_| writer_gone())?;
+        answer.await.unwrap_or_else(|_| Err(writer_gone()))
+    }
+
+    /// Runs `read` on a read connection, in a blocking thread.
+    async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> object_store::Result<T> + Send + 'static,
+    ) -> object_store::Result<T> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let connection = lock(&inner.readers).pop();
+            let connection = match connection {
+                Some(c) => c,
+                None => open_reader(&inner.file).map_err(generic)?,
+            };
+            let out = read(&connection);
+            let mut idle = lock(&inner.readers);
+            if idle.len() < IDLE_READERS {
+                idle.push(connection);
+            }
+            out
+        })
+        .await
+        .map_err(generic)?
+    }
+}
+
+impl fmt::Display for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SqliteStore({})", self.inner.file.display())
+    }
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("file", &self.inner.file)
+            .field("fsync", &self.inner.fsync)
+            .field("commits", &self.inner.commits.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn generic(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> object_store::Error {
+    object_store::Error::Generic {
+        store: STORE,
+        source: source.into(),
+    }
+}
+
+fn writer_gone() -> object_store::Error {
+    generic("the store's writer thread stopped")
+}
+
+fn not_found(path: &str) -> object_store::Error {
+    object_store::Error::NotFound {
+        path: path.to_string(),
+        source: format!("no object at {path}").into(),
+    }
+}
+
+fn now_ms() -> i64 {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// A fresh e-tag: random, so an object deleted and created again never
+/// carries the e-tag of the one before.
+fn new_e_tag() -> i64 {
+    i64::from_ne_bytes(crate::run_id::unique_token().to_ne_bytes())
+}
+
+fn e_tag_text(e_tag: i64) -> String {
+    format!("\"{:016x}\"", e_tag as u64)
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn open_writer(file: &FsPath, fsync: bool) -> Result<Connection, BoxError> {
+    let connection = Connection::open(file)?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = connection.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!(
+            "the database could not enter write-ahead-log mode (it is in {mode} mode)"
+        )
+        .into());
+    }
+    set_synchronous(&connection, fsync)?;
+    connection.execute_batch("BEGIN IMMEDIATE")?;
+    let version: i64 = connection.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let checked: Result<(), BoxError> = match version {
+        0 => connection
+            .execute_batch(SCHEMA)
+            .and_then(|()| connection.pragma_update(None, "user_version", FORMAT_VERSION))
+            .map_err(Into::into),
+        FORMAT_VERSION => Ok(()),
+        other => Err(format!(
+            "the database holds format version {other}; this memo reads version {FORMAT_VERSION}"
+        )
+        .into()),
+    };
+    match checked {
+        Ok(()) => connection.execute_batch("COMMIT")?,
+        Err(e) => {
+            connection.execute_batch("ROLLBACK").ok();
+            return Err(e);
+        }
+    }
+    Ok(connection)
+}
+
+fn set_synchronous(connection: &Connection, fsync: bool) -> rusqlite::Result<()> {
+    let level = if fsync { "FULL" } else { "NORMAL" };
+    connection.pragma_update(None, "synchronous", level)
+}
+
+fn open_reader(file: &FsPath) -> rusqlite::Result<Connection> {
+    let connection = Connection::open_with_flags(
+        file,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    connection.pragma_update(None, "query_only", true)?;
+    // Pages read through a map of the file rather than copied into each
+    // connection's cache, which every commit of the writer invalidates.
+    connection.pragma_update(None, "mmap_size", MMAP_BYTES)?;
+    Ok(connection)
+}
+
+/// The writer thread: takes what is queued (up to [`GROUP`] changes),
+/// applies it in one transaction, commits it (one sync of the log), then
+/// answers each change; what queued meanwhile is the next group.
+fn write_loop(mut connection: Connection, queue: mpsc::Receiver<Job>, commits: &AtomicU64) {
+    while let Ok(first) = queue.recv() {
+        let mut group = vec![first];
+        while group.len() < GROUP {
+            match queue.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        if commit_group(&mut connection, group) {
+            commits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// An applied change's answer, sent once its group committed.
+enum Answer {
+    Put(
+        oneshot::Sender<object_store::Result<PutResult>>,
+        object_store::Result<PutResult>,
+    ),
+    Done(
+        oneshot::Sender<object_store::Result<()>>,
+        object_store::Result<()>,
+    ),
+}
+
+/// Applies and commits one group, then answers each change; `true` if it
+/// committed.
+fn commit_group(connection: &mut Connection, group: Vec<Job>) -> bool {
+    let mut answers = Vec::with_capacity(group.len());
+    let transaction =
+        match connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+            Ok(t) => t,
+            Err(e) => {
+                let message = e.to_string();
+                for job in group {
+                    fail(job, &message);
+                }
+                return false;
+            }
+        };
+    // An error that ends the transaction (SQLite rolls back on a full disk
+    // or an I/O error) fails the whole group, and what is left of it is not
+    // applied: outside the transaction each change would commit alone.
+    let mut rolled_back = false;
+    for job in group {
+        if rolled_back {
+            fail(
+                job,
+                "an earlier change of its group rolled the transaction back",
+            );
+            continue;
+        }
+        match job {
+            Job::Put {
+                path,
+                data,
+                mode,
+                reply,
+            } => {
+                let out = put(&transaction, &path, &data, mode);
+                answers.push(Answer::Put(reply, out));
+            }
+            Job::Delete { paths, reply } => {
+                let out = delete(&transaction, &paths);
+                answers.push(Answer::Done(reply, out));
+            }
+            Job::Copy {
+                from,
+                to,
+                create,
+                remove_source,
+                reply,
+            } => {
+                let out = copy(&transaction, &from, &to, create, remove_source);
+                answers.push(Answer::Done(reply, out));
+            }
+        }
+        rolled_back = transaction.is_autocommit();
+    }
+    let committed = match rolled_back {
+        true => Err("an error rolled the transaction back".to_string()),
+        false => transaction
+            .commit()
+            .map_err(|e| format!("the commit failed: {e}")),
+    };
+    match committed {
+        Ok(()) => {
+            for answer in answers {
+                match answer {
+                    Answer::Put(reply, out) => drop(reply.send(out)),
+                    Answer::Done(reply, out) => drop(reply.send(out)),
+                }
+            }
+            true
+        }
+        Err(message) => {
+            for answer in answers {
+                match answer {
+                    Answer::Put(reply, _) => drop(reply.send(Err(generic(message.clone())))),
+                    Answer::Done(reply, _) => drop(reply.send(Err(generic(message.clone())))),
+                }
+            }
+            false
+        }
+    }
+}
+
+fn fail(job: Job, message: &str) {
+    let error = || generic(format!("the change could not start: {message}"));
+    match job {
+        Job::Put { reply, .. } => drop(reply.send(Err(error()))),
+        Job::Delete { reply, .. } | Job::Copy { reply, .. } => drop(reply.send(Err(error()))),
+    }
+}
+
+fn put(
+    connection: &Connection,
+    path: &str,
+    data: &[u8],
+    mode: PutMode,
+) -> object_store::Result<PutResult> {
+    let e_tag = new_e_tag();
+    let written = match mode {
+        PutMode::Overwrite => connection
+            .prepare_cached(
+                "INSERT INTO objects (path, data, modified_ms, e_tag) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (path) DO UPDATE SET data = excluded.data,
+                 modified_ms = excluded.modified_ms, e_tag = excluded.e_tag",
+            )
+            .and_then(|mut s| s.execute(params![path, data, now_ms(), e_tag])),
+        PutMode::Create => connection
+            .prepare_cached(
+                "INSERT INTO objects (path, data, modified_ms, e_tag) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (path) DO NOTHING",
+            )
+            .and_then(|mut s| s.execute(params![path, data, now_ms(), e_tag])),
+        PutMode::Update(version) => {
+            let Some(expected) = version.e_tag else {
+                return Err(generic("a conditional update needs an e-tag"));
+            };
+            let changed = connection
+                .execute(
+                    "UPDATE objects SET data = ?2, modified_ms = ?3, e_tag = ?4
+                     WHERE path = ?1 AND printf('\"%016x\"', e_tag) = ?5",
+                    params![path, data, now_ms(), e_tag, expected],
+                )
+                .map_err(generic)?;
+            if changed == 0 {
+                return Err(object_store::Error::Precondition {
+                    path: path.to_string(),
+                    source: format!("{path} is missing or is not at e-tag {expected}").into(),
+                });
+            }
+            Ok(changed)
+        }
+    }
+    .map_err(generic)?;
+    if written == 0 {
+        return Err(object_store::Error::AlreadyExists {
+            path: path.to_string(),
+            source: format!("{path} exists").into(),
+        });
+    }
+    Ok(PutResult {
+        e_tag: Some(e_tag_text(e_tag)),
+        version: None,
+        extensions: Default::default(),
+    })
+}
+
+fn delete(connection: &Connection, paths: &[String]) -> object_store::Result<()> {
+    let mut statement = connection
+        .prepare_cached("DELETE FROM objects WHERE path = ?1")
+        .map_err(generic)?;
+    for path in paths {
+        statement.execute([path]).map_err(generic)?;
+    }
+    Ok(())
+}
+
+fn copy(
+    connection: &Connection,
+    from: &str,
+    to: &str,
+    create: bool,
+    remove_source: bool,
+) -> object_store::Result<()> {
+    let conflict = if create {
+        "ON CONFLICT (path) DO NOTHING"
+    } else {
+        "ON CONFLICT (path) DO UPDATE SET data = excluded.data,
+             modified_ms = excluded.modified_ms, e_tag = excluded.e_tag"
+    };
+    let exists: bool = connection
+        .query_row("SELECT 1 FROM objects WHERE path = ?1", [from], |_| Ok(()))
+        .optional()
+        .map_err(generic)?
+        .is_some();
+    if !exists {
+        return Err(not_found(from));
+    }
+    let copied = connection
+        .execute(
+            &format!(
+                "INSERT INTO objects (path, data, modified_ms, e_tag)
+                 SELECT ?2, data, ?3, ?4 FROM objects WHERE path = ?1 {conflict}"
+            ),
+            params![from, to, now_ms(), new_e_tag()],
+        )
+        .map_err(generic)?;
+    if copied == 0 {
+        return Err(object_store::Error::AlreadyExists {
+            path: to.to_string(),
+            source: format!("{to} exists").into(),
+        });
+    }
+    if remove_source && from != to {
+        delete(connection, &[from.to_string()])?;
+    }
+    Ok(())
+}
+
+/// The rows of a listing: what a row holds of an object but its data.
+fn meta(path: String, size: i64, modified_ms: i64, e_tag: i64) -> object_store::Result<ObjectMeta> {
+    let location = Path::parse(&path).map_err(generic)?;
+    let last_modified = chrono::DateTime::from_timestamp_millis(modified_ms).ok_or_else(|| {
+        generic(format!(
+            "{path}: modification time {modified_ms} ms is out of range"
+        ))
+    })?;
+    Ok(ObjectMeta {
+        location,
+        last_modified,
+        size: u64::try_from(size).unwrap_or(0),
+        e_tag: Some(e_tag_text(e_tag)),
+        version: None,
+    })
+}
+
+/// The paths a listing of `prefix` covers: from `prefix/` (inclusive) to
+/// `prefix0` (exclusive, `0` being the byte after `/`); everything for the
+/// root.
+fn bounds(prefix: Option<&Path>) -> (String, Option<String>) {
+    match prefix.map(Path::as_ref).filter(|p| !p.is_empty()) {
+        None => (String::new(), None),
+        Some(p) => (format!("{p}/"), Some(format!("{p}0"))),
+    }
+}
+
+/// One page of a listing: the objects after `after` (or from `from`) below
+/// `below`, at most [`PAGE`]. Each bound is a bound of the index's range,
+/// so a page reads what it returns and no row beyond.
+fn page(
+    connection: &Connection,
+    from: &str,
+    after: Option<&str>,
+    below: Option<&str>,
+) -> object_store::Result<Vec<ObjectMeta>> {
+    let (start, start_op) = match after {
+        Some(after) if after >= from => (after, ">"),
+        _ => (from, ">="),
+    };
+    let sql = format!(
+        "SELECT path, length(data), modified_ms, e_tag FROM objects
+         WHERE path {start_op} ?1 {} ORDER BY path LIMIT {PAGE}",
+        if below.is_some() { "AND path < ?2" } else { "" }
+    );
+    let mut statement = connection.prepare_cached(&sql).map_err(generic)?;
+    let read = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
+    let rows = match below {
+        Some(below) => statement.query_map(params![start, below], read),
+        None => statement.query_map(params![start], read),
+    }
+    .map_err(generic)?;
+    rows.map(|row| {
+        let (path, size, modified, e_tag) = row.map_err(generic)?;
+        meta(path, size, modified, e_tag)
+    })
+    .collect()
+}
+
+/// The first object at or after `from` and below `below`: one seek of the
+/// index.
+fn first_from(
+    connection: &Connection,
+    from: &str,
+    below: Option<&str>,
+) -> object_store::Result<Option<(String, i64, i64, i64)>> {
+    let sql = format!(
+        "SELECT path, length(data), modified_ms, e_tag FROM objects
+         WHERE path >= ?1 {} ORDER BY path LIMIT 1",
+        if below.is_some() { "AND path < ?2" } else { "" }
+    );
+    let mut statement = connection.prepare_cached(&sql).map_err(generic)?;
+    let read = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
+    match below {
+        Some(below) => statement.query_row(params![from, below], read),
+        None => statement.query_row(params![from], read),
+    }
+    .optional()
+    .map_err(generic)
+}
+
+impl SqliteStore {
+    /// Lists `prefix` a page at a time, after `offset` if one is given.
+    fn list_from(
+        &self,
+        prefix: Option<&Path>,
+        offset: Option<&Path>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let (from, below) = bounds(prefix);
+        let store = self.clone();
+        let start = offset.map(|o| o.as_ref().to_string());
+        futures::stream::try_unfold(Some(start), move |state| {
+            let (store, from, below) = (store.clone(), from.clone(), below.clone());
+            async move {
+                let Some(after) = state else {
+                    return Ok::<_, object_store::Error>(None);
+                };
+                let rows = store
+                    .read(move |c| page(c, &from, after.as_deref(), below.as_deref()))
+                    .await?;
+                let next = match rows.last() {
+                    Some(last) if rows.len() == PAGE => Some(Some(last.location.to_string())),
+                    _ => None,
+                };
+                Ok(Some((
+                    futures::stream::iter(rows.into_iter().map(Ok)),
+                    next,
+                )))
+            }
+        })
+        .try_flatten()
+        .boxed()
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for SqliteStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        if !opts.attributes.is_empty() {
+            return Err(object_store::Error::NotImplemented {
+                operation: "attributes".into(),
+                implementer: STORE.into(),
+            });
+        }
+        let data = Bytes::from(payload);
+        let path = location.to_string();
+        self.write(|reply| Job::Put {
+            path,
+            data,
+            mode: opts.mode,
+            reply,
+        })
+        .await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        if !opts.attributes.is_empty() {
+            return Err(object_store::Error::NotImplemented {
+                operation: "attributes".into(),
+                implementer: STORE.into(),
+            });
+        }
+        Ok(Box::new(Upload {
+            store: self.clone(),
+            location: location.clone(),
+            parts: Vec::new(),
+        }))
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let path = location.to_string();
+        let (meta, range, data) = self
+            .read(move |c| {
+                // One snapshot for the metadata and the bytes.
+                let c = c.unchecked_transaction().map_err(generic)?;
+                let found = c
+                    .prepare_cached(
+                        "SELECT length(data), modified_ms, e_tag FROM objects WHERE path = ?1",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row([&path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                            .optional()
+                    })
+                    .map_err(generic)?;
+                let Some((size, modified, e_tag)) = found else {
+                    return Err(not_found(&path));
+                };
+                let meta = meta(path.clone(), size, modified, e_tag)?;
+                options.check_preconditions(&meta)?;
+                let range = match &options.range {
+                    Some(range) => range.as_range(meta.size).map_err(generic)?,
+                    None => 0..meta.size,
+                };
+                if options.head {
+                    return Ok((meta, range, Bytes::new()));
+                }
+                // NULL for an empty value.
+                let data: Option<Vec<u8>> = c
+                    .prepare_cached("SELECT substr(data, ?2, ?3) FROM objects WHERE path = ?1")
+                    .and_then(|mut s| {
+                        let (start, len) =
+                            (range.start as i64 + 1, (range.end - range.start) as i64);
+                        s.query_row(params![path, start, len], |r| r.get(0))
+                    })
+                    .map_err(generic)?;
+                Ok((meta, range, Bytes::from(data.unwrap_or_default())))
+            })
+            .await?;
+        let stream = futures::stream::once(futures::future::ready(Ok(data)));
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(stream.boxed()),
+            attributes: Default::default(),
+            meta,
+            range,
+            extensions: Default::default(),
+        })
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let mut out = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let options = GetOptions {
+                range: Some(GetRange::Bounded(range.clone())),
+                ..GetOptions::default()
+            };
+            out.push(self.get_opts(location, options).await?.bytes().await?);
+        }
+        Ok(out)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let store = self.clone();
+        locations
+            .ready_chunks(GROUP)
+            .then(move |chunk| {
+                let store = store.clone();
+                async move {
+                    let paths: Vec<String> = chunk
+                        .iter()
+                        .filter_map(|p| p.as_ref().ok().map(ToString::to_string))
+                        .collect();
+                    let deleted = match paths.is_empty() {
+                        true => Ok(()),
+                        false => store.write(|reply| Job::Delete { paths, reply }).await,
+                    };
+                    let out: Vec<object_store::Result<Path>> = match deleted {
+                        Ok(()) => chunk,
+                        Err(e) => {
+                            let message = e.to_string();
+                            chunk
+                                .into_iter()
+                                .map(|p| p.and_then(|_| Err(generic(message.clone()))))
+                                .collect()
+                        }
+                    };
+                    futures::stream::iter(out)
+                }
+            })
+            .flatten()
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.list_from(prefix, None)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.list_from(prefix, Some(offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let (from, below) = bounds(prefix);
+        self.read(move |c| {
+            // One snapshot for the whole listing.
+            let c = c.unchecked_transaction().map_err(generic)?;
+            let mut listed = ListResult {
+                common_prefixes: Vec::new(),
+                objects: Vec::new(),
+                extensions: Default::default(),
+            };
+            // One seek per child: past a folder's every object at once.
+            let mut next = from.clone();
+            loop {
+                let row = first_from(&c, &next, below.as_deref())?;
+                let Some((path, size, modified, e_tag)) = row else {
+                    break;
+                };
+                let rest = &path[from.len()..];
+                match rest.find('/') {
+                    Some(end) => {
+                        let folder = &path[..from.len() + end];
+                        listed
+                            .common_prefixes
+                            .push(Path::parse(folder).map_err(generic)?);
+                        next = format!("{folder}0");
+                    }
+                    None => {
+                        next = format!("{path}\u{0}");
+                        listed.objects.push(meta(path, size, modified, e_tag)?);
+                    }
+                }
+            }
+            Ok(listed)
+        })
+        .await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        let (from, to) = (from.to_string(), to.to_string());
+        let create = matches!(options.mode, CopyMode::Create);
+        self.write(|reply| Job::Copy {
+            from,
+            to,
+            create,
+            remove_source: false,
+            reply,
+        })
+        .await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        let (from, to) = (from.to_string(), to.to_string());
+        let create = matches!(options.target_mode, RenameTargetMode::Create);
+        self.write(|reply| Job::Copy {
+            from,
+            to,
+            create,
+            remove_source: true,
+            reply,
+        })
+        .await
+    }
+}
+
+/// A multipart upload: its parts held in memory, written as one row when it
+/// completes.
+#[derive(Debug)]
+struct Upload {
+    store: SqliteStore,
+    location: Path,
+    parts: Vec<PutPayload>,
+}
+
+#[async_trait]
+impl MultipartUpload for Upload {
+    fn put_part(&mut self, data: PutPayload) -> UploadPart {
+        self.parts.push(data);
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
+    async fn complete(&mut self) -> object_store::Result<PutResult> {
+        let parts = std::mem::take(&mut self.parts);
+        let payload: PutPayload = parts.into_iter().flatten().collect();
+        self.store
+            .put_opts(&self.location, payload, PutOptions::default())
+            .await
+    }
+
+    async fn abort(&mut self) -> object_store::Result<()> {
+        self.parts.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,504 @@
+use std::sync::Arc;
+
+use object_store::integration::*;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
+
+use super::*;
+
+fn opened() -> (tempfile::TempDir, SqliteStore) {
+    let folder = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(folder.path().join("nested").join("memo.db")).unwrap();
+    (folder, store)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_object_stores_own_conformance_suite() {
+    let (_folder, store) = opened();
+    put_get_delete_list(&store).await;
+    list_with_offset_exclusivity(&store).await;
+    get_opts(&store).await;
+    put_opts(&store, true).await;
+    list_uses_directories_correctly(&store).await;
+    list_with_delimiter(&store).await;
+    rename_and_copy(&store).await;
+    copy_if_not_exists(&store).await;
+    copy_rename_nonexistent_object(&store).await;
+    stream_get(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_the_conformance_suite_without_fsync() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_with_fsync(folder.path().join("memo.db"), false).unwrap();
+    assert!(!store.fsync());
+    put_get_delete_list(&store).await;
+    put_opts(&store, true).await;
+    list_with_delimiter(&store).await;
+}
+
+/// The pragmas that make an acknowledged commit survive a power loss, read
+/// back from the writer's own file.
+#[tokio::test]
+async fn commits_through_a_write_ahead_log_synced_at_each_commit_by_default() {
+    let (folder, store) = opened();
+    assert!(store.fsync());
+    let file = folder.path().join("nested").join("memo.db");
+    assert_eq!(store.file(), file);
+    let writer = open_writer(&file, true).unwrap();
+    let mode: String = writer
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let synchronous: i64 = writer
+        .query_row("PRAGMA synchronous", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(synchronous, 2, "FULL");
+    let writer = open_writer(&file, false).unwrap();
+    let synchronous: i64 = writer
+        .query_row("PRAGMA synchronous", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(synchronous, 1, "NORMAL");
+}
+
+/// The stored format: the table and the version a file carries.
+#[test]
+fn the_schema_and_its_version_are_pinned() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("memo.db");
+    drop(SqliteStore::open(&file).unwrap());
+    let c = Connection::open(&file).unwrap();
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 1);
+    let sql: String = c
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'objects'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        sql,
+        "CREATE TABLE objects (\n    path TEXT PRIMARY KEY NOT NULL,\n    data BLOB NOT NULL,\n    \
+         modified_ms INTEGER NOT NULL,\n    e_tag INTEGER NOT NULL\n)"
+    );
+}
+
+#[test]
+fn a_file_of_another_format_version_is_refused() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("memo.db");
+    drop(SqliteStore::open(&file).unwrap());
+    Connection::open(&file)
+        .unwrap()
+        .pragma_update(None, "user_version", 2)
+        .unwrap();
+    let error = SqliteStore::open(&file).unwrap_err().to_string();
+    assert!(error.contains("format version 2"), "{error}");
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("memo.db");
+    std::fs::write(&file, vec![b'x'; 4096]).unwrap();
+    assert!(SqliteStore::open(&file).is_err());
+}
+
+/// Two stores on one file, as two processes: of many creates of one path
+/// racing from both, exactly one succeeds, and both read its value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_stores_racing_creates_on_one_file_exactly_one_wins_each_path() {
+    let (folder, first) = opened();
+    let second = SqliteStore::open(folder.path().join("nested").join("memo.db")).unwrap();
+    let create = PutOptions::from(PutMode::Create);
+    let mut racers = Vec::new();
+    for n in 0..40u32 {
+        let store = if n % 2 == 0 {
+            first.clone()
+        } else {
+            second.clone()
+        };
+        let options = create.clone();
+        racers.push(tokio::spawn(async move {
+            let path = Path::from(format!("race/{}", n % 10));
+            let won = store.put_opts(&path, n.to_string().into(), options).await;
+            match won {
+                Ok(_) => Some((n % 10, n)),
+                Err(object_store::Error::AlreadyExists { .. }) => None,
+                Err(e) => panic!("{e}"),
+            }
+        }));
+    }
+    let mut winners = std::collections::BTreeMap::new();
+    for racer in racers {
+        if let Some((path, n)) = racer.await.unwrap() {
+            assert!(
+                winners.insert(path, n).is_none(),
+                "two creates of race/{path} won"
+            );
+        }
+    }
+    assert_eq!(winners.len(), 10);
+    for (path, n) in winners {
+        let path = Path::from(format!("race/{path}"));
+        for store in [&first, &second] {
+            let read = store.get(&path).await.unwrap().bytes().await.unwrap();
+            assert_eq!(read, n.to_string().as_bytes());
+        }
+    }
+}
+
+/// What a store acknowledged is in the file for a store opened after it
+/// is gone, as for a process started after a crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_was_acknowledged_is_read_by_the_next_store_on_the_file() {
+    let (folder, store) = opened();
+    let file = folder.path().join("nested").join("memo.db");
+    let writes: Vec<_> = (0..100)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .put_opts(
+                        &Path::from(format!("a/{n:03}")),
+                        vec![n as u8; n].into(),
+                        PutMode::Create.into(),
+                    )
+                    .await
+                    .unwrap();
+            })
+        })
+        .collect();
+    for write in writes {
+        write.await.unwrap();
+    }
+    store.delete(&Path::from("a/007")).await.unwrap();
+    drop(store);
+    let next = SqliteStore::open(&file).unwrap();
+    let listed: Vec<ObjectMeta> = next
+        .list(Some(&Path::from("a")))
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 99);
+    assert!(
+        listed.windows(2).all(|w| w[0].location < w[1].location),
+        "in order"
+    );
+    let read = next
+        .get(&Path::from("a/042"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(read, vec![42u8; 42]);
+    assert!(matches!(
+        next.get(&Path::from("a/007")).await,
+        Err(object_store::Error::NotFound { .. })
+    ));
+}
+
+/// A listing pages through more rows than one page, in order, and a
+/// listing with a delimiter steps over a folder's objects however many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_page_and_a_delimited_listing_steps_over_folders() {
+    let (_folder, store) = opened();
+    let paths: Vec<Path> = (0..2_500)
+        .map(|n| Path::from(format!("p/{}/{n:05}", n % 3)))
+        .collect();
+    let puts = futures::stream::iter(paths.iter().cloned())
+        .map(|p| {
+            let store = store.clone();
+            async move { store.put(&p, "x".into()).await }
+        })
+        .buffer_unordered(64);
+    puts.try_collect::<Vec<_>>().await.unwrap();
+    store.put(&Path::from("p/top"), "y".into()).await.unwrap();
+    store.put(&Path::from("p0"), "z".into()).await.unwrap();
+    store.put(&Path::from("p.x/a"), "z".into()).await.unwrap();
+
+    let listed: Vec<Path> = store
+        .list(Some(&Path::from("p")))
+        .map_ok(|m| m.location)
+        .try_collect()
+        .await
+        .unwrap();
+    let mut expected: Vec<Path> = paths.clone();
+    expected.push(Path::from("p/top"));
+    expected.sort();
+    assert_eq!(listed, expected);
+
+    let after = Path::from("p/1/02000");
+    let rest: Vec<Path> = store
+        .list_with_offset(Some(&Path::from("p")), &after)
+        .map_ok(|m| m.location)
+        .try_collect()
+        .await
+        .unwrap();
+    let expected_rest: Vec<Path> = expected.iter().filter(|p| **p > after).cloned().collect();
+    assert_eq!(rest, expected_rest);
+
+    let delimited = store
+        .list_with_delimiter(Some(&Path::from("p")))
+        .await
+        .unwrap();
+    let folders: Vec<&str> = delimited
+        .common_prefixes
+        .iter()
+        .map(|p| p.as_ref())
+        .collect();
+    assert_eq!(folders, ["p/0", "p/1", "p/2"]);
+    let objects: Vec<&str> = delimited
+        .objects
+        .iter()
+        .map(|m| m.location.as_ref())
+        .collect();
+    assert_eq!(objects, ["p/top"]);
+    let root = store.list_with_delimiter(None).await.unwrap();
+    let folders: Vec<&str> = root.common_prefixes.iter().map(|p| p.as_ref()).collect();
+    // In the order of the paths below them: `.` sorts before `/`.
+    assert_eq!(folders, ["p.x", "p"]);
+    let objects: Vec<&str> = root.objects.iter().map(|m| m.location.as_ref()).collect();
+    assert_eq!(objects, ["p0"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multipart_upload_is_whole_or_absent() {
+    let (_folder, store) = opened();
+    let path = Path::from("blob/one");
+    let mut upload = store.put_multipart(&path).await.unwrap();
+    upload.put_part(vec![1u8; 10].into()).await.unwrap();
+    assert!(store.head(&path).await.is_err(), "absent until completed");
+    upload.put_part(vec![2u8; 5].into()).await.unwrap();
+    upload.complete().await.unwrap();
+    let read = store.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(read.len(), 15);
+    assert_eq!(&read[9..11], &[1, 2]);
+
+    let aborted = Path::from("blob/two");
+    let mut upload = store.put_multipart(&aborted).await.unwrap();
+    upload.put_part(vec![1u8; 10].into()).await.unwrap();
+    upload.abort().await.unwrap();
+    assert!(store.head(&aborted).await.is_err());
+}
+
+/// memo's own use of the store: the start-up probe passes and a memoized
+/// value committed through one store is a hit through another on the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memo_entries_are_shared_by_two_stores_on_one_file() {
+    let (folder, store) = opened();
+    crate::store::probe_conditional_create(&store, &Path::from("memo"))
+        .await
+        .unwrap();
+    let first = crate::MemoStore::new(Arc::new(store), "memo");
+    let other = SqliteStore::open(folder.path().join("nested").join("memo.db")).unwrap();
+    let second = crate::MemoStore::new(Arc::new(other), "memo");
+    let run = crate::RunId::new("r").unwrap();
+    first
+        .new_memo(&run, 1)
+        .content_put(&("complete", "prompt"), b"reply")
+        .await
+        .unwrap();
+    let hit = second
+        .new_memo(&run, 1)
+        .content_get(&("complete", "prompt"))
+        .await
+        .unwrap();
+    assert_eq!(hit.as_deref(), Some(&b"reply"[..]));
+}
+
+/// What the child process of
+/// `acknowledged_writes_survive_the_writer_process_killed` runs: writes
+/// `k/<n>` (holding `n`) 16 at a time and prints `acked <n>` once each is
+/// acknowledged, until it is killed (or has written 100,000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child of acknowledged_writes_survive_the_writer_process_killed"]
+async fn writes_until_killed() {
+    use std::io::Write as _;
+    let file = std::env::var_os("MEMO_SQLITE_CHILD_FILE").expect("run by its parent test");
+    let store = SqliteStore::open(file).unwrap();
+    let writes = futures::stream::iter(0..100_000u32)
+        .map(|n| {
+            let store = store.clone();
+            async move {
+                let path = Path::from(format!("k/{n}"));
+                store
+                    .put_opts(&path, n.to_string().into(), PutMode::Create.into())
+                    .await
+                    .map(|_| n)
+            }
+        })
+        .buffer_unordered(16);
+    futures::pin_mut!(writes);
+    while let Some(n) = writes.next().await {
+        let n = n.unwrap();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "acked {n}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// A writer process killed (SIGKILL) in the middle of its writes: every
+/// write it acknowledged is in the file for the next process, whole, and
+/// every object there holds what was written to it.
+#[test]
+fn acknowledged_writes_survive_the_writer_process_killed() {
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("memo.db");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "sqlite::tests::writes_until_killed"])
+        .args(["--nocapture", "--test-threads=1"])
+        .env("MEMO_SQLITE_CHILD_FILE", &file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut acked = Vec::new();
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        if let Some(n) = line.strip_prefix("acked ") {
+            acked.push(n.parse::<u32>().unwrap());
+            if acked.len() == 2_000 {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(acked.len(), 2_000, "the child stopped before it was killed");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = SqliteStore::open(&file).unwrap();
+        for n in &acked {
+            let read = store
+                .get(&Path::from(format!("k/{n}")))
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            assert_eq!(read, n.to_string().as_bytes());
+        }
+        let listed: Vec<ObjectMeta> = store
+            .list(Some(&Path::from("k")))
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(listed.len() >= acked.len());
+        for meta in listed {
+            let n = meta.location.filename().unwrap().to_string();
+            let read = store
+                .get(&meta.location)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            assert_eq!(read, n.as_bytes());
+        }
+    });
+}
+
+/// The group commit: changes that queue while the writer waits (here for
+/// another process's write transaction on the file) are committed in one
+/// transaction, one sync of the log, and each gets its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_that_queue_while_the_writer_waits_commit_together() {
+    let (folder, store) = opened();
+    let file = folder.path().join("nested").join("memo.db");
+    store.put(&Path::from("taken"), "0".into()).await.unwrap();
+    let before = store.commits();
+    // Another process holds the write lock for a while.
+    let other = Connection::open(&file).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let writes: Vec<_> = (0..64)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let path = Path::from(if n == 0 {
+                    "taken".to_string()
+                } else {
+                    format!("g/{n}")
+                });
+                store
+                    .put_opts(&path, n.to_string().into(), PutMode::Create.into())
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    other.execute_batch("COMMIT").unwrap();
+    let mut created = 0;
+    for write in writes {
+        match write.await.unwrap() {
+            Ok(_) => created += 1,
+            Err(object_store::Error::AlreadyExists { path, .. }) => assert_eq!(path, "taken"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(created, 63);
+    let groups = store.commits() - before;
+    assert!(groups <= 3, "64 changes took {groups} commits");
+}
+
+/// A group some of whose changes fail (the file reaches its size limit, as
+/// a full disk would): every change answered `Ok` is in the file, and
+/// every change answered with an error is not, whether SQLite rolled back
+/// the statement or the whole transaction.
+#[test]
+fn every_answer_of_a_group_that_hits_a_full_disk_is_true() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("memo.db");
+    let mut writer = open_writer(&file, true).unwrap();
+    let pages: i64 = writer
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    writer
+        .pragma_update(None, "max_page_count", pages + 12)
+        .unwrap();
+    let mut answers = Vec::new();
+    let mut group = Vec::new();
+    for n in 0..40 {
+        let (reply, answer) = oneshot::channel();
+        group.push(Job::Put {
+            path: format!("big/{n:02}"),
+            data: Bytes::from(vec![n as u8; 4096]),
+            mode: PutMode::Create,
+            reply,
+        });
+        answers.push((format!("big/{n:02}"), answer));
+    }
+    commit_group(&mut writer, group);
+    let (mut ok, mut failed) = (0, 0);
+    for (path, mut answer) in answers {
+        let stored: Option<i64> = writer
+            .query_row(
+                "SELECT length(data) FROM objects WHERE path = ?1",
+                [&path],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap();
+        match answer.try_recv().expect("every change is answered") {
+            Ok(_) => {
+                ok += 1;
+                assert_eq!(stored, Some(4096), "{path} answered Ok");
+            }
+            Err(e) => {
+                failed += 1;
+                assert_eq!(stored, None, "{path} answered {e}");
+            }
+        }
+    }
+    assert!(failed > 0, "the limit was never reached ({ok} written)");
+}
