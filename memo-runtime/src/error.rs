@@ -67,7 +67,8 @@ pub enum Error {
         /// The URL as given, with any user info and query string replaced by
         /// `***` (see [`redact_store_url`](crate::store::redact_store_url)).
         url: String,
-        /// The memo-runtime feature to enable: `aws`, `gcp` or `azure`.
+        /// The memo-runtime feature to enable: `aws`, `gcp`, `azure` or
+        /// `sqlite`.
         feature: &'static str,
     },
 

@@ -64,6 +64,7 @@ impl std::fmt::Debug for StoreAndPrefix {
 /// |---|---|---|
 /// | `file:///var/lib/memo` | a [`LocalFolder`](crate::store::LocalFolder) (a [`LocalFileSystem`](object_store::local::LocalFileSystem) that never acts through a symlink) rooted at the folder, which is created if missing | always |
 /// | `memory://` | a fresh [`InMemory`] | always |
+/// | `sqlite:///var/lib/memo/memo.db` | a `SqliteStore` (one SQLite file, commits synced once per group through its write-ahead log) in that file, which is created if missing | `sqlite` |
 /// | `s3://bucket/prefix` (also `s3a://`, `https://…amazonaws.com/…`) | `AmazonS3` | `aws` |
 /// | `gs://bucket/prefix` | `GoogleCloudStorage` | `gcp` |
 /// | `az://container/prefix` (also `abfs[s]://`, `adl://`, `azure://`) | `MicrosoftAzure` | `azure` |
@@ -73,10 +74,11 @@ impl std::fmt::Debug for StoreAndPrefix {
 /// whose keys are the builders' config keys with or without their prefix
 /// (`"endpoint"` or `"aws_endpoint"`, `"region"`, `"access_key_id"`, …), plus
 /// memo's own [`MAX_RETRIES_OPTION`] and [`RETRY_TIMEOUT_OPTION`]. `file://`
-/// takes one option, [`FSYNC_OPTION`]: by default a local folder `fsync`s
-/// each write and delete, so an acknowledged commit survives a power loss;
-/// `"false"` skips that (faster; a power loss may then lose the last
-/// writes). `memory://` takes no options. Every URL takes the seal options
+/// and `sqlite://` take one option, [`FSYNC_OPTION`]: by default a local
+/// folder `fsync`s each write and delete, and a SQLite file syncs its log at
+/// each commit, so an acknowledged commit survives a power loss; `"false"`
+/// skips that (faster; a power loss may then lose the last writes).
+/// `memory://` takes no options. Every URL takes the seal options
 /// (see [`seal`](crate::seal)): [`ENCRYPTION_KEY_FILE_OPTION`](crate::seal::ENCRYPTION_KEY_FILE_OPTION)
 /// turns encryption on with a key file, [`COMPRESSION_OPTION`](crate::seal::COMPRESSION_OPTION)
 /// (`"zstd"`, the default, or `"off"`), [`ACCEPT_PLAINTEXT_OPTION`](crate::seal::ACCEPT_PLAINTEXT_OPTION),
@@ -102,10 +104,11 @@ impl std::fmt::Debug for StoreAndPrefix {
 /// supported store (plain `http(s)://` is not a bucket), has an unknown option
 /// key or a bad option value, or a `file://` folder that cannot be created;
 /// [`Error::InvalidStoreUrl`] too for a [`CHECK_CONDITIONAL_CREATE_OPTION`]
-/// or [`FSYNC_OPTION`] that is not `"true"` or `"false"`, or an
-/// [`FSYNC_OPTION`] on a URL that is not `file://`;
-/// [`Error::StoreFeatureDisabled`] for a cloud URL whose cargo feature is
-/// off; [`Error::Store`] if the store's builder rejects its configuration
+/// or [`FSYNC_OPTION`] that is not `"true"` or `"false"`, an
+/// [`FSYNC_OPTION`] on a URL that is neither `file://` nor `sqlite://`, or a
+/// `sqlite://` URL with a host or naming a folder;
+/// [`Error::StoreFeatureDisabled`] for a cloud or `sqlite://` URL whose
+/// cargo feature is off; [`Error::Store`] if the store's builder rejects its configuration
 /// (such as a missing bucket).
 ///
 /// # Example
@@ -148,6 +151,17 @@ where
     let shown = redact_store_url(url);
     let parsed = Url::parse(url).map_err(|e| invalid(&shown, e))?;
     refuse_secrets(&shown, &parsed)?;
+    if parsed.scheme() == "sqlite" {
+        let (seal, options) = seal_from_options(&shown, options)?;
+        let options = StoreOptions::collect(&shown, options)?;
+        options.expect_none(&shown)?;
+        let store = sqlite_file(&shown, &parsed, options.fsync.unwrap_or(true))?;
+        return Ok(StoreAndPrefix {
+            store,
+            prefix: Path::default(),
+            seal,
+        });
+    }
     let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(&shown, e))?;
     let (seal, options) = seal_from_options(&shown, options)?;
     let options = StoreOptions::collect(&shown, options)?;
@@ -172,7 +186,7 @@ fn store_for_scheme(
         return Err(invalid(
             shown,
             format!(
-                "option {FSYNC_OPTION:?} applies to file:// folders only \
+                "option {FSYNC_OPTION:?} applies to file:// folders and sqlite:// files only \
                  (a bucket's durability is its own)"
             ),
         ));
@@ -306,6 +320,43 @@ fn local_folder(url: &str, parsed: &Url, fsync: bool) -> Result<Arc<dyn ObjectSt
             .map_err(|e| store_err(url, e))?
     };
     Ok(Arc::new(store))
+}
+
+/// A [`SqliteStore`](crate::store::SqliteStore) in the file a `sqlite://`
+/// URL names (its folder created if missing), syncing each commit unless
+/// `fsync` is false.
+#[cfg(feature = "sqlite")]
+fn sqlite_file(url: &str, parsed: &Url, fsync: bool) -> Result<Arc<dyn ObjectStore>> {
+    let file = sqlite_path(url, parsed)?;
+    Ok(Arc::new(crate::sqlite::SqliteStore::open_with_fsync(
+        file, fsync,
+    )?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn sqlite_file(url: &str, parsed: &Url, _: bool) -> Result<Arc<dyn ObjectStore>> {
+    sqlite_path(url, parsed)?;
+    Err(Error::StoreFeatureDisabled {
+        url: url.to_owned(),
+        feature: "sqlite",
+    })
+}
+
+/// The file of a `sqlite://` URL: an absolute path, no host.
+fn sqlite_path(url: &str, parsed: &Url) -> Result<std::path::PathBuf> {
+    if parsed.host_str().is_some_and(|h| !h.is_empty()) {
+        return Err(invalid(
+            url,
+            "a sqlite:// URL names a local file by its absolute path: sqlite:///var/lib/memo/memo.db",
+        ));
+    }
+    let file = parsed
+        .to_file_path()
+        .map_err(|()| invalid(url, "not a local file path"))?;
+    if file.file_name().is_none() || parsed.path().ends_with('/') {
+        return Err(invalid(url, "names a folder, not the database file"));
+    }
+    Ok(file)
 }
 
 fn invalid(url: &str, reason: impl std::fmt::Display) -> Error {
@@ -449,6 +500,48 @@ mod tests {
                 "{url}: {err}"
             );
         }
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sqlite_url_opens_its_file_with_or_without_fsync() {
+        let folder = tempfile::tempdir().unwrap();
+        let file = folder.path().join("data").join("memo.db");
+        let url = format!("sqlite://{}", file.display());
+        let opened = store_from_url(&url, NO_OPTIONS).unwrap();
+        assert_eq!(opened.prefix.as_ref(), "");
+        assert!(file.is_file());
+        assert!(opened.store.to_string().contains("memo.db"));
+        opened.store.put(&"a/b".into(), "1".into()).await.unwrap();
+        // A second store on the file (a second process) reads it; this one
+        // does not sync.
+        let other = store_from_url(&url, [(FSYNC_OPTION, "false")]).unwrap();
+        let read = other
+            .store
+            .get(&"a/b".into())
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(read, "1".as_bytes());
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn a_sqlite_url_names_a_local_file_by_its_absolute_path() {
+        for (url, why) in [
+            ("sqlite://host/var/memo.db", "absolute path"),
+            ("sqlite:///tmp/memo-folder/", "names a folder"),
+        ] {
+            let err = store_from_url(url, NO_OPTIONS).unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidStoreUrl { reason, .. } if reason.contains(why)),
+                "{url}: {err}"
+            );
+        }
+        let err = store_from_url("sqlite:///tmp/memo.db", [("max_retries", "3")]).unwrap_err();
+        assert!(matches!(err, Error::InvalidStoreUrl { .. }), "{err}");
     }
 
     #[cfg(not(feature = "aws"))]
