@@ -21,6 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::store::SqliteStore;
 use memo_runtime::testing::FaultInjectingStore;
 use memo_runtime::workflow::{Runtime, RuntimeBuilder};
 use memo_runtime::{
@@ -68,6 +69,8 @@ pub struct Backend {
     objects: Arc<dyn ObjectStore>,
     /// Keeps a local folder alive as long as the backend.
     folder: Option<Arc<tempfile::TempDir>>,
+    /// The database file of a SQLite store (in `folder`).
+    sqlite: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -77,10 +80,15 @@ impl std::fmt::Debug for Backend {
 }
 
 impl Backend {
-    /// Every embedded backend, each fresh: an `InMemory` store and a
-    /// `LocalFolder` in a new temporary folder.
+    /// Every embedded backend, each fresh: an `InMemory` store, a
+    /// `LocalFolder` in a new temporary folder and a `SqliteStore` in a new
+    /// file.
     pub fn all() -> Vec<Backend> {
-        vec![Backend::in_memory(), Backend::local_folder()]
+        vec![
+            Backend::in_memory(),
+            Backend::local_folder(),
+            Backend::sqlite_file(),
+        ]
     }
 
     /// A fresh `InMemory` store.
@@ -89,6 +97,7 @@ impl Backend {
             name: "in memory",
             objects: Arc::new(InMemory::new()),
             folder: None,
+            sqlite: None,
         }
     }
 
@@ -100,6 +109,20 @@ impl Backend {
             name: "local folder",
             objects: Arc::new(LocalFolder::new(folder.path()).unwrap()),
             folder: Some(Arc::new(folder)),
+            sqlite: None,
+        }
+    }
+
+    /// A `SqliteStore` (the store a `sqlite://` URL opens) in a new file in
+    /// a new temporary folder.
+    pub fn sqlite_file() -> Backend {
+        let folder = tempfile::tempdir().unwrap();
+        let file = folder.path().join("memo.db");
+        Backend {
+            name: "SQLite file",
+            objects: Arc::new(SqliteStore::open(&file).unwrap()),
+            folder: Some(Arc::new(folder)),
+            sqlite: Some(file),
         }
     }
 
@@ -131,13 +154,15 @@ impl Backend {
     }
 
     /// A client of the backend's objects as another process would open
-    /// it: a new `LocalFolder` over the folder (single-flight and caches
-    /// are per store instance, so two of them are two processes); the one
-    /// `InMemory` store, which cannot be opened twice.
+    /// it: a new `LocalFolder` over the folder or a new `SqliteStore` on the
+    /// file (single-flight and caches are per store instance, so two of them
+    /// are two processes); the one `InMemory` store, which cannot be opened
+    /// twice.
     pub fn open(&self) -> Arc<dyn ObjectStore> {
-        match &self.folder {
-            Some(folder) => Arc::new(LocalFolder::new(folder.path()).unwrap()),
-            None => self.objects(),
+        match (&self.sqlite, &self.folder) {
+            (Some(file), _) => Arc::new(SqliteStore::open(file).unwrap()),
+            (None, Some(folder)) => Arc::new(LocalFolder::new(folder.path()).unwrap()),
+            (None, None) => self.objects(),
         }
     }
 
