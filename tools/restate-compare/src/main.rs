@@ -10,6 +10,7 @@
 //! sides measured in the same run. It also counts the requests memo makes
 //! for one 3-step run. See README.md for the command.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ use clap::Parser;
 use futures::StreamExt;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
-use memo_runtime::store::LocalFolder;
+use memo_runtime::store::{LocalFolder, SqliteStore};
 use memo_runtime::testing::{CountingStore, RequestCounts};
 use memo_runtime::workflow::{Context as MemoContext, Runtime, Workflow};
 use memo_runtime::{MemoStore, RunId};
@@ -55,11 +56,11 @@ struct Args {
     #[arg(long, default_value_t = 50)]
     warm_up: usize,
     /// The sides to run, comma-separated: memo-fsync, memo-no-fsync,
-    /// restate-workflow, restate-service.
+    /// memo-sqlite, memo-sqlite-no-fsync, restate-workflow, restate-service.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "memo-fsync,memo-no-fsync,restate-workflow,restate-service"
+        default_value = "memo-fsync,memo-no-fsync,memo-sqlite,memo-sqlite-no-fsync,restate-workflow,restate-service"
     )]
     sides: Vec<Side>,
     /// The folder under which both sides keep their data (memo's folders,
@@ -87,15 +88,23 @@ struct Args {
     /// one unrecorded memo run, then this many, then exit.
     #[arg(long, hide = true)]
     syncs_child: Option<usize>,
+    /// The memo side whose sync calls `--syncs` counts.
+    #[arg(long, value_enum, default_value = "memo-fsync")]
+    syncs_side: Side,
 }
 
 /// One side of the comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 enum Side {
     /// A memo `Workflow` on a `LocalFolder` that fsyncs (memo's default).
     MemoFsync,
     /// The same on a `LocalFolder` with `fsync=false`.
     MemoNoFsync,
+    /// The same on a `SqliteStore` (one SQLite file, each commit synced
+    /// through its write-ahead log, concurrent commits in one group).
+    MemoSqlite,
+    /// The same on a `SqliteStore` with `fsync` off.
+    MemoSqliteNoFsync,
     /// A Restate workflow (`run` handler, keyed by the invocation's id).
     RestateWorkflow,
     /// A Restate service handler (no key; the cheapest durable invocation).
@@ -107,13 +116,46 @@ impl Side {
         match self {
             Side::MemoFsync => "memo, fsync (default)",
             Side::MemoNoFsync => "memo, fsync=false",
+            Side::MemoSqlite => "memo on SQLite, fsync",
+            Side::MemoSqliteNoFsync => "memo on SQLite, fsync=false",
             Side::RestateWorkflow => "Restate workflow",
             Side::RestateService => "Restate service",
         }
     }
 
+    /// The side's name on the command line.
+    fn cli_name(self) -> &'static str {
+        match self {
+            Side::MemoFsync => "memo-fsync",
+            Side::MemoNoFsync => "memo-no-fsync",
+            Side::MemoSqlite => "memo-sqlite",
+            Side::MemoSqliteNoFsync => "memo-sqlite-no-fsync",
+            Side::RestateWorkflow => "restate-workflow",
+            Side::RestateService => "restate-service",
+        }
+    }
+
     fn is_restate(self) -> bool {
         matches!(self, Side::RestateWorkflow | Side::RestateService)
+    }
+
+    /// A memo runtime for this side, its data in a new folder under
+    /// `data_dir` (returned, to keep or delete).
+    fn memo_runtime(self, data_dir: &Path) -> Result<(Runtime, tempfile::TempDir)> {
+        let folder = tempfile::Builder::new()
+            .prefix(&format!("memo-compare-{self:?}-"))
+            .tempdir_in(data_dir)?;
+        let objects: Arc<dyn ObjectStore> = match self {
+            Side::MemoFsync | Side::MemoNoFsync => {
+                Arc::new(LocalFolder::new(folder.path())?.with_fsync(self == Side::MemoFsync))
+            }
+            Side::MemoSqlite | Side::MemoSqliteNoFsync => Arc::new(SqliteStore::open_with_fsync(
+                folder.path().join("memo.db"),
+                self == Side::MemoSqlite,
+            )?),
+            Side::RestateWorkflow | Side::RestateService => anyhow::bail!("not a memo side"),
+        };
+        Ok((memo_runtime(objects)?, folder))
     }
 }
 
@@ -370,8 +412,8 @@ async fn invoke_restate(
 struct Bench {
     http: reqwest::Client,
     ingress: Option<SocketAddr>,
-    memo_fsync: Option<Runtime>,
-    memo_no_fsync: Option<Runtime>,
+    /// The memo sides' runtimes.
+    memo: HashMap<Side, Runtime>,
     workflow: Arc<MemoWorkflow>,
 }
 
@@ -379,13 +421,8 @@ impl Bench {
     /// One invocation of `side` with a fresh id: a new run, to its end.
     async fn invoke(&self, side: Side, key: String, order: u64) -> Result<()> {
         match side {
-            Side::MemoFsync | Side::MemoNoFsync => {
-                let runtime = if side == Side::MemoFsync {
-                    &self.memo_fsync
-                } else {
-                    &self.memo_no_fsync
-                };
-                let runtime = runtime.as_ref().expect("side configured");
+            Side::MemoFsync | Side::MemoNoFsync | Side::MemoSqlite | Side::MemoSqliteNoFsync => {
+                let runtime = self.memo.get(&side).expect("side configured");
                 let out: u64 = runtime
                     .run(&RunId::new(key)?, &order, &self.workflow)
                     .await?;
@@ -624,27 +661,16 @@ async fn count_requests(dir: &Path) -> Result<()> {
 /// of memo with fsync, `--in-flight` at a time.
 async fn syncs_child(args: &Args, runs: usize) -> Result<()> {
     let data_dir = args.data_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let folder = tempfile::Builder::new()
-        .prefix("memo-compare-syncs-")
-        .tempdir_in(&data_dir)?;
+    let side = args.syncs_side;
+    let (runtime, _folder) = side.memo_runtime(&data_dir)?;
     let bench = Arc::new(Bench {
         http: reqwest::Client::new(),
         ingress: None,
-        memo_fsync: Some(memo_runtime(Arc::new(
-            LocalFolder::new(folder.path())?.with_fsync(true),
-        ))?),
-        memo_no_fsync: None,
+        memo: HashMap::from([(side, runtime)]),
         workflow: Arc::new(memo_workflow()),
     });
-    round(&bench, Side::MemoFsync, "first", 1, 1).await?;
-    round(
-        &bench,
-        Side::MemoFsync,
-        "counted",
-        runs,
-        args.in_flight.max(1),
-    )
-    .await?;
+    round(&bench, side, "first", 1, 1).await?;
+    round(&bench, side, "counted", runs, args.in_flight.max(1)).await?;
     Ok(())
 }
 
@@ -664,7 +690,7 @@ fn strace_sync_calls(summary: &str) -> Result<u64> {
 
 /// Runs the `--syncs-child` copy of this program under `strace -f -c` and
 /// returns the sync calls of the whole process.
-fn strace_child(data_dir: &Path, runs: usize, in_flight: usize) -> Result<u64> {
+fn strace_child(data_dir: &Path, side: Side, runs: usize, in_flight: usize) -> Result<u64> {
     let summary = tempfile::NamedTempFile::new_in(data_dir)?;
     let status = Command::new("strace")
         .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-o"])
@@ -672,6 +698,7 @@ fn strace_child(data_dir: &Path, runs: usize, in_flight: usize) -> Result<u64> {
         .arg(std::env::current_exe()?)
         .args(["--syncs-child", &runs.to_string()])
         .args(["--in-flight", &in_flight.to_string()])
+        .args(["--syncs-side", side.cli_name()])
         .arg("--data-dir")
         .arg(data_dir)
         .stdout(Stdio::null())
@@ -688,16 +715,20 @@ fn count_syncs(args: &Args, data_dir: &Path) -> Result<()> {
     if args.syncs == 0 {
         return Ok(());
     }
+    let side = args.syncs_side;
     if Command::new("strace").arg("-V").output().is_err() {
         println!("\n(strace is not installed: sync calls not counted)");
         return Ok(());
     }
-    let base = strace_child(data_dir, 0, 1)?;
-    println!("\n### Sync calls memo makes (fsync on, strace -f -c)\n");
+    let base = strace_child(data_dir, side, 0, 1)?;
+    println!(
+        "\n### Sync calls memo makes ({}, strace -f -c)\n",
+        side.name()
+    );
     println!("| {} runs of 3 steps | sync calls | per run |", args.syncs);
     println!("|---|---|---|");
     for in_flight in [1, args.in_flight.max(1)] {
-        let calls = strace_child(data_dir, args.syncs, in_flight)?;
+        let calls = strace_child(data_dir, side, args.syncs, in_flight)?;
         let net = calls.saturating_sub(base);
         println!(
             "| {in_flight} in flight | {net} | {:.1} |",
@@ -812,12 +843,13 @@ async fn run(args: Args) -> Result<()> {
     let restate_dir = tempfile::Builder::new()
         .prefix("restate-compare-")
         .tempdir_in(&data_dir)?;
-    let memo_fsync_dir = tempfile::Builder::new()
-        .prefix("memo-compare-fsync-")
-        .tempdir_in(&data_dir)?;
-    let memo_no_fsync_dir = tempfile::Builder::new()
-        .prefix("memo-compare-no-fsync-")
-        .tempdir_in(&data_dir)?;
+    let mut memo = HashMap::new();
+    let mut memo_dirs = Vec::new();
+    for &side in args.sides.iter().filter(|s| !s.is_restate()) {
+        let (runtime, folder) = side.memo_runtime(&data_dir)?;
+        memo.insert(side, runtime);
+        memo_dirs.push(folder);
+    }
 
     let (server, stop_endpoint) = if args.sides.iter().any(|s| s.is_restate()) {
         let binary = args.server.clone().unwrap_or_else(default_server);
@@ -832,12 +864,7 @@ async fn run(args: Args) -> Result<()> {
     let bench = Arc::new(Bench {
         ingress: server.as_ref().map(|s| s.ingress),
         http: http.clone(),
-        memo_fsync: Some(memo_runtime(Arc::new(
-            LocalFolder::new(memo_fsync_dir.path())?.with_fsync(true),
-        ))?),
-        memo_no_fsync: Some(memo_runtime(Arc::new(
-            LocalFolder::new(memo_no_fsync_dir.path())?.with_fsync(false),
-        ))?),
+        memo,
         workflow: Arc::new(memo_workflow()),
     });
 
@@ -897,8 +924,9 @@ async fn run(args: Args) -> Result<()> {
         drop(server);
     }
     if args.keep {
-        let _ = memo_fsync_dir.keep();
-        let _ = memo_no_fsync_dir.keep();
+        for folder in memo_dirs {
+            let _ = folder.keep();
+        }
     }
     Ok(())
 }
