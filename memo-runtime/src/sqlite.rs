@@ -137,8 +137,16 @@ struct Inner {
     writer: mpsc::Sender<Job>,
     /// Read connections not in use.
     readers: Mutex<Vec<Connection>>,
-    /// The transactions the writer committed.
-    commits: Arc<AtomicU64>,
+    /// The transactions the writer committed, and of those the ones it
+    /// committed without a sync.
+    commits: Arc<Commits>,
+}
+
+/// What the writer committed.
+#[derive(Default)]
+struct Commits {
+    all: AtomicU64,
+    unsynced: AtomicU64,
 }
 
 /// A change for the writer, and where its outcome goes once committed.
@@ -151,6 +159,9 @@ enum Job {
     },
     Delete {
         paths: Vec<String>,
+        /// Whether the delete must be synced before it is acknowledged:
+        /// false when every path is a status hint or a due-run entry.
+        durable: bool,
         reply: oneshot::Sender<object_store::Result<()>>,
     },
     Copy {
@@ -195,11 +206,11 @@ impl SqliteStore {
         }
         let writer = open_writer(&file, fsync).map_err(fail)?;
         let (sender, queue) = mpsc::channel();
-        let commits = Arc::new(AtomicU64::new(0));
+        let commits = Arc::new(Commits::default());
         let counted = Arc::clone(&commits);
         std::thread::Builder::new()
             .name("memo-sqlite-writer".into())
-            .spawn(move || write_loop(writer, queue, &counted))
+            .spawn(move || write_loop(writer, fsync, queue, &counted))
             .map_err(|e| fail(Box::new(e)))?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
@@ -222,11 +233,15 @@ impl SqliteStore {
         &self.inner.file
     }
 
-    /// How many transactions this store's writer committed (each one sync
-    /// of the log, with `fsync` on).
+    /// How many transactions this store's writer committed, and how many
+    /// of those without a sync of the log.
     #[cfg(test)]
-    fn commits(&self) -> u64 {
-        self.inner.commits.load(Ordering::Relaxed)
+    fn commits(&self) -> (u64, u64) {
+        let commits = &self.inner.commits;
+        (
+            commits.all.load(Ordering::Relaxed),
+            commits.unsynced.load(Ordering::Relaxed),
+        )
     }
 
     /// Queues a change for the writer and waits until its group committed.
@@ -277,7 +292,11 @@ impl fmt::Debug for SqliteStore {
         f.debug_struct("SqliteStore")
             .field("file", &self.inner.file)
             .field("fsync", &self.inner.fsync)
-            .field("commits", &self.inner.commits.load(Ordering::Relaxed))
+            .field("commits", &self.inner.commits.all.load(Ordering::Relaxed))
+            .field(
+                "unsynced_commits",
+                &self.inner.commits.unsynced.load(Ordering::Relaxed),
+            )
             .finish()
     }
 }
@@ -378,9 +397,24 @@ fn open_reader(file: &FsPath) -> rusqlite::Result<Connection> {
 }
 
 /// The writer thread: takes what is queued (up to [`GROUP`] changes),
-/// applies it in one transaction, commits it (one sync of the log), then
-/// answers each change; what queued meanwhile is the next group.
-fn write_loop(mut connection: Connection, queue: mpsc::Receiver<Job>, commits: &AtomicU64) {
+/// applies it in one transaction, commits it (one sync of the log, with
+/// `fsync`), then answers each change; what queued meanwhile is the next
+/// group.
+///
+/// A group of deletes of status hints and due-run entries only commits
+/// without a sync (`synchronous = NORMAL` for that transaction), as a
+/// [`LocalFolder`](crate::store::LocalFolder) deletes them without a sync:
+/// memo checks each such entry against its run before acting on it, so a
+/// power loss that undoes the delete leaves what a crash just before it
+/// left. The log keeps the order of commits, so the next synced commit
+/// syncs it too, and a power loss can undo only such deletes at the end.
+fn write_loop(
+    mut connection: Connection,
+    fsync: bool,
+    queue: mpsc::Receiver<Job>,
+    commits: &Commits,
+) {
+    let mut synced = fsync;
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         while group.len() < GROUP {
@@ -389,10 +423,50 @@ fn write_loop(mut connection: Connection, queue: mpsc::Receiver<Job>, commits: &
                 Err(_) => break,
             }
         }
-        if commit_group(&mut connection, group) {
-            commits.fetch_add(1, Ordering::Relaxed);
+        let sync = fsync && group.iter().any(Job::is_durable);
+        if sync != synced {
+            match set_synchronous(&connection, sync) {
+                Ok(()) => synced = sync,
+                // Left as it was: synced, or (if it was unsynced) a
+                // durable group is refused below rather than not synced.
+                Err(e) => tracing::warn!(error = %e, "the SQLite store's sync setting kept"),
+            }
+        }
+        if sync && !synced {
+            for job in group {
+                fail(job, "the store could not turn its sync back on");
+            }
+            continue;
+        }
+        commit_group(&mut connection, group, || {
+            commits.all.fetch_add(1, Ordering::Relaxed);
+            if !sync {
+                commits.unsynced.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+}
+
+impl Job {
+    /// Whether the change must be synced before it is acknowledged.
+    fn is_durable(&self) -> bool {
+        match self {
+            Job::Delete { durable, .. } => *durable,
+            Job::Put { .. } | Job::Copy { .. } => true,
         }
     }
+}
+
+/// Whether a delete of `location` may be acknowledged without a sync: the
+/// local folder's rule (a status hint or a due-run entry, matched whole).
+#[cfg(unix)]
+fn is_unsynced_delete(location: &Path) -> bool {
+    crate::local::is_unsynced_delete(location)
+}
+
+#[cfg(not(unix))]
+fn is_unsynced_delete(_: &Path) -> bool {
+    false
 }
 
 /// An applied change's answer, sent once its group committed.
@@ -407,9 +481,9 @@ enum Answer {
     ),
 }
 
-/// Applies and commits one group, then answers each change; `true` if it
-/// committed.
-fn commit_group(connection: &mut Connection, group: Vec<Job>) -> bool {
+/// Applies and commits one group, calls `committed` if it committed, then
+/// answers each change.
+fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl FnOnce()) {
     let mut answers = Vec::with_capacity(group.len());
     let transaction =
         match connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
@@ -419,7 +493,7 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>) -> bool {
                 for job in group {
                     fail(job, &message);
                 }
-                return false;
+                return;
             }
         };
     // An error that ends the transaction (SQLite rolls back on a full disk
@@ -444,7 +518,7 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>) -> bool {
                 let out = put(&transaction, &path, &data, mode);
                 answers.push(Answer::Put(reply, out));
             }
-            Job::Delete { paths, reply } => {
+            Job::Delete { paths, reply, .. } => {
                 let out = delete(&transaction, &paths);
                 answers.push(Answer::Done(reply, out));
             }
@@ -461,21 +535,21 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>) -> bool {
         }
         rolled_back = transaction.is_autocommit();
     }
-    let committed = match rolled_back {
+    let outcome = match rolled_back {
         true => Err("an error rolled the transaction back".to_string()),
         false => transaction
             .commit()
             .map_err(|e| format!("the commit failed: {e}")),
     };
-    match committed {
+    match outcome {
         Ok(()) => {
+            committed();
             for answer in answers {
                 match answer {
                     Answer::Put(reply, out) => drop(reply.send(out)),
                     Answer::Done(reply, out) => drop(reply.send(out)),
                 }
             }
-            true
         }
         Err(message) => {
             for answer in answers {
@@ -484,7 +558,6 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>) -> bool {
                     Answer::Done(reply, _) => drop(reply.send(Err(generic(message.clone())))),
                 }
             }
-            false
         }
     }
 }
@@ -842,13 +915,20 @@ impl ObjectStore for SqliteStore {
             .then(move |chunk| {
                 let store = store.clone();
                 async move {
-                    let paths: Vec<String> = chunk
-                        .iter()
-                        .filter_map(|p| p.as_ref().ok().map(ToString::to_string))
-                        .collect();
+                    let located: Vec<&Path> =
+                        chunk.iter().filter_map(|p| p.as_ref().ok()).collect();
+                    let durable = !located.iter().all(|p| is_unsynced_delete(p));
+                    let paths: Vec<String> = located.iter().map(ToString::to_string).collect();
                     let deleted = match paths.is_empty() {
                         true => Ok(()),
-                        false => store.write(|reply| Job::Delete { paths, reply }).await,
+                        false => {
+                            let job = |reply| Job::Delete {
+                                paths,
+                                durable,
+                                reply,
+                            };
+                            store.write(job).await
+                        }
                     };
                     let out: Vec<object_store::Result<Path>> = match deleted {
                         Ok(()) => chunk,

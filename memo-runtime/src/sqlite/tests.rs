@@ -417,7 +417,7 @@ async fn changes_that_queue_while_the_writer_waits_commit_together() {
     let (folder, store) = opened();
     let file = folder.path().join("nested").join("memo.db");
     store.put(&Path::from("taken"), "0".into()).await.unwrap();
-    let before = store.commits();
+    let (before, _) = store.commits();
     // Another process holds the write lock for a while.
     let other = Connection::open(&file).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -447,7 +447,7 @@ async fn changes_that_queue_while_the_writer_waits_commit_together() {
         }
     }
     assert_eq!(created, 63);
-    let groups = store.commits() - before;
+    let groups = store.commits().0 - before;
     assert!(groups <= 3, "64 changes took {groups} commits");
 }
 
@@ -478,7 +478,7 @@ fn every_answer_of_a_group_that_hits_a_full_disk_is_true() {
         });
         answers.push((format!("big/{n:02}"), answer));
     }
-    commit_group(&mut writer, group);
+    commit_group(&mut writer, group, || ());
     let (mut ok, mut failed) = (0, 0);
     for (path, mut answer) in answers {
         let stored: Option<i64> = writer
@@ -501,4 +501,91 @@ fn every_answer_of_a_group_that_hits_a_full_disk_is_true() {
         }
     }
     assert!(failed > 0, "the limit was never reached ({ok} written)");
+}
+
+/// A delete of status hints or due-run entries only commits without a
+/// sync, as a local folder deletes them; every other change, and a delete
+/// that includes any other object, is synced; without `fsync` nothing is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_deletes_of_hints_and_due_entries_commit_without_a_sync() {
+    let (_folder, store) = opened();
+    let hint = Path::from("runs/runs-by-status/Pending/r.00000000000000aa");
+    let due = Path::from("memo/due/00000001796331600000/00000001796331808486_r.00000000000000aa");
+    let record = Path::from("runs/runs/r/00000000000000aa/run");
+    for path in [&hint, &due, &record] {
+        store.put(path, "x".into()).await.unwrap();
+    }
+    let synced = |store: &SqliteStore, before: (u64, u64)| {
+        let (all, unsynced) = store.commits();
+        (all - before.0, unsynced - before.1)
+    };
+
+    let before = store.commits();
+    store.delete(&hint).await.unwrap();
+    store.delete(&due).await.unwrap();
+    assert_eq!(
+        synced(&store, before),
+        (2, 2),
+        "hint and due entry: unsynced"
+    );
+
+    store.put(&hint, "x".into()).await.unwrap();
+    let before = store.commits();
+    store.delete(&record).await.unwrap();
+    assert_eq!(
+        synced(&store, before),
+        (1, 0),
+        "a record's delete is synced"
+    );
+
+    store.put(&record, "x".into()).await.unwrap();
+    let before = store.commits();
+    let both = futures::stream::iter([Ok(hint.clone()), Ok(record.clone())]).boxed();
+    let deleted: Vec<Path> = store.delete_stream(both).try_collect().await.unwrap();
+    assert_eq!(deleted.len(), 2);
+    assert_eq!(
+        synced(&store, before),
+        (1, 0),
+        "with a record among them, synced"
+    );
+    assert!(store.head(&hint).await.is_err() && store.head(&record).await.is_err());
+
+    // A put after unsynced deletes is synced again.
+    store.put(&hint, "x".into()).await.unwrap();
+    store.delete(&hint).await.unwrap();
+    let before = store.commits();
+    store.put(&record, "y".into()).await.unwrap();
+    assert_eq!(synced(&store, before), (1, 0));
+
+    // A group that holds a hint's delete and a put is synced: queued
+    // together while another process holds the write lock.
+    let other = Connection::open(store.file()).unwrap();
+    store.put(&hint, "x".into()).await.unwrap();
+    let before = store.commits();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let first = tokio::spawn({
+        let store = store.clone();
+        async move { store.put(&Path::from("first"), "x".into()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (delete, put) = (store.clone(), store.clone());
+    let (hint_deleted, put_done) = (
+        tokio::spawn(async move { delete.delete(&hint).await }),
+        tokio::spawn(async move { put.put(&Path::from("second"), "y".into()).await }),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    other.execute_batch("COMMIT").unwrap();
+    first.await.unwrap().unwrap();
+    hint_deleted.await.unwrap().unwrap();
+    put_done.await.unwrap().unwrap();
+    let (groups, unsynced) = synced(&store, before);
+    assert!(groups <= 2, "{groups} groups");
+    assert_eq!(unsynced, 0, "a group with a put in it is synced");
+
+    let folder = tempfile::tempdir().unwrap();
+    let unsynced = SqliteStore::open_with_fsync(folder.path().join("memo.db"), false).unwrap();
+    let before = unsynced.commits();
+    unsynced.put(&record, "x".into()).await.unwrap();
+    unsynced.delete(&record).await.unwrap();
+    assert_eq!(synced(&unsynced, before), (2, 2));
 }
