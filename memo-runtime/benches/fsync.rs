@@ -1,8 +1,9 @@
-//! What durability costs on a local folder: the same writes on a
+//! What durability costs on a local disk: the same writes on a
 //! [`LocalFolder`] that `fsync`s (the default: an acknowledged write
 //! survives a power loss) and on one that does not (`with_fsync(false)`,
 //! the `file://` option `fsync=false`: it survives a crash of the process
-//! only), side by side in one run.
+//! only), and on a [`SqliteStore`] with and without `fsync` (one file, one
+//! sync of its log per commit), side by side in one run.
 //!
 //! ```text
 //! cargo bench -p memo-runtime --bench fsync
@@ -15,7 +16,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use memo_runtime::store::LocalFolder;
+use memo_runtime::store::{LocalFolder, SqliteStore};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Incarnation, Memo, MemoStore, RunId, memoized};
 use memo_runtime::{object_store::ObjectStore, runtime_store::ObjectStoreRuntimeStore};
@@ -24,8 +25,8 @@ fn main() {
     divan::main();
 }
 
-/// The two durability levels, as the benchmarks' argument.
-const LEVELS: &[&str] = &["fsync", "no-fsync"];
+/// The stores and their durability levels, as the benchmarks' argument.
+const LEVELS: &[&str] = &["fsync", "no-fsync", "sqlite-fsync", "sqlite-no-fsync"];
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -34,14 +35,21 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A local folder in a fresh temporary folder (on the disk `TMPDIR` names),
-/// syncing or not as `level` says.
+/// A local folder, or a SQLite file, in a fresh temporary folder (on the
+/// disk `TMPDIR` names), syncing or not as `level` says.
 fn folder(level: &str) -> (Arc<dyn ObjectStore>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let store = LocalFolder::new(dir.path())
-        .unwrap()
-        .with_fsync(level == "fsync");
-    (Arc::new(store), dir)
+    let store: Arc<dyn ObjectStore> = match level.strip_prefix("sqlite-") {
+        Some(sqlite) => Arc::new(
+            SqliteStore::open_with_fsync(dir.path().join("memo.db"), sqlite == "fsync").unwrap(),
+        ),
+        None => Arc::new(
+            LocalFolder::new(dir.path())
+                .unwrap()
+                .with_fsync(level == "fsync"),
+        ),
+    };
+    (store, dir)
 }
 
 /// A memo put that commits: a fresh key's write-once create of 256 bytes
