@@ -100,7 +100,9 @@ const STORE: &str = "SqliteStore";
 /// per child it returns. A multipart upload is held in memory until it
 /// completes (an object is one row: a value is whole or absent), so it
 /// costs its size in memory, and an object is at most SQLite's largest
-/// value, 10⁹ bytes. Copies and renames are atomic.
+/// value, 10⁹ bytes. Copies and renames are atomic. A delete of a path
+/// with no object answers `NotFound`, as a local folder does (S3 answers
+/// success), so of two deletes of one object one finds it.
 ///
 /// # Example
 ///
@@ -162,7 +164,8 @@ enum Job {
         /// Whether the delete must be synced before it is acknowledged:
         /// false when every path is a status hint or a due-run entry.
         durable: bool,
-        reply: oneshot::Sender<object_store::Result<()>>,
+        /// For each path, whether there was an object to delete.
+        reply: oneshot::Sender<object_store::Result<Vec<bool>>>,
     },
     Copy {
         from: String,
@@ -471,6 +474,10 @@ fn is_unsynced_delete(_: &Path) -> bool {
 
 /// An applied change's answer, sent once its group committed.
 enum Answer {
+    Deleted(
+        oneshot::Sender<object_store::Result<Vec<bool>>>,
+        object_store::Result<Vec<bool>>,
+    ),
     Put(
         oneshot::Sender<object_store::Result<PutResult>>,
         object_store::Result<PutResult>,
@@ -520,7 +527,7 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl Fn
             }
             Job::Delete { paths, reply, .. } => {
                 let out = delete(&transaction, &paths);
-                answers.push(Answer::Done(reply, out));
+                answers.push(Answer::Deleted(reply, out));
             }
             Job::Copy {
                 from,
@@ -548,6 +555,7 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl Fn
                 match answer {
                     Answer::Put(reply, out) => drop(reply.send(out)),
                     Answer::Done(reply, out) => drop(reply.send(out)),
+                    Answer::Deleted(reply, out) => drop(reply.send(out)),
                 }
             }
         }
@@ -556,6 +564,7 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl Fn
                 match answer {
                     Answer::Put(reply, _) => drop(reply.send(Err(generic(message.clone())))),
                     Answer::Done(reply, _) => drop(reply.send(Err(generic(message.clone())))),
+                    Answer::Deleted(reply, _) => drop(reply.send(Err(generic(message.clone())))),
                 }
             }
         }
@@ -566,7 +575,8 @@ fn fail(job: Job, message: &str) {
     let error = || generic(format!("the change could not start: {message}"));
     match job {
         Job::Put { reply, .. } => drop(reply.send(Err(error()))),
-        Job::Delete { reply, .. } | Job::Copy { reply, .. } => drop(reply.send(Err(error()))),
+        Job::Delete { reply, .. } => drop(reply.send(Err(error()))),
+        Job::Copy { reply, .. } => drop(reply.send(Err(error()))),
     }
 }
 
@@ -625,14 +635,15 @@ fn put(
     })
 }
 
-fn delete(connection: &Connection, paths: &[String]) -> object_store::Result<()> {
+/// Deletes `paths`: for each, whether there was an object to delete.
+fn delete(connection: &Connection, paths: &[String]) -> object_store::Result<Vec<bool>> {
     let mut statement = connection
         .prepare_cached("DELETE FROM objects WHERE path = ?1")
         .map_err(generic)?;
-    for path in paths {
-        statement.execute([path]).map_err(generic)?;
-    }
-    Ok(())
+    paths
+        .iter()
+        .map(|path| Ok(statement.execute([path]).map_err(generic)? > 0))
+        .collect()
 }
 
 fn copy(
@@ -920,7 +931,7 @@ impl ObjectStore for SqliteStore {
                     let durable = !located.iter().all(|p| is_unsynced_delete(p));
                     let paths: Vec<String> = located.iter().map(ToString::to_string).collect();
                     let deleted = match paths.is_empty() {
-                        true => Ok(()),
+                        true => Ok(Vec::new()),
                         false => {
                             let job = |reply| Job::Delete {
                                 paths,
@@ -930,8 +941,19 @@ impl ObjectStore for SqliteStore {
                             store.write(job).await
                         }
                     };
+                    // A path with no object is `NotFound`, as on a local
+                    // folder: of two deletes of one object, one deleted it.
                     let out: Vec<object_store::Result<Path>> = match deleted {
-                        Ok(()) => chunk,
+                        Ok(found) => {
+                            let mut found = found.into_iter();
+                            chunk
+                                .into_iter()
+                                .map(|p| match (p, found.next()) {
+                                    (Ok(p), Some(false)) => Err(not_found(p.as_ref())),
+                                    (p, _) => p,
+                                })
+                                .collect()
+                        }
                         Err(e) => {
                             let message = e.to_string();
                             chunk

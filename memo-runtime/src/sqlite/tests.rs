@@ -589,3 +589,36 @@ async fn only_deletes_of_hints_and_due_entries_commit_without_a_sync() {
     unsynced.delete(&record).await.unwrap();
     assert_eq!(synced(&unsynced, before), (2, 2));
 }
+
+/// A delete of a path with no object is `NotFound`, as on a local folder:
+/// of two stores deleting one object at once, exactly one deleted it (a
+/// sweep's report counts what it deleted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_deletes_of_one_object_exactly_one_finds_it() {
+    let (folder, store) = opened();
+    let other = SqliteStore::open(folder.path().join("nested").join("memo.db")).unwrap();
+    assert!(matches!(
+        store.delete(&Path::from("never")).await,
+        Err(object_store::Error::NotFound { .. })
+    ));
+    for n in 0..20 {
+        let path = Path::from(format!("late/{n}"));
+        store.put(&path, "v".into()).await.unwrap();
+        let (a, b) = tokio::join!(store.delete(&path), other.delete(&path));
+        let found = [a, b]
+            .into_iter()
+            .filter(|d| match d {
+                Ok(()) => true,
+                Err(object_store::Error::NotFound { .. }) => false,
+                Err(e) => panic!("{e}"),
+            })
+            .count();
+        assert_eq!(found, 1, "{path}");
+    }
+    // In one stream, the missing path among others is the only error.
+    store.put(&Path::from("a"), "v".into()).await.unwrap();
+    let paths = futures::stream::iter([Ok(Path::from("a")), Ok(Path::from("gone"))]).boxed();
+    let out: Vec<_> = store.delete_stream(paths).collect().await;
+    assert!(matches!(&out[0], Ok(p) if p.as_ref() == "a"));
+    assert!(matches!(&out[1], Err(object_store::Error::NotFound { path, .. }) if path == "gone"));
+}
