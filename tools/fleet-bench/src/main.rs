@@ -2,8 +2,8 @@
 //!
 //! For each number of workers N (`--workers 1,2,4,8`) the driver starts N
 //! copies of this binary as worker processes (`memo-fleet-bench worker`)
-//! on one store, a local folder or an S3 bucket, and they run `--runs` runs
-//! of a five-step workflow between them (two `#[memoized]` calls per step;
+//! on one store, a local folder, a SQLite file or an S3 bucket, and they
+//! run `--runs` runs of a five-step workflow between them (two `#[memoized]` calls per step;
 //! one run in `--signal-every` waits for a signal before its third step)
 //! through memo's own `workflow::Worker` loop, each worker submitting its
 //! share and keeping `--inflight` of them submitted and not yet completed.
@@ -13,6 +13,7 @@
 //!
 //! ```sh
 //! cargo run --release -p memo-fleet-bench -- run --store folder --workers 1,2,4,8 --runs 200
+//! cargo run --release -p memo-fleet-bench -- run --store sqlite --workers 1,2,4,8 --runs 200
 //! cargo run --release -p memo-fleet-bench -- run --store s3 --latency-ms 10   # MEMO_S3_ENDPOINT, MEMO_S3_BUCKET
 //! ```
 //!
@@ -34,7 +35,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use memo_runtime::object_store::path::Path;
-use memo_runtime::store::{LocalFolder, StoreAndPrefix, store_from_url};
+use memo_runtime::store::{LocalFolder, SqliteStore, StoreAndPrefix, store_from_url};
 use memo_runtime::testing::RequestCounts;
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +67,9 @@ fn main() -> anyhow::Result<()> {
 enum StoreKind {
     /// A local folder (`LocalFolder`).
     Folder,
+    /// One SQLite file in a local folder (`SqliteStore`), shared by every
+    /// worker process.
+    Sqlite,
     /// An S3 bucket (moto's `moto_server` in BENCHMARKS.md).
     S3,
 }
@@ -75,11 +79,13 @@ enum StoreKind {
 struct StoreArgs {
     #[arg(long, value_enum, default_value_t = StoreKind::Folder)]
     store: StoreKind,
-    /// The folder's root (a fresh folder under it per configuration);
-    /// default: a folder in the system's temporary folder.
+    /// The folder's root (a fresh folder under it per configuration, which
+    /// holds the SQLite file with `--store sqlite`); default: a folder in
+    /// the system's temporary folder.
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Writes to the folder do not wait for the disk (`with_fsync(false)`).
+    /// Writes to the folder or the SQLite file do not wait for the disk
+    /// (`with_fsync(false)`, `open_with_fsync(file, false)`).
     #[arg(long)]
     no_fsync: bool,
     /// The S3 endpoint; default: `MEMO_S3_ENDPOINT`.
@@ -97,7 +103,7 @@ struct StoreArgs {
 impl StoreArgs {
     fn latency(&self) -> Duration {
         let default = match self.store {
-            StoreKind::Folder => 0,
+            StoreKind::Folder | StoreKind::Sqlite => 0,
             StoreKind::S3 => 10,
         };
         Duration::from_millis(self.latency_ms.unwrap_or(default))
@@ -117,6 +123,15 @@ impl StoreArgs {
                 let folder = self.root().join(prefix);
                 std::fs::create_dir_all(&folder)?;
                 let store = LocalFolder::new(&folder)?.with_fsync(!self.no_fsync);
+                Ok(StoreAndPrefix {
+                    store: Arc::new(store),
+                    prefix: Path::default(),
+                    seal: Default::default(),
+                })
+            }
+            StoreKind::Sqlite => {
+                let file = self.root().join(prefix).join("memo.db");
+                let store = SqliteStore::open_with_fsync(file, !self.no_fsync)?;
                 Ok(StoreAndPrefix {
                     store: Arc::new(store),
                     prefix: Path::default(),
