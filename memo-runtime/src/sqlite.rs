@@ -769,7 +769,39 @@ fn first_from(
     .map_err(generic)
 }
 
+/// Object attributes (content type and the like), which this store does
+/// not keep: refused, as `object_store` asks of a store that lacks them.
+fn refuse_attributes(attributes: &object_store::Attributes) -> object_store::Result<()> {
+    if attributes.is_empty() {
+        return Ok(());
+    }
+    Err(object_store::Error::NotImplemented {
+        operation: "attributes".into(),
+        implementer: STORE.into(),
+    })
+}
+
 impl SqliteStore {
+    /// A copy of `from` to `to` (only if `to` is absent, with `create`),
+    /// and the removal of `from` with `remove_source`: one change.
+    async fn copy(
+        &self,
+        from: &Path,
+        to: &Path,
+        create: bool,
+        remove_source: bool,
+    ) -> object_store::Result<()> {
+        let (from, to) = (from.to_string(), to.to_string());
+        self.write(|reply| Job::Copy {
+            from,
+            to,
+            create,
+            remove_source,
+            reply,
+        })
+        .await
+    }
+
     /// Lists `prefix` a page at a time, after `offset` if one is given.
     fn list_from(
         &self,
@@ -812,12 +844,7 @@ impl ObjectStore for SqliteStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        if !opts.attributes.is_empty() {
-            return Err(object_store::Error::NotImplemented {
-                operation: "attributes".into(),
-                implementer: STORE.into(),
-            });
-        }
+        refuse_attributes(&opts.attributes)?;
         let data = Bytes::from(payload);
         let path = location.to_string();
         self.write(|reply| Job::Put {
@@ -834,12 +861,7 @@ impl ObjectStore for SqliteStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        if !opts.attributes.is_empty() {
-            return Err(object_store::Error::NotImplemented {
-                operation: "attributes".into(),
-                implementer: STORE.into(),
-            });
-        }
+        refuse_attributes(&opts.attributes)?;
         Ok(Box::new(Upload {
             store: self.clone(),
             location: location.clone(),
@@ -1024,16 +1046,8 @@ impl ObjectStore for SqliteStore {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
-        let (from, to) = (from.to_string(), to.to_string());
         let create = matches!(options.mode, CopyMode::Create);
-        self.write(|reply| Job::Copy {
-            from,
-            to,
-            create,
-            remove_source: false,
-            reply,
-        })
-        .await
+        self.copy(from, to, create, false).await
     }
 
     async fn rename_opts(
@@ -1042,16 +1056,8 @@ impl ObjectStore for SqliteStore {
         to: &Path,
         options: RenameOptions,
     ) -> object_store::Result<()> {
-        let (from, to) = (from.to_string(), to.to_string());
         let create = matches!(options.target_mode, RenameTargetMode::Create);
-        self.write(|reply| Job::Copy {
-            from,
-            to,
-            create,
-            remove_source: true,
-            reply,
-        })
-        .await
+        self.copy(from, to, create, true).await
     }
 }
 

@@ -24,6 +24,21 @@ async fn passes_object_stores_own_conformance_suite() {
     copy_if_not_exists(&store).await;
     copy_rename_nonexistent_object(&store).await;
     stream_get(&store).await;
+    // Attributes it does not keep are refused, not dropped.
+    let mut attributes = object_store::Attributes::new();
+    attributes.insert(object_store::Attribute::ContentType, "text/plain".into());
+    let options = PutOptions {
+        attributes,
+        ..PutOptions::default()
+    };
+    let refused = store
+        .put_opts(&Path::from("typed"), "x".into(), options)
+        .await;
+    assert!(matches!(
+        refused,
+        Err(object_store::Error::NotImplemented { .. })
+    ));
+    assert!(store.head(&Path::from("typed")).await.is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
