@@ -2,7 +2,7 @@
 //! filled: it ends a waiting run `Cancelled` (with its terminal marker), the
 //! worker's next run of it says so, and an ended run is refused.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

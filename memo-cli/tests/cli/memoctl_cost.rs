@@ -1,7 +1,7 @@
 //! `memoctl show` prints a run's cost ledger, and `memoctl runs --sort cost`
 //! orders runs by it (issue 25, item 4).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

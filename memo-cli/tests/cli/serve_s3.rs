@@ -3,8 +3,8 @@
 //! test made there and approves a waiting one; says "skipped" and passes
 //! when they are unset.
 
-mod inspector;
-mod support;
+use crate::inspector;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! shared)]`): the entries whose time to live ran out go, whatever the
 //! runs' retention; live ones stay; a dry run counts and deletes nothing.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

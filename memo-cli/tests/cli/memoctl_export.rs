@@ -3,7 +3,7 @@
 //! alike, and the replay check reports the same on the copy as on the
 //! source.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -28,7 +28,7 @@ fn memoctl_default(help: &str, flag: &str) -> String {
 
 #[test]
 fn memoctl_defaults_to_the_prefixes_the_readme_workers_use() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../../README.md");
     let help = Command::new(env!("CARGO_BIN_EXE_memoctl"))
         .arg("--help")
         .output()

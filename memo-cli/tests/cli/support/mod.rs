@@ -2,7 +2,7 @@
 //! memo's own `Runtime`, laid out as the example workers lay it out) and a
 //! way to run the binary on it.
 
-#![allow(dead_code)] // Each test binary uses its own part of the support.
+#![allow(dead_code)] // Not every helper is used in every build of the tests.
 
 use std::process::{Command, Output};
 use std::sync::Arc;

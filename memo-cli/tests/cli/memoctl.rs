@@ -1,7 +1,7 @@
 //! `memoctl` run as a process against a local folder that real runs filled:
 //! each command's table and JSON, and each error's exit status and message.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! writing to: the operator's process reads beside the worker's, as the
 //! README deploys it beside the workers.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

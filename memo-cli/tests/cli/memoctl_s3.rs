@@ -2,7 +2,7 @@
 //! and `MEMO_S3_BUCKET` name (moto in CI), on runs a test made there; says
 //! "skipped" and passes when they are unset.
 
-mod support;
+use crate::support;
 
 use memo_tests::cloud::{Cloud, CloudBucket};
 use support::{failed, memoctl, ok, ok_json, row, run_ids};

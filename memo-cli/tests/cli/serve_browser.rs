@@ -13,8 +13,8 @@
 //! there: `MEMO_SCREENSHOTS=$PWD/docs/img` from the repository's root
 //! refreshes them.
 
-mod inspector;
-mod support;
+use crate::inspector;
+use crate::support;
 
 use std::io::Write as _;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! until when (issue 23, item 7), run as a process against a local folder
 //! that real runs filled.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! operator's sweep, often run as root, never deletes anything outside the
 //! folder, whatever the other writer planted in it.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::time::Duration;

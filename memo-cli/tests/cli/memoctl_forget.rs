@@ -3,7 +3,7 @@
 //! naming why, without it), and `forget` makes an ended run unreadable for
 //! good, even from a copy of the folder taken before.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;

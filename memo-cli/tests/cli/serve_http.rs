@@ -2,8 +2,8 @@
 //! content, escaping, paging, and the safety rules (CSRF, Origin, Host,
 //! token, read-only) refusing what they must.
 
-mod inspector;
-mod support;
+use crate::inspector;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! deletes nothing of them (memo entries, markers, due-run entries) and
 //! exits 1; the right prefix then sweeps.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
