@@ -117,22 +117,35 @@ async fn a_workflow_step_returns_a_large_value_and_a_replay_returns_its_referenc
     }
 }
 
+/// Every seal reads a value of several chunks back, and compression shrinks
+/// a compressible value and nothing else. A seal is a layer above the object
+/// store, so every seal runs on one backend (in memory) and every other
+/// backend stores and reads back the chunks of a compressed value. The
+/// cipher is what costs in a debug build (its generic code is compiled
+/// unoptimized where memo-runtime uses it): encrypting on every backend took
+/// twice the time of this test for no path of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compressed_and_encrypted_blobs_read_back_and_compression_shrinks_them() {
     let compressible = Generated::compressible(17 << 20, 3);
     let random = Generated::random(17 << 20, 4);
     let digests = [compressible.sha256(), random.sha256()];
-    for backend in Backend::all() {
-        for (seal, name) in [
-            (Seal::plain(), "plain"),
-            (
-                Seal::plain().with_compression(Compression::default()),
-                "compressed",
-            ),
-            (every_seal_option(), "compressed and encrypted"),
-        ] {
+    let seals = [
+        (Seal::plain(), "plain"),
+        (
+            Seal::plain().with_compression(Compression::default()),
+            "compressed",
+        ),
+        (every_seal_option(), "compressed and encrypted"),
+    ];
+    let backends = Backend::all();
+    assert_eq!(backends[0].name(), Backend::in_memory().name());
+    let mut tried = 0;
+    for (i, backend) in backends.iter().enumerate() {
+        let seals = if i == 0 { &seals[..] } else { &seals[1..2] };
+        for (seal, name) in seals {
+            tried += 1;
             let what = format!("{}, {name}", backend.name());
-            let store = backend.memo_store(name).with_seal(seal);
+            let store = backend.memo_store(name).with_seal(seal.clone());
             let memo = store.new_memo(&unique_run("sealed"), 0);
             for (value, sha256) in [compressible, random].into_iter().zip(&digests) {
                 let blob = value.write(&memo).await.unwrap();
@@ -144,11 +157,12 @@ async fn compressed_and_encrypted_blobs_read_back_and_compression_shrinks_them()
                     .unwrap()
                     .size;
                 let shrunk = stored < value.len / 10;
-                let compresses = name != "plain" && value.compressible;
+                let compresses = *name != "plain" && value.compressible;
                 assert_eq!(shrunk, compresses, "{what}: {stored} bytes stored");
             }
         }
     }
+    assert_eq!(tried, seals.len() + backends.len() - 1);
 }
 
 #[tokio::test]
