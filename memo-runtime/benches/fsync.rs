@@ -6,7 +6,7 @@
 //! sync of its log per commit), side by side in one run.
 //!
 //! ```text
-//! cargo bench -p memo-runtime --bench fsync
+//! cargo bench -p memo-runtime --features sqlite --bench fsync
 //! ```
 //!
 //! The figures depend on the disk (an SSD's cache flush, a VM's virtual

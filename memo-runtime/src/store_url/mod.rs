@@ -544,6 +544,27 @@ mod tests {
         assert!(matches!(err, Error::InvalidStoreUrl { .. }), "{err}");
     }
 
+    #[cfg(not(feature = "sqlite"))]
+    #[test]
+    fn sqlite_url_without_the_sqlite_feature_names_the_feature() {
+        let err = store_from_url("sqlite:///tmp/memo.db", NO_OPTIONS).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::StoreFeatureDisabled {
+                    feature: "sqlite",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("features = [\"sqlite\"]"), "{err}");
+        // The URL is checked first: one that names no absolute path is
+        // refused for that, with or without the feature.
+        let err = store_from_url("sqlite://host/var/memo.db", NO_OPTIONS).unwrap_err();
+        assert!(matches!(err, Error::InvalidStoreUrl { .. }), "{err}");
+    }
+
     #[cfg(not(feature = "aws"))]
     #[test]
     fn s3_url_without_the_aws_feature_names_the_feature() {
