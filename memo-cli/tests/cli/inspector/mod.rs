@@ -2,8 +2,6 @@
 //! on a free port of 127.0.0.1, a folder filled with runs, and a worker that
 //! resumes a run waiting for its approval.
 
-#![allow(dead_code)] // Not every helper is used in every build of the tests.
-
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

@@ -2,8 +2,6 @@
 //! memo's own `Runtime`, laid out as the example workers lay it out) and a
 //! way to run the binary on it.
 
-#![allow(dead_code)] // Not every helper is used in every build of the tests.
-
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
