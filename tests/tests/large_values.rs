@@ -139,11 +139,9 @@ async fn compressed_and_encrypted_blobs_read_back_and_compression_shrinks_them()
     ];
     let backends = Backend::all();
     assert_eq!(backends[0].name(), Backend::in_memory().name());
-    let mut tried = 0;
     for (i, backend) in backends.iter().enumerate() {
         let seals = if i == 0 { &seals[..] } else { &seals[1..2] };
         for (seal, name) in seals {
-            tried += 1;
             let what = format!("{}, {name}", backend.name());
             let store = backend.memo_store(name).with_seal(seal.clone());
             let memo = store.new_memo(&unique_run("sealed"), 0);
@@ -162,7 +160,6 @@ async fn compressed_and_encrypted_blobs_read_back_and_compression_shrinks_them()
             }
         }
     }
-    assert_eq!(tried, seals.len() + backends.len() - 1);
 }
 
 #[tokio::test]
