@@ -472,20 +472,21 @@ fn is_unsynced_delete(_: &Path) -> bool {
     false
 }
 
-/// An applied change's answer, sent once its group committed.
-enum Answer {
-    Deleted(
-        oneshot::Sender<object_store::Result<Vec<bool>>>,
-        object_store::Result<Vec<bool>>,
-    ),
-    Put(
-        oneshot::Sender<object_store::Result<PutResult>>,
-        object_store::Result<PutResult>,
-    ),
-    Done(
-        oneshot::Sender<object_store::Result<()>>,
-        object_store::Result<()>,
-    ),
+/// An applied change's answer, sent once its group's fate is known: its own
+/// outcome if the group committed, else the group's error (`Some`).
+type Answer = Box<dyn FnOnce(Option<&str>)>;
+
+fn answer<T: 'static>(
+    reply: oneshot::Sender<object_store::Result<T>>,
+    out: object_store::Result<T>,
+) -> Answer {
+    Box::new(move |failed| {
+        let sent = match failed {
+            None => out,
+            Some(message) => Err(generic(message.to_owned())),
+        };
+        drop(reply.send(sent));
+    })
 }
 
 /// Applies and commits one group, calls `committed` if it committed, then
@@ -523,11 +524,11 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl Fn
                 reply,
             } => {
                 let out = put(&transaction, &path, &data, mode);
-                answers.push(Answer::Put(reply, out));
+                answers.push(answer(reply, out));
             }
             Job::Delete { paths, reply, .. } => {
                 let out = delete(&transaction, &paths);
-                answers.push(Answer::Deleted(reply, out));
+                answers.push(answer(reply, out));
             }
             Job::Copy {
                 from,
@@ -537,7 +538,7 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl Fn
                 reply,
             } => {
                 let out = copy(&transaction, &from, &to, create, remove_source);
-                answers.push(Answer::Done(reply, out));
+                answers.push(answer(reply, out));
             }
         }
         rolled_back = transaction.is_autocommit();
@@ -548,26 +549,12 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl Fn
             .commit()
             .map_err(|e| format!("the commit failed: {e}")),
     };
-    match outcome {
-        Ok(()) => {
-            committed();
-            for answer in answers {
-                match answer {
-                    Answer::Put(reply, out) => drop(reply.send(out)),
-                    Answer::Done(reply, out) => drop(reply.send(out)),
-                    Answer::Deleted(reply, out) => drop(reply.send(out)),
-                }
-            }
-        }
-        Err(message) => {
-            for answer in answers {
-                match answer {
-                    Answer::Put(reply, _) => drop(reply.send(Err(generic(message.clone())))),
-                    Answer::Done(reply, _) => drop(reply.send(Err(generic(message.clone())))),
-                    Answer::Deleted(reply, _) => drop(reply.send(Err(generic(message.clone())))),
-                }
-            }
-        }
+    let failed = outcome.as_ref().err().map(String::as_str);
+    if failed.is_none() {
+        committed();
+    }
+    for answer in answers {
+        answer(failed);
     }
 }
 
