@@ -3,10 +3,11 @@
 //! For each number of workers N (`--workers 1,2,4,8`) the driver starts N
 //! copies of this binary as worker processes (`memo-fleet-bench worker`)
 //! on one store, a local folder, a SQLite file or an S3 bucket, and they
-//! run `--runs` runs of a five-step workflow between them (two `#[memoized]` calls per step;
-//! one run in `--signal-every` waits for a signal before its third step)
-//! through memo's own `workflow::Worker` loop, each worker submitting its
-//! share and keeping `--inflight` of them submitted and not yet completed.
+//! run `--runs` runs of a five-step workflow between them (two
+//! `#[memoized]` calls per step; one run in `--signal-every` waits for a
+//! signal before its third step) through memo's own `workflow::Worker`
+//! loop, each worker submitting its share and keeping `--inflight` of them
+//! submitted and not yet completed.
 //! Before the first N of each `--retained` level, that many finished runs
 //! are written into the store directly, so the table shows how the costs
 //! grow with the runs a store holds.
