@@ -134,7 +134,8 @@ async fn clearing_a_run_sends_one_list_page_and_one_delete_batch_per_thousand_en
         .unwrap();
     let store = MemoStore::new(Arc::new(client), s3.prefix());
     let doomed = run("doomed");
-    let entries: u32 = 2_000;
+    // Two pages and two batches: a full one and a last one of one key.
+    let entries: u32 = 1_001;
     put_entries(&store, &doomed, entries).await;
 
     *sent.lock().unwrap() = Sent::default();
