@@ -102,6 +102,56 @@ fn waiter(
     })
 }
 
+/// An empty store, a clock a day after the epoch, a process's runtime over
+/// them, and a count of step bodies.
+fn one_process() -> (Arc<dyn ObjectStore>, Arc<ManualClock>, Runtime, Arc<Bodies>) {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let runtime = process(&objects, &clock);
+    (objects, clock, runtime, Arc::new(Bodies::default()))
+}
+
+/// Two steps; the first waits on `gate` when the run's input says so.
+fn gated(
+    bodies: Arc<Bodies>,
+    gate: Arc<tokio::sync::Semaphore>,
+) -> Workflow<impl Fn(Context, bool) -> BoxedRun + Clone + Send + Sync + 'static> {
+    Workflow::new("gated", move |ctx: Context, waits: bool| {
+        let (bodies, gate) = (bodies.clone(), gate.clone());
+        Box::pin(async move {
+            let run = ctx.run_id().to_string();
+            let (b, r) = (bodies.clone(), run.clone());
+            ctx.step("first", move |_memo| {
+                let (b, r, gate) = (b.clone(), r.clone(), gate.clone());
+                async move {
+                    b.ran(&r, "first");
+                    if waits {
+                        let _open = gate.acquire().await;
+                    }
+                    Ok::<_, Error>(())
+                }
+            })
+            .await?;
+            ctx.step("second", move |_memo| {
+                bodies.ran(&run, "second");
+                async { Ok::<_, Error>("done".to_string()) }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
+/// Polls `done` every 5 ms, for at most 10 s.
+async fn eventually(mut done: impl AsyncFnMut() -> bool) -> bool {
+    for _ in 0..2000 {
+        if done().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
 async fn status(runtime: &Runtime, id: &RunId) -> RunStatus {
     runtime.status(id).await.unwrap().expect("the run").status
 }
@@ -179,10 +229,7 @@ async fn waking_due_runs_costs_requests_in_proportion_to_the_due_runs_not_all_ru
 
 #[tokio::test]
 async fn a_timer_woken_by_a_worker_never_fires_before_its_deadline() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let clock = Arc::new(ManualClock::new(DAY_MS));
-    let runtime = process(&objects, &clock);
-    let bodies = Arc::new(Bodies::default());
+    let (_, clock, runtime, bodies) = one_process();
     let napper = napper(bodies.clone());
     let worker = Worker::builder(runtime.clone()).workflow(&napper).build();
     let id = run("nap");
@@ -318,10 +365,7 @@ async fn two_workers_polling_together_drive_each_due_run_once() {
 
 #[tokio::test]
 async fn a_spawned_worker_starts_submitted_runs_and_wakes_timers() {
-    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let clock = Arc::new(ManualClock::new(DAY_MS));
-    let runtime = process(&objects, &clock);
-    let bodies = Arc::new(Bodies::default());
+    let (_, clock, runtime, bodies) = one_process();
     let napper = napper(bodies.clone());
     let handle = Worker::builder(runtime.clone())
         .workflow(&napper)
@@ -374,43 +418,19 @@ async fn shutdown_stops_attempts_at_a_step_boundary_and_another_worker_goes_on()
     let clock = Arc::new(ManualClock::new(DAY_MS));
     let bodies = Arc::new(Bodies::default());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let two_steps = {
-        let (bodies, gate) = (bodies.clone(), gate.clone());
-        Workflow::new("two-steps", move |ctx: Context, (): ()| {
-            let (bodies, gate) = (bodies.clone(), gate.clone());
-            Box::pin(async move {
-                let run = ctx.run_id().to_string();
-                let (b, r) = (bodies.clone(), run.clone());
-                ctx.step("first", move |_memo| {
-                    let (b, r, gate) = (b.clone(), r.clone(), gate.clone());
-                    async move {
-                        b.ran(&r, "first");
-                        let _open = gate.acquire().await;
-                        Ok::<_, Error>(())
-                    }
-                })
-                .await?;
-                ctx.step("second", move |_memo| {
-                    bodies.ran(&run, "second");
-                    async { Ok::<_, Error>("done".to_string()) }
-                })
-                .await
-            }) as BoxedRun
-        })
-    };
+    let two_steps = gated(bodies.clone(), gate.clone());
     let stopping = process(&objects, &clock);
     let handle = Worker::builder(stopping.clone())
         .workflow(&two_steps)
         .poll_interval(Duration::from_millis(5))
         .spawn();
     let id = run("graceful");
-    handle.worker().submit(&two_steps, &id, &()).await.unwrap();
-    for _ in 0..2000 {
-        if bodies.count("graceful", "first") > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    handle
+        .worker()
+        .submit(&two_steps, &id, &true)
+        .await
+        .unwrap();
+    assert!(eventually(async || bodies.count("graceful", "first") > 0).await);
     assert_eq!(bodies.count("graceful", "first"), 1);
     let shutdown = tokio::spawn(handle.shutdown(Duration::from_secs(30)));
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -481,4 +501,173 @@ async fn worker_checks_in_memory_and_on_a_folder() {
     };
     workers::a_poll_reads_the_due_entries_not_the_hours_later_ones(folder("poll")).await;
     workers::workers_on_separate_clients_share_the_runs(folder("share")).await;
+}
+
+#[tokio::test]
+async fn a_spawned_worker_starts_a_submitted_run_while_a_slow_one_runs() {
+    // A loop that waited for the whole of a poll's runs before polling
+    // again left `quick` in its queue until `slow`'s step ended.
+    let (_, _, runtime, bodies) = one_process();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gated = gated(bodies.clone(), gate.clone());
+    let handle = Worker::builder(runtime.clone())
+        .workflow(&gated)
+        .concurrency(2)
+        .poll_interval(Duration::from_secs(3600))
+        .spawn();
+    let (slow, quick) = (run("slow"), run("quick"));
+    handle.worker().submit(&gated, &slow, &true).await.unwrap();
+    assert!(eventually(async || bodies.count("slow", "first") == 1).await);
+    handle
+        .worker()
+        .submit(&gated, &quick, &false)
+        .await
+        .unwrap();
+    assert!(
+        eventually(async || status(&runtime, &quick).await == RunStatus::Completed).await,
+        "the submitted run ran beside the slow one"
+    );
+    assert_eq!(bodies.count("slow", "second"), 0, "slow still waits");
+    gate.add_permits(1);
+    assert!(eventually(async || status(&runtime, &slow).await == RunStatus::Completed).await);
+    let report = handle.shutdown(Duration::from_secs(10)).await;
+    assert_eq!((report.resumed, report.busy), (2, 0), "{report:?}");
+}
+
+#[tokio::test]
+async fn a_spawned_worker_does_not_wake_a_run_it_drives_again() {
+    // The run's entry is due now (submitted by a worker that does not
+    // poll) and stays in the index while the run runs: each of the polls
+    // meanwhile lists it. Woken again, the run was found held by the
+    // worker's own attempt and its entry moved to the lease's expiry.
+    let (objects, clock, runtime, bodies) = one_process();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gated = gated(bodies.clone(), gate.clone());
+    let submitter = Worker::builder(process(&objects, &clock))
+        .workflow(&gated)
+        .build();
+    let id = run("driven");
+    submitter.submit(&gated, &id, &true).await.unwrap();
+    let polls = Arc::new(CountingStore::new(objects.clone()));
+    let counted: Arc<dyn ObjectStore> = polls.clone();
+    let handle = Worker::builder(process(&counted, &clock))
+        .workflow(&gated)
+        .poll_interval(Duration::from_millis(1))
+        .spawn();
+    assert!(eventually(async || bodies.count("driven", "first") == 1).await);
+    let listings = polls.counts().lists_with_offset;
+    assert!(
+        eventually(async || polls.counts().lists_with_offset >= listings + 5).await,
+        "the worker polled while the run ran"
+    );
+    gate.add_permits(1);
+    assert!(eventually(async || status(&runtime, &id).await == RunStatus::Completed).await);
+    let report = handle.shutdown(Duration::from_secs(10)).await;
+    assert_eq!((report.resumed, report.busy), (1, 0), "{report:?}");
+    assert_eq!(bodies.count("driven", "first"), 1);
+    let left: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await.unwrap();
+    assert!(left.is_empty(), "the woken entry was deleted: {left:?}");
+}
+
+#[tokio::test]
+async fn a_run_taken_but_not_started_at_shutdown_is_another_workers_to_wake() {
+    // One place: `a-slow` holds it, `b-queued` (taken by the same listing)
+    // waits in the loop's queue when the worker stops.
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let bodies = Arc::new(Bodies::default());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gated = gated(bodies.clone(), gate.clone());
+    let submitter = Worker::builder(process(&objects, &clock))
+        .workflow(&gated)
+        .build();
+    let (slow, queued) = (run("a-slow"), run("b-queued"));
+    submitter.submit(&gated, &slow, &true).await.unwrap();
+    submitter.submit(&gated, &queued, &false).await.unwrap();
+    let stopping = process(&objects, &clock);
+    let handle = Worker::builder(stopping.clone())
+        .workflow(&gated)
+        .concurrency(1)
+        .poll_interval(Duration::from_secs(3600))
+        .spawn();
+    assert!(eventually(async || bodies.count("a-slow", "first") == 1).await);
+    let shutdown = tokio::spawn(handle.shutdown(Duration::from_secs(30)));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    gate.add_permits(1);
+    let report = shutdown.await.unwrap();
+    assert_eq!(report.entries, 2, "one listing took both: {report:?}");
+    assert_eq!(bodies.count("b-queued", "first"), 0, "never started");
+    assert_eq!(status(&stopping, &queued).await, RunStatus::Pending);
+
+    let other = process(&objects, &clock);
+    let worker = Worker::builder(other.clone()).workflow(&gated).build();
+    let report = worker.wake_due().await.unwrap();
+    assert_eq!(report.resumed, 1, "the queued run, due now: {report:?}");
+    assert_eq!(status(&other, &queued).await, RunStatus::Completed);
+    clock.advance_ms(LEASE.as_millis() as u64);
+    worker.wake_due().await.unwrap();
+    assert_eq!(status(&other, &slow).await, RunStatus::Completed);
+    assert_eq!(bodies.count("a-slow", "first"), 1);
+    assert_eq!(bodies.count("b-queued", "first"), 1);
+}
+
+#[tokio::test]
+async fn a_signal_sent_through_a_spawned_workers_runtime_is_found_without_waiting_for_a_poll() {
+    // Its wake-up is due now, and the worker lists the index at once; a
+    // signal from another process is found by the next poll, an hour on.
+    let (objects, clock, runtime, bodies) = one_process();
+    let waiter = waiter(bodies.clone());
+    let handle = Worker::builder(runtime.clone())
+        .workflow(&waiter)
+        .poll_interval(Duration::from_secs(3600))
+        .spawn();
+    let here = run("signalled-here");
+    handle.worker().submit(&waiter, &here, &()).await.unwrap();
+    let waits = async |id: &RunId| {
+        let suspended = runtime.due_runs(u64::MAX).try_collect::<Vec<_>>().await;
+        status(&runtime, id).await == RunStatus::Running
+            && suspended.unwrap().iter().all(|d| d.run_id != *id)
+    };
+    assert!(eventually(async || waits(&here).await).await, "suspended");
+    runtime.signal(&here, "go", "now").await.unwrap();
+    assert!(
+        eventually(async || status(&runtime, &here).await == RunStatus::Completed).await,
+        "woken without waiting for the next poll"
+    );
+
+    let there = run("signalled-there");
+    handle.worker().submit(&waiter, &there, &()).await.unwrap();
+    assert!(eventually(async || waits(&there).await).await, "suspended");
+    process(&objects, &clock)
+        .signal(&there, "go", "now")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(status(&runtime, &there).await, RunStatus::Running);
+    let report = handle.shutdown(Duration::from_secs(10)).await;
+    assert_eq!((report.resumed, report.busy), (3, 0), "{report:?}");
+    assert_eq!(bodies.count("signalled-here", "after"), 1);
+}
+
+#[tokio::test]
+async fn a_spawned_worker_with_the_longest_poll_interval_starts_submitted_runs() {
+    let (_, _, runtime, bodies) = one_process();
+    let gated = gated(bodies.clone(), Arc::new(tokio::sync::Semaphore::new(0)));
+    let handle = Worker::builder(runtime.clone())
+        .workflow(&gated)
+        .poll_interval(Duration::MAX)
+        .spawn();
+    for id in ["first", "second"] {
+        handle
+            .worker()
+            .submit(&gated, &run(id), &false)
+            .await
+            .unwrap();
+        assert!(
+            eventually(async || status(&runtime, &run(id)).await == RunStatus::Completed).await,
+            "{id} ran"
+        );
+    }
+    let report = handle.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(report.resumed, 2, "{report:?}");
 }

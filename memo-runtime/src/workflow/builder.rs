@@ -208,6 +208,7 @@ impl RuntimeBuilder {
                 conditional_create_checked: (!self.skip_conditional_create_check)
                     .then(tokio::sync::OnceCell::new),
                 draining: std::sync::atomic::AtomicBool::new(false),
+                due_now: tokio::sync::Notify::new(),
                 cost_ledger: !self.skip_cost_ledger,
                 lease: self.lease.unwrap_or(DEFAULT_LEASE),
                 worker_id: self.worker_id.unwrap_or_else(|| {

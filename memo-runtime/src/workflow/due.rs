@@ -207,9 +207,13 @@ pub(super) async fn before_signal(shared: &Shared, run_id: &RunId) -> Result<Opt
 /// (which may have stopped before [`after_signal`]). Nothing for a run
 /// that does not exist or has ended.
 pub(super) async fn signalled_before(shared: &Shared, run_id: &RunId) -> Result<()> {
-    wake_at(shared, run_id, shared.clock.now_ms())
-        .await
-        .map(drop)
+    if wake_at(shared, run_id, shared.clock.now_ms())
+        .await?
+        .is_some()
+    {
+        shared.due_now.notify_one();
+    }
+    Ok(())
 }
 
 /// Writes the entry that wakes run `run_id` at `due_at_ms`, and returns it;
@@ -241,7 +245,10 @@ pub(super) async fn after_signal(shared: &Shared, before: Option<DueRun>) {
         before.incarnation,
     );
     match write(&shared.memo, &now).await {
-        Ok(()) => forget(shared, &[before]).await,
+        Ok(()) => {
+            shared.due_now.notify_one();
+            forget(shared, &[before]).await;
+        }
         Err(e) => {
             tracing::debug!(run_id = %now.run_id, error = %e, "a signal's wake-up is due a lease later");
         }
@@ -265,8 +272,11 @@ pub(super) async fn after_signal_wait(runtime: &super::Runtime, record: &RunReco
                 record.run_id.clone(),
                 record.incarnation,
             );
-            if let Err(e) = write(&shared.memo, &entry).await {
-                tracing::debug!(run_id = %record.run_id, error = %e, "a signalled run is due when its lease would have expired");
+            match write(&shared.memo, &entry).await {
+                Ok(()) => shared.due_now.notify_one(),
+                Err(e) => {
+                    tracing::debug!(run_id = %record.run_id, error = %e, "a signalled run is due when its lease would have expired");
+                }
             }
         }
         Err(e) => {

@@ -329,6 +329,10 @@ struct Shared {
     /// Set while a [`Worker`] of this runtime shuts down: attempts stop at
     /// their next step boundary.
     draining: std::sync::atomic::AtomicBool,
+    /// Notified once this runtime made a run due now (a signal's wake-up):
+    /// a [spawned](Worker::spawn) worker of it lists the due-run index at
+    /// once rather than at its next poll.
+    due_now: tokio::sync::Notify,
     /// Whether attempts record what they cost (`RuntimeBuilder::cost_ledger`).
     cost_ledger: bool,
 }

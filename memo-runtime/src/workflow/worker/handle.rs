@@ -10,11 +10,20 @@ use super::{WakeReport, Worker};
 use crate::retention::SweeperHandle;
 
 impl Worker {
-    /// Polls in a Tokio task until [`WorkerHandle::shutdown`]: wakes the
-    /// due runs every [`poll_interval`](super::WorkerBuilder::poll_interval) (with
-    /// jitter), at once after a [`submit`](Worker::submit), and runs the
+    /// Polls in a Tokio task until [`WorkerHandle::shutdown`], and runs the
     /// retention sweeper every
-    /// [`sweep_interval`](super::WorkerBuilder::sweep_interval).
+    /// [`sweep_interval`](super::WorkerBuilder::sweep_interval). It keeps up
+    /// to [`concurrency`](super::WorkerBuilder::concurrency) runs going: a
+    /// run [submitted](Worker::submit) to it starts as soon as one of those
+    /// places is free, without listing the due-run index; while one is free
+    /// it lists the index every
+    /// [`poll_interval`](super::WorkerBuilder::poll_interval) (with
+    /// jitter), at once again after a full
+    /// [`poll_batch`](super::WorkerBuilder::poll_batch), and at once after
+    /// its runtime made a run due now (a [signal](crate::workflow::Runtime::signal)
+    /// sent from this process). A run it took waits
+    /// for a place in the order taken, and a slow run holds only its own
+    /// place. A run it is waking is not taken again by its later polls.
     ///
     /// Dropping the handle detaches the task: it polls until the Tokio
     /// runtime shuts down.
@@ -43,38 +52,6 @@ impl Worker {
             task,
             sweeper,
         }
-    }
-
-    async fn poll_until_stopped(&self, mut stop: watch::Receiver<bool>) -> WakeReport {
-        let mut total = WakeReport::default();
-        while !*stop.borrow_and_update() {
-            let full = match self.wake_due().await {
-                Ok(report) => {
-                    let full = report.entries >= self.inner.poll_batch;
-                    for (run_id, e) in &report.failed {
-                        tracing::warn!(%run_id, error = %e, "due run not woken; the next poll tries again");
-                    }
-                    total.add(report);
-                    full
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "due-run index not listed");
-                    false
-                }
-            };
-            if full {
-                continue;
-            }
-            let interval = self.inner.poll_interval;
-            let jitter = interval.mul_f64((crate::run_id::unique_token() % 1024) as f64 / 4096.0);
-            tokio::select! {
-                biased;
-                _ = stop.changed() => break,
-                () = self.inner.submitted.notified() => {}
-                () = tokio::time::sleep(interval + jitter) => {}
-            }
-        }
-        total
     }
 }
 

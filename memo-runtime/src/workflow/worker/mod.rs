@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 
 mod builder;
 mod handle;
+mod spawned;
 mod wake;
 
 pub use builder::WorkerBuilder;
@@ -229,19 +230,6 @@ pub struct WakeReport {
     /// Runs that could not be woken now (a store error), with the error;
     /// their entries stay, so the next poll tries again.
     pub failed: Vec<(RunId, Error)>,
-}
-
-impl WakeReport {
-    fn add(&mut self, other: WakeReport) {
-        self.entries += other.entries;
-        self.resumed += other.resumed;
-        self.waiting += other.waiting;
-        self.stale += other.stale;
-        self.not_held += other.not_held;
-        self.busy += other.busy;
-        self.unknown += other.unknown;
-        self.failed.extend(other.failed);
-    }
 }
 
 impl Worker {

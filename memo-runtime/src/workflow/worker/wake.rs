@@ -15,12 +15,24 @@ use crate::run_id::{Incarnation, RunId};
 /// (due by now), and submitted to this worker's loop (due a lease after
 /// their submit).
 #[derive(Default)]
-struct Due {
+pub(super) struct Due {
     listed: Vec<DueRun>,
     submitted: Vec<DueRun>,
 }
 
 impl Due {
+    /// Adds `other`'s entries (of the same run incarnation).
+    pub(super) fn merge(&mut self, other: Due) {
+        self.listed.extend(other.listed);
+        self.submitted.extend(other.submitted);
+    }
+
+    /// The entries of its submit, which go back to the loop's queue if the
+    /// run is not woken after all.
+    pub(super) fn into_submitted(self) -> Vec<DueRun> {
+        self.submitted
+    }
+
     fn first(&self) -> &DueRun {
         self.listed
             .first()
@@ -29,13 +41,16 @@ impl Due {
     }
 }
 
+/// A run incarnation, as a poll wakes it once.
+pub(super) type RunKey = (RunId, Incarnation);
+
 /// How waking one run went.
-enum Woke {
+pub(super) enum Woke {
     Resumed,
     Waiting,
     Stale,
     /// The runtime store holds no run of the id: stale if the store is
-    /// proved the workers' by the end of the poll.
+    /// proved the workers' by the time the run's waking is settled.
     NotHeld(Vec<DueRun>),
     Busy,
     Unknown,
@@ -47,8 +62,10 @@ impl Worker {
     /// [`submit`](Worker::submit)) and those due now by the runtime's clock (at most a
     /// [`poll_batch`](super::WorkerBuilder::poll_batch) of entries, at most
     /// [`concurrency`](super::WorkerBuilder::concurrency) runs at once) and waits
-    /// for their attempts: what one poll of a spawned worker does. See
-    /// [`Worker`] for what it costs.
+    /// for their attempts. See [`Worker`] for what it costs. A
+    /// [spawned](Worker::spawn) worker's loop takes and wakes runs the same
+    /// way, but starts each as soon as one of its places frees rather than
+    /// waiting for the last of a poll's runs.
     ///
     /// A run with a live lease is not driven (its entry moves to the lease's
     /// expiry); a run that is not due after all (ended, its timer not yet
@@ -61,25 +78,47 @@ impl Worker {
     /// A failed listing of the index; each run's own outcome is in the
     /// report.
     pub async fn wake_due(&self) -> Result<WakeReport> {
-        let runtime = &self.inner.runtime;
-        let now = runtime.shared.clock.now_ms();
-        // The runs submitted to this worker's loop, whatever their entries'
-        // time: they are this worker's to start now.
-        let submitted = std::mem::take(&mut *self.local());
-        let listed = match self.take_due(now).await {
-            Ok(listed) => listed,
-            Err(e) => {
-                // Kept for the next poll, as the index keeps its entries.
-                self.local().extend(submitted);
-                return Err(e);
-            }
-        };
+        let (entries, runs) = self.take(true).await?;
         let mut report = WakeReport {
-            entries: listed.len() + submitted.len(),
+            entries,
             ..WakeReport::default()
         };
-        // A run due for several reasons is woken once.
-        let mut runs: BTreeMap<(RunId, Incarnation), Due> = BTreeMap::new();
+        let woken: Vec<Woke> = futures::stream::iter(runs.into_values())
+            .map(|due| self.wake_run(due))
+            .buffer_unordered(self.inner.concurrency)
+            .collect()
+            .await;
+        // Settled after every run of the poll was loaded: a run held with
+        // its entry's incarnation proves the store for the entries before it.
+        for woke in woken {
+            self.settle(woke, &mut report).await;
+        }
+        warn_not_held(report.not_held);
+        Ok(report)
+    }
+
+    /// What one poll takes, by run incarnation (a run due for several
+    /// reasons is woken once), and how many entries: the runs submitted to
+    /// this worker's loop, whatever their entries' time (they are this
+    /// worker's to start now), and, if `listing`, the index's entries due
+    /// by the runtime's clock.
+    pub(super) async fn take(&self, listing: bool) -> Result<(usize, BTreeMap<RunKey, Due>)> {
+        let now = self.inner.runtime.shared.clock.now_ms();
+        let submitted = std::mem::take(&mut *self.local());
+        let listed = if listing {
+            match self.take_due(now).await {
+                Ok(listed) => listed,
+                Err(e) => {
+                    // Kept for the next poll, as the index keeps its entries.
+                    self.local().extend(submitted);
+                    return Err(e);
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let entries = listed.len() + submitted.len();
+        let mut runs: BTreeMap<RunKey, Due> = BTreeMap::new();
         for entry in listed {
             let key = (entry.run_id.clone(), entry.incarnation);
             runs.entry(key).or_default().listed.push(entry);
@@ -88,37 +127,26 @@ impl Worker {
             let key = (entry.run_id.clone(), entry.incarnation);
             runs.entry(key).or_default().submitted.push(entry);
         }
-        let woken: Vec<Woke> = futures::stream::iter(runs.into_values())
-            .map(|due| self.wake_run(due))
-            .buffer_unordered(self.inner.concurrency)
-            .collect()
-            .await;
-        // Read after every run of the poll was loaded: a run held with its
-        // entry's incarnation proves the store for the entries before it.
-        let proved = self.inner.proved.load(Ordering::Acquire);
-        for woke in woken {
-            match woke {
-                Woke::Resumed => report.resumed += 1,
-                Woke::Waiting => report.waiting += 1,
-                Woke::Stale => report.stale += 1,
-                Woke::NotHeld(entries) if proved => {
-                    self.forget(&entries).await;
-                    report.stale += 1;
-                }
-                Woke::NotHeld(_) => report.not_held += 1,
-                Woke::Busy => report.busy += 1,
-                Woke::Unknown => report.unknown += 1,
-                Woke::Failed(run_id, e) => report.failed.push((run_id, e)),
+        Ok((entries, runs))
+    }
+
+    /// Counts how waking one run went in `report`, and deletes the entries
+    /// of a run the store does not hold once the store is proved the
+    /// workers' (by this run or an earlier one).
+    pub(super) async fn settle(&self, woke: Woke, report: &mut WakeReport) {
+        match woke {
+            Woke::Resumed => report.resumed += 1,
+            Woke::Waiting => report.waiting += 1,
+            Woke::Stale => report.stale += 1,
+            Woke::NotHeld(entries) if self.inner.proved.load(Ordering::Acquire) => {
+                self.forget(&entries).await;
+                report.stale += 1;
             }
+            Woke::NotHeld(_) => report.not_held += 1,
+            Woke::Busy => report.busy += 1,
+            Woke::Unknown => report.unknown += 1,
+            Woke::Failed(run_id, e) => report.failed.push((run_id, e)),
         }
-        if report.not_held > 0 {
-            tracing::warn!(
-                runs = report.not_held,
-                "due-run entries kept: the runtime store holds neither their runs nor any \
-                 other run this worker woke (is its prefix the one the workers use?)"
-            );
-        }
-        Ok(report)
     }
 
     /// The entries due by `now_ms` that this poll takes: a batch from
@@ -151,7 +179,7 @@ impl Worker {
 
     /// Wakes the run that `due`'s entries (all of one run incarnation)
     /// name, and deletes them once the run moved on.
-    async fn wake_run(&self, due: Due) -> Woke {
+    pub(super) async fn wake_run(&self, due: Due) -> Woke {
         let runtime = &self.inner.runtime;
         let shared = &runtime.shared;
         let first = due.first().clone();
@@ -269,5 +297,17 @@ impl Worker {
     /// harmlessly.
     async fn forget(&self, entries: &[DueRun]) {
         due::forget(&self.inner.runtime.shared, entries).await;
+    }
+}
+
+/// Warns of `runs` whose entries were kept because the runtime store holds
+/// neither them nor any other run the worker woke.
+pub(super) fn warn_not_held(runs: usize) {
+    if runs > 0 {
+        tracing::warn!(
+            runs,
+            "due-run entries kept: the runtime store holds neither their runs nor any \
+             other run this worker woke (is its prefix the one the workers use?)"
+        );
     }
 }
