@@ -650,12 +650,13 @@ async fn a_signal_sent_through_a_spawned_workers_runtime_is_found_without_waitin
 }
 
 #[tokio::test]
-async fn a_spawned_worker_with_the_longest_poll_interval_starts_submitted_runs() {
+async fn a_spawned_worker_with_the_longest_intervals_starts_submitted_runs_and_stops() {
     let (_, _, runtime, bodies) = one_process();
     let gated = gated(bodies.clone(), Arc::new(tokio::sync::Semaphore::new(0)));
     let handle = Worker::builder(runtime.clone())
         .workflow(&gated)
         .poll_interval(Duration::MAX)
+        .sweep_interval(Some(Duration::MAX))
         .spawn();
     for id in ["first", "second"] {
         handle
@@ -668,6 +669,10 @@ async fn a_spawned_worker_with_the_longest_poll_interval_starts_submitted_runs()
             "{id} ran"
         );
     }
+    // Within the deadline: neither the loop nor its sweeper waits out its
+    // interval.
+    let stopping = std::time::Instant::now();
     let report = handle.shutdown(Duration::from_secs(10)).await;
+    assert!(stopping.elapsed() < Duration::from_secs(10));
     assert_eq!(report.resumed, 2, "{report:?}");
 }
