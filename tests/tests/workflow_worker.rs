@@ -676,3 +676,95 @@ async fn a_spawned_worker_with_the_longest_intervals_starts_submitted_runs_and_s
     assert!(stopping.elapsed() < Duration::from_secs(10));
     assert_eq!(report.resumed, 2, "{report:?}");
 }
+
+#[tokio::test]
+async fn two_polls_of_one_worker_do_not_wake_one_run_together() {
+    // The second poll lists the run's entry (due now, submitted by a
+    // worker that does not poll) while the first is waking the run: it
+    // skips it. Woken by both, it was found held by the worker's own
+    // attempt and its entry moved to the lease's expiry.
+    let (objects, clock, runtime, bodies) = one_process();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gated = gated(bodies.clone(), gate.clone());
+    let submitter = Worker::builder(process(&objects, &clock))
+        .workflow(&gated)
+        .build();
+    let id = run("polled-twice");
+    submitter.submit(&gated, &id, &true).await.unwrap();
+    let worker = Worker::builder(runtime.clone()).workflow(&gated).build();
+    let first = tokio::spawn({
+        let worker = worker.clone();
+        async move { worker.wake_due().await.unwrap() }
+    });
+    assert!(eventually(async || bodies.count("polled-twice", "first") == 1).await);
+    let second = worker.wake_due().await.unwrap();
+    assert_eq!(
+        (second.entries, second.resumed, second.busy),
+        (1, 0, 0),
+        "{second:?}"
+    );
+    gate.add_permits(1);
+    let first = first.await.unwrap();
+    assert_eq!((first.resumed, first.busy), (1, 0), "{first:?}");
+    assert_eq!(status(&runtime, &id).await, RunStatus::Completed);
+    let left: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn what_made_a_run_due_while_the_loop_woke_it_is_taken_once_that_ends() {
+    // A signal sent through the worker's runtime while its run is in its
+    // first step: the listing it prompts skips the run (the loop is waking
+    // it), and the loop lists again once the waking ended, an hour before
+    // its next poll: the signal's wake-up, stale by then, is deleted.
+    let (_, _, runtime, bodies) = one_process();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let signalled = {
+        let (bodies, gate) = (bodies.clone(), gate.clone());
+        Workflow::new("gated-signal", move |ctx: Context, (): ()| {
+            let (bodies, gate) = (bodies.clone(), gate.clone());
+            Box::pin(async move {
+                let run = ctx.run_id().to_string();
+                ctx.step("first", move |_memo| {
+                    let (bodies, run, gate) = (bodies.clone(), run.clone(), gate.clone());
+                    async move {
+                        bodies.ran(&run, "first");
+                        let _open = gate.acquire().await;
+                        Ok::<_, Error>(())
+                    }
+                })
+                .await?;
+                ctx.wait_for_signal::<String>("go").await
+            }) as BoxedRun
+        })
+    };
+    let handle = Worker::builder(runtime.clone())
+        .workflow(&signalled)
+        .poll_interval(Duration::from_secs(3600))
+        .spawn();
+    let id = run("signalled-while-woken");
+    handle.worker().submit(&signalled, &id, &()).await.unwrap();
+    assert!(eventually(async || bodies.count("signalled-while-woken", "first") == 1).await);
+    runtime.signal(&id, "go", "now").await.unwrap();
+    let due: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await.unwrap();
+    assert!(
+        due.iter().any(|d| d.run_id == id),
+        "the signal's wake-up: {due:?}"
+    );
+    gate.add_permits(1);
+    assert!(
+        eventually(async || {
+            status(&runtime, &id).await == RunStatus::Completed
+                && runtime
+                    .due_runs(u64::MAX)
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .unwrap()
+                    .is_empty()
+        })
+        .await,
+        "the wake-up was taken without waiting for the next poll"
+    );
+    let report = handle.shutdown(Duration::from_secs(10)).await;
+    assert_eq!((report.resumed, report.busy), (1, 0), "{report:?}");
+}

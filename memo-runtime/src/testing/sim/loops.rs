@@ -151,7 +151,8 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// spawned ([`Worker::spawn`](crate::workflow::Worker::spawn)): a run
     /// submitted to one is its loop's to start, and is due for the other
     /// workers only a lease later; the process polls after each submission
-    /// that returned, as the loop it stands for is woken; and half the
+    /// that returned, as the loop it stands for is woken, and may poll twice
+    /// at once, as that loop lists while it wakes runs; and half the
     /// restarted processes recover (see [`spawned_loops`](Self::spawned_loops)).
     ///
     /// The workflow must be one a [`Worker`] can drive (its future

@@ -1,6 +1,6 @@
 //! [`WorkerBuilder`]: which workflows a [`Worker`] drives, and how.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -172,6 +172,7 @@ impl WorkerBuilder {
                 loops: AtomicUsize::new(0),
                 local: Mutex::new(Vec::new()),
                 cursor: Mutex::new(None),
+                waking: Mutex::new(HashSet::new()),
                 proved: AtomicBool::new(false),
             }),
         }

@@ -3,7 +3,7 @@
 //! sweeps, with no server: several workers on one store share the work, and
 //! the runs' leases decide which of them drives a run.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -182,6 +182,9 @@ struct WorkerInner {
     /// workflow it does not know, a run that fails to load) never keep it
     /// from the ones after them. `None` starts at the earliest due entry.
     cursor: Mutex<Option<Path>>,
+    /// The runs a poll of this worker (or its spawned loop) has taken and
+    /// not yet woken to the end: other polls skip them (`wake::Claim`).
+    waking: Mutex<HashSet<wake::RunKey>>,
     /// Whether the runtime store is proved to be the one the due runs
     /// were created in: it held a woken run with its entry's incarnation
     /// (incarnations are drawn at random, so a store at another prefix

@@ -19,12 +19,11 @@
 //! - a run it took waits in a queue for a place, in the order taken, and
 //!   is woken in a Tokio task of its own, so that it goes on while the loop
 //!   lists or deletes;
-//! - a run it is waking or holds in its queue is not taken again: a listed
-//!   entry of it stays in the index for a later poll (where, the run moved
-//!   on by then, it is woken or found stale), and a submit's entry goes
-//!   back to the loop's queue of submits. (Woken twice, the run would be
-//!   found held by this worker's own attempt and its entries moved to the
-//!   lease's expiry.)
+//! - a run it is waking or holds in its queue is claimed, so its polls do
+//!   not take it again (`Worker::take`, as for two polls of one worker): a
+//!   listed entry of it stays in the index, and the loop lists again once
+//!   the run's waking ended, so what made it due meanwhile (a signal's
+//!   wake-up) is found then, not a poll later.
 //!
 //! Stopped, it starts nothing more: a submit's entries not started go back
 //! to the queue of submits (due for the other workers a lease after their
@@ -32,24 +31,26 @@
 //! awaited (their attempts stop at a step boundary: see
 //! [`WorkerHandle::shutdown`](super::WorkerHandle::shutdown)).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::Instant;
 
-use super::wake::{Due, RunKey, Woke, warn_not_held};
+use super::wake::{Claim, Due, RunKey, Taken, Woke, warn_not_held};
 use super::{WakeReport, Worker};
 
-/// The runs the loop has in hand: being woken, or taken and waiting for a
-/// place.
+/// The runs the loop has in hand beside the tasks waking them.
 #[derive(Default)]
 struct InHand {
-    keys: HashSet<RunKey>,
-    queued: VecDeque<(RunKey, Due)>,
+    /// Taken and claimed, waiting for a place.
+    queued: VecDeque<(Claim, Due)>,
     /// The run each waking task wakes.
     tasks: HashMap<Id, RunKey>,
+    /// Runs a listing skipped while they were being woken: their entries
+    /// stay in the index, and the loop lists again once their waking ends.
+    recheck: HashSet<RunKey>,
 }
 
 impl Worker {
@@ -69,10 +70,14 @@ impl Worker {
         let mut next_listing = Instant::now();
         loop {
             while running.len() < concurrency
-                && let Some((key, due)) = hand.queued.pop_front()
+                && let Some((claim, due)) = hand.queued.pop_front()
             {
                 let worker = self.clone();
-                let task = running.spawn(async move { worker.wake_run(due).await });
+                let key = claim.key().clone();
+                let task = running.spawn(async move {
+                    let _claim = claim;
+                    worker.wake_run(due).await
+                });
                 hand.tasks.insert(task.id(), key);
             }
             if *stop.borrow_and_update() {
@@ -83,10 +88,10 @@ impl Worker {
             if free && (list_now || Instant::now() >= next_listing) {
                 warn_not_held(std::mem::take(&mut not_held));
                 list_now = match self.take(true).await {
-                    Ok((entries, runs)) => {
-                        total.entries += entries;
-                        self.hold(&mut hand, runs);
-                        entries >= self.inner.poll_batch
+                    Ok(taken) => {
+                        let full = taken.entries >= self.inner.poll_batch;
+                        hand.hold(taken, &mut total);
+                        full
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "due-run index not listed");
@@ -100,13 +105,14 @@ impl Worker {
                 biased;
                 _ = stop.changed() => break,
                 Some(joined) = running.join_next_with_id(), if !running.is_empty() => {
-                    not_held += self.settle_joined(&mut hand, joined, &mut total).await;
+                    let (woke, recheck) = hand.settled(joined);
+                    list_now |= recheck;
+                    not_held += self.settle_one(woke, &mut total).await;
                 }
                 () = self.inner.submitted.notified(), if free => {
                     // The local queue only: no request.
-                    if let Ok((entries, runs)) = self.take(false).await {
-                        total.entries += entries;
-                        self.hold(&mut hand, runs);
+                    if let Ok(taken) = self.take(false).await {
+                        hand.hold(taken, &mut total);
                     }
                 }
                 () = self.inner.runtime.shared.due_now.notified(), if free => list_now = true,
@@ -117,52 +123,19 @@ impl Worker {
             self.local().extend(due.into_submitted());
         }
         while let Some(joined) = running.join_next_with_id().await {
-            not_held += self.settle_joined(&mut hand, joined, &mut total).await;
+            let (woke, _) = hand.settled(joined);
+            not_held += self.settle_one(woke, &mut total).await;
         }
         warn_not_held(not_held);
         total
     }
 
-    /// Takes `runs` into `hand`, but for those it holds already: a listed
-    /// entry of one of those stays in the index, a submit's goes back to
-    /// the queue of submits (see the module's notes); one still queued
-    /// gets them.
-    fn hold(&self, hand: &mut InHand, runs: BTreeMap<RunKey, Due>) {
-        for (key, due) in runs {
-            if hand.keys.insert(key.clone()) {
-                hand.queued.push_back((key, due));
-            } else if let Some((_, queued)) = hand.queued.iter_mut().find(|(k, _)| *k == key) {
-                queued.merge(due);
-            } else {
-                self.local().extend(due.into_submitted());
-            }
-        }
-    }
-
     /// Settles one run's waking into `total` (warning of a failure, as a
     /// poll does); 1 if its entries were kept because the store does not
-    /// hold the run. A waking that panicked (a defect: an attempt catches
-    /// its workflow's panics) is logged; the run's entries in the index
-    /// stay for a later poll.
-    async fn settle_joined(
-        &self,
-        hand: &mut InHand,
-        joined: Result<(Id, Woke), JoinError>,
-        total: &mut WakeReport,
-    ) -> usize {
-        let id = match &joined {
-            Ok((id, _)) => *id,
-            Err(e) => e.id(),
-        };
-        if let Some(key) = hand.tasks.remove(&id) {
-            hand.keys.remove(&key);
-        }
-        let woke = match joined {
-            Ok((_, woke)) => woke,
-            Err(e) => {
-                tracing::error!(error = %e, "waking a due run panicked; the next poll tries again");
-                return 0;
-            }
+    /// hold the run.
+    async fn settle_one(&self, woke: Option<Woke>, total: &mut WakeReport) -> usize {
+        let Some(woke) = woke else {
+            return 0;
         };
         if let Woke::Failed(run_id, e) = &woke {
             tracing::warn!(%run_id, error = %e, "due run not woken; the next poll tries again");
@@ -182,5 +155,42 @@ impl Worker {
         let now = Instant::now();
         now.checked_add(interval.saturating_add(jitter))
             .unwrap_or(now + Duration::from_secs(365 * 24 * 3600))
+    }
+}
+
+impl InHand {
+    /// Queues what a poll took, counted in `total`.
+    fn hold(&mut self, taken: Taken, total: &mut WakeReport) {
+        total.entries += taken.entries;
+        // Only runs of this loop's own: a run another poll of the worker
+        // claimed is never settled here.
+        let own = |key: &RunKey| {
+            self.tasks.values().any(|k| k == key) || self.queued.iter().any(|(c, _)| c.key() == key)
+        };
+        let skipped: Vec<RunKey> = taken.skipped.into_iter().filter(|k| own(k)).collect();
+        self.recheck.extend(skipped);
+        self.queued.extend(taken.runs);
+    }
+
+    /// The end of one waking task: its outcome (none if it panicked: a
+    /// defect, as an attempt catches its workflow's panics; logged, and
+    /// the run's entries in the index stay for a later poll), and whether
+    /// a listing skipped its run meanwhile.
+    fn settled(&mut self, joined: Result<(Id, Woke), JoinError>) -> (Option<Woke>, bool) {
+        let id = match &joined {
+            Ok((id, _)) => *id,
+            Err(e) => e.id(),
+        };
+        let recheck = self
+            .tasks
+            .remove(&id)
+            .is_some_and(|key| self.recheck.remove(&key));
+        match joined {
+            Ok((_, woke)) => (Some(woke), recheck),
+            Err(e) => {
+                tracing::error!(error = %e, "waking a due run panicked; the next poll tries again");
+                (None, recheck)
+            }
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! One poll of a worker: the runs submitted to its loop and the due-run
 //! index's entries due now, each run woken once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use futures::{StreamExt, TryStreamExt};
@@ -21,12 +21,6 @@ pub(super) struct Due {
 }
 
 impl Due {
-    /// Adds `other`'s entries (of the same run incarnation).
-    pub(super) fn merge(&mut self, other: Due) {
-        self.listed.extend(other.listed);
-        self.submitted.extend(other.submitted);
-    }
-
     /// The entries of its submit, which go back to the loop's queue if the
     /// run is not woken after all.
     pub(super) fn into_submitted(self) -> Vec<DueRun> {
@@ -43,6 +37,45 @@ impl Due {
 
 /// A run incarnation, as a poll wakes it once.
 pub(super) type RunKey = (RunId, Incarnation);
+
+/// What one poll took (see `Worker::take`).
+pub(super) struct Taken {
+    /// How many entries it took, those of the runs it skipped included.
+    pub(super) entries: usize,
+    /// The runs to wake, each claimed.
+    pub(super) runs: Vec<(Claim, Due)>,
+    /// The runs it skipped, claimed by another poll of the worker.
+    pub(super) skipped: Vec<RunKey>,
+}
+
+/// A run one poll of a worker (or its spawned loop) took to wake: no other
+/// poll of the worker takes it until the claim is dropped, once the run
+/// was woken (or the poll stopped, or crashed with its task).
+pub(super) struct Claim {
+    worker: Worker,
+    key: RunKey,
+}
+
+impl Claim {
+    /// Claims `key` for `worker`; `None` if it is claimed already.
+    fn new(worker: &Worker, key: RunKey) -> Option<Claim> {
+        worker.waking().insert(key.clone()).then(|| Claim {
+            worker: worker.clone(),
+            key,
+        })
+    }
+
+    /// The run it claims.
+    pub(super) fn key(&self) -> &RunKey {
+        &self.key
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.worker.waking().remove(&self.key);
+    }
+}
 
 /// How waking one run went.
 pub(super) enum Woke {
@@ -67,8 +100,9 @@ impl Worker {
     /// way, but starts each as soon as one of its places frees rather than
     /// waiting for the last of a poll's runs.
     ///
-    /// A run with a live lease is not driven (its entry moves to the lease's
-    /// expiry); a run that is not due after all (ended, its timer not yet
+    /// A run another poll of this worker (or its spawned loop) is waking is
+    /// skipped, its entries left where they are. A run with a live lease is
+    /// not driven (its entry moves to the lease's expiry); a run that is not due after all (ended, its timer not yet
     /// due, its signal not there) is left as it is, writing nothing to it;
     /// every other due run gets one attempt, which continues it past what
     /// it waited for, or takes over a crashed attempt's run.
@@ -78,13 +112,16 @@ impl Worker {
     /// A failed listing of the index; each run's own outcome is in the
     /// report.
     pub async fn wake_due(&self) -> Result<WakeReport> {
-        let (entries, runs) = self.take(true).await?;
+        let taken = self.take(true).await?;
         let mut report = WakeReport {
-            entries,
+            entries: taken.entries,
             ..WakeReport::default()
         };
-        let woken: Vec<Woke> = futures::stream::iter(runs.into_values())
-            .map(|due| self.wake_run(due))
+        let woken: Vec<Woke> = futures::stream::iter(taken.runs)
+            .map(|(claim, due)| async move {
+                let _claim = claim;
+                self.wake_run(due).await
+            })
             .buffer_unordered(self.inner.concurrency)
             .collect()
             .await;
@@ -97,12 +134,17 @@ impl Worker {
         Ok(report)
     }
 
-    /// What one poll takes, by run incarnation (a run due for several
-    /// reasons is woken once), and how many entries: the runs submitted to
-    /// this worker's loop, whatever their entries' time (they are this
-    /// worker's to start now), and, if `listing`, the index's entries due
-    /// by the runtime's clock.
-    pub(super) async fn take(&self, listing: bool) -> Result<(usize, BTreeMap<RunKey, Due>)> {
+    /// What one poll takes: the runs submitted to this worker's loop,
+    /// whatever their entries' time (they are this worker's to start now),
+    /// and, if `listing`, the index's entries due by the runtime's clock;
+    /// by run incarnation (a run due for several reasons is woken once),
+    /// each claimed for this poll. A run another poll of this worker (or
+    /// its loop) has claimed is skipped: its listed entries stay in the
+    /// index and its submit's go back to the loop's queue, so a worker
+    /// never wakes a run it is waking already (woken twice, the run would
+    /// be found held by the worker's own attempt and its entries moved to
+    /// the lease's expiry).
+    pub(super) async fn take(&self, listing: bool) -> Result<Taken> {
         let now = self.inner.runtime.shared.clock.now_ms();
         let submitted = std::mem::take(&mut *self.local());
         let listed = if listing {
@@ -118,16 +160,30 @@ impl Worker {
             Vec::new()
         };
         let entries = listed.len() + submitted.len();
-        let mut runs: BTreeMap<RunKey, Due> = BTreeMap::new();
+        let mut by_run: BTreeMap<RunKey, Due> = BTreeMap::new();
         for entry in listed {
             let key = (entry.run_id.clone(), entry.incarnation);
-            runs.entry(key).or_default().listed.push(entry);
+            by_run.entry(key).or_default().listed.push(entry);
         }
         for entry in submitted {
             let key = (entry.run_id.clone(), entry.incarnation);
-            runs.entry(key).or_default().submitted.push(entry);
+            by_run.entry(key).or_default().submitted.push(entry);
         }
-        Ok((entries, runs))
+        let mut taken = Taken {
+            entries,
+            runs: Vec::with_capacity(by_run.len()),
+            skipped: Vec::new(),
+        };
+        for (key, due) in by_run {
+            match Claim::new(self, key.clone()) {
+                Some(claim) => taken.runs.push((claim, due)),
+                None => {
+                    self.local().extend(due.submitted);
+                    taken.skipped.push(key);
+                }
+            }
+        }
+        Ok(taken)
     }
 
     /// Counts how waking one run went in `report`, and deletes the entries
@@ -282,6 +338,13 @@ impl Worker {
     pub(super) fn local(&self) -> std::sync::MutexGuard<'_, Vec<DueRun>> {
         self.inner
             .local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn waking(&self) -> std::sync::MutexGuard<'_, HashSet<RunKey>> {
+        self.inner
+            .waking
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }

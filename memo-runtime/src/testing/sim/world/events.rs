@@ -142,16 +142,24 @@ where
         self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
     }
 
-    /// `worker`'s loop polls the due-run index once, unless it is polling.
+    /// `worker`'s loop polls the due-run index once, unless it is polling:
+    /// a loop that counts as spawned may poll twice at once, as the spawned
+    /// loop lists the index while it wakes the runs it took (its polls then
+    /// claim runs, and skip those the other is waking).
     pub(super) fn poll(&mut self, worker: usize) {
         let polling = self
             .tasks
             .iter()
-            .any(|t| t.kind == TaskKind::Poll && t.worker == worker);
-        let Some(looped) = self.workers[worker].as_ref().and_then(|w| w.looped.clone()) else {
+            .filter(|t| t.kind == TaskKind::Poll && t.worker == worker)
+            .count();
+        let Some(process) = self.workers[worker].as_ref() else {
             return;
         };
-        if polling {
+        let Some(looped) = process.looped.clone() else {
+            return;
+        };
+        let at_once = if process.spawned.is_some() { 2 } else { 1 };
+        if polling >= at_once {
             return;
         }
         self.checker.event(format!("worker {worker} polls"));
