@@ -141,6 +141,21 @@ fn gated(
     })
 }
 
+/// Submits `id` of the `gated` workflow through a worker of another
+/// process that does not poll, so that its entry is due now.
+async fn submit_gated_elsewhere(
+    objects: &Arc<dyn ObjectStore>,
+    clock: &Arc<ManualClock>,
+    id: &RunId,
+    waits: bool,
+) {
+    let gated = gated(Arc::default(), Arc::new(tokio::sync::Semaphore::new(0)));
+    let submitter = Worker::builder(process(objects, clock))
+        .workflow(&gated)
+        .build();
+    submitter.submit(&gated, id, &waits).await.unwrap();
+}
+
 /// Polls `done` every 5 ms, for at most 10 s.
 async fn eventually(mut done: impl AsyncFnMut() -> bool) -> bool {
     for _ in 0..2000 {
@@ -543,11 +558,8 @@ async fn a_spawned_worker_does_not_wake_a_run_it_drives_again() {
     let (objects, clock, runtime, bodies) = one_process();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let gated = gated(bodies.clone(), gate.clone());
-    let submitter = Worker::builder(process(&objects, &clock))
-        .workflow(&gated)
-        .build();
     let id = run("driven");
-    submitter.submit(&gated, &id, &true).await.unwrap();
+    submit_gated_elsewhere(&objects, &clock, &id, true).await;
     let polls = Arc::new(CountingStore::new(objects.clone()));
     let counted: Arc<dyn ObjectStore> = polls.clone();
     let handle = Worker::builder(process(&counted, &clock))
@@ -578,12 +590,9 @@ async fn a_run_taken_but_not_started_at_shutdown_is_another_workers_to_wake() {
     let bodies = Arc::new(Bodies::default());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let gated = gated(bodies.clone(), gate.clone());
-    let submitter = Worker::builder(process(&objects, &clock))
-        .workflow(&gated)
-        .build();
     let (slow, queued) = (run("a-slow"), run("b-queued"));
-    submitter.submit(&gated, &slow, &true).await.unwrap();
-    submitter.submit(&gated, &queued, &false).await.unwrap();
+    submit_gated_elsewhere(&objects, &clock, &slow, true).await;
+    submit_gated_elsewhere(&objects, &clock, &queued, false).await;
     let stopping = process(&objects, &clock);
     let handle = Worker::builder(stopping.clone())
         .workflow(&gated)
@@ -686,11 +695,8 @@ async fn two_polls_of_one_worker_do_not_wake_one_run_together() {
     let (objects, clock, runtime, bodies) = one_process();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let gated = gated(bodies.clone(), gate.clone());
-    let submitter = Worker::builder(process(&objects, &clock))
-        .workflow(&gated)
-        .build();
     let id = run("polled-twice");
-    submitter.submit(&gated, &id, &true).await.unwrap();
+    submit_gated_elsewhere(&objects, &clock, &id, true).await;
     let worker = Worker::builder(runtime.clone()).workflow(&gated).build();
     let first = tokio::spawn({
         let worker = worker.clone();
