@@ -21,9 +21,10 @@
 //!   lists or deletes;
 //! - a run it is waking or holds in its queue is claimed, so its polls do
 //!   not take it again (`Worker::take`, as for two polls of one worker): a
-//!   listed entry of it stays in the index, and the loop lists again once
-//!   the run's waking ended, so what made it due meanwhile (a signal's
-//!   wake-up) is found then, not a poll later.
+//!   listed entry of it stays in the index, and if it is one the run's
+//!   waking was not listed by (what made the run due meanwhile: a signal's
+//!   wake-up), the loop lists again once that waking ended: it is found
+//!   then, not a poll later.
 //!
 //! Stopped, it starts nothing more: a submit's entries not started go back
 //! to the queue of submits (due for the other workers a lease after their
@@ -38,6 +39,7 @@ use tokio::sync::watch;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::Instant;
 
+use super::due::DueRun;
 use super::wake::{Claim, Due, RunKey, Taken, Woke, warn_not_held};
 use super::{WakeReport, Worker};
 
@@ -46,10 +48,12 @@ use super::{WakeReport, Worker};
 struct InHand {
     /// Taken and claimed, waiting for a place.
     queued: VecDeque<(Claim, Due)>,
-    /// The run each waking task wakes.
-    tasks: HashMap<Id, RunKey>,
-    /// Runs a listing skipped while they were being woken: their entries
-    /// stay in the index, and the loop lists again once their waking ends.
+    /// The run each waking task wakes, and the entries it was listed by.
+    tasks: HashMap<Id, (RunKey, Vec<DueRun>)>,
+    /// Runs a listing skipped while they were being woken, for an entry
+    /// their waking was not listed by (a signal's wake-up written since):
+    /// it stays in the index, and the loop lists again once their waking
+    /// ends.
     recheck: HashSet<RunKey>,
 }
 
@@ -73,12 +77,12 @@ impl Worker {
                 && let Some((claim, due)) = hand.queued.pop_front()
             {
                 let worker = self.clone();
-                let key = claim.key().clone();
+                let woken = (claim.key().clone(), due.listed().to_vec());
                 let task = running.spawn(async move {
                     let _claim = claim;
                     worker.wake_run(due).await
                 });
-                hand.tasks.insert(task.id(), key);
+                hand.tasks.insert(task.id(), woken);
             }
             if *stop.borrow_and_update() {
                 break;
@@ -159,16 +163,29 @@ impl Worker {
 }
 
 impl InHand {
-    /// Queues what a poll took, counted in `total`.
+    /// Queues what a poll took, counted in `total`, and notes the runs of
+    /// its own it skipped for an entry their waking was not listed by.
     fn hold(&mut self, taken: Taken, total: &mut WakeReport) {
         total.entries += taken.entries;
-        // Only runs of this loop's own: a run another poll of the worker
-        // claimed is never settled here.
-        let own = |key: &RunKey| {
-            self.tasks.values().any(|k| k == key) || self.queued.iter().any(|(c, _)| c.key() == key)
-        };
-        let skipped: Vec<RunKey> = taken.skipped.into_iter().filter(|k| own(k)).collect();
-        self.recheck.extend(skipped);
+        for (key, listed) in taken.skipped {
+            // A run another poll of the worker claimed is never settled
+            // here, and one queued here is woken by the entries it was
+            // taken with only.
+            let known = self
+                .tasks
+                .values()
+                .find(|(k, _)| *k == key)
+                .map(|(_, entries)| entries.as_slice())
+                .or_else(|| {
+                    let queued = self.queued.iter().find(|(c, _)| *c.key() == key);
+                    queued.map(|(_, due)| due.listed())
+                });
+            if let Some(known) = known
+                && listed.iter().any(|entry| !known.contains(entry))
+            {
+                self.recheck.insert(key);
+            }
+        }
         self.queued.extend(taken.runs);
     }
 
@@ -184,7 +201,7 @@ impl InHand {
         let recheck = self
             .tasks
             .remove(&id)
-            .is_some_and(|key| self.recheck.remove(&key));
+            .is_some_and(|(key, _)| self.recheck.remove(&key));
         match joined {
             Ok((_, woke)) => (Some(woke), recheck),
             Err(e) => {

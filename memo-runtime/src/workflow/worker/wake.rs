@@ -21,6 +21,11 @@ pub(super) struct Due {
 }
 
 impl Due {
+    /// The entries listed from the index.
+    pub(super) fn listed(&self) -> &[DueRun] {
+        &self.listed
+    }
+
     /// The entries of its submit, which go back to the loop's queue if the
     /// run is not woken after all.
     pub(super) fn into_submitted(self) -> Vec<DueRun> {
@@ -44,8 +49,9 @@ pub(super) struct Taken {
     pub(super) entries: usize,
     /// The runs to wake, each claimed.
     pub(super) runs: Vec<(Claim, Due)>,
-    /// The runs it skipped, claimed by another poll of the worker.
-    pub(super) skipped: Vec<RunKey>,
+    /// The runs it skipped, claimed by another poll of the worker, with
+    /// the entries it listed of each (left in the index).
+    pub(super) skipped: Vec<(RunKey, Vec<DueRun>)>,
 }
 
 /// A run one poll of a worker (or its spawned loop) took to wake: no other
@@ -179,7 +185,7 @@ impl Worker {
                 Some(claim) => taken.runs.push((claim, due)),
                 None => {
                     self.local().extend(due.submitted);
-                    taken.skipped.push(key);
+                    taken.skipped.push((key, due.listed));
                 }
             }
         }
