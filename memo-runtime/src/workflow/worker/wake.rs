@@ -108,10 +108,11 @@ impl Worker {
     ///
     /// A run another poll of this worker (or its spawned loop) is waking is
     /// skipped, its entries left where they are. A run with a live lease is
-    /// not driven (its entry moves to the lease's expiry); a run that is not due after all (ended, its timer not yet
-    /// due, its signal not there) is left as it is, writing nothing to it;
-    /// every other due run gets one attempt, which continues it past what
-    /// it waited for, or takes over a crashed attempt's run.
+    /// not driven (its entry moves to the lease's expiry); a run that is not
+    /// due after all (ended, its timer not yet due, its signal not there) is
+    /// left as it is, writing nothing to it; every other due run gets one
+    /// attempt, which continues it past what it waited for, or takes over a
+    /// crashed attempt's run.
     ///
     /// # Errors
     ///
