@@ -111,8 +111,9 @@ impl WorkerBuilder {
     /// How often a spawned worker polls the due-run index (default
     /// [`DEFAULT_POLL_INTERVAL`]), plus a random jitter of up to a quarter
     /// of it, so that workers started together do not poll together. A run
-    /// [submitted](Worker::submit) to this worker starts at once (without a
-    /// poll), and a signal sent through its runtime makes it poll at once.
+    /// [submitted](Worker::submit) to this worker starts as soon as one of
+    /// its places is free, without a poll, and a signal sent through its
+    /// runtime makes it poll as soon as one is.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
