@@ -774,3 +774,39 @@ async fn what_made_a_run_due_while_the_loop_woke_it_is_taken_once_that_ends() {
     let report = handle.shutdown(Duration::from_secs(10)).await;
     assert_eq!((report.resumed, report.busy), (1, 0), "{report:?}");
 }
+
+#[tokio::test]
+async fn an_attempt_still_running_at_the_shutdown_deadline_is_dropped_and_taken_over() {
+    // Its run is woken in a task of the loop's own: the task goes with the
+    // loop, as if the process had died, and another worker takes the run
+    // over once its lease expired.
+    let (objects, clock, runtime, bodies) = one_process();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gated = gated(bodies.clone(), gate.clone());
+    let handle = Worker::builder(runtime.clone())
+        .workflow(&gated)
+        .poll_interval(Duration::from_secs(3600))
+        .spawn();
+    let id = run("stuck");
+    handle.worker().submit(&gated, &id, &true).await.unwrap();
+    assert!(eventually(async || bodies.count("stuck", "first") == 1).await);
+    let report = handle.shutdown(Duration::from_millis(50)).await;
+    assert_eq!(report.resumed, 0, "{report:?}");
+    gate.add_permits(100);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        bodies.count("stuck", "second"),
+        0,
+        "the dropped attempt went no further"
+    );
+    let record = runtime.status(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Running);
+    assert!(record.lease.expect("its lease").is_live_at(clock.now_ms()));
+
+    let other = process(&objects, &clock);
+    let worker = Worker::builder(other.clone()).workflow(&gated).build();
+    clock.advance_ms(LEASE.as_millis() as u64);
+    assert_eq!(worker.wake_due().await.unwrap().resumed, 1);
+    assert_eq!(status(&other, &id).await, RunStatus::Completed);
+    assert_eq!(bodies.count("stuck", "second"), 1);
+}
