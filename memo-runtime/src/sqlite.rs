@@ -28,17 +28,41 @@ use tokio::sync::oneshot;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The stored format's version, kept in the file's `user_version`: a file
-/// of another version is refused, never read as this one.
-const FORMAT_VERSION: i64 = 1;
+/// of a later version is refused, never read as this one; a file of
+/// version 1 is rewritten as this version when a writer opens it
+/// ([`FROM_VERSION_1`]).
+const FORMAT_VERSION: i64 = 2;
 
 /// The one table: an object per row, its path the key (compared byte by
-/// byte, as `object_store` orders paths).
+/// byte, as `object_store` orders paths). The value is the last column: a
+/// zero-filled value there is written without being held in memory, which
+/// is how a large upload makes its row before its bytes are written in
+/// ([`put_staged`]).
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS objects (
     path TEXT PRIMARY KEY NOT NULL,
-    data BLOB NOT NULL,
     modified_ms INTEGER NOT NULL,
-    e_tag INTEGER NOT NULL
+    e_tag INTEGER NOT NULL,
+    data BLOB NOT NULL
 )";
+
+/// Version 1's table had the same columns with the value second: its rows,
+/// moved into version 2's table in the transaction that opens the file (one
+/// row at a time, each value read whole, as version 1 read it).
+const FROM_VERSION_1: &str = "ALTER TABLE objects RENAME TO objects_version_1;
+CREATE TABLE objects (
+    path TEXT PRIMARY KEY NOT NULL,
+    modified_ms INTEGER NOT NULL,
+    e_tag INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+INSERT INTO objects (path, modified_ms, e_tag, data)
+    SELECT path, modified_ms, e_tag, data FROM objects_version_1;
+DROP TABLE objects_version_1;";
+
+/// How many bytes of a value are read or written at a time: a read of more
+/// than this streams the value in pieces of this size, and a large upload
+/// is written into its row a piece at a time.
+const PIECE: usize = 1 << 20;
 
 /// How many changes one transaction of the writer takes at most.
 const GROUP: usize = 1_024;
@@ -97,12 +121,25 @@ const STORE: &str = "SqliteStore";
 /// open between reads); writes go to one writer thread per store. A
 /// listing reads 1,000 rows a page, so it holds one page in memory
 /// whatever the number of objects; a listing with a delimiter seeks once
-/// per child it returns. A multipart upload is held in memory until it
-/// completes (an object is one row: a value is whole or absent), so it
-/// costs its size in memory, and an object is at most SQLite's largest
-/// value, 10⁹ bytes. Copies and renames are atomic. A delete of a path
-/// with no object answers `NotFound`, as a local folder does (S3 answers
-/// success), so of two deletes of one object one finds it.
+/// per child it returns. An object is one row, so a value is whole or
+/// absent, and at most SQLite's largest value, 10⁹ bytes.
+///
+/// Large values take a piece (1 MiB) of memory at a time, not their size,
+/// in memo and in SQLite alike. A multipart upload stages its parts in a
+/// file beside the database that no name points to (the system removes it
+/// when the upload ends, or its process dies), and its completion writes
+/// them into the row a piece at a time, in the writer's transaction: other
+/// changes, of this process and the others on the file, wait while it
+/// copies. A read of more than a piece streams the value a piece at a time
+/// from one snapshot, read as the stream is taken: the object as it was
+/// when the read began, even if it is replaced or deleted meanwhile. While
+/// such a read is open the write-ahead log cannot be wound back past it,
+/// so the log grows with what is written until the read ends.
+///
+/// Copies and renames are atomic (each holds the value it copies in
+/// SQLite's memory). A delete of a path with no object answers `NotFound`,
+/// as a local folder does (S3 answers success), so of two deletes of one
+/// object one finds it.
 ///
 /// # Example
 ///
@@ -157,6 +194,13 @@ enum Job {
         path: String,
         data: Bytes,
         mode: PutMode,
+        reply: oneshot::Sender<object_store::Result<PutResult>>,
+    },
+    /// A multipart upload's completion: its bytes, staged in `file`.
+    PutStaged {
+        path: String,
+        file: std::fs::File,
+        len: u64,
         reply: oneshot::Sender<object_store::Result<PutResult>>,
     },
     Delete {
@@ -267,20 +311,33 @@ impl SqliteStore {
     ) -> object_store::Result<T> {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
-            let connection = lock(&inner.readers).pop();
-            let connection = match connection {
-                Some(c) => c,
-                None => open_reader(&inner.file).map_err(generic)?,
-            };
+            let connection = inner.reader()?;
             let out = read(&connection);
-            let mut idle = lock(&inner.readers);
-            if idle.len() < IDLE_READERS {
-                idle.push(connection);
-            }
+            inner.idle(connection);
             out
         })
         .await
         .map_err(generic)?
+    }
+}
+
+impl Inner {
+    /// An idle read connection, or a new one.
+    fn reader(&self) -> object_store::Result<Connection> {
+        let connection = lock(&self.readers).pop();
+        match connection {
+            Some(c) => Ok(c),
+            None => open_reader(&self.file).map_err(generic),
+        }
+    }
+
+    /// Keeps `connection` for the next read, if fewer than
+    /// [`IDLE_READERS`] are kept.
+    fn idle(&self, connection: Connection) {
+        let mut idle = lock(&self.readers);
+        if idle.len() < IDLE_READERS {
+            idle.push(connection);
+        }
     }
 }
 
@@ -363,6 +420,10 @@ fn open_writer(file: &FsPath, fsync: bool) -> Result<Connection, BoxError> {
     let checked: Result<(), BoxError> = match version {
         0 => connection
             .execute_batch(SCHEMA)
+            .and_then(|()| connection.pragma_update(None, "user_version", FORMAT_VERSION))
+            .map_err(Into::into),
+        1 => connection
+            .execute_batch(FROM_VERSION_1)
             .and_then(|()| connection.pragma_update(None, "user_version", FORMAT_VERSION))
             .map_err(Into::into),
         FORMAT_VERSION => Ok(()),
@@ -455,7 +516,7 @@ impl Job {
     fn is_durable(&self) -> bool {
         match self {
             Job::Delete { durable, .. } => *durable,
-            Job::Put { .. } | Job::Copy { .. } => true,
+            Job::Put { .. } | Job::PutStaged { .. } | Job::Copy { .. } => true,
         }
     }
 }
@@ -526,6 +587,15 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl Fn
                 let out = put(&transaction, &path, &data, mode);
                 answers.push(answer(reply, out));
             }
+            Job::PutStaged {
+                path,
+                file,
+                len,
+                reply,
+            } => {
+                let out = put_staged(&transaction, &path, file, len);
+                answers.push(answer(reply, out));
+            }
             Job::Delete { paths, reply, .. } => {
                 let out = delete(&transaction, &paths);
                 answers.push(answer(reply, out));
@@ -561,7 +631,7 @@ fn commit_group(connection: &mut Connection, group: Vec<Job>, committed: impl Fn
 fn fail(job: Job, message: &str) {
     let error = || generic(format!("the change could not start: {message}"));
     match job {
-        Job::Put { reply, .. } => drop(reply.send(Err(error()))),
+        Job::Put { reply, .. } | Job::PutStaged { reply, .. } => drop(reply.send(Err(error()))),
         Job::Delete { reply, .. } => drop(reply.send(Err(error()))),
         Job::Copy { reply, .. } => drop(reply.send(Err(error()))),
     }
@@ -620,6 +690,79 @@ fn put(
         version: None,
         extensions: Default::default(),
     })
+}
+
+/// Writes the object at `path` (replacing any) from the `len` bytes
+/// staged in `file`, a [`PIECE`] at a time: its row is made with a
+/// zero-filled value of that length, which SQLite writes without holding
+/// it (the value is the row's last column), and the staged bytes are
+/// written into it. Under a savepoint: an error leaves the object as it
+/// was, and the rest of the group goes on.
+fn put_staged(
+    connection: &Connection,
+    path: &str,
+    mut file: std::fs::File,
+    len: u64,
+) -> object_store::Result<PutResult> {
+    connection
+        .execute_batch("SAVEPOINT staged")
+        .map_err(generic)?;
+    let written = write_staged(connection, path, &mut file, len);
+    let end = match written {
+        Ok(_) => "RELEASE staged",
+        Err(_) => "ROLLBACK TO staged; RELEASE staged",
+    };
+    // An error that rolled the whole transaction back took the savepoint
+    // with it: the group fails (`commit_group`), and the first error says
+    // why.
+    let ended = connection.execute_batch(end).map_err(generic);
+    let e_tag = written?;
+    ended?;
+    Ok(PutResult {
+        e_tag: Some(e_tag_text(e_tag)),
+        version: None,
+        extensions: Default::default(),
+    })
+}
+
+/// [`put_staged`]'s writes: the row, then its value; the row's e-tag.
+fn write_staged(
+    connection: &Connection,
+    path: &str,
+    file: &mut std::fs::File,
+    len: u64,
+) -> object_store::Result<i64> {
+    use std::io::{Read, Seek, SeekFrom};
+
+    let size = i64::try_from(len)
+        .map_err(|_| generic(format!("{path}: a value of {len} bytes is too large")))?;
+    let e_tag = new_e_tag();
+    delete(connection, &[path.to_string()])?;
+    connection
+        .prepare_cached(
+            "INSERT INTO objects (path, modified_ms, e_tag, data)
+             VALUES (?1, ?2, ?3, zeroblob(?4))",
+        )
+        .and_then(|mut s| s.execute(params![path, now_ms(), e_tag, size]))
+        .map_err(generic)?;
+    if len == 0 {
+        return Ok(e_tag);
+    }
+    let row = connection.last_insert_rowid();
+    let mut value = connection
+        .blob_open(rusqlite::MAIN_DB, c"objects", c"data", row, false)
+        .map_err(generic)?;
+    file.seek(SeekFrom::Start(0)).map_err(generic)?;
+    let mut piece = vec![0; PIECE.min(value.len())];
+    let mut at = 0;
+    while at < value.len() {
+        let n = piece.len().min(value.len() - at);
+        file.read_exact(&mut piece[..n]).map_err(generic)?;
+        value.write_all_at(&piece[..n], at).map_err(generic)?;
+        at += n;
+    }
+    value.close().map_err(generic)?;
+    Ok(e_tag)
 }
 
 /// Deletes `paths`: for each, whether there was an object to delete.
@@ -756,6 +899,99 @@ fn first_from(
     .map_err(generic)
 }
 
+/// What a read opened: the object's metadata, the range read, and its
+/// first piece (all of it, unless it is more than a [`PIECE`]).
+type Opened = object_store::Result<(ObjectMeta, Range<u64>, Bytes)>;
+
+/// Reads `path` as `options` ask, in one snapshot of the database: sends
+/// the metadata, the range and the first piece to `opened`, then the rest a
+/// [`PIECE`] at a time to `pieces`, each read when the last was taken, so a
+/// read holds one piece whatever the value's size. Stops when the reader
+/// drops its stream.
+fn read_object(
+    connection: &Connection,
+    path: &str,
+    options: &GetOptions,
+    opened: oneshot::Sender<Opened>,
+    pieces: &tokio::sync::mpsc::Sender<object_store::Result<Bytes>>,
+) {
+    // A deferred transaction: its snapshot is taken by the first read.
+    let snapshot = match connection.unchecked_transaction().map_err(generic) {
+        Ok(t) => t,
+        Err(e) => return drop(opened.send(Err(e))),
+    };
+    let (meta, range, value) = match open_read(&snapshot, path, options) {
+        Ok(read) => read,
+        Err(e) => return drop(opened.send(Err(e))),
+    };
+    let Some(value) = value else {
+        return drop(opened.send(Ok((meta, range, Bytes::new()))));
+    };
+    // The range is within the value: `as_range` checked it against the size.
+    let piece = |from: u64| -> object_store::Result<Bytes> {
+        let len = (range.end - from).min(PIECE as u64) as usize;
+        let mut bytes = vec![0; len];
+        value
+            .read_at_exact(&mut bytes, from as usize)
+            .map_err(generic)?;
+        Ok(Bytes::from(bytes))
+    };
+    let first = match piece(range.start) {
+        Ok(first) => first,
+        Err(e) => return drop(opened.send(Err(e))),
+    };
+    let mut at = range.start + first.len() as u64;
+    if opened.send(Ok((meta, range.clone(), first))).is_err() {
+        return;
+    }
+    while at < range.end {
+        let next = piece(at);
+        let failed = next.is_err();
+        if let Ok(bytes) = &next {
+            at += bytes.len() as u64;
+        }
+        // An error ends the stream; so does a reader that dropped it.
+        if pieces.blocking_send(next).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// The object at `path` as `snapshot` holds it: its metadata, the range
+/// `options` ask of it, and its value to read that range from (none for a
+/// `HEAD` or an empty range).
+fn open_read<'c>(
+    snapshot: &'c Connection,
+    path: &str,
+    options: &GetOptions,
+) -> object_store::Result<(ObjectMeta, Range<u64>, Option<rusqlite::blob::Blob<'c>>)> {
+    let found = snapshot
+        .prepare_cached(
+            "SELECT length(data), modified_ms, e_tag, rowid FROM objects WHERE path = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .optional()
+        })
+        .map_err(generic)?;
+    let Some((size, modified, e_tag, row)) = found else {
+        return Err(not_found(path));
+    };
+    let meta = meta(path.to_string(), size, modified, e_tag)?;
+    options.check_preconditions(&meta)?;
+    let range = match &options.range {
+        Some(range) => range.as_range(meta.size).map_err(generic)?,
+        None => 0..meta.size,
+    };
+    if options.head || range.is_empty() {
+        return Ok((meta, range, None));
+    }
+    let value = snapshot
+        .blob_open(rusqlite::MAIN_DB, c"objects", c"data", row, true)
+        .map_err(generic)?;
+    Ok((meta, range, Some(value)))
+}
+
 /// Object attributes (content type and the like), which this store does
 /// not keep: refused, as `object_store` asks of a store that lacks them.
 fn refuse_attributes(attributes: &object_store::Attributes) -> object_store::Result<()> {
@@ -852,7 +1088,8 @@ impl ObjectStore for SqliteStore {
         Ok(Box::new(Upload {
             store: self.clone(),
             location: location.clone(),
-            parts: Vec::new(),
+            staged: Arc::new(Mutex::new(None)),
+            len: 0,
         }))
     }
 
@@ -862,46 +1099,26 @@ impl ObjectStore for SqliteStore {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         let path = location.to_string();
-        let (meta, range, data) = self
-            .read(move |c| {
-                // One snapshot for the metadata and the bytes.
-                let c = c.unchecked_transaction().map_err(generic)?;
-                let found = c
-                    .prepare_cached(
-                        "SELECT length(data), modified_ms, e_tag FROM objects WHERE path = ?1",
-                    )
-                    .and_then(|mut s| {
-                        s.query_row([&path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                            .optional()
-                    })
-                    .map_err(generic)?;
-                let Some((size, modified, e_tag)) = found else {
-                    return Err(not_found(&path));
-                };
-                let meta = meta(path.clone(), size, modified, e_tag)?;
-                options.check_preconditions(&meta)?;
-                let range = match &options.range {
-                    Some(range) => range.as_range(meta.size).map_err(generic)?,
-                    None => 0..meta.size,
-                };
-                if options.head {
-                    return Ok((meta, range, Bytes::new()));
-                }
-                // NULL for an empty value.
-                let data: Option<Vec<u8>> = c
-                    .prepare_cached("SELECT substr(data, ?2, ?3) FROM objects WHERE path = ?1")
-                    .and_then(|mut s| {
-                        let (start, len) =
-                            (range.start as i64 + 1, (range.end - range.start) as i64);
-                        s.query_row(params![path, start, len], |r| r.get(0))
-                    })
-                    .map_err(generic)?;
-                Ok((meta, range, Bytes::from(data.unwrap_or_default())))
-            })
-            .await?;
-        let stream = futures::stream::once(futures::future::ready(Ok(data)));
+        let inner = Arc::clone(&self.inner);
+        let (opened, is_open) = oneshot::channel();
+        let (pieces, rest) = tokio::sync::mpsc::channel(1);
+        // One snapshot for the metadata and every byte: the read's thread
+        // holds it (and its connection) until the last piece is taken, or
+        // the stream is dropped.
+        tokio::task::spawn_blocking(move || match inner.reader() {
+            Ok(connection) => {
+                read_object(&connection, &path, &options, opened, &pieces);
+                inner.idle(connection);
+            }
+            Err(e) => drop(opened.send(Err(e))),
+        });
+        let (meta, range, first) = is_open.await.map_err(generic)??;
+        let first = futures::stream::once(futures::future::ready(Ok(first)));
+        let rest = futures::stream::unfold(rest, |mut rest| async move {
+            rest.recv().await.map(|piece| (piece, rest))
+        });
         Ok(GetResult {
-            payload: GetResultPayload::Stream(stream.boxed()),
+            payload: GetResultPayload::Stream(first.chain(rest).boxed()),
             attributes: Default::default(),
             meta,
             range,
@@ -1048,32 +1265,89 @@ impl ObjectStore for SqliteStore {
     }
 }
 
-/// A multipart upload: its parts held in memory, written as one row when it
-/// completes.
+/// A multipart upload: its parts staged in a file beside the database
+/// that no name points to (the system removes it once it is closed, when
+/// the upload ends or its process dies), written into the object's row
+/// when it completes. It holds no part in memory once the part is staged.
 #[derive(Debug)]
 struct Upload {
     store: SqliteStore,
     location: Path,
-    parts: Vec<PutPayload>,
+    /// The staging file, made with the first part.
+    staged: Arc<Mutex<Option<std::fs::File>>>,
+    /// Where the next part starts in it.
+    len: u64,
+}
+
+impl Upload {
+    /// The folder the staging file is made in: the database's, so that
+    /// what is staged takes the room the database will.
+    fn folder(&self) -> PathBuf {
+        match self.store.inner.file.parent() {
+            Some(folder) if !folder.as_os_str().is_empty() => folder.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    }
 }
 
 #[async_trait]
 impl MultipartUpload for Upload {
     fn put_part(&mut self, data: PutPayload) -> UploadPart {
-        self.parts.push(data);
-        Box::pin(futures::future::ready(Ok(())))
+        use std::io::{Seek, SeekFrom, Write};
+
+        let at = self.len;
+        self.len += data.content_length() as u64;
+        let staged = Arc::clone(&self.staged);
+        let folder = self.folder();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut staged = lock(&staged);
+                let file = match staged.as_mut() {
+                    Some(file) => file,
+                    None => staged.insert(tempfile::tempfile_in(&folder)?),
+                };
+                // Parts may be staged in any order: each at its place.
+                file.seek(SeekFrom::Start(at))?;
+                for bytes in &data {
+                    file.write_all(bytes)?;
+                }
+                Ok::<_, std::io::Error>(())
+            })
+            .await
+            .map_err(generic)?
+            .map_err(generic)
+        })
     }
 
     async fn complete(&mut self) -> object_store::Result<PutResult> {
-        let parts = std::mem::take(&mut self.parts);
-        let payload: PutPayload = parts.into_iter().flatten().collect();
+        let file = lock(&self.staged).take();
+        let len = std::mem::take(&mut self.len);
+        let Some(file) = file else {
+            if len > 0 {
+                return Err(generic(
+                    "the upload was completed before its parts were written",
+                ));
+            }
+            // No part: an empty value.
+            return self
+                .store
+                .put_opts(&self.location, PutPayload::default(), PutOptions::default())
+                .await;
+        };
+        let path = self.location.to_string();
         self.store
-            .put_opts(&self.location, payload, PutOptions::default())
+            .write(|reply| Job::PutStaged {
+                path,
+                file,
+                len,
+                reply,
+            })
             .await
     }
 
     async fn abort(&mut self) -> object_store::Result<()> {
-        self.parts.clear();
+        drop(lock(&self.staged).take());
+        self.len = 0;
         Ok(())
     }
 }

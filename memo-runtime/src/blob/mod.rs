@@ -109,8 +109,11 @@
 //! | 4 MiB (default) | 8 MiB | 25 MiB | 4 MiB |
 //! | 16 MiB | 16 MiB | 65 MiB | 16 MiB |
 //!
-//! An `InMemory` store holds every object in memory, so there only the
-//! copies are saved.
+//! A SQLite file (`store::SqliteStore`, the `sqlite` feature) keeps the
+//! same bound: its upload is staged in a file, and it writes and reads a
+//! value 1 MiB at a time (the same test, under a 16 MiB limit on SQLite's
+//! own heap). An `InMemory` store holds every object in memory, so there
+//! only the copies are saved.
 //!
 //! # Limits
 //!

@@ -85,19 +85,74 @@ fn the_schema_and_its_version_are_pinned() {
     let version: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 1);
-    let sql: String = c
+    assert_eq!(version, 2);
+    assert_eq!(objects_table(&c), VERSION_2_TABLE);
+}
+
+/// Version 2's table: the value last.
+const VERSION_2_TABLE: &str = "CREATE TABLE objects (\n    path TEXT PRIMARY KEY NOT NULL,\n    \
+     modified_ms INTEGER NOT NULL,\n    e_tag INTEGER NOT NULL,\n    data BLOB NOT NULL\n)";
+
+/// How `objects` is declared in the file `c` has open.
+fn objects_table(c: &Connection) -> String {
+    c.query_row(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'objects'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// A file of version 1 (the value the table's second column), as that
+/// version made it: opened, it is rewritten as version 2 with every object,
+/// its time and its e-tag kept, and read as before.
+#[tokio::test]
+async fn a_version_1_file_is_rewritten_as_version_2_when_opened() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("memo.db");
+    let c = Connection::open(&file).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE IF NOT EXISTS objects (
+             path TEXT PRIMARY KEY NOT NULL,
+             data BLOB NOT NULL,
+             modified_ms INTEGER NOT NULL,
+             e_tag INTEGER NOT NULL
+         );
+         INSERT INTO objects VALUES ('a/one', x'01020304', 1700000000000, 42);
+         INSERT INTO objects VALUES ('a/two', x'', 1700000000001, -7);
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    drop(c);
+
+    let store = SqliteStore::open(&file).unwrap();
+    let c = Connection::open(&file).unwrap();
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    assert_eq!(objects_table(&c), VERSION_2_TABLE);
+    let tables: i64 = c
         .query_row(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'objects'",
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(
-        sql,
-        "CREATE TABLE objects (\n    path TEXT PRIMARY KEY NOT NULL,\n    data BLOB NOT NULL,\n    \
-         modified_ms INTEGER NOT NULL,\n    e_tag INTEGER NOT NULL\n)"
-    );
+    assert_eq!(tables, 1, "the old table is dropped");
+
+    let one = store.get(&Path::from("a/one")).await.unwrap();
+    assert_eq!(one.meta.e_tag.as_deref(), Some("\"000000000000002a\""));
+    assert_eq!(one.meta.last_modified.timestamp_millis(), 1_700_000_000_000);
+    assert_eq!(one.bytes().await.unwrap().as_ref(), &[1, 2, 3, 4]);
+    let two = store.get(&Path::from("a/two")).await.unwrap();
+    assert_eq!(two.meta.e_tag.as_deref(), Some("\"fffffffffffffff9\""));
+    assert!(two.bytes().await.unwrap().is_empty());
+    // And a second opening finds version 2 as it is.
+    drop(store);
+    drop(SqliteStore::open(&file).unwrap());
+    assert_eq!(objects_table(&c), VERSION_2_TABLE);
 }
 
 #[test]
@@ -107,10 +162,10 @@ fn a_file_of_another_format_version_is_refused() {
     drop(SqliteStore::open(&file).unwrap());
     Connection::open(&file)
         .unwrap()
-        .pragma_update(None, "user_version", 2)
+        .pragma_update(None, "user_version", 3)
         .unwrap();
     let error = SqliteStore::open(&file).unwrap_err().to_string();
-    assert!(error.contains("format version 2"), "{error}");
+    assert!(error.contains("format version 3"), "{error}");
 }
 
 #[test]
@@ -298,6 +353,123 @@ async fn a_multipart_upload_is_whole_or_absent() {
     upload.put_part(vec![1u8; 10].into()).await.unwrap();
     upload.abort().await.unwrap();
     assert!(store.head(&aborted).await.is_err());
+}
+
+/// A value of `len` bytes that differ from piece to piece and within one.
+fn patterned(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ (i >> 20) as u8)
+        .collect()
+}
+
+/// A multipart upload larger than a piece, of parts of uneven sizes staged
+/// out of order, reads back whole, in pieces (a read streams it), by range
+/// (a range across pieces) and by `get_ranges`; an upload that replaces an
+/// object replaces it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_upload_is_staged_then_written_and_read_a_piece_at_a_time() {
+    let (_folder, store) = opened();
+    let path = Path::from("blob/large");
+    store.put(&path, vec![9u8; 100].into()).await.unwrap();
+
+    let value = patterned(3 * PIECE + 12_345);
+    let cuts = [0, 5, PIECE + 7, 2 * PIECE, value.len()];
+    let mut upload = store.put_multipart(&path).await.unwrap();
+    let parts: Vec<_> = cuts
+        .windows(2)
+        .map(|w| upload.put_part(value[w[0]..w[1]].to_vec().into()))
+        .collect();
+    // Staged last part first.
+    for part in parts.into_iter().rev() {
+        part.await.unwrap();
+    }
+    assert_eq!(
+        store.get(&path).await.unwrap().bytes().await.unwrap().len(),
+        100,
+        "the old object stands until the upload completes"
+    );
+    upload.complete().await.unwrap();
+
+    let read = store.get(&path).await.unwrap();
+    assert_eq!(read.meta.size, value.len() as u64);
+    let pieces: Vec<Bytes> = read.into_stream().try_collect().await.unwrap();
+    assert_eq!(pieces.len(), 4, "streamed a piece at a time");
+    assert!(pieces.iter().all(|p| p.len() <= PIECE));
+    assert_eq!(pieces.concat(), value);
+
+    let across = PIECE as u64 - 10..2 * PIECE as u64 + 10;
+    let got = store.get_range(&path, across.clone()).await.unwrap();
+    assert_eq!(
+        got.as_ref(),
+        &value[across.start as usize..across.end as usize]
+    );
+    let ranges = store
+        .get_ranges(
+            &path,
+            &[
+                0..3,
+                across.clone(),
+                value.len() as u64 - 1..value.len() as u64,
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ranges[0].as_ref(), &value[..3]);
+    assert_eq!(ranges[1], got);
+    assert_eq!(ranges[2].as_ref(), &value[value.len() - 1..]);
+}
+
+/// A read holds its snapshot until its last piece: an object replaced and
+/// then deleted while it streams still reads as it was when the read began,
+/// and the next read finds it gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_outlives_a_replacement_and_a_delete_reads_what_it_began_on() {
+    let (_folder, store) = opened();
+    let path = Path::from("blob/read-while-deleted");
+    let value = patterned(2 * PIECE + 1);
+    store.put(&path, value.clone().into()).await.unwrap();
+
+    let mut stream = store.get(&path).await.unwrap().into_stream();
+    let first = stream.next().await.unwrap().unwrap();
+    store.put(&path, vec![7u8; 3].into()).await.unwrap();
+    store.delete(&path).await.unwrap();
+    let mut read = first.to_vec();
+    while let Some(piece) = stream.next().await {
+        read.extend_from_slice(&piece.unwrap());
+    }
+    assert_eq!(read, value);
+    assert!(matches!(
+        store.get(&path).await,
+        Err(object_store::Error::NotFound { .. })
+    ));
+}
+
+/// A staged upload that cannot be written (over SQLite's largest value)
+/// fails alone: the object it would have replaced stands, and a change
+/// queued beside it commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_upload_that_fails_leaves_the_object_it_would_replace() {
+    let (_folder, store) = opened();
+    let path = Path::from("blob/too-large");
+    store.put(&path, vec![3u8; 10].into()).await.unwrap();
+    let file = tempfile::tempfile().unwrap();
+    // A sparse staging file: its length is all `put_staged` asks of it.
+    file.set_len(1_000_000_001).unwrap();
+    let beside = Path::from("blob/beside");
+    let (failed, kept) = tokio::join!(
+        store.write(|reply| Job::PutStaged {
+            path: path.to_string(),
+            file,
+            len: 1_000_000_001,
+            reply,
+        }),
+        store.put(&beside, vec![4u8; 2].into()),
+    );
+    assert!(failed.is_err());
+    kept.unwrap();
+    let read = store.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(read.as_ref(), &[3u8; 10]);
+    assert!(store.head(&beside).await.is_ok());
 }
 
 /// memo's own use of the store: the start-up probe passes and a memoized
