@@ -113,6 +113,27 @@ pub(crate) async fn delete(memo: &MemoStore, due: &DueRun) -> Result<()> {
     }
 }
 
+/// Deletes the entries of `dues` in one [`ObjectStore::delete_stream`]
+/// (batched on S3, Azure and a SQLite file, several at once on a local
+/// folder), entries that are gone counting as deleted; the error of each
+/// entry that could not be deleted (the store's errors name their paths).
+///
+/// [`ObjectStore::delete_stream`]: object_store::ObjectStore::delete_stream
+pub(crate) async fn delete_all(memo: &MemoStore, dues: &[DueRun]) -> Vec<object_store::Error> {
+    let paths: Vec<object_store::Result<Path>> =
+        dues.iter().map(|due| Ok(path(memo, due))).collect();
+    memo.store()
+        .delete_stream(stream::iter(paths).boxed())
+        .filter_map(|result| {
+            future::ready(match result {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => None,
+                Err(e) => Some(e),
+            })
+        })
+        .collect()
+        .await
+}
+
 fn path(memo: &MemoStore, due: &DueRun) -> Path {
     memo.layout()
         .due_entry(&due.run_id, due.incarnation, due.due_at_ms, due.tag)
@@ -420,5 +441,27 @@ mod tests {
             .map(|hours| hours.count())
             .unwrap_or(0);
         assert_eq!(hours, 0, "hour folders left");
+    }
+
+    /// Entries, one already gone, are deleted in one call of the store's
+    /// batch delete, and the entry left out stays.
+    #[tokio::test]
+    async fn entries_are_deleted_in_one_batch() {
+        let counting = Arc::new(crate::testing::CountingStore::new(InMemory::new()));
+        let memo = MemoStore::new(counting.clone(), "memo");
+        let all = entries();
+        for entry in &all {
+            write(&memo, entry).await.unwrap();
+        }
+        let (gone, kept) = all.split_at(all.len() - 1);
+        delete(&memo, &gone[0]).await.unwrap();
+        counting.reset();
+        let errors = delete_all(&memo, gone).await;
+        assert!(errors.is_empty(), "{errors:?}");
+        let counts = counting.counts();
+        assert_eq!(counts.delete_streams, 1, "{counts:?}");
+        assert_eq!(counts.delete_paths, gone.len() as u64, "{counts:?}");
+        let left: Vec<DueRun> = every_entry(&memo).try_collect().await.unwrap();
+        assert_eq!(left, kept.to_vec());
     }
 }

@@ -70,7 +70,9 @@ use futures::stream::BoxStream;
 use super::Shared;
 use super::lease::{AttemptLease, HeldLease, History};
 pub use crate::due_index::DueRun;
-pub(crate) use crate::due_index::{delete, due_after, due_at, is_stale, mark_ended, write};
+pub(crate) use crate::due_index::{
+    delete, delete_all, due_after, due_at, is_stale, mark_ended, write,
+};
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RunRecord;
@@ -178,12 +180,20 @@ pub(super) async fn settle(shared: &Shared, held: &HeldLease, ended: bool, lease
     }
 }
 
-/// Deletes `entries`, best effort: an entry left behind is woken again,
-/// harmlessly.
+/// Deletes `entries` in one batch, best effort: an entry left behind is
+/// woken again, harmlessly.
 pub(super) async fn forget(shared: &Shared, entries: &[DueRun]) {
-    for entry in entries {
-        if let Err(e) = delete(&shared.memo, entry).await {
-            tracing::debug!(run_id = %entry.run_id, error = %e, "due-run entry not deleted");
+    match entries {
+        [] => {}
+        [entry] => {
+            if let Err(e) = delete(&shared.memo, entry).await {
+                tracing::debug!(run_id = %entry.run_id, error = %e, "due-run entry not deleted");
+            }
+        }
+        entries => {
+            for e in delete_all(&shared.memo, entries).await {
+                tracing::debug!(error = %e, "due-run entry not deleted");
+            }
         }
     }
 }
