@@ -69,6 +69,32 @@ fn memo_put(bencher: divan::Bencher, level: &str) {
     });
 }
 
+/// A memo hit read by a store that has not seen the entry (another
+/// process, a restart): one `GET` of 256 bytes and its checksum. No sync
+/// on any store; the SQLite columns time a read connection's snapshot.
+#[divan::bench(args = LEVELS)]
+fn memo_hit_cold(bencher: divan::Bencher, level: &str) {
+    let rt = runtime();
+    let (objects, _dir) = folder(level);
+    let run = RunId::new("bench").unwrap();
+    let store = MemoStore::new(Arc::clone(&objects), "bench");
+    rt.block_on(
+        store
+            .memo_for(&run, Incarnation::from_u64(1), 0)
+            .put("hit", [7u8; 256]),
+    )
+    .unwrap();
+    bencher
+        .with_inputs(|| {
+            MemoStore::new(Arc::clone(&objects), "bench").memo_for(
+                &run,
+                Incarnation::from_u64(1),
+                0,
+            )
+        })
+        .bench_local_refs(|memo| rt.block_on(memo.get("hit")).unwrap().unwrap());
+}
+
 #[memoized]
 async fn charge(memo: &Memo, order: u64) -> memo_runtime::Result<u64> {
     Ok(order * 100)

@@ -924,8 +924,10 @@ fn read_object(
         Ok(read) => read,
         Err(e) => return drop(opened.send(Err(e))),
     };
-    let Some(value) = value else {
-        return drop(opened.send(Ok((meta, range, Bytes::new()))));
+    let value = match value {
+        Value::Nothing => return drop(opened.send(Ok((meta, range, Bytes::new())))),
+        Value::Whole(bytes) => return drop(opened.send(Ok((meta, range, bytes)))),
+        Value::Pieces(value) => value,
     };
     // The range is within the value: `as_range` checked it against the size.
     let piece = |from: u64| -> object_store::Result<Bytes> {
@@ -957,14 +959,23 @@ fn read_object(
     }
 }
 
+/// What a read takes of an object's value.
+enum Value<'c> {
+    /// Nothing: a `HEAD`, or an empty range.
+    Nothing,
+    /// The range, read at once: the object is a piece or less.
+    Whole(Bytes),
+    /// The object's value, to read the range from a piece at a time.
+    Pieces(rusqlite::blob::Blob<'c>),
+}
+
 /// The object at `path` as `snapshot` holds it: its metadata, the range
-/// `options` ask of it, and its value to read that range from (none for a
-/// `HEAD` or an empty range).
+/// `options` ask of it, and what to read that range from.
 fn open_read<'c>(
     snapshot: &'c Connection,
     path: &str,
     options: &GetOptions,
-) -> object_store::Result<(ObjectMeta, Range<u64>, Option<rusqlite::blob::Blob<'c>>)> {
+) -> object_store::Result<(ObjectMeta, Range<u64>, Value<'c>)> {
     let found = snapshot
         .prepare_cached(
             "SELECT length(data), modified_ms, e_tag, rowid FROM objects WHERE path = ?1",
@@ -984,12 +995,27 @@ fn open_read<'c>(
         None => 0..meta.size,
     };
     if options.head || range.is_empty() {
-        return Ok((meta, range, None));
+        return Ok((meta, range, Value::Nothing));
+    }
+    if meta.size <= PIECE as u64 {
+        // In one statement: opening a blob compiles a statement of its own.
+        let bytes: Option<Vec<u8>> = snapshot
+            .prepare_cached("SELECT substr(data, ?2, ?3) FROM objects WHERE rowid = ?1")
+            .and_then(|mut s| {
+                let (start, len) = (range.start as i64 + 1, (range.end - range.start) as i64);
+                s.query_row(params![row, start, len], |r| r.get(0))
+            })
+            .map_err(generic)?;
+        return Ok((
+            meta,
+            range,
+            Value::Whole(Bytes::from(bytes.unwrap_or_default())),
+        ));
     }
     let value = snapshot
         .blob_open(rusqlite::MAIN_DB, c"objects", c"data", row, true)
         .map_err(generic)?;
-    Ok((meta, range, Some(value)))
+    Ok((meta, range, Value::Pieces(value)))
 }
 
 /// Object attributes (content type and the like), which this store does

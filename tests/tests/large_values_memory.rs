@@ -69,13 +69,9 @@ enum Backend {
 }
 
 /// The peak allocations of writing `value` as a blob to a fresh local
-/// folder, and of reading it back, above what was allocated before each.
-async fn measure(value: Generated, chunk_size: usize, seal: Seal) -> (usize, usize) {
-    measure_on(Backend::Folder, value, chunk_size, seal).await
-}
-
-/// [`measure`] on `backend`.
-async fn measure_on(
+/// folder or SQLite file, and of reading it back, above what was allocated
+/// before each.
+async fn measure(
     backend: Backend,
     value: Generated,
     chunk_size: usize,
@@ -132,21 +128,27 @@ fn read_bound(chunk_size: usize) -> usize {
     2 * chunk_size + 8 * MIB
 }
 
+/// Measures `value` on `backend` and fails unless both peaks are within
+/// the bounds for `chunk_size`.
+async fn assert_bounded(backend: Backend, value: Generated, chunk_size: usize) {
+    let (write_peak, read_peak) = measure(backend, value, chunk_size, Seal::default()).await;
+    assert!(
+        write_peak < write_bound(chunk_size),
+        "{backend:?}: write peak {write_peak} bytes"
+    );
+    assert!(
+        read_peak < read_bound(chunk_size),
+        "{backend:?}: read peak {read_peak} bytes"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_and_reading_a_value_of_96_mib_takes_a_few_chunks_and_parts_of_memory() {
     for value in [
         Generated::random(96 * MIB as u64, 1),
         Generated::compressible(96 * MIB as u64, 2),
     ] {
-        let (write_peak, read_peak) = measure(value, DEFAULT_CHUNK_SIZE, Seal::default()).await;
-        assert!(
-            write_peak < write_bound(DEFAULT_CHUNK_SIZE),
-            "write peak {write_peak} bytes"
-        );
-        assert!(
-            read_peak < read_bound(DEFAULT_CHUNK_SIZE),
-            "read peak {read_peak} bytes"
-        );
+        assert_bounded(Backend::Folder, value, DEFAULT_CHUNK_SIZE).await;
     }
 }
 
@@ -162,16 +164,7 @@ async fn on_a_sqlite_file_neither_memo_nor_sqlite_holds_a_value_of_96_mib() {
         Generated::random(96 * MIB as u64, 4),
         Generated::compressible(96 * MIB as u64, 5),
     ] {
-        let (write_peak, read_peak) =
-            measure_on(Backend::Sqlite, value, DEFAULT_CHUNK_SIZE, Seal::default()).await;
-        assert!(
-            write_peak < write_bound(DEFAULT_CHUNK_SIZE),
-            "write peak {write_peak} bytes"
-        );
-        assert!(
-            read_peak < read_bound(DEFAULT_CHUNK_SIZE),
-            "read peak {read_peak} bytes"
-        );
+        assert_bounded(Backend::Sqlite, value, DEFAULT_CHUNK_SIZE).await;
     }
 }
 
@@ -190,14 +183,6 @@ async fn one_gib_value_is_written_and_read_in_bounded_memory() {
         (Backend::Sqlite, on_sqlite, DEFAULT_CHUNK_SIZE),
     ];
     for (backend, value, chunk_size) in cases {
-        let (write_peak, read_peak) = measure_on(backend, value, chunk_size, Seal::default()).await;
-        assert!(
-            write_peak < write_bound(chunk_size),
-            "write peak {write_peak} bytes"
-        );
-        assert!(
-            read_peak < read_bound(chunk_size),
-            "read peak {read_peak} bytes"
-        );
+        assert_bounded(backend, value, chunk_size).await;
     }
 }

@@ -82,16 +82,21 @@ fn the_schema_and_its_version_are_pinned() {
     let file = folder.path().join("memo.db");
     drop(SqliteStore::open(&file).unwrap());
     let c = Connection::open(&file).unwrap();
-    let version: i64 = c
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 2);
-    assert_eq!(objects_table(&c), VERSION_2_TABLE);
+    assert_version_2(&c);
 }
 
 /// Version 2's table: the value last.
 const VERSION_2_TABLE: &str = "CREATE TABLE objects (\n    path TEXT PRIMARY KEY NOT NULL,\n    \
      modified_ms INTEGER NOT NULL,\n    e_tag INTEGER NOT NULL,\n    data BLOB NOT NULL\n)";
+
+/// Fails unless the file `c` has open is of version 2, with its table.
+fn assert_version_2(c: &Connection) {
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    assert_eq!(objects_table(c), VERSION_2_TABLE);
+}
 
 /// How `objects` is declared in the file `c` has open.
 fn objects_table(c: &Connection) -> String {
@@ -128,11 +133,7 @@ async fn a_version_1_file_is_rewritten_as_version_2_when_opened() {
 
     let store = SqliteStore::open(&file).unwrap();
     let c = Connection::open(&file).unwrap();
-    let version: i64 = c
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 2);
-    assert_eq!(objects_table(&c), VERSION_2_TABLE);
+    assert_version_2(&c);
     let tables: i64 = c
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
