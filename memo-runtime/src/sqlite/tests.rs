@@ -3,7 +3,9 @@ use std::sync::Arc;
 use object_store::integration::*;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 
+use super::writer::commit_group;
 use super::*;
+use rusqlite::OptionalExtension;
 
 fn opened() -> (tempfile::TempDir, SqliteStore) {
     let folder = tempfile::tempdir().unwrap();
