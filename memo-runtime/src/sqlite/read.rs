@@ -13,11 +13,13 @@ use tokio::sync::oneshot;
 use super::{BUSY_TIMEOUT, PIECE, e_tag_text, generic, not_found};
 
 /// How much of the database file a read connection maps into memory.
-pub(super) const MMAP_BYTES: i64 = 256 << 20;
+const MMAP_BYTES: i64 = 256 << 20;
 
 /// How many rows a listing reads at a time.
 pub(super) const PAGE: usize = 1_000;
 
+/// A read connection to `file`: it reads only, and waits for a writer as
+/// long as a writer waits for another.
 pub(super) fn open_reader(file: &FsPath) -> rusqlite::Result<Connection> {
     let connection = Connection::open_with_flags(
         file,

@@ -17,14 +17,14 @@ use super::{BUSY_TIMEOUT, PIECE, e_tag_text, generic, new_e_tag, not_found, now_
 /// of a later version is refused, never read as this one; a file of
 /// version 1 is rewritten as this version when a writer opens it
 /// ([`FROM_VERSION_1`]).
-pub(super) const FORMAT_VERSION: i64 = 2;
+const FORMAT_VERSION: i64 = 2;
 
 /// The one table: an object per row, its path the key (compared byte by
 /// byte, as `object_store` orders paths). The value is the last column: a
 /// zero-filled value there is written without being held in memory, which
 /// is how a large upload makes its row before its bytes are written in
 /// ([`put_staged`]).
-pub(super) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS objects (
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS objects (
     path TEXT PRIMARY KEY NOT NULL,
     modified_ms INTEGER NOT NULL,
     e_tag INTEGER NOT NULL,
