@@ -23,27 +23,31 @@ const FORMAT_VERSION: i64 = 2;
 /// byte, as `object_store` orders paths). The value is the last column: a
 /// zero-filled value there is written without being held in memory, which
 /// is how a large upload makes its row before its bytes are written in
-/// ([`put_staged`]).
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS objects (
+/// ([`put_staged`]). A macro, so that [`FROM_VERSION_1`] makes the same.
+macro_rules! objects_table {
+    () => {
+        "CREATE TABLE IF NOT EXISTS objects (
     path TEXT PRIMARY KEY NOT NULL,
     modified_ms INTEGER NOT NULL,
     e_tag INTEGER NOT NULL,
     data BLOB NOT NULL
-)";
+)"
+    };
+}
+
+/// The table of a new file.
+const SCHEMA: &str = objects_table!();
 
 /// Version 1's table had the same columns with the value second: its rows,
 /// moved into version 2's table in the transaction that opens the file (one
 /// row at a time, each value read whole, as version 1 read it).
-const FROM_VERSION_1: &str = "ALTER TABLE objects RENAME TO objects_version_1;
-CREATE TABLE objects (
-    path TEXT PRIMARY KEY NOT NULL,
-    modified_ms INTEGER NOT NULL,
-    e_tag INTEGER NOT NULL,
-    data BLOB NOT NULL
-);
-INSERT INTO objects (path, modified_ms, e_tag, data)
+const FROM_VERSION_1: &str = concat!(
+    "ALTER TABLE objects RENAME TO objects_version_1;\n",
+    objects_table!(),
+    ";\nINSERT INTO objects (path, modified_ms, e_tag, data)
     SELECT path, modified_ms, e_tag, data FROM objects_version_1;
-DROP TABLE objects_version_1;";
+DROP TABLE objects_version_1;"
+);
 
 /// How many changes one transaction of the writer takes at most.
 pub(super) const GROUP: usize = 1_024;
