@@ -97,7 +97,10 @@ const STORE: &str = "SqliteStore";
 /// from one snapshot, read as the stream is taken: the object as it was
 /// when the read began, even if it is replaced or deleted meanwhile. While
 /// such a read is open the write-ahead log cannot be wound back past it,
-/// so the log grows with what is written until the read ends.
+/// so the log grows with what is written until the read ends. A large
+/// value grows the log by its size while it is written; once a checkpoint
+/// has copied the log into the database, the next transaction cuts the
+/// log's file back to 64 MiB.
 ///
 /// Copies and renames are atomic (each holds the value it copies in
 /// SQLite's memory). A delete of a path with no object answers `NotFound`,

@@ -422,6 +422,36 @@ async fn a_large_upload_is_staged_then_written_and_read_a_piece_at_a_time() {
     assert_eq!(ranges[2].as_ref(), &value[value.len() - 1..]);
 }
 
+/// The write-ahead log a large value grew is cut back once a checkpoint
+/// emptied it, rather than kept at the value's size on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_a_large_value_grew_is_cut_back_after_a_checkpoint() {
+    let (folder, store) = opened();
+    let wal = folder.path().join("nested").join("memo.db-wal");
+    let mut upload = store.put_multipart(&Path::from("blob/big")).await.unwrap();
+    for _ in 0..96 {
+        upload.put_part(vec![5u8; PIECE].into()).await.unwrap();
+    }
+    upload.complete().await.unwrap();
+    let grown = std::fs::metadata(&wal).unwrap().len();
+    assert!(grown > 96 << 20, "the log holds the value: {grown} bytes");
+    // The commit's automatic checkpoint copied the log into the database;
+    // the next transaction starts the log again from its beginning and
+    // cuts the file to the limit.
+    for n in 0..3 {
+        store
+            .put(&Path::from(format!("small/{n}")), vec![1u8].into())
+            .await
+            .unwrap();
+    }
+    let kept = std::fs::metadata(&wal).unwrap().len();
+    assert!(kept <= 64 << 20, "the log kept {kept} bytes");
+    assert_eq!(
+        store.head(&Path::from("blob/big")).await.unwrap().size,
+        96 * PIECE as u64
+    );
+}
+
 /// A read holds its snapshot until its last piece: an object replaced and
 /// then deleted while it streams still reads as it was when the read began,
 /// and the next read finds it gone.

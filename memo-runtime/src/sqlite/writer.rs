@@ -49,6 +49,11 @@ const FROM_VERSION_1: &str = concat!(
 DROP TABLE objects_version_1;"
 );
 
+/// How large the write-ahead log may stay once a checkpoint emptied it: a
+/// transaction that wrote a large value grows the log by its size, and
+/// SQLite would otherwise keep the file at that size for good.
+const LOG_KEPT_BYTES: i64 = 64 << 20;
+
 /// How many changes one transaction of the writer takes at most.
 pub(super) const GROUP: usize = 1_024;
 
@@ -104,6 +109,7 @@ pub(super) fn open_writer(file: &FsPath, fsync: bool) -> Result<Connection, BoxE
         .into());
     }
     set_synchronous(&connection, fsync)?;
+    connection.pragma_update(None, "journal_size_limit", LOG_KEPT_BYTES)?;
     connection.execute_batch("BEGIN IMMEDIATE")?;
     let version: i64 = connection.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     let checked: Result<(), BoxError> = match version {
