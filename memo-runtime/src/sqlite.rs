@@ -87,8 +87,8 @@ const STORE: &str = "SqliteStore";
 /// per child it returns. An object is one row, so a value is whole or
 /// absent, and at most SQLite's largest value, 10⁹ bytes.
 ///
-/// Large values take a piece (1 MiB) of memory at a time, not their size,
-/// in memo and in SQLite alike. A multipart upload stages its parts in a
+/// A large value takes a piece (1 MiB) of the store's memory at a time,
+/// not its size, in Rust's heap and in SQLite's alike. A multipart upload stages its parts in a
 /// file beside the database that no name points to (the system removes it
 /// when the upload ends, or its process dies), and its completion writes
 /// them into the row a piece at a time, in the writer's transaction: other
