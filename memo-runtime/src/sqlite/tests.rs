@@ -179,6 +179,28 @@ fn a_file_that_is_not_a_database_is_refused() {
     assert!(SqliteStore::open(&file).is_err());
 }
 
+/// A writer that finds another process's transaction holding the file's
+/// write lock waits for it, rather than failing, and commits once it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_waits_for_another_processs_transaction_and_then_commits() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("memo.db");
+    let store = SqliteStore::open(&file).unwrap();
+    let other = Connection::open(&file).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let path = Path::from("waits/for/the/lock");
+    let put = tokio::spawn({
+        let store = store.clone();
+        let path = path.clone();
+        async move { store.put(&path, vec![1u8].into()).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(!put.is_finished(), "the put waits while the lock is held");
+    other.execute_batch("COMMIT").unwrap();
+    put.await.unwrap().unwrap();
+    assert!(store.head(&path).await.is_ok());
+}
+
 /// Two stores on one file, as two processes: of many creates of one path
 /// racing from both, exactly one succeeds, and both read its value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
