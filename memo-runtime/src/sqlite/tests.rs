@@ -378,6 +378,21 @@ async fn a_multipart_upload_is_whole_or_absent() {
     upload.put_part(vec![1u8; 10].into()).await.unwrap();
     upload.abort().await.unwrap();
     assert!(store.head(&aborted).await.is_err());
+
+    // Neither upload left its staging file beside the database, nor does
+    // one dropped half-way.
+    let mut dropped = store
+        .put_multipart(&Path::from("blob/three"))
+        .await
+        .unwrap();
+    dropped.put_part(vec![1u8; 10].into()).await.unwrap();
+    drop(dropped);
+    let mut beside: Vec<String> = std::fs::read_dir(store.file().parent().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    beside.sort();
+    assert_eq!(beside, ["memo.db", "memo.db-shm", "memo.db-wal"]);
 }
 
 /// A value of `len` bytes that differ from piece to piece and within one.
