@@ -489,6 +489,25 @@ async fn the_log_a_large_value_grew_is_cut_back_after_a_checkpoint() {
     );
 }
 
+/// An upload completed before one of its parts was written fails, rather
+/// than leaving a hole of zeros where that part goes; the object it would
+/// have replaced stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_completed_before_a_part_is_written_fails_whole() {
+    let (_folder, store) = opened();
+    let path = Path::from("blob/early");
+    store.put(&path, vec![3u8; 4].into()).await.unwrap();
+    let mut upload = store.put_multipart(&path).await.unwrap();
+    upload.put_part(vec![1u8; 10].into()).await.unwrap();
+    let never_polled = upload.put_part(vec![2u8; 10].into());
+    upload.put_part(vec![3u8; 10].into()).await.unwrap();
+    let error = upload.complete().await.unwrap_err().to_string();
+    assert!(error.contains("20 of its 30 bytes"), "{error}");
+    drop(never_polled);
+    let read = store.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(read.as_ref(), &[3u8; 4]);
+}
+
 /// A read holds its snapshot until its last piece: an object replaced and
 /// then deleted while it streams still reads as it was when the read began,
 /// and the next read finds it gone.

@@ -20,9 +20,17 @@ pub(super) struct Upload {
     store: SqliteStore,
     location: Path,
     /// The staging file, made with the first part.
-    staged: Arc<Mutex<Option<std::fs::File>>>,
+    staged: Arc<Mutex<Staged>>,
     /// Where the next part starts in it.
     len: u64,
+}
+
+/// What the parts staged so far left.
+#[derive(Debug, Default)]
+struct Staged {
+    file: Option<std::fs::File>,
+    /// The bytes written to it: the upload's length once every part is.
+    written: u64,
 }
 
 impl Upload {
@@ -31,7 +39,7 @@ impl Upload {
         Upload {
             store,
             location,
-            staged: Arc::new(Mutex::new(None)),
+            staged: Arc::new(Mutex::new(Staged::default())),
             len: 0,
         }
     }
@@ -58,15 +66,16 @@ impl MultipartUpload for Upload {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 let mut staged = lock(&staged);
-                let file = match staged.as_mut() {
+                let file = match staged.file.as_mut() {
                     Some(file) => file,
-                    None => staged.insert(tempfile::tempfile_in(&folder)?),
+                    None => staged.file.insert(tempfile::tempfile_in(&folder)?),
                 };
                 // Parts may be staged in any order: each at its place.
                 file.seek(SeekFrom::Start(at))?;
                 for bytes in &data {
                     file.write_all(bytes)?;
                 }
+                staged.written += data.content_length() as u64;
                 Ok::<_, std::io::Error>(())
             })
             .await
@@ -76,14 +85,16 @@ impl MultipartUpload for Upload {
     }
 
     async fn complete(&mut self) -> object_store::Result<PutResult> {
-        let file = lock(&self.staged).take();
+        let Staged { file, written } = std::mem::take(&mut *lock(&self.staged));
         let len = std::mem::take(&mut self.len);
+        if written != len {
+            // A part not written yet would be a hole of zeros in the value.
+            return Err(generic(format!(
+                "the upload was completed with {written} of its {len} bytes written: \
+                 complete it once every part's future has finished"
+            )));
+        }
         let Some(file) = file else {
-            if len > 0 {
-                return Err(generic(
-                    "the upload was completed before its parts were written",
-                ));
-            }
             // No part: an empty value.
             return self
                 .store
@@ -102,7 +113,7 @@ impl MultipartUpload for Upload {
     }
 
     async fn abort(&mut self) -> object_store::Result<()> {
-        drop(lock(&self.staged).take());
+        drop(std::mem::take(&mut *lock(&self.staged)));
         self.len = 0;
         Ok(())
     }
