@@ -1658,6 +1658,32 @@ mod tests {
         assert_eq!(synced(&store), []);
     }
 
+    /// An upload completed before one of its parts was written fails,
+    /// rather than publishing a hole of zeros where that part goes, and
+    /// leaves no staging file; the object it would have replaced stands.
+    #[tokio::test]
+    async fn an_upload_completed_before_a_part_is_written_fails_whole() {
+        use object_store::ObjectStoreExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalFolder::new(dir.path()).unwrap();
+        store.put(&"a/early".into(), "old".into()).await.unwrap();
+        let mut upload = store.put_multipart(&"a/early".into()).await.unwrap();
+        upload.put_part("one".into()).await.unwrap();
+        let never_polled = upload.put_part("two".into());
+        upload.put_part("six".into()).await.unwrap();
+        let error = upload.complete().await.unwrap_err().to_string();
+        assert!(error.contains("6 of its 9 bytes"), "{error}");
+        drop(never_polled);
+        let read = store.get(&"a/early".into()).await.unwrap().bytes().await;
+        assert_eq!(read.unwrap(), "old");
+        let left: Vec<_> = std::fs::read_dir(store.root().join("a"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["early"]);
+    }
+
     /// A blob written to a local folder (a multipart upload) is on the
     /// disk, with its name, before its writer returns the reference.
     #[tokio::test]

@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::UNIX_EPOCH;
 
@@ -34,6 +35,8 @@ struct Staged {
     location: Path,
     /// Taken by completion or abort, so a part written later fails.
     file: Mutex<Option<File>>,
+    /// The bytes the parts wrote: the upload's length once every part is.
+    written: AtomicU64,
     syncs: Syncs,
 }
 
@@ -69,6 +72,7 @@ impl Upload {
                 name,
                 location: location.clone(),
                 file: Mutex::new(Some(file)),
+                written: AtomicU64::new(0),
                 syncs: syncs.clone(),
             }),
             offset: 0,
@@ -108,13 +112,29 @@ impl Staged {
                 .map_err(|e| io_error(&self.staging_path(), e))?;
             at += chunk.len() as u64;
         }
+        self.written.fetch_add(at - offset, Ordering::Relaxed);
         Ok(())
     }
 
     /// Syncs the staging file, renames it into place and syncs its folder:
-    /// the object is whole on the disk before it is acknowledged.
-    fn publish(&self) -> object_store::Result<PutResult> {
+    /// the object is whole on the disk before it is acknowledged. Refused,
+    /// the staging file removed, unless the parts wrote all `len` bytes: a
+    /// part not written yet would be a hole of zeros in the object.
+    fn publish(&self, len: u64) -> object_store::Result<PutResult> {
         let file = self.take_file()?;
+        let written = self.written.load(Ordering::Relaxed);
+        if written != len {
+            self.remove_staging();
+            return Err(object_store::Error::Generic {
+                store: super::STORE,
+                source: format!(
+                    "the upload to {} was completed with {written} of its {len} bytes \
+                     written: complete it once every part's future has finished",
+                    self.location
+                )
+                .into(),
+            });
+        }
         let staging_path = self.staging_path();
         let published = self
             .syncs
@@ -164,8 +184,8 @@ impl MultipartUpload for Upload {
 
     async fn complete(&mut self) -> object_store::Result<PutResult> {
         self.ended = true;
-        let staged = Arc::clone(&self.staged);
-        blocking(move || staged.publish()).await
+        let (staged, len) = (Arc::clone(&self.staged), self.offset);
+        blocking(move || staged.publish(len)).await
     }
 
     async fn abort(&mut self) -> object_store::Result<()> {
