@@ -125,9 +125,9 @@ type Opened = object_store::Result<(ObjectMeta, Range<u64>, Bytes)>;
 
 /// Reads `path` as `options` ask, in one snapshot of the database: sends
 /// the metadata, the range and the first piece to `opened`, then the rest a
-/// [`PIECE`] at a time to `pieces`, each read when the last was taken, so a
-/// read holds one piece whatever the value's size. Stops when the reader
-/// drops its stream.
+/// [`PIECE`] at a time to `pieces`, which holds one piece ahead of the
+/// reader, so a read holds a few pieces whatever the value's size. Stops
+/// when the reader drops its stream.
 pub(super) fn read_object(
     connection: &Connection,
     path: &str,
