@@ -509,8 +509,9 @@ async fn an_upload_completed_before_a_part_is_written_fails_whole() {
 }
 
 /// A read holds its snapshot until its last piece: an object replaced and
-/// then deleted while it streams still reads as it was when the read began,
-/// and the next read finds it gone.
+/// then deleted while it streams, by its store and by another process's,
+/// still reads as it was when the read began, and the next read finds it
+/// gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_that_outlives_a_replacement_and_a_delete_reads_what_it_began_on() {
     let (_folder, store) = opened();
@@ -520,8 +521,12 @@ async fn a_read_that_outlives_a_replacement_and_a_delete_reads_what_it_began_on(
 
     let mut stream = store.get(&path).await.unwrap().into_stream();
     let first = stream.next().await.unwrap().unwrap();
+    // Replaced and deleted by this store, and by another on the file (as
+    // another process).
+    let other = SqliteStore::open(store.file()).unwrap();
     store.put(&path, vec![7u8; 3].into()).await.unwrap();
-    store.delete(&path).await.unwrap();
+    other.put(&path, vec![8u8; 3].into()).await.unwrap();
+    other.delete(&path).await.unwrap();
     let mut read = first.to_vec();
     while let Some(piece) = stream.next().await {
         read.extend_from_slice(&piece.unwrap());
