@@ -183,18 +183,8 @@ pub(super) async fn settle(shared: &Shared, held: &HeldLease, ended: bool, lease
 /// Deletes `entries` in one batch, best effort: an entry left behind is
 /// woken again, harmlessly.
 pub(super) async fn forget(shared: &Shared, entries: &[DueRun]) {
-    match entries {
-        [] => {}
-        [entry] => {
-            if let Err(e) = delete(&shared.memo, entry).await {
-                tracing::debug!(run_id = %entry.run_id, error = %e, "due-run entry not deleted");
-            }
-        }
-        entries => {
-            for e in delete_all(&shared.memo, entries).await {
-                tracing::debug!(error = %e, "due-run entry not deleted");
-            }
-        }
+    for e in delete_all(&shared.memo, entries).await {
+        tracing::debug!(error = %e, "due-run entry not deleted");
     }
 }
 
