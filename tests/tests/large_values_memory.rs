@@ -20,7 +20,6 @@ use std::time::Instant;
 use memo_runtime::MemoStore;
 use memo_runtime::blob::{DEFAULT_CHUNK_SIZE, PART_SIZE};
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::seal::Seal;
 use memo_runtime::store::{LocalFolder, SqliteStore};
 use memo_tests::fixtures::run;
 use memo_tests::large_values::{Generated, read_back};
@@ -71,19 +70,15 @@ enum Backend {
 /// The peak allocations of writing `value` as a blob to a fresh local
 /// folder or SQLite file, and of reading it back, above what was allocated
 /// before each.
-async fn measure(
-    backend: Backend,
-    value: Generated,
-    chunk_size: usize,
-    seal: Seal,
-) -> (usize, usize) {
+async fn measure(backend: Backend, value: Generated, chunk_size: usize) -> (usize, usize) {
     let _alone = MEASURING.lock().await;
     let folder = tempfile::tempdir().unwrap();
     let objects: Arc<dyn ObjectStore> = match backend {
         Backend::Folder => Arc::new(LocalFolder::new(folder.path()).unwrap()),
         Backend::Sqlite => Arc::new(SqliteStore::open(folder.path().join("memo.db")).unwrap()),
     };
-    let store = MemoStore::new(objects, "memo").with_seal(seal);
+    // The default seal: zstd, kept only where it shrinks a chunk.
+    let store = MemoStore::new(objects, "memo");
     let memo = store.new_memo(&run("measured"), 0);
 
     let base = start();
@@ -131,7 +126,7 @@ fn read_bound(chunk_size: usize) -> usize {
 /// Measures `value` on `backend` and fails unless both peaks are within
 /// the bounds for `chunk_size`.
 async fn assert_bounded(backend: Backend, value: Generated, chunk_size: usize) {
-    let (write_peak, read_peak) = measure(backend, value, chunk_size, Seal::default()).await;
+    let (write_peak, read_peak) = measure(backend, value, chunk_size).await;
     assert!(
         write_peak < write_bound(chunk_size),
         "{backend:?}: write peak {write_peak} bytes"
