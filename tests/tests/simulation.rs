@@ -753,6 +753,26 @@ fn with_power_losses_worker_loops_histories_keep_every_invariant() {
     assert_power_losses_undid_deletes(&summary);
 }
 
+/// The world with worker loops on memo's own local folder, the embedded
+/// default (session 38: the simulator's folder was `object_store`'s
+/// `LocalFileSystem` until then): its ordered listings of the due-run
+/// index from an offset, its folders removed as deletes empty them and
+/// kept for the indexes, its hard-link publishes; with power losses, which
+/// bring back the deletes it does not sync. `MEMO_SIM_SEEDS` and
+/// `MEMO_SIM_SEED` choose the seeds.
+#[test]
+fn on_a_local_folder_worker_loops_histories_keep_every_invariant() {
+    let summary = loops_simulation!(LOOP_POLLS)
+        .local_folder_share(1.0)
+        .power_loss(POWER_LOSS)
+        .check_seeds_from_env(LOOP_FOLDER_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+}
+
+/// How many seeds of the worker-loops world on a local folder `cargo
+/// test` runs (a folder's seed takes several times an `InMemory` one's).
+const LOOP_FOLDER_SEEDS: u64 = 8;
+
 /// The seeds of the world with worker loops that broke an invariant in a
 /// survey, each examined and its cause fixed, in the world they broke in:
 /// 11154 (session 29, before any loop counted as spawned, every wait with

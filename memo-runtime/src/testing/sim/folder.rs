@@ -1,7 +1,9 @@
-//! A local folder as the simulated bucket: real files, real renames and
-//! hard links, each request run to its end off the async runtime, so that
-//! it completes within the poll that makes it (a history stays a function
-//! of its seed, and the fault-free views of the truth read it at once).
+//! A local folder as the simulated bucket: memo's own
+//! [`LocalFolder`](crate::store::LocalFolder), the embedded default, over
+//! real files, real renames and hard links, each request run to its end
+//! off the async runtime, so that it completes within the poll that makes
+//! it (a history stays a function of its seed, and the fault-free views of
+//! the truth read it at once).
 
 use std::fmt;
 use std::future::Future;
@@ -9,10 +11,10 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::store::LocalFolder;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
-use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
@@ -20,8 +22,8 @@ use object_store::{
 };
 
 /// Runs `request` on a thread of its own, outside the async runtime, and
-/// waits for it: `LocalFileSystem` then does its file work inline instead
-/// of on the runtime's blocking pool, whose completion the simulator's
+/// waits for it: `LocalFolder` then does its file work inline instead of
+/// on the runtime's blocking pool, whose completion the simulator's
 /// scheduler could not order.
 fn off_runtime<F>(request: F) -> F::Output
 where
@@ -36,9 +38,9 @@ where
     })
 }
 
-/// A [`LocalFileSystem`] over a fresh folder, removed when dropped.
+/// A [`LocalFolder`] over a fresh folder, removed when dropped.
 pub(super) struct Folder {
-    inner: Arc<LocalFileSystem>,
+    inner: Arc<LocalFolder>,
     root: PathBuf,
 }
 
@@ -49,9 +51,12 @@ impl Folder {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let root = base().join(format!("memo-sim-{}-{seed}-{n}", std::process::id()));
         std::fs::create_dir_all(&root)?;
-        let inner = LocalFileSystem::new_with_prefix(&root)
+        // Without syncs: they change when an answer comes, never what it
+        // is (the simulator makes its own power losses, and `local.rs`'s
+        // tests pin every sync), and a folder on a disk would pay for each.
+        let inner = LocalFolder::new(&root)
             .map_err(std::io::Error::other)?
-            .with_automatic_cleanup(true);
+            .with_fsync(false);
         Ok(Folder {
             inner: Arc::new(inner),
             root,

@@ -487,8 +487,9 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     }
 
     /// The share of seeds (0 to 1, drawn from each seed) whose shared
-    /// bucket is a fresh local folder (real files, real renames, hard-link
-    /// publishes, `NotFound` on deleting a missing file) instead of
+    /// bucket is a fresh [`LocalFolder`](crate::store::LocalFolder), the
+    /// embedded default (real files, hard-link publishes, folders removed
+    /// as deletes empty them, listings in order from an offset), instead of
     /// `InMemory`; default 0.
     #[must_use]
     pub fn local_folder_share(mut self, share: f64) -> Self {

@@ -24,10 +24,20 @@ fn truth(checker: &Checker, run_id: &RunId) -> Truth {
     checker.truth(run_id)
 }
 
-/// Lists the runs in `status` and checks the listing: every listed run is
-/// an incarnation that existed, and every run of `run_ids` that was in
-/// `status` before and after the listing (the same incarnation), its
-/// creation answered before it, is listed (see [`Checker::check_listing`]).
+/// How many runs a page of the operator's listing holds: small, so that a
+/// listing of the few runs of a history crosses pages.
+const PAGE: usize = 2;
+
+/// More pages than a history's runs and their incarnations fill: a listing
+/// that goes on past them is going round.
+const MAX_PAGES: usize = 10_000;
+
+/// Lists the runs in `status`, a page at a time as `memoctl runs` does
+/// (each page from the cursor the one before returned), and checks the
+/// listing: every listed run is an incarnation that existed, and every run
+/// of `run_ids` that was in `status` before and after the listing (the
+/// same incarnation), its creation answered before it, is listed (see
+/// [`Checker::check_listing`]).
 pub(super) async fn list(
     checker: Checker,
     runtime: Runtime,
@@ -36,7 +46,24 @@ pub(super) async fn list(
 ) -> crate::Result<()> {
     let mark = checker.creation_mark();
     let before: Vec<Truth> = run_ids.iter().map(|id| truth(&checker, id)).collect();
-    let listed = runtime.runtime_store().list_runs(status).await?;
+    let store = runtime.runtime_store();
+    let mut listed = Vec::new();
+    let mut after: Option<RunId> = None;
+    for pages in 1.. {
+        let page = store.list_runs_page(status, after.as_ref(), PAGE).await?;
+        if pages > MAX_PAGES {
+            checker.violation(
+                "a listing's pages come to an end",
+                format!("listing {status} runs gave {MAX_PAGES} pages and a cursor past them"),
+            );
+            break;
+        }
+        listed.extend(page.runs);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
     for summary in &listed {
         let incarnation = summary.incarnation.as_u64();
         // A run's pointer names no incarnation in its path: one that only

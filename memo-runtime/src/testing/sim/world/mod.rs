@@ -117,9 +117,9 @@ where
     };
     let workflow = (sim.make_workflow)(ledger.clone());
     let loops = sim.loops.as_ref().map(|make| make(ledger));
-    // `InMemory` lists in order; a local folder and a case-folding store
-    // do not.
-    let ordered = !config.wide_run_ids && !in_local_folder(config, seed);
+    // `InMemory` and memo's local folder list in order; a case-folding
+    // store does not.
+    let ordered = !config.wide_run_ids;
     let run_ids = if config.wide_run_ids {
         wide_run_ids(sim.inputs.len(), seed)
     } else {
@@ -364,7 +364,7 @@ where
             self.checker.event(format!("worker {w} started"));
         }
         if self.config.operator {
-            self.operator = Some(self.start_worker(self.config.has(Event::StoreFault)));
+            self.operator = Some(self.start_operator(self.config.has(Event::StoreFault)));
             self.checker.event("operator started".into());
         }
         if self.config.wrong_prefix_operator {

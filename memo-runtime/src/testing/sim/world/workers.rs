@@ -73,6 +73,18 @@ where
 
     /// A worker process: its own store instances over the shared objects.
     pub(super) fn start_worker(&mut self, faulty: bool) -> Worker {
+        self.start_process(faulty, false)
+    }
+
+    /// The operator's process: a worker's, but for its runtime store, which
+    /// `memoctl`'s is (`memo-cli`'s `store.rs`): its listings delete no
+    /// stale hint, and they stop at the page on a store that lists in
+    /// order.
+    pub(super) fn start_operator(&mut self, faulty: bool) -> Worker {
+        self.start_process(faulty, true)
+    }
+
+    fn start_process(&mut self, faulty: bool, operator: bool) -> Worker {
         let shared = self.backend();
         let faults = Arc::new(FaultInjectingStore::new(shared).with_seed(self.rng.random()));
         if faulty && self.config.fault_rate > 0.0 {
@@ -93,7 +105,13 @@ where
             checker: self.checker.clone(),
             late_write: self.config.pauses.then(|| Arc::clone(&late_write)),
         });
-        let (memo, runs) = compat::open_stores(objects);
+        let (memo, mut runs) = compat::open_stores(objects);
+        if operator {
+            runs = runs.with_read_only_listings();
+            if self.ordered {
+                runs = runs.with_ordered_listings();
+            }
+        }
         let store = Audited {
             inner: runs,
             checker: self.checker.clone(),
