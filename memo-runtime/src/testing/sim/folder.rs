@@ -1,9 +1,10 @@
 //! A local folder as the simulated bucket: memo's own
 //! [`LocalFolder`](crate::store::LocalFolder), the embedded default, over
-//! real files, real renames and hard links, each request run to its end
-//! off the async runtime, so that it completes within the poll that makes
-//! it (a history stays a function of its seed, and the fault-free views of
-//! the truth read it at once).
+//! real files, real renames and hard links; or a
+//! [`SqliteStore`](crate::store::SqliteStore) file in such a folder. Each
+//! request runs to its end off the simulator's runtime, so that it
+//! completes within the poll that makes it (a history stays a function of
+//! its seed, and the fault-free views of the truth read it at once).
 
 use std::fmt;
 use std::future::Future;
@@ -21,36 +22,59 @@ use object_store::{
     ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
 
-/// Runs `request` on a thread of its own, outside the async runtime, and
-/// waits for it: `LocalFolder` then does its file work inline instead of
-/// on the runtime's blocking pool, whose completion the simulator's
-/// scheduler could not order.
-fn off_runtime<F>(request: F) -> F::Output
-where
-    F: Future + Send,
-    F::Output: Send,
-{
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| futures::executor::block_on(request))
-            .join()
-            .expect("a local-folder request does not panic")
-    })
+/// Where a folder's requests run to their end: on a thread of their own,
+/// outside the simulator's runtime, so that its scheduler never waits for
+/// a completion it cannot order. A `LocalFolder` then does its file work
+/// inline (it finds no runtime); a SQLite file's reads work on Tokio's
+/// blocking pool, so they run on a runtime of the folder's own.
+#[derive(Clone)]
+struct Requests(Option<Arc<OwnRuntime>>);
+
+/// A folder's own runtime, shut down without waiting when the last request
+/// that holds it is dropped (which may be within the simulator's runtime,
+/// where a runtime may not be dropped).
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
-/// A [`LocalFolder`] over a fresh folder, removed when dropped.
+impl Requests {
+    /// Runs `request` to its end, off the simulator's runtime.
+    fn run<F>(&self, request: F) -> F::Output
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        let own = self.0.as_deref().and_then(|own| own.0.as_ref());
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| match own {
+                    Some(runtime) => runtime.block_on(request),
+                    None => futures::executor::block_on(request),
+                })
+                .join()
+                .expect("a request to a simulated folder does not panic")
+        })
+    }
+}
+
+/// A [`LocalFolder`] over a fresh folder, or a SQLite file in one,
+/// removed when dropped.
 pub(super) struct Folder {
-    inner: Arc<LocalFolder>,
+    inner: Arc<dyn ObjectStore>,
+    requests: Requests,
     root: PathBuf,
 }
 
 impl Folder {
-    /// A fresh, empty folder under [`base`].
+    /// A [`LocalFolder`] over a fresh, empty folder under [`base`].
     pub(super) fn new(seed: u64) -> std::io::Result<Folder> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let root = base().join(format!("memo-sim-{}-{seed}-{n}", std::process::id()));
-        std::fs::create_dir_all(&root)?;
+        let root = fresh_root(seed)?;
         // Without syncs: they change when an answer comes, never what it
         // is (the simulator makes its own power losses, and `local.rs`'s
         // tests pin every sync), and a folder on a disk would pay for each.
@@ -59,9 +83,37 @@ impl Folder {
             .with_fsync(false);
         Ok(Folder {
             inner: Arc::new(inner),
+            requests: Requests(None),
             root,
         })
     }
+
+    /// A [`SqliteStore`](crate::store::SqliteStore) file in a fresh, empty
+    /// folder under [`base`], without syncs (as a local folder's).
+    #[cfg(feature = "sqlite")]
+    pub(super) fn sqlite(seed: u64) -> std::io::Result<Folder> {
+        let root = fresh_root(seed)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let inner = crate::store::SqliteStore::open_with_fsync(root.join("memo.db"), false)
+            .map_err(std::io::Error::other)?;
+        Ok(Folder {
+            inner: Arc::new(inner),
+            requests: Requests(Some(Arc::new(OwnRuntime(Some(runtime))))),
+            root,
+        })
+    }
+}
+
+/// A fresh, empty folder under [`base`], named after the process and the
+/// seed.
+fn fresh_root(seed: u64) -> std::io::Result<PathBuf> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let root = base().join(format!("memo-sim-{}-{seed}-{n}", std::process::id()));
+    std::fs::create_dir_all(&root)?;
+    Ok(root)
 }
 
 /// Where the simulator's folders go: `MEMO_SIM_FOLDER` if set, otherwise
@@ -89,13 +141,16 @@ impl Drop for Folder {
 
 impl fmt::Debug for Folder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Folder").field("root", &self.root).finish()
+        f.debug_struct("Folder")
+            .field("root", &self.root)
+            .field("store", &self.inner.to_string())
+            .finish()
     }
 }
 
 impl fmt::Display for Folder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Folder({})", self.root.display())
+        write!(f, "Folder({}: {})", self.root.display(), self.inner)
     }
 }
 
@@ -108,7 +163,8 @@ impl ObjectStore for Folder {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        off_runtime(self.inner.put_opts(location, payload, opts))
+        self.requests
+            .run(self.inner.put_opts(location, payload, opts))
     }
 
     async fn put_multipart_opts(
@@ -116,11 +172,12 @@ impl ObjectStore for Folder {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        off_runtime(self.inner.put_multipart_opts(location, opts))
+        self.requests
+            .run(self.inner.put_multipart_opts(location, opts))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        off_runtime(async {
+        self.requests.run(async {
             let got = self.inner.get_opts(location, options).await?;
             // A file payload would be read later, on the runtime: read it
             // now, off it.
@@ -142,22 +199,22 @@ impl ObjectStore for Folder {
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        off_runtime(self.inner.get_ranges(location, ranges))
+        self.requests.run(self.inner.get_ranges(location, ranges))
     }
 
     fn delete_stream(
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        let inner = Arc::clone(&self.inner);
+        let (inner, requests) = (Arc::clone(&self.inner), self.requests.clone());
         locations
             .then(move |location| {
-                let inner = Arc::clone(&inner);
+                let (inner, requests) = (Arc::clone(&inner), requests.clone());
                 async move {
                     let location = location?;
                     // The stream is made on the other thread too: one made
                     // on the runtime works on the runtime's pool.
-                    let deleted = off_runtime(async {
+                    let deleted = requests.run(async {
                         inner
                             .delete_stream(stream::once(async { Ok(location) }).boxed())
                             .try_collect::<Vec<_>>()
@@ -171,9 +228,10 @@ impl ObjectStore for Folder {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let (inner, prefix) = (Arc::clone(&self.inner), prefix.cloned());
+        let requests = self.requests.clone();
         // Listed when first polled, as a listing is.
         stream::once(async move {
-            off_runtime(async { inner.list(prefix.as_ref()).collect::<Vec<_>>().await })
+            requests.run(async { inner.list(prefix.as_ref()).collect::<Vec<_>>().await })
         })
         .flat_map(stream::iter)
         .boxed()
@@ -185,8 +243,9 @@ impl ObjectStore for Folder {
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         let (inner, prefix, offset) = (Arc::clone(&self.inner), prefix.cloned(), offset.clone());
+        let requests = self.requests.clone();
         stream::once(async move {
-            off_runtime(async {
+            requests.run(async {
                 inner
                     .list_with_offset(prefix.as_ref(), &offset)
                     .collect::<Vec<_>>()
@@ -198,14 +257,14 @@ impl ObjectStore for Folder {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        off_runtime(self.inner.list_with_delimiter(prefix))
+        self.requests.run(self.inner.list_with_delimiter(prefix))
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        off_runtime(self.inner.copy_opts(from, to, options))
+        self.requests.run(self.inner.copy_opts(from, to, options))
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        off_runtime(self.inner.rename_opts(from, to, options))
+        self.requests.run(self.inner.rename_opts(from, to, options))
     }
 }

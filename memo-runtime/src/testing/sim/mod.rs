@@ -25,7 +25,8 @@
 //! ([`wide_run_ids`](Simulation::wide_run_ids)), a long-lived cached reader
 //! ([`cached_reader`](Simulation::cached_reader)), workers paused past their
 //! lease ([`pauses`](Simulation::pauses)), a share of seeds on a local
-//! folder ([`local_folder_share`](Simulation::local_folder_share)), foreign
+//! folder ([`local_folder_share`](Simulation::local_folder_share); with the
+//! `sqlite` feature, on a SQLite file too: `Simulation::sqlite_share`), foreign
 //! objects planted in a share of seeds
 //! ([`foreign_objects`](Simulation::foreign_objects)), sealed stores in a
 //! share of seeds ([`sealed_share`](Simulation::sealed_share)), every step
@@ -199,6 +200,8 @@ struct Config {
     cached_reader: bool,
     pauses: bool,
     local_folder_share: f64,
+    /// The share of seeds on a SQLite file ([`Simulation::sqlite_share`]).
+    sqlite_share: f64,
     foreign_objects: f64,
     sealed_share: f64,
     standalone_memos: bool,
@@ -301,6 +304,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 cached_reader: false,
                 pauses: false,
                 local_folder_share: 0.0,
+                sqlite_share: 0.0,
                 foreign_objects: 0.0,
                 sealed_share: 0.0,
                 standalone_memos: false,
@@ -494,6 +498,19 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     #[must_use]
     pub fn local_folder_share(mut self, share: f64) -> Self {
         self.config.local_folder_share = share.clamp(0.0, 1.0);
+        self
+    }
+
+    /// The share of seeds (0 to 1, drawn from each seed) whose shared
+    /// bucket is a fresh [`SqliteStore`](crate::store::SqliteStore) file
+    /// (one table of objects, listed in order from an offset), instead of
+    /// `InMemory`; a seed drawn for a
+    /// [local folder](Self::local_folder_share) too runs on the folder.
+    /// Default 0.
+    #[cfg(feature = "sqlite")]
+    #[must_use]
+    pub fn sqlite_share(mut self, share: f64) -> Self {
+        self.config.sqlite_share = share.clamp(0.0, 1.0);
         self
     }
 

@@ -84,6 +84,8 @@ where
             Ok(folder) => Arc::new(folder),
             Err(error) => panic!("simulation seed {seed}: no local folder: {error}"),
         }
+    } else if in_sqlite_file(&sim.config, seed) {
+        sqlite_file(seed)
     } else {
         Arc::new(InMemory::new())
     };
@@ -117,8 +119,8 @@ where
     };
     let workflow = (sim.make_workflow)(ledger.clone());
     let loops = sim.loops.as_ref().map(|make| make(ledger));
-    // `InMemory` and memo's local folder list in order; a case-folding
-    // store does not.
+    // `InMemory`, memo's local folder and a SQLite file list in order; a
+    // case-folding store does not.
     let ordered = !config.wide_run_ids;
     let run_ids = if config.wide_run_ids {
         wide_run_ids(sim.inputs.len(), seed)
@@ -229,6 +231,28 @@ fn process_name(worker: usize) -> String {
 fn in_local_folder(config: &Config, seed: u64) -> bool {
     config.local_folder_share > 0.0
         && StdRng::seed_from_u64(seed ^ 0xf01d_e125).random_bool(config.local_folder_share)
+}
+
+/// Whether the history of `seed` runs on a SQLite file rather than
+/// `InMemory` (a seeded share of them, with `Simulation::sqlite_share`).
+fn in_sqlite_file(config: &Config, seed: u64) -> bool {
+    config.sqlite_share > 0.0
+        && StdRng::seed_from_u64(seed ^ 0x5017_17e5).random_bool(config.sqlite_share)
+}
+
+/// A fresh SQLite file for the history of `seed`.
+#[cfg(feature = "sqlite")]
+fn sqlite_file(seed: u64) -> Shared {
+    match Folder::sqlite(seed) {
+        Ok(file) => Arc::new(file),
+        Err(error) => panic!("simulation seed {seed}: no SQLite file: {error}"),
+    }
+}
+
+/// Without the `sqlite` feature no share of seeds is drawn for one.
+#[cfg(not(feature = "sqlite"))]
+fn sqlite_file(_seed: u64) -> Shared {
+    unreachable!("a share of seeds on SQLite is set with the `sqlite` feature only")
 }
 
 /// Whether foreign objects are planted in the history of `seed` (a seeded
