@@ -138,12 +138,13 @@ impl StoreArgs {
 /// Whether the store a URL names lists objects in lexical order from an
 /// offset: S3, GCS and Azure do, and so does the `LocalFolder` a `file://`
 /// URL opens (it reads a folder's names whole, but keeps and returns only
-/// the first after the offset).
+/// the first after the offset), and so does the `SqliteStore` of a
+/// `sqlite://` URL (an index range).
 fn lists_in_order(url: &str) -> bool {
     let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
     matches!(
         scheme.to_ascii_lowercase().as_str(),
-        "file" | "s3" | "s3a" | "gs" | "az" | "adl" | "azure" | "abfs" | "abfss"
+        "file" | "sqlite" | "s3" | "s3a" | "gs" | "az" | "adl" | "azure" | "abfs" | "abfss"
     )
 }
 
@@ -170,5 +171,16 @@ mod tests {
         let runs = format!("{:?}", opened(&url).runs);
         assert!(runs.contains("ordered_listings: true"), "{runs}");
         assert!(lists_in_order("s3://bucket/prefix"));
+    }
+
+    /// A SQLite file lists in order from an offset too (an index range), so
+    /// a page of `memoctl runs` on one stops its listing at the page rather
+    /// than reading every hint after the cursor.
+    #[test]
+    fn a_sqlite_file_is_paged_from_its_listings_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/memo.db", dir.path().display());
+        let runs = format!("{:?}", opened(&url).runs);
+        assert!(runs.contains("ordered_listings: true"), "{runs}");
     }
 }

@@ -14,7 +14,7 @@ use memo_runtime::runtime_store::{
     Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, ObjectStoreRuntimeStore,
     RunRecord, RunStatus, RunSummary, RuntimeStore, StatusChange, StepReceipt,
 };
-use memo_runtime::store::LocalFolder;
+use memo_runtime::store::{LocalFolder, SqliteStore};
 use memo_runtime::testing::CountingStore;
 use memo_runtime::{Bytes, Incarnation, Result, RunId};
 use memo_tests::fixtures::run;
@@ -260,19 +260,49 @@ async fn paging_lists_every_run_once_on_a_local_folder_that_lists_in_order() {
 }
 
 #[tokio::test]
+async fn paging_lists_every_run_once_on_a_sqlite_file_that_lists_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects =
+        Arc::new(SqliteStore::open_with_fsync(dir.path().join("memo.db"), false).unwrap());
+    let store = ObjectStoreRuntimeStore::new(objects.clone(), "rt").with_ordered_listings();
+    check_paging_on(objects, &store).await;
+}
+
+#[tokio::test]
 async fn one_page_on_a_local_folder_lists_the_page_not_the_folder() {
+    // The folder's names are read whole, but only the page's are kept and
+    // returned (see `LocalFolder`'s `list_with_offset`).
+    one_page_lists_the_page_not_the_rest(|dir| LocalFolder::new(dir).unwrap().with_fsync(false))
+        .await;
+}
+
+#[tokio::test]
+async fn one_page_on_a_sqlite_file_lists_the_page_not_the_table() {
+    one_page_lists_the_page_not_the_rest(|dir| {
+        SqliteStore::open_with_fsync(dir.join("memo.db"), false).unwrap()
+    })
+    .await;
+}
+
+/// With 200 and then 3,000 `Running` hints in a store `open` makes in a
+/// fresh folder, a first page and a page from a cursor in the middle each
+/// list the page and one hint past it, in one listing: the same whatever
+/// the number of hints.
+async fn one_page_lists_the_page_not_the_rest<S: ObjectStore>(
+    open: impl Fn(&std::path::Path) -> S,
+) {
     let mut costs = Vec::new();
     for n in [200, 3_000] {
         let dir = tempfile::tempdir().unwrap();
-        let folder = LocalFolder::new(dir.path()).unwrap().with_fsync(false);
+        let objects = open(dir.path());
         for i in 0..n {
             let path = Path::from(format!(
                 "rt/runs-by-status/Running/run-{i:06}.{:016x}",
                 i + 1
             ));
-            folder.put(&path, "x".into()).await.unwrap();
+            objects.put(&path, "x".into()).await.unwrap();
         }
-        let counting = Arc::new(CountingStore::new(folder));
+        let counting = Arc::new(CountingStore::new(objects));
         let store = ObjectStoreRuntimeStore::new(counting.clone(), "rt").with_ordered_listings();
         counting.reset();
         let first = store
@@ -290,9 +320,6 @@ async fn one_page_on_a_local_folder_lists_the_page_not_the_folder() {
         let middle_cost = counting.counts();
         assert_eq!(middle.ids.first(), Some(&run("run-000100")));
         assert_eq!(middle.next, Some(run("run-000149")));
-        // The page and the one hint past it, not the folder's thousands:
-        // the folder's names are read whole, but only these are kept and
-        // returned (see `LocalFolder`'s `list_with_offset`).
         for cost in [first_cost, middle_cost] {
             assert_eq!((cost.lists_with_offset, cost.objects_listed), (1, 51));
         }
