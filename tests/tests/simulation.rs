@@ -773,24 +773,26 @@ fn with_power_losses_worker_loops_histories_keep_every_invariant() {
     assert_power_losses_undid_deletes(&summary);
 }
 
-/// The world with worker loops on memo's own local folder, the embedded
-/// default (session 38: the simulator's folder was `object_store`'s
-/// `LocalFileSystem` until then): its ordered listings of the due-run
-/// index from an offset, its folders removed as deletes empty them and
-/// kept for the indexes, its hard-link publishes; with power losses, which
-/// bring back the deletes it does not sync. `MEMO_SIM_SEEDS` and
+/// The world with worker loops on memo's own local stores, half the seeds
+/// on a local folder, the embedded default (session 38: the simulator's
+/// folder was `object_store`'s `LocalFileSystem` until then), the other
+/// half on a SQLite file: their ordered listings of the due-run index from
+/// an offset, the folder's folders removed as deletes empty them and kept
+/// for the indexes, its hard-link publishes; with power losses, which
+/// bring back the deletes neither syncs. `MEMO_SIM_SEEDS` and
 /// `MEMO_SIM_SEED` choose the seeds.
 #[test]
-fn on_a_local_folder_worker_loops_histories_keep_every_invariant() {
+fn on_local_stores_worker_loops_histories_keep_every_invariant() {
     let summary = loops_simulation!(LOOP_POLLS)
-        .local_folder_share(1.0)
+        .local_folder_share(0.5)
+        .sqlite_share(1.0)
         .power_loss(POWER_LOSS)
         .check_seeds_from_env(LOOP_FOLDER_SEEDS);
     assert!(summary.seeds > 0 && summary.events > 0);
 }
 
-/// How many seeds of the worker-loops world on a local folder `cargo
-/// test` runs (a folder's seed takes several times an `InMemory` one's).
+/// How many seeds of the worker-loops world on local stores `cargo test`
+/// runs (such a seed takes several times an `InMemory` one's).
 const LOOP_FOLDER_SEEDS: u64 = 6;
 
 /// The seeds of the world with worker loops that broke an invariant in a
