@@ -498,6 +498,19 @@ fn a_sealed_seed_replays_exactly() {
     replays_exactly(&order_simulation(true).deployment().sealed_share(1.0), 0..2);
 }
 
+/// Seeds on memo's local stores too, a folder and a SQLite file: memo's
+/// course reads nothing of theirs but what it wrote (no modification time
+/// steers it), and each request ends before the simulator goes on.
+#[test]
+fn a_seed_on_a_local_store_replays_exactly() {
+    let deployment = || order_simulation(true).deployment();
+    replays_exactly(&deployment().local_folder_share(1.0), 0..1);
+    replays_exactly(
+        &deployment().local_folder_share(0.0).sqlite_share(1.0),
+        0..1,
+    );
+}
+
 fn replays_exactly(simulation: &OrderSimulation, seeds: std::ops::Range<u64>) {
     for seed in seeds {
         let (first, again) = (simulation.run_seed(seed), simulation.run_seed(seed));
