@@ -163,24 +163,19 @@ mod tests {
         .unwrap()
     }
 
+    /// A folder and a SQLite file (an index range) list in order from an
+    /// offset, so a page of `memoctl runs` on one stops its listing at the
+    /// page rather than reading every hint after the cursor.
     #[test]
-    fn a_folder_is_paged_from_its_listings_offset() {
+    fn a_folder_and_a_sqlite_file_are_paged_from_their_listings_offset() {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("file://{}", dir.path().display());
-        // The runtime store's `Debug` says how it pages.
-        let runs = format!("{:?}", opened(&url).runs);
-        assert!(runs.contains("ordered_listings: true"), "{runs}");
+        let folder = format!("file://{}", dir.path().display());
+        let sqlite = format!("sqlite://{}/memo.db", dir.path().display());
+        for url in [folder, sqlite] {
+            // The runtime store's `Debug` says how it pages.
+            let runs = format!("{:?}", opened(&url).runs);
+            assert!(runs.contains("ordered_listings: true"), "{url}: {runs}");
+        }
         assert!(lists_in_order("s3://bucket/prefix"));
-    }
-
-    /// A SQLite file lists in order from an offset too (an index range), so
-    /// a page of `memoctl runs` on one stops its listing at the page rather
-    /// than reading every hint after the cursor.
-    #[test]
-    fn a_sqlite_file_is_paged_from_its_listings_offset() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}/memo.db", dir.path().display());
-        let runs = format!("{:?}", opened(&url).runs);
-        assert!(runs.contains("ordered_listings: true"), "{runs}");
     }
 }
