@@ -52,7 +52,12 @@ pub struct SweepReport {
     pub rechecks_due: usize,
     /// What those rechecks found and deleted: memo entries a stale attempt
     /// wrote after the sweep, plus one per incarnation whose runtime
-    /// records were found again. 0 as a rule.
+    /// records were found again. 0 as a rule. Two sweeps (say, of two
+    /// workers) that recheck one run at once may both count an object
+    /// that both listed and deleted: on a store whose delete of a missing
+    /// object succeeds (S3's does) neither can tell the delete that took
+    /// it from the one that found it gone. A count, not a ledger: the
+    /// object is gone either way.
     pub late_objects_deleted: usize,
     /// Rechecks that failed (or listings of the recheck markers); their
     /// markers are kept for the next pass.
