@@ -112,20 +112,22 @@ pub(super) fn open_writer(file: &FsPath, fsync: bool) -> Result<Connection, BoxE
     connection.pragma_update(None, "journal_size_limit", LOG_KEPT_BYTES)?;
     connection.execute_batch("BEGIN IMMEDIATE")?;
     let version: i64 = connection.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let checked: Result<(), BoxError> = match version {
-        0 => connection
-            .execute_batch(SCHEMA)
-            .and_then(|()| connection.pragma_update(None, "user_version", FORMAT_VERSION))
-            .map_err(Into::into),
-        1 => connection
-            .execute_batch(FROM_VERSION_1)
-            .and_then(|()| connection.pragma_update(None, "user_version", FORMAT_VERSION))
-            .map_err(Into::into),
-        FORMAT_VERSION => Ok(()),
+    // What makes a new file, or one of an earlier version, this version's.
+    let upgrade = match version {
+        0 => Ok(Some(SCHEMA)),
+        1 => Ok(Some(FROM_VERSION_1)),
+        FORMAT_VERSION => Ok(None),
         other => Err(format!(
             "the database holds format version {other}; this memo reads version {FORMAT_VERSION}"
-        )
-        .into()),
+        )),
+    };
+    let checked: Result<(), BoxError> = match upgrade {
+        Ok(Some(batch)) => connection
+            .execute_batch(batch)
+            .and_then(|()| connection.pragma_update(None, "user_version", FORMAT_VERSION))
+            .map_err(Into::into),
+        Ok(None) => Ok(()),
+        Err(refused) => Err(refused.into()),
     };
     match checked {
         Ok(()) => connection.execute_batch("COMMIT")?,
