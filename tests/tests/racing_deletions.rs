@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::TryStreamExt;
 use memo_runtime::clock::ManualClock;
-use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{
     Commit, InputRecord, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RunStatus,
     RunSummary, RuntimeStore, StatusChange, StepReceipt,
@@ -124,6 +124,52 @@ async fn a_stalled_deletion_never_removes_the_run_created_after_it() {
         );
         let finished = worker.atomic_apply(&run_id, completed()).await.unwrap();
         assert_eq!(finished.incarnation, new.incarnation, "{name}");
+    }
+}
+
+/// A stale deletion of an earlier run of the id removed the pointer of the
+/// run created since, and has not looked again yet (it restores what it
+/// removed only then): a redelivery's `create_run` in that window finds no
+/// pointer but the run's record, answers with that run, restoring its
+/// pointer, and never creates another incarnation. (A creator lists the
+/// id's folder first: that it holds no pointer must not read as a new id.)
+#[tokio::test]
+async fn a_redelivery_that_finds_the_pointer_a_stale_deletion_removed_restores_the_run() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-17");
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let created = worker.create_run(order(&run_id)).await.unwrap();
+        let start = Commit::status(StatusChange::start_attempt(1), 2);
+        worker.atomic_apply(&run_id, start).await.unwrap();
+        worker
+            .atomic_apply(&run_id, Commit::step(charged(&run_id), 3))
+            .await
+            .unwrap();
+
+        // The stale deletion's unconditional delete of the pointer.
+        let pointer = Path::from("runs/runs/order-17/run");
+        backend.objects().delete(&pointer).await.unwrap();
+
+        let redelivered = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let again = redelivered.create_run(order(&run_id)).await.unwrap();
+        assert_eq!(
+            (again.incarnation, again.status),
+            (created.incarnation, RunStatus::Running),
+            "{name}: the redelivery did not answer with the run"
+        );
+        assert!(
+            backend.objects().head(&pointer).await.is_ok(),
+            "{name}: the pointer was not restored"
+        );
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert_eq!(
+            fresh.load_receipts(&run_id, None).await.unwrap().len(),
+            1,
+            "{name}"
+        );
+        let finished = worker.atomic_apply(&run_id, completed()).await.unwrap();
+        assert_eq!(finished.incarnation, created.incarnation, "{name}");
     }
 }
 

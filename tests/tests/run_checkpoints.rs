@@ -249,10 +249,14 @@ async fn a_fresh_instance_reads_a_finished_run_of_any_length_in_three_requests()
 
 #[tokio::test]
 async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_requests() {
-    // Four consecutive lengths give every length of tail after the newest
-    // delta (0 to 3 entries at the default interval), so the worst case is
-    // among them; at 1,000 steps the delta names a base.
-    for steps in (10..14).chain(1_000..1_004) {
+    // Consecutive lengths give every length of tail after the newest
+    // delta, so the worst case is among them: 0 to 4 entries while the run
+    // has no base (its deltas name none, so a load reads one object fewer
+    // and a delta waits one entry more), 0 to 3 at 1,000 steps, where the
+    // delta names a base. Below 4 steps the run has no delta yet: the load
+    // lists its incarnation's folder to see it has no checkpoint at all,
+    // and folds its log, up to 4 entries.
+    for steps in (0..15).chain(1_000..1_004) {
         let counting = Arc::new(CountingStore::new(InMemory::new()));
         let writer = ObjectStoreRuntimeStore::new(counting.clone(), PREFIX);
         let run_id = run_of(&writer, "open", steps).await;
@@ -323,19 +327,26 @@ async fn superseded_bases_are_deleted_and_deltas_kept_until_the_run_is_deleted()
     let run_id = run_of(&store, "bounded", 0).await;
     let mut rebased = 0;
     let mut base = Vec::new();
+    // The deltas due: one 5 entries after the last while the run has no
+    // base, 4 once one names a base.
+    let (mut due, mut last) = (0, 0);
     for sequence in 0..400 {
         store
             .atomic_apply(&run_id, step(&run_id, sequence))
             .await
             .unwrap();
-        // After every commit: at most one base, and every delta written (one
-        // every 4 entries after the attempt's start), none deleted.
+        let next = sequence + 2;
+        if next - last >= if base.is_empty() { 5 } else { 4 } {
+            (due, last) = (due + 1, next);
+        }
+        // After every commit: at most one base, and every delta written,
+        // none deleted.
         let (d, b) = (
             deltas(objects.as_ref(), &run_id).await,
             bases(objects.as_ref(), &run_id).await,
         );
         assert!(b.len() <= 1, "after step {sequence}: {b:?}");
-        assert_eq!(d.len() as u64, (sequence + 2) / 4, "after step {sequence}");
+        assert_eq!(d.len() as u64, due, "after step {sequence}");
         if b != base {
             rebased += 1;
             base = b;
@@ -1369,6 +1380,15 @@ async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
             step(&run_id, sequence).with_input_update(format!("s{sequence}"), InputPhase::Queued);
         writer.atomic_apply(&run_id, commit).await.unwrap();
     }
+    // Steps, which move no input, until the newest delta covers the whole
+    // log: the one forged below holds every input as the run's end has it.
+    let mut sequence = 80;
+    while delta_position(deltas(objects.as_ref(), &run_id).await.last().unwrap())
+        < objects_in(objects.as_ref(), &run_id, "log").await.len() as u64
+    {
+        (writer.atomic_apply(&run_id, step(&run_id, sequence)).await).unwrap();
+        sequence += 1;
+    }
     let expected = assert_checkpoints_agree_with_the_log(&objects, &run_id, "new form").await;
     // Rewrite the newest delta as the release before inputs were kept in
     // bases wrote it: directly under `delta/`, every input in its state, no
@@ -1406,7 +1426,7 @@ async fn a_delta_written_before_inputs_were_kept_in_bases_is_still_read() {
     assert!(c.gets <= 6, "{c:?}");
     assert_eq!(load(&fresh, &run_id).await, expected);
     // A writer of this release takes the run on with a delta of its own.
-    for sequence in 80..84 {
+    for sequence in sequence..sequence + 4 {
         fresh
             .atomic_apply(&run_id, step(&run_id, sequence))
             .await

@@ -173,9 +173,16 @@ mod costs {
         counting.reset();
         assert_eq!(fresh.load_receipts(&run_id, None).await.unwrap().len(), 5);
         let c = counting.counts();
-        // The creation record, the (empty) delta and base listings, then
-        // the log: the attempt start and five steps.
-        assert_eq!((c.lists, c.gets, c.objects_listed), (3, 1 + 6, 6), "{c:?}");
+        // The creation record, the (empty) delta listing, a listing of the
+        // incarnation's folder (its record, and no folder of checkpoints:
+        // no older deltas and no base to list), then the log: the attempt
+        // start and five steps.
+        let listings = c.lists + c.lists_with_offset + c.lists_with_delimiter;
+        assert_eq!(
+            (listings, c.gets, c.objects_listed),
+            (3, 1 + 6, 1 + 6),
+            "{c:?}"
+        );
     }
 
     #[tokio::test]
@@ -207,9 +214,11 @@ mod costs {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].run_id, pending);
         let c = counting.counts();
-        // One hint listed; one run loaded (its creation, its deltas, its
-        // bases and its log, all empty).
-        assert_eq!((c.objects_listed, c.gets, c.lists), (1, 1, 4), "{c:?}");
+        // One hint listed; one run loaded (its creation, its deltas, none,
+        // its incarnation's folder, its record and no checkpoints, and its
+        // log, empty).
+        let listings = c.lists + c.lists_with_offset + c.lists_with_delimiter;
+        assert_eq!((c.objects_listed, c.gets, listings), (2, 1, 4), "{c:?}");
         assert_eq!(fresh.list_runs(RunStatus::Running).await.unwrap().len(), 0);
         assert_eq!(
             fresh.list_runs(RunStatus::Completed).await.unwrap().len(),

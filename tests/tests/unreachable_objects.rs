@@ -15,7 +15,7 @@ use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::runtime_store::{
-    AttemptCost, Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
+    AttemptCost, Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange, StepReceipt,
 };
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
@@ -1069,6 +1069,22 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
         let created = writer.create_run(order(&run_id)).await.unwrap();
         let start = Commit::status(StatusChange::start_attempt(1), 2);
         writer.atomic_apply(&run_id, start).await.unwrap();
+        // And a step: at this interval, a delta that names no base comes 2
+        // entries after the last.
+        let receipt = StepReceipt {
+            run_id: run_id.clone(),
+            sequence: 0,
+            step: "reserve".into(),
+            output: Bytes::from_static(b"seat 1"),
+            recorded_at_ms: 3,
+            error: None,
+            retries: 0,
+            last_retried_error: None,
+        };
+        writer
+            .atomic_apply(&run_id, Commit::step(receipt, 3))
+            .await
+            .unwrap();
 
         // The reader's read of the newest delta is held.
         let deltas = Path::from(format!("runs/runs/order-13/{}/deltas", created.incarnation));

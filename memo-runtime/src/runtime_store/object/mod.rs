@@ -64,8 +64,10 @@ pub const DEFAULT_RUN_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// the largest interval at which a fresh instance reads an open run and its
 /// history (`load_run`, then `load_receipts`) in at most 10 requests: the
 /// fold's `interval + 4` (the pointer, the delta listing, the delta, its
-/// base, the log listing and the `interval - 1` entries after the delta),
-/// then 2 to check the cached run is current.
+/// base, the log listing and the `interval - 1` entries after the delta;
+/// before the run has a base, its deltas name none and come one entry
+/// later, so the fold reads `interval` entries in their place), then 2 to
+/// check the cached run is current.
 const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 
 /// The runtime store in object storage, for durable use by many processes
@@ -155,10 +157,12 @@ const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 ///   pointer: `runs/unchecked.rs` says why); if another writer took the
 ///   position first, a `GET` of its entry and a catch-up as below, then the
 ///   create again; a change of status adds the new status's hint (one
-///   create) and deletes the old one; every 4th entry ([`with_checkpoint_interval`](Self::with_checkpoint_interval))
-///   and the terminal change add a delta (one create; deltas are kept until
-///   the run's deletion); every `2·√items` receipts and inputs (at least 32)
-///   a base comes before it (one create), and the base it supersedes is deleted;
+///   create) and deletes the old one; every 4th entry
+///   ([`with_checkpoint_interval`](Self::with_checkpoint_interval); every
+///   5th while the run has no base) and the terminal change add a delta
+///   (one create; deltas are kept until the run's deletion); every
+///   `2·√items` receipts and inputs (at least 32) a base comes before it
+///   (one create), and the base it supersedes is deleted;
 /// - a read of a cached run: two `GET`s if it did not change (the next log
 ///   position, and the run pointer, to check the incarnation still exists;
 ///   only the pointer if the run is terminal). If it did, other writers may
@@ -174,19 +178,23 @@ const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 ///   whatever its length (with writers that checkpoint at the same
 ///   interval: a checkpoint whose write failed leaves a longer tail until
 ///   the next one). A run with no delta yet (younger than the interval, or
-///   written before these deltas) takes two more listings, of the older
-///   deltas and of its bases;
+///   written before these deltas) lists its incarnation's folder instead of
+///   reading a delta: if that holds no folder of checkpoints, the run is
+///   its log; if it does (data written before these deltas), two more
+///   listings, of the older deltas and of its bases;
 /// - in bytes, a run of `n` steps uploads its log, plus about `n^1.5`
 ///   receipts' worth of checkpoints (deltas of up to `2·√n` receipts every
 ///   4 entries, and a whole-run base every `2·√n` receipts): for 1,000
 ///   steps of 256-byte outputs, 6.4 MB in all against 0.8 MB for its log
 ///   and one copy of the run;
-/// - creating a run: a `GET` of its pointer, a listing of the id's folder
-///   (for a pointer a stalled deletion removed), three creates (the hint,
+/// - creating a run: a listing of the id's folder, which answers for a new
+///   id (if it holds anything, a `GET` of its pointer and, if that is
+///   missing, the listing again, for a pointer a stalled deletion removed
+///   and the record it is restored from), three creates (the hint,
 ///   the pointer and the incarnation's record), a `GET` of the pointer
 ///   again and a `HEAD` of the hint (which a tidying listing may have taken
-///   meanwhile); a `create_run` of an open run that exists: a read and a
-///   `GET` of its record;
+///   meanwhile); a `create_run` of an open run that exists: the listing,
+///   a read and a `GET` of its record;
 /// - listing run ids by status: one listing of that status's hints (a run
 ///   that left the status may still be listed until a `list_runs` tidies
 ///   its hint); for `Pending`, also a `GET` of each hinted run's pointer,
@@ -404,14 +412,18 @@ impl ObjectStoreRuntimeStore {
     }
 
     /// Writes a checkpoint delta of a run every `entries` log entries
-    /// (default 4; at least 1), and when it ends.
+    /// (default 4; at least 1), every `entries + 1` while the run has no
+    /// base (until the first delta after it holds 32 steps and inputs: a
+    /// delta that names no base leaves a load one object fewer to read),
+    /// and when it ends.
     ///
     /// A fresh instance loads an open run with at most `entries + 4`
     /// requests, a finished one with 3, whatever their length. Each delta
-    /// costs a create and a delete, and writes the run without the receipts
-    /// and inputs of its base (so up to `2·√n` of a run of `n` steps and
-    /// inputs, with its snapshot whole), so such a run writes about
-    /// `n^1.5 / 2·entries` items' worth of deltas over its life, and as
+    /// costs a create (deltas are kept until the run's deletion), and
+    /// writes the run without the receipts and inputs of its base (so up
+    /// to `2·√n` of a run of `n` steps and inputs, with its snapshot
+    /// whole), so such a run writes about `n^1.5 / 2·entries` items' worth
+    /// of deltas over its life, and as
     /// much again in bases. Raise it for runs of many thousands of steps
     /// or signals with large outputs or payloads.
     #[must_use]

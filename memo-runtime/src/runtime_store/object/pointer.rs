@@ -29,7 +29,9 @@
 //!   run. Readers, writers checking that their incarnation is current,
 //!   creators and deleters all go through this, so a pointer removed by a
 //!   stale deletion is put back by whoever looks next, and no one creates a
-//!   new incarnation or reports the run gone in the meantime;
+//!   new incarnation or reports the run gone in the meantime (a creator
+//!   first lists the id's folder: one that holds nothing has neither a
+//!   pointer nor a record, and anything there is read as above);
 //! - a deletion looks once more after it deleted the pointer, so it restores
 //!   at once what it may have removed; it deletes its record once more
 //!   before it looks, so it never restores the incarnation it deletes;
@@ -186,6 +188,34 @@ impl RunPointer {
             }
         }
         Err(self.kept_changing(run_id))
+    }
+
+    /// [`current_with_bytes`](Self::current_with_bytes) for a creation,
+    /// which expects the id to be new: one listing of the id's folder
+    /// answers `None` if it holds neither the pointer nor any incarnation's
+    /// folder (where a record would be); anything else is read as
+    /// `current_with_bytes` reads it. A new id costs one request instead of
+    /// two (the pointer's `GET` and the listing for an orphaned record); an
+    /// id in use costs one more.
+    ///
+    /// `None` says only what the listing saw: the creator's create of the
+    /// pointer decides, as after `current_with_bytes` found none (a pointer
+    /// created since, listed late or not, makes that create find it taken).
+    pub(super) async fn current_unless_new(
+        &self,
+        run_id: &RunId,
+    ) -> Result<Option<(Creation, Bytes)>> {
+        let folder = self.client.layout().runs_folder(run_id);
+        let listing = self
+            .client
+            .store()
+            .list_with_delimiter(Some(&folder))
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        if listing.objects.is_empty() && listing.common_prefixes.is_empty() {
+            return Ok(None);
+        }
+        self.current_with_bytes(run_id).await
     }
 
     /// Reads the pointer object only; `None` if it is missing.

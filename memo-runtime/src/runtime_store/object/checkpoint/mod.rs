@@ -83,7 +83,8 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::InputPhase;
 
 /// The checkpoints of one store's runs: `read` loads a run from them,
-/// `write` writes them after commits, every `interval` log entries.
+/// `write` writes them after commits, every `interval` log entries (one
+/// more while the run has no base).
 pub(super) struct Checkpointer {
     client: Arc<Client>,
     interval: u64,

@@ -39,7 +39,22 @@ impl Checkpointer {
         let incarnation = created.record().incarnation;
         let mut vanished = None;
         for _ in 0..LISTING_ATTEMPTS {
-            let Some(newest) = self.newest_delta(run_id, incarnation).await? else {
+            let newest = match self.newest_kept_delta(run_id, incarnation).await? {
+                Some(newest) => Some(newest),
+                // None of the form written: a run younger than its first
+                // delta, or written before that form. One listing of the
+                // incarnation's folder tells the first (no checkpoint
+                // folder at all: the log is the whole run) from the second
+                // (the older deltas and the bases are listed), so that a
+                // young run costs the listings a run with deltas costs.
+                None if vanished.is_none()
+                    && !self.has_checkpoints(run_id, incarnation).await? =>
+                {
+                    return Ok(Folded::created(created, incarnation));
+                }
+                None => self.newest_older_delta(run_id, incarnation).await?,
+            };
+            let Some(newest) = newest else {
                 // A delta is deleted only once a newer one settled: one that
                 // vanished with none after it went with its incarnation's
                 // folder, which a deletion lists once the run's pointer is
@@ -304,6 +319,18 @@ impl Checkpointer {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<Option<(u64, DeltaForm)>> {
+        if let Some(newest) = self.newest_kept_delta(run_id, incarnation).await? {
+            return Ok(Some(newest));
+        }
+        self.newest_older_delta(run_id, incarnation).await
+    }
+
+    /// The newest delta of the form written (under `deltas/`), if any.
+    async fn newest_kept_delta(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<(u64, DeltaForm)>> {
         let kept = self.client.layout().deltas_folder(run_id, incarnation);
         // Below every name (each has 20 digits), so the listing starts at
         // the first. S3, GCS, Azure and memo's local folder list from an
@@ -337,10 +364,28 @@ impl Checkpointer {
             };
             newest = newest.max(Some(position));
         }
-        if let Some(position) = newest {
-            return Ok(Some((position, DeltaForm::NewestFirst)));
-        }
-        self.newest_older_delta(run_id, incarnation).await
+        Ok(newest.map(|position| (position, DeltaForm::NewestFirst)))
+    }
+
+    /// Whether the incarnation's folder holds a folder of checkpoints of
+    /// any form (deltas, older deltas, bases): one delimited listing, which
+    /// names the folders, not what they hold.
+    async fn has_checkpoints(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let layout = self.client.layout();
+        let folder = layout.incarnation_records(run_id, incarnation);
+        let listing = (self.client.store())
+            .list_with_delimiter(Some(&folder))
+            .await
+            .map_err(|e| Error::store(&folder, e))?;
+        let checkpoints = [
+            layout.deltas_folder(run_id, incarnation),
+            layout.delta_folder(run_id, incarnation),
+            layout.checkpoint_folder(run_id, incarnation),
+        ];
+        Ok(listing
+            .common_prefixes
+            .iter()
+            .any(|prefix| checkpoints.contains(prefix)))
     }
 
     /// The newest delta of the older forms, both under `delta/` (the newer

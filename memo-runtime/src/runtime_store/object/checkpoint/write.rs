@@ -14,12 +14,12 @@ use crate::runtime_store::object::folded::{Base, Folded};
 use crate::write_once::Created;
 
 impl Checkpointer {
-    /// After a commit: writes a delta if `interval` entries were committed
-    /// since the newest delta this instance knows of (and first a new base
-    /// if enough receipts came since the last), or a whole-run delta if the
-    /// run just ended (nothing follows a terminal change, so a reader of a
-    /// finished run reads that delta alone). Best effort: the commit is
-    /// durable in the log whatever happens here.
+    /// After a commit: writes a delta if [`span`](Self::span) entries were
+    /// committed since the newest delta this instance knows of (and first a
+    /// new base if enough receipts came since the last), or a whole-run
+    /// delta if the run just ended (nothing follows a terminal change, so a
+    /// reader of a finished run reads that delta alone). Best effort: the
+    /// commit is durable in the log whatever happens here.
     pub(in crate::runtime_store::object) async fn write_if_due(
         &self,
         run_id: &RunId,
@@ -27,7 +27,7 @@ impl Checkpointer {
     ) {
         let terminal = folded.state.record().status.is_terminal();
         let last = folded.checkpoints.delta;
-        let due = folded.next.saturating_sub(last) >= self.interval || terminal;
+        let due = folded.next.saturating_sub(last) >= self.span(folded) || terminal;
         if !due || folded.next == last {
             return;
         }
@@ -67,6 +67,19 @@ impl Checkpointer {
         if let Err(e) = self.client.delete_all(superseded).await {
             tracing::debug!(%run_id, error = %e, "superseded checkpoints kept");
         }
+    }
+
+    /// How many log entries may follow the newest delta before the next is
+    /// due: `interval`, or one more while the run has no base. A fresh load
+    /// reads the newest delta, the base it names and the entries after it
+    /// (or, with no delta yet, lists the incarnation's folder and finds no
+    /// checkpoint there): a delta that names no base, or none, leaves room
+    /// for one more entry in the same
+    /// `interval + 4` requests, and a run of 3 steps (5 entries: its start,
+    /// the steps, its end) then writes only its terminal delta.
+    fn span(&self, folded: &Folded) -> u64 {
+        let baseless = folded.checkpoints.base.is_none();
+        self.interval.saturating_add(u64::from(baseless))
     }
 
     /// Writes a base at `folded.next` and makes the next delta name it, if

@@ -17,7 +17,7 @@ impl Runs {
     pub(super) async fn create(&self, run: NewRun) -> Result<RunRecord> {
         let run_id = run.run_id.clone();
         for _ in 0..POINTER_ATTEMPTS {
-            if let Some((creation, bytes)) = self.pointer.current_with_bytes(&run_id).await? {
+            if let Some((creation, bytes)) = self.pointer.current_unless_new(&run_id).await? {
                 if let Some(record) = self.recreate(&run, creation, &bytes).await? {
                     return Ok(record);
                 }
