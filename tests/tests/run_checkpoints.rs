@@ -270,8 +270,10 @@ async fn a_fresh_instance_resumes_an_open_run_of_any_length_in_at_most_ten_reque
         assert_eq!(history.len() as u64, steps);
         let loading = total(counting.counts());
         // The fold: the pointer, the delta listing, the delta, its base,
-        // the log listing and up to 3 entries; then the history of the
-        // cached run: its next position and its pointer.
+        // the log listing and up to 3 entries (up to 4 while the run has
+        // no base, whose read they replace; with no delta yet, a listing
+        // of the incarnation's folder replaces the delta's read); then the
+        // history of the cached run: its next position and its pointer.
         assert!(
             folding <= 8,
             "{steps} steps: folding took {folding} requests"
