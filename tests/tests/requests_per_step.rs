@@ -76,7 +76,13 @@ impl Requests {
 
 fn counted() -> (Arc<CountingStore<InMemory>>, Runtime) {
     let counting = Arc::new(CountingStore::new(InMemory::new()));
-    let runtime = Runtime::builder()
+    let runtime = process(&counting);
+    (counting, runtime)
+}
+
+/// A process's runtime over `counting`'s objects.
+fn process(counting: &Arc<CountingStore<InMemory>>) -> Runtime {
+    Runtime::builder()
         .memo_store(MemoStore::new(counting.clone(), "memo"))
         .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
             counting.clone(),
@@ -84,8 +90,7 @@ fn counted() -> (Arc<CountingStore<InMemory>>, Runtime) {
         )))
         .check_conditional_create(false)
         .build()
-        .unwrap();
-    (counting, runtime)
+        .unwrap()
 }
 
 /// A workflow of `steps` durable steps, each returning a short string.
@@ -190,15 +195,7 @@ async fn a_new_ids_creation_lists_its_folder_once_and_an_id_in_use_reads_its_poi
 
     // Delivered again to a process that never saw it: the listing finds
     // the run, whose pointer is read as before, and nothing is created.
-    let fresh = Runtime::builder()
-        .memo_store(MemoStore::new(counting.clone(), "memo"))
-        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-            counting.clone(),
-            "runs",
-        )))
-        .check_conditional_create(false)
-        .build()
-        .unwrap();
+    let fresh = process(&counting);
     counting.reset();
     assert_eq!(fresh.run(&run_id, &3, &steps_workflow()).await.unwrap(), 3);
     let again = Requests::of(counting.counts());

@@ -81,6 +81,7 @@
 //! pointer removed by a stale deletion before that is lost, as before.
 
 use bytes::Bytes;
+use object_store::ListResult;
 use object_store::path::Path;
 
 use std::sync::Arc;
@@ -205,17 +206,21 @@ impl RunPointer {
         &self,
         run_id: &RunId,
     ) -> Result<Option<(Creation, Bytes)>> {
-        let folder = self.client.layout().runs_folder(run_id);
-        let listing = self
-            .client
-            .store()
-            .list_with_delimiter(Some(&folder))
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
+        let listing = self.id_folder(run_id).await?;
         if listing.objects.is_empty() && listing.common_prefixes.is_empty() {
             return Ok(None);
         }
         self.current_with_bytes(run_id).await
+    }
+
+    /// One delimited listing of the id's folder: the pointer among its
+    /// objects, each incarnation's folder among its prefixes.
+    async fn id_folder(&self, run_id: &RunId) -> Result<ListResult> {
+        let folder = self.client.layout().runs_folder(run_id);
+        (self.client.store())
+            .list_with_delimiter(Some(&folder))
+            .await
+            .map_err(|e| Error::store(&folder, e))
     }
 
     /// Reads the pointer object only; `None` if it is missing.
@@ -235,13 +240,7 @@ impl RunPointer {
     /// The one incarnation of the run whose record exists, with the record's
     /// bytes; `None` if none has one.
     async fn orphaned_record(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
-        let folder = self.client.layout().runs_folder(run_id);
-        let listing = self
-            .client
-            .store()
-            .list_with_delimiter(Some(&folder))
-            .await
-            .map_err(|e| Error::store(&folder, e))?;
+        let listing = self.id_folder(run_id).await?;
         let mut found: Option<(Creation, Bytes)> = None;
         for incarnation_folder in listing.common_prefixes {
             let Some(incarnation) = incarnation_folder
