@@ -74,9 +74,9 @@ impl Checkpointer {
     /// reads the newest delta, the base it names and the entries after it
     /// (or, with no delta yet, lists the incarnation's folder and finds no
     /// checkpoint there): a delta that names no base, or none, leaves room
-    /// for one more entry in the same
-    /// `interval + 4` requests, and a run of 3 steps (5 entries: its start,
-    /// the steps, its end) then writes only its terminal delta.
+    /// for one more entry in the same `interval + 4` requests, and a run of
+    /// 3 steps (5 entries: its start, the steps, its end) then writes only
+    /// its terminal delta.
     fn span(&self, folded: &Folded) -> u64 {
         let baseless = folded.checkpoints.base.is_none();
         self.interval.saturating_add(u64::from(baseless))
