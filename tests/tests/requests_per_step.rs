@@ -128,10 +128,9 @@ async fn a_durable_step_while_a_run_runs_costs_at_most_todays_requests() {
     let per_1000 = run_of(1_010).await.minus(run_of(10).await);
     // Today (1.36 a step, 2.55 before): 1,272 creates (a log entry per
     // step, a checkpoint delta every 4 entries once the run has a base, 5
-    // before, its base every 2·√entries),
-    // 63 GETs (the run pointer, read by every 16th step commit in a row: the
-    // others are acknowledged on their attempt's live lease; 1,000 before,
-    // one per commit) and 22 deletes (bases a newer one replaced; deltas are
+    // before, its base every 2·√entries), 63 GETs (the run pointer, read by
+    // every 16th step commit in a row: the others are acknowledged on their
+    // attempt's live lease; 1,000 before, one per commit) and 22 deletes (bases a newer one replaced; deltas are
     // kept until the run's deletion: 272 before, each replaced delta).
     let today = Requests {
         creates: 1_272,
@@ -162,10 +161,9 @@ async fn a_three_step_run_costs_at_most_todays_requests() {
     // fourth entry, one entry before the terminal one: a delta that names
     // no base waits 5 entries now; and the creation read the pointer before
     // it listed the id's folder, which one listing answers for a new id),
-    // 25 (the attempt's cost ledger entry
-    // a record of its own, a create and the pointer read that takes it
-    // back if the run was deleted meanwhile; it is in the commit that ends
-    // the run now), 27 (the attempt read the run again after its start, the
+    // 25 (the attempt's cost ledger entry a record of its own, a create and
+    // the pointer read that takes it back if the run was deleted
+    // meanwhile; it is in the commit that ends the run now), 27 (the attempt read the run again after its start, the
     // pointer and the log's next position), 29 (the receipts and the inputs
     // read apart), 33 (a pointer read per step commit, and the superseded
     // delta deleted). The minimum is about one create per step plus the
