@@ -46,6 +46,16 @@ fn charged(run_id: &RunId) -> StepReceipt {
     }
 }
 
+/// The run's first attempt starts and commits its charge.
+async fn start_and_charge(worker: &ObjectStoreRuntimeStore, run_id: &RunId) {
+    let start = Commit::status(StatusChange::start_attempt(1), 2);
+    worker.atomic_apply(run_id, start).await.unwrap();
+    worker
+        .atomic_apply(run_id, Commit::step(charged(run_id), 3))
+        .await
+        .unwrap();
+}
+
 fn completed() -> Commit {
     let done = StatusChange::Completed {
         output: Bytes::from_static(b"done"),
@@ -93,12 +103,7 @@ async fn a_stalled_deletion_never_removes_the_run_created_after_it() {
         );
         let new = worker.create_run(order(&run_id)).await.unwrap();
         assert_ne!(new.incarnation, old.incarnation, "{name}");
-        let start = Commit::status(StatusChange::start_attempt(1), 2);
-        worker.atomic_apply(&run_id, start).await.unwrap();
-        worker
-            .atomic_apply(&run_id, Commit::step(charged(&run_id), 3))
-            .await
-            .unwrap();
+        start_and_charge(&worker, &run_id).await;
 
         // A's deletion goes on.
         pause.release.send(()).unwrap();
@@ -140,12 +145,7 @@ async fn a_redelivery_that_finds_the_pointer_a_stale_deletion_removed_restores_t
         let run_id = run("order-17");
         let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         let created = worker.create_run(order(&run_id)).await.unwrap();
-        let start = Commit::status(StatusChange::start_attempt(1), 2);
-        worker.atomic_apply(&run_id, start).await.unwrap();
-        worker
-            .atomic_apply(&run_id, Commit::step(charged(&run_id), 3))
-            .await
-            .unwrap();
+        start_and_charge(&worker, &run_id).await;
 
         // The stale deletion's unconditional delete of the pointer.
         let pointer = Path::from("runs/runs/order-17/run");
@@ -235,12 +235,7 @@ async fn a_redelivery_that_read_the_run_before_its_deletion_never_brings_it_back
         let run_id = run("order-9");
         let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         worker.create_run(order(&run_id)).await.unwrap();
-        let start = Commit::status(StatusChange::start_attempt(1), 2);
-        worker.atomic_apply(&run_id, start).await.unwrap();
-        worker
-            .atomic_apply(&run_id, Commit::step(charged(&run_id), 3))
-            .await
-            .unwrap();
+        start_and_charge(&worker, &run_id).await;
         let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
 
         // The redelivery stalls at its first listing of the run's folder,
