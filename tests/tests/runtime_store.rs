@@ -225,6 +225,36 @@ mod costs {
             10
         );
     }
+
+    #[tokio::test]
+    async fn deleting_a_run_deletes_what_its_folder_holds_and_its_hints_in_one_batch() {
+        let (counting, store) = counted();
+        let run_id = started(&store, "doomed").await;
+        for seq in 0..40 {
+            store
+                .atomic_apply(&run_id, step(&run_id, seq))
+                .await
+                .unwrap();
+        }
+        let done = Commit::status(StatusChange::Failed { error: "e".into() }, 3);
+        let incarnation = store.atomic_apply(&run_id, done).await.unwrap().incarnation;
+        counting.reset();
+        assert!(store.delete_run(&run_id, incarnation).await.unwrap());
+        let c = counting.counts();
+        // The record, the pointer and the record again, one call each
+        // (`pointer.rs` says why in that order); then everything the
+        // incarnation's folder held (its 42 log entries, deltas and
+        // bases) and a hint of each status, in one `delete_stream`: one
+        // `DeleteObjects` request per 1,000 paths on S3, where a delete
+        // per path sent one request each.
+        assert_eq!(c.delete_streams, 3 + 1, "{c:?}");
+        assert!(c.delete_paths > 3 + 42 + 5, "{c:?}");
+        assert!(store.load_run(&run_id).await.unwrap().is_none());
+        assert!(
+            !store.holds_remains(&run_id, incarnation).await.unwrap(),
+            "nothing of the run is left"
+        );
+    }
 }
 
 /// A step receipt as stored (MessagePack with named fields). A receipt of a

@@ -5,8 +5,8 @@
 //!
 //! The checks every cloud passes are in `memo_tests::cloud::checks`; this
 //! file adds what only S3 has: a client that can be told not to send
-//! conditional creates, and the HTTP requests a clear sends, counted on the
-//! wire.
+//! conditional creates, and the HTTP requests a clear and a run's deletion
+//! send, counted on the wire.
 
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +15,10 @@ use memo_runtime::object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
 };
 use memo_runtime::object_store::{ClientOptions, RetryConfig};
-use memo_runtime::{Error, MemoStore, store::probe_conditional_create};
+use memo_runtime::runtime_store::{
+    Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange, StepReceipt,
+};
+use memo_runtime::{Bytes, Error, MemoStore, store::probe_conditional_create};
 use memo_tests::cloud::{Cloud, CloudBucket};
 use memo_tests::fixtures::{put_entries, run};
 
@@ -159,4 +162,64 @@ async fn clearing_a_run_sends_one_list_page_and_one_delete_batch_per_thousand_en
         (thousands + 1, thousands, 0),
         "{sent:?}"
     );
+}
+
+/// Deleting a workflow run's runtime records sends what its incarnation's
+/// folder holds (its log, deltas and bases) and its status hints in one
+/// `DeleteObjects` batch per 1,000 paths, where it sent one per path; the
+/// record and the pointer go first, one request each, in the order
+/// `pointer.rs` needs. Counted on the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_a_runs_records_sends_its_folder_in_one_delete_batch() {
+    let test = "deleting_a_runs_records_sends_its_folder_in_one_delete_batch";
+    let Some(s3) = CloudBucket::shared(Cloud::S3, test).await else {
+        return;
+    };
+    let connector = CountingConnector::default();
+    let sent = Arc::clone(&connector.sent);
+    let client = client(&s3)
+        .with_conditional_put(S3ConditionalPut::ETagMatch)
+        .with_http_connector(connector)
+        .build()
+        .unwrap();
+    let store = ObjectStoreRuntimeStore::new(Arc::new(client), s3.prefix());
+    let run_id = run("doomed");
+    let new_run = NewRun {
+        run_id: run_id.clone(),
+        workflow: "w".into(),
+        input: Bytes::new(),
+        created_at_ms: 0,
+        workflow_version: None,
+    };
+    store.create_run(new_run).await.unwrap();
+    let start = Commit::status(StatusChange::start_attempt(1), 1);
+    store.atomic_apply(&run_id, start).await.unwrap();
+    for sequence in 0..20 {
+        let receipt = StepReceipt {
+            run_id: run_id.clone(),
+            sequence,
+            step: "s".into(),
+            output: Bytes::from_static(b"o"),
+            recorded_at_ms: 2,
+            error: None,
+            retries: 0,
+            last_retried_error: None,
+        };
+        store
+            .atomic_apply(&run_id, Commit::step(receipt, 2))
+            .await
+            .unwrap();
+    }
+    let done = Commit::status(StatusChange::Failed { error: "e".into() }, 3);
+    let incarnation = store.atomic_apply(&run_id, done).await.unwrap().incarnation;
+
+    *sent.lock().unwrap() = Sent::default();
+    assert!(store.delete_run(&run_id, incarnation).await.unwrap());
+    let sent = *sent.lock().unwrap();
+    println!("deleting the records of a run of 20 steps on S3 sent {sent:?}");
+    // The record, the pointer and the record again, then the folder's 22
+    // log entries, its deltas and a hint of each status: 4 batches (35
+    // before, one per path, measured with the old `Client::delete_all`).
+    assert_eq!(sent.delete_batches, 3 + 1, "{sent:?}");
+    assert!(!store.holds_remains(&run_id, incarnation).await.unwrap());
 }

@@ -17,7 +17,7 @@ use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
 use crate::write_once::{self, Created};
 
-/// How many objects are read or deleted at once.
+/// How many objects are read at once.
 pub(super) const CONCURRENCY: usize = 8;
 
 /// Whose data key seals a record (see [`Seal::with_data_keys`]): a run
@@ -114,19 +114,35 @@ impl Client {
             .map_err(|e| Error::store(folder, e))
     }
 
-    /// Deletes `paths`, several at once; a path already gone counts as
-    /// deleted.
+    /// Deletes `paths` in one [`delete_stream`](ObjectStore::delete_stream),
+    /// which a store that deletes in bulk sends as batches (S3: one
+    /// `DeleteObjects` request per 1,000 paths, where deleting them one by
+    /// one sent one request each); a path already gone counts as deleted.
+    /// Every path is tried; the first failure is returned.
     pub(super) async fn delete_all(&self, paths: Vec<Path>) -> Result<()> {
-        futures::stream::iter(paths)
-            .map(|path| async move {
-                match self.store.delete(&path).await {
-                    // LocalFileSystem reports deleting a missing object.
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(Error::store(&path, e)),
+        let (Some(first), count) = (paths.first().cloned(), paths.len()) else {
+            return Ok(());
+        };
+        let mut results = self
+            .store
+            .delete_stream(futures::stream::iter(paths.into_iter().map(Ok)).boxed());
+        let mut failed = None;
+        while let Some(result) = results.next().await {
+            match result {
+                // LocalFileSystem reports deleting a missing object.
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    failed.get_or_insert(e);
                 }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .try_collect()
-            .await
+            }
+        }
+        match failed {
+            None => Ok(()),
+            Some(e) if count == 1 => Err(Error::store(&first, e)),
+            Some(e) => Err(Error::store(
+                format!("{first} (and {} more deleted with it)", count - 1),
+                e,
+            )),
+        }
     }
 }

@@ -215,11 +215,15 @@ const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 ///   cost follows the runs in that status, not every run ever stored;
 /// - reading a run that does not exist: a `GET` of its pointer and a
 ///   listing of the id's folder;
-/// - deleting a run: its reads, one listing, a delete per object (the
-///   incarnation's record twice), and a read of the pointer after it is
-///   deleted; only the objects of the incarnation named are touched, and a
-///   pointer of another incarnation that a stalled deletion removed is
-///   restored.
+/// - deleting a run: its reads, its tombstone (one create), a delete of
+///   the incarnation's record, of the pointer and of the record again (one
+///   request each, in that order), a read of the pointer after them, one
+///   listing of the incarnation's folder, and one
+///   [`delete_stream`](object_store::ObjectStore::delete_stream) of all it
+///   holds and the run's status hints (on S3 one `DeleteObjects` request
+///   per 1,000 objects; a run of 1,000 steps holds about 1,250); only the
+///   objects of the incarnation named are touched, and a pointer of
+///   another incarnation that a stalled deletion removed is restored.
 ///
 /// # Example
 ///
