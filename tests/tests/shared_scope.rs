@@ -210,13 +210,15 @@ async fn the_ttl_sweep_deletes_exactly_the_expired_entries_at_a_cost_in_proporti
         assert_eq!(report.failures, 0);
         // Requests: the hour folders, one listing of each expired hour (the
         // cutoff's from an offset), and two deletes (entry, marker) per
-        // expired entry; nothing read.
+        // expired entry, in two `delete_stream`s (the entries, then their
+        // markers: one S3 request each, for up to 1,000); nothing read.
         assert_eq!(
             (c.lists_with_delimiter, c.lists, c.lists_with_offset),
             (1, 1, 1),
             "{c:?}"
         );
         assert_eq!(c.delete_paths, 2 * expired, "{c:?}");
+        assert_eq!(c.delete_streams, 2, "{c:?}");
         assert_eq!((c.gets, c.heads, c.creates, c.puts), (0, 0, 0, 0), "{c:?}");
         assert_eq!(
             c.objects_listed, expired,
@@ -243,6 +245,89 @@ async fn the_ttl_sweep_deletes_exactly_the_expired_entries_at_a_cost_in_proporti
         assert_eq!(&short.put("short-0", b"new").await.unwrap()[..], b"new");
     }
     assert_eq!(costs[0], costs[1], "the same cost with 20 and 400 retained");
+}
+
+#[tokio::test]
+async fn a_sweep_deletes_a_thousand_expired_entries_per_batch_and_their_markers_after_them() {
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = MemoStore::new(counting.clone(), "memo");
+    let clock = Arc::new(ManualClock::new(100 * HOUR_MS));
+    let short = scoped(&store, "short", 60_000, &clock);
+    const EXPIRED: u64 = 1_001;
+    for i in 0..EXPIRED {
+        short.put(&format!("k-{i}"), b"v").await.unwrap();
+    }
+    clock.advance_ms(HOUR_MS);
+    counting.reset();
+    let report = store.shared_entries().sweep(clock.now_ms()).await.unwrap();
+    assert_eq!(
+        (
+            report.markers_expired,
+            report.entries_deleted,
+            report.failures
+        ),
+        (EXPIRED as usize, EXPIRED as usize, 0),
+        "{report:?}"
+    );
+    let c = counting.counts();
+    // A thousand entries, their markers, then the last entry and its
+    // marker: one `DeleteObjects` request each on S3, where a delete per
+    // path sent 2,002.
+    assert_eq!(
+        (c.delete_streams, c.delete_paths),
+        (4, 2 * EXPIRED),
+        "{c:?}"
+    );
+    assert!(paths(counting.as_ref(), "memo/shared").await.is_empty());
+}
+
+#[tokio::test]
+async fn an_entry_whose_delete_fails_keeps_its_marker_for_the_next_sweep() {
+    use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+    let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+    let store = MemoStore::new(faults.clone(), "memo");
+    let clock = Arc::new(ManualClock::new(100 * HOUR_MS));
+    let short = scoped(&store, "short", 60_000, &clock);
+    for i in 0..5 {
+        short.put(&format!("k-{i}"), b"v").await.unwrap();
+    }
+    clock.advance_ms(HOUR_MS);
+    // The second entry's delete is refused (entries are deleted first, in
+    // the markers' order: a batch of five).
+    faults.inject(
+        FaultRule::fail_before(RequestKind::Delete)
+            .at_prefix("memo/shared/entries")
+            .skip(1)
+            .times(1),
+    );
+    let report = store.shared_entries().sweep(clock.now_ms()).await.unwrap();
+    assert_eq!(
+        (
+            report.markers_expired,
+            report.entries_deleted,
+            report.failures
+        ),
+        (5, 4, 1),
+        "{report:?}"
+    );
+    let left = paths(faults.as_ref(), "memo/shared").await;
+    assert_eq!(left.len(), 2, "one entry and its marker are kept: {left:?}");
+    assert!(
+        left.iter().any(|p| p.starts_with("memo/shared/entries/")),
+        "{left:?}"
+    );
+    assert!(
+        left.iter().any(|p| p.starts_with("memo/shared/expiry/")),
+        "{left:?}"
+    );
+    // The next sweep deletes both.
+    let again = store.shared_entries().sweep(clock.now_ms()).await.unwrap();
+    assert_eq!(
+        (again.markers_expired, again.entries_deleted, again.failures),
+        (1, 1, 0),
+        "{again:?}"
+    );
+    assert!(paths(faults.as_ref(), "memo/shared").await.is_empty());
 }
 
 #[tokio::test]
