@@ -63,25 +63,51 @@ impl<T: fmt::Display> fmt::Display for SlowDeletes<T> {
     }
 }
 
+/// How many of its task's polls the next delete stays in flight: 0, or,
+/// for a `share` of them, 5 to [`MAX_STALL_POLLS`].
+fn stall(rng: &Mutex<StdRng>, share: f64) -> u32 {
+    let mut rng = rng.lock().unwrap_or_else(PoisonError::into_inner);
+    if rng.random_bool(share) {
+        rng.random_range(5..=MAX_STALL_POLLS)
+    } else {
+        0
+    }
+}
+
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
-impl<T: ObjectStore> ObjectStore for SlowDeletes<T> {
+impl<T: ObjectStore + Clone> ObjectStore for SlowDeletes<T> {
+    /// Each path is a delete of its own, stalled or not on its own draw, as
+    /// on a store that deletes an object per request (GCS, a local folder):
+    /// any path of a batch may land long after the others. (S3 deletes a
+    /// batch in one request, all its paths late or none: among the orders
+    /// drawn here.)
     fn delete_stream(
         &self,
         locations: BoxStream<'static, StoreResult<Path>>,
     ) -> BoxStream<'static, StoreResult<Path>> {
-        let stall = {
-            let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
-            if self.share > 0.0 && rng.random_bool(self.share) {
-                rng.random_range(5..=MAX_STALL_POLLS)
-            } else {
-                0
-            }
-        };
-        stream::iter(0..stall)
-            .then(|_| await_point())
-            .filter_map(|()| std::future::ready(None))
-            .chain(self.inner.delete_stream(locations))
+        if self.share <= 0.0 {
+            // No draw: the other worlds' histories stay what they were.
+            return self.inner.delete_stream(locations);
+        }
+        let (inner, rng, share) = (self.inner.clone(), Arc::clone(&self.rng), self.share);
+        locations
+            .map(move |location| {
+                // Drawn in the paths' order, whatever order they land in.
+                let (inner, polls) = (inner.clone(), stall(&rng, share));
+                async move {
+                    let location = location?;
+                    for _ in 0..polls {
+                        await_point().await;
+                    }
+                    let one = stream::once(async { Ok(location) }).boxed();
+                    let mut deleted = inner.delete_stream(one);
+                    deleted.next().await.expect("one path in, one result out")
+                }
+            })
+            // Ten at once, their results in the paths' order, as
+            // object_store's `LocalFileSystem` and GCS delete.
+            .buffered(10)
             .boxed()
     }
 
