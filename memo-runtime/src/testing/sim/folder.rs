@@ -64,11 +64,16 @@ impl Requests {
 }
 
 /// A [`LocalFolder`] over a fresh folder, or a SQLite file in one,
-/// removed when dropped.
+/// removed when the instance that made it is dropped.
 pub(super) struct Folder {
     inner: Arc<dyn ObjectStore>,
     requests: Requests,
     root: PathBuf,
+    /// A SQLite file (`memo.db` in the folder), not the folder's files.
+    sqlite: bool,
+    /// Whether this instance made the folder, and removes it when dropped
+    /// (not one [`another`](Self::another) opened).
+    owns_root: bool,
 }
 
 impl Folder {
@@ -85,6 +90,8 @@ impl Folder {
             inner: Arc::new(inner),
             requests: Requests(None),
             root,
+            sqlite: false,
+            owns_root: true,
         })
     }
 
@@ -96,13 +103,47 @@ impl Folder {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let inner = crate::store::SqliteStore::open_with_fsync(root.join("memo.db"), false)
-            .map_err(std::io::Error::other)?;
         Ok(Folder {
-            inner: Arc::new(inner),
+            inner: Self::open_sqlite(&root)?,
             requests: Requests(Some(Arc::new(OwnRuntime(Some(runtime))))),
             root,
+            sqlite: true,
+            owns_root: true,
         })
+    }
+
+    /// Another instance over the same folder or SQLite file, as another
+    /// process opens it: its own `LocalFolder`, or its own `SqliteStore`
+    /// (its own writer and read connections, meeting the others' only
+    /// through the file and SQLite's lock). Each simulated process gets
+    /// one, so what one instance keeps to itself is never what another
+    /// reads.
+    pub(super) fn another(&self) -> std::io::Result<Folder> {
+        let inner: Arc<dyn ObjectStore> = if self.sqlite {
+            Self::open_sqlite(&self.root)?
+        } else {
+            let folder = LocalFolder::new(&self.root).map_err(std::io::Error::other)?;
+            Arc::new(folder.with_fsync(false))
+        };
+        Ok(Folder {
+            inner,
+            requests: self.requests.clone(),
+            root: self.root.clone(),
+            sqlite: self.sqlite,
+            owns_root: false,
+        })
+    }
+
+    #[cfg(feature = "sqlite")]
+    fn open_sqlite(root: &std::path::Path) -> std::io::Result<Arc<dyn ObjectStore>> {
+        let store = crate::store::SqliteStore::open_with_fsync(root.join("memo.db"), false)
+            .map_err(std::io::Error::other)?;
+        Ok(Arc::new(store))
+    }
+
+    #[cfg(not(feature = "sqlite"))]
+    fn open_sqlite(_root: &std::path::Path) -> std::io::Result<Arc<dyn ObjectStore>> {
+        unreachable!("a SQLite file is made with the `sqlite` feature only")
     }
 }
 
@@ -135,7 +176,9 @@ fn base() -> PathBuf {
 impl Drop for Folder {
     fn drop(&mut self) {
         // Best effort: a folder left behind is only disk space.
-        let _ = std::fs::remove_dir_all(&self.root);
+        if self.owns_root {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
     }
 }
 

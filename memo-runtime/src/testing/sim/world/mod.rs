@@ -79,15 +79,19 @@ where
         .expect("a current-thread tokio runtime");
     let sealing = Sealing::for_seed(sim.config.sealed_share, seed);
     let _sealed = sealed::install(sealing.clone());
-    let objects: Shared = if in_local_folder(&sim.config, seed) {
+    let folder = if in_local_folder(&sim.config, seed) {
         match Folder::new(seed) {
-            Ok(folder) => Arc::new(folder),
+            Ok(folder) => Some(Arc::new(folder)),
             Err(error) => panic!("simulation seed {seed}: no local folder: {error}"),
         }
     } else if in_sqlite_file(&sim.config, seed) {
-        sqlite_file(seed)
+        Some(sqlite_file(seed))
     } else {
-        Arc::new(InMemory::new())
+        None
+    };
+    let objects: Shared = match &folder {
+        Some(folder) => Arc::clone(folder) as _,
+        None => Arc::new(InMemory::new()),
     };
     let clock = Arc::new(ManualClock::new(EPOCH_MS));
     let config = &sim.config;
@@ -167,6 +171,7 @@ where
         rechecked_elsewhere: Arc::default(),
         unfinished_deletes: Arc::default(),
         foreign,
+        folder,
         plants: Vec::new(),
         removed_plants: Vec::new(),
         deployed,
@@ -242,7 +247,7 @@ fn in_sqlite_file(config: &Config, seed: u64) -> bool {
 
 /// A fresh SQLite file for the history of `seed`.
 #[cfg(feature = "sqlite")]
-fn sqlite_file(seed: u64) -> Shared {
+fn sqlite_file(seed: u64) -> Arc<Folder> {
     match Folder::sqlite(seed) {
         Ok(file) => Arc::new(file),
         Err(error) => panic!("simulation seed {seed}: no SQLite file: {error}"),
@@ -251,7 +256,7 @@ fn sqlite_file(seed: u64) -> Shared {
 
 /// Without the `sqlite` feature no share of seeds is drawn for one.
 #[cfg(not(feature = "sqlite"))]
-fn sqlite_file(_seed: u64) -> Shared {
+fn sqlite_file(_seed: u64) -> Arc<Folder> {
     unreachable!("a share of seeds on SQLite is set with the `sqlite` feature only")
 }
 
@@ -361,6 +366,10 @@ struct World<'w, I, O, Mk, F> {
     /// The shared store as workers see it, with foreign objects planted in
     /// it ([`Simulation::foreign_objects`], in this seed).
     foreign: Option<Arc<Foreign>>,
+    /// The local folder or SQLite file the history runs on, if it does:
+    /// each process opens an instance of its own over it (see
+    /// [`backend`](Self::backend)).
+    folder: Option<Arc<Folder>>,
     /// The foreign objects standing, with the poll count they stand until.
     plants: Vec<(Path, u64)>,
     /// The foreign objects removed while tasks that may have read them still

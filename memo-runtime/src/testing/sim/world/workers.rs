@@ -35,14 +35,22 @@ where
     Mk: Fn(Ledger) -> Workflow<F>,
     F: WorkflowFn<I, Output = O> + 'w,
 {
-    /// The shared objects as every process sees them through the backend:
-    /// with wide run ids, as a backend with name limits and
-    /// case-insensitive names would show them; with foreign objects, with
-    /// those planted in it.
+    /// The shared objects as a new process sees them through the backend:
+    /// on a local folder or a SQLite file, through an instance of its own
+    /// (unless foreign objects are planted); with wide run ids, as a
+    /// backend with name limits and case-insensitive names would show
+    /// them; with foreign objects, with those planted in it.
     pub(super) fn backend(&self) -> Arc<dyn ObjectStore> {
-        let shared: Arc<dyn ObjectStore> = match &self.foreign {
-            Some(foreign) => Arc::clone(foreign) as _,
-            None => Arc::clone(self.checker.objects()),
+        let shared: Arc<dyn ObjectStore> = match (&self.foreign, &self.folder) {
+            // Planted in through one instance, which every process shares.
+            (Some(foreign), _) => Arc::clone(foreign) as _,
+            // A process opens the folder or file itself, as a deployment's
+            // processes do: nothing one instance keeps in memory is shared.
+            (None, Some(folder)) => match folder.another() {
+                Ok(instance) => Arc::new(instance),
+                Err(error) => panic!("a process could not open {folder}: {error}"),
+            },
+            (None, None) => Arc::clone(self.checker.objects()),
         };
         if self.config.wide_run_ids {
             Arc::new(CaseFoldingStore::new(NameLimitedStore::new(shared)))
