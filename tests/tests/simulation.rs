@@ -243,7 +243,8 @@ fn deployment() -> bool {
 
 /// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,sqlite,foreign-objects,sealed,standalone-memos,wrong-prefix-operator,slow-deletes`:
 /// widens the world by the features named, one by one (to find which one
-/// a failure needs).
+/// a failure needs). `slow-deletes` holds one delete in twenty in flight;
+/// `slow-deletes=<share>` another share of them.
 fn world_features() -> Vec<String> {
     let list = std::env::var("MEMO_SIM_WORLD").unwrap_or_default();
     list.split(',')
@@ -367,7 +368,15 @@ fn simulated_histories_keep_every_invariant() {
             "standalone-memos" => simulation.standalone_memos(true),
             "wrong-prefix-operator" => simulation.wrong_prefix_operator(true),
             "slow-deletes" => simulation.slow_deletes(0.05),
-            other => panic!("MEMO_SIM_WORLD: unknown feature {other:?}"),
+            other => match other.split_once('=') {
+                // `slow-deletes=0.5`: another share of slow deletes.
+                Some(("slow-deletes", share)) => simulation.slow_deletes(
+                    share
+                        .parse()
+                        .expect("MEMO_SIM_WORLD: slow-deletes=<share, 0 to 1>"),
+                ),
+                _ => panic!("MEMO_SIM_WORLD: unknown feature {other:?}"),
+            },
         };
     }
     for event in events_turned_off() {

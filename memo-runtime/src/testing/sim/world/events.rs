@@ -429,11 +429,6 @@ where
         let Some(worker) = self.random_live_worker() else {
             return;
         };
-        let runtime = self.workers[worker]
-            .as_ref()
-            .expect("a live worker")
-            .runtime
-            .clone();
         let run_id = self.runs[run].run_id.clone();
         // Half the deletions delete the whole run; the others delete only its
         // runtime records, as a user calling `RuntimeStore::delete_run`
@@ -450,6 +445,32 @@ where
         self.checker.event(format!(
             "delete {run_id} on worker {worker} with {how}, to reuse its id"
         ));
+        self.spawn_deletion(worker, run, whole);
+        // With slow deletes, half the deletions race a second one of the
+        // same run, as two sweepers' or an operator's and a sweeper's do:
+        // the slower may land its deletes after the id was used again
+        // (see `reuse`, which uses it again at once in this world).
+        if self.config.slow_deletes > 0.0
+            && self.rng.random_bool(0.5)
+            && let Some(second) = self.random_live_worker()
+        {
+            self.checker.event(format!(
+                "delete {} on worker {second} too, racing the first",
+                self.runs[run].run_id
+            ));
+            self.spawn_deletion(second, run, whole);
+        }
+    }
+
+    /// Spawns a deletion of `run` on `worker`: the whole run, or only its
+    /// runtime records.
+    fn spawn_deletion(&mut self, worker: usize, run: usize, whole: bool) {
+        let runtime = self.workers[worker]
+            .as_ref()
+            .expect("a live worker")
+            .runtime
+            .clone();
+        let run_id = self.runs[run].run_id.clone();
         let deleted_alone = Arc::clone(&self.deleted_alone);
         let unfinished = Arc::clone(&self.unfinished_deletes);
         let checker = self.checker.clone();

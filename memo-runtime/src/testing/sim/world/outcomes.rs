@@ -4,9 +4,9 @@ use rand::RngExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::testing::sim::Ledger;
 use crate::testing::sim::checker;
 use crate::testing::sim::compat::{ErrorKind, classify, fresh_run};
+use crate::testing::sim::{Event, Ledger};
 use crate::workflow::{Workflow, WorkflowFn};
 
 use super::{Outcome, Task, World};
@@ -98,6 +98,18 @@ where
         if gone && !self.sim.inputs.is_empty() {
             let input = self.rng.random_range(0..self.sim.inputs.len());
             self.runs[run].input = self.sim.inputs[input].clone();
+        }
+        // With slow deletes, the id is used again at once, and (with
+        // concurrent deliveries) delivered twice, as a queue that
+        // redelivers does: a creation of the new run, and another after
+        // it, while a slower deletion of the old one may still be landing.
+        let concurrent = self.config.has(Event::ConcurrentDelivery);
+        if gone && self.config.slow_deletes > 0.0 && (concurrent || !self.busy(run)) {
+            for _ in 0..if concurrent { 2 } else { 1 } {
+                if let Some(worker) = self.random_live_worker() {
+                    self.deliver(worker, run);
+                }
+            }
         }
     }
 

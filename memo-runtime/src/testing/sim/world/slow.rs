@@ -24,7 +24,9 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// 60 of their task's polls before they are applied, while every other
     /// task goes on: a deletion that read a run's pointer and then deletes
     /// it lands long after its read, as issue 20's item 1 describes ("A's
-    /// slower `delete_run`"). Default 0.
+    /// slower `delete_run`"). In such a world, half the deletions made to
+    /// use an id again race a second deletion of the same run, and the id
+    /// is used again as soon as the run is gone. Default 0.
     #[must_use]
     pub fn slow_deletes(mut self, share: f64) -> Self {
         self.config.slow_deletes = share.clamp(0.0, 1.0);
