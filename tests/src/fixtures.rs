@@ -21,11 +21,12 @@ use futures::{StreamExt, TryStreamExt};
 use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::{Commit, NewRun, StepReceipt};
 use memo_runtime::store::SqliteStore;
 use memo_runtime::testing::FaultInjectingStore;
 use memo_runtime::workflow::{Runtime, RuntimeBuilder};
 use memo_runtime::{
-    Memo, MemoStore, RunId, runtime_store::ObjectStoreRuntimeStore, store::LocalFolder,
+    Bytes, Memo, MemoStore, RunId, runtime_store::ObjectStoreRuntimeStore, store::LocalFolder,
 };
 
 /// What one process of a multi-process test builds: a runtime whose memo
@@ -52,6 +53,34 @@ pub fn process_builder(
 /// A checked run id; panics on an invalid one (a typo in a test).
 pub fn run(id: &str) -> RunId {
     RunId::new(id).unwrap()
+}
+
+/// A new run `run_id` of workflow `w`, with an empty input, created at 0
+/// ms: what a test of the runtime store's own calls creates.
+pub fn new_run(run_id: &RunId) -> NewRun {
+    NewRun {
+        run_id: run_id.clone(),
+        workflow: "w".into(),
+        input: Bytes::new(),
+        created_at_ms: 0,
+        workflow_version: None,
+    }
+}
+
+/// The commit of step `sequence` of `run_id` (step `s`, output `o`,
+/// recorded at 2 ms).
+pub fn step_commit(run_id: &RunId, sequence: u64) -> Commit {
+    let receipt = StepReceipt {
+        run_id: run_id.clone(),
+        sequence,
+        step: "s".into(),
+        output: Bytes::from_static(b"o"),
+        recorded_at_ms: 2,
+        error: None,
+        retries: 0,
+        last_retried_error: None,
+    };
+    Commit::step(receipt, 2)
 }
 
 /// A run id no other call returns, starting with `label`: for tests that

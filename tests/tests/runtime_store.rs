@@ -81,13 +81,13 @@ mod costs {
     use std::sync::Arc;
 
     use memo_runtime::object_store::memory::InMemory;
-    use memo_runtime::runtime_store::{Commit, NewRun, RunStatus, StatusChange, StepReceipt};
+    use memo_runtime::runtime_store::{Commit, RunStatus, StatusChange};
     use memo_runtime::testing::CountingStore;
     use memo_runtime::{
         Bytes, RunId,
         runtime_store::{ObjectStoreRuntimeStore, RuntimeStore},
     };
-    use memo_tests::fixtures::run;
+    use memo_tests::fixtures::{new_run, run, step_commit};
 
     fn counted() -> (Arc<CountingStore<InMemory>>, ObjectStoreRuntimeStore) {
         let counting = Arc::new(CountingStore::new(InMemory::new()));
@@ -97,31 +97,10 @@ mod costs {
 
     async fn started(store: &ObjectStoreRuntimeStore, id: &str) -> RunId {
         let run_id = run(id);
-        let run = NewRun {
-            run_id: run_id.clone(),
-            workflow: "w".into(),
-            input: Bytes::new(),
-            created_at_ms: 0,
-            workflow_version: None,
-        };
-        store.create_run(run).await.unwrap();
+        store.create_run(new_run(&run_id)).await.unwrap();
         let start = Commit::status(StatusChange::start_attempt(1), 1);
         store.atomic_apply(&run_id, start).await.unwrap();
         run_id
-    }
-
-    fn step(run_id: &RunId, sequence: u64) -> Commit {
-        let receipt = StepReceipt {
-            run_id: run_id.clone(),
-            sequence,
-            step: "s".into(),
-            output: Bytes::from_static(b"o"),
-            recorded_at_ms: 2,
-            error: None,
-            retries: 0,
-            last_retried_error: None,
-        };
-        Commit::step(receipt, 2)
     }
 
     #[tokio::test]
@@ -129,7 +108,10 @@ mod costs {
         let (counting, store) = counted();
         let run_id = started(&store, "cached").await;
         counting.reset();
-        store.atomic_apply(&run_id, step(&run_id, 0)).await.unwrap();
+        store
+            .atomic_apply(&run_id, step_commit(&run_id, 0))
+            .await
+            .unwrap();
         let c = counting.counts();
         // The log entry, then the run pointer: is the incarnation still there?
         assert_eq!((c.creates, c.gets, c.heads, c.lists), (1, 1, 0, 0), "{c:?}");
@@ -165,7 +147,7 @@ mod costs {
         let run_id = started(&store, "fresh").await;
         for seq in 0..5 {
             store
-                .atomic_apply(&run_id, step(&run_id, seq))
+                .atomic_apply(&run_id, step_commit(&run_id, seq))
                 .await
                 .unwrap();
         }
@@ -199,14 +181,7 @@ mod costs {
             store.atomic_apply(&run_id, done).await.unwrap();
         }
         let pending = run("waiting");
-        let run = NewRun {
-            run_id: pending.clone(),
-            workflow: "w".into(),
-            input: Bytes::new(),
-            created_at_ms: 0,
-            workflow_version: None,
-        };
-        store.create_run(run).await.unwrap();
+        store.create_run(new_run(&pending)).await.unwrap();
 
         let fresh = ObjectStoreRuntimeStore::new(counting.clone(), "memo");
         counting.reset();
@@ -232,7 +207,7 @@ mod costs {
         let run_id = started(&store, "doomed").await;
         for seq in 0..40 {
             store
-                .atomic_apply(&run_id, step(&run_id, seq))
+                .atomic_apply(&run_id, step_commit(&run_id, seq))
                 .await
                 .unwrap();
         }

@@ -15,12 +15,10 @@ use memo_runtime::object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
 };
 use memo_runtime::object_store::{ClientOptions, RetryConfig};
-use memo_runtime::runtime_store::{
-    Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange, StepReceipt,
-};
-use memo_runtime::{Bytes, Error, MemoStore, store::probe_conditional_create};
+use memo_runtime::runtime_store::{Commit, ObjectStoreRuntimeStore, RuntimeStore, StatusChange};
+use memo_runtime::{Error, MemoStore, store::probe_conditional_create};
 use memo_tests::cloud::{Cloud, CloudBucket};
-use memo_tests::fixtures::{put_entries, run};
+use memo_tests::fixtures::{new_run, put_entries, run, step_commit};
 
 memo_tests::cloud_checks!(Cloud::S3);
 
@@ -115,6 +113,21 @@ impl HttpConnector for CountingConnector {
     }
 }
 
+/// A client of the test server's bucket whose successful requests are
+/// counted, by kind, in the [`Sent`] it returns.
+fn counted_client(
+    s3: &CloudBucket,
+) -> (memo_runtime::object_store::aws::AmazonS3, Arc<Mutex<Sent>>) {
+    let connector = CountingConnector::default();
+    let sent = Arc::clone(&connector.sent);
+    let client = client(s3)
+        .with_conditional_put(S3ConditionalPut::ETagMatch)
+        .with_http_connector(connector)
+        .build()
+        .unwrap();
+    (client, sent)
+}
+
 /// Issue 13's bound for clearing a run of `n` entries on S3 is
 /// `2⌈n/1000⌉` requests (list pages and delete batches). memo lists and
 /// deletes each of the run's two folders (memo entries, step outputs), so a
@@ -128,13 +141,7 @@ async fn clearing_a_run_sends_one_list_page_and_one_delete_batch_per_thousand_en
     let Some(s3) = CloudBucket::shared(Cloud::S3, test).await else {
         return;
     };
-    let connector = CountingConnector::default();
-    let sent = Arc::clone(&connector.sent);
-    let client = client(&s3)
-        .with_conditional_put(S3ConditionalPut::ETagMatch)
-        .with_http_connector(connector)
-        .build()
-        .unwrap();
+    let (client, sent) = counted_client(&s3);
     let store = MemoStore::new(Arc::new(client), s3.prefix());
     let doomed = run("doomed");
     // Two pages and two batches: a full one and a last one of one key.
@@ -175,40 +182,15 @@ async fn deleting_a_runs_records_sends_its_folder_in_one_delete_batch() {
     let Some(s3) = CloudBucket::shared(Cloud::S3, test).await else {
         return;
     };
-    let connector = CountingConnector::default();
-    let sent = Arc::clone(&connector.sent);
-    let client = client(&s3)
-        .with_conditional_put(S3ConditionalPut::ETagMatch)
-        .with_http_connector(connector)
-        .build()
-        .unwrap();
+    let (client, sent) = counted_client(&s3);
     let store = ObjectStoreRuntimeStore::new(Arc::new(client), s3.prefix());
     let run_id = run("doomed");
-    let new_run = NewRun {
-        run_id: run_id.clone(),
-        workflow: "w".into(),
-        input: Bytes::new(),
-        created_at_ms: 0,
-        workflow_version: None,
-    };
-    store.create_run(new_run).await.unwrap();
+    store.create_run(new_run(&run_id)).await.unwrap();
     let start = Commit::status(StatusChange::start_attempt(1), 1);
     store.atomic_apply(&run_id, start).await.unwrap();
     for sequence in 0..20 {
-        let receipt = StepReceipt {
-            run_id: run_id.clone(),
-            sequence,
-            step: "s".into(),
-            output: Bytes::from_static(b"o"),
-            recorded_at_ms: 2,
-            error: None,
-            retries: 0,
-            last_retried_error: None,
-        };
-        store
-            .atomic_apply(&run_id, Commit::step(receipt, 2))
-            .await
-            .unwrap();
+        let step = step_commit(&run_id, sequence);
+        store.atomic_apply(&run_id, step).await.unwrap();
     }
     let done = Commit::status(StatusChange::Failed { error: "e".into() }, 3);
     let incarnation = store.atomic_apply(&run_id, done).await.unwrap().incarnation;

@@ -247,17 +247,25 @@ async fn the_ttl_sweep_deletes_exactly_the_expired_entries_at_a_cost_in_proporti
     assert_eq!(costs[0], costs[1], "the same cost with 20 and 400 retained");
 }
 
-#[tokio::test]
-async fn a_sweep_deletes_a_thousand_expired_entries_per_batch_and_their_markers_after_them() {
-    let counting = Arc::new(CountingStore::new(InMemory::new()));
-    let store = MemoStore::new(counting.clone(), "memo");
+/// A memo store over `objects` holding `n` shared entries (namespace
+/// `short`, a minute to live), and its clock an hour after they were
+/// written: every one of them expired.
+async fn expired_entries(objects: Arc<dyn ObjectStore>, n: u64) -> (MemoStore, Arc<ManualClock>) {
+    let store = MemoStore::new(objects, "memo");
     let clock = Arc::new(ManualClock::new(100 * HOUR_MS));
     let short = scoped(&store, "short", 60_000, &clock);
-    const EXPIRED: u64 = 1_001;
-    for i in 0..EXPIRED {
+    for i in 0..n {
         short.put(&format!("k-{i}"), b"v").await.unwrap();
     }
     clock.advance_ms(HOUR_MS);
+    (store, clock)
+}
+
+#[tokio::test]
+async fn a_sweep_deletes_a_thousand_expired_entries_per_batch_and_their_markers_after_them() {
+    const EXPIRED: u64 = 1_001;
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let (store, clock) = expired_entries(counting.clone(), EXPIRED).await;
     counting.reset();
     let report = store.shared_entries().sweep(clock.now_ms()).await.unwrap();
     assert_eq!(
@@ -285,13 +293,7 @@ async fn a_sweep_deletes_a_thousand_expired_entries_per_batch_and_their_markers_
 async fn an_entry_whose_delete_fails_keeps_its_marker_for_the_next_sweep() {
     use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
     let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
-    let store = MemoStore::new(faults.clone(), "memo");
-    let clock = Arc::new(ManualClock::new(100 * HOUR_MS));
-    let short = scoped(&store, "short", 60_000, &clock);
-    for i in 0..5 {
-        short.put(&format!("k-{i}"), b"v").await.unwrap();
-    }
-    clock.advance_ms(HOUR_MS);
+    let (store, clock) = expired_entries(faults.clone(), 5).await;
     // The second entry's delete is refused (entries are deleted first, in
     // the markers' order: a batch of five).
     faults.inject(
