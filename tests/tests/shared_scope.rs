@@ -333,6 +333,43 @@ async fn an_entry_whose_delete_fails_keeps_its_marker_for_the_next_sweep() {
 }
 
 #[tokio::test]
+async fn a_listing_that_fails_part_way_still_sweeps_what_it_listed_before() {
+    use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+    let faults = Arc::new(FaultInjectingStore::new(InMemory::new()));
+    let store = MemoStore::new(faults.clone(), "memo");
+    let clock = Arc::new(ManualClock::new(100 * HOUR_MS));
+    let short = scoped(&store, "short", 60_000, &clock);
+    // Three entries expiring in hour 100, two in hour 101.
+    for i in 0..3 {
+        short.put(&format!("early-{i}"), b"v").await.unwrap();
+    }
+    clock.advance_ms(HOUR_MS);
+    for i in 0..2 {
+        short.put(&format!("late-{i}"), b"v").await.unwrap();
+    }
+    clock.advance_ms(2 * HOUR_MS);
+    // The hour folders, hour 100, then hour 101, whose listing fails.
+    faults.inject(
+        FaultRule::fail_before(RequestKind::List)
+            .at_prefix("memo/shared/expiry")
+            .skip(2)
+            .times(1),
+    );
+    let failed = store.shared_entries().sweep(clock.now_ms()).await;
+    assert!(failed.is_err(), "{failed:?}");
+    for i in 0..3 {
+        assert_eq!(short.get(&format!("early-{i}")).await.unwrap(), None);
+    }
+    for i in 0..2 {
+        assert!(short.get(&format!("late-{i}")).await.unwrap().is_some());
+    }
+    // The next sweep finds the rest.
+    let again = store.shared_entries().sweep(clock.now_ms()).await.unwrap();
+    assert_eq!((again.markers_expired, again.entries_deleted), (2, 2));
+    assert!(paths(faults.as_ref(), "memo/shared").await.is_empty());
+}
+
+#[tokio::test]
 async fn a_swept_shared_call_runs_its_body_again() {
     static CALLS: AtomicU32 = AtomicU32::new(0);
     #[memoized(scope = shared)]

@@ -387,7 +387,8 @@ impl SharedEntries {
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] if a listing fails.
+    /// [`Error::Store`] if a listing fails (the expired markers it listed
+    /// before are swept first).
     ///
     /// # Example
     ///
@@ -416,13 +417,22 @@ impl SharedEntries {
             ..SharedSweep::default()
         };
         let mut batches = self.expired(now_ms).try_chunks(SWEEP_BATCH);
-        while let Some(batch) = batches.try_next().await.map_err(|e| e.1)? {
-            let (deleted, failed) = self.delete_expired(&batch).await;
+        loop {
+            // A listing that fails part way: what it listed before is still
+            // swept, then the error returned.
+            let (batch, failed) = match batches.try_next().await {
+                Ok(Some(batch)) => (batch, None),
+                Ok(None) => return Ok(report),
+                Err(stream::TryChunksError(listed, error)) => (listed, Some(error)),
+            };
+            let (deleted, failures) = self.delete_expired(&batch).await;
             report.markers_expired += batch.len();
             report.entries_deleted += deleted;
-            report.failures += failed;
+            report.failures += failures;
+            if let Some(error) = failed {
+                return Err(error);
+            }
         }
-        Ok(report)
     }
 
     /// Deletes the entries `batch` names, then the markers of those whose

@@ -140,7 +140,7 @@ impl Client {
             None => Ok(()),
             Some(e) if count == 1 => Err(Error::store(&first, e)),
             Some(e) => Err(Error::store(
-                format!("{first} (and {} more deleted with it)", count - 1),
+                format!("{first} (the first of {count} paths deleted together)"),
                 e,
             )),
         }
