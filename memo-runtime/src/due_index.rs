@@ -115,23 +115,17 @@ pub(crate) async fn delete(memo: &MemoStore, due: &DueRun) -> Result<()> {
 
 /// Deletes the entries of `dues` in one [`ObjectStore::delete_stream`]
 /// (batched on S3, Azure and a SQLite file, several at once on a local
-/// folder), entries that are gone counting as deleted; the error of each
-/// entry that could not be deleted (the store's errors name their paths).
+/// folder): for each, in their order, `Ok` if it is gone (an entry already
+/// gone counts), or why it could not be deleted.
 ///
 /// [`ObjectStore::delete_stream`]: object_store::ObjectStore::delete_stream
-pub(crate) async fn delete_all(memo: &MemoStore, dues: &[DueRun]) -> Vec<object_store::Error> {
-    let paths: Vec<object_store::Result<Path>> =
-        dues.iter().map(|due| Ok(path(memo, due))).collect();
-    memo.store()
-        .delete_stream(stream::iter(paths).boxed())
-        .filter_map(|result| {
-            future::ready(match result {
-                Ok(_) | Err(object_store::Error::NotFound { .. }) => None,
-                Err(e) => Some(e),
-            })
-        })
-        .collect()
+pub(crate) async fn delete_all(memo: &MemoStore, dues: &[DueRun]) -> Vec<Result<()>> {
+    let paths = dues.iter().map(|due| path(memo, due)).collect();
+    memo.delete_each(paths)
         .await
+        .into_iter()
+        .map(|deleted| deleted.map(|_| ()))
+        .collect()
 }
 
 fn path(memo: &MemoStore, due: &DueRun) -> Path {
@@ -456,8 +450,9 @@ mod tests {
         let (gone, kept) = all.split_at(all.len() - 1);
         delete(&memo, &gone[0]).await.unwrap();
         counting.reset();
-        let errors = delete_all(&memo, gone).await;
-        assert!(errors.is_empty(), "{errors:?}");
+        let deleted = delete_all(&memo, gone).await;
+        assert_eq!(deleted.len(), gone.len());
+        assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
         let counts = counting.counts();
         assert_eq!(counts.delete_streams, 1, "{counts:?}");
         assert_eq!(counts.delete_paths, gone.len() as u64, "{counts:?}");

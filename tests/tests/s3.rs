@@ -5,22 +5,29 @@
 //!
 //! The checks every cloud passes are in `memo_tests::cloud::checks`; this
 //! file adds what only S3 has: a client that can be told not to send
-//! conditional creates, and the HTTP requests a clear and a run's deletion
-//! send, counted on the wire.
+//! conditional creates, and the HTTP requests a clear, a run's deletion and
+//! a retention pass send, counted on the wire.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use memo_runtime::clock::{Clock, ManualClock};
+use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::aws::{AmazonS3Builder, S3ConditionalPut};
 use memo_runtime::object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
 };
 use memo_runtime::object_store::{ClientOptions, RetryConfig};
 use memo_runtime::runtime_store::{Commit, ObjectStoreRuntimeStore, RuntimeStore, StatusChange};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Error, MemoStore, store::probe_conditional_create};
 use memo_tests::cloud::{Cloud, CloudBucket};
 use memo_tests::fixtures::{new_run, put_entries, run, step_commit};
 
 memo_tests::cloud_checks!(Cloud::S3);
+
+/// A day in milliseconds.
+const DAY_MS: u64 = 24 * 3_600_000;
 
 /// An S3 client of the test server's bucket, built by hand (not from a URL)
 /// so that a test can set what a URL cannot.
@@ -204,4 +211,70 @@ async fn deleting_a_runs_records_sends_its_folder_in_one_delete_batch() {
     // before, one per path, measured with the old `Client::delete_all`).
     assert_eq!(sent.delete_batches, 3 + 1, "{sent:?}");
     assert!(!store.holds_remains(&run_id, incarnation).await.unwrap());
+}
+
+/// A retention pass deletes the terminal markers of a page's runs in one
+/// `DeleteObjects` batch, where it sent one per run swept. Counted on the
+/// wire: one run swept alone gives the batches a run costs (its memo
+/// entries, its runtime records) and its page's marker batch; 20 runs in
+/// pages of 10 then cost 20 runs' batches and 2 marker batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sweep_sends_the_markers_of_a_page_in_one_delete_batch() {
+    let test = "a_sweep_sends_the_markers_of_a_page_in_one_delete_batch";
+    let Some(s3) = CloudBucket::shared(Cloud::S3, test).await else {
+        return;
+    };
+    let (client, sent) = counted_client(&s3);
+    let objects: Arc<dyn ObjectStore> = Arc::new(client);
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(
+            Arc::clone(&objects),
+            format!("{}/memo", s3.prefix()),
+        ))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            objects,
+            format!("{}/runtime", s3.prefix()),
+        )))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let one_step = Workflow::new("one-step", |ctx: Context, _: ()| async move {
+        ctx.step("only", |memo| async move {
+            memo.put("key", b"value").await?;
+            Ok::<_, Error>(1u32)
+        })
+        .await
+    });
+    // No recheck comes due in these passes: only the sweeps are counted.
+    let sweeper = runtime
+        .retention_sweeper_builder()
+        .page_size(10)
+        .recheck_after(Duration::MAX)
+        .build();
+    let mut swept = Vec::new();
+    for runs in [1, 20] {
+        let ended_ms = clock.now_ms();
+        for i in 0..runs {
+            let run_id = run(&format!("run-{runs}-{i}"));
+            assert_eq!(runtime.run(&run_id, &(), &one_step).await.unwrap(), 1);
+        }
+        clock.set_ms(ended_ms + 8 * DAY_MS);
+        *sent.lock().unwrap() = Sent::default();
+        let report = sweeper.sweep_now().await.unwrap();
+        assert_eq!(
+            (report.runs_cleared, report.failures.len()),
+            (runs, 0),
+            "{report:?}"
+        );
+        let sent = *sent.lock().unwrap();
+        println!(
+            "sweeping {runs} run(s) of one memoized step on S3 sent {sent:?}: {:.1} requests a run",
+            (sent.list_pages + sent.delete_batches + sent.other) as f64 / runs as f64
+        );
+        swept.push(sent.delete_batches);
+    }
+    // One run: its own batches and one marker batch.
+    let per_run = swept[0] - 1;
+    assert_eq!(swept[1], 20 * per_run + 2, "{swept:?}");
 }

@@ -450,7 +450,7 @@ impl SharedEntries {
             .collect();
         let mut deleted = 0;
         let mut gone = Vec::with_capacity(batch.len());
-        for (expiry, result) in batch.iter().zip(self.delete_each(entries).await) {
+        for (expiry, result) in batch.iter().zip(self.store.delete_each(entries).await) {
             match result {
                 Ok(found) => {
                     deleted += usize::from(found);
@@ -474,7 +474,7 @@ impl SharedEntries {
             })
             .collect();
         let mut failed = batch.len() - gone.len();
-        for (expiry, result) in gone.iter().zip(self.delete_each(markers).await) {
+        for (expiry, result) in gone.iter().zip(self.store.delete_each(markers).await) {
             if let Err(e) = result {
                 tracing::warn!(namespace = %expiry.namespace, digest = %expiry.digest, error = %e,
                     "cannot delete an expired shared marker");
@@ -482,40 +482,6 @@ impl SharedEntries {
             }
         }
         (deleted, failed)
-    }
-
-    /// Deletes `paths` in one `delete_stream` (on S3 a `DeleteObjects`
-    /// request per 1,000): for each, in their order (as `delete_stream`
-    /// yields them), whether it was there to delete, or why it could not be
-    /// deleted. A store that yields fewer results than paths leaves the
-    /// rest failed.
-    async fn delete_each(&self, paths: Vec<Path>) -> Vec<std::result::Result<bool, Error>> {
-        if paths.is_empty() {
-            return Vec::new();
-        }
-        let asked = paths.clone();
-        let results: Vec<object_store::Result<Path>> = self
-            .store
-            .store()
-            .delete_stream(stream::iter(paths.into_iter().map(Ok)).boxed())
-            .collect()
-            .await;
-        let mut results = results.into_iter();
-        asked
-            .iter()
-            .map(|path| match results.next() {
-                Some(Ok(_)) => Ok(true),
-                Some(Err(object_store::Error::NotFound { .. })) => Ok(false),
-                Some(Err(e)) => Err(Error::store(path, e)),
-                None => Err(Error::store(
-                    path,
-                    object_store::Error::Generic {
-                        store: "delete_stream",
-                        source: "no result for this path".into(),
-                    },
-                )),
-            })
-            .collect()
     }
 
     /// The hour folders that hold markers expired before `cutoff_ms`,

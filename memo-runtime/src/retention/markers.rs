@@ -334,6 +334,20 @@ impl Markers {
         }
     }
 
+    /// Deletes `markers` in one `delete_stream` (on S3 one request per
+    /// 1,000): for each, in their order, `Ok` if it is gone (a marker
+    /// already gone counts), or why it could not be deleted. A sweep
+    /// deletes a page's markers so, once each of their runs is cleared.
+    pub(crate) async fn delete_all(&self, markers: &[TerminalMarker]) -> Vec<Result<()>> {
+        let paths = markers.iter().map(|m| self.marker_path(m)).collect();
+        self.store
+            .delete_each(paths)
+            .await
+            .into_iter()
+            .map(|deleted| deleted.map(|_| ()))
+            .collect()
+    }
+
     fn marker_path(&self, marker: &TerminalMarker) -> Path {
         self.store.layout().marker(
             self.kind,

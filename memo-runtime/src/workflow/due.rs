@@ -183,7 +183,11 @@ pub(super) async fn settle(shared: &Shared, held: &HeldLease, ended: bool, lease
 /// Deletes `entries` in one batch, best effort: an entry left behind is
 /// woken again, harmlessly.
 pub(super) async fn forget(shared: &Shared, entries: &[DueRun]) {
-    for e in delete_all(&shared.memo, entries).await {
+    for e in delete_all(&shared.memo, entries)
+        .await
+        .into_iter()
+        .filter_map(Result::err)
+    {
         tracing::debug!(error = %e, "due-run entry not deleted");
     }
 }

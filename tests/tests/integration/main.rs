@@ -92,6 +92,8 @@ mod signal_wakeups;
 mod simulation_deploy;
 #[path = "../standalone_keys.rs"]
 mod standalone_keys;
+#[path = "../sweep_batches.rs"]
+mod sweep_batches;
 #[path = "../sweeper.rs"]
 mod sweeper;
 #[path = "../undone_deletes.rs"]

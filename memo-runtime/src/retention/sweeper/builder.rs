@@ -57,7 +57,9 @@ impl RetentionSweeperBuilder {
     /// How many expired markers a pass takes from the listing at a time
     /// (default [`DEFAULT_SWEEP_PAGE_SIZE`]; 0 counts as 1). A page is
     /// finished before the next is listed, which bounds the memory a pass
-    /// holds whatever the number of expired runs.
+    /// holds whatever the number of expired runs. The markers of a page's
+    /// cleared runs are deleted together once its runs are done (on S3 one
+    /// request per 1,000 markers).
     pub fn page_size(mut self, markers: usize) -> Self {
         self.config.page_size = markers.max(1);
         self

@@ -1,9 +1,14 @@
 //! A pass's tidying of the due-run index.
 
-use futures::stream::TryStreamExt;
+use futures::stream::{StreamExt, TryStreamExt};
 
 use super::{RetentionSweeper, SweepReport};
 use crate::due_index::{self, DueRun};
+use crate::runtime_store::RuntimeStore;
+
+/// How many stale entries a pass deletes in one `delete_stream`: as many as
+/// one S3 `DeleteObjects` request takes.
+const DUE_BATCH: usize = 1_000;
 
 impl RetentionSweeper {
     /// Deletes the due-run entries due by `now_ms` whose run has ended, is
@@ -16,7 +21,8 @@ impl RetentionSweeper {
     /// since the entry may be what is left of an attempt that could not
     /// write it. Needs a runtime store to read the runs; costs the
     /// listing of the entries due by `now_ms` and a run load per entry (what
-    /// a worker's poll costs). An entry of a run that still waits stays, and
+    /// a worker's poll costs), `concurrency` loads at once, and a
+    /// `delete_stream` per 1,000 stale entries (on S3 one request each). An entry of a run that still waits stays, and
     /// so does one due after `now_ms` (a later pass, or a worker, deletes it
     /// once due). Best effort: a failure is logged and the entry is left for
     /// the next pass; a stale entry is harmless meanwhile.
@@ -36,78 +42,113 @@ impl RetentionSweeper {
         let Some(runs) = &config.runtime_store else {
             return;
         };
-        let mut entries = due_index::due_at(&config.memo_store, now_ms);
+        // Each entry's run is loaded (and an ended run's marker written)
+        // `concurrency` entries at once, in the listing's order.
+        let mut checked = due_index::due_at(&config.memo_store, now_ms)
+            .map(|due| async move {
+                let due = due?;
+                let verdict = self.check_due(runs.as_ref(), &due).await;
+                Ok::<_, crate::Error>((due, verdict))
+            })
+            .buffered(config.concurrency);
+        let mut stale = Vec::new();
         let mut of_absent_runs = Vec::new();
         loop {
-            let due = match entries.try_next().await {
-                Ok(Some(due)) => due,
+            let (due, verdict) = match checked.try_next().await {
+                Ok(Some(checked)) => checked,
                 Ok(None) => break,
                 Err(error) => {
                     tracing::warn!(%error, "listing the due-run index failed; its tidying stops here");
                     break;
                 }
             };
-            let record = match runs.load_run(&due.run_id).await {
-                Ok(record) => record,
-                Err(error) => {
-                    tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run cannot be read");
-                    continue;
-                }
-            };
-            if record
-                .as_ref()
-                .is_some_and(|run| run.incarnation == due.incarnation)
-            {
-                self.store_proved();
+            match verdict {
+                Verdict::Keep => continue,
+                Verdict::Stale => stale.push(due),
+                Verdict::OfAbsentRun if self.proves_store() => stale.push(due),
+                Verdict::OfAbsentRun => of_absent_runs.push(due),
             }
-            if !due_index::is_stale(&due, record.as_ref()) {
-                continue;
+            if stale.len() == DUE_BATCH {
+                self.delete_due(std::mem::take(&mut stale), report).await;
             }
-            let Some(record) = &record else {
-                if self.proves_store() {
-                    self.delete_due(&due, report).await;
-                } else {
-                    of_absent_runs.push(due);
-                }
-                continue;
-            };
-            if !config.dry_run {
-                // The entry may be all that is left of an attempt that
-                // ended the run without writing its marker: the marker
-                // first.
-                if let Err(error) = due_index::mark_ended(&config.memo_store, &due, record).await {
-                    tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run's terminal marker cannot be written");
-                    continue;
-                }
-            }
-            self.delete_due(&due, report).await;
         }
-        if !self.proves_store() {
-            if !of_absent_runs.is_empty() {
-                tracing::warn!(
-                    entries = of_absent_runs.len(),
-                    "due-run entries kept: the runtime store holds neither their runs nor \
-                     any other run this pass met (is its prefix the one the workers use?)"
-                );
-            }
-            return;
+        drop(checked);
+        if self.proves_store() {
+            stale.append(&mut of_absent_runs);
+        } else if !of_absent_runs.is_empty() {
+            tracing::warn!(
+                entries = of_absent_runs.len(),
+                "due-run entries kept: the runtime store holds neither their runs nor \
+                 any other run this pass met (is its prefix the one the workers use?)"
+            );
         }
-        for due in &of_absent_runs {
-            self.delete_due(due, report).await;
+        for batch in stale.chunks(DUE_BATCH) {
+            self.delete_due(batch.to_vec(), report).await;
         }
     }
 
-    /// Deletes a stale entry (in a dry run: counts it).
-    async fn delete_due(&self, due: &DueRun, report: &mut SweepReport) {
+    /// What to do with entry `due`: reads its run (a run held as this
+    /// incarnation proves the store), and for a stale entry of an ended
+    /// run writes the run's terminal marker first (outside a dry run),
+    /// since the entry may be all that is left of an attempt that ended the
+    /// run without writing it.
+    async fn check_due(&self, runs: &dyn RuntimeStore, due: &DueRun) -> Verdict {
+        let record = match runs.load_run(&due.run_id).await {
+            Ok(record) => record,
+            Err(error) => {
+                tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run cannot be read");
+                return Verdict::Keep;
+            }
+        };
+        if record
+            .as_ref()
+            .is_some_and(|run| run.incarnation == due.incarnation)
+        {
+            self.store_proved();
+        }
+        if !due_index::is_stale(due, record.as_ref()) {
+            return Verdict::Keep;
+        }
+        let Some(record) = &record else {
+            return Verdict::OfAbsentRun;
+        };
+        if !self.config.dry_run
+            && let Err(error) = due_index::mark_ended(&self.config.memo_store, due, record).await
+        {
+            tracing::warn!(run_id = %due.run_id, %error, "due-run entry kept: its run's terminal marker cannot be written");
+            return Verdict::Keep;
+        }
+        Verdict::Stale
+    }
+
+    /// Deletes stale entries in one `delete_stream` (in a dry run: counts
+    /// them).
+    async fn delete_due(&self, dues: Vec<DueRun>, report: &mut SweepReport) {
         if self.config.dry_run {
-            report.due_entries_deleted += 1;
+            report.due_entries_deleted += dues.len();
             return;
         }
-        match due_index::delete(&self.config.memo_store, due).await {
-            Ok(()) => report.due_entries_deleted += 1,
-            Err(error) => {
-                tracing::warn!(run_id = %due.run_id, %error, "stale due-run entry not deleted");
+        let deleted = due_index::delete_all(&self.config.memo_store, &dues).await;
+        for (due, deleted) in dues.iter().zip(deleted) {
+            match deleted {
+                Ok(()) => report.due_entries_deleted += 1,
+                Err(error) => {
+                    tracing::warn!(run_id = %due.run_id, %error, "stale due-run entry not deleted");
+                }
             }
         }
     }
+}
+
+/// What a pass does with one due-run entry.
+enum Verdict {
+    /// Its run still waits, or could not be read, or its marker could not
+    /// be written: the entry stays.
+    Keep,
+    /// Its run has ended (its marker is written) or is another
+    /// incarnation now: the entry goes.
+    Stale,
+    /// The runtime store holds no run of the id: the entry goes only once
+    /// the store is proved the workers'.
+    OfAbsentRun,
 }

@@ -73,7 +73,13 @@ use proof::{Deleted, Found};
 ///    a pass at or after that time clears the incarnation's folders once
 ///    more, for what a stale attempt wrote there after the sweep and died
 ///    before taking it back;
-/// 6. deletes the marker, only if every step before it succeeded.
+/// 6. deletes the marker, only if every step before it succeeded: with
+///    the markers of the other runs of its page cleared so, in one
+///    `delete_stream` once the page's runs are done (on S3 one
+///    `DeleteObjects` request per page of up to 1,000 markers). A pass that
+///    stops before that (a crash) leaves the page's markers, each with
+///    nothing of its run left: the next pass deletes them once it has
+///    proved its runtime store the workers' (below).
 ///
 /// After the markers, a pass tidies the due-run index (the entries of runs
 /// that ended or are gone) and the shared scope's expired entries. An
@@ -197,7 +203,8 @@ impl RetentionSweeper {
     /// to live ran out by `now_ms` ([`SharedEntries::sweep`]; in a dry run:
     /// counts their markers), so that a sweeper in every worker keeps the
     /// shared scope in bounds too. Costs a listing of the expired hours and
-    /// two deletes per expired entry. Sweepers running at once are safe: an
+    /// two `delete_stream`s per 1,000 expired entries (their entries, then
+    /// their markers). Sweepers running at once are safe: an
     /// entry is deleted by whichever comes first, the other finds it gone
     /// and counts nothing; a live entry is never listed. A failure is
     /// logged and counted in [`SweepReport::shared_failures`], and the
@@ -315,18 +322,43 @@ impl RetentionSweeper {
                 (marker, swept, result)
             })
             .buffer_unordered(self.config.concurrency);
+        let mut cleared = Vec::new();
         while let Some((marker, swept, result)) = outcomes.next().await {
             match result {
                 Ok(Swept::Unproven) => unproven.push(marker),
-                Ok(Swept::Cleared) => report.record(marker, swept, Ok(())),
+                Ok(Swept::Cleared) => cleared.push((marker, swept)),
                 Err(error) => report.record(marker, swept, Err(error)),
             }
+        }
+        drop(outcomes);
+        self.delete_markers(cleared, report).await;
+    }
+
+    /// Deletes the markers of runs this pass cleared, all in one
+    /// `delete_stream` (on S3 one request per 1,000 markers, where it was
+    /// one per run), and records each run: cleared, or failed with its
+    /// marker kept for the next pass if its marker could not be deleted.
+    /// In a dry run, records them and deletes nothing.
+    async fn delete_markers(
+        &self,
+        cleared: Vec<(TerminalMarker, RunSwept)>,
+        report: &mut SweepReport,
+    ) {
+        let deleted = if self.config.dry_run {
+            cleared.iter().map(|_| Ok(())).collect()
+        } else {
+            let markers: Vec<TerminalMarker> = cleared.iter().map(|(m, _)| m.clone()).collect();
+            self.config.memo_store.markers().delete_all(&markers).await
+        };
+        for ((marker, swept), deleted) in cleared.into_iter().zip(deleted) {
+            report.record(marker, swept, deleted);
         }
     }
 
     /// Clears one expired run (or, in dry-run mode, counts what clearing it
     /// would delete), recording in `swept` what it deleted even if it then
-    /// fails. The marker goes last, so any failure keeps it.
+    /// fails. Its marker is the caller's to delete once this succeeded (with
+    /// the rest of its page's), so any failure keeps it.
     async fn sweep_run(
         &self,
         marker: &TerminalMarker,
@@ -393,11 +425,10 @@ impl RetentionSweeper {
             // versions or a copy of the bucket keep.
             forget_data_key(config, run_id, incarnation).await?;
             self.leave_recheck(run_id, incarnation, now_ms).await?;
-            config.memo_store.markers().delete(marker).await?;
             tracing::debug!(
                 entries = swept.entries,
                 runtime_record = swept.runtime_record,
-                "run cleared"
+                "run cleared; its marker goes with its page's"
             );
             Ok(Swept::Cleared)
         }
@@ -531,7 +562,8 @@ struct RunSwept {
 
 /// What a pass did with one expired marker that did not fail.
 enum Swept {
-    /// Its run was cleared and the marker deleted (in a dry run: would be).
+    /// Its run was cleared (in a dry run: would be); its marker is left
+    /// for the page's batch (`delete_markers`).
     Cleared,
     /// Nothing of the run is left but the marker, and the runtime store is
     /// not proved the workers' (yet): nothing was deleted.

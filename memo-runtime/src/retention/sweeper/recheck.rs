@@ -41,12 +41,17 @@
 //! Cost: one conditional create per workflow run swept; then, per recheck,
 //! two listings of the memo folders, one of the runtime folder, a `HEAD`
 //! for the data key where the seal has data keys, and the marker's
-//! `DELETE`, plus the listing of the due hours. In proportion to what was
-//! swept, never to what is retained.
+//! `DELETE` (on S3 one request per 1,000 markers rechecked: a pass deletes
+//! them together), plus the listing of the due hours. In proportion to what
+//! was swept, never to what is retained.
 //!
 //! [`RuntimeStore::holds_remains`]: crate::runtime_store::RuntimeStore::holds_remains
 
 use futures::stream::StreamExt;
+
+/// How many recheck markers a pass deletes in one `delete_stream`: as many
+/// as one S3 `DeleteObjects` request takes.
+const RECHECK_BATCH: usize = 1_000;
 
 use super::{RetentionSweeper, SweepReport, forget_data_key};
 use crate::error::Result;
@@ -84,7 +89,8 @@ impl RetentionSweeper {
     /// Clears once more the incarnations whose recheck marker is due at
     /// `now_ms` (in a dry run: counts the markers). A failure is logged and
     /// counted in [`SweepReport::recheck_failures`]; its marker is kept for
-    /// the next pass.
+    /// the next pass. The markers of rechecks that succeeded are deleted
+    /// [`RECHECK_BATCH`] at a time, each batch in one `delete_stream`.
     pub(super) async fn recheck_swept(&self, now_ms: u64, report: &mut SweepReport) {
         let mut outcomes = self
             .config
@@ -100,17 +106,55 @@ impl RetentionSweeper {
                 Ok::<_, crate::Error>((late?, Some(marker)))
             })
             .buffer_unordered(self.config.concurrency);
+        let mut rechecked = Vec::new();
         while let Some(outcome) = outcomes.next().await {
             match outcome {
-                Ok((late, marker)) => {
-                    report.rechecks_due += 1;
-                    report.late_objects_deleted += late;
-                    if let Some(marker) = marker {
-                        tracing::debug!(run_id = %marker.run_id, late, "swept run rechecked");
+                Ok((late, Some(marker))) => {
+                    rechecked.push((marker, late));
+                    if rechecked.len() == RECHECK_BATCH {
+                        self.delete_rechecked(std::mem::take(&mut rechecked), report)
+                            .await;
                     }
                 }
+                // A dry run: counted, nothing deleted.
+                Ok((_, None)) => report.rechecks_due += 1,
                 Err(error) => {
                     tracing::warn!(%error, "a recheck of a swept run failed; the next pass tries again");
+                    report.recheck_failures += 1;
+                }
+            }
+        }
+        drop(outcomes);
+        self.delete_rechecked(rechecked, report).await;
+    }
+
+    /// Deletes the markers of rechecks that found and deleted what each
+    /// holds (`late`), in one `delete_stream`, and counts each recheck done,
+    /// or failed if its marker could not be deleted (it is kept for the
+    /// next pass).
+    async fn delete_rechecked(
+        &self,
+        rechecked: Vec<(TerminalMarker, usize)>,
+        report: &mut SweepReport,
+    ) {
+        let markers: Vec<TerminalMarker> = rechecked.iter().map(|(m, _)| m.clone()).collect();
+        let deleted = self
+            .config
+            .memo_store
+            .recheck_markers()
+            .delete_all(&markers)
+            .await;
+        for ((marker, late), deleted) in rechecked.into_iter().zip(deleted) {
+            match deleted {
+                Ok(()) => {
+                    report.rechecks_due += 1;
+                    report.late_objects_deleted += late;
+                    tracing::debug!(run_id = %marker.run_id, late, "swept run rechecked");
+                }
+                Err(error) => {
+                    tracing::warn!(run_id = %marker.run_id, %error,
+                        "a swept run was rechecked but its recheck marker was not deleted; \
+                         the next pass rechecks it again");
                     report.recheck_failures += 1;
                 }
             }
@@ -118,7 +162,8 @@ impl RetentionSweeper {
     }
 
     /// One recheck: what it deleted that a late writer left (memo entries,
-    /// and 1 for runtime records found again).
+    /// and 1 for runtime records found again). The marker is left for the
+    /// caller to delete with others (`delete_rechecked`).
     async fn recheck(&self, marker: &TerminalMarker) -> Result<usize> {
         let config = &*self.config;
         let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
@@ -136,7 +181,6 @@ impl RetentionSweeper {
             store.forget_deleted(run_id, incarnation).await?;
         }
         forget_data_key(config, run_id, incarnation).await?;
-        config.memo_store.recheck_markers().delete(marker).await?;
         Ok(late)
     }
 }
