@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
@@ -51,6 +52,37 @@ pub struct Pause {
     pub reached: oneshot::Receiver<()>,
     /// Sending on it (or dropping it) lets the request through.
     pub release: oneshot::Sender<()>,
+}
+
+/// How long [`wait_reached`] waits, in real time, for the held
+/// request: far longer than any request of a test takes, so only a request
+/// that never comes (a change of what the code sends) reaches it.
+pub const REACH_LIMIT: Duration = Duration::from_secs(30);
+
+/// Waits until the held request is made (`reached`, a [`Pause`]'s), and
+/// panics, naming `what` (the request the test holds), if it is not within
+/// [`REACH_LIMIT`]: a test then fails where it would have waited for ever
+/// (the store, and so the sender, stays alive in the code under test). The
+/// limit is kept by a thread's sleep, not a tokio timer, so that a test on
+/// tokio's paused clock (whose timers fire as soon as every task waits) is
+/// not failed by it early.
+pub async fn wait_reached(reached: oneshot::Receiver<()>, what: &str) {
+    wait_reached_within(reached, what, REACH_LIMIT).await;
+}
+
+/// [`wait_reached`] with another limit.
+async fn wait_reached_within(reached: oneshot::Receiver<()>, what: &str, limit: Duration) {
+    let (expired_tx, expired) = oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        let _ = expired_tx.send(());
+    });
+    tokio::select! {
+        reached = reached => {
+            reached.unwrap_or_else(|_| panic!("{what}: the store holding it was dropped first"));
+        }
+        _ = expired => panic!("{what}: not made within {limit:?}"),
+    }
 }
 
 impl Pauses {
@@ -187,4 +219,24 @@ impl ObjectStore for Pauses {
 
     forward_object_store!(self.inner => put_multipart_opts, get_ranges,
         list_with_delimiter, copy_opts, rename_opts);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_that_is_made_is_waited_for() {
+        let (reached_tx, reached) = oneshot::channel();
+        reached_tx.send(()).unwrap();
+        wait_reached_within(reached, "the request", Duration::from_secs(5)).await;
+    }
+
+    /// On tokio's paused clock too, where a tokio timer would fire at once.
+    #[tokio::test(start_paused = true)]
+    #[should_panic(expected = "the request: not made within 50ms")]
+    async fn a_request_never_made_fails_the_test_once_the_limit_passes() {
+        let (_reached_tx, reached) = oneshot::channel::<()>();
+        wait_reached_within(reached, "the request", Duration::from_millis(50)).await;
+    }
 }

@@ -14,7 +14,7 @@ use memo_runtime::runtime_store::{NewInput, RunStatus};
 use memo_runtime::workflow::{CANCEL_SIGNAL, Context, Workflow};
 use memo_runtime::{Bytes, Error};
 use memo_tests::fixtures::{Backend, process_builder, run};
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 
 type BoxedRun = futures::future::BoxFuture<'static, Result<u64, Error>>;
 
@@ -62,7 +62,7 @@ async fn a_cancellation_recorded_before_the_first_attempt_started_is_in_its_hist
             let (id, bodies) = (id.clone(), bodies.clone());
             async move { worker.run(&id, &1, &one_step(bodies)).await }
         });
-        pause.reached.await.unwrap();
+        wait_reached(pause.reached, "pause").await;
         let store = canceller.runtime_store();
         let created = store.load_run(&id).await.unwrap().unwrap();
         assert_eq!((created.status, created.attempts), (RunStatus::Pending, 0));

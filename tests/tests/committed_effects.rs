@@ -18,7 +18,7 @@ use memo_runtime::testing::forward_object_store;
 use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
 use memo_runtime::{Bytes, Error, Memo, memoized};
 use memo_tests::fixtures::{Backend, process_builder, run};
-use memo_tests::pause::{Held, Pause, Pauses};
+use memo_tests::pause::{Held, Pause, Pauses, wait_reached};
 use tokio::sync::oneshot;
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -151,7 +151,7 @@ async fn a_charge_committed_while_its_taker_over_renewed_its_lease_is_not_made_a
             let (order, workflow) = (order.clone(), pay(charges.clone()));
             async move { a.run(&order, &7, &workflow).await }
         });
-        a_put.reached.await.unwrap();
+        wait_reached(a_put.reached, "a put").await;
         assert_eq!(charges.load(Ordering::SeqCst), 1, "{name}");
 
         // A's lease expires; B takes the run over. Its memoized call reads
@@ -164,7 +164,7 @@ async fn a_charge_committed_while_its_taker_over_renewed_its_lease_is_not_made_a
             let (order, workflow) = (order.clone(), pay(charges.clone()));
             async move { b.run(&order, &7, &workflow).await }
         });
-        b_read.reached.await.unwrap();
+        wait_reached(b_read.reached, "b read").await;
 
         // B's lease lapses while it waits; A's entry lands, and A stops.
         clock.advance_ms(LEASE.as_millis() as u64 + 1);

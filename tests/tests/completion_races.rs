@@ -16,7 +16,7 @@ use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_tests::fixtures::{Backend, process_builder, run};
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 use tokio::sync::oneshot;
 
 type Doubled = futures::future::BoxFuture<'static, Result<u64, Error>>;
@@ -71,7 +71,7 @@ async fn a_delivery_whose_start_loses_to_the_runs_completion_answers_with_its_ou
             let run_id = run_id.clone();
             async move { a.run(&run_id, &21_u64, &double()).await }
         });
-        start.reached.await.unwrap();
+        wait_reached(start.reached, "start").await;
         assert_eq!(
             b.run(&run_id, &21_u64, &double()).await.unwrap(),
             42,
@@ -184,7 +184,7 @@ async fn renewals_refused_after_the_attempt_ended_the_run_itself_lose_nothing() 
             let run_id = run_id.clone();
             async move { a.run(&run_id, &21_u64, &double()).await }
         });
-        marker.reached.await.unwrap();
+        wait_reached(marker.reached, "marker").await;
         // Ten renewal periods (time is paused: the sleep passes at once,
         // after every timer before it fired).
         tokio::time::sleep(lease * 10 / 3).await;

@@ -22,7 +22,7 @@ use memo_runtime::runtime_store::{
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{Bytes, Error, Incarnation, RunId};
 use memo_tests::fixtures::{Backend, run};
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -139,7 +139,7 @@ async fn a_creation_racing_a_stale_deletion(
     let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
     let (run_a, old_a) = (run_id.clone(), old.incarnation);
     let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
-    stale.reached.await.unwrap();
+    wait_reached(stale.reached, "stale").await;
     let sweeper_b = ObjectStoreRuntimeStore::new(backend.open(), "runs");
     assert!(sweeper_b.delete_run(run_id, old.incarnation).await.unwrap());
 
@@ -227,7 +227,7 @@ async fn a_creator_whose_pointer_a_stale_deletion_removed_keeps_the_run_a_signal
         })
         .await;
         let take_back = take_back.unwrap();
-        take_back.reached.await.unwrap();
+        wait_reached(take_back.reached, "take back").await;
 
         let signaller = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         signaller.append_input(&run_id, paid()).await.unwrap();
@@ -261,7 +261,7 @@ async fn a_signal_accepted_just_before_the_creators_pointer_delete_keeps_the_run
         })
         .await;
         let (take_back, pointer_delete) = pauses.unwrap();
-        take_back.reached.await.unwrap();
+        wait_reached(take_back.reached, "take back").await;
 
         // A reader restores the pointer from the record.
         let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
@@ -271,7 +271,7 @@ async fn a_signal_accepted_just_before_the_creators_pointer_delete_keeps_the_run
 
         // The creator found it restored and nothing written: it is about
         // to delete the pointer when the signal is accepted.
-        pointer_delete.reached.await.unwrap();
+        wait_reached(pointer_delete.reached, "pointer delete").await;
         let signaller = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         signaller.append_input(&run_id, paid()).await.unwrap();
         pointer_delete.release.send(()).unwrap();
@@ -336,7 +336,7 @@ async fn a_give_up_whose_delete_fails_once_still_removes_the_run_it_gave_up() {
         // from restoring it (it takes the record back itself), and the
         // give-up still meets its failed delete.
         go.send(()).unwrap();
-        take_back.reached.await.unwrap();
+        wait_reached(take_back.reached, "take back").await;
         let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         let restored = reader
             .load_run(&run_id)

@@ -20,7 +20,7 @@ use memo_runtime::runtime_store::{
 use memo_runtime::testing::CountingStore;
 use memo_runtime::{Bytes, Error, RunId};
 use memo_tests::fixtures::run;
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 
 const PREFIX: &str = "runs";
 
@@ -230,7 +230,7 @@ async fn a_checkpoint_written_while_its_run_is_deleted_is_taken_back_with_its_en
             a.atomic_apply(&run_id, commit).await
         }
     });
-    delta.reached.await.unwrap();
+    wait_reached(delta.reached, "delta").await;
 
     // Meanwhile the run ends and is deleted whole.
     let output = Bytes::from_static(b"done");

@@ -12,7 +12,7 @@ use memo_runtime::runtime_store::{NewRun, ObjectStoreRuntimeStore, RunStatus, Ru
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{Bytes, RunId};
 use memo_tests::fixtures::run;
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 
 fn order(run_id: &RunId) -> NewRun {
     NewRun {
@@ -47,7 +47,7 @@ async fn a_retried_create_of_a_run_whose_hint_was_tidied_while_its_creator_stall
     let creator = ObjectStoreRuntimeStore::new(Arc::new(creator_objects), "runs");
     let run_c = run_id.clone();
     let creation = tokio::spawn(async move { creator.create_run(order(&run_c)).await });
-    pause.reached.await.expect("the creator writes its pointer");
+    wait_reached(pause.reached, "the creator writes its pointer").await;
 
     let lister = ObjectStoreRuntimeStore::new(Arc::clone(&objects), "runs");
     assert!(

@@ -20,7 +20,7 @@ use memo_runtime::runtime_store::{
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Bytes, Error, Incarnation, Memo, MemoStore, RunId, memoized};
 use memo_tests::fixtures::{Backend, process_builder, run};
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 use tokio::sync::oneshot;
 
 fn order(run_id: &RunId) -> NewRun {
@@ -191,7 +191,7 @@ async fn a_redelivery_during_a_deletion_does_not_bring_the_run_back() {
         let sweeper = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
         let (run_a, old_a) = (run_id.clone(), old.incarnation);
         let deletion = tokio::spawn(async move { sweeper.delete_run(&run_a, old_a).await });
-        pause.reached.await.unwrap();
+        wait_reached(pause.reached, "pause").await;
 
         let redelivered = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         let answer = redelivered.create_run(order(&run_id)).await.unwrap();
@@ -247,7 +247,7 @@ async fn a_redelivery_that_read_the_run_before_its_deletion_never_brings_it_back
         let redelivery = ObjectStoreRuntimeStore::new(Arc::new(listing), "runs");
         let again = order(&run_id);
         let answer = tokio::spawn(async move { redelivery.create_run(again).await });
-        log_listing.reached.await.unwrap();
+        wait_reached(log_listing.reached, "log listing").await;
 
         let sweeper = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         assert!(
@@ -342,7 +342,7 @@ async fn an_attempt_that_read_a_deleted_run_never_starts_on_the_run_created_afte
             let (run_id, checkout) = (run_id.clone(), checkout.clone());
             async move { a.run(&run_id, &7, &*checkout).await }
         });
-        due_put.reached.await.unwrap();
+        wait_reached(due_put.reached, "due put").await;
         let old = store_a.load_run(&run_id).await.unwrap().unwrap();
 
         // B runs it to its end; a sweep deletes it; a redelivery creates it
@@ -451,7 +451,7 @@ async fn a_memoized_value_committed_after_its_run_was_taken_over_and_swept_is_ne
             let (run_id, workflow) = (run_id.clone(), workflow.clone());
             async move { a.run(&run_id, &7, &*workflow).await }
         });
-        commit.reached.await.unwrap();
+        wait_reached(commit.reached, "commit").await;
         assert_eq!(runs.load(Ordering::SeqCst), 1, "{name}");
 
         // A's lease expires; B takes the run over and ends it; a sweep
@@ -693,7 +693,7 @@ async fn an_incarnation_its_creator_gave_up_is_never_current_again() {
         let creator = ObjectStoreRuntimeStore::new(Arc::new(held), "runs");
         let new_run = order(&run_id);
         let answer = tokio::spawn(async move { creator.create_run(new_run).await });
-        take_back.reached.await.unwrap();
+        wait_reached(take_back.reached, "take back").await;
 
         let reader = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         let given_up = reader

@@ -16,7 +16,7 @@ use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RunStatus};
 use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
 use memo_runtime::{Error, MemoStore, RunId};
-use memo_tests::pause::{Held, Pause, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 
 const START_MS: u64 = 24 * 3600 * 1000;
 
@@ -57,15 +57,6 @@ async fn status(runtime: &Runtime, run_id: &RunId) -> RunStatus {
         .status
 }
 
-/// Waits until the held request is reached, failing (rather than hanging)
-/// if it never is.
-async fn reached(pause: &mut Pause) {
-    tokio::time::timeout(Duration::from_secs(10), &mut pause.reached)
-        .await
-        .expect("the held request is reached")
-        .unwrap();
-}
-
 /// A worker polls after the signaller wrote the run's wake-up and before
 /// the signal itself landed: it finds the run waiting with nothing to see.
 /// With the wake-up written before the signal only (as it was), the poll
@@ -85,13 +76,13 @@ async fn a_poll_between_a_signals_wake_up_and_the_signal_leaves_the_run_due() {
 
     // The signaller's append of the signal (its first put under the run's
     // folder) is held.
-    let (paused, mut pause) = Pauses::new(objects.clone(), Held::Put, Path::from("runs/runs"));
+    let (paused, pause) = Pauses::new(objects.clone(), Held::Put, Path::from("runs/runs"));
     let signaller = process(Arc::new(paused), &clock);
     let signal = tokio::spawn({
         let run_id = run_id.clone();
         async move { signaller.signal(&run_id, "approve", &true).await }
     });
-    reached(&mut pause).await;
+    wait_reached(pause.reached, "the signal's append").await;
 
     let polling = worker(&objects, &clock);
     let report = polling.wake_due().await.unwrap();
@@ -125,13 +116,13 @@ async fn signalled_while_suspending(run: &str, input: u32) -> Staged {
 
     // The attempt's first delete in the due-run index is its lease entry's,
     // once it committed its suspension and before it releases its lease.
-    let (paused, mut pause) = Pauses::new(objects.clone(), Held::Delete, Path::from("memo/due"));
+    let (paused, pause) = Pauses::new(objects.clone(), Held::Delete, Path::from("memo/due"));
     let waiter = process(Arc::new(paused), &clock);
     let attempt = tokio::spawn({
         let run_id = run_id.clone();
         async move { waiter.run(&run_id, &input, &approval()).await }
     });
-    reached(&mut pause).await;
+    wait_reached(pause.reached, "the lease entry's delete").await;
 
     let signaller = process(objects.clone(), &clock);
     signaller.signal(&run_id, "approve", &true).await.unwrap();
@@ -213,12 +204,12 @@ async fn a_signal_in_the_millisecond_of_the_entry_a_poll_woke_survives_the_polls
     // The poll's first delete in the due-run index: its attempt's lease
     // entry, once the attempt committed its suspension and before it let
     // go (the entry the poll woke is deleted after that).
-    let (paused, mut pause) = Pauses::new(objects.clone(), Held::Delete, Path::from("memo/due"));
+    let (paused, pause) = Pauses::new(objects.clone(), Held::Delete, Path::from("memo/due"));
     let polling = Worker::builder(process(Arc::new(paused), &clock))
         .workflow(&approval())
         .build();
     let poll = tokio::spawn(async move { polling.wake_due().await });
-    reached(&mut pause).await;
+    wait_reached(pause.reached, "the poll's lease entry delete").await;
 
     let signaller = process(objects.clone(), &clock);
     signaller.signal(&run_id, "approve", &true).await.unwrap();

@@ -31,7 +31,7 @@ use memo_runtime::testing::forward_object_store;
 use memo_runtime::testing::{CountingStore, RequestCounts};
 use memo_runtime::{Error, Incarnation, MemoStore, RunId};
 use memo_tests::fixtures::{Backend, run};
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 use tokio::sync::oneshot;
 
 const KEY: &str = "quote";
@@ -173,7 +173,7 @@ async fn a_stale_entry(made_again: bool) {
             let (a, run_id) = (a.clone(), run_id.clone());
             tokio::spawn(async move { a.new_memo(&run_id, 0).put(KEY, "a1").await })
         };
-        pause.reached.await.unwrap();
+        wait_reached(pause.reached, "pause").await;
         clear_and_forget(&b, &run_id).await;
         if made_again {
             put(&c, &run_id, "other", "c1", "C").await;
@@ -401,7 +401,7 @@ async fn two_puts_that_meet_a_cleared_runs_entry_at_once_commit_one_value() {
             let (a, run_id) = (a.clone(), run_id.clone());
             tokio::spawn(async move { a.new_memo(&run_id, 0).put(KEY, "a1").await })
         };
-        pause.reached.await.unwrap();
+        wait_reached(pause.reached, "pause").await;
         clear_and_forget(&c, &run_id).await;
         pause.release.send(()).unwrap();
         assert_eq!(&a_put.await.unwrap().unwrap()[..], b"a1", "{name}");

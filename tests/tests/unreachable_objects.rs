@@ -24,7 +24,7 @@ use memo_runtime::{
     retention::{RetentionSweeper, TerminalMarker},
 };
 use memo_tests::fixtures::{Backend, Faulty, process_builder, run};
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 
 fn order(run_id: &RunId) -> NewRun {
     NewRun {
@@ -96,7 +96,7 @@ async fn a_creator_that_lost_its_id_leaves_no_status_hint() {
     let creator_b = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
     let run_b = run_id.clone();
     let creation_b = tokio::spawn(async move { creator_b.create_run(order(&run_b)).await });
-    pause.reached.await.expect("B writes its hint");
+    wait_reached(pause.reached, "B writes its hint").await;
 
     let creator_a = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
     let created_a = creator_a.create_run(order(&run_id)).await.unwrap();
@@ -470,7 +470,7 @@ async fn a_stale_entry_that_lands_while_a_pass_deletes_its_run_is_cleared_with_i
             let sweeper = sweeper.clone();
             async move { sweeper.sweep_once(100).await }
         });
-        pause.reached.await.unwrap();
+        wait_reached(pause.reached, "pause").await;
         assert_eq!(
             stored_under(backend.objects().as_ref(), "memo/memos").await,
             Vec::<String>::new(),
@@ -736,7 +736,7 @@ async fn a_create_that_stopped_before_its_pointer_leaves_no_hint_once_pending_ru
     let creator = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
     let run_c = run_id.clone();
     let creation = tokio::spawn(async move { creator.create_run(order(&run_c)).await });
-    pause.reached.await.expect("the creator writes its pointer");
+    wait_reached(pause.reached, "the creator writes its pointer").await;
     // The process dies with its pointer unwritten.
     creation.abort();
     assert!(creation.await.unwrap_err().is_cancelled());
@@ -771,7 +771,7 @@ async fn a_listing_that_tidies_a_hint_before_its_creators_pointer_leaves_the_run
     let creator = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
     let run_c = run_id.clone();
     let creation = tokio::spawn(async move { creator.create_run(order(&run_c)).await });
-    pause.reached.await.expect("the creator writes its pointer");
+    wait_reached(pause.reached, "the creator writes its pointer").await;
 
     let lister = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
     let pending = memo_runtime::runtime_store::RunStatus::Pending;
@@ -822,7 +822,7 @@ async fn a_listing_whose_tidying_delete_lands_after_a_creation_writes_the_hint_b
     let lister = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
     let pending = memo_runtime::runtime_store::RunStatus::Pending;
     let listing = tokio::spawn(async move { lister.list_run_ids(pending).await });
-    pause.reached.await.expect("the listing deletes the hint");
+    wait_reached(pause.reached, "the listing deletes the hint").await;
     creator_pause.release.send(()).unwrap();
     let created = creation.await.unwrap().unwrap();
     pause.release.send(()).unwrap();
@@ -891,7 +891,7 @@ async fn a_stale_attempts_memo_entry_committed_after_its_run_was_swept_is_taken_
             let (run_id, workflow) = (run_id.clone(), workflow.clone());
             async move { a.run(&run_id, &7, &*workflow).await }
         });
-        commit.reached.await.unwrap();
+        wait_reached(commit.reached, "commit").await;
 
         // A's lease expires; B takes the run over and ends it; a sweep
         // deletes it whole.
@@ -954,7 +954,7 @@ async fn a_stale_attempts_entry_whose_worker_died_before_its_take_back_is_cleare
             let (run_id, workflow) = (run_id.clone(), workflow.clone());
             async move { a.run(&run_id, &7, &*workflow).await }
         });
-        commit.reached.await.unwrap();
+        wait_reached(commit.reached, "commit").await;
 
         // A's lease expires; B takes the run over and ends it; a pass
         // deletes it whole.
@@ -975,7 +975,7 @@ async fn a_stale_attempts_entry_whose_worker_died_before_its_take_back_is_cleare
         // A's commit lands in the deleted incarnation's folder; A's worker
         // dies at its take-back.
         commit.release.send(()).unwrap();
-        take_back.reached.await.unwrap();
+        wait_reached(take_back.reached, "take back").await;
         attempt_a.abort();
         let _ = attempt_a.await;
         let late: Vec<_> = stored_under(backend.objects().as_ref(), "memo/memos").await;
@@ -1094,7 +1094,7 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
             let (reader, run_id) = (reader.clone(), run_id.clone());
             async move { reader.load_run(&run_id).await }
         });
-        read.reached.await.unwrap();
+        wait_reached(read.reached, "read").await;
 
         // The run ends and is deleted whole.
         writer.atomic_apply(&run_id, completed()).await.unwrap();

@@ -24,7 +24,7 @@ use memo_runtime::runtime_store::{
 use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
 use memo_runtime::{Bytes, Error, MemoStore, RunId};
 use memo_tests::fixtures::run;
-use memo_tests::pause::{Held, Pauses};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 
 /// The workers' runtime-store prefix, and the operator's mistyped one.
 const RIGHT: &str = "runs";
@@ -238,7 +238,7 @@ async fn the_marker_of_a_run_being_cleared_survives_a_sweep_through_another_pref
     let (paused, pause) = Pauses::new(Arc::clone(&objects), Held::Delete, Path::from(RIGHT));
     let right = sweeper(Arc::new(paused), RIGHT);
     let pass = tokio::spawn(async move { right.sweep_once(100).await });
-    pause.reached.await.unwrap();
+    wait_reached(pause.reached, "pause").await;
     assert!(
         stored(objects.as_ref())
             .await
