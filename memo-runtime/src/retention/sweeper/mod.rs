@@ -62,8 +62,7 @@ use proof::{Deleted, Found};
 ///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
 ///    again under the same id is another incarnation and is never touched;
 /// 3. deletes that incarnation's runtime-store records, if a runtime store
-///    is configured ([`RuntimeStore::delete_run`]), then clears its memo
-///    entries once more (a stale attempt's may have landed after step 2);
+///    is configured ([`RuntimeStore::delete_run`]);
 /// 4. forgets the incarnation's data key, if the memo store's seal has data
 ///    keys ([`DataKeys::forget_incarnation`](crate::seal::DataKeys::forget_incarnation)):
 ///    from then on nothing of it can be read, even what bucket versions or
@@ -71,8 +70,10 @@ use proof::{Deleted, Found};
 /// 5. leaves a recheck marker for the incarnation (workflow runs only),
 ///    due [`recheck_after`](RetentionSweeperBuilder::recheck_after) later:
 ///    a pass at or after that time clears the incarnation's folders once
-///    more, for what a stale attempt wrote there after the sweep and died
-///    before taking it back;
+///    more, for what a stale attempt wrote there after step 2 and died
+///    before taking it back (the recheck is what clears such a write: a
+///    second clear right after step 3, as passes made before, narrowed its
+///    window only by step 3's round trips, at two listings a run);
 /// 6. deletes the marker, only if every step before it succeeded: with
 ///    the markers of the other runs of its page cleared so, in one
 ///    `delete_stream` once the page's runs are done (on S3 one
@@ -415,9 +416,12 @@ impl RetentionSweeper {
                     return Err(error);
                 }
             };
+            // A stale attempt's memo entry that lands from here on (its
+            // check of the lease came before the clear above) is the
+            // recheck's to delete, an hour on (see `leave_recheck`), if the
+            // attempt dies before it takes the entry back itself.
             if let Some(store) = &config.runtime_store {
                 swept.runtime_record = store.delete_run(run_id, incarnation).await?;
-                swept.entries += clear_late_entries(config, run_id, incarnation).await?;
             }
             // Last before the marker: deleting a run's records reads its
             // pointer, which a forgotten key would make unreadable. From
@@ -507,35 +511,11 @@ impl RetentionSweeper {
             self.store_proved();
         }
         let existed = store.delete_run(run_id, run.incarnation).await?;
-        clear_late_entries(&self.config, run_id, run.incarnation).await?;
         forget_data_key(&self.config, run_id, run.incarnation).await?;
         let now_ms = self.config.clock.now_ms();
         self.leave_recheck(run_id, run.incarnation, now_ms).await?;
         Ok(existed)
     }
-}
-
-/// Clears the incarnation's memo entries once more, after its runtime
-/// records were deleted: the count of what this found.
-///
-/// An attempt that paused past its lease, while another attempt ended the
-/// run, may commit a memo entry after the deletion's first clear (its
-/// check of the lease then fails, but the entry stands). Once the runtime
-/// store no longer holds the run, only this clear still can tell the entry
-/// from a run alive in another runtime store (it follows a deletion it saw
-/// succeed); a later pass, finding the run nowhere and no remains of it,
-/// must keep such an entry for ever. One listing more per run (none
-/// found, as a rule). An entry that lands after this listing is left: the
-/// stale attempt's own check of its lease then finds the run gone.
-async fn clear_late_entries(
-    config: &SweeperConfig,
-    run_id: &RunId,
-    incarnation: Incarnation,
-) -> Result<usize> {
-    config
-        .memo_store
-        .clear_incarnation(run_id, incarnation)
-        .await
 }
 
 /// Forgets the data key of a run incarnation being cleared, if the memo

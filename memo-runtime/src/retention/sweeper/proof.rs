@@ -183,9 +183,11 @@ impl RetentionSweeper {
     /// error, and nothing of it is deleted.
     ///
     /// Entries and no remains is also what a stale attempt leaves if its
-    /// memo entry lands after the deletion finished: see
-    /// `clear_late_entries`, which narrows that to a write that lands
-    /// after the deletion's last listing of the entries.
+    /// memo entry lands after the deletion's clear of the entries and the
+    /// attempt dies before it takes the entry back, while the marker is
+    /// still there (the pass stopped, or the marker's delete failed): the
+    /// recheck the deletion left clears the entry (see the `recheck`
+    /// module), and the pass after that goes on.
     pub(super) async fn check_deleted_here(
         &self,
         run_id: &RunId,

@@ -5,7 +5,10 @@
 //! its data key, then its marker: from then on nothing leads a pass to the
 //! incarnation's folders. A stale attempt of the run (paused past its lease
 //! while another attempt ended the run) can still write there: its check
-//! of the lease came before the pause, its write after the sweep. It takes
+//! of the lease came before the pause, its write after the sweep's clear
+//! of the incarnation's entries (a sweep clears them once, before it
+//! deletes the runtime records; the recheck is what finds a write that
+//! lands later, however soon). It takes
 //! its write back when its check after the write finds the run gone (the
 //! memo call's `take_back_if_deleted`, the runtime store's checks after its
 //! appends), unless it dies between the two. No order of requests at the
