@@ -22,9 +22,9 @@ impl RetentionSweeper {
     /// write it. Needs a runtime store to read the runs; costs the
     /// listing of the entries due by `now_ms` and a run load per entry (what
     /// a worker's poll costs), `concurrency` loads at once, and a
-    /// `delete_stream` per 1,000 stale entries (on S3 one request each). An entry of a run that still waits stays, and
-    /// so does one due after `now_ms` (a later pass, or a worker, deletes it
-    /// once due). Best effort: a failure is logged and the entry is left for
+    /// `delete_stream` per 1,000 stale entries (on S3 one request each). An
+    /// entry of a run that still waits stays, and so does one due after
+    /// `now_ms` (a later pass, or a worker, deletes it once due). Best effort: a failure is logged and the entry is left for
     /// the next pass; a stale entry is harmless meanwhile.
     ///
     /// An entry whose run the runtime store does not hold at all is deleted
