@@ -21,6 +21,7 @@ use memo_runtime::{
     runtime_store::ObjectStoreRuntimeStore,
 };
 use memo_tests::fixtures::{Backend, charge, process_builder};
+use memo_tests::pause::wait_reached;
 use tokio::sync::{mpsc, oneshot};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -861,7 +862,7 @@ async fn a_slow_periodic_renewal_does_not_cut_short_the_lease_of_a_body() {
     // A's periodic renewal starts a second into the lease, and is held.
     clock.advance_ms(1_000);
     store.armed.store(true, SeqCst);
-    reached.await.unwrap();
+    wait_reached(reached, "A's lease renewal").await;
     // A's lease expires by its clock; A's first body ends and its step
     // renews the lease before the second body.
     clock.advance_ms(LEASE.as_millis() as u64 + 1_000);

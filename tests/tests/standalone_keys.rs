@@ -414,7 +414,7 @@ async fn two_puts_that_meet_a_cleared_runs_entry_at_once_commit_one_value() {
             let (b, run_id) = (b.clone(), run_id.clone());
             tokio::spawn(async move { b.new_memo(&run_id, 0).put(KEY, "b1").await })
         };
-        reached.await.unwrap();
+        wait_reached(reached, "B's put, after its read").await;
         let c_saw = put(&c, &run_id, KEY, "c1", "C").await;
         release.send(()).unwrap();
         let b_saw = b_put.await.unwrap().unwrap();
