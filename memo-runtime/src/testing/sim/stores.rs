@@ -61,9 +61,11 @@ pub(super) struct Preemptible<T> {
     /// Set when a memo entry or an incarnation record this worker wrote
     /// landed in an incarnation that no longer exists (a stale attempt's
     /// late write, a redelivery's record put back after a deletion, seed
-    /// 2117), so that the world may kill the worker at the await point
-    /// right after it, before its take-back: the window no order of
-    /// requests at the writer closes.
+    /// 2117) or that has ended (a stale attempt's late write, which may
+    /// land while a sweep deletes the run, after its clear of the entries
+    /// and before the records go), so that the world may kill the worker
+    /// at the await point right after it, before its take-back: the window
+    /// no order of requests at the writer closes.
     pub(super) late_write: Option<Arc<AtomicBool>>,
 }
 
@@ -97,8 +99,8 @@ impl<T: ObjectStore> Preemptible<T> {
 
 impl<T> Preemptible<T> {
     /// Whether `location` is a memo entry or the record of an incarnation
-    /// a fresh instance finds no longer exists.
-    fn lands_in_a_deleted_incarnation(&self, location: &Path) -> bool {
+    /// a fresh instance finds no longer exists, or ended.
+    fn lands_in_an_ended_incarnation(&self, location: &Path) -> bool {
         let memo_entry = location
             .parts()
             .nth(1)
@@ -111,7 +113,9 @@ impl<T> Preemptible<T> {
         };
         match super::compat::fresh_run(self.checker.objects(), &run_id) {
             Some(Ok(None)) => true,
-            Some(Ok(Some(run))) => run.incarnation.as_u64() != incarnation,
+            Some(Ok(Some(run))) => {
+                run.incarnation.as_u64() != incarnation || run.status.is_terminal()
+            }
             _ => false,
         }
     }
@@ -143,7 +147,7 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
         }
         if result.is_ok()
             && let Some(flag) = &self.late_write
-            && self.lands_in_a_deleted_incarnation(location)
+            && self.lands_in_an_ended_incarnation(location)
         {
             flag.store(true, Ordering::Release);
         }

@@ -291,8 +291,8 @@ struct Worker {
     /// Held while its loop counts as spawned ([`Simulation::spawned_loops`]):
     /// dropped with the process.
     spawned: Option<crate::workflow::Polling>,
-    /// Set by its store when a memo entry it wrote landed in a deleted
-    /// incarnation (with [`Simulation::pauses`]).
+    /// Set by its store when a memo entry it wrote landed in a deleted or
+    /// ended incarnation (with [`Simulation::pauses`]).
     late_write: Arc<std::sync::atomic::AtomicBool>,
 }
 

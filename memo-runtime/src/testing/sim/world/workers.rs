@@ -178,9 +178,14 @@ where
     }
 
     /// With pauses, a worker whose memo entry just landed in an
-    /// incarnation deleted meanwhile (a stale attempt's late write) dies
-    /// there half the time, before its check after the write can take the
-    /// entry back: only a recheck of the swept run reaches it then.
+    /// incarnation deleted or ended meanwhile (a stale attempt's late
+    /// write) dies there half the time, before its check after the write
+    /// can take the entry back: only a recheck of the swept run reaches it
+    /// then if a sweep had cleared the run's entries before it landed (in
+    /// an ended run that no sweep is deleting, the sweep to come clears it).
+    /// Until session 41 only a write into a deleted incarnation was fatal,
+    /// and one that landed while a sweep deleted the run, between its clear
+    /// and the records' deletion, met a crash only by chance.
     pub(super) fn kill_late_writers(&mut self) {
         for worker in 0..self.workers.len() {
             let wrote_late = self.workers[worker]
@@ -188,7 +193,7 @@ where
                 .is_some_and(|w| w.late_write.swap(false, Ordering::AcqRel));
             if wrote_late && self.rng.random_bool(0.5) {
                 self.checker.event(format!(
-                    "worker {worker} dies right after a late write into a deleted incarnation"
+                    "worker {worker} dies right after a late write into an ended or deleted incarnation"
                 ));
                 self.crash(worker);
             }
