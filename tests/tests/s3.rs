@@ -214,10 +214,11 @@ async fn deleting_a_runs_records_sends_its_folder_in_one_delete_batch() {
 }
 
 /// A retention pass deletes the terminal markers of a page's runs in one
-/// `DeleteObjects` batch, where it sent one per run swept. Counted on the
-/// wire: one run swept alone gives the batches a run costs (its memo
-/// entries, its runtime records) and its page's marker batch; 20 runs in
-/// pages of 10 then cost 20 runs' batches and 2 marker batches.
+/// `DeleteObjects` batch, where it sent one per run swept, and lists each
+/// run's folders once. Counted on the wire: one run swept alone gives the
+/// batches a run costs (its memo entries, its runtime records) and its
+/// page's marker batch; 20 runs in pages of 10 then cost 20 runs' batches
+/// and 2 marker batches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sweep_sends_the_markers_of_a_page_in_one_delete_batch() {
     let test = "a_sweep_sends_the_markers_of_a_page_in_one_delete_batch";
@@ -272,9 +273,13 @@ async fn a_sweep_sends_the_markers_of_a_page_in_one_delete_batch() {
             "sweeping {runs} run(s) of one memoized step on S3 sent {sent:?}: {:.1} requests a run",
             (sent.list_pages + sent.delete_batches + sent.other) as f64 / runs as f64
         );
-        swept.push(sent.delete_batches);
+        swept.push((sent.delete_batches, sent.list_pages));
     }
     // One run: its own batches and one marker batch.
-    let per_run = swept[0] - 1;
-    assert_eq!(swept[1], 20 * per_run + 2, "{swept:?}");
+    let per_run = swept[0].0 - 1;
+    assert_eq!(swept[1].0, 20 * per_run + 2, "{swept:?}");
+    // And 4 list pages a run beyond a pass's own: its memo entries and
+    // step outputs (cleared once), its deltas (its load) and its folder
+    // (its records' deletion). 6 while a pass cleared each run twice.
+    assert_eq!(swept[1].1 - swept[0].1, 19 * 4, "{swept:?}");
 }
