@@ -71,7 +71,7 @@ pub async fn wait_reached(reached: oneshot::Receiver<()>, what: &str) {
 }
 
 /// [`wait_reached`] with another limit.
-async fn wait_reached_within(reached: oneshot::Receiver<()>, what: &str, limit: Duration) {
+pub async fn wait_reached_within(reached: oneshot::Receiver<()>, what: &str, limit: Duration) {
     let (expired_tx, expired) = oneshot::channel::<()>();
     std::thread::spawn(move || {
         std::thread::sleep(limit);
@@ -219,24 +219,4 @@ impl ObjectStore for Pauses {
 
     forward_object_store!(self.inner => put_multipart_opts, get_ranges,
         list_with_delimiter, copy_opts, rename_opts);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_request_that_is_made_is_waited_for() {
-        let (reached_tx, reached) = oneshot::channel();
-        reached_tx.send(()).unwrap();
-        wait_reached_within(reached, "the request", Duration::from_secs(5)).await;
-    }
-
-    /// On tokio's paused clock too, where a tokio timer would fire at once.
-    #[tokio::test(start_paused = true)]
-    #[should_panic(expected = "the request: not made within 50ms")]
-    async fn a_request_never_made_fails_the_test_once_the_limit_passes() {
-        let (_reached_tx, reached) = oneshot::channel::<()>();
-        wait_reached_within(reached, "the request", Duration::from_millis(50)).await;
-    }
 }

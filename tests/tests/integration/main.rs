@@ -90,6 +90,8 @@ mod shared_scope;
 mod signal_wakeups;
 #[path = "../simulation_deploy.rs"]
 mod simulation_deploy;
+#[path = "../staged_waits.rs"]
+mod staged_waits;
 #[path = "../standalone_keys.rs"]
 mod standalone_keys;
 #[path = "../sweep_batches.rs"]
