@@ -338,8 +338,11 @@ impl Markers {
     /// 1,000): for each, in their order, `Ok` if it is gone (a marker
     /// already gone counts), or why it could not be deleted. A sweep
     /// deletes a page's markers so, once each of their runs is cleared.
-    pub(crate) async fn delete_all(&self, markers: &[TerminalMarker]) -> Vec<Result<()>> {
-        let paths = markers.iter().map(|m| self.marker_path(m)).collect();
+    pub(crate) async fn delete_all<'a>(
+        &self,
+        markers: impl IntoIterator<Item = &'a TerminalMarker>,
+    ) -> Vec<Result<()>> {
+        let paths = markers.into_iter().map(|m| self.marker_path(m)).collect();
         self.store
             .delete_each(paths)
             .await

@@ -348,8 +348,8 @@ impl RetentionSweeper {
         let deleted = if self.config.dry_run {
             cleared.iter().map(|_| Ok(())).collect()
         } else {
-            let markers: Vec<TerminalMarker> = cleared.iter().map(|(m, _)| m.clone()).collect();
-            self.config.memo_store.markers().delete_all(&markers).await
+            let markers = cleared.iter().map(|(marker, _)| marker);
+            self.config.memo_store.markers().delete_all(markers).await
         };
         for ((marker, swept), deleted) in cleared.into_iter().zip(deleted) {
             report.record(marker, swept, deleted);

@@ -140,12 +140,12 @@ impl RetentionSweeper {
         rechecked: Vec<(TerminalMarker, usize)>,
         report: &mut SweepReport,
     ) {
-        let markers: Vec<TerminalMarker> = rechecked.iter().map(|(m, _)| m.clone()).collect();
+        let markers = rechecked.iter().map(|(marker, _)| marker);
         let deleted = self
             .config
             .memo_store
             .recheck_markers()
-            .delete_all(&markers)
+            .delete_all(markers)
             .await;
         for ((marker, late), deleted) in rechecked.into_iter().zip(deleted) {
             match deleted {
