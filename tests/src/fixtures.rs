@@ -234,6 +234,20 @@ pub async fn charge(memo: &Memo, cents: u64, charges: &AtomicU64) -> memo_runtim
     Ok(u64::from_le_bytes(committed[..].try_into().unwrap()))
 }
 
+/// Every object under `prefix` of `objects` (`""`: the whole store), as
+/// sorted paths.
+pub async fn stored_under(objects: &dyn ObjectStore, prefix: &str) -> Vec<String> {
+    let prefix = memo_runtime::object_store::path::Path::from(prefix);
+    let mut paths: Vec<String> = objects
+        .list(Some(&prefix))
+        .map_ok(|meta| meta.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    paths.sort();
+    paths
+}
+
 /// How many memo and step-output objects of `run` the object store lists,
 /// counted without asking [`MemoStore`] (so a bug in its own listing cannot
 /// hide them).

@@ -15,24 +15,10 @@ use memo_runtime::shared::SharedScope;
 use memo_runtime::store::LocalFolder;
 use memo_runtime::testing::CountingStore;
 use memo_runtime::{Memo, MemoStore, memoized};
-use memo_tests::fixtures::run;
+use memo_tests::fixtures::{run, stored_under};
 use tokio::sync::Barrier;
 
 const HOUR_MS: u64 = 60 * 60 * 1000;
-
-/// Every object under `prefix`, as paths.
-async fn paths(store: &dyn ObjectStore, prefix: &str) -> Vec<String> {
-    use futures::TryStreamExt;
-    let prefix = memo_runtime::object_store::path::Path::from(prefix);
-    let mut paths: Vec<String> = store
-        .list(Some(&prefix))
-        .map_ok(|meta| meta.location.to_string())
-        .try_collect()
-        .await
-        .unwrap();
-    paths.sort();
-    paths
-}
 
 /// A model call that records how often it ran and which worker ran it.
 #[memoized(scope = shared, skip(calls, barrier, worker))]
@@ -73,9 +59,12 @@ async fn two_workers_racing_one_shared_key_converge_on_one_value() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     // One entry, one expiry marker: the loser deleted its own.
     let store = a.object_store().as_ref();
-    assert_eq!(paths(store, "memo/shared/entries").await.len(), 1);
-    assert_eq!(paths(store, "memo/shared/expiry").await.len(), 1);
-    assert!(paths(store, "memo/memos").await.is_empty(), "no run entry");
+    assert_eq!(stored_under(store, "memo/shared/entries").await.len(), 1);
+    assert_eq!(stored_under(store, "memo/shared/expiry").await.len(), 1);
+    assert!(
+        stored_under(store, "memo/memos").await.is_empty(),
+        "no run entry"
+    );
 
     // A third run, on either worker, finds the committed value without a call.
     let again = Barrier::new(1);
@@ -148,8 +137,8 @@ async fn a_shared_entry_is_apart_from_the_runs_and_survives_their_sweep() {
     let report = sweeper.sweep_once(1_000_000).await.unwrap();
     assert_eq!((report.runs_cleared, report.entries_deleted), (2, 2));
     let objects = store.object_store().as_ref();
-    assert!(paths(objects, "memo/memos").await.is_empty());
-    assert_eq!(paths(objects, "memo/shared/entries").await.len(), 1);
+    assert!(stored_under(objects, "memo/memos").await.is_empty());
+    assert_eq!(stored_under(objects, "memo/shared/entries").await.len(), 1);
 
     // A later run still finds the shared value; its own call runs again.
     let three = store.new_memo(&run("order-3"), 0);
@@ -286,7 +275,11 @@ async fn a_sweep_deletes_a_thousand_expired_entries_per_batch_and_their_markers_
         (4, 2 * EXPIRED),
         "{c:?}"
     );
-    assert!(paths(counting.as_ref(), "memo/shared").await.is_empty());
+    assert!(
+        stored_under(counting.as_ref(), "memo/shared")
+            .await
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -312,7 +305,7 @@ async fn an_entry_whose_delete_fails_keeps_its_marker_for_the_next_sweep() {
         (5, 4, 1),
         "{report:?}"
     );
-    let left = paths(faults.as_ref(), "memo/shared").await;
+    let left = stored_under(faults.as_ref(), "memo/shared").await;
     assert_eq!(left.len(), 2, "one entry and its marker are kept: {left:?}");
     assert!(
         left.iter().any(|p| p.starts_with("memo/shared/entries/")),
@@ -329,7 +322,11 @@ async fn an_entry_whose_delete_fails_keeps_its_marker_for_the_next_sweep() {
         (1, 1, 0),
         "{again:?}"
     );
-    assert!(paths(faults.as_ref(), "memo/shared").await.is_empty());
+    assert!(
+        stored_under(faults.as_ref(), "memo/shared")
+            .await
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -366,7 +363,11 @@ async fn a_listing_that_fails_part_way_still_sweeps_what_it_listed_before() {
     // The next sweep finds the rest.
     let again = store.shared_entries().sweep(clock.now_ms()).await.unwrap();
     assert_eq!((again.markers_expired, again.entries_deleted), (2, 2));
-    assert!(paths(faults.as_ref(), "memo/shared").await.is_empty());
+    assert!(
+        stored_under(faults.as_ref(), "memo/shared")
+            .await
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -407,7 +408,7 @@ async fn a_value_over_the_limit_is_refused_before_anything_is_written() {
         "{error}"
     );
     assert!(
-        paths(store.object_store().as_ref(), "memo")
+        stored_under(store.object_store().as_ref(), "memo")
             .await
             .is_empty()
     );
@@ -516,8 +517,14 @@ async fn two_background_sweepers_on_one_folder_delete_each_expired_shared_entry_
     }
 
     let objects = a.object_store().as_ref();
-    assert_eq!(paths(objects, "memo/shared/entries").await.len(), LIVE);
-    assert_eq!(paths(objects, "memo/shared/expiry").await.len(), LIVE);
+    assert_eq!(
+        stored_under(objects, "memo/shared/entries").await.len(),
+        LIVE
+    );
+    assert_eq!(
+        stored_under(objects, "memo/shared/expiry").await.len(),
+        LIVE
+    );
     for i in 0..EXPIRED {
         assert_eq!(stale.get(&format!("old-{i}")).await.unwrap(), None);
     }

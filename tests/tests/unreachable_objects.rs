@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::TryStreamExt;
 use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
@@ -23,7 +22,7 @@ use memo_runtime::{
     Bytes, Error, Memo, MemoStore, RunId, memoized,
     retention::{RetentionSweeper, TerminalMarker},
 };
-use memo_tests::fixtures::{Backend, Faulty, process_builder, run};
+use memo_tests::fixtures::{Backend, Faulty, process_builder, run, stored_under};
 use memo_tests::pause::{Held, Pauses, wait_reached};
 
 fn order(run_id: &RunId) -> NewRun {
@@ -41,18 +40,6 @@ fn completed() -> Commit {
         output: Bytes::from_static(b"done"),
     };
     Commit::status(done, 4)
-}
-
-/// Every object under `prefix`.
-async fn objects_under(objects: &InMemory, prefix: &str) -> Vec<String> {
-    let mut paths: Vec<String> = objects
-        .list(Some(&Path::from(prefix)))
-        .map_ok(|meta| meta.location.to_string())
-        .try_collect()
-        .await
-        .unwrap();
-    paths.sort();
-    paths
 }
 
 /// A finished run of `run_id` with a memo entry and its terminal marker,
@@ -104,7 +91,7 @@ async fn a_creator_that_lost_its_id_leaves_no_status_hint() {
     let created_b = creation_b.await.unwrap().unwrap();
 
     assert_eq!(created_b.incarnation, created_a.incarnation);
-    let hints = objects_under(&objects, "runs/runs-by-status").await;
+    let hints = stored_under(&objects, "runs/runs-by-status").await;
     assert_eq!(
         hints,
         vec![format!(
@@ -142,7 +129,7 @@ async fn a_sweep_finishes_a_runtime_deletion_that_stopped_part_way() {
             .is_err()
     );
     assert!(runs.load_run(&run_id).await.unwrap().is_none());
-    assert!(!objects_under(&objects, "runs").await.is_empty());
+    assert!(!stored_under(&objects, "runs").await.is_empty());
 
     let runtime_store: Arc<dyn RuntimeStore> =
         Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
@@ -174,7 +161,7 @@ async fn deleting_a_run_through_the_sweeper_leaves_nothing_after_the_next_pass()
     assert!(sweeper.delete_run(&run_id).await.unwrap());
     assert!(runs.load_run(&run_id).await.unwrap().is_none());
     assert_eq!(
-        objects_under(&objects, "memo/memos").await,
+        stored_under(&objects, "memo/memos").await,
         Vec::<String>::new()
     );
     assert!(!sweeper.delete_run(&run_id).await.unwrap(), "already gone");
@@ -198,7 +185,7 @@ async fn a_sweeper_deletion_of_a_run_without_a_marker_that_stops_part_way_is_fin
     let runs = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
     let run_id = run("order-7");
     finished_run_with_entry(&memo, &runs, &run_id).await;
-    let markers = objects_under(&objects, "memo/terminals").await;
+    let markers = stored_under(&objects, "memo/terminals").await;
     for marker in &markers {
         objects.delete(&Path::from(marker.as_str())).await.unwrap();
     }
@@ -222,7 +209,7 @@ async fn a_sweeper_deletion_of_a_run_without_a_marker_that_stops_part_way_is_fin
         !sweeper.delete_run(&run_id).await.unwrap(),
         "no run to find"
     );
-    assert!(!objects_under(&objects, "runs").await.is_empty());
+    assert!(!stored_under(&objects, "runs").await.is_empty());
 
     let report = sweeper.sweep_once(100).await.unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
@@ -308,7 +295,7 @@ async fn a_change_that_finds_its_run_deleted_takes_back_its_status_hint() {
         "{late:?}"
     );
     assert_eq!(
-        but_tombstones(objects_under(&objects, "runs").await),
+        but_tombstones(stored_under(&objects, "runs").await),
         Vec::<String>::new()
     );
 }
@@ -322,18 +309,6 @@ fn but_tombstones(paths: Vec<String>) -> Vec<String> {
         .into_iter()
         .filter(|path| !path.starts_with("runs/tombstones/"))
         .collect()
-}
-
-/// Every object under `prefix` of any backend.
-async fn stored_under(objects: &dyn ObjectStore, prefix: &str) -> Vec<String> {
-    let mut paths: Vec<String> = objects
-        .list(Some(&Path::from(prefix)))
-        .map_ok(|meta| meta.location.to_string())
-        .try_collect()
-        .await
-        .unwrap();
-    paths.sort();
-    paths
 }
 
 /// Seeds 1606, 1835, 3082, 4250, 6361, 6948, 6997, 7993 and 8773 of the
@@ -734,7 +709,7 @@ async fn deleting_an_open_run_through_the_sweeper_is_refused() {
 
 /// The `Pending` hint of `run_id` incarnations, as listed.
 async fn pending_hints(objects: &InMemory) -> Vec<String> {
-    objects_under(objects, "runs/runs-by-status/Pending").await
+    stored_under(objects, "runs/runs-by-status/Pending").await
 }
 
 /// A creator that stops for good (a crash) between its `Pending` hint and
@@ -767,7 +742,7 @@ async fn a_create_that_stopped_before_its_pointer_leaves_no_hint_once_pending_ru
         .unwrap();
     assert!(listed.is_empty(), "no run to recover: {listed:?}");
     assert_eq!(
-        but_tombstones(objects_under(&objects, "runs").await),
+        but_tombstones(stored_under(&objects, "runs").await),
         Vec::<String>::new()
     );
 }

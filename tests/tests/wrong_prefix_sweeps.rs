@@ -23,7 +23,7 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
 use memo_runtime::{Bytes, Error, MemoStore, RunId};
-use memo_tests::fixtures::run;
+use memo_tests::fixtures::{run, stored_under};
 use memo_tests::pause::{Held, Pauses, wait_reached};
 
 /// The workers' runtime-store prefix, and the operator's mistyped one.
@@ -211,14 +211,7 @@ fn sweeper(objects: Arc<dyn ObjectStore>, runs_prefix: &str) -> RetentionSweeper
 }
 
 async fn stored(objects: &dyn ObjectStore) -> Vec<String> {
-    let mut paths: Vec<String> = objects
-        .list(None)
-        .map_ok(|meta| meta.location.to_string())
-        .try_collect()
-        .await
-        .unwrap();
-    paths.sort();
-    paths
+    stored_under(objects, "").await
 }
 
 /// A right sweep clears an expired run's memo entries and stalls before
