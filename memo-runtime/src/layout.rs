@@ -94,7 +94,12 @@
 //! store replaced them, and `MemoStore::put_step_output` (which wrote under
 //! the standalone incarnation whatever run it was used in) was removed. Data
 //! written before keeps its folder: clears and sweeps still delete a run's
-//! `step-outputs` entries with its memo entries, and nothing reads them.
+//! `step-outputs` entries with its memo entries, and nothing reads them. A
+//! retention pass lists the runs' `step-outputs` folders only if the store
+//! holds such an entry when the pass first clears or rechecks a run (one
+//! listing of at most one key a pass); a release from before their
+//! removal, still running, that writes one for a run a pass is clearing
+//! after that listing leaves it to the run's recheck, in a later pass.
 //!
 //! Recheck markers (a sweep leaves one per workflow incarnation it
 //! deletes; a pass at `due_ms` clears the incarnation's folders again, for
@@ -277,10 +282,16 @@ impl Layout {
         &self.base
     }
 
+    /// `<folder>`: every run's entries in `folder` ([`MEMOS`] or
+    /// [`STEP_OUTPUTS`]).
+    pub(crate) fn entry_root(&self, folder: &str) -> Path {
+        self.base.clone().join(folder)
+    }
+
     /// `<folder>/<run>`: every incarnation of a run in `folder`
     /// ([`MEMOS`] or [`STEP_OUTPUTS`]).
     pub(crate) fn run_folder(&self, folder: &str, run_id: &RunId) -> Path {
-        self.base.clone().join(folder).join(run_segment(run_id))
+        self.entry_root(folder).join(run_segment(run_id))
     }
 
     /// `<folder>/<run>/<inc>`: one incarnation of a run in `folder`.

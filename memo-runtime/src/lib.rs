@@ -64,6 +64,7 @@ pub mod blob;
 mod chunk_frame;
 pub mod clock;
 mod codec;
+mod deletes;
 mod due_index;
 mod envelope;
 mod error;

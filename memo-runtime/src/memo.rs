@@ -28,7 +28,6 @@ mod step;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::stream::{self, StreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path;
 
@@ -42,6 +41,7 @@ use crate::write_once::{self, Created};
 use flight::Flights;
 use shared::SharedScope;
 
+pub(crate) use entries::EntryFolders;
 pub use entries::{EntryInfo, EntryKind};
 use entry_cache::EntryCache;
 pub(crate) use step::AttemptHook;
@@ -298,37 +298,10 @@ impl MemoStore {
         &self.inner.layout
     }
 
-    /// Deletes `paths` in one `delete_stream` (on S3 a `DeleteObjects`
-    /// request per 1,000, on Azure a batch per 256, elsewhere a delete per
-    /// object): for each, in their order (as `delete_stream` yields them),
-    /// whether it was there to delete, or why it could not be deleted. A
-    /// store that yields fewer results than paths leaves the rest failed.
+    /// Deletes `paths` in one `delete_stream`, with an answer for each
+    /// ([`deletes::delete_each`](crate::deletes::delete_each)).
     pub(crate) async fn delete_each(&self, paths: Vec<Path>) -> Vec<Result<bool>> {
-        if paths.is_empty() {
-            return Vec::new();
-        }
-        let asked = paths.clone();
-        let results: Vec<object_store::Result<Path>> = self
-            .store()
-            .delete_stream(stream::iter(paths.into_iter().map(Ok)).boxed())
-            .collect()
-            .await;
-        let mut results = results.into_iter();
-        asked
-            .iter()
-            .map(|path| match results.next() {
-                Some(Ok(_)) => Ok(true),
-                Some(Err(object_store::Error::NotFound { .. })) => Ok(false),
-                Some(Err(e)) => Err(Error::store(path, e)),
-                None => Err(Error::store(
-                    path,
-                    object_store::Error::Generic {
-                        store: "delete_stream",
-                        source: "no result for this path".into(),
-                    },
-                )),
-            })
-            .collect()
+        crate::deletes::delete_each(self.store(), paths).await
     }
 
     /// The most an entry of this store may take in the store: a larger one

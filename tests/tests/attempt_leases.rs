@@ -744,6 +744,14 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.forget_deleted(run_id, incarnation).await
     }
 
+    async fn clear_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool, Error> {
+        self.inner.clear_remains(run_id, incarnation).await
+    }
+
+    async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<(), Error>> {
+        self.inner.forget_deleted_all(deleted).await
+    }
+
     fn use_clock(&self, clock: Arc<dyn memo_runtime::clock::Clock>) {
         self.inner.use_clock(clock);
     }

@@ -80,7 +80,11 @@ async fn conformance_through_a_shared_trait_object() {
 mod costs {
     use std::sync::Arc;
 
+    use futures::TryStreamExt;
+    use memo_runtime::Incarnation;
     use memo_runtime::object_store::memory::InMemory;
+    use memo_runtime::object_store::path::Path;
+    use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
     use memo_runtime::runtime_store::{Commit, RunStatus, StatusChange};
     use memo_runtime::testing::CountingStore;
     use memo_runtime::{
@@ -229,6 +233,98 @@ mod costs {
             !store.holds_remains(&run_id, incarnation).await.unwrap(),
             "nothing of the run is left"
         );
+    }
+
+    /// A run started and failed, then deleted: its incarnation.
+    async fn deleted(store: &ObjectStoreRuntimeStore, id: &str) -> (RunId, Incarnation) {
+        let run_id = started(store, id).await;
+        let done = Commit::status(StatusChange::Failed { error: "e".into() }, 1);
+        let incarnation = store.atomic_apply(&run_id, done).await.unwrap().incarnation;
+        assert!(store.delete_run(&run_id, incarnation).await.unwrap());
+        (run_id, incarnation)
+    }
+
+    /// What a stale writer left of a deleted incarnation (a log entry, a
+    /// status hint) goes with a read of the pointer, a listing of the
+    /// incarnation's folder and one `delete_stream`, the 5 status hints in
+    /// it unasked: no `HEAD`, and no listing of the id's folder for a
+    /// record to restore the missing pointer from (`holds_remains` sends
+    /// both). It answers whether the folder held anything.
+    #[tokio::test]
+    async fn clearing_a_deleted_incarnations_remains_is_a_get_a_listing_and_one_batch() {
+        let (counting, store) = counted();
+        let (run_id, incarnation) = deleted(&store, "doomed").await;
+        let late = [
+            format!("memo/runs/doomed/{incarnation}/log/late"),
+            format!("memo/runs-by-status/Running/doomed.{incarnation}"),
+        ];
+        for path in &late {
+            counting
+                .put(&Path::from(path.as_str()), Vec::<u8>::new().into())
+                .await
+                .unwrap();
+        }
+        assert!(store.holds_remains(&run_id, incarnation).await.unwrap());
+
+        counting.reset();
+        assert!(store.clear_remains(&run_id, incarnation).await.unwrap());
+        let c = counting.counts();
+        let listings = c.lists + c.lists_with_offset + c.lists_with_delimiter;
+        assert_eq!(
+            (c.gets, c.heads, listings, c.delete_streams, c.delete_paths),
+            (1, 0, 1, 1, 1 + 5),
+            "{c:?}"
+        );
+        for path in &late {
+            let found = counting.head(&Path::from(path.as_str())).await;
+            assert!(found.is_err(), "{path} is gone");
+        }
+        assert!(!store.holds_remains(&run_id, incarnation).await.unwrap());
+        // Nothing in the folder: `false`, the hints deleted again unasked.
+        assert!(!store.clear_remains(&run_id, incarnation).await.unwrap());
+    }
+
+    /// The run's current incarnation is never cleared as remains.
+    #[tokio::test]
+    async fn clearing_the_remains_of_the_current_incarnation_touches_nothing() {
+        let (counting, store) = counted();
+        let run_id = started(&store, "alive").await;
+        let incarnation = store.load_run(&run_id).await.unwrap().unwrap().incarnation;
+        counting.reset();
+        assert!(!store.clear_remains(&run_id, incarnation).await.unwrap());
+        let c = counting.counts();
+        assert_eq!((c.delete_streams, c.delete_paths), (0, 0), "{c:?}");
+        let fresh = ObjectStoreRuntimeStore::new(counting.clone(), "memo");
+        let record = fresh.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(
+            (record.incarnation, record.status),
+            (incarnation, RunStatus::Running)
+        );
+    }
+
+    /// The tombstones of several deletions go in one `delete_stream`, with
+    /// an answer for each, in their order.
+    #[tokio::test]
+    async fn forgetting_deletions_together_deletes_their_tombstones_in_one_batch() {
+        let (counting, store) = counted();
+        let a = deleted(&store, "a").await;
+        let b = deleted(&store, "b").await;
+        let tombstones = || async {
+            counting
+                .list(Some(&Path::from("memo/tombstones")))
+                .try_collect::<Vec<_>>()
+                .await
+                .unwrap()
+                .len()
+        };
+        assert_eq!(tombstones().await, 2);
+        counting.reset();
+        let forgotten = store.forget_deleted_all(&[a, b]).await;
+        assert!(forgotten.iter().all(Result::is_ok), "{forgotten:?}");
+        assert_eq!(forgotten.len(), 2);
+        let c = counting.counts();
+        assert_eq!((c.delete_streams, c.delete_paths), (1, 2), "{c:?}");
+        assert_eq!(tombstones().await, 0);
     }
 }
 

@@ -135,6 +135,51 @@ fn counted_client(
     (client, sent)
 }
 
+/// A runtime over `client` (memo store and runtime store at the bucket's
+/// prefix), on a manual clock at day 1.
+fn counted_runtime(
+    s3: &CloudBucket,
+    client: memo_runtime::object_store::aws::AmazonS3,
+) -> (Runtime, Arc<ManualClock>) {
+    let objects: Arc<dyn ObjectStore> = Arc::new(client);
+    let clock = Arc::new(ManualClock::new(DAY_MS));
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(
+            Arc::clone(&objects),
+            format!("{}/memo", s3.prefix()),
+        ))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            objects,
+            format!("{}/runtime", s3.prefix()),
+        )))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (runtime, clock)
+}
+
+/// Runs `runs` runs of [`run_one_step`] now, then moves the clock 8 days
+/// on: past the default retention of 7 days.
+async fn runs_expired(runtime: &Runtime, clock: &ManualClock, runs: usize) {
+    let ended_ms = clock.now_ms();
+    for i in 0..runs {
+        run_one_step(runtime, &run(&format!("run-{runs}-{i}"))).await;
+    }
+    clock.set_ms(ended_ms + 8 * DAY_MS);
+}
+
+/// Runs `run_id`, a workflow of one step that commits one memo entry.
+async fn run_one_step(runtime: &Runtime, run_id: &memo_runtime::RunId) {
+    let one_step = Workflow::new("one-step", |ctx: Context, _: ()| async move {
+        ctx.step("only", |memo| async move {
+            memo.put("key", b"value").await?;
+            Ok::<_, Error>(1u32)
+        })
+        .await
+    });
+    assert_eq!(runtime.run(run_id, &(), &one_step).await.unwrap(), 1);
+}
+
 /// Issue 13's bound for clearing a run of `n` entries on S3 is
 /// `2⌈n/1000⌉` requests (list pages and delete batches). memo lists and
 /// deletes each of the run's two folders (memo entries, step outputs), so a
@@ -226,27 +271,7 @@ async fn a_sweep_sends_the_markers_of_a_page_in_one_delete_batch() {
         return;
     };
     let (client, sent) = counted_client(&s3);
-    let objects: Arc<dyn ObjectStore> = Arc::new(client);
-    let clock = Arc::new(ManualClock::new(DAY_MS));
-    let runtime = Runtime::builder()
-        .memo_store(MemoStore::new(
-            Arc::clone(&objects),
-            format!("{}/memo", s3.prefix()),
-        ))
-        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
-            objects,
-            format!("{}/runtime", s3.prefix()),
-        )))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    let one_step = Workflow::new("one-step", |ctx: Context, _: ()| async move {
-        ctx.step("only", |memo| async move {
-            memo.put("key", b"value").await?;
-            Ok::<_, Error>(1u32)
-        })
-        .await
-    });
+    let (runtime, clock) = counted_runtime(&s3, client);
     // No recheck comes due in these passes: only the sweeps are counted.
     let sweeper = runtime
         .retention_sweeper_builder()
@@ -255,12 +280,7 @@ async fn a_sweep_sends_the_markers_of_a_page_in_one_delete_batch() {
         .build();
     let mut swept = Vec::new();
     for runs in [1, 20] {
-        let ended_ms = clock.now_ms();
-        for i in 0..runs {
-            let run_id = run(&format!("run-{runs}-{i}"));
-            assert_eq!(runtime.run(&run_id, &(), &one_step).await.unwrap(), 1);
-        }
-        clock.set_ms(ended_ms + 8 * DAY_MS);
+        runs_expired(&runtime, &clock, runs).await;
         *sent.lock().unwrap() = Sent::default();
         let report = sweeper.sweep_now().await.unwrap();
         assert_eq!(
@@ -278,8 +298,69 @@ async fn a_sweep_sends_the_markers_of_a_page_in_one_delete_batch() {
     // One run: its own batches and one marker batch.
     let per_run = swept[0].0 - 1;
     assert_eq!(swept[1].0, 20 * per_run + 2, "{swept:?}");
-    // And 4 list pages a run beyond a pass's own: its memo entries and
-    // step outputs (cleared once), its deltas (its load) and its folder
-    // (its records' deletion). 6 while a pass cleared each run twice.
-    assert_eq!(swept[1].1 - swept[0].1, 19 * 4, "{swept:?}");
+    // And 3 list pages a run beyond a pass's own: its memo entries
+    // (cleared once; its step-output folder is not listed, the bucket
+    // holds no step-output entry: the pass asks once), its deltas (its
+    // load) and its folder (its records' deletion). 6 while a pass cleared
+    // each run twice, 4 while it listed each run's step outputs.
+    assert_eq!(swept[1].1 - swept[0].1, 19 * 3, "{swept:?}");
+}
+
+/// A recheck of a swept run costs, on the wire, a listing of its memo
+/// folder, a read of its pointer, a listing of its runtime folder and one
+/// `DeleteObjects` batch (what that holds, with the status hints no `HEAD`
+/// looks for first); the tombstones and the markers of a pass's rechecks
+/// go in one batch each. Counted as the difference between rechecking 1
+/// run and 20. It cost 4 list pages, a read, 5 `HEAD`s and 2 batches (its
+/// tombstone alone) before: its step-output folder, and the id's folder
+/// for a record to restore the missing pointer from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recheck_sends_two_list_pages_a_read_and_one_delete_batch_a_run() {
+    let test = "a_recheck_sends_two_list_pages_a_read_and_one_delete_batch_a_run";
+    let Some(s3) = CloudBucket::shared(Cloud::S3, test).await else {
+        return;
+    };
+    let (client, sent) = counted_client(&s3);
+    let (runtime, clock) = counted_runtime(&s3, client);
+    let hour_ms = 3_600_000;
+    let sweeper = runtime
+        .retention_sweeper_builder()
+        .page_size(10)
+        .recheck_after(Duration::from_millis(hour_ms))
+        .build();
+    let mut rechecked = Vec::new();
+    for runs in [1, 20] {
+        runs_expired(&runtime, &clock, runs).await;
+        let swept = sweeper.sweep_now().await.unwrap();
+        assert_eq!(swept.runs_cleared, runs, "{swept:?}");
+        clock.set_ms(clock.now_ms() + 2 * hour_ms);
+        *sent.lock().unwrap() = Sent::default();
+        let report = sweeper.sweep_now().await.unwrap();
+        assert_eq!(
+            (
+                report.rechecks_due,
+                report.recheck_failures,
+                report.runs_cleared
+            ),
+            (runs, 0, 0),
+            "{report:?}"
+        );
+        let sent = *sent.lock().unwrap();
+        println!("rechecking {runs} swept run(s) on S3 sent {sent:?}");
+        rechecked.push(sent);
+    }
+    let (one, twenty) = (rechecked[0], rechecked[1]);
+    assert_eq!(
+        (
+            twenty.list_pages - one.list_pages,
+            twenty.delete_batches - one.delete_batches,
+            twenty.other - one.other
+        ),
+        (19 * 2, 19, 0),
+        "{rechecked:?}"
+    );
+    // The pointer's read finds it gone (the run was swept): a 404, which
+    // the count keeps with the requests that failed (and with moto's
+    // occasional 500s, retried).
+    assert!(twenty.failed - one.failed >= 19, "{rechecked:?}");
 }

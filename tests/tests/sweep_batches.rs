@@ -1,9 +1,11 @@
 //! What a retention pass deletes together: the terminal markers of a
-//! page's cleared runs, the recheck markers of a pass's rechecks and the
-//! stale due-run entries each go in one `delete_stream` (on S3 one
-//! `DeleteObjects` request per 1,000 paths, where each was a request of its
-//! own), a marker whose delete fails fails its run alone, and the due-run
-//! index's runs are read several at once.
+//! page's cleared runs, the recheck markers and tombstones of a pass's
+//! rechecks and the stale due-run entries each go in one `delete_stream`
+//! (on S3 one `DeleteObjects` request per 1,000 paths, where each was a
+//! request of its own), a marker whose delete fails fails its run alone,
+//! and the due-run index's runs are read several at once; and what it does
+//! not ask: a recheck sends no `HEAD` for status hints, and a pass lists
+//! no run's step-output folder in a store that holds none.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,13 +16,17 @@ use futures::stream::{BoxStream, StreamExt};
 use memo_runtime::clock::ManualClock;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
-use memo_runtime::object_store::{self, GetOptions, GetResult, ObjectStore};
+use memo_runtime::object_store::{
+    self, GetOptions, GetResult, ObjectMeta, ObjectStore, ObjectStoreExt,
+};
 use memo_runtime::retention::{MARKER_PARTITION_MS, RetentionSweeper, TerminalMarker};
 use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
-use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind, forward_object_store};
+use memo_runtime::testing::{
+    FaultInjectingStore, FaultRule, RequestKind, forward_object_store, write_legacy_step_output,
+};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Error, MemoStore, RunId};
-use memo_tests::fixtures::{run, stored_entries};
+use memo_tests::fixtures::{run, stored_entries, stored_under};
 
 const HOUR: u64 = MARKER_PARTITION_MS;
 const DAY: u64 = 24 * HOUR;
@@ -33,6 +39,10 @@ struct Recorder {
     inner: Arc<dyn ObjectStore>,
     /// One list per `delete_stream` call: the paths that flowed into it.
     deletes: Arc<Mutex<Vec<Vec<Path>>>>,
+    /// The prefix of each listing, in order.
+    lists: Mutex<Vec<String>>,
+    /// The path of each `HEAD`, in order.
+    heads: Mutex<Vec<String>>,
     reads_in_flight: AtomicUsize,
     most_reads_in_flight: AtomicUsize,
 }
@@ -42,6 +52,8 @@ impl Recorder {
         Arc::new(Recorder {
             inner: Arc::new(inner),
             deletes: Arc::default(),
+            lists: Mutex::default(),
+            heads: Mutex::default(),
             reads_in_flight: AtomicUsize::new(0),
             most_reads_in_flight: AtomicUsize::new(0),
         })
@@ -60,9 +72,31 @@ impl Recorder {
             .collect()
     }
 
+    /// The listings whose prefix starts with `prefix`.
+    fn lists_under(&self, prefix: &str) -> Vec<String> {
+        let lists = self.lists.lock().unwrap();
+        lists
+            .iter()
+            .filter(|p| p.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    /// The `HEAD`s of paths that start with `prefix`.
+    fn heads_under(&self, prefix: &str) -> Vec<String> {
+        let heads = self.heads.lock().unwrap();
+        heads
+            .iter()
+            .filter(|p| p.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
     /// Forgets what was recorded so far.
     fn reset(&self) {
         self.deletes.lock().unwrap().clear();
+        self.lists.lock().unwrap().clear();
+        self.heads.lock().unwrap().clear();
         self.most_reads_in_flight.store(0, Ordering::SeqCst);
     }
 }
@@ -99,6 +133,9 @@ impl ObjectStore for Recorder {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        if options.head {
+            self.heads.lock().unwrap().push(location.to_string());
+        }
         let now = self.reads_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_reads_in_flight.fetch_max(now, Ordering::SeqCst);
         // Give the other reads the caller allows a chance to overlap.
@@ -110,7 +147,13 @@ impl ObjectStore for Recorder {
         read
     }
 
-    forward_object_store!(self.inner => put_opts, put_multipart_opts, get_ranges, list,
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let listed = prefix.map(ToString::to_string).unwrap_or_default();
+        self.lists.lock().unwrap().push(listed);
+        self.inner.list(prefix)
+    }
+
+    forward_object_store!(self.inner => put_opts, put_multipart_opts, get_ranges,
         list_with_offset, list_with_delimiter, copy_opts, rename_opts);
 }
 
@@ -128,6 +171,15 @@ async fn ended_run(runtime: &Runtime, clock: &ManualClock, id: &str, at_ms: u64)
     let run_id = run(id);
     assert_eq!(runtime.run(&run_id, &(), &one_step).await.unwrap(), 1);
     run_id
+}
+
+/// Puts an empty object at `path`, as a late writer's object stands in
+/// for the listing and the deletes that find it.
+async fn plant(objects: &dyn ObjectStore, path: &str) {
+    objects
+        .put(&Path::from(path), Vec::<u8>::new().into())
+        .await
+        .unwrap();
 }
 
 /// A runtime over `objects` (memo store `memo`, runtime store `runtime`)
@@ -199,6 +251,33 @@ async fn a_pass_deletes_the_markers_of_each_page_in_one_batch_and_its_rechecks_i
     assert!(
         rechecks[0].iter().all(|p| p.starts_with("memo/rechecks/")),
         "{rechecks:?}"
+    );
+    // Their deletions' tombstones went together too, before the markers
+    // (a failure keeps the marker), and no recheck asked for a status hint
+    // one `HEAD` at a time.
+    let tombstones = recorder.deletes_in("tombstones");
+    assert_eq!(tombstones.len(), 1, "{tombstones:?}");
+    assert_eq!(tombstones[0].len(), 7, "{tombstones:?}");
+    let calls = recorder.deletes.lock().unwrap().clone();
+    let position = |folder: &str| {
+        calls
+            .iter()
+            .position(|call| call.iter().any(|p| p.as_ref().contains(folder)))
+            .unwrap()
+    };
+    assert!(
+        position("/tombstones/") < position("/rechecks/"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        recorder.heads_under("runtime/"),
+        Vec::<String>::new(),
+        "a recheck that finds nothing reads no status hint"
+    );
+    assert!(
+        stored_under(recorder.inner.as_ref(), "runtime/tombstones/")
+            .await
+            .is_empty()
     );
     let again = sweeper.sweep_once(now + 4 * HOUR).await.unwrap();
     assert_eq!(
@@ -300,4 +379,148 @@ async fn a_pass_reads_the_due_index_runs_several_at_once_and_deletes_stale_entri
         .await;
     assert!(left.iter().all(|id| *id == waiting), "{left:?}");
     assert!(!left.is_empty(), "the run asleep keeps its entry");
+}
+
+/// Seed 5988's world, from the runtime store's side: a stale attempt of a
+/// swept run wrote a log entry and a status hint of the deleted
+/// incarnation after its deletion, and died before taking them back. The
+/// recheck deletes both with one listing of the incarnation's folder and
+/// one `delete_stream` (the hints with it, asked for by no `HEAD`: it
+/// counts the entry it found, not the hint it cannot know it deleted), and
+/// leaves the run created again under the id alone.
+#[tokio::test]
+async fn a_recheck_deletes_a_stale_writers_runtime_objects_and_hints_without_a_head_each() {
+    let recorder = Recorder::new(InMemory::new());
+    let (runtime, clock, memo) = runtime_over(recorder.clone());
+    let run_id = ended_run(&runtime, &clock, "order-1", DAY).await;
+    let incarnation = memo.markers().list().await.unwrap()[0].incarnation;
+    let now = 9 * DAY;
+    let sweeper = runtime
+        .retention_sweeper_builder()
+        .recheck_after(Duration::from_secs(3600))
+        .build();
+    let swept = sweeper.sweep_once(now).await.unwrap();
+    assert_eq!(
+        (swept.runs_cleared, swept.failures.len()),
+        (1, 0),
+        "{swept:?}"
+    );
+
+    let folder = format!("runtime/runs/order-1/{incarnation}");
+    let late_entry = format!("{folder}/log/late");
+    let late_hint = format!("runtime/runs-by-status/Completed/order-1.{incarnation}");
+    plant(recorder.inner.as_ref(), &late_entry).await;
+    plant(recorder.inner.as_ref(), &late_hint).await;
+    // The id used again: another incarnation, retained.
+    ended_run(&runtime, &clock, "order-1", now + HOUR).await;
+    let again = runtime.status(&run_id).await.unwrap().unwrap();
+    assert_ne!(again.incarnation, incarnation);
+
+    recorder.reset();
+    let rechecked = sweeper.sweep_once(now + 2 * HOUR).await.unwrap();
+    assert_eq!(
+        (
+            rechecked.rechecks_due,
+            rechecked.late_objects_deleted,
+            rechecked.recheck_failures
+        ),
+        (1, 1, 0),
+        "{rechecked:?}"
+    );
+    assert_eq!(
+        stored_under(recorder.inner.as_ref(), &folder).await,
+        Vec::<String>::new()
+    );
+    let hints = stored_under(recorder.inner.as_ref(), "runtime/runs-by-status").await;
+    assert!(!hints.contains(&late_hint), "{hints:?}");
+    assert_eq!(
+        recorder.heads_under("runtime/runs-by-status"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        recorder.lists_under(&folder),
+        std::slice::from_ref(&folder),
+        "one listing of the incarnation's folder"
+    );
+    let deletes = recorder.deletes_in("runs-by-status");
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert!(
+        deletes[0].contains(&late_entry) && deletes[0].contains(&late_hint),
+        "the folder's objects and the hints in one batch: {deletes:?}"
+    );
+    let status = runtime.status(&run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (status.incarnation, status.status),
+        (again.incarnation, again.status),
+        "the run of the id now is untouched"
+    );
+}
+
+/// Step-output entries are no longer written: a pass asks once whether
+/// the store holds any (one listing, the first time it clears or rechecks
+/// a run), and lists no run's step-output folder if it holds none; a pass
+/// with nothing to clear does not ask. Once the store holds one (written
+/// by an older release), the next pass lists each run's folder again and
+/// clears it.
+#[tokio::test]
+async fn a_pass_lists_no_runs_step_output_folder_in_a_store_that_holds_none() {
+    let recorder = Recorder::new(InMemory::new());
+    let (runtime, clock, memo) = runtime_over(recorder.clone());
+    for i in 0..3 {
+        ended_run(&runtime, &clock, &format!("r{i}"), DAY + i * HOUR).await;
+    }
+    let now = 9 * DAY;
+    let sweeper = runtime
+        .retention_sweeper_builder()
+        .recheck_after(Duration::from_secs(3600))
+        .build();
+    let probe = ["memo/step-outputs".to_string()];
+
+    recorder.reset();
+    let swept = sweeper.sweep_once(now).await.unwrap();
+    assert_eq!(
+        (swept.runs_cleared, swept.entries_deleted),
+        (3, 3),
+        "{swept:?}"
+    );
+    assert_eq!(recorder.lists_under("memo/step-outputs"), probe);
+    assert_eq!(recorder.lists_under("memo/memos/").len(), 3);
+
+    recorder.reset();
+    let idle = sweeper.sweep_once(now + 1).await.unwrap();
+    assert_eq!(idle.runs_cleared + idle.rechecks_due, 0, "{idle:?}");
+    assert_eq!(
+        recorder.lists_under("memo/step-outputs"),
+        Vec::<String>::new()
+    );
+
+    recorder.reset();
+    let rechecked = sweeper.sweep_once(now + 2 * HOUR).await.unwrap();
+    assert_eq!(rechecked.rechecks_due, 3, "{rechecked:?}");
+    assert_eq!(recorder.lists_under("memo/step-outputs"), probe);
+
+    // An older release's step output, in a run swept later.
+    let old = ended_run(&runtime, &clock, "old", 2 * DAY).await;
+    let incarnation = runtime.status(&old).await.unwrap().unwrap().incarnation;
+    write_legacy_step_output(&memo, &old, incarnation, 0, b"payload", b"output")
+        .await
+        .unwrap();
+    recorder.reset();
+    let legacy = sweeper.sweep_once(now + 3 * HOUR).await.unwrap();
+    assert_eq!(
+        (legacy.runs_cleared, legacy.entries_deleted),
+        (1, 2),
+        "the memo entry and the step output: {legacy:?}"
+    );
+    assert_eq!(
+        recorder.lists_under("memo/step-outputs"),
+        [
+            "memo/step-outputs".to_string(),
+            format!("memo/step-outputs/old/{incarnation}")
+        ]
+    );
+    assert_eq!(
+        stored_under(recorder.inner.as_ref(), "memo/step-outputs").await,
+        Vec::<String>::new()
+    );
 }

@@ -32,7 +32,7 @@ impl MemoStore {
     pub async fn clear_memos_for_run(&self, run_id: &RunId) -> Result<usize> {
         let layout = self.layout();
         let folders = [MEMOS, STEP_OUTPUTS].map(|folder| layout.run_folder(folder, run_id));
-        self.clear_folders(run_id, folders).await
+        self.clear_folders(run_id, &folders).await
     }
 
     /// Deletes every memo entry and step-output entry of one incarnation of
@@ -47,10 +47,44 @@ impl MemoStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<usize> {
+        self.clear_incarnation_in(run_id, incarnation, EntryFolders::WithStepOutputs)
+            .await
+    }
+
+    /// [`clear_incarnation`](Self::clear_incarnation) of the entry folders
+    /// `folders` names: what a retention pass calls, with what its one
+    /// [`entry_folders`](Self::entry_folders) found.
+    pub(crate) async fn clear_incarnation_in(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        folders: EntryFolders,
+    ) -> Result<usize> {
         let layout = self.layout();
-        let folders = [MEMOS, STEP_OUTPUTS]
-            .map(|folder| layout.incarnation_folder(folder, run_id, incarnation));
-        self.clear_folders(run_id, folders).await
+        let folders: Vec<Path> = folders
+            .names()
+            .iter()
+            .map(|folder| layout.incarnation_folder(folder, run_id, incarnation))
+            .collect();
+        self.clear_folders(run_id, &folders).await
+    }
+
+    /// Which entry folders a run's clear must list: [`EntryFolders::MemosOnly`]
+    /// if the store holds no step-output entry of the previous layout at all
+    /// (none is written since; one listing request, of at most one key), so
+    /// that a retention pass lists one folder a run, not two. A failed
+    /// listing answers [`EntryFolders::WithStepOutputs`]: the clears then
+    /// list both, as they always did.
+    pub(crate) async fn entry_folders(&self) -> EntryFolders {
+        let root = self.layout().entry_root(STEP_OUTPUTS);
+        match self.store().list(Some(&root)).try_next().await {
+            Ok(None) => EntryFolders::MemosOnly,
+            Ok(Some(_)) => EntryFolders::WithStepOutputs,
+            Err(error) => {
+                tracing::debug!(%error, "listing the step-output entries failed; clears list them");
+                EntryFolders::WithStepOutputs
+            }
+        }
     }
 
     /// The committed entries of one incarnation of `run_id`, by step and
@@ -168,15 +202,15 @@ impl MemoStore {
         Ok(paths)
     }
 
-    async fn clear_folders(&self, run_id: &RunId, folders: [Path; 2]) -> Result<usize> {
+    async fn clear_folders(&self, run_id: &RunId, folders: &[Path]) -> Result<usize> {
         // Dropped after the deletes, however they end (an error, a
         // cancelled call): any entry under the folders may be gone.
         let process = self.inner.cache.as_ref().map_or(0, |cache| cache.process());
-        let _forget = entry_cache::ForgetOnDrop(process, &folders);
-        self.delete_folders(run_id, &folders).await
+        let _forget = entry_cache::ForgetOnDrop(process, folders);
+        self.delete_folders(run_id, folders).await
     }
 
-    async fn delete_folders(&self, run_id: &RunId, folders: &[Path; 2]) -> Result<usize> {
+    async fn delete_folders(&self, run_id: &RunId, folders: &[Path]) -> Result<usize> {
         let mut deleted = 0;
         let mut failed = 0;
         let mut first_error = None;
@@ -216,9 +250,10 @@ impl MemoStore {
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
+        folders: EntryFolders,
     ) -> Result<usize> {
         let mut count = 0;
-        for folder in [MEMOS, STEP_OUTPUTS] {
+        for folder in folders.names() {
             let prefix = self
                 .layout()
                 .incarnation_folder(folder, run_id, incarnation);
@@ -232,14 +267,15 @@ impl MemoStore {
         Ok(count)
     }
 
-    /// Whether incarnation `incarnation` of the run has any memo or
-    /// step-output entry; stops at the first one found.
+    /// Whether incarnation `incarnation` of the run has any entry in
+    /// `folders`; stops at the first one found.
     pub(crate) async fn has_incarnation_entries(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
+        folders: EntryFolders,
     ) -> Result<bool> {
-        for folder in [MEMOS, STEP_OUTPUTS] {
+        for folder in folders.names() {
             let prefix = self
                 .layout()
                 .incarnation_folder(folder, run_id, incarnation);
@@ -254,6 +290,26 @@ impl MemoStore {
             }
         }
         Ok(false)
+    }
+}
+
+/// Which of a run's entry folders a clear lists (see
+/// [`MemoStore::entry_folders`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntryFolders {
+    /// The memo entries and the step-output entries of the previous layout.
+    WithStepOutputs,
+    /// The memo entries alone: the store held no step-output entry.
+    MemosOnly,
+}
+
+impl EntryFolders {
+    /// The folders' names, as [`Layout`](crate::layout::Layout) takes them.
+    fn names(self) -> &'static [&'static str] {
+        match self {
+            EntryFolders::WithStepOutputs => &[MEMOS, STEP_OUTPUTS],
+            EntryFolders::MemosOnly => &[MEMOS],
+        }
     }
 }
 

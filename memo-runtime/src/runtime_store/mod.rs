@@ -524,6 +524,49 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Deletes whatever this store holds of incarnation `incarnation` of
+    /// the run, unless the run is that incarnation: what a
+    /// [`delete_run`](Self::delete_run) that stopped part way left, or what
+    /// a stale writer of the incarnation wrote after its deletion. A
+    /// retention pass calls it when it rechecks a run it deleted. Answers
+    /// whether it found anything of the incarnation; a store may delete
+    /// objects it does not look for first and leave them out of that
+    /// answer.
+    ///
+    /// The default asks [`holds_remains`](Self::holds_remains) and, if it
+    /// answers yes, calls [`delete_run`](Self::delete_run).
+    /// [`ObjectStoreRuntimeStore`] reads the run's pointer, lists the
+    /// incarnation's folder and deletes what it holds together with every
+    /// status hint the incarnation may have left, in one `delete_stream`
+    /// (on S3 one request), without a `HEAD` of each hint: a hint is left
+    /// out of the answer.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn clear_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        if !self.holds_remains(run_id, incarnation).await? {
+            return Ok(false);
+        }
+        self.delete_run(run_id, incarnation).await?;
+        Ok(true)
+    }
+
+    /// [`forget_deleted`](Self::forget_deleted) of each of `deleted`, with
+    /// each one's result in their order: a retention pass forgets the
+    /// deletions it rechecked together.
+    ///
+    /// The default calls `forget_deleted` for each, one after the other.
+    /// [`ObjectStoreRuntimeStore`] deletes their tombstones in one
+    /// `delete_stream` (on S3 one request per 1,000).
+    async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+        let mut results = Vec::with_capacity(deleted.len());
+        for (run_id, incarnation) in deleted {
+            results.push(self.forget_deleted(run_id, *incarnation).await);
+        }
+        results
+    }
+
     /// Tells the store the clock its callers read their leases by: the
     /// runtime's, given by [`RuntimeBuilder::build`](crate::workflow::RuntimeBuilder::build).
     /// A store may then acknowledge a step commit of an attempt whose lease

@@ -96,6 +96,14 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         (**self).forget_deleted(run_id, incarnation).await
     }
 
+    async fn clear_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        (**self).clear_remains(run_id, incarnation).await
+    }
+
+    async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+        (**self).forget_deleted_all(deleted).await
+    }
+
     fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
         (**self).use_clock(clock);
     }

@@ -396,6 +396,23 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.forget_deleted(run_id, incarnation).await
     }
 
+    async fn clear_remains(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> memo_runtime::Result<bool> {
+        self.call("clear_remains");
+        self.inner.clear_remains(run_id, incarnation).await
+    }
+
+    async fn forget_deleted_all(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+    ) -> Vec<memo_runtime::Result<()>> {
+        self.call("forget_deleted_all");
+        self.inner.forget_deleted_all(deleted).await
+    }
+
     fn use_clock(&self, clock: Arc<dyn memo_runtime::clock::Clock>) {
         self.inner.use_clock(clock);
     }

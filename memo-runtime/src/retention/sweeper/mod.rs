@@ -24,7 +24,7 @@ pub use report::{SweepFailure, SweepReport};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::memo::MemoStore;
+use crate::memo::{EntryFolders, MemoStore};
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RuntimeStore;
@@ -60,7 +60,10 @@ use proof::{Deleted, Found};
 ///    runtime-store run;
 /// 2. clears the memo and step-output entries of the marker's incarnation
 ///    ([`MemoStore::clear_incarnation`]), and of no other: a run created
-///    again under the same id is another incarnation and is never touched;
+///    again under the same id is another incarnation and is never touched
+///    (step-output entries are no longer written: the pass lists a run's
+///    step-output folder only if the store held one when the pass first
+///    cleared a run, one listing of the step-output folders a pass);
 /// 3. deletes that incarnation's runtime-store records, if a runtime store
 ///    is configured ([`RuntimeStore::delete_run`]);
 /// 4. forgets the incarnation's data key, if the memo store's seal has data
@@ -190,8 +193,9 @@ impl RetentionSweeper {
         let cutoff_ms = self.cutoff_ms(now_ms);
         let span = tracing::info_span!("memo.sweep", cutoff_ms, dry_run = self.config.dry_run);
         async move {
-            let mut report = self.sweep_before(now_ms, cutoff_ms).await?;
-            self.recheck_swept(now_ms, &mut report).await;
+            let folders = PassFolders::default();
+            let mut report = self.sweep_before(now_ms, cutoff_ms, &folders).await?;
+            self.recheck_swept(now_ms, &mut report, &folders).await;
             self.tidy_due_index(now_ms, &mut report).await;
             self.sweep_shared(now_ms, &mut report).await;
             Ok(report)
@@ -250,7 +254,12 @@ impl RetentionSweeper {
         self.sweep_once(self.config.clock.now_ms()).await
     }
 
-    async fn sweep_before(&self, now_ms: u64, cutoff_ms: u64) -> Result<SweepReport> {
+    async fn sweep_before(
+        &self,
+        now_ms: u64,
+        cutoff_ms: u64,
+        folders: &PassFolders,
+    ) -> Result<SweepReport> {
         let config = &*self.config;
         let mut report = SweepReport::empty(cutoff_ms, config.dry_run);
         let mut unproven = Vec::new();
@@ -274,7 +283,7 @@ impl RetentionSweeper {
             };
             report.pages += 1;
             report.markers_expired += page.len();
-            self.sweep_page(now_ms, page, &mut report, &mut unproven)
+            self.sweep_page(now_ms, page, &mut report, &mut unproven, folders)
                 .await;
             tracing::debug!(
                 page = report.pages,
@@ -287,7 +296,7 @@ impl RetentionSweeper {
         // checked again now that it is; kept, as failures, if it is not.
         if self.proves_store() {
             let mut again = Vec::new();
-            self.sweep_page(now_ms, unproven, &mut report, &mut again)
+            self.sweep_page(now_ms, unproven, &mut report, &mut again, folders)
                 .await;
             unproven = again;
         }
@@ -315,11 +324,12 @@ impl RetentionSweeper {
         markers: Vec<TerminalMarker>,
         report: &mut SweepReport,
         unproven: &mut Vec<TerminalMarker>,
+        folders: &PassFolders,
     ) {
         let mut outcomes = stream::iter(markers)
             .map(|marker| async move {
                 let mut swept = RunSwept::default();
-                let result = self.sweep_run(&marker, now_ms, &mut swept).await;
+                let result = self.sweep_run(&marker, now_ms, &mut swept, folders).await;
                 (marker, swept, result)
             })
             .buffer_unordered(self.config.concurrency);
@@ -365,6 +375,7 @@ impl RetentionSweeper {
         marker: &TerminalMarker,
         now_ms: u64,
         swept: &mut RunSwept,
+        folders: &PassFolders,
     ) -> Result<Swept> {
         let config = &*self.config;
         let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
@@ -395,17 +406,18 @@ impl RetentionSweeper {
                     Deleted::Unproven => return Ok(Swept::Unproven),
                 },
             };
+            let folders = folders.get(&config.memo_store).await;
             if config.dry_run {
                 swept.entries = config
                     .memo_store
-                    .count_incarnation_entries(run_id, incarnation)
+                    .count_incarnation_entries(run_id, incarnation, folders)
                     .await?;
                 swept.runtime_record = has_record;
                 return Ok(Swept::Cleared);
             }
             let cleared = config
                 .memo_store
-                .clear_incarnation(run_id, incarnation)
+                .clear_incarnation_in(run_id, incarnation, folders)
                 .await;
             swept.entries = match cleared {
                 Ok(deleted) => deleted,
@@ -531,6 +543,20 @@ async fn forget_data_key(
         keys.forget_incarnation(run_id, incarnation).await?;
     }
     Ok(())
+}
+
+/// Which entry folders a pass's clears list, asked of the memo store
+/// ([`MemoStore::entry_folders`]: one listing) the first time the pass
+/// clears or rechecks a run, so a pass with nothing to clear asks nothing.
+/// Per pass: a store given step-output entries (by a release from before
+/// they were dropped) is listed for them from the next pass on.
+#[derive(Default)]
+struct PassFolders(tokio::sync::OnceCell<EntryFolders>);
+
+impl PassFolders {
+    async fn get(&self, memo_store: &MemoStore) -> EntryFolders {
+        *self.0.get_or_init(|| memo_store.entry_folders()).await
+    }
 }
 
 /// What clearing one run deleted (or, in a dry run, would delete).

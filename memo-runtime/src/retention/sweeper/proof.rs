@@ -47,6 +47,7 @@ use std::sync::atomic::Ordering;
 
 use super::RetentionSweeper;
 use crate::error::{Error, Result};
+use crate::memo::EntryFolders;
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
 
@@ -152,7 +153,7 @@ impl RetentionSweeper {
         let named = self
             .config
             .memo_store
-            .has_incarnation_entries(run_id, later)
+            .has_incarnation_entries(run_id, later, EntryFolders::WithStepOutputs)
             .await?;
         if named {
             self.store_proved();
@@ -194,9 +195,12 @@ impl RetentionSweeper {
         incarnation: Incarnation,
     ) -> Result<Deleted> {
         let config = &*self.config;
+        // Both folders, whatever the pass's clears list: a proof is asked
+        // of a marker whose run is not found, seldom, and must not miss an
+        // entry.
         let has_entries = config
             .memo_store
-            .has_incarnation_entries(run_id, incarnation)
+            .has_incarnation_entries(run_id, incarnation, EntryFolders::WithStepOutputs)
             .await?;
         if !has_entries && self.proves_store() {
             return Ok(Deleted::Here);

@@ -21,11 +21,13 @@
 //! later (default [`DEFAULT_RECHECK_AFTER`](super::DEFAULT_RECHECK_AFTER)):
 //! `rechecks/<hour>/<u64::MAX - due_ms>_<run>.<inc>`, the terminal
 //! marker's layout under another folder. A pass at or after its time clears
-//! the incarnation's memo folders once more, finishes the runtime store's
-//! deletion if anything of the incarnation is there again
-//! ([`RuntimeStore::holds_remains`]), forgets its data key once more (a late
-//! write may have made a new one), and deletes the recheck marker last, so
-//! a failure keeps it for the next pass.
+//! the incarnation's memo folders once more, deletes whatever the runtime
+//! store holds of the incarnation again ([`RuntimeStore::clear_remains`]),
+//! forgets its data key once more (a late write may have made a new one),
+//! then forgets the deletion ([`RuntimeStore::forget_deleted_all`]: the
+//! tombstone, once nothing of the incarnation is left to take back) and
+//! deletes the recheck marker last, so a failure keeps it for the next
+//! pass.
 //!
 //! Safe whatever runs meanwhile: the marker names an incarnation a sweep
 //! saw deleted (incarnations are drawn at random and never come back once
@@ -42,13 +44,17 @@
 //! entries.
 //!
 //! Cost: one conditional create per workflow run swept; then, per recheck,
-//! two listings of the memo folders, one of the runtime folder, a `HEAD`
-//! for the data key where the seal has data keys, and the marker's
-//! `DELETE` (on S3 one request per 1,000 markers rechecked: a pass deletes
-//! them together), plus the listing of the due hours. In proportion to what
-//! was swept, never to what is retained.
+//! a listing of its memo folder (and of its step-output folder if the store
+//! holds step-output entries of the previous layout at all: the pass asks
+//! once), a read of the run's pointer, a listing of its runtime folder and
+//! one `delete_stream` of what that holds and of its status hints, a `HEAD`
+//! for the data key where the seal has data keys; and, on S3, one request
+//! per 1,000 tombstones and one per 1,000 markers (a pass deletes them
+//! together), plus the listing of the due hours. In proportion to what was
+//! swept, never to what is retained.
 //!
-//! [`RuntimeStore::holds_remains`]: crate::runtime_store::RuntimeStore::holds_remains
+//! [`RuntimeStore::clear_remains`]: crate::runtime_store::RuntimeStore::clear_remains
+//! [`RuntimeStore::forget_deleted_all`]: crate::runtime_store::RuntimeStore::forget_deleted_all
 
 use futures::stream::StreamExt;
 
@@ -56,10 +62,12 @@ use futures::stream::StreamExt;
 /// as one S3 `DeleteObjects` request takes.
 const RECHECK_BATCH: usize = 1_000;
 
-use super::{RetentionSweeper, SweepReport, forget_data_key};
+use super::{PassFolders, RetentionSweeper, SweepReport, forget_data_key};
 use crate::error::Result;
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
+#[cfg(doc)]
+use crate::runtime_store::RuntimeStore;
 
 impl RetentionSweeper {
     /// Leaves the recheck marker of `incarnation`, which this sweep is
@@ -94,7 +102,12 @@ impl RetentionSweeper {
     /// counted in [`SweepReport::recheck_failures`]; its marker is kept for
     /// the next pass. The markers of rechecks that succeeded are deleted
     /// [`RECHECK_BATCH`] at a time, each batch in one `delete_stream`.
-    pub(super) async fn recheck_swept(&self, now_ms: u64, report: &mut SweepReport) {
+    pub(super) async fn recheck_swept(
+        &self,
+        now_ms: u64,
+        report: &mut SweepReport,
+        folders: &PassFolders,
+    ) {
         let mut outcomes = self
             .config
             .memo_store
@@ -105,7 +118,7 @@ impl RetentionSweeper {
                 if self.config.dry_run {
                     return Ok((0, None));
                 }
-                let late = self.recheck(&marker).await;
+                let late = self.recheck(&marker, folders).await;
                 Ok::<_, crate::Error>((late?, Some(marker)))
             })
             .buffer_unordered(self.config.concurrency);
@@ -131,15 +144,18 @@ impl RetentionSweeper {
         self.delete_rechecked(rechecked, report).await;
     }
 
-    /// Deletes the markers of rechecks that found and deleted what each
-    /// holds (`late`), in one `delete_stream`, and counts each recheck done,
-    /// or failed if its marker could not be deleted (it is kept for the
-    /// next pass).
+    /// Forgets the deletions of rechecks that found and deleted what each
+    /// holds (`late`), their tombstones together
+    /// ([`RuntimeStore::forget_deleted_all`]), then deletes the markers of
+    /// those forgotten, in one `delete_stream`, and counts each recheck
+    /// done, or failed if its tombstone or its marker could not be deleted
+    /// (its marker is kept for the next pass).
     async fn delete_rechecked(
         &self,
         rechecked: Vec<(TerminalMarker, usize)>,
         report: &mut SweepReport,
     ) {
+        let rechecked = self.forget_deletions(rechecked, report).await;
         let markers = rechecked.iter().map(|(marker, _)| marker);
         let deleted = self
             .config
@@ -164,24 +180,59 @@ impl RetentionSweeper {
         }
     }
 
+    /// The rechecks of `rechecked` whose deletion the runtime store (if
+    /// any) forgot: a recheck whose tombstone could not be deleted is
+    /// counted failed, and its marker kept for the next pass.
+    async fn forget_deletions(
+        &self,
+        rechecked: Vec<(TerminalMarker, usize)>,
+        report: &mut SweepReport,
+    ) -> Vec<(TerminalMarker, usize)> {
+        let Some(store) = &self.config.runtime_store else {
+            return rechecked;
+        };
+        let deleted: Vec<_> = rechecked
+            .iter()
+            .map(|(marker, _)| (marker.run_id.clone(), marker.incarnation))
+            .collect();
+        let mut forgotten = store.forget_deleted_all(&deleted).await.into_iter();
+        let mut kept = Vec::with_capacity(rechecked.len());
+        for (marker, late) in rechecked {
+            match forgotten.next() {
+                Some(Ok(())) => kept.push((marker, late)),
+                failed => {
+                    let error = match failed {
+                        Some(Err(error)) => error.to_string(),
+                        _ => "the runtime store gave no answer for it".to_string(),
+                    };
+                    tracing::warn!(run_id = %marker.run_id, %error,
+                        "a swept run was rechecked but its tombstone was not deleted; \
+                         the next pass rechecks it again");
+                    report.recheck_failures += 1;
+                }
+            }
+        }
+        kept
+    }
+
     /// One recheck: what it deleted that a late writer left (memo entries,
-    /// and 1 for runtime records found again). The marker is left for the
-    /// caller to delete with others (`delete_rechecked`).
-    async fn recheck(&self, marker: &TerminalMarker) -> Result<usize> {
+    /// and 1 for runtime records found again). The deletion's tombstone and
+    /// the marker are left for the caller to delete with others'
+    /// (`delete_rechecked`): last, so that a record of the run put back
+    /// before then is taken back, not restored (see
+    /// [`RuntimeStore::forget_deleted`]).
+    async fn recheck(&self, marker: &TerminalMarker, folders: &PassFolders) -> Result<usize> {
         let config = &*self.config;
         let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
+        let folders = folders.get(&config.memo_store).await;
         let mut late = config
             .memo_store
-            .clear_incarnation(run_id, incarnation)
+            .clear_incarnation_in(run_id, incarnation, folders)
             .await?;
-        if let Some(store) = &config.runtime_store {
-            if store.holds_remains(run_id, incarnation).await? {
-                store.delete_run(run_id, incarnation).await?;
-                late += 1;
-            }
-            // The deletion's tombstone, last: a record of the run put back
-            // before now was taken back by the checks above.
-            store.forget_deleted(run_id, incarnation).await?;
+        if let Some(store) = &config.runtime_store
+            && store.clear_remains(run_id, incarnation).await?
+        {
+            late += 1;
         }
         forget_data_key(config, run_id, incarnation).await?;
         Ok(late)

@@ -611,6 +611,14 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.runs.forget_deleted(run_id, incarnation).await
     }
 
+    async fn clear_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        self.runs.clear_remains(run_id, incarnation).await
+    }
+
+    async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+        self.runs.forget_deleted_all(deleted).await
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

@@ -223,6 +223,15 @@ impl RunPointer {
             .map_err(|e| Error::store(&folder, e))
     }
 
+    /// Whether the pointer, as stored, names `incarnation`: one `GET`, and
+    /// no restore of a missing pointer (which [`is_current`](Self::is_current)
+    /// makes). What a caller about to delete the objects of an incarnation
+    /// it knows deleted asks, to leave alone one that is the run's again.
+    pub(super) async fn names(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        let current = self.read_pointer(run_id).await?;
+        Ok(current.is_some_and(|(creation, _)| creation.incarnation == incarnation))
+    }
+
     /// Reads the pointer object only; `None` if it is missing.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         let path = self.path(run_id);
@@ -518,6 +527,21 @@ impl RunPointer {
             .layout()
             .incarnation_tombstone(run_id, incarnation);
         self.client.delete_all(vec![path]).await
+    }
+
+    /// The tombstones of `deleted` (see [`unbury`](Self::unbury)), in one
+    /// `delete_stream`: each one's result, in their order.
+    pub(super) async fn unbury_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+        let layout = self.client.layout();
+        let paths = deleted
+            .iter()
+            .map(|(run_id, incarnation)| layout.incarnation_tombstone(run_id, *incarnation))
+            .collect();
+        crate::deletes::delete_each(self.client.store().as_ref(), paths)
+            .await
+            .into_iter()
+            .map(|deleted| deleted.map(drop))
+            .collect()
     }
 
     /// Creates the pointer of the new incarnation `creation`, then its

@@ -370,6 +370,21 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         )
     }
 
+    async fn clear_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        self.seen(
+            "clear_remains",
+            self.inner.clear_remains(run_id, incarnation).await,
+        )
+    }
+
+    async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+        let results = self.inner.forget_deleted_all(deleted).await;
+        results
+            .into_iter()
+            .map(|result| self.seen("forget_deleted_all", result))
+            .collect()
+    }
+
     fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
         self.inner.use_clock(clock);
     }

@@ -111,6 +111,17 @@ impl RuntimeStore for ReadOnlyView {
         Self::refuse(run_id)
     }
 
+    async fn clear_remains(&self, run_id: &RunId, _incarnation: Incarnation) -> Result<bool> {
+        Self::refuse(run_id)
+    }
+
+    async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+        deleted
+            .iter()
+            .map(|(run_id, _)| Self::refuse(run_id))
+            .collect()
+    }
+
     /// Ignored: the view commits nothing, and the store under it keeps
     /// the clock of the runtime it serves.
     fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {

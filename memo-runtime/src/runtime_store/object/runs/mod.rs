@@ -104,6 +104,26 @@ impl Runs {
         let _ = self.clock.set(clock);
     }
 
+    /// Deletes what the folder of incarnation `incarnation` holds (one
+    /// listing) and the incarnation's status hints, in one `delete_stream`;
+    /// answers how many objects the folder held. Only this incarnation's
+    /// own folder and hints: a later run of the id (another incarnation) is
+    /// never touched.
+    async fn delete_incarnation(&self, run_id: &RunId, incarnation: Incarnation) -> Result<usize> {
+        let layout = self.client.layout();
+        let folder = layout.incarnation_records(run_id, incarnation);
+        let listed = self.client.list(&folder).await?;
+        let found = listed.len();
+        let leftovers = listed.into_iter().map(|meta| meta.location);
+        let hints = RunStatus::ALL
+            .iter()
+            .map(|&status| layout.status_hint(status.path_segment(), run_id, incarnation));
+        self.client
+            .delete_all(leftovers.chain(hints).collect())
+            .await?;
+        Ok(found)
+    }
+
     /// Whether the run's current incarnation is `incarnation` (its pointer,
     /// restored from a record if missing): one `GET`. What a writer of an
     /// incarnation's object asks after its write, to take the object back
@@ -281,28 +301,37 @@ impl RuntimeStore for Runs {
             self.cache.forget(run_id);
             self.pointer.remove(run_id, incarnation).await?;
         }
-        // Only this incarnation's own folder and hints: a later run of the
-        // id (another incarnation) is never touched.
-        let folder = self
-            .client
-            .layout()
-            .incarnation_records(run_id, incarnation);
-        let listed = self.client.list(&folder).await?;
-        let leftovers = listed.into_iter().map(|meta| meta.location);
-        let hints = RunStatus::ALL.iter().map(|&status| {
-            self.client
-                .layout()
-                .status_hint(status.path_segment(), run_id, incarnation)
-        });
-        self.client
-            .delete_all(leftovers.chain(hints).collect())
-            .await?;
+        self.delete_incarnation(run_id, incarnation).await?;
         Ok(existed)
     }
 
     /// One `DELETE`: the tombstone `delete_run` left.
     async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
         self.pointer.unbury(run_id, incarnation).await
+    }
+
+    /// The tombstones `delete_run` left, in one `delete_stream`.
+    async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+        self.pointer.unbury_all(deleted).await
+    }
+
+    /// A read of the pointer, which must not name the incarnation, a
+    /// listing of the incarnation's folder, and one `delete_stream` of what
+    /// it holds and of the incarnation's status hints, found or not
+    /// (`holds_remains` sends a `HEAD` for each, and restores a missing
+    /// pointer first, a listing of the id's folder).
+    ///
+    /// The pointer as stored, not restored: the incarnation was deleted, so
+    /// a missing pointer could be restored to it only from a record of it
+    /// put back since, which is in the folder this deletes; a restorer that
+    /// races the deletion removes the pointer it restored once it finds
+    /// that record gone, as it does racing `delete_run` (the `pointer`
+    /// module).
+    async fn clear_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+        if self.pointer.names(run_id, incarnation).await? {
+            return Ok(false);
+        }
+        Ok(self.delete_incarnation(run_id, incarnation).await? > 0)
     }
 
     /// A listing of the incarnation's folder, then (if it is empty) a
