@@ -141,6 +141,55 @@ pub(crate) async fn create_once(
     limit: Limit,
     seal: &Seal,
 ) -> Result<Created> {
+    let created = create(store, path, payload, limit, seal, WhenGone::CreateAgain).await?;
+    Ok(created.expect("a create that finds its path gone tries again"))
+}
+
+/// [`create_once`] of an object that must never take the place of another
+/// writer's object that was at `path` and is gone: `None` where
+/// `create_once` would create it again after its create found the path
+/// taken (or could not tell) and the read back found nothing, and the
+/// create's error where `create_once` would try it again after a read that
+/// failed. The run pointer is created so (`runtime_store/object/pointer.rs`):
+/// the pointer that was there may be a run's, removed by a stale deletion,
+/// and the run is restored from its record by the next reader; a new run's
+/// pointer in its place would take the place of a run whose creation was
+/// acknowledged.
+///
+/// # Errors
+///
+/// As [`create_once`]; [`Error::Store`] after one create whose outcome a
+/// read could not settle.
+pub(crate) async fn create_unless_taken(
+    store: &dyn ObjectStore,
+    path: &Path,
+    payload: &[u8],
+    limit: Limit,
+    seal: &Seal,
+) -> Result<Option<Created>> {
+    create(store, path, payload, limit, seal, WhenGone::GiveUp).await
+}
+
+/// What a create does when its create found the path taken, or failed with
+/// an unknown outcome, and the read back finds the path empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WhenGone {
+    /// Creates it again: the object there was swept meanwhile, or the
+    /// create never landed ([`create_once`]).
+    CreateAgain,
+    /// Answers `None` ([`create_unless_taken`]).
+    GiveUp,
+}
+
+/// [`create_once`] and [`create_unless_taken`].
+async fn create(
+    store: &dyn ObjectStore,
+    path: &Path,
+    payload: &[u8],
+    limit: Limit,
+    seal: &Seal,
+    when_gone: WhenGone,
+) -> Result<Option<Created>> {
     // Held to the plain frame's size whatever the seal: a sealed frame may
     // take a little more in the store, and reads allow for that.
     let size = payload.len() + envelope::OVERHEAD;
@@ -168,7 +217,10 @@ pub(crate) async fn create_once(
             Some(version) => replace(store, path, &framed, version).await,
         };
         let failure = match outcome {
-            Ok(_) => return Ok(Created::Ours(envelope::payload_of_sealed(&framed, payload))),
+            Ok(_) => {
+                let ours = envelope::payload_of_sealed(&framed, payload);
+                return Ok(Some(Created::Ours(ours)));
+            }
             Err(object_store::Error::NotImplemented { .. }) => {
                 return Err(Error::ConditionalPutUnsupported {
                     path: path.to_string(),
@@ -180,7 +232,8 @@ pub(crate) async fn create_once(
             | Err(e @ object_store::Error::Precondition { .. })
             | Err(e @ object_store::Error::NotFound { .. }) => {
                 match read_entry(store, path, limit, &sealed).await? {
-                    Found::Value(committed) => return Ok(classify(payload, committed)),
+                    Found::Value(committed) => return Ok(Some(classify(payload, committed))),
+                    Found::Absent if when_gone == WhenGone::GiveUp => return Ok(None),
                     // Swept between our create and the read: try again.
                     Found::Absent => e,
                     Found::Stale(version) => {
@@ -190,7 +243,10 @@ pub(crate) async fn create_once(
                 }
             }
             Err(e) => match read_entry(store, path, limit, &sealed).await {
-                Ok(Found::Value(committed)) => return Ok(classify(payload, committed)),
+                Ok(Found::Value(committed)) => return Ok(Some(classify(payload, committed))),
+                // Not created, or created and gone; or another writer's,
+                // gone: which, no one can tell.
+                Ok(Found::Absent) if when_gone == WhenGone::GiveUp => return Ok(None),
                 Ok(Found::Stale(version)) => {
                     stale = Some(version);
                     e
@@ -198,7 +254,9 @@ pub(crate) async fn create_once(
                 Ok(Found::Absent) | Err(_) => e,
             },
         };
-        if attempt >= CREATE_ATTEMPTS {
+        // A second create could land where another writer's object was
+        // and went, unseen (a create taken by it whose answer was lost).
+        if attempt >= CREATE_ATTEMPTS || when_gone == WhenGone::GiveUp {
             return Err(Error::store(path, failure));
         }
         if stale.is_some() {
@@ -246,5 +304,57 @@ fn classify(ours: &[u8], committed: Bytes) -> Created {
         Created::Same(committed)
     } else {
         Created::Theirs(committed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use object_store::memory::InMemory;
+
+    use super::*;
+    use crate::seal::PLAIN;
+    use crate::testing::{FaultInjectingStore, FaultRule, RequestKind};
+
+    const PATH: &str = "runs/r/run";
+
+    /// A store whose next create is refused before it lands, reported as
+    /// failed: an outcome the writer cannot tell from a lost answer.
+    fn failing_once() -> Arc<FaultInjectingStore<InMemory>> {
+        let store = Arc::new(FaultInjectingStore::new(InMemory::new()));
+        store.inject(FaultRule::fail_before(RequestKind::Create).times(1));
+        store
+    }
+
+    #[tokio::test]
+    async fn a_create_whose_outcome_is_unknown_is_tried_again_unless_it_must_not_take_a_place() {
+        let path = Path::from(PATH);
+        let store = failing_once();
+        let created = create_once(store.as_ref(), &path, b"a", Limit::RECORD, &PLAIN).await;
+        assert!(matches!(created, Ok(Created::Ours(_))), "{created:?}");
+
+        // Nothing there once read back: the pointer of another run may
+        // have been there and gone, so no second create.
+        let store = failing_once();
+        let created = create_unless_taken(store.as_ref(), &path, b"a", Limit::RECORD, &PLAIN).await;
+        assert!(matches!(created, Ok(None)), "{created:?}");
+        assert!(store.inner().head(&path).await.is_err(), "nothing written");
+    }
+
+    #[tokio::test]
+    async fn a_create_that_finds_the_path_taken_answers_with_what_is_there() {
+        let path = Path::from(PATH);
+        let store = InMemory::new();
+        create_once(&store, &path, b"theirs", Limit::RECORD, &PLAIN)
+            .await
+            .unwrap();
+        let created = create_unless_taken(&store, &path, b"ours", Limit::RECORD, &PLAIN).await;
+        assert!(
+            matches!(&created, Ok(Some(Created::Theirs(b))) if b.as_ref() == b"theirs"),
+            "{created:?}"
+        );
+        let again = create_unless_taken(&store, &path, b"theirs", Limit::RECORD, &PLAIN).await;
+        assert!(matches!(again, Ok(Some(Created::Same(_)))), "{again:?}");
     }
 }

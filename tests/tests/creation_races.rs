@@ -406,3 +406,111 @@ async fn a_creation_refused_for_another_input_puts_back_the_pending_hint_of_a_ru
     );
     assert_eq!(pending(&other).await, vec![run_id]);
 }
+
+/// A store whose first conditional create of `pointer` that finds it
+/// taken deletes it from `shared` before answering: a stale deletion's
+/// unconditional delete of the pointer that lands between a creator's
+/// create and its read of what it found.
+struct LosesThePointer {
+    inner: Arc<dyn ObjectStore>,
+    shared: Arc<dyn ObjectStore>,
+    pointer: Path,
+    lost: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for LosesThePointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LosesThePointer({})", self.pointer)
+    }
+}
+
+impl std::fmt::Display for LosesThePointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for LosesThePointer {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let put = self.inner.put_opts(location, payload, opts).await;
+        if *location == self.pointer
+            && matches!(put, Err(object_store::Error::AlreadyExists { .. }))
+            && !self.lost.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.shared.delete(&self.pointer).await.unwrap();
+        }
+        put
+    }
+
+    memo_runtime::testing::forward_object_store!(self.inner => put_multipart_opts, get_opts,
+        get_ranges, delete_stream, list, list_with_offset, list_with_delimiter, copy_opts,
+        rename_opts);
+}
+
+/// Seed 9071 of session 42's survey: two deliveries of a deleted run's id
+/// create it at once. The first creates its run (pointer, record: the run
+/// exists, and its creation is acknowledged); the second, whose listing of
+/// the id's folder came before, finds the pointer taken, and a stale
+/// deletion of the id's earlier run removes that pointer before the
+/// second reads it. The second must not create its own run in its place
+/// (it did: the create was tried again, and the first run, restorable from
+/// its record, came back once the second's was deleted, to run again): it
+/// reads the id again, restores the first run's pointer from its record,
+/// and answers with that run.
+#[tokio::test]
+async fn a_creator_that_finds_the_pointer_taken_and_then_gone_answers_with_the_run_it_held() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-91");
+        let pointer = Path::from("runs/runs/order-91/run");
+        // The second creator stops at its `Pending` hint, after its
+        // listing found the id new.
+        let (paused, pause) =
+            Pauses::new(backend.open(), Held::Put, Path::from("runs/runs-by-status"));
+        let loses = LosesThePointer {
+            inner: Arc::new(paused),
+            shared: backend.objects(),
+            pointer: pointer.clone(),
+            lost: std::sync::atomic::AtomicBool::new(false),
+        };
+        let second = ObjectStoreRuntimeStore::new(Arc::new(loses), "runs");
+        let answer = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { second.create_run(order(&run_id)).await }
+        });
+        wait_reached(pause.reached, "the second creator's Pending hint").await;
+
+        let first = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let created = first.create_run(order(&run_id)).await.unwrap();
+
+        pause.release.send(()).unwrap();
+        let answered = answer.await.unwrap().unwrap();
+        assert_eq!(
+            (answered.incarnation, answered.status),
+            (created.incarnation, RunStatus::Pending),
+            "{name}: the second creator answers with the run the first created"
+        );
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let current = fresh.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(current.incarnation, created.incarnation, "{name}");
+        assert_eq!(
+            pending(&fresh).await,
+            std::slice::from_ref(&run_id),
+            "{name}: one Pending run, the first's"
+        );
+        let hints =
+            memo_tests::fixtures::stored_under(backend.objects().as_ref(), "runs/runs-by-status")
+                .await;
+        assert_eq!(
+            hints.len(),
+            1,
+            "{name}: the second creator's hint is dropped: {hints:?}"
+        );
+    }
+}

@@ -96,6 +96,20 @@ impl Client {
         write_once::create_once(self.store.as_ref(), path, payload, limit, &seal).await
     }
 
+    /// [`create`](Self::create), but `None` rather than a second create
+    /// where another writer's object was and went (see
+    /// [`write_once::create_unless_taken`]).
+    pub(super) async fn create_unless_taken(
+        &self,
+        path: &Path,
+        payload: &[u8],
+        limit: Limit,
+        owner: Owner<'_>,
+    ) -> Result<Option<Created>> {
+        let seal = self.seal_of(owner);
+        write_once::create_unless_taken(self.store.as_ref(), path, payload, limit, &seal).await
+    }
+
     /// Whether an object stands at `path`: one `HEAD`, its content unread.
     pub(super) async fn exists(&self, path: &Path) -> Result<bool> {
         match self.store.head(path).await {

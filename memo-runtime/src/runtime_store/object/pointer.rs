@@ -76,6 +76,17 @@
 //! it restored if the record is gone; that removal is one more
 //! unconditional delete of the pointer, made harmless the same way.
 //!
+//! A create of the pointer that finds it taken and then, read back, gone
+//! (a stale deletion's delete landed in between) is not tried again: the
+//! pointer that was there may be a run's whose creation was acknowledged,
+//! and restorable from its record; a creator gives its incarnation up and
+//! reads the id again (restoring that run, and answering with it), and a
+//! restorer reads the id again (seed 9071 of session 42's survey: a second
+//! creator's new run took the first's place, and the first came back, to
+//! run again, once the second's was deleted). A create whose outcome is
+//! unknown and finds nothing there is not tried again either: it may have
+//! been refused for a pointer that went since.
+//!
 //! Incarnations written before records existed have none: such a run is
 //! given its record by the next `create_run` of its id (a redelivery). A
 //! pointer removed by a stale deletion before that is lost, as before.
@@ -126,6 +137,9 @@ pub(super) enum Birth {
     Overtaken,
     /// Another incarnation's pointer (these bytes) was there first.
     Taken(Creation, Bytes),
+    /// A pointer was there, or may have been, and is gone: read the id
+    /// again (it may be a run to restore), this incarnation given up.
+    Vanished,
 }
 
 /// What became of an incarnation whose record was written.
@@ -304,16 +318,22 @@ impl RunPointer {
         bytes: Bytes,
     ) -> Result<Option<(Creation, Bytes)>> {
         let path = self.path(run_id);
-        match self
+        let created = self
             .client
-            .create(
+            .create_unless_taken(
                 &path,
                 &bytes,
                 Limit::RECORD,
                 Owner::Incarnation(run_id, orphan.incarnation),
             )
-            .await?
-        {
+            .await?;
+        // Taken, and gone when read: whichever pointer that was, the id is
+        // read again (a second create could restore this record over a run
+        // restorable from its own, as a creator's could: `create`).
+        let Some(created) = created else {
+            return Ok(None);
+        };
+        match created {
             // `Same`: restored by another restorer too, or by our create
             // whose answer was lost; checked as our own, since the record
             // may be gone by now either way.
@@ -551,16 +571,23 @@ impl RunPointer {
         let run_id = &creation.run.run_id;
         let encoded = codec::encode_value("a run", creation)?;
         let path = self.path(run_id);
-        match self
+        let created = self
             .client
-            .create(
+            .create_unless_taken(
                 &path,
                 &encoded,
                 Limit::RECORD,
                 Owner::Incarnation(run_id, creation.incarnation),
             )
-            .await?
-        {
+            .await?;
+        // Taken, and gone when read (or not known to be ours): the pointer
+        // there may have been an acknowledged run's, removed by a stale
+        // deletion and restorable from its record, which a second create
+        // would take the place of (seed 9071 of session 42's survey).
+        let Some(created) = created else {
+            return Ok(Birth::Vanished);
+        };
+        match created {
             // `Same`: our create, whose acknowledgement was lost.
             Created::Ours(bytes) | Created::Same(bytes) => {
                 // Acknowledged only once its record exists: a stale

@@ -54,8 +54,10 @@ impl Runs {
                         return Ok(record);
                     }
                 }
-                // Given up: another run of the id took the pointer.
-                Birth::Overtaken => {
+                // Given up: another run of the id took the pointer, or
+                // held it and lost it (the next turn reads the id again,
+                // and restores that run if its record stands).
+                Birth::Overtaken | Birth::Vanished => {
                     self.drop_unborn(&run_id, creation.incarnation).await;
                 }
                 // Created meanwhile: the run may have moved on since its
