@@ -232,6 +232,13 @@ pub(super) fn run_of(path: &Path) -> Option<(RunId, Option<u64>)> {
     Some((run_id, incarnation))
 }
 
+/// Whether `path` is a run pointer: `<prefix>/runs/<run>/run`.
+pub(super) fn is_run_pointer(path: &Path) -> bool {
+    let parts: Vec<_> = path.parts().collect();
+    matches!(parts.as_slice(), [_, folder, _, last]
+        if folder.as_ref() == "runs" && last.as_ref() == "run")
+}
+
 /// Whether `path` is an incarnation's record (`runs/<run>/<inc>/run`), the
 /// first object a deletion of the incarnation removes.
 pub(super) fn is_incarnation_record(path: &Path) -> bool {

@@ -177,6 +177,7 @@ where
         deployed,
         loops,
         ordered,
+        stalled: Arc::default(),
     };
     let checker = world.checker.clone();
     checker::while_active(&checker, || runtime.block_on(world.run()));
@@ -381,6 +382,9 @@ struct World<'w, I, O, Mk, F> {
     loops: Option<Loops<I>>,
     /// Whether the shared store lists in order (for the worker loops).
     ordered: bool,
+    /// The run-pointer deletes every process has in flight, with slow
+    /// deletes (`slow.rs`).
+    stalled: slow::Stalled,
 }
 
 impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>

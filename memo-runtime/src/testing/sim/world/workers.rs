@@ -106,7 +106,7 @@ where
         // stay what they were.
         let share = self.config.slow_deletes;
         let seed = if share > 0.0 { self.rng.random() } else { 0 };
-        let slow = SlowDeletes::new(Arc::clone(&faults), share, seed);
+        let slow = SlowDeletes::new(Arc::clone(&faults), share, seed, Arc::clone(&self.stalled));
         let late_write = Arc::new(AtomicBool::new(false));
         let objects: Arc<dyn ObjectStore> = Arc::new(Preemptible {
             inner: slow,
