@@ -170,7 +170,8 @@ impl<T: ObjectStore + Clone> ObjectStore for SlowDeletes<T> {
     }
 
     /// A conditional create of a run pointer that finds it taken lands, half
-    /// the time, a stalled delete of that pointer first (see the module).
+    /// the time, a stalled delete of that pointer before it answers: the
+    /// creator's read of what took it finds nothing (see the module).
     async fn put_opts(
         &self,
         location: &Path,
