@@ -6,7 +6,7 @@ use object_store::path::Path;
 
 use super::{MemoStore, entry_cache};
 use crate::error::{Error, Result};
-use crate::layout::{BLOB_FOLDER, MEMOS, STEP_OUTPUTS};
+use crate::layout::{BLOB_FOLDER, Layout, MEMOS, STEP_OUTPUTS};
 use crate::run_id::{Incarnation, RunId};
 
 #[cfg(doc)]
@@ -60,12 +60,7 @@ impl MemoStore {
         incarnation: Incarnation,
         folders: EntryFolders,
     ) -> Result<usize> {
-        let layout = self.layout();
-        let folders: Vec<Path> = folders
-            .names()
-            .iter()
-            .map(|folder| layout.incarnation_folder(folder, run_id, incarnation))
-            .collect();
+        let folders = folders.of_incarnation(self.layout(), run_id, incarnation);
         self.clear_folders(run_id, &folders).await
     }
 
@@ -185,10 +180,10 @@ impl MemoStore {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<Vec<Path>> {
-        let layout = self.layout();
         let mut paths = Vec::new();
-        for folder in [MEMOS, STEP_OUTPUTS] {
-            let prefix = layout.incarnation_folder(folder, run_id, incarnation);
+        let folders =
+            EntryFolders::WithStepOutputs.of_incarnation(self.layout(), run_id, incarnation);
+        for prefix in folders {
             let listed: Vec<Path> = self
                 .store()
                 .list(Some(&prefix))
@@ -253,10 +248,7 @@ impl MemoStore {
         folders: EntryFolders,
     ) -> Result<usize> {
         let mut count = 0;
-        for folder in folders.names() {
-            let prefix = self
-                .layout()
-                .incarnation_folder(folder, run_id, incarnation);
+        for prefix in folders.of_incarnation(self.layout(), run_id, incarnation) {
             count += self
                 .store()
                 .list(Some(&prefix))
@@ -275,10 +267,7 @@ impl MemoStore {
         incarnation: Incarnation,
         folders: EntryFolders,
     ) -> Result<bool> {
-        for folder in folders.names() {
-            let prefix = self
-                .layout()
-                .incarnation_folder(folder, run_id, incarnation);
+        for prefix in folders.of_incarnation(self.layout(), run_id, incarnation) {
             let first = self
                 .store()
                 .list(Some(&prefix))
@@ -304,12 +293,23 @@ pub(crate) enum EntryFolders {
 }
 
 impl EntryFolders {
-    /// The folders' names, as [`Layout`](crate::layout::Layout) takes them.
+    /// The folders' names, as [`Layout`] takes them.
     fn names(self) -> &'static [&'static str] {
         match self {
             EntryFolders::WithStepOutputs => &[MEMOS, STEP_OUTPUTS],
             EntryFolders::MemosOnly => &[MEMOS],
         }
+    }
+
+    /// These folders of incarnation `incarnation` of `run_id`.
+    fn of_incarnation(
+        self,
+        layout: &Layout,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Vec<Path> {
+        let folder = |name: &&str| layout.incarnation_folder(name, run_id, incarnation);
+        self.names().iter().map(folder).collect()
     }
 }
 
