@@ -141,8 +141,10 @@ pub(crate) async fn create_once(
     limit: Limit,
     seal: &Seal,
 ) -> Result<Created> {
-    let created = create(store, path, payload, limit, seal, WhenGone::CreateAgain).await?;
-    Ok(created.expect("a create that finds its path gone tries again"))
+    let landed = create(store, path, payload, limit, seal, WhenGone::CreateAgain).await?;
+    Ok(landed
+        .expect("a create that finds its path gone tries again")
+        .created)
 }
 
 /// [`create_once`] of an object that must never take the place of another
@@ -166,8 +168,33 @@ pub(crate) async fn create_unless_taken(
     payload: &[u8],
     limit: Limit,
     seal: &Seal,
-) -> Result<Option<Created>> {
+) -> Result<Option<Landed>> {
     create(store, path, payload, limit, seal, WhenGone::GiveUp).await
+}
+
+/// What [`create_unless_taken`] committed, or found committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Landed {
+    /// What is committed, and whose.
+    pub(crate) created: Created,
+    /// The entity tag the store answered this call's create with
+    /// ([`Created::Ours`] only, on a store that gives one): a listing that
+    /// shows the same tag at the path shows this call's object, unread.
+    pub(crate) e_tag: Option<String>,
+}
+
+impl Landed {
+    /// Whether `listed`, the entity tag a listing shows at the path, is
+    /// this call's create's: both known and equal, ignoring the quotes
+    /// that some stores put around one and not the other (Azure's
+    /// listings give the tag unquoted, its answers to a put quoted).
+    pub(crate) fn is_listed_as(&self, listed: Option<&str>) -> bool {
+        let unquoted = |tag: &str| tag.trim_matches('"').to_owned();
+        match (&self.e_tag, listed) {
+            (Some(ours), Some(listed)) => unquoted(ours) == unquoted(listed),
+            _ => false,
+        }
+    }
 }
 
 /// What a create does when its create found the path taken, or failed with
@@ -189,7 +216,7 @@ async fn create(
     limit: Limit,
     seal: &Seal,
     when_gone: WhenGone,
-) -> Result<Option<Created>> {
+) -> Result<Option<Landed>> {
     // Held to the plain frame's size whatever the seal: a sealed frame may
     // take a little more in the store, and reads allow for that.
     let size = payload.len() + envelope::OVERHEAD;
@@ -217,9 +244,12 @@ async fn create(
             Some(version) => replace(store, path, &framed, version).await,
         };
         let failure = match outcome {
-            Ok(_) => {
+            Ok(put) => {
                 let ours = envelope::payload_of_sealed(&framed, payload);
-                return Ok(Some(Created::Ours(ours)));
+                return Ok(Some(Landed {
+                    created: Created::Ours(ours),
+                    e_tag: put.e_tag,
+                }));
             }
             Err(object_store::Error::NotImplemented { .. }) => {
                 return Err(Error::ConditionalPutUnsupported {
@@ -232,7 +262,7 @@ async fn create(
             | Err(e @ object_store::Error::Precondition { .. })
             | Err(e @ object_store::Error::NotFound { .. }) => {
                 match read_entry(store, path, limit, &sealed).await? {
-                    Found::Value(committed) => return Ok(Some(classify(payload, committed))),
+                    Found::Value(committed) => return Ok(Some(found(payload, committed))),
                     Found::Absent if when_gone == WhenGone::GiveUp => return Ok(None),
                     // Swept between our create and the read: try again.
                     Found::Absent => e,
@@ -243,7 +273,7 @@ async fn create(
                 }
             }
             Err(e) => match read_entry(store, path, limit, &sealed).await {
-                Ok(Found::Value(committed)) => return Ok(Some(classify(payload, committed))),
+                Ok(Found::Value(committed)) => return Ok(Some(found(payload, committed))),
                 // Not created, or created and gone; or another writer's,
                 // gone: which, no one can tell.
                 Ok(Found::Absent) if when_gone == WhenGone::GiveUp => return Ok(None),
@@ -299,6 +329,15 @@ async fn replace(
         .await
 }
 
+/// What a create that found `committed` at its path came to: no tag of
+/// ours (whether our create wrote it is unknown).
+fn found(ours: &[u8], committed: Bytes) -> Landed {
+    Landed {
+        created: classify(ours, committed),
+        e_tag: None,
+    }
+}
+
 fn classify(ours: &[u8], committed: Bytes) -> Created {
     if committed == ours {
         Created::Same(committed)
@@ -351,10 +390,78 @@ mod tests {
             .unwrap();
         let created = create_unless_taken(&store, &path, b"ours", Limit::RECORD, &PLAIN).await;
         assert!(
-            matches!(&created, Ok(Some(Created::Theirs(b))) if b.as_ref() == b"theirs"),
+            matches!(&created, Ok(Some(Landed { created: Created::Theirs(b), e_tag: None }))
+                if b.as_ref() == b"theirs"),
             "{created:?}"
         );
         let again = create_unless_taken(&store, &path, b"theirs", Limit::RECORD, &PLAIN).await;
-        assert!(matches!(again, Ok(Some(Created::Same(_)))), "{again:?}");
+        assert!(
+            matches!(
+                again,
+                Ok(Some(Landed {
+                    created: Created::Same(_),
+                    e_tag: None
+                }))
+            ),
+            "{again:?}"
+        );
+    }
+
+    /// The tag a create answers with is the one a listing shows at the
+    /// path, on the stores a test can hold (`InMemory`, the embedded
+    /// default's `LocalFolder` and `object_store`'s local store; the
+    /// clouds' are checked by `a_new_runs_creation_reads_no_object`).
+    #[tokio::test]
+    async fn a_listing_shows_the_tag_a_create_answered_with_until_the_object_is_replaced() {
+        let folders = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let local = object_store::local::LocalFileSystem::new_with_prefix(folders[0].path());
+        let stores: [Arc<dyn ObjectStore>; 3] = [
+            Arc::new(InMemory::new()),
+            Arc::new(crate::local::LocalFolder::new(folders[1].path()).unwrap()),
+            Arc::new(local.unwrap()),
+        ];
+        let path = Path::from(PATH);
+        for store in stores {
+            let listed = async || {
+                let listing = store.list_with_delimiter(Some(&Path::from("runs/r"))).await;
+                let listing = listing.unwrap();
+                listing.objects.into_iter().find(|o| o.location == path)
+            };
+            let landed = create_unless_taken(store.as_ref(), &path, b"ours", Limit::RECORD, &PLAIN)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(matches!(landed.created, Created::Ours(_)), "{store}");
+            let tag = listed().await.unwrap().e_tag;
+            assert!(
+                landed.is_listed_as(tag.as_deref()),
+                "{store}: {landed:?} {tag:?}"
+            );
+
+            // Deleted (a stale deletion) and created again by another
+            // writer, with bytes of the same length: another tag.
+            store.delete(&path).await.unwrap();
+            create_once(store.as_ref(), &path, b"them", Limit::RECORD, &PLAIN)
+                .await
+                .unwrap();
+            let tag = listed().await.unwrap().e_tag;
+            assert!(
+                !landed.is_listed_as(tag.as_deref()),
+                "{store}: {landed:?} {tag:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tag_is_compared_without_its_quotes_and_an_unknown_one_never_matches() {
+        let ours = |e_tag: Option<&str>| Landed {
+            created: Created::Ours(Bytes::new()),
+            e_tag: e_tag.map(str::to_owned),
+        };
+        assert!(ours(Some("\"0x8D9\"")).is_listed_as(Some("0x8D9")));
+        assert!(ours(Some("0x8D9")).is_listed_as(Some("\"0x8D9\"")));
+        assert!(!ours(Some("\"0x8D9\"")).is_listed_as(Some("0x8DA")));
+        assert!(!ours(None).is_listed_as(Some("0x8D9")));
+        assert!(!ours(Some("0x8D9")).is_listed_as(None));
     }
 }

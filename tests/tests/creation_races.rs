@@ -514,3 +514,62 @@ async fn a_creator_that_finds_the_pointer_taken_and_then_gone_answers_with_the_r
         );
     }
 }
+
+/// Seed 9071's window, one round trip earlier (session 43): the stale
+/// deletion's delete of the pointer lands after the first creator's run
+/// stood and before the second creator's create, whose listing of the
+/// id's folder, like the first's, found the id new. The second's create
+/// then finds the path free; it must not answer with a run of its own
+/// beside the first (whose creation was acknowledged, and which may be
+/// running): its check after its record lists the id's folder, finds the
+/// first run's record, gives its own run up and answers with the first.
+#[tokio::test]
+async fn a_creator_whose_create_finds_a_free_path_beside_a_standing_run_answers_with_that_run() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-92");
+        let pointer = Path::from("runs/runs/order-92/run");
+        let (paused, pause) =
+            Pauses::new(backend.open(), Held::Put, Path::from("runs/runs-by-status"));
+        let second = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+        let answer = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { second.create_run(order(&run_id)).await }
+        });
+        wait_reached(pause.reached, "the second creator's Pending hint").await;
+
+        // The first creates the run, and starts it.
+        let first = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let created = first.create_run(order(&run_id)).await.unwrap();
+        let start = Commit::status(StatusChange::start_attempt(1), 2);
+        first.atomic_apply(&run_id, start).await.unwrap();
+        // The stale deletion's delete lands.
+        backend.objects().delete(&pointer).await.unwrap();
+
+        pause.release.send(()).unwrap();
+        let answered = answer.await.unwrap().unwrap();
+        assert_eq!(
+            (answered.incarnation, answered.status),
+            (created.incarnation, RunStatus::Running),
+            "{name}: the second creator answers with the run the first created"
+        );
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let current = fresh.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(current.incarnation, created.incarnation, "{name}");
+        let records: Vec<_> =
+            memo_tests::fixtures::stored_under(backend.objects().as_ref(), "runs/runs/order-92")
+                .await
+                .into_iter()
+                .filter(|path| path.ends_with("/run") && path.as_str() != pointer.as_ref())
+                .collect();
+        assert_eq!(
+            records.len(),
+            1,
+            "{name}: the second creator's record is taken back: {records:?}"
+        );
+        assert!(
+            pending(&fresh).await.is_empty(),
+            "{name}: no Pending run: the second creator's hint is dropped"
+        );
+    }
+}

@@ -154,10 +154,13 @@ async fn a_durable_step_while_a_run_runs_costs_at_most_todays_requests() {
 #[tokio::test]
 async fn a_three_step_run_costs_at_most_todays_requests() {
     let requests = run_of(3).await;
-    // Today: 13 creates, 3 GETs (the 3 step commits read none; the attempt
+    // Today: 13 creates, 2 GETs (the 3 step commits read none; the attempt
     // reads none before its workflow runs: its start answers with the
-    // receipts and inputs it folded, `atomic_apply_and_load`), 1 HEAD, 1
-    // LIST and 3 deletes: 21. Before: 23 (a checkpoint delta after the
+    // receipts and inputs it folded, `atomic_apply_and_load`), 1 HEAD, 2
+    // LISTs (the id's folder before the creation's create and after its
+    // record: the check after the record lists, where it read the pointer,
+    // to see another run's record too, session 43) and 3 deletes: 21.
+    // Before: 23 (a checkpoint delta after the
     // fourth entry, one entry before the terminal one: a delta that names
     // no base waits 5 entries now; and the creation read the pointer before
     // it listed the id's folder, which one listing answers for a new id),
@@ -171,25 +174,28 @@ async fn a_three_step_run_costs_at_most_todays_requests() {
     let today = Requests {
         creates: 13,
         overwrites: 0,
-        gets: 3,
+        gets: 2,
         heads: 1,
-        lists: 1,
+        lists: 2,
         deletes: 3,
     };
     requests.assert_at_most(today, "a 3-step run");
 }
 
 #[tokio::test]
-async fn a_new_ids_creation_lists_its_folder_once_and_an_id_in_use_reads_its_pointer() {
+async fn a_new_ids_creation_lists_its_folder_before_and_after_and_an_id_in_use_reads_its_pointer() {
     let (counting, runtime) = counted();
     let run_id = run("steps-3");
     runtime.run(&run_id, &3, &steps_workflow()).await.unwrap();
     let first = Requests::of(counting.counts());
     // The new id: one listing of its folder, which holds neither a pointer
     // nor an incarnation's folder (where a record to restore a pointer from
-    // would be), and no read of the pointer before its create.
-    assert_eq!(first.lists, 1, "{first:?}");
-    assert_eq!(first.gets, 3, "{first:?}");
+    // would be), and no read of the pointer before its create; and one
+    // listing after its record, which shows the pointer with the tag of its
+    // create (unread) and no other incarnation's folder.
+    assert_eq!(first.lists, 2, "{first:?}");
+    assert_eq!(first.gets, 2, "{first:?}");
+    assert_eq!(first.heads, 1, "{first:?}");
 
     // Delivered again to a process that never saw it: the listing finds
     // the run, whose pointer is read as before, and nothing is created.

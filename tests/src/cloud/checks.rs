@@ -101,6 +101,44 @@ pub async fn runtime_store_conformance_suite(bucket: &CloudBucket) {
     .await;
 }
 
+/// A new run's creation checks its pointer with the listing of the id's
+/// folder it makes after its record, by the entity tag the store answered
+/// its create with, and reads no object: the cloud's listing shows the tag
+/// its put answered with (Azure's unquoted, S3's quoted; compared without
+/// the quotes). A store whose tags differ would cost a `GET` a creation,
+/// and this check fails on it.
+pub async fn a_new_runs_creation_reads_no_object(bucket: &CloudBucket) {
+    use memo_runtime::runtime_store::NewRun;
+
+    let opened = bucket.open();
+    let counting = Arc::new(CountingStore::new(opened.store.clone()));
+    let runs = ObjectStoreRuntimeStore::new(counting.clone(), opened.prefix.clone());
+    let created = runs
+        .create_run(NewRun {
+            run_id: run("created-unread"),
+            workflow: "checkout".into(),
+            input: Bytes::from_static(b"order"),
+            created_at_ms: 1,
+            workflow_version: None,
+        })
+        .await
+        .unwrap();
+    let counts = counting.counts();
+    assert_eq!(
+        (counts.gets, counts.lists_with_delimiter, counts.creates),
+        (0, 2, 3),
+        "a creation lists the id's folder before its create and after its record, \
+         creates its hint, pointer and record, and reads nothing: {counts:?}"
+    );
+    let fresh = ObjectStoreRuntimeStore::new(opened.store.clone(), opened.prefix.clone());
+    let loaded = fresh
+        .load_run(&run("created-unread"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(loaded.incarnation, created.incarnation);
+}
+
 /// Thirty-two clients, each with its own connection, racing to write one
 /// key all return the one committed value.
 pub async fn thirty_two_clients_racing_one_key_converge_on_one_value(bucket: &CloudBucket) {

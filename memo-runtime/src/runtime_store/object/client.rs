@@ -15,7 +15,7 @@ use crate::layout::Layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
-use crate::write_once::{self, Created};
+use crate::write_once::{self, Created, Landed};
 
 /// How many objects are read at once.
 pub(super) const CONCURRENCY: usize = 8;
@@ -105,7 +105,7 @@ impl Client {
         payload: &[u8],
         limit: Limit,
         owner: Owner<'_>,
-    ) -> Result<Option<Created>> {
+    ) -> Result<Option<Landed>> {
         let seal = self.seal_of(owner);
         write_once::create_unless_taken(self.store.as_ref(), path, payload, limit, &seal).await
     }

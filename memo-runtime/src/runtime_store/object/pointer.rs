@@ -76,6 +76,21 @@
 //! it restored if the record is gone; that removal is one more
 //! unconditional delete of the pointer, made harmless the same way.
 //!
+//! A creator's check once its record stands is a listing of the id's
+//! folder, not a read of the pointer alone: a stale deletion's delete that
+//! lands after another creator's run stood and before this creator's
+//! create (both listings before their creates found the id new) leaves
+//! the path free, and the create succeeds beside a run whose creation was
+//! acknowledged. The listing shows that run's record (one not buried), and
+//! the creator gives its own run up and reads the id again, which restores
+//! the other's pointer (session 43, the window seed 9071's fix left). Every
+//! creator lists after its record, so of two records that stand at once,
+//! at least one creator sees the other's. What is left: until that check,
+//! the new run is the id's current run to every reader, and a reader that
+//! acts on it (starts it, answers a redelivery with it) makes its creator
+//! keep it (`give_up`), beside the other (RELIABILITY.md, "The window one
+//! round trip earlier").
+//!
 //! A create of the pointer that finds it taken and then, read back, gone
 //! (a stale deletion's delete landed in between) is not tried again: the
 //! pointer that was there may be a run's whose creation was acknowledged,
@@ -106,7 +121,7 @@ use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::NewRun;
 use crate::seal::PLAIN;
-use crate::write_once::{self, Created};
+use crate::write_once::{self, Created, Landed};
 
 mod give_up;
 
@@ -133,7 +148,8 @@ pub(super) enum Birth {
     /// exists (these are its pointer's bytes) and may have moved on.
     Restored(Bytes),
     /// The pointer was ours, but another incarnation took it before the
-    /// record stood: given up, unacknowledged.
+    /// record stood, or another incarnation's record stood beside ours:
+    /// given up, unacknowledged.
     Overtaken,
     /// Another incarnation's pointer (these bytes) was there first.
     Taken(Creation, Bytes),
@@ -330,10 +346,10 @@ impl RunPointer {
         // Taken, and gone when read: whichever pointer that was, the id is
         // read again (a second create could restore this record over a run
         // restorable from its own, as a creator's could: `create`).
-        let Some(created) = created else {
+        let Some(landed) = created else {
             return Ok(None);
         };
-        match created {
+        match landed.created {
             // `Same`: restored by another restorer too, or by our create
             // whose answer was lost; checked as our own, since the record
             // may be gone by now either way.
@@ -439,6 +455,87 @@ impl RunPointer {
             return Ok(Recorded::Current);
         }
         self.give_up(run_id, creation, bytes, &path).await
+    }
+
+    /// [`write_record`](Self::write_record) for the new incarnation
+    /// `creation`, whose pointer this call created (`landed`, with the
+    /// pointer's bytes `bytes`): the check after the record is one listing
+    /// of the id's folder instead of a read of the pointer, and the
+    /// incarnation is given up (as there) if the pointer is missing, names
+    /// another incarnation, or stands beside another incarnation's record
+    /// that is not buried.
+    ///
+    /// That record is a run a stale deletion took the pointer of before
+    /// this creation's create (seed 9071's window, session 43): its creator
+    /// found the pointer naming it once its record stood, so its creation
+    /// may have been acknowledged, and it may be running; the listing that
+    /// told this creator the id was new came before its pointer. Read
+    /// again after the give-up, the id restores that run's pointer from its
+    /// record, and the creator answers with it. Every creator writes its
+    /// record and then lists, so of two whose records stand at once at
+    /// least one sees the other's (both may, and both give up: the id is
+    /// read again). A record being taken back (a creator giving up, a
+    /// deletion's, a buried one) may make a creator give up for nothing:
+    /// it reads the id again, as after any give-up.
+    ///
+    /// The pointer is read only if the listing's entity tag for it is not
+    /// the one the store answered the create with (another object at the
+    /// path, or a store whose tags differ between the two): a creation's
+    /// check is a listing where it was a `GET`, plus a `HEAD` of another
+    /// incarnation's record (and of its tombstone, if one stands) for each
+    /// other incarnation's folder, which a new id has none of.
+    async fn record_new(
+        &self,
+        creation: &Creation,
+        landed: &Landed,
+        bytes: &[u8],
+    ) -> Result<Recorded> {
+        let run_id = &creation.run.run_id;
+        let incarnation = creation.incarnation;
+        let path = self.client.layout().incarnation_record(run_id, incarnation);
+        self.create_record(run_id, creation, bytes).await?;
+        // Listed again after a failure, as `write_record` reads again.
+        let listing = give_up::tried(|| self.id_folder(run_id)).await?;
+        let pointer = self.path(run_id);
+        let current = match listing.objects.iter().find(|o| o.location == pointer) {
+            None => false,
+            Some(listed) if landed.is_listed_as(listed.e_tag.as_deref()) => true,
+            Some(_) => give_up::tried(|| self.read_pointer(run_id))
+                .await?
+                .is_some_and(|(c, _)| c.incarnation == incarnation),
+        };
+        if current && self.rival(run_id, incarnation, &listing).await?.is_none() {
+            return Ok(Recorded::Current);
+        }
+        self.give_up(run_id, creation, bytes, &path).await
+    }
+
+    /// An incarnation other than `ours` whose folder `listing` (of the
+    /// id's folder) shows, with a record and no tombstone: a `HEAD` of
+    /// each other incarnation's record, and of the tombstone of one found.
+    async fn rival(
+        &self,
+        run_id: &RunId,
+        ours: Incarnation,
+        listing: &ListResult,
+    ) -> Result<Option<Incarnation>> {
+        for folder in &listing.common_prefixes {
+            let Some(incarnation) = folder.filename().and_then(Incarnation::parse_hex) else {
+                continue;
+            };
+            if incarnation == ours {
+                continue;
+            }
+            let record = self.client.layout().incarnation_record(run_id, incarnation);
+            if give_up::tried(|| self.client.exists(&record)).await?
+                && !give_up::tried(|| self.is_buried(run_id, incarnation)).await?
+            {
+                tracing::warn!(%run_id, incarnation = %ours, rival = %incarnation,
+                    "a new run's record stands beside another run's; given up");
+                return Ok(Some(incarnation));
+            }
+        }
+        Ok(None)
     }
 
     /// Creates the record of `creation` (whose pointer bytes are `bytes`);
@@ -584,24 +681,24 @@ impl RunPointer {
         // there may have been an acknowledged run's, removed by a stale
         // deletion and restorable from its record, which a second create
         // would take the place of (seed 9071 of session 42's survey).
-        let Some(created) = created else {
+        let Some(landed) = created else {
             return Ok(Birth::Vanished);
         };
-        match created {
+        match &landed.created {
             // `Same`: our create, whose acknowledgement was lost.
             Created::Ours(bytes) | Created::Same(bytes) => {
                 // Acknowledged only once its record exists: a stale
                 // deletion may remove the pointer before that, and then a
                 // new run of the id may take its place.
-                Ok(match self.write_record(run_id, creation, &bytes).await? {
+                Ok(match self.record_new(creation, &landed, bytes).await? {
                     Recorded::Current => Birth::Born,
-                    Recorded::Restored => Birth::Restored(bytes),
+                    Recorded::Restored => Birth::Restored(bytes.clone()),
                     Recorded::GivenUp => Birth::Overtaken,
                 })
             }
             Created::Theirs(bytes) => {
-                let theirs = decode_creation(run_id, &path, &bytes, None)?;
-                Ok(Birth::Taken(theirs, bytes))
+                let theirs = decode_creation(run_id, &path, bytes, None)?;
+                Ok(Birth::Taken(theirs, bytes.clone()))
             }
         }
     }

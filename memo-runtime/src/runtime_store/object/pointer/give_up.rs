@@ -69,6 +69,14 @@ impl RunPointer {
     /// version, but the look after it would still be needed, for writers
     /// that checked before it.
     ///
+    /// A new incarnation whose pointer still names it is given up the same
+    /// way when another incarnation's record stands beside its own
+    /// ([`record_new`](RunPointer::record_new)): read as if restored, it
+    /// is kept if a reader already wrote to it (a reader that found its
+    /// pointer in the round trips of the creator's check, and started it:
+    /// then both runs stand, a window left open), and otherwise its pointer
+    /// is deleted and the other run's restored from its record.
+    ///
     /// What is left: a deleted incarnation that a reader restored is kept
     /// if its log has entry 0 (the reader ran it again, or a deletion that
     /// stopped part way left it), where before it was removed; and a
