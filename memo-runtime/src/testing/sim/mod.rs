@@ -207,6 +207,9 @@ struct Config {
     standalone_memos: bool,
     wrong_prefix_operator: bool,
     slow_deletes: f64,
+    /// Whether a stalled delete of a run pointer may land just before a
+    /// create of it ([`Simulation::early_pointer_deletes`]).
+    early_pointer_deletes: bool,
     /// The share of worker processes whose worker loop counts as spawned
     /// ([`Simulation::spawned_loops`]).
     spawned_loops: f64,
@@ -310,6 +313,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 standalone_memos: false,
                 wrong_prefix_operator: false,
                 slow_deletes: 0.0,
+                early_pointer_deletes: false,
                 spawned_loops: 0.0,
                 signal_latency: false,
                 clock_skew_ms: 0,

@@ -2,11 +2,20 @@
 //! that status throughout the listing, once its creation was answered, and
 //! no run in another status.
 
-use crate::run_id::RunId;
+use futures::FutureExt;
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+
+use crate::layout::Layout;
+use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::{RunStatus, RunSummary};
-use crate::testing::sim::compat::fresh_run;
+use crate::testing::sim::compat::{PREFIX, fresh_run};
 
 use super::Checker;
+
+/// The invariant [`Checker::acknowledged_creation`] checks.
+pub(in crate::testing::sim) const ONE_RUN_AT_A_TIME: &str =
+    "a run id has one acknowledged run at a time";
 
 /// A run as the truth has it: its incarnation and status.
 pub(in crate::testing::sim) type Truth = Option<(u64, RunStatus)>;
@@ -22,7 +31,36 @@ impl Checker {
 
     /// A worker's store answered a `create_run` of `run_id` with
     /// `incarnation` (a new run, or the one that stood).
+    ///
+    /// Checks that no other incarnation of the id that a `create_run`
+    /// answered for before still stands (its record, and no tombstone),
+    /// unless a deletion took it: a run id has one acknowledged run at a
+    /// time. Two would both run, the id's work done twice (session 43: a
+    /// stale deletion's delete of the pointer landed between a first
+    /// creator's run and a second's create, whose listing came before the
+    /// first's; the second's check read only the pointer, its own).
     pub(in crate::testing::sim) fn acknowledged_creation(&self, run_id: &RunId, incarnation: u64) {
+        let earlier: Vec<u64> = {
+            let state = self.lock();
+            (state.created.keys())
+                .filter(|(id, other)| id == run_id && *other != incarnation)
+                .filter(|key| !state.deleted.contains_key(key))
+                .map(|(_, other)| *other)
+                .collect()
+        };
+        for other in earlier {
+            if self.stands(run_id, Incarnation::from_u64(other)) {
+                self.violation(
+                    ONE_RUN_AT_A_TIME,
+                    format!(
+                        "create_run of {run_id} answered with incarnation {} while \
+                         incarnation {}, answered for before and never deleted, stands",
+                        Incarnation::from_u64(incarnation),
+                        Incarnation::from_u64(other)
+                    ),
+                );
+            }
+        }
         let mut state = self.lock();
         state.creations += 1;
         let at = state.creations;
@@ -30,6 +68,18 @@ impl Checker {
             .created
             .entry((run_id.clone(), incarnation))
             .or_insert(at);
+    }
+
+    /// Whether incarnation `incarnation` of `run_id` has its record in the
+    /// shared store, and no tombstone.
+    fn stands(&self, run_id: &RunId, incarnation: Incarnation) -> bool {
+        let layout = Layout::new(PREFIX);
+        let exists = |path: Path| {
+            let head = self.objects().head(&path).now_or_never();
+            matches!(head, Some(Ok(_)))
+        };
+        exists(layout.incarnation_record(run_id, incarnation))
+            && !exists(layout.incarnation_tombstone(run_id, incarnation))
     }
 
     /// How many creations were answered so far: a mark to tell which
@@ -106,6 +156,7 @@ mod tests {
     use object_store::{ObjectStore, ObjectStoreExt};
 
     use crate::clock::ManualClock;
+    use crate::layout::Layout;
     use crate::run_id::RunId;
     use crate::runtime_store::{NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore};
     use crate::testing::sim::checker::Checker;
@@ -182,5 +233,58 @@ mod tests {
             violations[0].invariant,
             "an operator never lists a run that exists as absent"
         );
+    }
+
+    /// A second incarnation of an id answered for while the first, answered
+    /// for before, stands (record, no tombstone) breaks the invariant; once
+    /// the first is buried (its deletion under way) or its record is gone
+    /// (a creator's give-up), it does not.
+    #[test]
+    fn a_second_run_of_an_id_answered_for_while_the_first_stands_is_a_violation() {
+        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+        let checker = Checker::new(
+            Arc::clone(&objects),
+            Arc::new(ManualClock::new(0)),
+            0,
+            1,
+            1,
+            false,
+        );
+        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
+        let run_id = RunId::new("order-703").unwrap();
+        let created = now(store.create_run(NewRun {
+            run_id: run_id.clone(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+            workflow_version: None,
+        }))
+        .unwrap();
+        let first = created.incarnation;
+        checker.acknowledged_creation(&run_id, first.as_u64());
+        // The same run answered for again: no violation.
+        checker.acknowledged_creation(&run_id, first.as_u64());
+        assert!(
+            checker.violations().is_empty(),
+            "{:?}",
+            checker.violations()
+        );
+
+        checker.acknowledged_creation(&run_id, first.as_u64() + 1);
+        let violations = checker.violations();
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(violations[0].invariant, super::ONE_RUN_AT_A_TIME);
+
+        // Buried: a deletion of it is under way.
+        let layout = Layout::new(PREFIX);
+        let tombstone = layout.incarnation_tombstone(&run_id, first);
+        now(objects.put(&tombstone, Bytes::new().into())).unwrap();
+        checker.acknowledged_creation(&run_id, first.as_u64() + 2);
+        assert_eq!(checker.violations().len(), 1);
+        // Its record gone.
+        now(objects.delete(&tombstone)).unwrap();
+        now(objects.delete(&layout.incarnation_record(&run_id, first))).unwrap();
+        checker.acknowledged_creation(&run_id, first.as_u64() + 3);
+        assert_eq!(checker.violations().len(), 1);
     }
 }

@@ -8,6 +8,11 @@
 //! which seed 9071 of session 42's survey (a second creator's create tried
 //! again over a run restorable from its record) broke, 1 seed in 10,000
 //! with stalls drawn alone.
+//!
+//! With [`Simulation::early_pointer_deletes`], such a delete may land just
+//! before a creator's create of the pointer instead, while another run's
+//! pointer stands there: the create then finds the path free, one round
+//! trip earlier than seed 9071's window (session 43).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +48,20 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self.config.slow_deletes = share.clamp(0.0, 1.0);
         self
     }
+
+    /// With [`slow_deletes`](Self::slow_deletes): a stalled delete of a
+    /// run pointer also lands, half the time, just before another
+    /// process's conditional create of that pointer (drawn apart, so that
+    /// histories in which it does not land stay what they were), the
+    /// create held in flight as long as a slow delete first. A creator
+    /// whose listing found the id new then creates its run beside one whose
+    /// creation was acknowledged after that listing, unless its check after
+    /// its record sees the other's record (session 43). Default off.
+    #[must_use]
+    pub fn early_pointer_deletes(mut self, on: bool) -> Self {
+        self.config.early_pointer_deletes = on;
+        self
+    }
 }
 
 /// Holds a share of delete requests in flight before passing them on.
@@ -52,6 +71,9 @@ pub(super) struct SlowDeletes<T> {
     pub(super) rng: Arc<Mutex<StdRng>>,
     /// Every process's stalled deletes of run pointers (the world's).
     pub(super) stalled: Stalled,
+    /// With [`Simulation::early_pointer_deletes`]: the draws of a landing
+    /// before a create.
+    pub(super) before: Option<Arc<Mutex<StdRng>>>,
 }
 
 /// The run-pointer deletes in flight, every process's: each path, and
@@ -65,22 +87,54 @@ impl<T> SlowDeletes<T> {
             share,
             rng: Arc::new(Mutex::new(StdRng::seed_from_u64(seed))),
             stalled,
+            before: None,
         }
     }
 
+    /// Lands, with [`Simulation::early_pointer_deletes`], stalled deletes
+    /// of run pointers before creates too, drawing from `seed`.
+    pub(super) fn landing_before_creates(mut self, seed: u64) -> SlowDeletes<T> {
+        self.before = Some(Arc::new(Mutex::new(StdRng::seed_from_u64(seed))));
+        self
+    }
+
     /// Takes a stalled delete of `path` out of the world's, if one is in
-    /// flight, and (half the time) answers it to land now.
-    fn land_now(&self, path: &Path) -> Option<Arc<AtomicBool>> {
+    /// flight, and (half the time, drawn from `rng`) answers it to land
+    /// now.
+    fn land_now(&self, path: &Path, rng: &Mutex<StdRng>) -> Option<Arc<AtomicBool>> {
         let mut stalled = self.stalled.lock().unwrap_or_else(PoisonError::into_inner);
         let at = stalled.iter().position(|(p, _)| p == path)?;
         // Drawn only when a delete of the path is in flight, so that
         // other histories stay what they were.
-        let now = self
-            .rng
+        let now = rng
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .random_bool(0.5);
         now.then(|| stalled.remove(at).1)
+    }
+}
+
+impl<T: ObjectStore> SlowDeletes<T> {
+    /// Sends the stalled delete of `path` that [`land_now`](Self::land_now)
+    /// took (`landed`), after `polls` of this task's polls.
+    async fn land(&self, path: &Path, landed: Arc<AtomicBool>, polls: u32) {
+        // Claimed before it is sent, so that the stalled request never
+        // sends it too.
+        landed.store(true, Ordering::Release);
+        for _ in 0..polls {
+            await_point().await;
+        }
+        let one = stream::once(std::future::ready(Ok(path.clone()))).boxed();
+        let mut deleted = self.inner.delete_stream(one);
+        if deleted.next().await.is_none_or(|result| result.is_err()) {
+            // Not landed (a fault): the stalled delete lands when its
+            // stall ends, as it would have.
+            landed.store(false, Ordering::Release);
+            self.stalled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((path.clone(), landed));
+        }
     }
 }
 
@@ -171,7 +225,9 @@ impl<T: ObjectStore + Clone> ObjectStore for SlowDeletes<T> {
 
     /// A conditional create of a run pointer that finds it taken lands, half
     /// the time, a stalled delete of that pointer before it answers: the
-    /// creator's read of what took it finds nothing (see the module).
+    /// creator's read of what took it finds nothing (see the module). With
+    /// [`Simulation::early_pointer_deletes`], half the time it lands one
+    /// just before the create.
     async fn put_opts(
         &self,
         location: &Path,
@@ -179,26 +235,23 @@ impl<T: ObjectStore + Clone> ObjectStore for SlowDeletes<T> {
         opts: PutOptions,
     ) -> StoreResult<PutResult> {
         let create = matches!(opts.mode, PutMode::Create);
+        if create
+            && let Some(before) = &self.before
+            && let Some(landed) = self.land_now(location, before)
+        {
+            // The create is slow too: held as long as a slow delete, while
+            // other tasks go on (another creator of the id may create its
+            // run meanwhile), and sent just after the delete lands.
+            let polls = stall(before, 1.0);
+            self.land(location, landed, polls).await;
+        }
         let put = self.inner.put_opts(location, payload, opts).await;
         if create
             && self.share > 0.0
             && matches!(put, Err(object_store::Error::AlreadyExists { .. }))
-            && let Some(landed) = self.land_now(location)
+            && let Some(landed) = self.land_now(location, &self.rng)
         {
-            // Claimed before it is sent, so that the stalled request never
-            // sends it too.
-            landed.store(true, Ordering::Release);
-            let one = stream::once(std::future::ready(Ok(location.clone()))).boxed();
-            let mut deleted = self.inner.delete_stream(one);
-            if deleted.next().await.is_none_or(|result| result.is_err()) {
-                // Not landed (a fault): the stalled delete lands when its
-                // stall ends, as it would have.
-                landed.store(false, Ordering::Release);
-                self.stalled
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push((location.clone(), landed));
-            }
+            self.land(location, landed, 0).await;
         }
         put
     }

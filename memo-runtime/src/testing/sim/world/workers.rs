@@ -106,7 +106,11 @@ where
         // stay what they were.
         let share = self.config.slow_deletes;
         let seed = if share > 0.0 { self.rng.random() } else { 0 };
-        let slow = SlowDeletes::new(Arc::clone(&faults), share, seed, Arc::clone(&self.stalled));
+        let mut slow =
+            SlowDeletes::new(Arc::clone(&faults), share, seed, Arc::clone(&self.stalled));
+        if share > 0.0 && self.config.early_pointer_deletes {
+            slow = slow.landing_before_creates(self.rng.random());
+        }
         let late_write = Arc::new(AtomicBool::new(false));
         let objects: Arc<dyn ObjectStore> = Arc::new(Preemptible {
             inner: slow,
