@@ -573,3 +573,47 @@ async fn a_creator_whose_create_finds_a_free_path_beside_a_standing_run_answers_
         );
     }
 }
+
+/// The check after the record gives the new run up only for another
+/// incarnation's record that is not buried: the record of a deleted run,
+/// put back by a late writer and waiting for its recheck, stands beside the
+/// tombstone its deletion left, and a creation of the id beside it keeps
+/// its run (it is not given up and created again, which would have taken
+/// that record back on the way: the next creation's listing restores
+/// nothing from it and deletes it).
+#[tokio::test]
+async fn a_buried_record_beside_a_new_run_does_not_make_its_creator_give_it_up() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-93");
+        let (paused, pause) =
+            Pauses::new(backend.open(), Held::Put, Path::from("runs/runs-by-status"));
+        let creator = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+        let answer = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { creator.create_run(order(&run_id)).await }
+        });
+        wait_reached(pause.reached, "the creator's Pending hint").await;
+
+        // A deleted run's record, put back late, and its tombstone: the
+        // record of a run of the id made under another prefix, copied.
+        let elsewhere = ObjectStoreRuntimeStore::new(backend.open(), "elsewhere");
+        let deleted = elsewhere.create_run(order(&run_id)).await.unwrap();
+        let deleted = deleted.incarnation;
+        let objects = backend.objects();
+        let made = Path::from(format!("elsewhere/runs/order-93/{deleted}/run"));
+        let bytes = objects.get(&made).await.unwrap().bytes().await.unwrap();
+        let record = Path::from(format!("runs/runs/order-93/{deleted}/run"));
+        objects.put(&record, bytes.into()).await.unwrap();
+        let tombstone = Path::from(format!("runs/tombstones/order-93.{deleted}"));
+        objects.put(&tombstone, PutPayload::new()).await.unwrap();
+
+        pause.release.send(()).unwrap();
+        let created = answer.await.unwrap().unwrap();
+        assert_ne!(created.incarnation, deleted, "{name}");
+        assert!(
+            objects.head(&record).await.is_ok(),
+            "{name}: the creator kept its run: no second turn took the buried record back"
+        );
+    }
+}
