@@ -407,6 +407,24 @@ async fn a_creation_refused_for_another_input_puts_back_the_pending_hint_of_a_ru
     assert_eq!(pending(&other).await, vec![run_id]);
 }
 
+/// A creation of `run_id` over `objects` (`wrap`ped: a process's own
+/// store), stopped at its `Pending` hint once its listing found the id
+/// new: its answer, and the sender that lets it go on.
+async fn creation_stopped_at_its_hint(
+    objects: Arc<dyn ObjectStore>,
+    wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
+    run_id: &RunId,
+) -> (JoinHandle<Result<RunRecord, Error>>, oneshot::Sender<()>) {
+    let (paused, pause) = Pauses::new(objects, Held::Put, Path::from("runs/runs-by-status"));
+    let creator = ObjectStoreRuntimeStore::new(wrap(Arc::new(paused)), "runs");
+    let answer = tokio::spawn({
+        let run_id = run_id.clone();
+        async move { creator.create_run(order(&run_id)).await }
+    });
+    wait_reached(pause.reached, "the creator's Pending hint").await;
+    (answer, pause.release)
+}
+
 /// A store whose first conditional create of `pointer` that finds it
 /// taken deletes it from `shared` before answering: a stale deletion's
 /// unconditional delete of the pointer that lands between a creator's
@@ -471,25 +489,20 @@ async fn a_creator_that_finds_the_pointer_taken_and_then_gone_answers_with_the_r
         let pointer = Path::from("runs/runs/order-91/run");
         // The second creator stops at its `Pending` hint, after its
         // listing found the id new.
-        let (paused, pause) =
-            Pauses::new(backend.open(), Held::Put, Path::from("runs/runs-by-status"));
-        let loses = LosesThePointer {
-            inner: Arc::new(paused),
-            shared: backend.objects(),
-            pointer: pointer.clone(),
-            lost: std::sync::atomic::AtomicBool::new(false),
+        let loses = |paused| -> Arc<dyn ObjectStore> {
+            Arc::new(LosesThePointer {
+                inner: paused,
+                shared: backend.objects(),
+                pointer: pointer.clone(),
+                lost: std::sync::atomic::AtomicBool::new(false),
+            })
         };
-        let second = ObjectStoreRuntimeStore::new(Arc::new(loses), "runs");
-        let answer = tokio::spawn({
-            let run_id = run_id.clone();
-            async move { second.create_run(order(&run_id)).await }
-        });
-        wait_reached(pause.reached, "the second creator's Pending hint").await;
+        let (answer, release) = creation_stopped_at_its_hint(backend.open(), loses, &run_id).await;
 
         let first = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         let created = first.create_run(order(&run_id)).await.unwrap();
 
-        pause.release.send(()).unwrap();
+        release.send(()).unwrap();
         let answered = answer.await.unwrap().unwrap();
         assert_eq!(
             (answered.incarnation, answered.status),
@@ -529,14 +542,7 @@ async fn a_creator_whose_create_finds_a_free_path_beside_a_standing_run_answers_
         let name = backend.name();
         let run_id = run("order-92");
         let pointer = Path::from("runs/runs/order-92/run");
-        let (paused, pause) =
-            Pauses::new(backend.open(), Held::Put, Path::from("runs/runs-by-status"));
-        let second = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
-        let answer = tokio::spawn({
-            let run_id = run_id.clone();
-            async move { second.create_run(order(&run_id)).await }
-        });
-        wait_reached(pause.reached, "the second creator's Pending hint").await;
+        let (answer, release) = creation_stopped_at_its_hint(backend.open(), |s| s, &run_id).await;
 
         // The first creates the run, and starts it.
         let first = ObjectStoreRuntimeStore::new(backend.open(), "runs");
@@ -546,7 +552,7 @@ async fn a_creator_whose_create_finds_a_free_path_beside_a_standing_run_answers_
         // The stale deletion's delete lands.
         backend.objects().delete(&pointer).await.unwrap();
 
-        pause.release.send(()).unwrap();
+        release.send(()).unwrap();
         let answered = answer.await.unwrap().unwrap();
         assert_eq!(
             (answered.incarnation, answered.status),
@@ -586,14 +592,7 @@ async fn a_buried_record_beside_a_new_run_does_not_make_its_creator_give_it_up()
     for backend in Backend::all() {
         let name = backend.name();
         let run_id = run("order-93");
-        let (paused, pause) =
-            Pauses::new(backend.open(), Held::Put, Path::from("runs/runs-by-status"));
-        let creator = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
-        let answer = tokio::spawn({
-            let run_id = run_id.clone();
-            async move { creator.create_run(order(&run_id)).await }
-        });
-        wait_reached(pause.reached, "the creator's Pending hint").await;
+        let (answer, release) = creation_stopped_at_its_hint(backend.open(), |s| s, &run_id).await;
 
         // A deleted run's record, put back late, and its tombstone: the
         // record of a run of the id made under another prefix, copied.
@@ -608,7 +607,7 @@ async fn a_buried_record_beside_a_new_run_does_not_make_its_creator_give_it_up()
         let tombstone = Path::from(format!("runs/tombstones/order-93.{deleted}"));
         objects.put(&tombstone, PutPayload::new()).await.unwrap();
 
-        pause.release.send(()).unwrap();
+        release.send(()).unwrap();
         let created = answer.await.unwrap().unwrap();
         assert_ne!(created.incarnation, deleted, "{name}");
         assert!(

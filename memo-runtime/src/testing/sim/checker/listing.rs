@@ -148,25 +148,15 @@ impl Checker {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use bytes::Bytes;
-    use futures::{FutureExt, TryStreamExt};
+    use futures::TryStreamExt;
     use object_store::path::Path;
     use object_store::{ObjectStore, ObjectStoreExt};
 
-    use crate::clock::ManualClock;
     use crate::layout::Layout;
-    use crate::run_id::RunId;
-    use crate::runtime_store::{NewRun, ObjectStoreRuntimeStore, RunStatus, RuntimeStore};
-    use crate::testing::sim::checker::Checker;
+    use crate::runtime_store::{RunStatus, RuntimeStore};
+    use crate::testing::sim::checker::tests::{created_run, now};
     use crate::testing::sim::compat::PREFIX;
-    use crate::testing::sim::stores::Shared;
-
-    /// Runs `future`, which completes at once over `InMemory`.
-    fn now<T>(future: impl Future<Output = T>) -> T {
-        future.now_or_never().expect("completes at once")
-    }
 
     /// Seeds 3070 and 9652 of the deployment world: a creator wrote its
     /// `Pending` hint, a tidying listing deleted it (no pointer yet), the
@@ -178,25 +168,7 @@ mod tests {
     /// hint, still breaks this).
     #[test]
     fn a_listing_leaves_out_a_run_only_while_no_creation_of_it_was_answered() {
-        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
-        let checker = Checker::new(
-            Arc::clone(&objects),
-            Arc::new(ManualClock::new(0)),
-            0,
-            1,
-            1,
-            false,
-        );
-        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
-        let run_id = RunId::new("order-3070").unwrap();
-        let created = now(store.create_run(NewRun {
-            run_id: run_id.clone(),
-            workflow: "w".into(),
-            input: Bytes::new(),
-            created_at_ms: 0,
-            workflow_version: None,
-        }))
-        .unwrap();
+        let (objects, checker, store, run_id, created) = created_run("order-3070");
         // The run as a creation under way leaves it once a tidying listing
         // deleted its hint: pointer and record, no hint.
         let hints = Path::from(format!("{PREFIX}/runs-by-status"));
@@ -241,25 +213,7 @@ mod tests {
     /// (a creator's give-up), it does not.
     #[test]
     fn a_second_run_of_an_id_answered_for_while_the_first_stands_is_a_violation() {
-        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
-        let checker = Checker::new(
-            Arc::clone(&objects),
-            Arc::new(ManualClock::new(0)),
-            0,
-            1,
-            1,
-            false,
-        );
-        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
-        let run_id = RunId::new("order-703").unwrap();
-        let created = now(store.create_run(NewRun {
-            run_id: run_id.clone(),
-            workflow: "w".into(),
-            input: Bytes::new(),
-            created_at_ms: 0,
-            workflow_version: None,
-        }))
-        .unwrap();
+        let (objects, checker, _, run_id, created) = created_run("order-703");
         let first = created.incarnation;
         checker.acknowledged_creation(&run_id, first.as_u64());
         // The same run answered for again: no violation.

@@ -662,8 +662,35 @@ mod tests {
     use crate::testing::sim::stores::Shared;
 
     /// Runs `future`, which completes at once over `InMemory`.
-    fn now<T>(future: impl Future<Output = T>) -> T {
+    pub(super) fn now<T>(future: impl Future<Output = T>) -> T {
         future.now_or_never().expect("completes at once")
+    }
+
+    /// A checker over a new `InMemory` store.
+    pub(super) fn checker() -> (Shared, Checker) {
+        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+        let clock = Arc::new(ManualClock::new(0));
+        let checker = Checker::new(Arc::clone(&objects), clock, 0, 1, 1, false);
+        (objects, checker)
+    }
+
+    /// A [`checker`], a run store over its objects, and run `id` created in
+    /// it (workflow `w`, an empty input).
+    pub(super) fn created_run(
+        id: &str,
+    ) -> (Shared, Checker, ObjectStoreRuntimeStore, RunId, RunRecord) {
+        let (objects, checker) = self::checker();
+        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
+        let run_id = RunId::new(id).unwrap();
+        let created = now(store.create_run(NewRun {
+            run_id: run_id.clone(),
+            workflow: "w".into(),
+            input: Bytes::new(),
+            created_at_ms: 0,
+            workflow_version: None,
+        }))
+        .unwrap();
+        (objects, checker, store, run_id, created)
     }
 
     /// Seed 620 of the deployment world: a worker's commit of a start lands,
@@ -673,25 +700,7 @@ mod tests {
     /// against the run as the deletion found it, not as missing.
     #[test]
     fn a_commit_reported_after_its_run_ended_and_was_deleted_is_checked_against_the_deleted_run() {
-        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
-        let checker = Checker::new(
-            Arc::clone(&objects),
-            Arc::new(ManualClock::new(0)),
-            0,
-            1,
-            1,
-            false,
-        );
-        let store = ObjectStoreRuntimeStore::new(Arc::clone(&objects), PREFIX);
-        let run_id = RunId::new("order-620").unwrap();
-        let created = now(store.create_run(NewRun {
-            run_id: run_id.clone(),
-            workflow: "w".into(),
-            input: Bytes::new(),
-            created_at_ms: 0,
-            workflow_version: None,
-        }))
-        .unwrap();
+        let (_, checker, store, run_id, created) = created_run("order-620");
         let start = |attempt| Commit::status(StatusChange::start_attempt(attempt), 1);
         let told: RunRecord = now(store.atomic_apply(&run_id, start(1))).unwrap();
         now(store.atomic_apply(&run_id, start(2))).unwrap();
@@ -729,15 +738,7 @@ mod tests {
     fn a_side_effect_whose_call_never_returned_leaves_nothing_to_match() {
         use crate::MemoStore;
         use crate::run_id::Incarnation;
-        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
-        let checker = Checker::new(
-            Arc::clone(&objects),
-            Arc::new(ManualClock::new(0)),
-            0,
-            1,
-            1,
-            false,
-        );
+        let (objects, checker) = self::checker();
         let run_id = RunId::new("sim-3").unwrap();
         let memo = MemoStore::new(objects, PREFIX).memo_for(&run_id, Incarnation::from_u64(7), 1);
         let effect = checker.effect_started(&memo, "aa");
