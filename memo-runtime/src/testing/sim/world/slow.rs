@@ -127,8 +127,10 @@ impl<T: ObjectStore> SlowDeletes<T> {
         let one = stream::once(std::future::ready(Ok(path.clone()))).boxed();
         let mut deleted = self.inner.delete_stream(one);
         if deleted.next().await.is_none_or(|result| result.is_err()) {
-            // Not landed (a fault): the stalled delete lands when its
-            // stall ends, as it would have.
+            // Not landed (a fault): put back, to land when its stall ends
+            // or at another create; if its request saw the claim while we
+            // waited and returned, it never lands, as a delete a fault
+            // took.
             landed.store(false, Ordering::Release);
             self.stalled
                 .lock()
