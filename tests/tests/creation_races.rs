@@ -19,7 +19,7 @@ use memo_runtime::runtime_store::{
     Commit, NewInput, NewRun, ObjectStoreRuntimeStore, RunRecord, RunStatus, RuntimeStore,
     StatusChange,
 };
-use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{Bytes, Error, Incarnation, RunId};
 use memo_tests::fixtures::{Backend, run};
 use memo_tests::pause::{Held, Pauses, wait_reached};
@@ -75,17 +75,25 @@ impl AfterPut {
     }
 }
 
-impl std::fmt::Debug for AfterPut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AfterPut({})", self.path)
-    }
+/// `Debug` and `Display` for a test store, as its type and the path it
+/// acts on: `Name(path)`.
+macro_rules! shown_by_path {
+    ($store:ident, $path:ident) => {
+        impl std::fmt::Debug for $store {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, concat!(stringify!($store), "({})"), self.$path)
+            }
+        }
+
+        impl std::fmt::Display for $store {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(self, f)
+            }
+        }
+    };
 }
 
-impl std::fmt::Display for AfterPut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
+shown_by_path!(AfterPut, path);
 
 #[async_trait::async_trait]
 impl ObjectStore for AfterPut {
@@ -436,17 +444,7 @@ struct LosesThePointer {
     lost: std::sync::atomic::AtomicBool,
 }
 
-impl std::fmt::Debug for LosesThePointer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LosesThePointer({})", self.pointer)
-    }
-}
-
-impl std::fmt::Display for LosesThePointer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
+shown_by_path!(LosesThePointer, pointer);
 
 #[async_trait::async_trait]
 impl ObjectStore for LosesThePointer {
@@ -614,5 +612,41 @@ async fn a_buried_record_beside_a_new_run_does_not_make_its_creator_give_it_up()
             objects.head(&record).await.is_ok(),
             "{name}: the creator kept its run: no second turn took the buried record back"
         );
+    }
+}
+
+/// A creation whose create of the pointer lands and is reported failed (a
+/// lost acknowledgement) reads the pointer back, finds its own bytes, and
+/// has no entity tag of its create to check the listing by: its check
+/// after the record reads the pointer instead, and the run is created
+/// once and answered, by one create of the pointer.
+#[tokio::test]
+async fn a_creation_whose_pointer_create_lost_its_acknowledgement_creates_the_run_once() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-95");
+        let pointer = Path::from("runs/runs/order-95/run");
+        let faults = FaultInjectingStore::new(backend.open());
+        faults.inject(
+            FaultRule::fail_after(RequestKind::Create)
+                .matching({
+                    let pointer = pointer.clone();
+                    move |path| *path == pointer
+                })
+                .times(1),
+        );
+        let counting = Arc::new(CountingStore::new(faults));
+        let creator = ObjectStoreRuntimeStore::new(counting.clone(), "runs");
+        let created = creator.create_run(order(&run_id)).await.unwrap();
+        assert_eq!(created.status, RunStatus::Pending, "{name}");
+        let counts = counting.counts();
+        // The hint, the pointer (once) and the record; the read back of the
+        // pointer after the failed create, and the check's read of it.
+        assert_eq!((counts.creates, counts.gets), (3, 2), "{name}: {counts:?}");
+
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let current = fresh.load_run(&run_id).await.unwrap().unwrap();
+        assert_eq!(current.incarnation, created.incarnation, "{name}");
+        assert_eq!(pending(&fresh).await, vec![run_id], "{name}");
     }
 }
