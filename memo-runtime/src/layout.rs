@@ -112,6 +112,12 @@
 //! `tombstones/` (it restores a record found with no pointer, as it did),
 //! and after a rollback they stay until a pass of a release that knows them.
 //!
+//! A deleted run's pointer is vacated (`vacant <inc>`, unframed), not
+//! deleted, until the deletion's recheck: not additive for a release
+//! before it, which reads a vacated pointer as corrupt and refuses that
+//! id (changing nothing) until the recheck or a newer release's run of the
+//! id replaces it (`docs/guide/stored-format.md`).
+//!
 //! An incarnation record is a copy of the run pointer in the incarnation's
 //! own folder, from which a pointer that a stalled deletion removed is
 //! restored. Records were added to version 2 the same way, additive both

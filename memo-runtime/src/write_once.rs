@@ -66,21 +66,74 @@ pub(crate) async fn read(
     limit: Limit,
     seal: &Seal,
 ) -> Result<Option<Bytes>> {
-    Ok(match read_entry(store, path, limit, seal).await? {
-        Found::Value(payload) => Some(payload),
-        Found::Absent | Found::Stale(_) => None,
-    })
+    Ok(
+        match read_entry(store, path, limit, seal, Vacancy::Refused).await? {
+            Found::Value(payload, _) => Some(payload),
+            Found::Absent | Found::Stale(_) => None,
+            Found::Vacant(..) => unreachable!("vacancy is refused"),
+        },
+    )
+}
+
+/// How a vacated run pointer begins: `vacant <incarnation>`, unframed (a
+/// frame begins with `MEMO`), written by a deletion's conditional update of
+/// the pointer it read (`runtime_store/object/pointer.rs`).
+pub(crate) const VACANT: &[u8] = b"vacant ";
+
+/// What a run pointer's path holds ([`read_pointer_slot`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// A committed payload, and the version read.
+    Value(Bytes, UpdateVersion),
+    /// A vacated pointer: its bytes, and the version read, for a
+    /// conditional update of it.
+    Vacant(Bytes, UpdateVersion),
+    /// No object.
+    Absent,
+}
+
+/// Reads the run pointer at `path`, sealed by `seal`, with its version:
+/// as [`read`], but a vacated pointer (see [`VACANT`]) reads as such,
+/// where at any other path it is not a frame, and so corrupt.
+///
+/// # Errors
+///
+/// As [`read`].
+pub(crate) async fn read_pointer_slot(
+    store: &dyn ObjectStore,
+    path: &Path,
+    limit: Limit,
+    seal: &Seal,
+) -> Result<Slot> {
+    Ok(
+        match read_entry(store, path, limit, seal, Vacancy::Read).await? {
+            Found::Value(payload, version) => Slot::Value(payload, version),
+            Found::Vacant(bytes, version) => Slot::Vacant(bytes, version),
+            Found::Absent | Found::Stale(_) => Slot::Absent,
+        },
+    )
+}
+
+/// Whether a read takes an object that begins with [`VACANT`] for a
+/// vacated run pointer (run pointers only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Vacancy {
+    Read,
+    Refused,
 }
 
 /// What [`read_entry`] found at a path.
 enum Found {
-    /// A committed payload.
-    Value(Bytes),
+    /// A committed payload, and the version read.
+    Value(Bytes, UpdateVersion),
     /// No object.
     Absent,
     /// An entry of a cleared standalone run: a miss, which a create
     /// replaces; the version read, for a conditional update of it.
     Stale(UpdateVersion),
+    /// A vacated run pointer ([`Vacancy::Read`] only): a miss, which a
+    /// create replaces by a conditional update of the version read.
+    Vacant(Bytes, UpdateVersion),
 }
 
 async fn read_entry(
@@ -88,10 +141,14 @@ async fn read_entry(
     path: &Path,
     limit: Limit,
     seal: &Seal,
+    vacancy: Vacancy,
 ) -> Result<Found> {
     let Some((framed, version)) = read_bounded(store, path, limit).await? else {
         return Ok(Found::Absent);
     };
+    if vacancy == Vacancy::Read && framed.starts_with(VACANT) {
+        return Ok(Found::Vacant(framed, version));
+    }
     let key = envelope::data_key_ref(&framed);
     let Some(seal) = seal.for_reading_entry(path, key).await? else {
         tracing::debug!(%path, "an entry of a cleared standalone run reads as a miss");
@@ -101,7 +158,7 @@ async fn read_entry(
     if payload.len() as u64 > limit.max_payload() {
         return Err(limit.payload_exceeded(path, payload.len() as u64));
     }
-    Ok(Found::Value(payload))
+    Ok(Found::Value(payload, version))
 }
 
 /// Creates the object at `path` holding `payload` (framed and sealed by
@@ -157,6 +214,13 @@ pub(crate) async fn create_once(
 /// and the run is restored from its record by the next reader; a new run's
 /// pointer in its place would take the place of a run whose creation was
 /// acknowledged.
+///
+/// A vacated pointer at `path` (see [`VACANT`]) is no object to this
+/// create: it is replaced by a conditional update of the version read, so
+/// that of two creators one wins and the other reads the winner's pointer,
+/// as two creates of a free path end; `None` if that version changed into
+/// nothing, and after a create whose outcome is unknown that finds one
+/// (our pointer may have landed and been vacated since).
 ///
 /// # Errors
 ///
@@ -229,6 +293,10 @@ async fn create(
     }
     let mut sealed = seal.for_writing(path).await?;
     let mut framed = envelope::seal(path, payload, &sealed);
+    let vacancy = match when_gone {
+        WhenGone::GiveUp => Vacancy::Read,
+        WhenGone::CreateAgain => Vacancy::Refused,
+    };
     // The entry of a cleared standalone run found at `path`, to replace.
     let mut stale = None;
     let mut attempt = 0;
@@ -261,35 +329,43 @@ async fn create(
             Err(e @ object_store::Error::AlreadyExists { .. })
             | Err(e @ object_store::Error::Precondition { .. })
             | Err(e @ object_store::Error::NotFound { .. }) => {
-                match read_entry(store, path, limit, &sealed).await? {
-                    Found::Value(committed) => return Ok(Some(found(payload, committed))),
+                match read_entry(store, path, limit, &sealed, vacancy).await? {
+                    Found::Value(committed, _) => return Ok(Some(found(payload, committed))),
                     Found::Absent if when_gone == WhenGone::GiveUp => return Ok(None),
                     // Swept between our create and the read: try again.
                     Found::Absent => e,
-                    Found::Stale(version) => {
+                    // Refused: ours did not land, and a vacated pointer
+                    // (whatever was there before it) is replaced by a
+                    // conditional update, which one writer wins.
+                    Found::Stale(version) | Found::Vacant(_, version) => {
                         stale = Some(version);
                         e
                     }
                 }
             }
-            Err(e) => match read_entry(store, path, limit, &sealed).await {
-                Ok(Found::Value(committed)) => return Ok(Some(found(payload, committed))),
+            Err(e) => match read_entry(store, path, limit, &sealed, vacancy).await {
+                Ok(Found::Value(committed, _)) => return Ok(Some(found(payload, committed))),
                 // Not created, or created and gone; or another writer's,
-                // gone: which, no one can tell.
-                Ok(Found::Absent) if when_gone == WhenGone::GiveUp => return Ok(None),
+                // gone: which, no one can tell. And a vacated pointer may
+                // be ours, landed and vacated by a deletion since.
+                Ok(Found::Absent | Found::Vacant(..)) if when_gone == WhenGone::GiveUp => {
+                    return Ok(None);
+                }
                 Ok(Found::Stale(version)) => {
                     stale = Some(version);
                     e
                 }
-                Ok(Found::Absent) | Err(_) => e,
+                Ok(Found::Absent | Found::Vacant(..)) | Err(_) => e,
             },
         };
         // A second create could land where another writer's object was
-        // and went, unseen (a create taken by it whose answer was lost).
-        if attempt >= CREATE_ATTEMPTS || when_gone == WhenGone::GiveUp {
+        // and went, unseen (a create taken by it whose answer was lost);
+        // a conditional update of a vacated pointer cannot.
+        let replacing = stale.is_some();
+        if attempt >= CREATE_ATTEMPTS || (when_gone == WhenGone::GiveUp && !replacing) {
             return Err(Error::store(path, failure));
         }
-        if stale.is_some() {
+        if replacing && vacancy == Vacancy::Refused {
             // The entry there was sealed with a generation of its run's
             // key that the key store no longer holds; ours may have been
             // too (fetched before the same forget): seal it with the key
@@ -463,5 +539,68 @@ mod tests {
         assert!(!ours(Some("\"0x8D9\"")).is_listed_as(Some("0x8DA")));
         assert!(!ours(None).is_listed_as(Some("0x8D9")));
         assert!(!ours(Some("0x8D9")).is_listed_as(None));
+    }
+
+    /// A vacated run pointer is no object to a pointer's create: replaced
+    /// by a conditional update, which one of two creators wins (the other
+    /// reads the winner's pointer, as after two creates of a free path),
+    /// on the stores a test can hold. At any other path it is not a
+    /// frame: corrupt, never a miss.
+    #[tokio::test]
+    async fn a_vacated_pointer_is_replaced_once_and_is_corrupt_anywhere_else() {
+        let folder = tempfile::tempdir().unwrap();
+        let stores: [Arc<dyn ObjectStore>; 2] = [
+            Arc::new(InMemory::new()),
+            Arc::new(crate::local::LocalFolder::new(folder.path()).unwrap()),
+        ];
+        for store in stores {
+            let path = Path::from(PATH);
+            store
+                .put(&path, PutPayload::from_static(b"vacant 0000000000000001"))
+                .await
+                .unwrap();
+            let slot = read_pointer_slot(store.as_ref(), &path, Limit::RECORD, &PLAIN).await;
+            let Ok(Slot::Vacant(bytes, version)) = slot else {
+                panic!("{store}: {slot:?}");
+            };
+            assert_eq!(&bytes[..], b"vacant 0000000000000001", "{store}");
+
+            // A creator that read the vacated version loses to one that
+            // replaced it first.
+            let first =
+                create_unless_taken(store.as_ref(), &path, b"a", Limit::RECORD, &PLAIN).await;
+            assert!(
+                matches!(&first, Ok(Some(Landed { created: Created::Ours(b), .. })) if b.as_ref() == b"a"),
+                "{store}: {first:?}"
+            );
+            let late = store
+                .put_opts(
+                    &path,
+                    PutPayload::from_static(b"b"),
+                    PutOptions::from(PutMode::Update(version)),
+                )
+                .await;
+            assert!(
+                matches!(late, Err(object_store::Error::Precondition { .. })),
+                "{store}: {late:?}"
+            );
+            let second =
+                create_unless_taken(store.as_ref(), &path, b"b", Limit::RECORD, &PLAIN).await;
+            assert!(
+                matches!(&second, Ok(Some(Landed { created: Created::Theirs(b), .. })) if b.as_ref() == b"a"),
+                "{store}: {second:?}"
+            );
+
+            let entry = Path::from("memos/r/entry");
+            store
+                .put(&entry, PutPayload::from_static(b"vacant 0000000000000001"))
+                .await
+                .unwrap();
+            let read = read(store.as_ref(), &entry, Limit::RECORD, &PLAIN).await;
+            assert!(
+                matches!(read, Err(Error::Corrupt { .. })),
+                "{store}: {read:?}"
+            );
+        }
     }
 }

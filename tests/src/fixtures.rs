@@ -248,6 +248,36 @@ pub async fn stored_under(objects: &dyn ObjectStore, prefix: &str) -> Vec<String
     paths
 }
 
+/// Whether the object at `path` is a vacated run pointer: what a deletion
+/// of a run leaves at its pointer (`vacant <incarnation>`) until a
+/// retention pass's recheck of it (`RuntimeStore::forget_deleted`)
+/// removes it, as it removes the run's tombstone.
+pub async fn is_vacated_pointer(objects: &dyn ObjectStore, path: &str) -> bool {
+    use memo_runtime::object_store::ObjectStoreExt;
+    let path = memo_runtime::object_store::path::Path::from(path);
+    if path.filename() != Some("run") {
+        return false;
+    }
+    match objects.get(&path).await {
+        Ok(got) => got.bytes().await.unwrap().starts_with(b"vacant "),
+        Err(_) => false,
+    }
+}
+
+/// `paths` (of `objects`) without what a deletion keeps until a retention
+/// pass's recheck removes it: the tombstones of deleted incarnations
+/// (`runs/tombstones/<run>.<inc>`) and vacated run pointers
+/// ([`is_vacated_pointer`]). What must not be left besides them.
+pub async fn but_deletion_remains(objects: &dyn ObjectStore, paths: Vec<String>) -> Vec<String> {
+    let mut kept = Vec::new();
+    for path in paths {
+        if !path.contains("tombstones/") && !is_vacated_pointer(objects, &path).await {
+            kept.push(path);
+        }
+    }
+    kept
+}
+
 /// How many memo and step-output objects of `run` the object store lists,
 /// counted without asking [`MemoStore`] (so a bug in its own listing cannot
 /// hide them).

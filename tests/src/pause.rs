@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
+use memo_runtime::Bytes;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{
     self, GetOptions, GetResult, ObjectMeta, ObjectStore, PutOptions, PutPayload, PutResult,
@@ -30,6 +31,10 @@ pub enum Held {
     /// The first read of an object under the prefix: it reads what is
     /// there once released.
     Get,
+    /// The first conditional update under the prefix that vacates a run
+    /// pointer (its payload begins `vacant `): a deletion's, or a creator's
+    /// giving its run up. It lands, or is refused, once released.
+    Vacate,
 }
 
 /// The held request's side of a [`Pause`]: it says it got there, then
@@ -137,7 +142,11 @@ impl ObjectStore for Pauses {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        if self.held == Held::Put
+        let vacates = || {
+            matches!(opts.mode, object_store::PutMode::Update(_))
+                && Bytes::from(payload.clone()).starts_with(b"vacant ")
+        };
+        if (self.held == Held::Put || (self.held == Held::Vacate && vacates()))
             && let Some(gate) = Pauses::take_gate(&self.gate, &self.prefix, location)
         {
             wait_at(gate).await;

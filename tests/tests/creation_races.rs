@@ -1,8 +1,9 @@
 //! A creation of a run id racing a stale deletion of the id's earlier run
 //! (issue 20; seed 1778 of session 24's survey). A creator writes its new
-//! run's pointer and then its record; a sweeper that checked the earlier
-//! run before deletes the pointer in between (object stores delete
-//! unconditionally), so the creator finds no pointer once its record
+//! run's pointer and then its record; a stale delete of the pointer lands
+//! in between (object stores delete unconditionally: a sweeper's deletion
+//! in a release before vacated pointers, a recheck's delete of a swept
+//! pointer now), so the creator finds no pointer once its record
 //! stands. A reader that looks meanwhile restores the pointer from the
 //! record and may act on the run; the creator must then not remove what
 //! that reader acted on. Each interleaving is staged deterministically:
@@ -10,7 +11,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::TryStreamExt;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::object_store::{
     self, ObjectStore, ObjectStoreExt, PutOptions, PutPayload, PutResult,
@@ -21,7 +21,7 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::{Bytes, Error, Incarnation, RunId};
-use memo_tests::fixtures::{Backend, run};
+use memo_tests::fixtures::{Backend, but_deletion_remains, run, stored_under};
 use memo_tests::pause::{Held, Pauses, wait_reached};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -52,9 +52,9 @@ fn paid() -> NewInput {
     }
 }
 
-/// A store that, once the first put of `path` is done, tells the test and
-/// waits for it before answering: the creator stalls between its pointer
-/// and its record.
+/// A store that, once the first put of `path` that succeeds is done, tells
+/// the test and waits for it before answering: the creator stalls between
+/// its pointer and its record.
 struct AfterPut {
     inner: Arc<dyn ObjectStore>,
     path: Path,
@@ -104,7 +104,7 @@ impl ObjectStore for AfterPut {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         let put = self.inner.put_opts(location, payload, opts).await;
-        let gate = (*location == self.path)
+        let gate = (*location == self.path && put.is_ok())
             .then(|| self.gate.lock().unwrap().take())
             .flatten();
         if let Some((done, go)) = gate {
@@ -127,12 +127,16 @@ struct Staged {
     old: Incarnation,
 }
 
-/// Seed 1778's interleaving up to the creator's record. Sweeper A checks
-/// the expired run and stalls at its pointer delete; sweeper B deletes the
-/// run in full; a redelivery (the creator, whose store is `creators`
-/// around the backend) writes the new run's pointer and stalls before its
-/// record; A's delete then removes the new pointer, and the creator goes
-/// on: it writes its record and finds no pointer.
+/// Seed 1778's interleaving up to the creator's record, staged with the
+/// one unconditional delete of a run pointer that is left (a release
+/// before vacated pointers deleted the pointer in every deletion; seed
+/// 1778's was a second sweeper's, stalled): a sweeper deletes the expired
+/// run, vacating its pointer; a retention pass's recheck of the deletion
+/// marks the vacated pointer swept and stalls at its delete; a redelivery
+/// (the creator, whose store is `creators` around the backend) writes the
+/// new run's pointer over the swept one and stalls before its record; the
+/// recheck's delete then removes the new pointer, and the creator goes on:
+/// it writes its record and finds no pointer.
 async fn a_creation_racing_a_stale_deletion(
     backend: &Backend,
     run_id: &RunId,
@@ -142,14 +146,13 @@ async fn a_creation_racing_a_stale_deletion(
     let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
     worker.create_run(order(run_id)).await.unwrap();
     let old = worker.atomic_apply(run_id, completed()).await.unwrap();
+    assert!(worker.delete_run(run_id, old.incarnation).await.unwrap());
 
     let (paused, stale) = Pauses::new(backend.open(), Held::Delete, pointer.clone());
-    let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
-    let (run_a, old_a) = (run_id.clone(), old.incarnation);
-    let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
+    let recheck = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+    let (run_r, old_r) = (run_id.clone(), old.incarnation);
+    let forgetting = tokio::spawn(async move { recheck.forget_deleted(&run_r, old_r).await });
     wait_reached(stale.reached, "stale").await;
-    let sweeper_b = ObjectStoreRuntimeStore::new(backend.open(), "runs");
-    assert!(sweeper_b.delete_run(run_id, old.incarnation).await.unwrap());
 
     let (after_pointer, pointer_written, go) = AfterPut::new(backend.open(), pointer);
     let creator = ObjectStoreRuntimeStore::new(creators(Arc::new(after_pointer)), "runs");
@@ -157,7 +160,7 @@ async fn a_creation_racing_a_stale_deletion(
     let answer = tokio::spawn(async move { creator.create_run(new_run).await });
     pointer_written.await.unwrap();
     stale.release.send(()).unwrap();
-    deletion_a.await.unwrap().unwrap();
+    forgetting.await.unwrap().unwrap();
     go.send(()).unwrap();
     Staged {
         answer,
@@ -198,14 +201,9 @@ async fn the_signalled_run_stands(
     // The run ends and is deleted: nothing of the id is left.
     fresh.atomic_apply(run_id, completed()).await.unwrap();
     assert!(fresh.delete_run(run_id, signalled).await.unwrap(), "{name}");
-    let folder = Path::from(format!("runs/runs/{run_id}"));
-    let left: Vec<Path> = backend
-        .open()
-        .list(Some(&folder))
-        .map_ok(|meta| meta.location)
-        .try_collect()
-        .await
-        .unwrap();
+    let objects = backend.objects();
+    let left = stored_under(objects.as_ref(), &format!("runs/runs/{run_id}")).await;
+    let left = but_deletion_remains(objects.as_ref(), left).await;
     assert!(
         left.is_empty(),
         "{name}: left with nothing naming it: {left:?}"
@@ -251,9 +249,9 @@ async fn a_creator_whose_pointer_a_stale_deletion_removed_keeps_the_run_a_signal
 /// The same race, with the signal a little later: a reader restores the
 /// pointer before the creator's take-back reads it, so the creator finds
 /// its incarnation restored and, as nothing is written to it yet, goes on
-/// to delete the pointer; the signal is accepted just before that delete
+/// to vacate the pointer; the signal is accepted just before that update
 /// (its check of the pointer passes). The creator must see the signal's
-/// entry after its delete and put the run back.
+/// entry after its update and put the run back.
 #[tokio::test]
 async fn a_signal_accepted_just_before_the_creators_pointer_delete_keeps_the_run() {
     for backend in Backend::all() {
@@ -262,7 +260,7 @@ async fn a_signal_accepted_just_before_the_creators_pointer_delete_keeps_the_run
         let pointer = Path::from("runs/runs/order-18/run");
         let mut pauses = None;
         let staged = a_creation_racing_a_stale_deletion(&backend, &run_id, |store| {
-            let (at_pointer, pointer_delete) = Pauses::new(store, Held::Delete, pointer);
+            let (at_pointer, pointer_delete) = Pauses::new(store, Held::Vacate, pointer);
             let (held, take_back) = Pauses::new(Arc::new(at_pointer), Held::Delete, folder);
             pauses = Some((take_back, pointer_delete));
             Arc::new(held)
@@ -278,8 +276,8 @@ async fn a_signal_accepted_just_before_the_creators_pointer_delete_keeps_the_run
         take_back.release.send(()).unwrap();
 
         // The creator found it restored and nothing written: it is about
-        // to delete the pointer when the signal is accepted.
-        wait_reached(pointer_delete.reached, "pointer delete").await;
+        // to vacate the pointer when the signal is accepted.
+        wait_reached(pointer_delete.reached, "pointer's vacate").await;
         let signaller = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         signaller.append_input(&run_id, paid()).await.unwrap();
         pointer_delete.release.send(()).unwrap();
@@ -515,9 +513,7 @@ async fn a_creator_that_finds_the_pointer_taken_and_then_gone_answers_with_the_r
             std::slice::from_ref(&run_id),
             "{name}: one Pending run, the first's"
         );
-        let hints =
-            memo_tests::fixtures::stored_under(backend.objects().as_ref(), "runs/runs-by-status")
-                .await;
+        let hints = stored_under(backend.objects().as_ref(), "runs/runs-by-status").await;
         assert_eq!(
             hints.len(),
             1,
@@ -560,12 +556,11 @@ async fn a_creator_whose_create_finds_a_free_path_beside_a_standing_run_answers_
         let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         let current = fresh.load_run(&run_id).await.unwrap().unwrap();
         assert_eq!(current.incarnation, created.incarnation, "{name}");
-        let records: Vec<_> =
-            memo_tests::fixtures::stored_under(backend.objects().as_ref(), "runs/runs/order-92")
-                .await
-                .into_iter()
-                .filter(|path| path.ends_with("/run") && path.as_str() != pointer.as_ref())
-                .collect();
+        let records: Vec<_> = stored_under(backend.objects().as_ref(), "runs/runs/order-92")
+            .await
+            .into_iter()
+            .filter(|path| path.ends_with("/run") && path.as_str() != pointer.as_ref())
+            .collect();
         assert_eq!(
             records.len(),
             1,

@@ -19,7 +19,7 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::testing::CountingStore;
 use memo_runtime::{Bytes, Error, RunId};
-use memo_tests::fixtures::run;
+use memo_tests::fixtures::{is_vacated_pointer, run};
 use memo_tests::pause::{Held, Pauses, wait_reached};
 
 const PREFIX: &str = "runs";
@@ -68,13 +68,22 @@ fn writer(objects: Arc<dyn ObjectStore>, clock: &Arc<ManualClock>) -> ObjectStor
     store
 }
 
+/// The objects of `run_id`'s folder, but the vacated pointer its deletion
+/// leaves until a recheck.
 async fn objects_of(objects: &dyn ObjectStore, run_id: &RunId) -> Vec<Path> {
     let folder = Path::from(format!("{PREFIX}/runs/{run_id}"));
-    (objects.list(Some(&folder)))
+    let listed: Vec<Path> = (objects.list(Some(&folder)))
         .map_ok(|meta| meta.location)
         .try_collect()
         .await
-        .unwrap()
+        .unwrap();
+    let mut left = Vec::new();
+    for path in listed {
+        if !is_vacated_pointer(objects, path.as_ref()).await {
+            left.push(path);
+        }
+    }
+    left
 }
 
 #[tokio::test]

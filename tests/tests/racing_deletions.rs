@@ -19,7 +19,7 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Bytes, Error, Incarnation, Memo, MemoStore, RunId, memoized};
-use memo_tests::fixtures::{Backend, process_builder, run};
+use memo_tests::fixtures::{Backend, but_deletion_remains, process_builder, run, stored_under};
 use memo_tests::pause::{Held, Pauses, wait_reached};
 use tokio::sync::oneshot;
 
@@ -64,9 +64,10 @@ fn completed() -> Commit {
 }
 
 /// Process A's deletion of the expired run checks it, then stalls at the
-/// pointer's delete; process B deletes the same run in full; the queue
-/// redelivers the id, which creates a new run, and a worker commits a step
-/// to it. A's deletion then goes on. The new run must be whole afterwards,
+/// pointer's change (its conditional update vacating it; in a release
+/// before vacated pointers, its delete); process B deletes the same run in
+/// full; the queue redelivers the id, which creates a new run, and a worker
+/// commits a step to it. A's deletion then goes on. The new run must be whole afterwards,
 /// to every process: its status and receipt read by a fresh instance, a
 /// redelivery answered with it rather than with a third run, and its
 /// worker's next commit accepted.
@@ -79,15 +80,15 @@ async fn a_stalled_deletion_never_removes_the_run_created_after_it() {
         worker.create_run(order(&run_id)).await.unwrap();
         let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
 
-        // Process A checks the run, then its pointer delete is held.
+        // Process A checks the run, then its change of the pointer is held.
         let pointer = Path::from("runs/runs/order-7/run");
-        let (paused, pause) = Pauses::new(backend.open(), Held::Delete, pointer);
+        let (paused, pause) = Pauses::new(backend.open(), Held::Vacate, pointer);
         let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
         let (run_a, old_a) = (run_id.clone(), old.incarnation);
         let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
         if pause.reached.await.is_err() {
             panic!(
-                "{name}: A never deleted the pointer: {:?}",
+                "{name}: A never vacated the pointer: {:?}",
                 deletion_a.await
             );
         }
@@ -129,6 +130,100 @@ async fn a_stalled_deletion_never_removes_the_run_created_after_it() {
         );
         let finished = worker.atomic_apply(&run_id, completed()).await.unwrap();
         assert_eq!(finished.incarnation, new.incarnation, "{name}");
+    }
+}
+
+/// The window a creator's check by listing left (seeds 1392 and 703 of
+/// session 43's widened simulator world), staged. Process A's deletion of
+/// the expired run reads its pointer and stalls before changing it;
+/// process B deletes the run in full; a redelivery (C) finds no run of the
+/// id and stalls at its `Pending` hint; the next redelivery creates the
+/// run, starts it and commits a step. A's change then lands, and C goes
+/// on. In a release before vacated pointers, A's delete removed the new
+/// run's pointer, C's create found the path free, and C's run was the id's
+/// current run until C's check after its record: a reader answered with it
+/// (seed 1392: both runs ran), and the new run's own writer, checking a
+/// commit in that window, read its run as deleted and took the commit back
+/// (seed 703). A's change is now a conditional update of the version it
+/// read, which the new run's pointer is not: refused. The new run's
+/// pointer stays the object its creator wrote, C's create finds it taken
+/// and answers with the new run, and no reader ever sees another.
+#[tokio::test]
+async fn a_stalled_deletion_never_lets_a_creator_take_the_id_from_the_run_created_after_it() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-24");
+        let pointer = Path::from("runs/runs/order-24/run");
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        worker.create_run(order(&run_id)).await.unwrap();
+        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+
+        // A reads the pointer; its change of it is held.
+        let (paused, stale) = Pauses::new(backend.open(), Held::Vacate, pointer.clone());
+        let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+        let (run_a, old_a) = (run_id.clone(), old.incarnation);
+        let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
+        wait_reached(stale.reached, "A's change of the pointer").await;
+
+        // B deletes the run; C finds no run of the id and stalls.
+        let sweeper_b = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert!(
+            sweeper_b
+                .delete_run(&run_id, old.incarnation)
+                .await
+                .unwrap()
+        );
+        let hints = Path::from("runs/runs-by-status");
+        let (paused, at_hint) = Pauses::new(backend.open(), Held::Put, hints);
+        let creator_c = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+        let answer_c = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { creator_c.create_run(order(&run_id)).await }
+        });
+        wait_reached(at_hint.reached, "C's Pending hint").await;
+
+        // The next redelivery creates the run; it starts and charges.
+        let new = worker.create_run(order(&run_id)).await.unwrap();
+        assert_ne!(new.incarnation, old.incarnation, "{name}");
+        start_and_charge(&worker, &run_id).await;
+        let written = backend.objects().head(&pointer).await.unwrap().e_tag;
+
+        // A's change lands; C goes on.
+        stale.release.send(()).unwrap();
+        assert!(deletion_a.await.unwrap().unwrap(), "{name}");
+        assert_eq!(
+            backend
+                .objects()
+                .head(&pointer)
+                .await
+                .ok()
+                .map(|meta| meta.e_tag),
+            Some(written),
+            "{name}: the new run's pointer was removed (or replaced) by the stale deletion"
+        );
+        at_hint.release.send(()).unwrap();
+        let answered = answer_c.await.unwrap().unwrap();
+        assert_eq!(
+            (answered.incarnation, answered.status),
+            (new.incarnation, RunStatus::Running),
+            "{name}: C answered with another run"
+        );
+
+        // The new run's worker commits on; every process reads the run.
+        let done = worker.atomic_apply(&run_id, completed()).await.unwrap();
+        assert_eq!(done.incarnation, new.incarnation, "{name}");
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        assert_eq!(
+            fresh.load_receipts(&run_id, None).await.unwrap().len(),
+            1,
+            "{name}"
+        );
+        let records: Vec<_> = stored_under(backend.objects().as_ref(), "runs/runs/order-24")
+            .await
+            .into_iter()
+            .filter(|path| path.ends_with("/run") && path.as_str() != pointer.as_ref())
+            .collect();
+        assert_eq!(records.len(), 1, "{name}: one run's record: {records:?}");
     }
 }
 
@@ -174,9 +269,9 @@ async fn a_redelivery_that_finds_the_pointer_a_stale_deletion_removed_restores_t
 }
 
 /// A redelivery of a finished run that arrives while the run is being
-/// deleted (after its record went, before its pointer) is answered with the
-/// finished run, and the deletion still completes: nothing the redelivery
-/// wrote brings the deleted run back.
+/// deleted (after its record went, before its pointer is vacated) is
+/// answered with the finished run, and the deletion still completes:
+/// nothing the redelivery wrote brings the deleted run back.
 #[tokio::test]
 async fn a_redelivery_during_a_deletion_does_not_bring_the_run_back() {
     for backend in Backend::all() {
@@ -187,7 +282,7 @@ async fn a_redelivery_during_a_deletion_does_not_bring_the_run_back() {
         let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
 
         let pointer = Path::from("runs/runs/order-8/run");
-        let (paused, pause) = Pauses::new(backend.open(), Held::Delete, pointer);
+        let (paused, pause) = Pauses::new(backend.open(), Held::Vacate, pointer);
         let sweeper = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
         let (run_a, old_a) = (run_id.clone(), old.incarnation);
         let deletion = tokio::spawn(async move { sweeper.delete_run(&run_a, old_a).await });
@@ -209,12 +304,9 @@ async fn a_redelivery_during_a_deletion_does_not_bring_the_run_back() {
             None,
             "{name}: the deleted run came back"
         );
-        let leftovers: Vec<_> = backend
-            .objects()
-            .list(Some(&Path::from("runs/runs/order-8")))
-            .try_collect()
-            .await
-            .unwrap();
+        let objects = backend.objects();
+        let leftovers = stored_under(objects.as_ref(), "runs/runs/order-8").await;
+        let leftovers = but_deletion_remains(objects.as_ref(), leftovers).await;
         assert!(leftovers.is_empty(), "{name}: {leftovers:?}");
     }
 }
@@ -787,12 +879,9 @@ async fn a_record_written_back_after_its_run_was_swept_never_brings_the_run_back
             None,
             "{name}: the swept run is back"
         );
-        let runs: Vec<_> = backend
-            .objects()
-            .list(Some(&Path::from("runs/runs")))
-            .try_collect()
-            .await
-            .unwrap();
+        let objects = backend.objects();
+        let runs = stored_under(objects.as_ref(), "runs/runs").await;
+        let runs = but_deletion_remains(objects.as_ref(), runs).await;
         assert!(runs.is_empty(), "{name}: {runs:?}");
 
         // The id's next delivery is a new run.
@@ -825,5 +914,9 @@ async fn a_record_written_back_after_its_run_was_swept_never_brings_the_run_back
             .await
             .unwrap();
         assert!(tombstones.is_empty(), "{name}: {tombstones:?}");
+        // The swept run's vacated pointer was replaced by the new run's,
+        // which the recheck leaves alone.
+        let current = b.status(&run_id).await.unwrap().map(|r| r.incarnation);
+        assert_eq!(current, Some(now.incarnation), "{name}");
     }
 }

@@ -220,14 +220,14 @@ mod costs {
         counting.reset();
         assert!(store.delete_run(&run_id, incarnation).await.unwrap());
         let c = counting.counts();
-        // The record, the pointer and the record again, one call each
-        // (`pointer.rs` says why in that order); then everything the
-        // incarnation's folder held (its 42 log entries, deltas and
-        // bases) and a hint of each status, in one `delete_stream`: one
-        // `DeleteObjects` request per 1,000 paths on S3, where a delete
-        // per path sent one request each.
-        assert_eq!(c.delete_streams, 3 + 1, "{c:?}");
-        assert!(c.delete_paths > 3 + 42 + 5, "{c:?}");
+        // The record and the record again, one call each, the pointer
+        // vacated between them by a conditional update (`pointer.rs` says
+        // why in that order); then everything the incarnation's folder
+        // held (its 42 log entries, deltas and bases) and a hint of each
+        // status, in one `delete_stream`: one `DeleteObjects` request per
+        // 1,000 paths on S3, where a delete per path sent one request each.
+        assert_eq!((c.delete_streams, c.puts), (2 + 1, 1), "{c:?}");
+        assert!(c.delete_paths > 2 + 42 + 5, "{c:?}");
         assert!(store.load_run(&run_id).await.unwrap().is_none());
         assert!(
             !store.holds_remains(&run_id, incarnation).await.unwrap(),
@@ -302,10 +302,11 @@ mod costs {
         );
     }
 
-    /// The tombstones of several deletions go in one `delete_stream`, with
-    /// an answer for each, in their order.
+    /// The tombstones of several deletions go in one `delete_stream`, and
+    /// their vacated pointers (each read, and marked swept) in a second,
+    /// with an answer for each, in their order.
     #[tokio::test]
-    async fn forgetting_deletions_together_deletes_their_tombstones_in_one_batch() {
+    async fn forgetting_deletions_together_deletes_their_tombstones_and_pointers_in_two_batches() {
         let (counting, store) = counted();
         let a = deleted(&store, "a").await;
         let b = deleted(&store, "b").await;
@@ -323,8 +324,14 @@ mod costs {
         assert!(forgotten.iter().all(Result::is_ok), "{forgotten:?}");
         assert_eq!(forgotten.len(), 2);
         let c = counting.counts();
-        assert_eq!((c.delete_streams, c.delete_paths), (1, 2), "{c:?}");
+        assert_eq!((c.delete_streams, c.delete_paths), (2, 4), "{c:?}");
+        assert_eq!((c.gets, c.puts), (2, 2), "{c:?}");
         assert_eq!(tombstones().await, 0);
+        let left: Vec<_> = counting.list(None).try_collect().await.unwrap();
+        assert!(
+            left.iter().all(|o| !o.location.as_ref().contains("/runs/")),
+            "{left:?}"
+        );
     }
 }
 

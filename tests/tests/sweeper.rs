@@ -1192,7 +1192,8 @@ async fn a_sweep_on_a_local_folder_leaves_no_empty_folders() {
     );
     // The index folders kept (the status hints': three statuses these runs
     // went through, and the folder above them), and until the rechecks the
-    // recheck markers' hour folder and the tombstones' folder.
+    // recheck markers' hour folder, the tombstones' folder and each run
+    // id's folder with its vacated pointer (and the folder above them).
     let index_folders = ["Pending", "Running", "Completed"]
         .map(|status| dir.path().join("runtime/runs-by-status").join(status));
     let under = |folders: &[&str]| {
@@ -1206,8 +1207,14 @@ async fn a_sweep_on_a_local_folder_leaves_no_empty_folders() {
         }
     };
     let left = folders_under(dir.path());
-    let kept = under(&["memo/rechecks", "runtime/tombstones"]);
-    assert!(left.len() == 9 && left.iter().all(kept), "{left:?}");
+    let kept = under(&[
+        "memo/rechecks",
+        "runtime/tombstones",
+        "runtime/runs/order-1",
+        "runtime/runs/order-2",
+        "runtime/runs/order-3",
+    ]);
+    assert!(left.len() == 13 && left.iter().all(kept), "{left:?}");
     let recheck_ms = memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
     let report = sweeper.sweep_once(NOW + recheck_ms).await.unwrap();
     assert_eq!(

@@ -22,7 +22,9 @@ use memo_runtime::{
     Bytes, Error, Memo, MemoStore, RunId, memoized,
     retention::{RetentionSweeper, TerminalMarker},
 };
-use memo_tests::fixtures::{Backend, Faulty, process_builder, run, stored_under};
+use memo_tests::fixtures::{
+    Backend, Faulty, but_deletion_remains, process_builder, run, stored_under,
+};
 use memo_tests::pause::{Held, Pauses, wait_reached};
 
 fn order(run_id: &RunId) -> NewRun {
@@ -295,20 +297,9 @@ async fn a_change_that_finds_its_run_deleted_takes_back_its_status_hint() {
         "{late:?}"
     );
     assert_eq!(
-        but_tombstones(stored_under(&objects, "runs").await),
+        but_deletion_remains(&objects, stored_under(&objects, "runs").await).await,
         Vec::<String>::new()
     );
-}
-
-/// `paths` without the tombstones of deleted incarnations
-/// (`runs/tombstones/<run>.<inc>`), which a deletion keeps until a
-/// retention pass's recheck removes them (`RuntimeStore::forget_deleted`):
-/// what must not be left besides them.
-fn but_tombstones(paths: Vec<String>) -> Vec<String> {
-    paths
-        .into_iter()
-        .filter(|path| !path.starts_with("runs/tombstones/"))
-        .collect()
 }
 
 /// Seeds 1606, 1835, 3082, 4250, 6361, 6948, 6997, 7993 and 8773 of the
@@ -339,7 +330,11 @@ async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
             "{name}"
         );
         let again = other.create_run(order(&run_id)).await.unwrap();
-        let before = but_tombstones(stored_under(backend.objects().as_ref(), "runs").await);
+        let before = but_deletion_remains(
+            backend.objects().as_ref(),
+            stored_under(backend.objects().as_ref(), "runs").await,
+        )
+        .await;
 
         let mut cost = AttemptCost::default();
         cost.attempt = 1;
@@ -351,7 +346,11 @@ async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
             "{name}: {late:?}"
         );
         assert_eq!(
-            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
+            but_deletion_remains(
+                backend.objects().as_ref(),
+                stored_under(backend.objects().as_ref(), "runs").await
+            )
+            .await,
             before,
             "{name}"
         );
@@ -371,7 +370,11 @@ async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
             .await;
         assert!(late.is_err(), "{name}: {late:?}");
         assert_eq!(
-            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
+            but_deletion_remains(
+                backend.objects().as_ref(),
+                stored_under(backend.objects().as_ref(), "runs").await
+            )
+            .await,
             Vec::<String>::new(),
             "{name}"
         );
@@ -521,7 +524,11 @@ async fn a_cost_record_whose_check_of_its_run_fails_is_taken_back() {
         assert!(late.is_err(), "{name}: {late:?}");
         assert_eq!(faults.faults_injected(), 1, "{name}");
         assert_eq!(
-            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
+            but_deletion_remains(
+                backend.objects().as_ref(),
+                stored_under(backend.objects().as_ref(), "runs").await
+            )
+            .await,
             Vec::<String>::new(),
             "{name}"
         );
@@ -571,7 +578,11 @@ async fn a_change_whose_pointer_check_fails_once_reads_it_again_and_takes_its_en
         );
         assert_eq!(faults.faults_injected(), 1, "{name}");
         assert_eq!(
-            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
+            but_deletion_remains(
+                backend.objects().as_ref(),
+                stored_under(backend.objects().as_ref(), "runs").await
+            )
+            .await,
             Vec::<String>::new(),
             "{name}"
         );
@@ -632,7 +643,11 @@ async fn a_change_whose_pointer_check_failed_takes_its_entry_back_when_tried_aga
             "{name}: {again:?}"
         );
         assert_eq!(
-            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
+            but_deletion_remains(
+                backend.objects().as_ref(),
+                stored_under(backend.objects().as_ref(), "runs").await
+            )
+            .await,
             Vec::<String>::new(),
             "{name}"
         );
@@ -679,7 +694,11 @@ async fn a_cost_record_taken_back_whose_delete_fails_once_is_deleted_again() {
         );
         assert_eq!(faults.faults_injected(), 1, "{name}");
         assert_eq!(
-            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
+            but_deletion_remains(
+                backend.objects().as_ref(),
+                stored_under(backend.objects().as_ref(), "runs").await
+            )
+            .await,
             Vec::<String>::new(),
             "{name}"
         );
@@ -742,7 +761,7 @@ async fn a_create_that_stopped_before_its_pointer_leaves_no_hint_once_pending_ru
         .unwrap();
     assert!(listed.is_empty(), "no run to recover: {listed:?}");
     assert_eq!(
-        but_tombstones(stored_under(&objects, "runs").await),
+        but_deletion_remains(&objects, stored_under(&objects, "runs").await).await,
         Vec::<String>::new()
     );
 }
@@ -959,10 +978,13 @@ async fn a_stale_attempts_entry_whose_worker_died_before_its_take_back_is_cleare
         assert_eq!(report.runs_cleared, 1, "{name}");
         let left = stored_under(backend.objects().as_ref(), "").await;
         assert!(
-            left.len() == 2
+            left.len() == 3
                 && left[0].starts_with("memo/rechecks/")
-                && left[1].starts_with("runs/tombstones/"),
-            "{name}: only the recheck marker and the tombstone are left: {left:?}"
+                && but_deletion_remains(backend.objects().as_ref(), left[1..].to_vec())
+                    .await
+                    .is_empty(),
+            "{name}: only the recheck marker, the tombstone and the vacated pointer are left: \
+             {left:?}"
         );
 
         // A's commit lands in the deleted incarnation's folder; A's worker
@@ -1020,18 +1042,17 @@ async fn a_stale_attempts_entry_whose_worker_died_before_its_take_back_is_cleare
     }
 }
 
-/// What a sweep leaves of the runs it deleted is their recheck markers
-/// and their tombstones, until a pass past them (an hour later by default)
-/// deletes them too.
+/// What a sweep leaves of the runs it deleted is their recheck markers,
+/// their tombstones and their vacated pointers, until a pass past them (an
+/// hour later by default) deletes them too.
 async fn nothing_left_after_the_rechecks(
     sweeper: &RetentionSweeper,
     objects: &dyn ObjectStore,
     name: &str,
 ) {
-    let left = stored_under(objects, "").await;
+    let left = but_deletion_remains(objects, stored_under(objects, "").await).await;
     assert!(
-        left.iter()
-            .all(|p| p.starts_with("memo/rechecks/") || p.starts_with("runs/tombstones/")),
+        left.iter().all(|p| p.starts_with("memo/rechecks/")),
         "{name}: {left:?}"
     );
     let report = sweeper.sweep_once(u64::MAX).await.unwrap();
@@ -1099,7 +1120,11 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
             "{name}"
         );
         assert_eq!(
-            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
+            but_deletion_remains(
+                backend.objects().as_ref(),
+                stored_under(backend.objects().as_ref(), "runs").await
+            )
+            .await,
             Vec::<String>::new(),
             "{name}"
         );
@@ -1115,7 +1140,11 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
         let late = Commit::status(StatusChange::start_attempt(1), 5);
         assert!(reader.atomic_apply(&run_id, late).await.is_err(), "{name}");
         assert_eq!(
-            but_tombstones(stored_under(backend.objects().as_ref(), "runs").await),
+            but_deletion_remains(
+                backend.objects().as_ref(),
+                stored_under(backend.objects().as_ref(), "runs").await
+            )
+            .await,
             Vec::<String>::new(),
             "{name}"
         );

@@ -23,7 +23,7 @@ use memo_runtime::runtime_store::{
 };
 use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
 use memo_runtime::{Bytes, Error, MemoStore, RunId};
-use memo_tests::fixtures::{run, stored_under};
+use memo_tests::fixtures::{but_deletion_remains, run, stored_under};
 use memo_tests::pause::{Held, Pauses, wait_reached};
 
 /// The workers' runtime-store prefix, and the operator's mistyped one.
@@ -257,13 +257,15 @@ async fn the_marker_of_a_run_being_cleared_survives_a_sweep_through_another_pref
     let report = pass.await.unwrap().unwrap();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     assert_eq!(report.runs_cleared, 1);
-    // The right sweep leaves the run's recheck marker and its tombstone,
-    // which a pass once the marker is due deletes.
+    // The right sweep leaves the run's recheck marker, its tombstone and
+    // its vacated pointer, which a pass once the marker is due deletes.
     let left = stored(objects.as_ref()).await;
     assert!(
-        left.len() == 2
+        left.len() == 3
             && left[0].starts_with("memo/rechecks/")
-            && left[1].starts_with("runs/tombstones/"),
+            && but_deletion_remains(objects.as_ref(), left[1..].to_vec())
+                .await
+                .is_empty(),
         "{left:?}"
     );
     sweeper(Arc::clone(&objects), RIGHT)

@@ -465,10 +465,11 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// finishes the deletion and removes what was left (it returns `false`
     /// if the run was already gone), also after the id was used again.
     ///
-    /// [`ObjectStoreRuntimeStore`] keeps one object of a deleted
-    /// incarnation, its tombstone, until
+    /// [`ObjectStoreRuntimeStore`] keeps two objects of a deleted
+    /// incarnation, its tombstone and the run id's vacated pointer (unless
+    /// a new run of the id took it), until
     /// [`forget_deleted`](Self::forget_deleted): a retention pass's
-    /// recheck of the run removes it.
+    /// recheck of the run removes them.
     ///
     /// # Errors
     ///
@@ -507,11 +508,16 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// `tombstones/<run>.<inc>`: an empty object by which a record of the
     /// incarnation that a writer puts back after the deletion (one that read
     /// the run as open before it, and stalled) is taken back rather than
-    /// read as the run created again. A caller of `delete_run` other than a
-    /// retention pass calls this when no writer of the incarnation can be
-    /// left. A pass whose runtime store is not the one that deleted the run
-    /// (another prefix) calls it on the wrong store: the tombstone then
-    /// stays.
+    /// read as the run created again. And the run id's pointer, vacated
+    /// (`vacant <inc>`) rather than deleted, so that a deletion that
+    /// stalled cannot remove the pointer of a run created since: removed
+    /// here if it is still the one this deletion left (a new run of the id
+    /// replaces it, and is left alone). A caller of `delete_run` other
+    /// than a retention pass calls this when no writer of the incarnation
+    /// can be left. A pass whose runtime store is not the one that deleted
+    /// the run (another prefix) calls it on the wrong store: the tombstone
+    /// and the vacated pointer then stay (the id's next run replaces the
+    /// pointer).
     ///
     /// The default does nothing (a store that keeps nothing, as
     /// [`InMemoryRuntimeStore`]).
@@ -558,7 +564,10 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     ///
     /// The default calls `forget_deleted` for each, one after the other.
     /// [`ObjectStoreRuntimeStore`] deletes their tombstones in one
-    /// `delete_stream` (on S3 one request per 1,000).
+    /// `delete_stream` (on S3 one request per 1,000), reads each run id's
+    /// pointer and marks each vacated pointer still there swept (a
+    /// conditional update, which one of two rechecks of a deletion wins),
+    /// and deletes those in a second `delete_stream`.
     async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
         let mut results = Vec::with_capacity(deleted.len());
         for (run_id, incarnation) in deleted {

@@ -139,6 +139,90 @@ pub async fn a_new_runs_creation_reads_no_object(bucket: &CloudBucket) {
     assert_eq!(loaded.incarnation, created.incarnation);
 }
 
+/// A deletion vacates the run's pointer by a conditional update, which the
+/// cloud refuses once the pointer changed: a stale deletion's update of
+/// the version it read, landing after a new run of the id replaced the
+/// vacated pointer, changes nothing. The recheck's forgetting of the first
+/// deletion leaves the new run's pointer; the second's removes its vacated
+/// pointer.
+pub async fn a_stale_deletions_update_never_vacates_a_later_runs_pointer(bucket: &CloudBucket) {
+    use memo_runtime::object_store::{
+        ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
+    };
+    use memo_runtime::runtime_store::{Commit, NewRun, RunStatus, StatusChange};
+
+    let opened = bucket.open();
+    let runs = ObjectStoreRuntimeStore::new(opened.store.clone(), opened.prefix.clone());
+    let run_id = run("vacated-pointer");
+    let new_run = || NewRun {
+        run_id: run_id.clone(),
+        workflow: "checkout".into(),
+        input: Bytes::from_static(b"order"),
+        created_at_ms: 1,
+        workflow_version: None,
+    };
+    let failed = || Commit::status(StatusChange::Failed { error: "e".into() }, 2);
+    let pointer = runs.run_folder(&run_id).join("run");
+
+    runs.create_run(new_run()).await.unwrap();
+    let old = runs
+        .atomic_apply(&run_id, failed())
+        .await
+        .unwrap()
+        .incarnation;
+    let read = opened.store.head(&pointer).await.unwrap();
+    let stale = UpdateVersion {
+        e_tag: read.e_tag,
+        version: read.version,
+    };
+    assert!(runs.delete_run(&run_id, old).await.unwrap());
+    let vacated = opened
+        .store
+        .get(&pointer)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(&vacated[..], format!("vacant {old}").as_bytes());
+
+    let new = runs.create_run(new_run()).await.unwrap().incarnation;
+    assert_ne!(new, old);
+    let late = opened
+        .store
+        .put_opts(
+            &pointer,
+            PutPayload::from(format!("vacant {old}").into_bytes()),
+            PutOptions::from(PutMode::Update(stale)),
+        )
+        .await;
+    assert!(
+        matches!(
+            late,
+            Err(memo_runtime::object_store::Error::Precondition { .. })
+        ),
+        "the stale update landed: {late:?}"
+    );
+    runs.forget_deleted(&run_id, old).await.unwrap();
+    let fresh = ObjectStoreRuntimeStore::new(opened.store.clone(), opened.prefix.clone());
+    let current = fresh.load_run(&run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (current.incarnation, current.status),
+        (new, RunStatus::Pending)
+    );
+
+    fresh.atomic_apply(&run_id, failed()).await.unwrap();
+    assert!(fresh.delete_run(&run_id, new).await.unwrap());
+    fresh.forget_deleted(&run_id, new).await.unwrap();
+    let left: Vec<_> = opened
+        .store
+        .list(Some(&runs.run_folder(&run_id)))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// Thirty-two clients, each with its own connection, racing to write one
 /// key all return the one committed value.
 pub async fn thirty_two_clients_racing_one_key_converge_on_one_value(bucket: &CloudBucket) {

@@ -8,14 +8,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use object_store::{
+    ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
+};
 
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::seal::Seal;
-use crate::write_once::{self, Created, Landed};
+use crate::write_once::{self, Created, Landed, Slot};
 
 /// How many objects are read at once.
 pub(super) const CONCURRENCY: usize = 8;
@@ -108,6 +110,50 @@ impl Client {
     ) -> Result<Option<Landed>> {
         let seal = self.seal_of(owner);
         write_once::create_unless_taken(self.store.as_ref(), path, payload, limit, &seal).await
+    }
+
+    /// Reads the run pointer at `path`, vacated or not, with its version
+    /// (see [`write_once::read_pointer_slot`]).
+    pub(super) async fn read_pointer_slot(
+        &self,
+        path: &Path,
+        limit: Limit,
+        owner: Owner<'_>,
+    ) -> Result<Slot> {
+        write_once::read_pointer_slot(self.store.as_ref(), path, limit, &self.seal_of(owner)).await
+    }
+
+    /// Replaces the object at `path` with `bytes`, as they are (unframed),
+    /// if it is still the `version` read: `true` if this call replaced it,
+    /// `false` if it changed or went since. Of writers updating one
+    /// version, one wins; an update sent again after its acknowledgement
+    /// was lost finds the version it wrote, and answers `false`. A store
+    /// with no conditional update (`object_store`'s `LocalFileSystem`
+    /// given directly), or a version with nothing to match, deletes the
+    /// object instead, unconditionally, and answers `true`.
+    pub(super) async fn replace_if(
+        &self,
+        path: &Path,
+        version: UpdateVersion,
+        bytes: Bytes,
+    ) -> Result<bool> {
+        if version.e_tag.is_some() || version.version.is_some() {
+            let opts = PutOptions::from(PutMode::Update(version));
+            match self
+                .store
+                .put_opts(path, PutPayload::from(bytes), opts)
+                .await
+            {
+                Ok(_) => return Ok(true),
+                Err(
+                    object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
+                ) => return Ok(false),
+                Err(object_store::Error::NotImplemented { .. }) => {}
+                Err(e) => return Err(Error::store(path, e)),
+            }
+        }
+        self.delete_all(vec![path.clone()]).await?;
+        Ok(true)
     }
 
     /// Whether an object stands at `path`: one `HEAD`, its content unread.

@@ -2,39 +2,64 @@
 //! created under it, and how a deletion removes it without ever losing
 //! another incarnation's.
 //!
-//! # Why a pointer needs a second copy
+//! # Vacated, not deleted
 //!
 //! The pointer `runs/<run>/run` is one object per run id, shared by every
 //! incarnation of the id, and object stores (object_store 0.14 on every
 //! backend) delete without a condition. A deletion checks that the pointer
-//! names its incarnation and then deletes it; whatever happens between the
+//! names its incarnation and then changes it; whatever happens between the
 //! two is invisible to it. Two deletions of one expired run (every worker
 //! runs a sweeper) and a redelivery can interleave so: both read the
-//! pointer naming `X`; the first deletes it; the redelivery creates `Y`
-//! under the id; the second, still holding its read of `X`, deletes the
-//! pointer, which now names `Y`. No order of requests keeps the second from
-//! deleting, so what it deletes must be restorable, and a missing pointer
-//! must never be taken for a missing run while it is restorable:
+//! pointer naming `X`; the first removes it; the redelivery creates `Y`
+//! under the id; the second, still holding its read of `X`, removes the
+//! pointer, which now names `Y`.
+//!
+//! So a deletion does not delete the pointer: it *vacates* it, a
+//! conditional update (`PutMode::Update`, which S3, GCS, Azure, memo's
+//! `LocalFolder`, `SqliteStore` and `InMemory` have) of the version it
+//! read to `vacant <incarnation>` (unframed; [`vacated`]), which the
+//! second deletion's update, of a version that is no longer there, cannot
+//! make. A vacated pointer reads as no pointer, and a creator (or a
+//! restorer) replaces it by a conditional update too, as it creates a free
+//! path: of two, one wins. It stays until a retention pass's recheck of
+//! the deletion, with the tombstone ([`sweep_vacated`](RunPointer::sweep_vacated)),
+//! and the id's folder is never empty while a stale deletion of it can be
+//! in flight: a creator's listing before its create never finds the id new
+//! beside a run created after a deletion (seeds 1392 and 703 of session
+//! 43's widened world, where a stale delete landing between two creations
+//! gave the id two runs, or took a run's acknowledged commits back).
+//!
+//! # Why a pointer needs a second copy
+//!
+//! A pointer may still go missing under a run: a release before vacated
+//! pointers deleted it unconditionally in every deletion (and a fleet in
+//! the middle of a deploy runs both); the recheck's delete of a vacated
+//! pointer, stalled past a creation of the id, removes the new run's; a
+//! store with no conditional update (`object_store`'s `LocalFileSystem`
+//! given directly) deletes where it would vacate. What such a delete
+//! removes must be restorable, and a missing pointer must never be taken
+//! for a missing run while it is restorable:
 //!
 //! - every incarnation keeps a copy of its pointer in its own folder, its
 //!   *record* `runs/<run>/<inc>/run`, written after its pointer and before
 //!   its creation is acknowledged to anyone (a creator checks the pointer
 //!   again once the record exists, and gives the run up, unacknowledged, if
 //!   the pointer names another incarnation by then);
-//! - a deletion of `X` deletes `X`'s record *before* the pointer, so once
-//!   the pointer is gone `X` can never come back;
+//! - a deletion of `X` deletes `X`'s record *before* it vacates the
+//!   pointer, so once the pointer is vacated (or gone) `X` can never come
+//!   back;
 //! - a missing pointer is not read as a missing run: the reader looks for
 //!   an incarnation record in the id's folder and, if one is there, restores
 //!   the pointer from it (a create, so two restorers agree) and reads that
-//!   run. Readers, writers checking that their incarnation is current,
-//!   creators and deleters all go through this, so a pointer removed by a
-//!   stale deletion is put back by whoever looks next, and no one creates a
-//!   new incarnation or reports the run gone in the meantime (a creator
-//!   first lists the id's folder: one that holds nothing has neither a
-//!   pointer nor a record, and anything there is read as above);
-//! - a deletion looks once more after it deleted the pointer, so it restores
-//!   at once what it may have removed; it deletes its record once more
-//!   before it looks, so it never restores the incarnation it deletes;
+//!   run (a vacated pointer reads as a missing one). Readers, writers
+//!   checking that their incarnation is current, creators and deleters all
+//!   go through this, so a pointer removed by a stale delete is put back
+//!   by whoever looks next, and no one creates a new incarnation or reports
+//!   the run gone in the meantime (a creator first lists the id's folder:
+//!   one that holds nothing has neither a pointer nor a record, and
+//!   anything there is read as above);
+//! - a deletion deletes its record once more after it vacated the
+//!   pointer, so no reader ever restores the incarnation it deletes;
 //! - the record of an open incarnation that has none (its creator stopped
 //!   between its pointer and its record) is written only while the pointer
 //!   still names it, read after the record was found missing: a reader that
@@ -43,15 +68,16 @@
 //!   the next reader restore it.
 //!
 //! A creator that gives its incarnation up (the pointer no longer named it
-//! once the record stood) removes it as a deletion does, record, pointer if
-//! it names the incarnation, record again: a reader that found the pointer
+//! once the record stood) removes it as a deletion does, record, pointer
+//! vacated if it names the incarnation, record again: a reader that found the pointer
 //! missing between the creator's record and its take-back restores the
 //! pointer from that record, and the given-up incarnation (which may have
 //! been run and deleted while its creator stalled) would otherwise be
 //! current again (seeds 3311 and 1215 of session 23's survey). Unless the
 //! reader that restored it also wrote to it (seed 1778 of session 24: a
 //! stale deletion of the earlier run removed the pointer of a new one, and
-//! a signal restored and started it): such an incarnation is kept, and its
+//! a signal restored and started it; the stale delete is now a recheck's,
+//! or an older release's): such an incarnation is kept, and its
 //! creator answers with it (see `RunPointer::give_up` for the order).
 //!
 //! A writer of a record whose pointer check comes after its write can
@@ -71,28 +97,34 @@
 //! stated limit).
 //!
 //! A restorer that races the run's own deletion (it listed the record, the
-//! deletion then removed record and pointer, and its create restored the
-//! pointer) reads the record again after its create and removes the pointer
-//! it restored if the record is gone; that removal is one more
-//! unconditional delete of the pointer, made harmless the same way.
+//! deletion then removed the record and vacated the pointer, and its
+//! create restored the pointer) reads the record again after its create
+//! and vacates the pointer it restored if the record is gone.
 //!
 //! A creator's check once its record stands is a listing of the id's
-//! folder, not a read of the pointer alone: a stale deletion's delete that
-//! lands after another creator's run stood and before this creator's
+//! folder, not a read of the pointer alone: a stale delete of the pointer
+//! that lands after another creator's run stood and before this creator's
 //! create (both listings before their creates found the id new) leaves
 //! the path free, and the create succeeds beside a run whose creation was
 //! acknowledged. The listing shows that run's record (one not buried), and
 //! the creator gives its own run up and reads the id again, which restores
 //! the other's pointer (session 43, the window seed 9071's fix left). Every
 //! creator lists after its record, so of two records that stand at once,
-//! at least one creator sees the other's. What is left: until that check,
-//! the new run is the id's current run to every reader, and a reader that
-//! acts on it (starts it, answers a redelivery with it) makes its creator
-//! keep it (`give_up`), beside the other (RELIABILITY.md, "The window one
-//! round trip earlier").
+//! at least one creator sees the other's. Until that check, the new run is
+//! the id's current run to every reader, and a reader that acts on it
+//! (starts it, answers a redelivery with it) makes its creator keep it
+//! (`give_up`), beside the other (RELIABILITY.md, "The window one round
+//! trip earlier"). Since deletions vacate the pointer, this takes a
+//! delete that no release makes now: the id's folder is empty only once
+//! the one unconditional delete left (the recheck's, of the pointer it
+//! marked swept, which one recheck wins) has landed, so two listings that
+//! find it empty both come after that delete, and it cannot land again
+//! on the pointer of a run created since (unless the store's client sends
+//! it again, or an older release or a store with no conditional update
+//! deletes where memo now vacates).
 //!
 //! A create of the pointer that finds it taken and then, read back, gone
-//! (a stale deletion's delete landed in between) is not tried again: the
+//! (a stale delete landed in between) is not tried again: the
 //! pointer that was there may be a run's whose creation was acknowledged,
 //! and restorable from its record; a creator gives its incarnation up and
 //! reads the id again (restoring that run, and answering with it), and a
@@ -104,24 +136,26 @@
 //!
 //! Incarnations written before records existed have none: such a run is
 //! given its record by the next `create_run` of its id (a redelivery). A
-//! pointer removed by a stale deletion before that is lost, as before.
+//! pointer removed by a stale delete before that is lost, as before.
 
 use bytes::Bytes;
-use object_store::ListResult;
 use object_store::path::Path;
+use object_store::{ListResult, UpdateVersion};
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::client::{Client, Owner};
+use futures::StreamExt;
+
+use super::client::{CONCURRENCY, Client, Owner};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::NewRun;
 use crate::seal::PLAIN;
-use crate::write_once::{self, Created, Landed};
+use crate::write_once::{self, Created, Landed, Slot, VACANT};
 
 mod give_up;
 
@@ -262,18 +296,114 @@ impl RunPointer {
         Ok(current.is_some_and(|(creation, _)| creation.incarnation == incarnation))
     }
 
-    /// Reads the pointer object only; `None` if it is missing.
+    /// Reads the pointer object only; `None` if it is missing or vacated.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
+        Ok(self
+            .read_versioned(run_id)
+            .await?
+            .map(|(creation, bytes, _)| (creation, bytes)))
+    }
+
+    /// [`read_pointer`](Self::read_pointer), with the version read.
+    async fn read_versioned(
+        &self,
+        run_id: &RunId,
+    ) -> Result<Option<(Creation, Bytes, UpdateVersion)>> {
         let path = self.path(run_id);
-        let Some(bytes) = self
-            .client
-            .read(&path, Limit::RECORD, Owner::Run(run_id))
+        match (self.client)
+            .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
+            .await?
+        {
+            Slot::Value(bytes, version) => {
+                let creation = decode_creation(run_id, &path, &bytes, None)?;
+                Ok(Some((creation, bytes, version)))
+            }
+            Slot::Vacant(..) | Slot::Absent => Ok(None),
+        }
+    }
+
+    /// Makes the pointer not name `incarnation`, which the caller removes:
+    /// vacated (see the module's notes) by a conditional update of the
+    /// version read, read again if it changed meanwhile (a pointer of the
+    /// incarnation restored from its record: its bytes, another version).
+    /// A pointer that names another incarnation, or none, is left alone:
+    /// a deletion that stalled between its read and its update never
+    /// removes a later run's pointer.
+    pub(super) async fn vacate(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+        let path = self.path(run_id);
+        for _ in 0..POINTER_ATTEMPTS {
+            let Some((current, _, version)) = self.read_versioned(run_id).await? else {
+                return Ok(());
+            };
+            if current.incarnation != incarnation
+                || (self.client)
+                    .replace_if(&path, version, vacated(incarnation))
+                    .await?
+            {
+                return Ok(());
+            }
+        }
+        Err(self.kept_changing(run_id))
+    }
+
+    /// Removes the vacated pointers that the deletions of `deleted` (each
+    /// a run id and the incarnation deleted) left, once a retention pass's
+    /// recheck forgot their tombstones: a read of each pointer, and for
+    /// each still vacated by that incarnation's deletion an update marking
+    /// it swept; then one `delete_stream` of those. A pointer of the id in
+    /// any other state is left alone. Each one's result, in their order.
+    ///
+    /// This is the one unconditional delete of a run pointer: object
+    /// stores have no conditional delete, and a vacated pointer left for
+    /// ever would keep one object per deleted run id. Two rechecks of one
+    /// deletion (every worker's sweeper may have deleted the run) must not
+    /// both delete it: a delete that stalls past a new creation of the id
+    /// would remove the new run's pointer, and the creator of a third run
+    /// whose listing found the id's folder empty before would take its
+    /// place (seed 9071's window). So the recheck first marks the vacated
+    /// pointer swept, a conditional update that one recheck wins, and only
+    /// the winner deletes; a swept pointer reads as vacated, and a creator
+    /// replaces it as it replaces a vacated one. What is left: the
+    /// winner's delete, stalled from before a creation of the id until
+    /// after it, removes that run's pointer, which is restored from its
+    /// record as a pointer removed by a release before vacated pointers
+    /// is; and a winner whose delete fails leaves the swept pointer for
+    /// the id's next creation to replace.
+    pub(super) async fn sweep_vacated(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+        let marks: Vec<Result<Option<Path>>> = futures::stream::iter(deleted.to_vec())
+            .map(|(run_id, incarnation)| async move { self.mark_swept(&run_id, incarnation).await })
+            .buffered(CONCURRENCY)
+            .collect()
+            .await;
+        let swept: Vec<Path> = marks.iter().flatten().flatten().cloned().collect();
+        let mut deletes = crate::deletes::delete_each(self.client.store().as_ref(), swept)
+            .await
+            .into_iter();
+        marks
+            .into_iter()
+            .map(|mark| match mark? {
+                Some(_) => deletes.next().expect("a result per path").map(drop),
+                None => Ok(()),
+            })
+            .collect()
+    }
+
+    /// The pointer of `run_id`, marked swept if the deletion of
+    /// `incarnation` vacated it and nothing changed it since: its path,
+    /// for [`sweep_vacated`](Self::sweep_vacated) to delete.
+    async fn mark_swept(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Option<Path>> {
+        let path = self.path(run_id);
+        let Slot::Vacant(bytes, version) = (self.client)
+            .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
             .await?
         else {
             return Ok(None);
         };
-        let creation = decode_creation(run_id, &path, &bytes, None)?;
-        Ok(Some((creation, bytes)))
+        let won = bytes == vacated(incarnation)
+            && (self.client)
+                .replace_if(&path, version, swept(incarnation))
+                .await?;
+        Ok(won.then_some(path))
     }
 
     /// The one incarnation of the run whose record exists, with the record's
@@ -374,7 +504,7 @@ impl RunPointer {
                 }
                 // The run's deletion removed its record (and then its pointer)
                 // after we listed it: take back the pointer we restored.
-                self.client.delete_all(vec![path]).await?;
+                self.vacate(run_id, orphan.incarnation).await?;
                 Ok(None)
             }
             // Another incarnation was created, or restored, meanwhile.
@@ -566,34 +696,29 @@ impl RunPointer {
         Ok(())
     }
 
-    /// Removes the record and the pointer of incarnation `incarnation`,
-    /// which the caller read as current and terminal (or, in
-    /// `write_record`, created and gave up); the rest of the incarnation's
-    /// folder is the caller's to delete.
+    /// Removes the record of incarnation `incarnation`, which the caller
+    /// read as current and terminal (or, in `keep`, kept and then found
+    /// not current), and vacates its pointer; the rest of the
+    /// incarnation's folder is the caller's to delete.
     ///
     /// The record goes first: from then on the incarnation cannot be
-    /// restored. The pointer delete is unconditional: if a concurrent
-    /// deletion of the same incarnation removed the pointer first and a new
-    /// run of the id was created since, it removes the new run's pointer,
-    /// which the read that follows restores from the new run's record.
+    /// restored. The pointer is vacated only if it still names the
+    /// incarnation, by a conditional update ([`vacate`](Self::vacate)): if
+    /// a concurrent deletion of the same incarnation vacated it first and a
+    /// new run of the id was created since, the new run's pointer stands.
     pub(super) async fn remove(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
         let record = self.client.layout().incarnation_record(run_id, incarnation);
         self.client.delete_all(vec![record.clone()]).await?;
-        // Read again just before the delete: the window in which a later
-        // run's pointer can be hit shrinks from the whole deletion so far to
-        // one round trip, and a deletion that finds the pointer gone (another
-        // deletion of this run removed it) leaves it alone.
-        let current = self.read_pointer(run_id).await?;
-        if current.is_some_and(|(c, _)| c.incarnation == incarnation) {
-            self.client.delete_all(vec![self.path(run_id)]).await?;
-        }
+        // Vacated, conditionally on the version read: a deletion that finds
+        // the pointer naming another run (or none: another deletion of
+        // this run got there first) leaves it alone, and one whose update
+        // lands after a later run took the pointer changes nothing.
+        self.vacate(run_id, incarnation).await?;
         // And the record once more: a redelivery that folded the run while
         // it was still open may have written it back between our two
         // deletes (it found the record gone and the pointer still there),
-        // and the read below must never restore the incarnation it deletes.
-        self.client.delete_all(vec![record]).await?;
-        self.current(run_id).await?;
-        Ok(())
+        // and no reader may ever restore the incarnation this deletes.
+        self.client.delete_all(vec![record]).await
     }
 
     /// Leaves the tombstone of incarnation `incarnation`, which the caller
@@ -715,6 +840,23 @@ impl RunPointer {
             reason: "the run was deleted and created again while it was read; try again".into(),
         }
     }
+}
+
+/// What a deletion of `incarnation` leaves at the run's pointer: `vacant
+/// <incarnation>`, unframed (see [`VACANT`]). Pinned by
+/// `records::a_vacated_run_pointer_is_pinned`.
+pub(super) fn vacated(incarnation: Incarnation) -> Bytes {
+    let mut bytes = VACANT.to_vec();
+    bytes.extend_from_slice(incarnation.to_string().as_bytes());
+    Bytes::from(bytes)
+}
+
+/// A vacated pointer that a recheck marked for its delete
+/// ([`RunPointer::sweep_vacated`]): `vacant <incarnation> swept`.
+pub(super) fn swept(incarnation: Incarnation) -> Bytes {
+    let mut bytes = vacated(incarnation).to_vec();
+    bytes.extend_from_slice(b" swept");
+    Bytes::from(bytes)
 }
 
 /// Decodes a pointer or record at `path`, checked to name `run_id` (and

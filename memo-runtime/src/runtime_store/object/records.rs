@@ -79,6 +79,24 @@ fn the_run_pointer_of_a_versioned_run_is_pinned() {
     assert_eq!(read.run.workflow_version.as_deref(), Some("2"));
 }
 
+/// What a deletion of incarnation 1 leaves at the run's pointer, and a
+/// recheck's mark on it before its delete: plain text, not a frame (a
+/// frame begins with `MEMO`), so that a release before vacated pointers
+/// refuses it as corrupt rather than reading a run into it.
+#[test]
+fn a_vacated_run_pointer_is_pinned() {
+    let incarnation = Incarnation::from_u64(1);
+    assert_eq!(
+        &super::pointer::vacated(incarnation)[..],
+        b"vacant 0000000000000001"
+    );
+    assert_eq!(
+        &super::pointer::swept(incarnation)[..],
+        b"vacant 0000000000000001 swept"
+    );
+    assert!(super::pointer::swept(incarnation).starts_with(crate::write_once::VACANT));
+}
+
 fn record(workflow_version: Option<&str>) -> RunRecord {
     let state = crate::runtime_store::state::RunState::new(
         new_run(workflow_version),

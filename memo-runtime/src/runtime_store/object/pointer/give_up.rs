@@ -91,7 +91,6 @@ impl RunPointer {
         record: &Path,
     ) -> Result<Recorded> {
         let incarnation = creation.incarnation;
-        let pointer = self.path(run_id);
         let delete = |path: &Path| {
             let path = path.clone();
             tried(move || self.client.delete_all(vec![path.clone()]))
@@ -104,7 +103,7 @@ impl RunPointer {
             if self.written(run_id, incarnation).await? {
                 return self.keep(run_id, creation, bytes).await;
             }
-            delete(&pointer).await?;
+            tried(|| self.vacate(run_id, incarnation)).await?;
         }
         delete(record).await?;
         if restored && self.written(run_id, incarnation).await? {

@@ -305,14 +305,31 @@ impl RuntimeStore for Runs {
         Ok(existed)
     }
 
-    /// One `DELETE`: the tombstone `delete_run` left.
+    /// One `DELETE`, the tombstone `delete_run` left; then a read of the
+    /// pointer, and if the deletion's vacated pointer is still there, an
+    /// update marking it swept and its `DELETE`
+    /// (`RunPointer::sweep_vacated`).
     async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
-        self.pointer.unbury(run_id, incarnation).await
+        self.pointer.unbury(run_id, incarnation).await?;
+        let deleted = [(run_id.clone(), incarnation)];
+        let mut swept = self.pointer.sweep_vacated(&deleted).await;
+        swept.pop().expect("one result")
     }
 
-    /// The tombstones `delete_run` left, in one `delete_stream`.
+    /// The tombstones `delete_run` left, in one `delete_stream`; then the
+    /// vacated pointers of those whose tombstone went, as
+    /// `forget_deleted` sweeps them, their deletes in a second one.
     async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
-        self.pointer.unbury_all(deleted).await
+        let unburied = self.pointer.unbury_all(deleted).await;
+        let forgotten: Vec<(RunId, Incarnation)> = (deleted.iter().zip(&unburied))
+            .filter(|(_, unburied)| unburied.is_ok())
+            .map(|(deleted, _)| deleted.clone())
+            .collect();
+        let mut swept = self.pointer.sweep_vacated(&forgotten).await.into_iter();
+        unburied
+            .into_iter()
+            .map(|unburied| unburied.and_then(|()| swept.next().expect("a result per run")))
+            .collect()
     }
 
     /// A read of the pointer, which must not name the incarnation, a
