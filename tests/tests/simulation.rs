@@ -505,21 +505,22 @@ fn with_half_the_deletes_slow_deployment_seeds_that_broke_keep_every_invariant()
 
 /// Seeds of the deployment world with half its deletes slow and a stalled
 /// delete of a run pointer landing before a create of it too
-/// (`MEMO_SIM_WORLD=slow-deletes=0.5,early-pointer-deletes`, session 43)
-/// that broke *a run id has one acknowledged run at a time* and left
-/// objects unreachable without the creator's check by listing (a second
-/// creator, whose listing came before the first's run, created its own run
-/// beside it), and keep every invariant with it. That world still breaks 9
-/// seeds in 3,000 (703 the first): readers act on the second creator's run
-/// in the round trips before its check (RELIABILITY.md, "The window one
-/// round trip earlier").
+/// (`MEMO_SIM_WORLD=slow-deletes=0.5,early-pointer-deletes`). 1895 broke
+/// *a run id has one acknowledged run at a time* without the creator's
+/// check by listing (session 43). The others break with a deletion that
+/// deletes the run's pointer (its update made an unconditional delete
+/// again: 8 seeds in 3,000, every one here) and keep every invariant with
+/// the pointer vacated by a conditional update (session 44; 0 in 6,000):
+/// a stale delete gave the id two runs (1263, 1485), or a run's writer
+/// took back commits acknowledged on its lease, and a later attempt ran
+/// the step again outside a lease (RELIABILITY.md, "Vacated pointers").
 #[test]
 fn with_pointer_deletes_landing_before_creates_deployment_seeds_that_broke_keep_every_invariant() {
     let simulation = order_simulation(true)
         .deployment()
         .slow_deletes(0.5)
         .early_pointer_deletes(true);
-    for seed in [1895, 2996] {
+    for seed in [244, 1263, 1361, 1485, 1563, 1697, 1895, 2020, 2996] {
         if let Err(failure) = simulation.run_seed(seed) {
             panic!("seed {seed}: {failure:?}");
         }

@@ -130,10 +130,14 @@ where
         }
         let rechecked = self.rechecked_elsewhere.lock().expect("not poisoned");
         let layout = crate::layout::Layout::new(compat::PREFIX);
+        // Its tombstone, and the id's pointer as the deletion vacated it
+        // (a later run's deletion and recheck would have removed a
+        // pointer of its own).
         let left_by_misprefix_recheck = |path: &object_store::path::Path| {
-            rechecked
-                .iter()
-                .any(|(run_id, inc)| *path == layout.incarnation_tombstone(run_id, *inc))
+            rechecked.iter().any(|(run_id, inc)| {
+                *path == layout.incarnation_tombstone(run_id, *inc)
+                    || *path == layout.run_pointer(run_id)
+            })
         };
         let left: Vec<_> = compat::objects_of_runs(self.checker.objects())
             .into_iter()

@@ -13,6 +13,11 @@
 //! before a creator's create of the pointer instead, while another run's
 //! pointer stands there: the create then finds the path free, one round
 //! trip earlier than seed 9071's window (session 43).
+//!
+//! Since a deletion vacates the pointer (a conditional update) rather than
+//! deleting it, updates of run pointers are held in flight as deletes are
+//! (session 44); the one unconditional delete of a pointer left is a
+//! recheck's, of a pointer it marked swept.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,12 +235,27 @@ impl<T: ObjectStore + Clone> ObjectStore for SlowDeletes<T> {
     /// creator's read of what took it finds nothing (see the module). With
     /// [`Simulation::early_pointer_deletes`], half the time it lands one
     /// just before the create.
+    ///
+    /// A conditional update of a run pointer (a deletion vacating it, a
+    /// recheck marking it swept, a creator replacing a vacated one) is as
+    /// slow as a delete, on the same draws: a deletion's change of the
+    /// pointer is an update since pointers are vacated, and lands long
+    /// after its read as its delete did. The store judges its condition
+    /// when it lands.
     async fn put_opts(
         &self,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
     ) -> StoreResult<PutResult> {
+        if self.share > 0.0
+            && matches!(opts.mode, PutMode::Update(_))
+            && compat::is_run_pointer(location)
+        {
+            for _ in 0..stall(&self.rng, self.share) {
+                await_point().await;
+            }
+        }
         let create = matches!(opts.mode, PutMode::Create);
         if create
             && let Some(before) = &self.before
