@@ -227,6 +227,54 @@ async fn a_stalled_deletion_never_lets_a_creator_take_the_id_from_the_run_create
     }
 }
 
+/// On a store with no conditional update (`object_store`'s
+/// `LocalFileSystem` given directly, where memo's `LocalFolder` has one) a
+/// deletion deletes the pointer where it would vacate it, as before
+/// vacated pointers, and reads the id again once its own incarnation
+/// cannot be restored: a later run's pointer its stalled delete removed
+/// stands again when the deletion returns.
+#[tokio::test]
+async fn on_a_store_with_no_conditional_update_a_stalled_deletion_restores_what_it_removed() {
+    let folder = tempfile::tempdir().unwrap();
+    let objects: Arc<dyn ObjectStore> = Arc::new(
+        memo_runtime::object_store::local::LocalFileSystem::new_with_prefix(folder.path()).unwrap(),
+    );
+    let run_id = run("order-25");
+    let worker = ObjectStoreRuntimeStore::new(Arc::clone(&objects), "runs");
+    worker.create_run(order(&run_id)).await.unwrap();
+    let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+
+    let pointer = Path::from("runs/runs/order-25/run");
+    let (paused, stale) = Pauses::new(Arc::clone(&objects), Held::Delete, pointer.clone());
+    let sweeper_a = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+    let (run_a, old_a) = (run_id.clone(), old.incarnation);
+    let deletion_a = tokio::spawn(async move { sweeper_a.delete_run(&run_a, old_a).await });
+    wait_reached(stale.reached, "A's delete of the pointer").await;
+    let sweeper_b = ObjectStoreRuntimeStore::new(Arc::clone(&objects), "runs");
+    assert!(
+        sweeper_b
+            .delete_run(&run_id, old.incarnation)
+            .await
+            .unwrap()
+    );
+    let new = worker.create_run(order(&run_id)).await.unwrap();
+    start_and_charge(&worker, &run_id).await;
+
+    stale.release.send(()).unwrap();
+    assert!(deletion_a.await.unwrap().unwrap());
+    assert!(
+        objects.head(&pointer).await.is_ok(),
+        "the later run's pointer is left removed"
+    );
+    let fresh = ObjectStoreRuntimeStore::new(Arc::clone(&objects), "runs");
+    let current = fresh
+        .load_run(&run_id)
+        .await
+        .unwrap()
+        .map(|r| r.incarnation);
+    assert_eq!(current, Some(new.incarnation));
+}
+
 /// A stale deletion of an earlier run of the id removed the pointer of the
 /// run created since, and has not looked again yet (it restores what it
 /// removed only then): a redelivery's `create_run` in that window finds no

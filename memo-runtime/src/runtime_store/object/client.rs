@@ -31,6 +31,18 @@ pub(super) enum Owner<'a> {
     Run(&'a RunId),
 }
 
+/// What [`Client::replace_if`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Replaced {
+    /// This call's conditional update replaced the version read.
+    Updated,
+    /// The object changed or went since it was read: nothing was written.
+    Changed,
+    /// The store has no conditional update: the object was deleted,
+    /// whatever it was by then.
+    Deleted,
+}
+
 /// The objects of one runtime store.
 #[derive(Clone)]
 pub(super) struct Client {
@@ -124,19 +136,20 @@ impl Client {
     }
 
     /// Replaces the object at `path` with `bytes`, as they are (unframed),
-    /// if it is still the `version` read: `true` if this call replaced it,
-    /// `false` if it changed or went since. Of writers updating one
-    /// version, one wins; an update sent again after its acknowledgement
-    /// was lost finds the version it wrote, and answers `false`. A store
-    /// with no conditional update (`object_store`'s `LocalFileSystem`
-    /// given directly), or a version with nothing to match, deletes the
-    /// object instead, unconditionally, and answers `true`.
+    /// if it is still the `version` read: [`Replaced::Updated`] if this
+    /// call replaced it, [`Replaced::Changed`] if it changed or went since.
+    /// Of writers updating one version, one wins; an update sent again
+    /// after its acknowledgement was lost finds the version it wrote, and
+    /// answers `Changed`. A store with no conditional update
+    /// (`object_store`'s `LocalFileSystem` given directly), or a version
+    /// with nothing to match, deletes the object instead, unconditionally:
+    /// [`Replaced::Deleted`].
     pub(super) async fn replace_if(
         &self,
         path: &Path,
         version: UpdateVersion,
         bytes: Bytes,
-    ) -> Result<bool> {
+    ) -> Result<Replaced> {
         if version.e_tag.is_some() || version.version.is_some() {
             let opts = PutOptions::from(PutMode::Update(version));
             match self
@@ -144,16 +157,16 @@ impl Client {
                 .put_opts(path, PutPayload::from(bytes), opts)
                 .await
             {
-                Ok(_) => return Ok(true),
+                Ok(_) => return Ok(Replaced::Updated),
                 Err(
                     object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
-                ) => return Ok(false),
+                ) => return Ok(Replaced::Changed),
                 Err(object_store::Error::NotImplemented { .. }) => {}
                 Err(e) => return Err(Error::store(path, e)),
             }
         }
         self.delete_all(vec![path.clone()]).await?;
-        Ok(true)
+        Ok(Replaced::Deleted)
     }
 
     /// Whether an object stands at `path`: one `HEAD`, its content unread.

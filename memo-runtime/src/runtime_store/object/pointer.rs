@@ -148,7 +148,7 @@ use serde::{Deserialize, Serialize};
 
 use futures::StreamExt;
 
-use super::client::{CONCURRENCY, Client, Owner};
+use super::client::{CONCURRENCY, Client, Owner, Replaced};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::read_limit::Limit;
@@ -329,18 +329,28 @@ impl RunPointer {
     /// A pointer that names another incarnation, or none, is left alone:
     /// a deletion that stalled between its read and its update never
     /// removes a later run's pointer.
-    pub(super) async fn vacate(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+    ///
+    /// `true` if the store has no conditional update and the pointer was
+    /// deleted instead, as a release before vacated pointers deleted it:
+    /// the caller reads the id again once its incarnation cannot be
+    /// restored, which restores what the delete may have removed of a
+    /// later run.
+    pub(super) async fn vacate(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let path = self.path(run_id);
         for _ in 0..POINTER_ATTEMPTS {
             let Some((current, _, version)) = self.read_versioned(run_id).await? else {
-                return Ok(());
+                return Ok(false);
             };
-            if current.incarnation != incarnation
-                || (self.client)
-                    .replace_if(&path, version, vacated(incarnation))
-                    .await?
+            if current.incarnation != incarnation {
+                return Ok(false);
+            }
+            match (self.client)
+                .replace_if(&path, version, vacated(incarnation))
+                .await?
             {
-                return Ok(());
+                Replaced::Updated => return Ok(false),
+                Replaced::Deleted => return Ok(true),
+                Replaced::Changed => {}
             }
         }
         Err(self.kept_changing(run_id))
@@ -399,11 +409,13 @@ impl RunPointer {
         else {
             return Ok(None);
         };
-        let won = bytes == vacated(incarnation)
-            && (self.client)
-                .replace_if(&path, version, swept(incarnation))
-                .await?;
-        Ok(won.then_some(path))
+        if bytes != vacated(incarnation) {
+            return Ok(None);
+        }
+        let marked = (self.client)
+            .replace_if(&path, version, swept(incarnation))
+            .await?;
+        Ok((marked == Replaced::Updated).then_some(path))
     }
 
     /// The one incarnation of the run whose record exists, with the record's
@@ -503,7 +515,8 @@ impl RunPointer {
                     return Ok(Some((orphan, bytes)));
                 }
                 // The run's deletion removed its record (and then its pointer)
-                // after we listed it: take back the pointer we restored.
+                // after we listed it: take back the pointer we restored
+                // (the caller reads the id again).
                 self.vacate(run_id, orphan.incarnation).await?;
                 Ok(None)
             }
@@ -713,12 +726,18 @@ impl RunPointer {
         // the pointer naming another run (or none: another deletion of
         // this run got there first) leaves it alone, and one whose update
         // lands after a later run took the pointer changes nothing.
-        self.vacate(run_id, incarnation).await?;
+        let deleted = self.vacate(run_id, incarnation).await?;
         // And the record once more: a redelivery that folded the run while
         // it was still open may have written it back between our two
         // deletes (it found the record gone and the pointer still there),
         // and no reader may ever restore the incarnation this deletes.
-        self.client.delete_all(vec![record]).await
+        self.client.delete_all(vec![record]).await?;
+        if deleted {
+            // A store with no conditional update: the delete may have hit
+            // a later run's pointer, restored now from its record.
+            self.current(run_id).await?;
+        }
+        Ok(())
     }
 
     /// Leaves the tombstone of incarnation `incarnation`, which the caller
