@@ -198,7 +198,16 @@ pub(crate) async fn create_once(
     limit: Limit,
     seal: &Seal,
 ) -> Result<Created> {
-    let landed = create(store, path, payload, limit, seal, WhenGone::CreateAgain).await?;
+    let landed = create(
+        store,
+        path,
+        payload,
+        limit,
+        seal,
+        WhenGone::CreateAgain,
+        None,
+    )
+    .await?;
     Ok(landed
         .expect("a create that finds its path gone tries again")
         .created)
@@ -220,7 +229,9 @@ pub(crate) async fn create_once(
 /// that of two creators one wins and the other reads the winner's pointer,
 /// as two creates of a free path end; `None` if that version changed into
 /// nothing, and after a create whose outcome is unknown that finds one
-/// (our pointer may have landed and been vacated since).
+/// (our pointer may have landed and been vacated since). A caller that
+/// read a vacated pointer (`vacant`, the version read) sends the update
+/// first, where a create would find the path taken.
 ///
 /// # Errors
 ///
@@ -232,8 +243,9 @@ pub(crate) async fn create_unless_taken(
     payload: &[u8],
     limit: Limit,
     seal: &Seal,
+    vacant: Option<UpdateVersion>,
 ) -> Result<Option<Landed>> {
-    create(store, path, payload, limit, seal, WhenGone::GiveUp).await
+    create(store, path, payload, limit, seal, WhenGone::GiveUp, vacant).await
 }
 
 /// What [`create_unless_taken`] committed, or found committed.
@@ -272,7 +284,8 @@ enum WhenGone {
     GiveUp,
 }
 
-/// [`create_once`] and [`create_unless_taken`].
+/// [`create_once`] and [`create_unless_taken`]; `vacant`, a vacated
+/// pointer's version to replace first.
 async fn create(
     store: &dyn ObjectStore,
     path: &Path,
@@ -280,6 +293,7 @@ async fn create(
     limit: Limit,
     seal: &Seal,
     when_gone: WhenGone,
+    vacant: Option<UpdateVersion>,
 ) -> Result<Option<Landed>> {
     // Held to the plain frame's size whatever the seal: a sealed frame may
     // take a little more in the store, and reads allow for that.
@@ -297,8 +311,9 @@ async fn create(
         WhenGone::GiveUp => Vacancy::Read,
         WhenGone::CreateAgain => Vacancy::Refused,
     };
-    // The entry of a cleared standalone run found at `path`, to replace.
-    let mut stale = None;
+    // The entry of a cleared standalone run found at `path`, or a vacated
+    // pointer, to replace.
+    let mut stale = vacant;
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -452,7 +467,8 @@ mod tests {
         // Nothing there once read back: the pointer of another run may
         // have been there and gone, so no second create.
         let store = failing_once();
-        let created = create_unless_taken(store.as_ref(), &path, b"a", Limit::RECORD, &PLAIN).await;
+        let created =
+            create_unless_taken(store.as_ref(), &path, b"a", Limit::RECORD, &PLAIN, None).await;
         assert!(matches!(created, Ok(None)), "{created:?}");
         assert!(store.inner().head(&path).await.is_err(), "nothing written");
     }
@@ -464,13 +480,15 @@ mod tests {
         create_once(&store, &path, b"theirs", Limit::RECORD, &PLAIN)
             .await
             .unwrap();
-        let created = create_unless_taken(&store, &path, b"ours", Limit::RECORD, &PLAIN).await;
+        let created =
+            create_unless_taken(&store, &path, b"ours", Limit::RECORD, &PLAIN, None).await;
         assert!(
             matches!(&created, Ok(Some(Landed { created: Created::Theirs(b), e_tag: None }))
                 if b.as_ref() == b"theirs"),
             "{created:?}"
         );
-        let again = create_unless_taken(&store, &path, b"theirs", Limit::RECORD, &PLAIN).await;
+        let again =
+            create_unless_taken(&store, &path, b"theirs", Limit::RECORD, &PLAIN, None).await;
         assert!(
             matches!(
                 again,
@@ -503,10 +521,11 @@ mod tests {
                 let listing = listing.unwrap();
                 listing.objects.into_iter().find(|o| o.location == path)
             };
-            let landed = create_unless_taken(store.as_ref(), &path, b"ours", Limit::RECORD, &PLAIN)
-                .await
-                .unwrap()
-                .unwrap();
+            let landed =
+                create_unless_taken(store.as_ref(), &path, b"ours", Limit::RECORD, &PLAIN, None)
+                    .await
+                    .unwrap()
+                    .unwrap();
             assert!(matches!(landed.created, Created::Ours(_)), "{store}");
             let tag = listed().await.unwrap().e_tag;
             assert!(
@@ -568,7 +587,7 @@ mod tests {
             // A creator that read the vacated version loses to one that
             // replaced it first.
             let first =
-                create_unless_taken(store.as_ref(), &path, b"a", Limit::RECORD, &PLAIN).await;
+                create_unless_taken(store.as_ref(), &path, b"a", Limit::RECORD, &PLAIN, None).await;
             assert!(
                 matches!(&first, Ok(Some(Landed { created: Created::Ours(b), .. })) if b.as_ref() == b"a"),
                 "{store}: {first:?}"
@@ -585,7 +604,7 @@ mod tests {
                 "{store}: {late:?}"
             );
             let second =
-                create_unless_taken(store.as_ref(), &path, b"b", Limit::RECORD, &PLAIN).await;
+                create_unless_taken(store.as_ref(), &path, b"b", Limit::RECORD, &PLAIN, None).await;
             assert!(
                 matches!(&second, Ok(Some(Landed { created: Created::Theirs(b), .. })) if b.as_ref() == b"a"),
                 "{store}: {second:?}"

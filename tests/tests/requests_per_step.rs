@@ -207,7 +207,48 @@ async fn a_new_ids_creation_lists_its_folder_before_and_after_and_an_id_in_use_r
     assert!(again.lists >= 1 && again.gets >= 1, "{again:?}");
 }
 
-/// A model's reply, memoized.
+/// A deleted run's id used again (a redelivery after the sweep, before
+/// the deletion's recheck): the listing shows the vacated pointer and no
+/// incarnation's folder, one read of it gives the version the new
+/// pointer's update replaces; no create that finds the path taken, no
+/// second listing for a record to restore, no read after. 7 requests, one
+/// more than a new id's creation (the read).
+#[tokio::test]
+async fn a_deleted_ids_next_creation_reads_its_vacated_pointer_once_and_updates_it() {
+    use memo_runtime::runtime_store::{Commit, NewRun, RuntimeStore, StatusChange};
+
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let runs = ObjectStoreRuntimeStore::new(counting.clone(), "runs");
+    let run_id = run("used-again");
+    let order = || NewRun {
+        run_id: run_id.clone(),
+        workflow: "w".into(),
+        input: memo_runtime::Bytes::new(),
+        created_at_ms: 0,
+        workflow_version: None,
+    };
+    runs.create_run(order()).await.unwrap();
+    let failed = Commit::status(StatusChange::Failed { error: "e".into() }, 1);
+    let old = runs
+        .atomic_apply(&run_id, failed)
+        .await
+        .unwrap()
+        .incarnation;
+    assert!(runs.delete_run(&run_id, old).await.unwrap());
+
+    counting.reset();
+    let again = runs.create_run(order()).await.unwrap();
+    assert_ne!(again.incarnation, old);
+    let c = Requests::of(counting.counts());
+    assert_eq!(
+        (c.lists, c.gets, c.overwrites, c.creates, c.heads, c.deletes),
+        (2, 1, 1, 2, 1, 0),
+        "listings before and after, the vacated pointer's read and update, \
+         the hint's and the record's creates, the hint's HEAD: {c:?}"
+    );
+}
+
+/// A model's reply, memoized./// A model's reply, memoized.
 #[memoized]
 async fn complete(memo: &Memo, prompt: &str) -> Result<String, Error> {
     Ok(format!("reply to {prompt}"))

@@ -111,17 +111,20 @@ impl Client {
     }
 
     /// [`create`](Self::create), but `None` rather than a second create
-    /// where another writer's object was and went (see
-    /// [`write_once::create_unless_taken`]).
+    /// where another writer's object was and went, and a vacated pointer
+    /// replaced, first by an update of `vacant` if that version was read
+    /// (see [`write_once::create_unless_taken`]).
     pub(super) async fn create_unless_taken(
         &self,
         path: &Path,
         payload: &[u8],
         limit: Limit,
         owner: Owner<'_>,
+        vacant: Option<UpdateVersion>,
     ) -> Result<Option<Landed>> {
         let seal = self.seal_of(owner);
-        write_once::create_unless_taken(self.store.as_ref(), path, payload, limit, &seal).await
+        let store = self.store.as_ref();
+        write_once::create_unless_taken(store, path, payload, limit, &seal, vacant).await
     }
 
     /// Reads the run pointer at `path`, vacated or not, with its version

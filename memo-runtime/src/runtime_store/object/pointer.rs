@@ -173,6 +173,15 @@ pub(super) struct Creation {
     pub(super) incarnation: Incarnation,
 }
 
+/// What a creation finds under its id ([`RunPointer::current_unless_new`]).
+pub(super) enum Prior {
+    /// The id's current run, and its pointer's bytes.
+    Run(Creation, Bytes),
+    /// No run: a free path, or a vacated pointer of this version, which
+    /// the creation's update replaces.
+    Free(Option<UpdateVersion>),
+}
+
 /// What [`RunPointer::create`] came to.
 pub(super) enum Birth {
     /// The pointer and the record stand: the run exists.
@@ -257,24 +266,45 @@ impl RunPointer {
 
     /// [`current_with_bytes`](Self::current_with_bytes) for a creation,
     /// which expects the id to be new: one listing of the id's folder
-    /// answers `None` if it holds neither the pointer nor any incarnation's
-    /// folder (where a record would be); anything else is read as
-    /// `current_with_bytes` reads it. A new id costs one request instead of
-    /// two (the pointer's `GET` and the listing for an orphaned record); an
-    /// id in use costs one more.
+    /// answers [`Prior::Free`] if it holds neither the pointer nor any
+    /// incarnation's folder (where a record would be), and, if it holds
+    /// the pointer and no incarnation's folder, one read of the pointer
+    /// answers with the run it names, or `Free` with the version of a
+    /// vacated one (a deleted run's id used again: the create updates that
+    /// version, where it would find the path taken). Anything else is read
+    /// as `current_with_bytes` reads it. A new id costs one request instead
+    /// of two (the pointer's `GET` and the listing for an orphaned record),
+    /// a deleted one's two instead of three (and its create one instead of
+    /// three); an id in use costs one more.
     ///
-    /// `None` says only what the listing saw: the creator's create of the
-    /// pointer decides, as after `current_with_bytes` found none (a pointer
-    /// created since, listed late or not, makes that create find it taken).
-    pub(super) async fn current_unless_new(
-        &self,
-        run_id: &RunId,
-    ) -> Result<Option<(Creation, Bytes)>> {
+    /// `Free` says only what the listing and the read saw: the creator's
+    /// create (or update) of the pointer decides, as after
+    /// `current_with_bytes` found none (a pointer created since, listed
+    /// late or not, makes that create find it taken, or that update find
+    /// the version changed).
+    pub(super) async fn current_unless_new(&self, run_id: &RunId) -> Result<Prior> {
         let listing = self.id_folder(run_id).await?;
-        if listing.objects.is_empty() && listing.common_prefixes.is_empty() {
-            return Ok(None);
+        if listing.common_prefixes.is_empty() {
+            if listing.objects.is_empty() {
+                return Ok(Prior::Free(None));
+            }
+            let path = self.path(run_id);
+            match (self.client)
+                .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
+                .await?
+            {
+                Slot::Vacant(_, version) => return Ok(Prior::Free(Some(version))),
+                Slot::Value(bytes, _) => {
+                    let creation = decode_creation(run_id, &path, &bytes, None)?;
+                    return Ok(Prior::Run(creation, bytes));
+                }
+                Slot::Absent => {}
+            }
         }
-        self.current_with_bytes(run_id).await
+        Ok(match self.current_with_bytes(run_id).await? {
+            Some((creation, bytes)) => Prior::Run(creation, bytes),
+            None => Prior::Free(None),
+        })
     }
 
     /// One delimited listing of the id's folder: the pointer among its
@@ -483,6 +513,7 @@ impl RunPointer {
                 &bytes,
                 Limit::RECORD,
                 Owner::Incarnation(run_id, orphan.incarnation),
+                None,
             )
             .await?;
         // Taken, and gone when read: whichever pointer that was, the id is
@@ -805,10 +836,15 @@ impl RunPointer {
             .collect()
     }
 
-    /// Creates the pointer of the new incarnation `creation`, then its
-    /// record: the run exists once both stand and the pointer still names
-    /// it (see the module's notes).
-    pub(super) async fn create(&self, creation: &Creation) -> Result<Birth> {
+    /// Creates the pointer of the new incarnation `creation` (replacing the
+    /// vacated pointer whose version `vacant` is, if the creator read one),
+    /// then its record: the run exists once both stand and the pointer
+    /// still names it (see the module's notes).
+    pub(super) async fn create(
+        &self,
+        creation: &Creation,
+        vacant: Option<UpdateVersion>,
+    ) -> Result<Birth> {
         let run_id = &creation.run.run_id;
         let encoded = codec::encode_value("a run", creation)?;
         let path = self.path(run_id);
@@ -819,6 +855,7 @@ impl RunPointer {
                 &encoded,
                 Limit::RECORD,
                 Owner::Incarnation(run_id, creation.incarnation),
+                vacant,
             )
             .await?;
         // Taken, and gone when read (or not known to be ours): the pointer

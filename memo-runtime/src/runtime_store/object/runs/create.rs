@@ -5,7 +5,7 @@ use super::Runs;
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::object::folded::Folded;
-use crate::runtime_store::object::pointer::{Birth, Creation, POINTER_ATTEMPTS};
+use crate::runtime_store::object::pointer::{Birth, Creation, POINTER_ATTEMPTS, Prior};
 use crate::runtime_store::state::RunState;
 use crate::runtime_store::{NewRun, RunRecord, RunStatus};
 
@@ -17,12 +17,15 @@ impl Runs {
     pub(super) async fn create(&self, run: NewRun) -> Result<RunRecord> {
         let run_id = run.run_id.clone();
         for _ in 0..POINTER_ATTEMPTS {
-            if let Some((creation, bytes)) = self.pointer.current_unless_new(&run_id).await? {
-                if let Some(record) = self.recreate(&run, creation, &bytes).await? {
-                    return Ok(record);
+            let vacant = match self.pointer.current_unless_new(&run_id).await? {
+                Prior::Run(creation, bytes) => {
+                    if let Some(record) = self.recreate(&run, creation, &bytes).await? {
+                        return Ok(record);
+                    }
+                    continue;
                 }
-                continue;
-            }
+                Prior::Free(vacant) => vacant,
+            };
             // A new incarnation gets its own folder: whatever a deletion that
             // stopped part-way left of an earlier run of this id is never read.
             let creation = Creation {
@@ -32,7 +35,7 @@ impl Runs {
             self.hints
                 .write(RunStatus::Pending, &run_id, creation.incarnation)
                 .await?;
-            match self.pointer.create(&creation).await? {
+            match self.pointer.create(&creation, vacant).await? {
                 Birth::Born => {
                     self.hints
                         .ensure_pending(&run_id, creation.incarnation)
