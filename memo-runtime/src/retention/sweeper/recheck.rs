@@ -25,9 +25,10 @@
 //! store holds of the incarnation again ([`RuntimeStore::clear_remains`]),
 //! forgets its data key once more (a late write may have made a new one),
 //! then forgets the deletion ([`RuntimeStore::forget_deleted_all`]: the
-//! tombstone, once nothing of the incarnation is left to take back) and
-//! deletes the recheck marker last, so a failure keeps it for the next
-//! pass.
+//! tombstone, once nothing of the incarnation is left to take back, and
+//! the run id's pointer as the deletion vacated it, unless a new run of
+//! the id took it) and deletes the recheck marker last, so a failure keeps
+//! it for the next pass.
 //!
 //! Safe whatever runs meanwhile: the marker names an incarnation a sweep
 //! saw deleted (incarnations are drawn at random and never come back once
@@ -48,9 +49,11 @@
 //! holds step-output entries of the previous layout at all: the pass asks
 //! once), a read of the run's pointer, a listing of its runtime folder and
 //! one `delete_stream` of what that holds and of its status hints, a `HEAD`
-//! for the data key where the seal has data keys; and, on S3, one request
-//! per 1,000 tombstones and one per 1,000 markers (a pass deletes them
-//! together), plus the listing of the due hours. In proportion to what was
+//! for the data key where the seal has data keys, a second read of the
+//! pointer and, while the deletion's vacated pointer stands, a conditional
+//! update marking it swept; and, on S3, one request per 1,000 tombstones,
+//! one per 1,000 swept pointers and one per 1,000 markers (a pass deletes
+//! each together), plus the listing of the due hours. In proportion to what was
 //! swept, never to what is retained.
 //!
 //! [`RuntimeStore::clear_remains`]: crate::runtime_store::RuntimeStore::clear_remains
