@@ -22,7 +22,8 @@ const GIVE_UP_ATTEMPTS: u32 = 3;
 
 /// `request`, tried again after a failure, up to [`GIVE_UP_ATTEMPTS`]
 /// times. Every request of a give-up can be repeated: deletes and reads
-/// are, and a record's create finds its own bytes (`Created::Same`).
+/// are, a record's create finds its own bytes (`Created::Same`), and a
+/// vacate reads the pointer again (finding it vacated by its first try).
 pub(super) async fn tried<T, F: Future<Output = Result<T>>>(
     request: impl FnMut() -> F,
 ) -> Result<T> {
@@ -42,10 +43,10 @@ impl RunPointer {
     /// between our create of the record and its delete restores the pointer
     /// from it (its check of the record passes while ours stands). So the
     /// incarnation is removed as a deletion removes it: the record, the
-    /// pointer if it names the incarnation (a restorer creates the pointer
-    /// and then reads the record, we delete the record and then read the
-    /// pointer, so a restore that saw the record is seen here), and the
-    /// record once more, for a reader that wrote it back meanwhile.
+    /// pointer vacated if it names the incarnation (a restorer creates the
+    /// pointer and then reads the record, we delete the record and then
+    /// read the pointer, so a restore that saw the record is seen here),
+    /// and the record once more, for a reader that wrote it back meanwhile.
     ///
     /// Or a stale deletion of an earlier run of the id removed the pointer
     /// of a run that is new and whole (seed 1778 of session 24), and a
@@ -57,17 +58,16 @@ impl RunPointer {
     /// as it is now. The order makes every write seen: a writer creates its
     /// entry and then reads the pointer, and counts the entry as committed
     /// only if the pointer names the incarnation. We look for log entry 0
-    /// before deleting the pointer (found: nothing is deleted) and once
+    /// before vacating the pointer (found: nothing is changed) and once
     /// more after: a writer whose check passed read the pointer before our
-    /// delete, so its entry (and so entry 0, as entries are created in
+    /// update, so its entry (and so entry 0, as entries are created in
     /// order) was created before our second look. A writer whose check
-    /// comes after our delete finds the pointer and the record gone and
-    /// takes its entry back; if we saw the entry before that take-back, the
-    /// run is kept without it, as a run nothing was committed to. No
-    /// conditional delete is needed (object stores have none); on a store
-    /// that has them the pointer's delete could be made conditional on its
-    /// version, but the look after it would still be needed, for writers
-    /// that checked before it.
+    /// comes after our update finds the pointer vacated and the record
+    /// gone and takes its entry back; if we saw the entry before that
+    /// take-back, the run is kept without it, as a run nothing was
+    /// committed to. The update is conditional on the version read (see
+    /// `RunPointer::vacate`), but the look after it is still needed, for
+    /// writers that checked before it.
     ///
     /// A new incarnation whose pointer still names it is given up the same
     /// way when another incarnation's record stands beside its own
@@ -75,13 +75,13 @@ impl RunPointer {
     /// is kept if a reader already wrote to it (a reader that found its
     /// pointer in the round trips of the creator's check, and started it:
     /// then both runs stand, a window left open), and otherwise its pointer
-    /// is deleted and the other run's restored from its record.
+    /// is vacated and the other run's restored from its record.
     ///
     /// What is left: a deleted incarnation that a reader restored is kept
     /// if its log has entry 0 (the reader ran it again, or a deletion that
     /// stopped part way left it), where before it was removed; and a
     /// creation of another incarnation of the id in the round trip between
-    /// our pointer delete and our restore makes the restore fail: the run
+    /// our pointer's vacate and our restore makes the restore fail: the run
     /// is then given up, and what was written to it is lost.
     pub(super) async fn give_up(
         &self,
@@ -109,7 +109,9 @@ impl RunPointer {
         if restored && self.written(run_id, incarnation).await? {
             return self.keep(run_id, creation, bytes).await;
         }
-        // A later run's pointer our delete may have hit is restored.
+        // The other run's pointer a stale delete removed (the rival our
+        // check by listing found), or a later run's our delete hit on a
+        // store with no conditional update, is restored.
         tried(|| self.current(run_id)).await?;
         Ok(Recorded::GivenUp)
     }
