@@ -227,6 +227,75 @@ async fn a_stalled_deletion_never_lets_a_creator_take_the_id_from_the_run_create
     }
 }
 
+/// Two sweepers recheck one deletion at once (every worker runs one): the
+/// first marks the vacated pointer swept and is held at its delete; the
+/// second finds the pointer swept, not vacated by the deletion it
+/// forgets, and leaves it (no second delete that could land later still).
+/// Then a redelivery creates the id's next run over the swept pointer, and
+/// the first's held delete lands on its pointer: the one unconditional
+/// delete of a pointer left, and what the incarnation records are kept for.
+/// The next reader restores the run's pointer from its record.
+#[tokio::test]
+async fn two_rechecks_of_one_deletion_delete_its_vacated_pointer_once() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-26");
+        let pointer = Path::from("runs/runs/order-26/run");
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        worker.create_run(order(&run_id)).await.unwrap();
+        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(worker.delete_run(&run_id, old.incarnation).await.unwrap());
+
+        let (paused, held) = Pauses::new(backend.open(), Held::Delete, pointer.clone());
+        let first = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+        let (run_a, old_a) = (run_id.clone(), old.incarnation);
+        let recheck = tokio::spawn(async move { first.forget_deleted(&run_a, old_a).await });
+        wait_reached(held.reached, "the first recheck's delete of the pointer").await;
+
+        let counting = Arc::new(memo_runtime::testing::CountingStore::new(backend.open()));
+        let second = ObjectStoreRuntimeStore::new(counting.clone(), "runs");
+        second
+            .forget_deleted(&run_id, old.incarnation)
+            .await
+            .unwrap();
+        let sent = counting.counts();
+        assert_eq!(
+            (sent.delete_paths, sent.puts),
+            (1, 0),
+            "{name}: the second recheck deletes the tombstone only: {sent:?}"
+        );
+        let swept = backend
+            .objects()
+            .get(&pointer)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(swept.ends_with(b" swept"), "{name}: {swept:?}");
+
+        let new = worker.create_run(order(&run_id)).await.unwrap();
+        held.release.send(()).unwrap();
+        recheck.await.unwrap().unwrap();
+        assert!(
+            backend.objects().head(&pointer).await.is_err(),
+            "{name}: the held delete removed the new run's pointer"
+        );
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let current = fresh
+            .load_run(&run_id)
+            .await
+            .unwrap()
+            .map(|r| r.incarnation);
+        assert_eq!(
+            current,
+            Some(new.incarnation),
+            "{name}: restored from its record"
+        );
+        assert!(backend.objects().head(&pointer).await.is_ok(), "{name}");
+    }
+}
+
 /// On a store with no conditional update (`object_store`'s
 /// `LocalFileSystem` given directly, where memo's `LocalFolder` has one) a
 /// deletion deletes the pointer where it would vacate it, as before
