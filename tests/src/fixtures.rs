@@ -253,14 +253,24 @@ pub async fn stored_under(objects: &dyn ObjectStore, prefix: &str) -> Vec<String
 /// retention pass's recheck of it (`RuntimeStore::forget_deleted`)
 /// removes it, as it removes the run's tombstone.
 pub async fn is_vacated_pointer(objects: &dyn ObjectStore, path: &str) -> bool {
-    use memo_runtime::object_store::ObjectStoreExt;
     let path = memo_runtime::object_store::path::Path::from(path);
-    if path.filename() != Some("run") {
-        return false;
-    }
-    match objects.get(&path).await {
-        Ok(got) => got.bytes().await.unwrap().starts_with(b"vacant "),
-        Err(_) => false,
+    path.filename() == Some("run")
+        && stored_bytes(objects, &path)
+            .await
+            .is_some_and(|bytes| bytes.starts_with(b"vacant "))
+}
+
+/// The bytes of the object at `path` as stored (unframed, unopened);
+/// `None` if there is none.
+pub async fn stored_bytes(
+    objects: &dyn ObjectStore,
+    path: &memo_runtime::object_store::path::Path,
+) -> Option<Bytes> {
+    use memo_runtime::object_store::ObjectStoreExt;
+    match objects.get(path).await {
+        Ok(got) => Some(got.bytes().await.unwrap()),
+        Err(memo_runtime::object_store::Error::NotFound { .. }) => None,
+        Err(e) => panic!("{path}: {e}"),
     }
 }
 

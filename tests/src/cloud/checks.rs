@@ -24,7 +24,7 @@ use memo_runtime::{
 };
 
 use super::CloudBucket;
-use crate::fixtures::{every_seal_option, put_entries, run, stored_entries};
+use crate::fixtures::{every_seal_option, put_entries, run, stored_bytes, stored_entries};
 
 /// The start-up probe passes on a store opened from the cloud's URL, and
 /// leaves nothing behind.
@@ -176,15 +176,8 @@ pub async fn a_stale_deletions_update_never_vacates_a_later_runs_pointer(bucket:
         version: read.version,
     };
     assert!(runs.delete_run(&run_id, old).await.unwrap());
-    let vacated = opened
-        .store
-        .get(&pointer)
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    assert_eq!(&vacated[..], format!("vacant {old}").as_bytes());
+    let vacated = stored_bytes(opened.store.as_ref(), &pointer).await;
+    assert_eq!(vacated.as_deref(), Some(format!("vacant {old}").as_bytes()));
 
     let new = runs.create_run(new_run()).await.unwrap().incarnation;
     assert_ne!(new, old);
