@@ -20,7 +20,8 @@ use memo_runtime::runtime_store::{
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Bytes, Error, Incarnation, Memo, MemoStore, RunId, memoized};
 use memo_tests::fixtures::{
-    Backend, but_deletion_remains, process_builder, run, stored_bytes, stored_under,
+    Backend, but_deletion_remains, is_vacated_pointer, process_builder, run, stored_bytes,
+    stored_under,
 };
 use memo_tests::pause::{Held, Pauses, wait_reached};
 use tokio::sync::oneshot;
@@ -268,7 +269,9 @@ async fn two_rechecks_of_one_deletion_delete_its_vacated_pointer_once() {
         );
         let swept = stored_bytes(backend.objects().as_ref(), &pointer).await;
         assert!(
-            swept.as_ref().is_some_and(|b| b.ends_with(b" swept")),
+            swept
+                .as_ref()
+                .is_some_and(|b| b.windows(7).any(|w| w == b" swept ")),
             "{name}: {swept:?}"
         );
 
@@ -291,6 +294,63 @@ async fn two_rechecks_of_one_deletion_delete_its_vacated_pointer_once() {
             "{name}: restored from its record"
         );
         assert!(backend.objects().head(&pointer).await.is_ok(), "{name}");
+    }
+}
+
+/// Lost acknowledgements of the two updates of a deleted run's pointer.
+/// The deletion's vacate lands and its answer is lost: the deletion fails,
+/// and called again it finds the run gone and finishes (its id is used
+/// again as a new run). The recheck's mark lands and its answer is lost:
+/// it reads the pointer back, finds its own mark, and deletes the pointer
+/// (another recheck's mark it would leave).
+#[tokio::test]
+async fn a_lost_answer_to_a_vacate_or_a_swept_mark_still_removes_the_pointer() {
+    use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-27");
+        let pointer = Path::from("runs/runs/order-27/run");
+        let lossy = || {
+            let faults = Arc::new(FaultInjectingStore::new(backend.open()));
+            let at = pointer.clone();
+            faults.inject(
+                FaultRule::fail_after(RequestKind::Put)
+                    .matching(move |path| *path == at)
+                    .times(1),
+            );
+            faults
+        };
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        worker.create_run(order(&run_id)).await.unwrap();
+        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+
+        let faults = lossy();
+        let deleting = ObjectStoreRuntimeStore::new(faults.clone(), "runs");
+        let first = deleting.delete_run(&run_id, old.incarnation).await;
+        assert!(first.is_err(), "{name}: {first:?}");
+        assert_eq!(faults.faults_injected(), 1, "{name}");
+        assert!(
+            !deleting.delete_run(&run_id, old.incarnation).await.unwrap(),
+            "{name}: called again, the run is gone"
+        );
+        let objects = backend.objects();
+        assert!(
+            is_vacated_pointer(objects.as_ref(), pointer.as_ref()).await,
+            "{name}"
+        );
+
+        let faults = lossy();
+        let recheck = ObjectStoreRuntimeStore::new(faults.clone(), "runs");
+        recheck
+            .forget_deleted(&run_id, old.incarnation)
+            .await
+            .unwrap();
+        assert_eq!(faults.faults_injected(), 1, "{name}");
+        let left = stored_under(objects.as_ref(), "runs/runs/order-27").await;
+        assert!(left.is_empty(), "{name}: {left:?}");
+        let again = worker.create_run(order(&run_id)).await.unwrap();
+        assert_ne!(again.incarnation, old.incarnation, "{name}");
     }
 }
 

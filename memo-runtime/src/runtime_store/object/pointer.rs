@@ -403,12 +403,14 @@ impl RunPointer {
     /// place (seed 9071's window). So the recheck first marks the vacated
     /// pointer swept, a conditional update that one recheck wins, and only
     /// the winner deletes; a swept pointer reads as vacated, and a creator
-    /// replaces it as it replaces a vacated one. What is left: the
-    /// winner's delete, stalled from before a creation of the id until
-    /// after it, removes that run's pointer, which is restored from its
-    /// record as a pointer removed by a release before vacated pointers
-    /// is; and a winner whose delete fails leaves the swept pointer for
-    /// the id's next creation to replace.
+    /// replaces it as it replaces a vacated one. A recheck whose update's
+    /// answer was lost reads the pointer back and finds its own mark (each
+    /// recheck's is its own). What is left: the winner's delete, stalled
+    /// from before a creation of the id until after it, removes that run's
+    /// pointer, which is restored from its record as a pointer removed by
+    /// a release before vacated pointers is; and a winner whose delete
+    /// fails leaves the swept pointer for the id's next creation to
+    /// replace (a later recheck cannot tell its mark from another's).
     pub(super) async fn sweep_vacated(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
         let marks: Vec<Result<Option<Path>>> = futures::stream::iter(deleted.to_vec())
             .map(|(run_id, incarnation)| async move { self.mark_swept(&run_id, incarnation).await })
@@ -442,10 +444,20 @@ impl RunPointer {
         if bytes != vacated(incarnation) {
             return Ok(None);
         }
-        let marked = (self.client)
-            .replace_if(&path, version, swept(incarnation))
-            .await?;
-        Ok((marked == Replaced::Updated).then_some(path))
+        // This recheck's own mark: an update whose answer was lost is known
+        // by it when read back, where another recheck's mark is left.
+        let mark = swept(incarnation, crate::run_id::unique_token());
+        match (self.client).replace_if(&path, version, mark.clone()).await {
+            Ok(Replaced::Updated) => Ok(Some(path)),
+            Ok(Replaced::Changed | Replaced::Deleted) => Ok(None),
+            Err(error) => match (self.client)
+                .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
+                .await?
+            {
+                Slot::Vacant(bytes, _) if bytes == mark => Ok(Some(path)),
+                _ => Err(error),
+            },
+        }
     }
 
     /// The one incarnation of the run whose record exists, with the record's
@@ -908,10 +920,12 @@ pub(super) fn vacated(incarnation: Incarnation) -> Bytes {
 }
 
 /// A vacated pointer that a recheck marked for its delete
-/// ([`RunPointer::sweep_vacated`]): `vacant <incarnation> swept`.
-pub(super) fn swept(incarnation: Incarnation) -> Bytes {
+/// ([`RunPointer::sweep_vacated`]): `vacant <incarnation> swept <mark>`,
+/// the mark drawn by that recheck (16 hex digits), so that it knows its
+/// own update read back.
+pub(super) fn swept(incarnation: Incarnation, mark: u64) -> Bytes {
     let mut bytes = vacated(incarnation).to_vec();
-    bytes.extend_from_slice(b" swept");
+    bytes.extend_from_slice(format!(" swept {mark:016x}").as_bytes());
     Bytes::from(bytes)
 }
 

@@ -90,11 +90,12 @@ fn a_vacated_run_pointer_is_pinned() {
         &super::pointer::vacated(incarnation)[..],
         b"vacant 0000000000000001"
     );
+    let swept = super::pointer::swept(incarnation, 0xab);
     assert_eq!(
-        &super::pointer::swept(incarnation)[..],
-        b"vacant 0000000000000001 swept"
+        &swept[..],
+        b"vacant 0000000000000001 swept 00000000000000ab"
     );
-    assert!(super::pointer::swept(incarnation).starts_with(crate::write_once::VACANT));
+    assert!(swept.starts_with(crate::write_once::VACANT));
 }
 
 fn record(workflow_version: Option<&str>) -> RunRecord {
