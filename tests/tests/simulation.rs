@@ -509,8 +509,10 @@ fn with_half_the_deletes_slow_deployment_seeds_that_broke_keep_every_invariant()
 /// *a run id has one acknowledged run at a time* without the creator's
 /// check by listing (session 43). The others break with a deletion that
 /// deletes the run's pointer (its update made an unconditional delete
-/// again: 8 seeds in 3,000, every one here) and keep every invariant with
-/// the pointer vacated by a conditional update (session 44; 0 in 6,000):
+/// again: 8 seeds in 3,000 at `424dc56`, every one here; a recheck's mark
+/// draws a token since, which changes histories after a recheck) and
+/// keep every invariant with the pointer vacated by a conditional update
+/// (session 44; 0 in 6,000):
 /// a stale delete gave the id two runs (1263, 1485), or a run's writer
 /// took back commits acknowledged on its lease, and a later attempt ran
 /// the step again outside a lease (RELIABILITY.md, "Vacated pointers").
