@@ -69,11 +69,11 @@ fn completed() -> Commit {
 /// Process A's deletion of the expired run checks it, then stalls at the
 /// pointer's change (its conditional update vacating it; in a release
 /// before vacated pointers, its delete); process B deletes the same run in
-/// full; the queue redelivers the id, which creates a new run, and a worker
-/// commits a step to it. A's deletion then goes on. The new run must be whole afterwards,
-/// to every process: its status and receipt read by a fresh instance, a
-/// redelivery answered with it rather than with a third run, and its
-/// worker's next commit accepted.
+/// full; the queue redelivers the id, which creates a new run, and a
+/// worker commits a step to it. A's deletion then goes on. The new run
+/// must be whole afterwards, to every process: its status and receipt
+/// read by a fresh instance, a redelivery answered with it rather than
+/// with a third run, and its worker's next commit accepted.
 #[tokio::test]
 async fn a_stalled_deletion_never_removes_the_run_created_after_it() {
     for backend in Backend::all() {
