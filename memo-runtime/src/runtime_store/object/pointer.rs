@@ -289,10 +289,7 @@ impl RunPointer {
                 return Ok(Prior::Free(None));
             }
             let path = self.path(run_id);
-            match (self.client)
-                .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
-                .await?
-            {
+            match self.slot(run_id).await? {
                 Slot::Vacant(_, version) => return Ok(Prior::Free(Some(version))),
                 Slot::Value(bytes, _) => {
                     let creation = decode_creation(run_id, &path, &bytes, None)?;
@@ -326,6 +323,14 @@ impl RunPointer {
         Ok(current.is_some_and(|(creation, _)| creation.incarnation == incarnation))
     }
 
+    /// What the pointer's path holds, vacated or not, with its version.
+    async fn slot(&self, run_id: &RunId) -> Result<Slot> {
+        let path = self.path(run_id);
+        (self.client)
+            .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
+            .await
+    }
+
     /// Reads the pointer object only; `None` if it is missing or vacated.
     async fn read_pointer(&self, run_id: &RunId) -> Result<Option<(Creation, Bytes)>> {
         Ok(self
@@ -340,10 +345,7 @@ impl RunPointer {
         run_id: &RunId,
     ) -> Result<Option<(Creation, Bytes, UpdateVersion)>> {
         let path = self.path(run_id);
-        match (self.client)
-            .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
-            .await?
-        {
+        match self.slot(run_id).await? {
             Slot::Value(bytes, version) => {
                 let creation = decode_creation(run_id, &path, &bytes, None)?;
                 Ok(Some((creation, bytes, version)))
@@ -435,10 +437,7 @@ impl RunPointer {
     /// for [`sweep_vacated`](Self::sweep_vacated) to delete.
     async fn mark_swept(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Option<Path>> {
         let path = self.path(run_id);
-        let Slot::Vacant(bytes, version) = (self.client)
-            .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
-            .await?
-        else {
+        let Slot::Vacant(bytes, version) = self.slot(run_id).await? else {
             return Ok(None);
         };
         if bytes != vacated(incarnation) {
@@ -450,10 +449,7 @@ impl RunPointer {
         match (self.client).replace_if(&path, version, mark.clone()).await {
             Ok(Replaced::Updated) => Ok(Some(path)),
             Ok(Replaced::Changed | Replaced::Deleted) => Ok(None),
-            Err(error) => match (self.client)
-                .read_pointer_slot(&path, Limit::RECORD, Owner::Run(run_id))
-                .await?
-            {
+            Err(error) => match self.slot(run_id).await? {
                 Slot::Vacant(bytes, _) if bytes == mark => Ok(Some(path)),
                 _ => Err(error),
             },
