@@ -297,6 +297,70 @@ async fn two_rechecks_of_one_deletion_delete_its_vacated_pointer_once() {
     }
 }
 
+/// A recheck (`clear_remains`, then `forget_deleted`, as a retention
+/// pass's runs them) reads the deleted run's pointer once: the read that
+/// checks the incarnation is not the run's again finds it vacated by that
+/// deletion and keeps its version, which the mark updates. If the id's
+/// next run replaced the vacated pointer between the two, the mark's
+/// update is refused, the pointer read again, and the new run's pointer
+/// left alone.
+#[tokio::test]
+async fn a_recheck_reads_the_vacated_pointer_once_and_leaves_a_run_created_before_its_mark() {
+    use memo_runtime::testing::CountingStore;
+
+    for backend in Backend::all() {
+        let name = backend.name();
+        let run_id = run("order-29");
+        let pointer = Path::from("runs/runs/order-29/run");
+        let objects = backend.objects();
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        worker.create_run(order(&run_id)).await.unwrap();
+        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(worker.delete_run(&run_id, old.incarnation).await.unwrap());
+
+        let counting = Arc::new(CountingStore::new(backend.open()));
+        let recheck = ObjectStoreRuntimeStore::new(counting.clone(), "runs");
+        let late = recheck.clear_remains(&run_id, old.incarnation).await;
+        assert!(!late.unwrap(), "{name}: nothing left to clear");
+        (recheck.forget_deleted(&run_id, old.incarnation).await).unwrap();
+        let c = counting.counts();
+        // The pointer's one read, the mark's update, then the deletes.
+        assert_eq!((c.gets, c.puts), (1, 1), "{name}: {c:?}");
+        let left = stored_under(objects.as_ref(), "runs/runs/order-29").await;
+        assert!(left.is_empty(), "{name}: {left:?}");
+
+        // Deleted again; the id's next run comes between the read and the
+        // mark.
+        let second = worker.create_run(order(&run_id)).await.unwrap();
+        worker.atomic_apply(&run_id, completed()).await.unwrap();
+        assert!(
+            worker
+                .delete_run(&run_id, second.incarnation)
+                .await
+                .unwrap()
+        );
+        let late = recheck.clear_remains(&run_id, second.incarnation).await;
+        assert!(!late.unwrap(), "{name}");
+        let third = worker.create_run(order(&run_id)).await.unwrap();
+        counting.reset();
+        (recheck.forget_deleted(&run_id, second.incarnation).await).unwrap();
+        let c = counting.counts();
+        // The refused update, the read that finds the new run's pointer.
+        assert_eq!((c.gets, c.puts), (1, 1), "{name}: {c:?}");
+        let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let current = fresh.load_run(&run_id).await.unwrap();
+        assert_eq!(
+            current.map(|r| r.incarnation),
+            Some(third.incarnation),
+            "{name}"
+        );
+        assert!(
+            !is_vacated_pointer(objects.as_ref(), pointer.as_ref()).await,
+            "{name}"
+        );
+    }
+}
+
 /// Lost acknowledgements of the two updates of a deleted run's pointer.
 /// The deletion's vacate lands and its answer is lost: the deletion fails,
 /// and called again it finds the run gone and finishes (its id is used
@@ -351,6 +415,75 @@ async fn a_lost_answer_to_a_vacate_or_a_swept_mark_still_removes_the_pointer() {
         assert!(left.is_empty(), "{name}: {left:?}");
         let again = worker.create_run(order(&run_id)).await.unwrap();
         assert_ne!(again.incarnation, old.incarnation, "{name}");
+    }
+}
+
+/// A deletion vacates the pointer by a conditional update of the version
+/// its load of the run read, with no read of its own: one `GET` a deletion
+/// (the load's). If the pointer changed since, still naming the run (a
+/// restorer put it back, a new version of the same bytes), the update is
+/// refused and the deletion reads the pointer again and vacates that.
+#[tokio::test]
+async fn a_deletion_updates_the_pointer_version_its_load_read_or_reads_it_again_if_it_changed() {
+    use memo_runtime::testing::CountingStore;
+
+    for backend in Backend::all() {
+        let name = backend.name();
+        let pointer = Path::from("runs/runs/order-28/run");
+        let objects = backend.objects();
+
+        // Unchanged since the load: its read is the deletion's only one.
+        let run_id = run("order-28");
+        let worker = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        worker.create_run(order(&run_id)).await.unwrap();
+        let old = worker.atomic_apply(&run_id, completed()).await.unwrap();
+        let counting = Arc::new(CountingStore::new(backend.open()));
+        let deleting = ObjectStoreRuntimeStore::new(counting.clone(), "runs");
+        assert!(
+            deleting.delete_run(&run_id, old.incarnation).await.unwrap(),
+            "{name}"
+        );
+        let c = counting.counts();
+        // The load: the pointer, then the run's terminal delta (a listing
+        // of the deltas and a read); the update vacates what the first read.
+        assert_eq!((c.gets, c.puts), (2, 1), "{name}: {c:?}");
+        assert!(
+            is_vacated_pointer(objects.as_ref(), pointer.as_ref()).await,
+            "{name}"
+        );
+        worker
+            .forget_deleted(&run_id, old.incarnation)
+            .await
+            .unwrap();
+
+        // Put back (the same bytes, a new version) while the deletion is
+        // held at its tombstone, after its load: read again, then vacated.
+        let again = worker.create_run(order(&run_id)).await.unwrap();
+        let done = worker.atomic_apply(&run_id, completed()).await.unwrap();
+        assert_eq!(done.incarnation, again.incarnation, "{name}");
+        let counting = Arc::new(CountingStore::new(backend.open()));
+        let tombstones = Path::from("runs/tombstones");
+        let (paused, held) = Pauses::new(counting.clone(), Held::Put, tombstones);
+        let deleting = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
+        let incarnation = again.incarnation;
+        let deletion = tokio::spawn({
+            let run_id = run_id.clone();
+            async move { deleting.delete_run(&run_id, incarnation).await }
+        });
+        wait_reached(held.reached, "the deletion's tombstone").await;
+        let bytes = stored_bytes(objects.as_ref(), &pointer).await.unwrap();
+        objects.put(&pointer, bytes.into()).await.unwrap();
+        counting.reset();
+        held.release.send(()).unwrap();
+        assert!(deletion.await.unwrap().unwrap(), "{name}");
+        let c = counting.counts();
+        // The refused update, the read of the new version, its update.
+        assert_eq!((c.gets, c.puts), (1, 2), "{name}: {c:?}");
+        assert!(
+            is_vacated_pointer(objects.as_ref(), pointer.as_ref()).await,
+            "{name}"
+        );
+        assert!(worker.load_run(&run_id).await.unwrap().is_none(), "{name}");
     }
 }
 

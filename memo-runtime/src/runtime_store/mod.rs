@@ -565,9 +565,11 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// The default calls `forget_deleted` for each, one after the other.
     /// [`ObjectStoreRuntimeStore`] deletes their tombstones in one
     /// `delete_stream` (on S3 one request per 1,000), reads each run id's
-    /// pointer and marks each vacated pointer still there swept (a
-    /// conditional update, which one of two rechecks of a deletion wins),
-    /// and deletes those in a second `delete_stream`.
+    /// pointer (unless its own `clear_remains` of the incarnation just read
+    /// it vacated: it updates the version read then) and marks each
+    /// vacated pointer still there swept (a conditional update, which one
+    /// of two rechecks of a deletion wins), and deletes those in a second
+    /// `delete_stream`.
     async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
         let mut results = Vec::with_capacity(deleted.len());
         for (run_id, incarnation) in deleted {

@@ -153,23 +153,38 @@ impl Client {
         version: UpdateVersion,
         bytes: Bytes,
     ) -> Result<Replaced> {
-        if version.e_tag.is_some() || version.version.is_some() {
-            let opts = PutOptions::from(PutMode::Update(version));
-            match self
-                .store
-                .put_opts(path, PutPayload::from(bytes), opts)
-                .await
-            {
-                Ok(_) => return Ok(Replaced::Updated),
-                Err(
-                    object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
-                ) => return Ok(Replaced::Changed),
-                Err(object_store::Error::NotImplemented { .. }) => {}
-                Err(e) => return Err(Error::store(path, e)),
-            }
+        if let Some(replaced) = self.update_if(path, version, bytes).await? {
+            return Ok(replaced);
         }
         self.delete_all(vec![path.clone()]).await?;
         Ok(Replaced::Deleted)
+    }
+
+    /// [`replace_if`](Self::replace_if)'s conditional update alone: `None`
+    /// where it would delete the object instead (a store with no
+    /// conditional update, or a version with nothing to match).
+    pub(super) async fn update_if(
+        &self,
+        path: &Path,
+        version: UpdateVersion,
+        bytes: Bytes,
+    ) -> Result<Option<Replaced>> {
+        if version.e_tag.is_none() && version.version.is_none() {
+            return Ok(None);
+        }
+        let opts = PutOptions::from(PutMode::Update(version));
+        match self
+            .store
+            .put_opts(path, PutPayload::from(bytes), opts)
+            .await
+        {
+            Ok(_) => Ok(Some(Replaced::Updated)),
+            Err(
+                object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
+            ) => Ok(Some(Replaced::Changed)),
+            Err(object_store::Error::NotImplemented { .. }) => Ok(None),
+            Err(e) => Err(Error::store(path, e)),
+        }
     }
 
     /// Whether an object stands at `path`: one `HEAD`, its content unread.

@@ -2,6 +2,7 @@
 //! position, with what the instance knows of its checkpoints. The data the
 //! run cache holds and the log and the checkpoints fill; no I/O.
 
+use object_store::UpdateVersion;
 use object_store::path::Path;
 
 use crate::run_id::Incarnation;
@@ -15,6 +16,11 @@ pub(super) struct Folded {
     pub(super) incarnation: Incarnation,
     /// What this instance knows of the run's checkpoints.
     pub(super) checkpoints: Checkpoints,
+    /// The version of the run pointer, naming this incarnation, as this
+    /// instance last read it (`None` if it restored the pointer, or created
+    /// it): what a deletion of the run updates to vacate it without reading
+    /// it again. A version that changed since only costs that read.
+    pub(super) pointer_version: Option<UpdateVersion>,
 }
 
 impl Folded {
@@ -25,6 +31,7 @@ impl Folded {
             next: 0,
             incarnation,
             checkpoints: Checkpoints::default(),
+            pointer_version: None,
         }
     }
 }

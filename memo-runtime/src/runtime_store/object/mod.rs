@@ -215,15 +215,23 @@ const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 ///   cost follows the runs in that status, not every run ever stored;
 /// - reading a run that does not exist: a `GET` of its pointer and a
 ///   listing of the id's folder;
-/// - deleting a run: its reads, its tombstone (one create), a delete of
-///   the incarnation's record, of the pointer and of the record again (one
-///   request each, in that order), a read of the pointer after them, one
-///   listing of the incarnation's folder, and one
+/// - deleting a run: its load (the pointer's read first), its tombstone
+///   (one create), a delete of the incarnation's record, a conditional
+///   update that vacates the pointer at the version the load read (read
+///   again only if it changed since), the record's delete again (one
+///   request each, in that order), one listing of the incarnation's
+///   folder, and one
 ///   [`delete_stream`](object_store::ObjectStore::delete_stream) of all it
 ///   holds and the run's status hints (on S3 one `DeleteObjects` request
 ///   per 1,000 objects; a run of 1,000 steps holds about 1,250); only the
-///   objects of the incarnation named are touched, and a pointer of
-///   another incarnation that a stalled deletion removed is restored.
+///   objects of the incarnation named are touched, and a later run's
+///   pointer is never vacated (the update is refused);
+/// - rechecking a deleted run ([`clear_remains`](RuntimeStore::clear_remains),
+///   then [`forget_deleted`](RuntimeStore::forget_deleted) on the same
+///   store): a read of the pointer, a listing of the incarnation's folder
+///   and one `delete_stream` of what it holds; then the tombstone's delete
+///   and, for the vacated pointer that read found, a conditional update at
+///   the version read marking it swept, and its delete.
 ///
 /// # Example
 ///

@@ -142,7 +142,8 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ListResult, UpdateVersion};
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -167,7 +168,7 @@ pub(super) const POINTER_ATTEMPTS: usize = 4;
 /// The stored run pointer. `incarnation` is drawn at random for each
 /// creation, so that an instance that cached a run which was then deleted
 /// and created again under the same id can tell the new run from the old.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct Creation {
     pub(super) run: NewRun,
     pub(super) incarnation: Incarnation,
@@ -175,8 +176,9 @@ pub(super) struct Creation {
 
 /// What a creation finds under its id ([`RunPointer::current_unless_new`]).
 pub(super) enum Prior {
-    /// The id's current run, and its pointer's bytes.
-    Run(Creation, Bytes),
+    /// The id's current run, its pointer's bytes, and the version read
+    /// (`None` for a pointer the read restored).
+    Run(Creation, Bytes, Option<UpdateVersion>),
     /// No run: a free path, or a vacated pointer of this version, which
     /// the creation's update replaces.
     Free(Option<UpdateVersion>),
@@ -218,11 +220,26 @@ enum Recorded {
 #[derive(Clone)]
 pub(super) struct RunPointer {
     client: Arc<Client>,
+    /// Pointers vacated by a deletion that a recheck's [`names`](Self::names)
+    /// read, by run id: the incarnation deleted and the version read, which
+    /// the same recheck's mark ([`mark_swept`](Self::mark_swept)) updates
+    /// without reading the pointer again. Taken by that mark; at most
+    /// [`SEEN_VACANT`] kept (a recheck that failed between the two leaves
+    /// its entry until the next recheck of the run).
+    seen_vacant: Arc<Mutex<HashMap<RunId, (Incarnation, UpdateVersion)>>>,
 }
+
+/// How many vacated pointers' versions [`RunPointer`] keeps between a
+/// recheck's read and its mark: more than a retention pass rechecks at
+/// once. Past it, all are forgotten, and each mark reads its pointer.
+const SEEN_VACANT: usize = 4_096;
 
 impl RunPointer {
     pub(super) fn new(client: Arc<Client>) -> RunPointer {
-        RunPointer { client }
+        RunPointer {
+            client,
+            seen_vacant: Arc::default(),
+        }
     }
 
     /// Whether the run pointer names `incarnation`.
@@ -250,15 +267,29 @@ impl RunPointer {
         &self,
         run_id: &RunId,
     ) -> Result<Option<(Creation, Bytes)>> {
+        Ok(self
+            .current_versioned(run_id)
+            .await?
+            .map(|(creation, bytes, _)| (creation, bytes)))
+    }
+
+    /// [`current_with_bytes`](Self::current_with_bytes), with the version of
+    /// the pointer read if it was read as it stands (`None` for one this
+    /// call restored): what a deletion of the incarnation updates to vacate
+    /// it, without reading it again ([`remove`](Self::remove)).
+    pub(super) async fn current_versioned(
+        &self,
+        run_id: &RunId,
+    ) -> Result<Option<(Creation, Bytes, Option<UpdateVersion>)>> {
         for _ in 0..POINTER_ATTEMPTS {
-            if let Some(current) = self.read_pointer(run_id).await? {
-                return Ok(Some(current));
+            if let Some((creation, bytes, version)) = self.read_versioned(run_id).await? {
+                return Ok(Some((creation, bytes, Some(version))));
             }
             let Some((orphan, bytes)) = self.orphaned_record(run_id).await? else {
                 return Ok(None);
             };
-            if let Some(current) = self.restore_pointer(run_id, orphan, bytes).await? {
-                return Ok(Some(current));
+            if let Some((creation, bytes)) = self.restore_pointer(run_id, orphan, bytes).await? {
+                return Ok(Some((creation, bytes, None)));
             }
         }
         Err(self.kept_changing(run_id))
@@ -291,15 +322,15 @@ impl RunPointer {
             let path = self.path(run_id);
             match self.slot(run_id).await? {
                 Slot::Vacant(_, version) => return Ok(Prior::Free(Some(version))),
-                Slot::Value(bytes, _) => {
+                Slot::Value(bytes, version) => {
                     let creation = decode_creation(run_id, &path, &bytes, None)?;
-                    return Ok(Prior::Run(creation, bytes));
+                    return Ok(Prior::Run(creation, bytes, Some(version)));
                 }
                 Slot::Absent => {}
             }
         }
-        Ok(match self.current_with_bytes(run_id).await? {
-            Some((creation, bytes)) => Prior::Run(creation, bytes),
+        Ok(match self.current_versioned(run_id).await? {
+            Some((creation, bytes, version)) => Prior::Run(creation, bytes, version),
             None => Prior::Free(None),
         })
     }
@@ -318,9 +349,47 @@ impl RunPointer {
     /// no restore of a missing pointer (which [`is_current`](Self::is_current)
     /// makes). What a caller about to delete the objects of an incarnation
     /// it knows deleted asks, to leave alone one that is the run's again.
+    ///
+    /// A pointer that the deletion of `incarnation` vacated is remembered
+    /// with its version, for the recheck's mark of it (see
+    /// [`mark_swept`](Self::mark_swept)).
     pub(super) async fn names(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
-        let current = self.read_pointer(run_id).await?;
-        Ok(current.is_some_and(|(creation, _)| creation.incarnation == incarnation))
+        let path = self.path(run_id);
+        match self.slot(run_id).await? {
+            Slot::Value(bytes, _) => {
+                let creation = decode_creation(run_id, &path, &bytes, None)?;
+                Ok(creation.incarnation == incarnation)
+            }
+            Slot::Vacant(bytes, version) => {
+                if bytes == vacated(incarnation) {
+                    let mut seen = self.seen_vacant();
+                    if seen.len() >= SEEN_VACANT {
+                        seen.clear();
+                    }
+                    seen.insert(run_id.clone(), (incarnation, version));
+                }
+                Ok(false)
+            }
+            Slot::Absent => Ok(false),
+        }
+    }
+
+    /// The version of the pointer vacated by the deletion of `incarnation`
+    /// that [`names`](Self::names) read last, taken.
+    fn take_seen_vacant(&self, run_id: &RunId, incarnation: Incarnation) -> Option<UpdateVersion> {
+        let mut seen = self.seen_vacant();
+        match seen.remove(run_id) {
+            Some((seen, version)) if seen == incarnation => Some(version),
+            _ => None,
+        }
+    }
+
+    fn seen_vacant(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<RunId, (Incarnation, UpdateVersion)>> {
+        self.seen_vacant
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// What the pointer's path holds, vacated or not, with its version.
@@ -367,8 +436,27 @@ impl RunPointer {
     /// the caller reads the id again once its incarnation cannot be
     /// restored, which restores what the delete may have removed of a
     /// later run.
-    pub(super) async fn vacate(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+    ///
+    /// `read`: the version of the pointer, naming `incarnation`, that the
+    /// caller read (the deletion's load of the run), updated first without
+    /// reading the pointer again; the pointer is read only if that version
+    /// changed since (or the store has no conditional update, whose delete
+    /// follows a read as before).
+    pub(super) async fn vacate(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        read: Option<UpdateVersion>,
+    ) -> Result<bool> {
         let path = self.path(run_id);
+        if let Some(version) = read {
+            let updated = (self.client)
+                .update_if(&path, version, vacated(incarnation))
+                .await?;
+            if updated == Some(Replaced::Updated) {
+                return Ok(false);
+            }
+        }
         for _ in 0..POINTER_ATTEMPTS {
             let Some((current, _, version)) = self.read_versioned(run_id).await? else {
                 return Ok(false);
@@ -390,9 +478,10 @@ impl RunPointer {
 
     /// Removes the vacated pointers that the deletions of `deleted` (each
     /// a run id and the incarnation deleted) left, once a retention pass's
-    /// recheck forgot their tombstones: a read of each pointer, and for
-    /// each still vacated by that incarnation's deletion an update marking
-    /// it swept; then one `delete_stream` of those. A pointer of the id in
+    /// recheck forgot their tombstones: a read of each pointer (none for
+    /// one this instance's recheck just read vacated, [`names`](Self::names)),
+    /// and for each still vacated by that incarnation's deletion an update
+    /// marking it swept; then one `delete_stream` of those. A pointer of the id in
     /// any other state is left alone. Each one's result, in their order.
     ///
     /// This is the one unconditional delete of a run pointer: object
@@ -435,24 +524,49 @@ impl RunPointer {
     /// The pointer of `run_id`, marked swept if the deletion of
     /// `incarnation` vacated it and nothing changed it since: its path,
     /// for [`sweep_vacated`](Self::sweep_vacated) to delete.
+    ///
+    /// A pointer this instance's recheck read vacated just before
+    /// ([`names`](Self::names)) is updated at the version read, without
+    /// reading it again; it is read only if that version changed since.
     async fn mark_swept(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Option<Path>> {
         let path = self.path(run_id);
+        // This recheck's own mark: an update whose answer was lost is known
+        // by it when read back, where another recheck's mark is left.
+        let mark = swept(incarnation, crate::run_id::unique_token());
+        if let Some(version) = self.take_seen_vacant(run_id, incarnation) {
+            match (self.client).update_if(&path, version, mark.clone()).await {
+                Ok(Some(Replaced::Updated)) => return Ok(Some(path)),
+                // Changed since it was read (or no conditional update):
+                // read it as below.
+                Ok(_) => {}
+                Err(error) => return self.own_mark(run_id, path, &mark, error).await,
+            }
+        }
         let Slot::Vacant(bytes, version) = self.slot(run_id).await? else {
             return Ok(None);
         };
         if bytes != vacated(incarnation) {
             return Ok(None);
         }
-        // This recheck's own mark: an update whose answer was lost is known
-        // by it when read back, where another recheck's mark is left.
-        let mark = swept(incarnation, crate::run_id::unique_token());
         match (self.client).replace_if(&path, version, mark.clone()).await {
             Ok(Replaced::Updated) => Ok(Some(path)),
             Ok(Replaced::Changed | Replaced::Deleted) => Ok(None),
-            Err(error) => match self.slot(run_id).await? {
-                Slot::Vacant(bytes, _) if bytes == mark => Ok(Some(path)),
-                _ => Err(error),
-            },
+            Err(error) => self.own_mark(run_id, path, &mark, error).await,
+        }
+    }
+
+    /// After a mark's update failed: the pointer's path if it holds `mark`
+    /// (the update landed and its answer was lost), else the error.
+    async fn own_mark(
+        &self,
+        run_id: &RunId,
+        path: Path,
+        mark: &[u8],
+        error: Error,
+    ) -> Result<Option<Path>> {
+        match self.slot(run_id).await? {
+            Slot::Vacant(bytes, _) if bytes == mark => Ok(Some(path)),
+            _ => Err(error),
         }
     }
 
@@ -556,7 +670,7 @@ impl RunPointer {
                 // The run's deletion removed its record (and then its pointer)
                 // after we listed it: take back the pointer we restored
                 // (the caller reads the id again).
-                self.vacate(run_id, orphan.incarnation).await?;
+                self.vacate(run_id, orphan.incarnation, None).await?;
                 Ok(None)
             }
             // Another incarnation was created, or restored, meanwhile.
@@ -758,14 +872,23 @@ impl RunPointer {
     /// incarnation, by a conditional update ([`vacate`](Self::vacate)): if
     /// a concurrent deletion of the same incarnation vacated it first and a
     /// new run of the id was created since, the new run's pointer stands.
-    pub(super) async fn remove(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+    ///
+    /// `read`: the version of the pointer naming `incarnation` that the
+    /// caller's load of the run read, if it has it (see
+    /// [`vacate`](Self::vacate)).
+    pub(super) async fn remove(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        read: Option<UpdateVersion>,
+    ) -> Result<()> {
         let record = self.client.layout().incarnation_record(run_id, incarnation);
         self.client.delete_all(vec![record.clone()]).await?;
         // Vacated, conditionally on the version read: a deletion that finds
         // the pointer naming another run (or none: another deletion of
         // this run got there first) leaves it alone, and one whose update
         // lands after a later run took the pointer changes nothing.
-        let deleted = self.vacate(run_id, incarnation).await?;
+        let deleted = self.vacate(run_id, incarnation, read).await?;
         // And the record once more: a redelivery that folded the run while
         // it was still open may have written it back between our two
         // deletes (it found the record gone and the pointer still there),

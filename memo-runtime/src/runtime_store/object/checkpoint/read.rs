@@ -192,6 +192,7 @@ impl Checkpointer {
                     base: Some(base),
                     superseded: none.checkpoints.superseded,
                 },
+                pointer_version: None,
             });
         }
         Ok(none)
@@ -307,6 +308,7 @@ impl Checkpointer {
                 base,
                 superseded: Vec::new(),
             },
+            pointer_version: None,
         })))
     }
 

@@ -103,7 +103,7 @@ impl RunPointer {
             if self.written(run_id, incarnation).await? {
                 return self.keep(run_id, creation, bytes).await;
             }
-            tried(|| self.vacate(run_id, incarnation)).await?;
+            tried(|| self.vacate(run_id, incarnation, None)).await?;
         }
         delete(record).await?;
         if restored && self.written(run_id, incarnation).await? {
@@ -136,7 +136,7 @@ impl RunPointer {
                 "a run restored and written to while its creator stalled is kept");
             return Ok(Recorded::Restored);
         }
-        tried(|| self.remove(run_id, incarnation)).await?;
+        tried(|| self.remove(run_id, incarnation, None)).await?;
         Ok(Recorded::GivenUp)
     }
 }

@@ -1,6 +1,9 @@
 //! Creating a run: its `Pending` hint, then its pointer and record, then
 //! its slot filled; or, for a run of the id that exists, the answer for it.
 
+use bytes::Bytes;
+use object_store::UpdateVersion;
+
 use super::Runs;
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
@@ -18,8 +21,9 @@ impl Runs {
         let run_id = run.run_id.clone();
         for _ in 0..POINTER_ATTEMPTS {
             let vacant = match self.pointer.current_unless_new(&run_id).await? {
-                Prior::Run(creation, bytes) => {
-                    if let Some(record) = self.recreate(&run, creation, &bytes).await? {
+                Prior::Run(creation, bytes, version) => {
+                    let read = (creation, bytes, version);
+                    if let Some(record) = self.recreate(&run, read).await? {
                         return Ok(record);
                     }
                     continue;
@@ -53,7 +57,7 @@ impl Runs {
                 // stalled (see `RunPointer::give_up`): the run exists and may
                 // have moved on, so answer with its state now.
                 Birth::Restored(bytes) => {
-                    if let Some(record) = self.recreate(&run, creation, &bytes).await? {
+                    if let Some(record) = self.recreate(&run, (creation, bytes, None)).await? {
                         return Ok(record);
                     }
                 }
@@ -67,7 +71,7 @@ impl Runs {
                 // creation, so answer with its state now.
                 Birth::Taken(theirs, bytes) => {
                     self.drop_unborn(&run_id, creation.incarnation).await;
-                    if let Some(record) = self.recreate(&run, theirs, &bytes).await? {
+                    if let Some(record) = self.recreate(&run, (theirs, bytes, None)).await? {
                         return Ok(record);
                     }
                 }
@@ -76,14 +80,14 @@ impl Runs {
         Err(self.pointer.kept_changing(&run_id))
     }
 
-    /// An idempotent `create_run` of a run whose pointer (`bytes`) names
-    /// `existing`: its state now; `None` if the pointer named another
-    /// incarnation by then.
+    /// An idempotent `create_run` of a run whose pointer, just read (its
+    /// bytes, and its version if it was read as it stood), names
+    /// `existing`: the run as it stands since that read (no second read of
+    /// the pointer); `None` if it was deleted by then.
     async fn recreate(
         &self,
         run: &NewRun,
-        existing: Creation,
-        bytes: &[u8],
+        (existing, bytes, version): (Creation, Bytes, Option<UpdateVersion>),
     ) -> Result<Option<RunRecord>> {
         let run_id = &run.run_id;
         let incarnation = existing.incarnation;
@@ -97,7 +101,11 @@ impl Runs {
                 .await?;
             return Err(other_run);
         }
-        let record = self.read(run_id, |state| state.record().clone()).await?;
+        let record = self
+            .read_at(run_id, existing.clone(), version, |state| {
+                state.record().clone()
+            })
+            .await?;
         let Some(record) = record.filter(|r| r.incarnation == incarnation) else {
             return Ok(None);
         };
@@ -106,7 +114,10 @@ impl Runs {
         // is told it exists. A terminal run is skipped: it may be under
         // deletion, whose removal of the record must stand.
         if !record.status.is_terminal()
-            && !self.pointer.ensure_record(run_id, &existing, bytes).await?
+            && !self
+                .pointer
+                .ensure_record(run_id, &existing, &bytes)
+                .await?
         {
             return Ok(None);
         }

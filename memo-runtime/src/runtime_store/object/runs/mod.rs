@@ -277,9 +277,18 @@ impl RuntimeStore for Runs {
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
-        let existed = match self.load_run(run_id).await? {
-            Some(record) if record.incarnation != incarnation => false,
-            Some(record) if !record.status.is_terminal() => {
+        // The run, and the version of its pointer the load read, which the
+        // deletion's update vacates unless it changed since.
+        let loaded = self
+            .read_folded(run_id, |folded| {
+                let record = folded.state.record().clone();
+                (record, folded.pointer_version.clone())
+            })
+            .await?;
+        let mut read = None;
+        let existed = match loaded {
+            Some((record, _)) if record.incarnation != incarnation => false,
+            Some((record, _)) if !record.status.is_terminal() => {
                 return Err(Error::Conflict {
                     what: format!("run {run_id}"),
                     reason: format!(
@@ -288,7 +297,10 @@ impl RuntimeStore for Runs {
                     ),
                 });
             }
-            Some(_) => true,
+            Some((_, version)) => {
+                read = version;
+                true
+            }
             None => false,
         };
         if existed {
@@ -299,14 +311,15 @@ impl RuntimeStore for Runs {
             // for why this cannot remove a later run of the id.
             self.pointer.bury(run_id, incarnation).await?;
             self.cache.forget(run_id);
-            self.pointer.remove(run_id, incarnation).await?;
+            self.pointer.remove(run_id, incarnation, read).await?;
         }
         self.delete_incarnation(run_id, incarnation).await?;
         Ok(existed)
     }
 
     /// One `DELETE`, the tombstone `delete_run` left; then a read of the
-    /// pointer, and if the deletion's vacated pointer is still there, an
+    /// pointer (none if this store's `clear_remains` just read it
+    /// vacated), and if the deletion's vacated pointer is still there, an
     /// update marking it swept and its `DELETE`
     /// (`RunPointer::sweep_vacated`).
     async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
@@ -332,11 +345,13 @@ impl RuntimeStore for Runs {
             .collect()
     }
 
-    /// A read of the pointer, which must not name the incarnation, a
-    /// listing of the incarnation's folder, and one `delete_stream` of what
-    /// it holds and of the incarnation's status hints, found or not
-    /// (`holds_remains` sends a `HEAD` for each, and restores a missing
-    /// pointer first, a listing of the id's folder).
+    /// A read of the pointer, which must not name the incarnation (and
+    /// whose version, if the incarnation's deletion vacated it, the
+    /// recheck's `forget_deleted` then updates), a listing of the
+    /// incarnation's folder, and one `delete_stream` of what it holds and
+    /// of the incarnation's status hints, found or not (`holds_remains`
+    /// sends a `HEAD` for each, and restores a missing pointer first, a
+    /// listing of the id's folder).
     ///
     /// The pointer as stored, not restored: the incarnation was deleted, so
     /// a missing pointer could be restored to it only from a record of it

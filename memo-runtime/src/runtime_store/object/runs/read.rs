@@ -2,6 +2,8 @@
 //! newest checkpoint, the log after it) or caught up.
 
 use super::Runs;
+use object_store::UpdateVersion;
+
 use crate::error::{Error, Result};
 use crate::run_id::RunId;
 use crate::runtime_store::object::folded::Folded;
@@ -27,15 +29,54 @@ impl Runs {
         run_id: &RunId,
         answer: impl Fn(&RunState) -> T,
     ) -> Result<Option<T>> {
+        self.read_folded(run_id, |folded| answer(&folded.state))
+            .await
+    }
+
+    /// [`read`](Self::read), answering from the folded run: its state and
+    /// what this instance knows of it (the pointer's version read).
+    pub(super) async fn read_folded<T>(
+        &self,
+        run_id: &RunId,
+        answer: impl Fn(&Folded) -> T,
+    ) -> Result<Option<T>> {
+        self.read_from(run_id, None, answer).await
+    }
+
+    /// [`read`](Self::read) of the run the pointer named when the caller
+    /// just read it (`creation`, and the version read if it was read as it
+    /// stood): no second read of the pointer. The answer is the run as it
+    /// was at some moment since that read, as a read that begins with its
+    /// own is.
+    pub(super) async fn read_at<T>(
+        &self,
+        run_id: &RunId,
+        creation: Creation,
+        version: Option<UpdateVersion>,
+        answer: impl Fn(&RunState) -> T,
+    ) -> Result<Option<T>> {
+        self.read_from(run_id, Some((creation, version)), |folded| {
+            answer(&folded.state)
+        })
+        .await
+    }
+
+    async fn read_from<T>(
+        &self,
+        run_id: &RunId,
+        read: Option<(Creation, Option<UpdateVersion>)>,
+        answer: impl Fn(&Folded) -> T,
+    ) -> Result<Option<T>> {
         let slot = self.cache.slot(run_id);
         let mut guard = slot.lock().await;
-        if self.refresh(run_id, &mut guard).await? == Refreshed::Missing {
+        let refreshed = self.refresh_from(run_id, &mut guard, false, read).await?;
+        if refreshed == Refreshed::Missing {
             drop(guard);
             self.cache.forget(run_id);
             return Ok(None);
         }
         self.cache.reweigh(run_id, &slot, guard.as_ref());
-        Ok(guard.as_ref().map(|folded| answer(&folded.state)))
+        Ok(guard.as_ref().map(answer))
     }
 
     /// Makes `slot` hold the run as storage has it: folded from storage if
@@ -77,18 +118,41 @@ impl Runs {
         slot: &mut Option<Folded>,
         moved: bool,
     ) -> Result<Refreshed> {
-        let Some(folded) = slot.as_mut() else {
-            *slot = self.fold_from_storage(run_id).await?;
-            return Ok(Self::refreshed(slot));
+        self.refresh_from(run_id, slot, moved, None).await
+    }
+
+    /// [`refresh_known`](Self::refresh_known), from the pointer as the
+    /// caller just read it (`read`: the run it names and the version read,
+    /// if read as it stood), or as read here first (`None`).
+    async fn refresh_from(
+        &self,
+        run_id: &RunId,
+        slot: &mut Option<Folded>,
+        moved: bool,
+        read: Option<(Creation, Option<UpdateVersion>)>,
+    ) -> Result<Refreshed> {
+        let current = match read {
+            // Read before this call: it settles no commit acknowledged on
+            // its lease, which may have come after it (the next read does).
+            Some(read) => Some(read),
+            None => {
+                let current = (self.pointer.current_versioned(run_id).await?)
+                    .map(|(creation, _, version)| (creation, version));
+                let incarnation = current.as_ref().map(|(c, _)| c.incarnation);
+                self.settle_unchecked(run_id, incarnation).await;
+                current
+            }
         };
-        let current = self.pointer.current(run_id).await?;
-        self.settle_unchecked(run_id, current.as_ref().map(|c| c.incarnation))
-            .await;
-        let Some(mut current) = current else {
+        let Some((mut current, mut version)) = current else {
             *slot = None;
             return Ok(Refreshed::Missing);
         };
+        let Some(folded) = slot.as_mut() else {
+            *slot = self.fold_current(run_id, current, version).await?;
+            return Ok(Self::refreshed(slot));
+        };
         if current.incarnation == folded.incarnation {
+            folded.pointer_version = version.clone();
             // Nothing follows a terminal change, so a terminal run has
             // nothing to catch up on.
             if folded.state.record().status.is_terminal() {
@@ -113,12 +177,12 @@ impl Runs {
                     if now.incarnation == folded.incarnation {
                         return Err(e);
                     }
-                    current = now;
+                    (current, version) = (now, None);
                 }
                 Err(e) => return Err(e),
             }
         }
-        *slot = self.fold_current(run_id, current).await?;
+        *slot = self.fold_current(run_id, current, version).await?;
         Ok(Self::refreshed(slot))
     }
 
@@ -130,27 +194,21 @@ impl Runs {
         }
     }
 
-    /// Reads the run's creation, its newest checkpoint and the log entries
-    /// after it, and folds them.
-    async fn fold_from_storage(&self, run_id: &RunId) -> Result<Option<Folded>> {
-        let current = self.pointer.current(run_id).await?;
-        self.settle_unchecked(run_id, current.as_ref().map(|c| c.incarnation))
-            .await;
-        match current {
-            Some(creation) => self.fold_current(run_id, creation).await,
-            None => Ok(None),
-        }
-    }
-
     /// Folds the incarnation `creation`, which the run pointer was just read
-    /// to name: its newest checkpoint and the log entries after it.
+    /// to name (`version`: that pointer's version, if it was read as it
+    /// stood): its newest checkpoint and the log entries after it.
     ///
     /// A deletion removes the pointer first and then the rest, so a fold
     /// that began before it may find checkpoints and entries gone and take
     /// the run for corrupt: a corrupt fold counts only if the pointer still
     /// names the incarnation; otherwise the run is read again as it is now.
-    async fn fold_current(&self, run_id: &RunId, creation: Creation) -> Result<Option<Folded>> {
-        let mut creation = creation;
+    async fn fold_current(
+        &self,
+        run_id: &RunId,
+        creation: Creation,
+        version: Option<UpdateVersion>,
+    ) -> Result<Option<Folded>> {
+        let (mut creation, mut version) = (creation, version);
         let mut deleted_meanwhile = false;
         loop {
             let incarnation = creation.incarnation;
@@ -158,12 +216,16 @@ impl Runs {
                 Err(e @ Error::Corrupt { .. }) if !deleted_meanwhile => {
                     match self.pointer.current(run_id).await? {
                         Some(now) if now.incarnation == incarnation => return Err(e),
-                        Some(now) => creation = now,
+                        Some(now) => (creation, version) = (now, None),
                         None => return Ok(None),
                     }
                     deleted_meanwhile = true;
                 }
-                folded => return folded.map(Some),
+                Ok(mut folded) => {
+                    folded.pointer_version = version;
+                    return Ok(Some(folded));
+                }
+                Err(e) => return Err(e),
             }
         }
     }
