@@ -481,8 +481,9 @@ impl RunPointer {
     /// recheck forgot their tombstones: a read of each pointer (none for
     /// one this instance's recheck just read vacated, [`names`](Self::names)),
     /// and for each still vacated by that incarnation's deletion an update
-    /// marking it swept; then one `delete_stream` of those. A pointer of the id in
-    /// any other state is left alone. Each one's result, in their order.
+    /// marking it swept; then one `delete_stream` of those. A pointer of
+    /// the id in any other state is left alone. Each one's result, in their
+    /// order.
     ///
     /// This is the one unconditional delete of a run pointer: object
     /// stores have no conditional delete, and a vacated pointer left for

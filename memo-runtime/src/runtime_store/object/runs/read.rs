@@ -1,9 +1,9 @@
 //! Reading a run: its cache slot, filled from storage (the pointer, the
 //! newest checkpoint, the log after it) or caught up.
 
-use super::Runs;
 use object_store::UpdateVersion;
 
+use super::Runs;
 use crate::error::{Error, Result};
 use crate::run_id::RunId;
 use crate::runtime_store::object::folded::Folded;
