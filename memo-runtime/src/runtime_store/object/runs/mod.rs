@@ -285,9 +285,8 @@ impl RuntimeStore for Runs {
                 (record, folded.pointer_version.clone())
             })
             .await?;
-        let mut read = None;
-        let existed = match loaded {
-            Some((record, _)) if record.incarnation != incarnation => false,
+        let (existed, read) = match loaded {
+            Some((record, _)) if record.incarnation != incarnation => (false, None),
             Some((record, _)) if !record.status.is_terminal() => {
                 return Err(Error::Conflict {
                     what: format!("run {run_id}"),
@@ -297,11 +296,8 @@ impl RuntimeStore for Runs {
                     ),
                 });
             }
-            Some((_, version)) => {
-                read = version;
-                true
-            }
-            None => false,
+            Some((_, version)) => (true, version),
+            None => (false, None),
         };
         if existed {
             // The tombstone, then the record and the pointer: from then on
