@@ -395,3 +395,90 @@ async fn a_call_whose_read_missed_before_another_call_committed_finds_that_commi
     );
     assert_eq!(BODIES.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+/// An `InMemory` whose reads of run pointers (`…/run` under `runs/runs/`)
+/// each wait for the test's release, telling it when one arrives.
+#[derive(Debug)]
+struct HeldPointerReads {
+    inner: InMemory,
+    arrived: Arc<tokio::sync::Semaphore>,
+    release: Arc<tokio::sync::Semaphore>,
+}
+
+impl std::fmt::Display for HeldPointerReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HeldPointerReads({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for HeldPointerReads {
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> ObjectResult<GetResult> {
+        let path = location.as_ref();
+        if path.starts_with("runs/runs/") && path.ends_with("/run") {
+            self.arrived.add_permits(1);
+            self.release.acquire().await.expect("open").forget();
+        }
+        self.inner.get_opts(location, options).await
+    }
+
+    forward_object_store!(self.inner => put_opts, put_multipart_opts, get_ranges,
+        delete_stream, list, list_with_offset, list_with_delimiter, copy_opts, rename_opts);
+}
+
+/// The status hints under `status` in `store`.
+async fn hints(store: &InMemory, status: &str) -> usize {
+    use futures::TryStreamExt;
+    let folder = Path::from(format!("runs/runs-by-status/{status}"));
+    let listed: Vec<_> = store.list(Some(&folder)).try_collect().await.unwrap();
+    listed.len()
+}
+
+#[tokio::test]
+async fn a_status_change_drops_the_hint_the_run_left_while_its_pointer_is_read() {
+    // The hint of the status a run leaves (`Pending` at its start,
+    // `Running` at its end) is deleted while the change's pointer check is
+    // in flight, not after it: one round trip fewer at each. Each check
+    // here is held until the old hint is gone, which never happens if the
+    // delete waits for the check.
+    let (arrived, release) = (
+        Arc::new(tokio::sync::Semaphore::new(0)),
+        Arc::new(tokio::sync::Semaphore::new(0)),
+    );
+    let store = Arc::new(HeldPointerReads {
+        inner: InMemory::new(),
+        arrived: arrived.clone(),
+        release: release.clone(),
+    });
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(store.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            store.clone(),
+            "runs",
+        )))
+        .check_conditional_create(false)
+        .build()
+        .unwrap();
+    let running = tokio::spawn(async move {
+        let id = run("held-checks");
+        runtime.run(&id, &3, &steps_workflow()).await
+    });
+    for (left, entered) in [("Pending", "Running"), ("Running", "Completed")] {
+        let held = tokio::time::timeout(std::time::Duration::from_secs(5), arrived.acquire());
+        held.await.expect("a pointer check").unwrap().forget();
+        assert_eq!(hints(&store.inner, entered).await, 1, "{entered}: hinted");
+        let gone = async {
+            while hints(&store.inner, left).await > 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(5), gone)
+            .await
+            .unwrap_or_else(|_| panic!("the {left} hint is still there while the check is held"));
+        release.add_permits(1);
+    }
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), running);
+    assert_eq!(ended.await.expect("two checks in all").unwrap().unwrap(), 3);
+    assert_eq!(hints(&store.inner, "Running").await, 0);
+}

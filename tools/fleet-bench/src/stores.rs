@@ -213,7 +213,7 @@ fn object_kind(path: &Path) -> &'static str {
         ["runs", _, _, "run"] => "incarnation record",
         ["runs", _, _, "log", ..] => "run log entry",
         ["runs", _, _, "checkpoint", ..] => "checkpoint",
-        ["runs", _, _, "delta", ..] => "checkpoint delta",
+        ["runs", _, _, "delta" | "deltas", ..] => "checkpoint delta",
         ["runs", ..] => "run folder",
         _ => "other",
     }

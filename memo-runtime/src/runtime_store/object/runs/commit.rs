@@ -1,6 +1,7 @@
 //! Committing a change: checked against the folded run, its status hint
-//! written, appended to the log, the pointer checked; then the hint the run
-//! left dropped and a checkpoint written if one is due.
+//! written, appended to the log; then a checkpoint written if one is due
+//! and the pointer checked, while the hint of the status the run left is
+//! dropped.
 
 use super::Runs;
 use super::read::Refreshed;
@@ -68,59 +69,71 @@ impl Runs {
                     let before = folded.state.record().status;
                     folded.state.apply(change, plan);
                     folded.next = after;
-                    // The checkpoint, if one is due, before the run is
-                    // confirmed: a check that finds the run gone takes it
-                    // back with the entry, where one written after the
-                    // check could land after a deletion's listing (seeds
-                    // 5749 and 9156 of the deployment world).
-                    self.checkpoints.write_if_due(run_id, folded).await;
-                    // On the lease's word, or the pointer's (`unchecked`).
-                    let vouched =
-                        leased.is_some_and(|attempt| self.lease_vouches(run_id, folded, attempt));
-                    if vouched {
-                        self.defer_check(run_id, incarnation, position, None);
-                    } else {
-                        let current = match self.entry_is_current(run_id, incarnation).await {
-                            Ok(current) => current,
-                            // Unconfirmed: the next call reads the run from
-                            // storage, its pointer first, which keeps the
-                            // entry or takes it back (an entry of a log freed
-                            // under its writer is listed by no deletion
-                            // again: seed 9217).
-                            Err(e) => {
-                                self.defer_check(run_id, incarnation, position, hinted);
-                                *guard = None;
-                                return Err(e);
-                            }
-                        };
-                        if !current {
-                            // The incarnation was deleted and its log freed
-                            // under us: the change went into a dead run. The
-                            // entry (and the checkpoint after it) goes
-                            // whoever wrote it: an identical one may be this
-                            // change's own from an earlier try whose pointer
-                            // check failed, and nothing of a dead
-                            // incarnation is ever read again.
-                            self.take_back(run_id, incarnation, &[position]).await;
-                            // And the hint written for it: the deletion
-                            // removed the incarnation's hints before, and
-                            // none would ever look for this one.
-                            if let Some(status) = hinted {
-                                self.hints.drop(status, run_id, incarnation).await;
-                            }
-                            *guard = None;
-                            return Err(Error::Conflict {
-                                what: format!("run {run_id}"),
-                                reason: "the run was deleted while the change was written; \
-                                         nothing was applied (nor kept of the step commits \
-                                         acknowledged on its lease since the run was last \
-                                         read)"
-                                    .into(),
-                            });
+                    // The hint of the status the run left goes while the
+                    // change is confirmed, not after: the entry is in the
+                    // log, so the run left that status unless its
+                    // incarnation is gone, whose hints no one reads (one
+                    // round trip fewer at a run's start and at its end).
+                    let left = (folded.state.record().status != before).then_some(before);
+                    let drop_left = async {
+                        if let Some(left) = left {
+                            self.hints.drop(left, run_id, incarnation).await;
                         }
-                    }
-                    if folded.state.record().status != before {
-                        self.hints.drop(before, run_id, incarnation).await;
+                    };
+                    let confirm = async {
+                        // The checkpoint, if one is due, before the run is
+                        // confirmed: a check that finds the run gone takes
+                        // it back with the entry, where one written after
+                        // the check could land after a deletion's listing
+                        // (seeds 5749 and 9156 of the deployment world).
+                        self.checkpoints.write_if_due(run_id, folded).await;
+                        // On the lease's word, or the pointer's (`unchecked`).
+                        let vouched = leased
+                            .is_some_and(|attempt| self.lease_vouches(run_id, folded, attempt));
+                        if vouched {
+                            self.defer_check(run_id, incarnation, position, None);
+                            return Ok(true);
+                        }
+                        self.entry_is_current(run_id, incarnation).await
+                    };
+                    let (current, ()) = futures::join!(confirm, drop_left);
+                    let current = match current {
+                        Ok(current) => current,
+                        // Unconfirmed: the next call reads the run from
+                        // storage, its pointer first, which keeps the entry
+                        // or takes it back (an entry of a log freed under
+                        // its writer is listed by no deletion again: seed
+                        // 9217).
+                        Err(e) => {
+                            self.defer_check(run_id, incarnation, position, hinted);
+                            *guard = None;
+                            return Err(e);
+                        }
+                    };
+                    if !current {
+                        // The incarnation was deleted and its log freed
+                        // under us: the change went into a dead run. The
+                        // entry (and the checkpoint after it) goes whoever
+                        // wrote it: an identical one may be this change's
+                        // own from an earlier try whose pointer check
+                        // failed, and nothing of a dead incarnation is ever
+                        // read again.
+                        self.take_back(run_id, incarnation, &[position]).await;
+                        // And the hint written for it: the deletion removed
+                        // the incarnation's hints before, and none would
+                        // ever look for this one.
+                        if let Some(status) = hinted {
+                            self.hints.drop(status, run_id, incarnation).await;
+                        }
+                        *guard = None;
+                        return Err(Error::Conflict {
+                            what: format!("run {run_id}"),
+                            reason: "the run was deleted while the change was written; \
+                                     nothing was applied (nor kept of the step commits \
+                                     acknowledged on its lease since the run was last \
+                                     read)"
+                                .into(),
+                        });
                     }
                     let answered = answer(&folded.state);
                     self.cache.reweigh(run_id, &slot, guard.as_ref());
