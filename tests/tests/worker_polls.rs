@@ -299,6 +299,135 @@ async fn a_run_submitted_to_a_spawned_worker_is_not_woken_by_the_others() {
     assert!(index.is_empty(), "{index:?}");
 }
 
+/// Three steps, each counting its body's runs in `bodies`.
+fn counted_steps(
+    bodies: Arc<std::sync::atomic::AtomicU64>,
+) -> Workflow<impl Fn(Context, u64) -> BoxedRun + Clone + Send + Sync> {
+    Workflow::new("counted", move |ctx: Context, steps: u64| {
+        let bodies = bodies.clone();
+        Box::pin(async move {
+            for n in 0..steps {
+                let bodies = bodies.clone();
+                ctx.step(format!("step-{n}"), move |_memo| {
+                    let bodies = bodies.clone();
+                    async move {
+                        bodies.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        Ok::<_, Error>(n)
+                    }
+                })
+                .await?;
+            }
+            Ok::<_, Error>(steps)
+        }) as BoxedRun
+    })
+}
+
+/// A run submitted to a spawned worker is started on the record its
+/// submit's creation returned, as `Runtime::run` starts the run it
+/// creates: the worker reads nothing of the run before its attempt starts
+/// (a load read its pointer and its log's next position), and the run's
+/// only reads are the pointer checks of its start and its end.
+#[tokio::test]
+async fn a_run_submitted_to_a_spawned_worker_starts_without_a_load() {
+    let shared: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let counting = Arc::new(CountingStore::new(shared.clone()));
+    let objects: Arc<dyn ObjectStore> = counting.clone();
+    let bodies = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = counted_steps(bodies.clone());
+    let handle = Worker::builder(process(&objects, &clock))
+        .workflow(&counted)
+        .poll_interval(Duration::from_secs(3600))
+        .sweep_interval(None)
+        .spawn();
+    let observer = process(&shared, &clock);
+    handle
+        .worker()
+        .submit(&counted, &run("submitted"), &3)
+        .await
+        .unwrap();
+    // Before the loop runs (this test's runtime has one thread): the
+    // attempt's lease entry is due a millisecond after the submit's, so it
+    // is another entry, whose create-once write reads nothing.
+    clock.advance_ms(1);
+    until(async || status(&observer, "submitted").await == RunStatus::Completed).await;
+    handle.shutdown(Duration::from_secs(5)).await;
+    let counts = counting.counts();
+    assert_eq!(bodies.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(
+        (counts.gets, counts.get_ranges),
+        (2, 0),
+        "the start's and the end's pointer checks only: {counts:?}"
+    );
+}
+
+/// A run submitted to a spawned worker whose places are all taken may
+/// move on before the loop takes it: here another process runs it to its
+/// end meanwhile. The loop's attempt, started on the submit's record of a
+/// run not yet started, finds the run's first log position taken and the
+/// run ended: no step body runs again, and the run keeps the other
+/// process's outcome.
+#[tokio::test]
+async fn a_submitted_run_that_another_process_ran_meanwhile_is_not_run_again() {
+    let shared: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gated = {
+        let gate = gate.clone();
+        Workflow::new("gated", move |ctx: Context, (): ()| {
+            let gate = gate.clone();
+            Box::pin(async move {
+                ctx.step("wait", move |_memo| {
+                    let gate = gate.clone();
+                    async move {
+                        let _open = gate.acquire().await;
+                        Ok::<_, Error>(1u64)
+                    }
+                })
+                .await
+            }) as BoxedRun
+        })
+    };
+    let bodies = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = counted_steps(bodies.clone());
+    let submitter = process(&shared, &clock);
+    let handle = Worker::builder(submitter.clone())
+        .workflow(&gated)
+        .workflow(&counted)
+        .concurrency(1)
+        .poll_interval(Duration::from_secs(3600))
+        .sweep_interval(None)
+        .spawn();
+    let worker = handle.worker().clone();
+    worker
+        .submit(&gated, &run("holds-the-place"), &())
+        .await
+        .unwrap();
+    until(async || status(&submitter, "holds-the-place").await == RunStatus::Running).await;
+    worker
+        .submit(&counted, &run("taken-over"), &3)
+        .await
+        .unwrap();
+    // Another process runs it to its end while the loop's one place is
+    // taken.
+    let other = process(&shared, &clock);
+    assert_eq!(
+        other.run(&run("taken-over"), &3, &counted).await.unwrap(),
+        3
+    );
+    assert_eq!(bodies.load(std::sync::atomic::Ordering::SeqCst), 3);
+    gate.add_permits(1);
+    until(async || status(&submitter, "holds-the-place").await == RunStatus::Completed).await;
+    let report = handle.shutdown(Duration::from_secs(5)).await;
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert_eq!(
+        bodies.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "no body ran again"
+    );
+    assert_eq!(status(&other, "taken-over").await, RunStatus::Completed);
+}
+
 /// A run submitted to a spawned worker that cannot start it (here, a
 /// worker that does not register its workflow) is still started: its
 /// entry comes due for every worker once a lease has run from the submit,

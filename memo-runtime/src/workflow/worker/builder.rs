@@ -172,6 +172,7 @@ impl WorkerBuilder {
                 submitted: Notify::new(),
                 loops: AtomicUsize::new(0),
                 local: Mutex::new(Vec::new()),
+                records: Mutex::new(HashMap::new()),
                 cursor: Mutex::new(None),
                 waking: Mutex::new(HashSet::new()),
                 proved: AtomicBool::new(false),

@@ -116,11 +116,13 @@ impl<E: Display> Display for Driving<E> {
 /// 1,000 hours that hold entries) and a listing of each hour that holds
 /// due entries and of the current hour, whose entries not yet due are
 /// listed too (a request per 1,000 of them). Then, for each due run, a
-/// load of its record and what waking it costs: a create of its terminal
-/// marker (found there, as a rule) and a delete of the entry for a run that
-/// ended, nothing more for a run that is not due, a create and a delete
-/// for a run another attempt holds (its entry moves to the lease's
-/// expiry), and an attempt for a run that is due.
+/// load of its record (none for a run submitted to this loop and due for
+/// nothing else: it is driven on the record its submit's creation
+/// returned, as [`Runtime::run`] drives a run) and what waking it costs:
+/// a create of its terminal marker (found there, as a rule) and a delete
+/// of the entry for a run that ended, nothing more for a run that is not
+/// due, a create and a delete for a run another attempt holds (its entry
+/// moves to the lease's expiry), and an attempt for a run that is due.
 ///
 /// # Example
 ///
@@ -177,6 +179,11 @@ struct WorkerInner {
     /// taken by a poll: it wakes them without reading the index, where
     /// they are due only once a lease has run from their submit.
     local: Mutex<Vec<DueRun>>,
+    /// The record each of those runs' creation returned to its submit,
+    /// until a poll takes it: a run due for nothing else is driven on it,
+    /// as [`Runtime::run`] drives the run it created, without a load
+    /// (`wake::Worker::wake_run`).
+    records: Mutex<HashMap<wake::RunKey, RunRecord>>,
     /// The key of the last entry the last full poll took: the next poll
     /// goes on after it, so that entries this worker cannot wake (a
     /// workflow it does not know, a run that fails to load) never keep it
@@ -298,6 +305,8 @@ impl Worker {
             let entry = DueRun::new(due_at_ms, run_id.clone(), record.incarnation);
             due::write(&shared.memo, &entry).await?;
             if spawned {
+                let key = (run_id.clone(), record.incarnation);
+                self.records().insert(key, record);
                 self.local().push(entry);
             }
         }

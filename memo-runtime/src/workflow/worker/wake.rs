@@ -1,7 +1,7 @@
 //! One poll of a worker: the runs submitted to its loop and the due-run
 //! index's entries due now, each run woken once.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use futures::{StreamExt, TryStreamExt};
@@ -10,6 +10,7 @@ use object_store::path::Path;
 use super::{Driven, Pick, WakeReport, Worker, due, due::DueRun};
 use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::RunRecord;
 
 /// The entries of one run incarnation a poll takes: listed from the index
 /// (due by now), and submitted to this worker's loop (due a lease after
@@ -248,9 +249,22 @@ impl Worker {
         let first = due.first().clone();
         let Due { listed, submitted } = due;
         let entries: Vec<DueRun> = listed.iter().chain(&submitted).cloned().collect();
-        let record = match shared.store.load_run(&first.run_id).await {
-            Ok(record) => record,
-            Err(e) => return self.failed(submitted, first.run_id, e),
+        // A run submitted to this loop and due for nothing else is driven
+        // on the record its submit's creation returned, as `Runtime::run`
+        // drives a run it created: a load would read its pointer and its
+        // log's next position (two requests) only to find what this
+        // process wrote. If the run moved on since (another worker took it
+        // over once the submit's entry came due), the attempt's start
+        // finds that position taken and judges the run as it stands.
+        let submitted_record = self
+            .records()
+            .remove(&(first.run_id.clone(), first.incarnation));
+        let record = match submitted_record.filter(|_| listed.is_empty()) {
+            Some(record) => Some(record),
+            None => match shared.store.load_run(&first.run_id).await {
+                Ok(record) => record,
+                Err(e) => return self.failed(submitted, first.run_id, e),
+            },
         };
         let Some(record) = record else {
             // Deleted, or never in this store (a mistyped prefix, with the
@@ -340,6 +354,13 @@ impl Worker {
     fn failed(&self, submitted: Vec<DueRun>, run_id: RunId, error: Error) -> Woke {
         self.local().extend(submitted);
         Woke::Failed(run_id, error)
+    }
+
+    pub(super) fn records(&self) -> std::sync::MutexGuard<'_, HashMap<RunKey, RunRecord>> {
+        self.inner
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(super) fn local(&self) -> std::sync::MutexGuard<'_, Vec<DueRun>> {
