@@ -326,16 +326,28 @@ fn counted_steps(
 /// submit's creation returned, as `Runtime::run` starts the run it
 /// creates: the worker reads nothing of the run before its attempt starts
 /// (a load read its pointer and its log's next position), and the run's
-/// only reads are the pointer checks of its start and its end.
+/// only reads are the pointer checks of its start and its end. And its
+/// attempt, started before the submit's due-run entry is due, keeps that
+/// entry as its lease entry: the run writes one entry and deletes it once
+/// it ended (it wrote a second and deleted both).
 #[tokio::test]
-async fn a_run_submitted_to_a_spawned_worker_starts_without_a_load() {
+async fn a_run_submitted_to_a_spawned_worker_starts_without_a_load_or_a_second_entry() {
     let shared: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let clock = Arc::new(ManualClock::new(START_MS));
-    let counting = Arc::new(CountingStore::new(shared.clone()));
-    let objects: Arc<dyn ObjectStore> = counting.clone();
+    let (memo, runs) = (
+        Arc::new(CountingStore::new(shared.clone())),
+        Arc::new(CountingStore::new(shared.clone())),
+    );
     let bodies = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = counted_steps(bodies.clone());
-    let handle = Worker::builder(process(&objects, &clock))
+    let submitter = Runtime::builder()
+        .memo_store(MemoStore::new(memo.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(runs.clone(), "runs")))
+        .clock(clock.clone())
+        .check_conditional_create(false)
+        .build()
+        .unwrap();
+    let handle = Worker::builder(submitter)
         .workflow(&counted)
         .poll_interval(Duration::from_secs(3600))
         .sweep_interval(None)
@@ -347,18 +359,120 @@ async fn a_run_submitted_to_a_spawned_worker_starts_without_a_load() {
         .await
         .unwrap();
     // Before the loop runs (this test's runtime has one thread): the
-    // attempt's lease entry is due a millisecond after the submit's, so it
-    // is another entry, whose create-once write reads nothing.
+    // attempt starts a millisecond after the submit, so the lease it takes
+    // expires a millisecond after the submit's entry is due.
     clock.advance_ms(1);
     until(async || status(&observer, "submitted").await == RunStatus::Completed).await;
     handle.shutdown(Duration::from_secs(5)).await;
-    let counts = counting.counts();
     assert_eq!(bodies.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let runs = runs.counts();
     assert_eq!(
-        (counts.gets, counts.get_ranges),
+        (runs.gets, runs.get_ranges),
         (2, 0),
-        "the start's and the end's pointer checks only: {counts:?}"
+        "the start's and the end's pointer checks only: {runs:?}"
     );
+    // The memo store: the due-run entry and the terminal marker, and the
+    // entry's delete; no read.
+    let memo = memo.counts();
+    assert_eq!(
+        (memo.creates, memo.delete_paths, memo.gets + memo.heads),
+        (2, 1, 0),
+        "{memo:?}"
+    );
+    let index: Vec<_> = {
+        use futures::TryStreamExt;
+        shared
+            .list(Some(&"memo/due".into()))
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    assert!(index.is_empty(), "{index:?}");
+}
+
+/// The attempt of a submitted run keeps the submit's entry as its lease
+/// entry, due a moment before its lease first expires. If that attempt
+/// stalls (here its step never returns; a process that died is the same),
+/// another worker that wakes the entry then finds the lease live and moves
+/// the entry to the lease's expiry, and once the lease has expired it
+/// takes the run over and ends it.
+#[tokio::test]
+async fn a_stalled_attempt_that_kept_the_submits_entry_is_taken_over_once_its_lease_expires() {
+    const LEASE_MS: u64 = 60_000;
+    let shared: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let leased = || {
+        Runtime::builder()
+            .memo_store(MemoStore::new(shared.clone(), "memo"))
+            .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+                shared.clone(),
+                "runs",
+            )))
+            .clock(clock.clone())
+            .lease(Duration::from_millis(LEASE_MS))
+            .build()
+            .unwrap()
+    };
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let stalled = {
+        let gate = gate.clone();
+        Workflow::new("job", move |ctx: Context, (): ()| {
+            let gate = gate.clone();
+            Box::pin(async move {
+                ctx.step("work", move |_memo| {
+                    let gate = gate.clone();
+                    async move {
+                        let _open = gate.acquire().await;
+                        Ok::<_, Error>(1u64)
+                    }
+                })
+                .await
+            }) as BoxedRun
+        })
+    };
+    let quick = Workflow::new("job", |ctx: Context, (): ()| {
+        Box::pin(async move {
+            ctx.step("work", |_memo| async { Ok::<_, Error>(2u64) })
+                .await
+        }) as BoxedRun
+    });
+    let first = Worker::builder(leased())
+        .workflow(&stalled)
+        .poll_interval(Duration::from_secs(3600))
+        .sweep_interval(None)
+        .spawn();
+    let observer = leased();
+    first
+        .worker()
+        .submit(&stalled, &run("job-1"), &())
+        .await
+        .unwrap();
+    clock.advance_ms(1);
+    until(async || status(&observer, "job-1").await == RunStatus::Running).await;
+    let due: Vec<u64> = {
+        use futures::TryStreamExt;
+        (observer.due_runs(u64::MAX))
+            .map_ok(|e| e.due_at_ms)
+            .try_collect()
+            .await
+            .unwrap()
+    };
+    assert_eq!(due, [START_MS + LEASE_MS], "the submit's entry, kept");
+    let second = Worker::builder(leased())
+        .workflow(&quick)
+        .sweep_interval(None)
+        .build();
+    // The entry is due, the lease expires a millisecond later.
+    clock.set_ms(START_MS + LEASE_MS);
+    let report = second.wake_due().await.unwrap();
+    assert_eq!((report.entries, report.busy), (1, 1), "{report:?}");
+    clock.advance_ms(1);
+    let report = second.wake_due().await.unwrap();
+    assert_eq!((report.entries, report.resumed), (1, 1), "{report:?}");
+    assert_eq!(status(&observer, "job-1").await, RunStatus::Completed);
+    gate.add_permits(1);
+    first.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(status(&observer, "job-1").await, RunStatus::Completed);
 }
 
 /// A run submitted to a spawned worker whose places are all taken may

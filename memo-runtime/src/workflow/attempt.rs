@@ -39,7 +39,8 @@ impl Runtime {
     /// [`drive`](Self::drive), its requests counted into `meter` for the
     /// attempt's cost ledger (`meter` may hold what the caller did first,
     /// such as creating the run). The run's due entries `superseded` (a
-    /// submit's, due a lease after it) are the attempt's to replace: once
+    /// submit's, due a lease after it) are the attempt's to replace: one not
+    /// yet due is its lease entry (see `due::start_attempt`), or else, once
     /// its own lease entry is written, it deletes each that is not that very
     /// entry, so the run is never without one; kept if no attempt starts.
     pub(super) async fn drive_metered<I, W>(
@@ -94,19 +95,24 @@ impl Runtime {
             return Err(waiting.into());
         }
         let attempt = record.attempts + 1;
-        let (lease, due_entry, history) =
-            match super::due::start_attempt(&self.shared, &run_id, record.incarnation, attempt)
-                .await
-            {
-                Ok(started) => started,
-                Err(conflict @ Error::Conflict { .. }) => {
-                    return self
-                        .ended_meanwhile(&record, conflict)
-                        .await
-                        .map_err(W::Error::from);
-                }
-                Err(e) => return Err(e.into()),
-            };
+        let (lease, due_entry, history) = match super::due::start_attempt(
+            &self.shared,
+            &run_id,
+            record.incarnation,
+            attempt,
+            &superseded,
+        )
+        .await
+        {
+            Ok(started) => started,
+            Err(conflict @ Error::Conflict { .. }) => {
+                return self
+                    .ended_meanwhile(&record, conflict)
+                    .await
+                    .map_err(W::Error::from);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let replaced: Vec<_> = superseded.into_iter().filter(|e| *e != due_entry).collect();
         super::due::forget(&self.shared, &replaced).await;
         let body =

@@ -112,7 +112,7 @@ impl Runtime {
         let record = store.load_run(run_id).await?.ok_or_else(not_found)?;
         let attempt = record.attempts.saturating_add(1);
         let started =
-            super::due::start_attempt(&self.shared, run_id, record.incarnation, attempt).await;
+            super::due::start_attempt(&self.shared, run_id, record.incarnation, attempt, &[]).await;
         let (lease, due_entry, _) = match started {
             Ok(started) => started,
             Err(Error::LeaseHeld {

@@ -43,9 +43,11 @@
 //!   its suspension, all due in one millisecond);
 //! - [`Worker::submit`](super::Worker::submit): an entry due now, or, to a
 //!   spawned worker (whose loop starts the run at once), due a lease from
-//!   now, which the attempt that loop starts deletes once its own lease
-//!   entry is written (unless it is that very entry: an attempt started in
-//!   the submit's millisecond);
+//!   now, which the attempt that loop starts keeps as its own lease entry
+//!   if it starts before that entry is due (due a moment before its lease
+//!   first expires: a worker that wakes it then finds the lease live and
+//!   moves it, as for a renewed lease), and otherwise deletes once its own
+//!   lease entry is written;
 //! - a worker that wakes a run whose lease is live: an entry at the lease's
 //!   expiry, before it deletes the one it woke (tagged, if it woke a
 //!   tagged one, by a tag derived from that one's, so the workers that
@@ -131,15 +133,36 @@ impl super::Runtime {
 /// expires). The entry is kept if the start fails: another attempt that
 /// started at the same millisecond may have written the same one. With the
 /// lease, the run's history as the start left it (see `AttemptLease::start`).
+///
+/// An entry of the run's submit in `submitted` that is not due yet and is
+/// due by the lease's first expiry (the submit was a moment ago) is that
+/// entry already, and nothing is written: if the attempt crashes, the
+/// worker that wakes the run a moment before its lease expires finds the
+/// lease live and moves the entry to its expiry, as it moves the entry of
+/// a lease that was renewed. Which entry it is, the caller deletes the
+/// others of `submitted` once the attempt has it.
 pub(super) async fn start_attempt<'a>(
     shared: &'a Shared,
     run_id: &'a RunId,
     incarnation: Incarnation,
     attempt: u32,
+    submitted: &[DueRun],
 ) -> Result<(AttemptLease<'a>, DueRun, History)> {
-    let due_at_ms = shared.clock.now_ms().saturating_add(shared.lease_ms());
-    let entry = DueRun::new(due_at_ms, run_id.clone(), incarnation);
-    write(&shared.memo, &entry).await?;
+    let now = shared.clock.now_ms();
+    let due_at_ms = now.saturating_add(shared.lease_ms());
+    let reused = submitted.iter().find(|e| {
+        e.tag.is_none()
+            && (&e.run_id, e.incarnation) == (run_id, incarnation)
+            && (now < e.due_at_ms && e.due_at_ms <= due_at_ms)
+    });
+    let entry = match reused {
+        Some(entry) => entry.clone(),
+        None => {
+            let entry = DueRun::new(due_at_ms, run_id.clone(), incarnation);
+            write(&shared.memo, &entry).await?;
+            entry
+        }
+    };
     let (lease, history) = AttemptLease::start(shared, run_id, incarnation, attempt).await?;
     Ok((lease, entry, history))
 }

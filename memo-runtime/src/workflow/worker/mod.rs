@@ -256,7 +256,8 @@ impl Worker {
     /// index, and the run's entry in the index is due for the other workers
     /// on the store only once the runtime's lease has run from now (as if
     /// this worker's attempt had started and crashed at once); the attempt
-    /// deletes it once its own lease entry is written. So the other workers
+    /// keeps it as its own lease entry (it starts before the entry is due,
+    /// as a rule), or deletes it once its own is written. So the other workers
     /// do not each load the run, find it held and move its entry while it
     /// runs (with N workers polling, that was O(N) requests a run).
     /// Submitted to a worker that is not spawned (a process that only
