@@ -213,6 +213,27 @@ async fn until(mut done: impl AsyncFnMut() -> bool) {
     panic!("not done within 10 s");
 }
 
+/// A workflow `name` of one step that returns once it acquires a permit
+/// of `gate`.
+fn gated(
+    name: &'static str,
+    gate: Arc<tokio::sync::Semaphore>,
+) -> Workflow<impl Fn(Context, ()) -> BoxedRun + Clone + Send + Sync> {
+    Workflow::new(name, move |ctx: Context, (): ()| {
+        let gate = gate.clone();
+        Box::pin(async move {
+            ctx.step("wait", move |_memo| {
+                let gate = gate.clone();
+                async move {
+                    let _open = gate.acquire().await;
+                    Ok::<_, Error>(1u64)
+                }
+            })
+            .await
+        }) as BoxedRun
+    })
+}
+
 /// A run submitted to a spawned worker is that worker's to start: the
 /// other workers on the store, polling all the while it runs, never see it
 /// due, so none of them loads it (each used to load it, find it held and
@@ -223,22 +244,7 @@ async fn a_run_submitted_to_a_spawned_worker_is_not_woken_by_the_others() {
     let shared: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let clock = Arc::new(ManualClock::new(START_MS));
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let gated = {
-        let gate = gate.clone();
-        Workflow::new("gated", move |ctx: Context, (): ()| {
-            let gate = gate.clone();
-            Box::pin(async move {
-                ctx.step("wait", move |_memo| {
-                    let gate = gate.clone();
-                    async move {
-                        let _open = gate.acquire().await;
-                        Ok::<_, Error>(1u64)
-                    }
-                })
-                .await
-            }) as BoxedRun
-        })
-    };
+    let gated = gated("gated", gate.clone());
     let spawn = |runtime: Runtime| {
         Worker::builder(runtime)
             .workflow(&gated)
@@ -288,14 +294,17 @@ async fn a_run_submitted_to_a_spawned_worker_is_not_woken_by_the_others() {
     }
     assert!(polls > 10, "the others polled: {polls} listings");
     own.shutdown(Duration::from_secs(5)).await;
-    let index: Vec<_> = {
-        use futures::TryStreamExt;
-        shared
-            .list(Some(&"memo/due".into()))
-            .try_collect()
-            .await
-            .unwrap()
-    };
+    assert_no_due_entries(&shared).await;
+}
+
+/// That the due-run index in `objects` (under `memo/`) is empty.
+async fn assert_no_due_entries(objects: &Arc<dyn ObjectStore>) {
+    use futures::TryStreamExt;
+    let index: Vec<_> = objects
+        .list(Some(&"memo/due".into()))
+        .try_collect()
+        .await
+        .unwrap();
     assert!(index.is_empty(), "{index:?}");
 }
 
@@ -379,15 +388,7 @@ async fn a_run_submitted_to_a_spawned_worker_starts_without_a_load_or_a_second_e
         (2, 1, 0),
         "{memo:?}"
     );
-    let index: Vec<_> = {
-        use futures::TryStreamExt;
-        shared
-            .list(Some(&"memo/due".into()))
-            .try_collect()
-            .await
-            .unwrap()
-    };
-    assert!(index.is_empty(), "{index:?}");
+    assert_no_due_entries(&shared).await;
 }
 
 /// The attempt of a submitted run keeps the submit's entry as its lease
@@ -414,25 +415,10 @@ async fn a_stalled_attempt_that_kept_the_submits_entry_is_taken_over_once_its_le
             .unwrap()
     };
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let stalled = {
-        let gate = gate.clone();
-        Workflow::new("job", move |ctx: Context, (): ()| {
-            let gate = gate.clone();
-            Box::pin(async move {
-                ctx.step("work", move |_memo| {
-                    let gate = gate.clone();
-                    async move {
-                        let _open = gate.acquire().await;
-                        Ok::<_, Error>(1u64)
-                    }
-                })
-                .await
-            }) as BoxedRun
-        })
-    };
+    let stalled = gated("job", gate.clone());
     let quick = Workflow::new("job", |ctx: Context, (): ()| {
         Box::pin(async move {
-            ctx.step("work", |_memo| async { Ok::<_, Error>(2u64) })
+            ctx.step("wait", |_memo| async { Ok::<_, Error>(2u64) })
                 .await
         }) as BoxedRun
     });
@@ -486,22 +472,7 @@ async fn a_submitted_run_that_another_process_ran_meanwhile_is_not_run_again() {
     let shared: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let clock = Arc::new(ManualClock::new(START_MS));
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let gated = {
-        let gate = gate.clone();
-        Workflow::new("gated", move |ctx: Context, (): ()| {
-            let gate = gate.clone();
-            Box::pin(async move {
-                ctx.step("wait", move |_memo| {
-                    let gate = gate.clone();
-                    async move {
-                        let _open = gate.acquire().await;
-                        Ok::<_, Error>(1u64)
-                    }
-                })
-                .await
-            }) as BoxedRun
-        })
-    };
+    let gated = gated("gated", gate.clone());
     let bodies = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = counted_steps(bodies.clone());
     let submitter = process(&shared, &clock);
