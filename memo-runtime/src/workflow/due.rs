@@ -139,8 +139,8 @@ impl super::Runtime {
 /// entry already, and nothing is written: if the attempt crashes, the
 /// worker that wakes the run a moment before its lease expires finds the
 /// lease live and moves the entry to its expiry, as it moves the entry of
-/// a lease that was renewed. Which entry it is, the caller deletes the
-/// others of `submitted` once the attempt has it.
+/// a lease that was renewed. Whichever entry it returns, the caller then
+/// deletes the others of `submitted`.
 pub(super) async fn start_attempt<'a>(
     shared: &'a Shared,
     run_id: &'a RunId,
