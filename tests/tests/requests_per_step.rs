@@ -482,3 +482,51 @@ async fn a_status_change_drops_the_hint_the_run_left_while_its_pointer_is_read()
     assert_eq!(ended.await.expect("two checks in all").unwrap().unwrap(), 3);
     assert_eq!(hints(&store.inner, "Running").await, 0);
 }
+
+#[tokio::test]
+async fn a_start_whose_pointer_check_fails_leaves_no_pending_hint_behind() {
+    // The start's entry is in the log when its check of the run pointer
+    // fails (here every read of the pointer the check makes): the run has
+    // left `Pending` unless its incarnation is gone, so the `Pending` hint
+    // goes all the same (it stayed, for a listing to tidy). The next
+    // delivery, once the stopped attempt's lease expired, settles the
+    // unconfirmed start and ends the run.
+    use memo_runtime::clock::ManualClock;
+    use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
+    let store = Arc::new(FaultInjectingStore::new(InMemory::new()));
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(store.clone(), "memo"))
+        .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(
+            store.clone(),
+            "runs",
+        )))
+        .clock(clock.clone())
+        .lease(std::time::Duration::from_secs(30))
+        .check_conditional_create(false)
+        .build()
+        .unwrap();
+    store.inject(
+        FaultRule::fail_before(RequestKind::Get)
+            .matching(|p| p.as_ref() == "runs/runs/unchecked/run"),
+    );
+    let id = run("unchecked");
+    let failed = runtime.run(&id, &3, &steps_workflow()).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(store.faults_injected() > 0);
+    assert_eq!(
+        (
+            hints(store.inner(), "Pending").await,
+            hints(store.inner(), "Running").await
+        ),
+        (0, 1)
+    );
+    store.clear_faults();
+    clock.advance_ms(31_000);
+    assert_eq!(runtime.run(&id, &3, &steps_workflow()).await.unwrap(), 3);
+    let left: Vec<usize> = futures::future::join_all(
+        ["Pending", "Running", "Completed"].map(|status| hints(store.inner(), status)),
+    )
+    .await;
+    assert_eq!(left, [0, 0, 1]);
+}
