@@ -815,6 +815,21 @@ fn without_faults_a_held_signal_wakes_its_run_before_the_clock_moves() {
     assert!(summary.seeds > 0 && summary.events > 0);
 }
 
+/// The worker-loops world in the deployment the README recommends
+/// (session 46): worker loops that submit and wake runs, with every
+/// feature of `Simulation::deployment()` (a sweeper in every worker, an
+/// operator beside them, pauses past a lease, run ids of every shape, a
+/// cached reader, local-folder, sealed and foreign-object seeds, slow
+/// deletes, and the final sweep of everything). `MEMO_SIM_SEEDS` and
+/// `MEMO_SIM_SEED` choose the seeds.
+#[test]
+fn worker_loops_in_the_deployment_world_keep_every_invariant() {
+    let summary = loops_simulation!(LOOP_POLLS)
+        .deployment()
+        .check_seeds_from_env(LOOP_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+}
+
 /// The world with worker loops and skewed clocks (session 31, see
 /// `SKEW`): a worker ahead of the others wakes a run its timer is due by
 /// its clock, and takes a lease over that early.

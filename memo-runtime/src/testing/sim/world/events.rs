@@ -194,7 +194,14 @@ where
     /// it; nor does a run that holds a signal: that signal's wake-up must
     /// wake it.
     pub(super) async fn settle_with_loops(&mut self) {
+        // As the end of a history without loops: the foreign objects go
+        // and no worker stays paused, or a run whose pointer another
+        // writer still shadows could never end.
+        for (path, _) in std::mem::take(&mut self.plants) {
+            self.unplant(&path);
+        }
         self.checker.event("faults stop".into());
+        self.paused_until.fill(0);
         for worker in 0..self.workers.len() {
             match &self.workers[worker] {
                 Some(live) => live.faults.set_enabled(false),
