@@ -503,8 +503,14 @@ async fn a_submitted_run_that_another_process_ran_meanwhile_is_not_run_again() {
     assert_eq!(bodies.load(std::sync::atomic::Ordering::SeqCst), 3);
     gate.add_permits(1);
     until(async || status(&submitter, "holds-the-place").await == RunStatus::Completed).await;
+    // The place frees once that attempt has written its marker and
+    // deleted its entry; the loop then takes the second run (it writes
+    // nothing, so there is nothing to wait for in the store).
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let report = handle.shutdown(Duration::from_secs(5)).await;
+    // Both runs were woken, the second on its submit's stale record.
     assert!(report.failed.is_empty(), "{report:?}");
+    assert_eq!((report.entries, report.resumed), (2, 2), "{report:?}");
     assert_eq!(
         bodies.load(std::sync::atomic::Ordering::SeqCst),
         3,
