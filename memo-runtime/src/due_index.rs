@@ -6,6 +6,9 @@
 //! (`workflow/due.rs`); a worker wakes the runs they name, and a retention
 //! sweep deletes the ones whose run has ended or is gone.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use futures::future;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
@@ -137,7 +140,7 @@ fn path(memo: &MemoStore, due: &DueRun) -> Path {
 /// the order of their keys (due time first), on any store: see [`due_after`]
 /// with no cursor and `ordered` false.
 pub(crate) fn due_at(memo: &MemoStore, now_ms: u64) -> BoxStream<'static, Result<DueRun>> {
-    due_after(memo, now_ms, None, false)
+    due_after(memo, now_ms, None, false, &Later::new())
         .map_ok(|(_, due)| due)
         .boxed()
 }
@@ -158,14 +161,22 @@ pub(crate) fn due_at(memo: &MemoStore, now_ms: u64) -> BoxStream<'static, Result
 /// holding `now_ms` (a request per 1,000 of its entries), sorted in memory
 /// an hour at a time: the current hour's entries not yet due are listed and
 /// skipped. Hours after `now_ms` are never listed.
+///
+/// `later` notes the earliest due time the listing saw after `now_ms`: the
+/// first entry not yet due that an ordered listing reads; on any other
+/// store, the earliest entry not yet due of the hours it lists, or the
+/// start of the earliest hour after them that holds entries, whichever is
+/// first (a time no entry listed now is due before).
 pub(crate) fn due_after(
     memo: &MemoStore,
     now_ms: u64,
     after: Option<&Path>,
     ordered: bool,
+    later: &Later,
 ) -> BoxStream<'static, Result<(Path, DueRun)>> {
     let memo = memo.clone();
     let after = after.cloned();
+    let later = later.clone();
     if ordered {
         let folder = memo.layout().due_folder();
         // From an offset even at the start (the folder itself sorts
@@ -181,7 +192,13 @@ pub(crate) fn due_after(
                 future::ready(Ok(entry))
             })
             // Every entry after the first one not due is later still.
-            .try_take_while(move |(_, due)| future::ready(Ok(due.due_at_ms <= now_ms)))
+            .try_take_while(move |(_, due)| {
+                let due_now = due.due_at_ms <= now_ms;
+                if !due_now {
+                    later.note(due.due_at_ms);
+                }
+                future::ready(Ok(due_now))
+            })
             .boxed();
     }
     stream::once(async move {
@@ -189,12 +206,12 @@ pub(crate) fn due_after(
             .as_ref()
             .and_then(layout::parse_due_entry)
             .map_or(0, |name| name.hour);
-        let hours = due_hours(&memo, now_ms).await?;
+        let hours = due_hours(&memo, now_ms, &later).await?;
         let entries = stream::iter(hours)
             .filter(move |(hour, _)| future::ready(*hour >= first_hour))
             .then(move |(hour, path)| {
-                let (memo, after) = (memo.clone(), after.clone());
-                async move { due_in_hour(&memo, hour, path, now_ms, after.as_ref()).await }
+                let (memo, after, later) = (memo.clone(), after.clone(), later.clone());
+                async move { due_in_hour(&memo, hour, path, now_ms, after.as_ref(), &later).await }
             })
             .map_ok(|entries| stream::iter(entries).map(Ok))
             .try_flatten();
@@ -205,13 +222,15 @@ pub(crate) fn due_after(
 }
 
 /// The entries of the hour folder `path` (starting at `hour`) due by
-/// `now_ms` and after `after`, sorted by key: the whole folder is listed.
+/// `now_ms` and after `after`, sorted by key: the whole folder is listed,
+/// and `later` notes the entries not yet due.
 async fn due_in_hour(
     memo: &MemoStore,
     hour: u64,
     path: Path,
     now_ms: u64,
     after: Option<&Path>,
+    later: &Later,
 ) -> Result<Vec<(Path, DueRun)>> {
     let listing = match after {
         Some(after) => memo.store().list_with_offset(Some(&path), after),
@@ -221,6 +240,11 @@ async fn due_in_hour(
         .map_err(|e| Error::store(&path, e))
         .try_filter_map(|meta| {
             let entry = parse(&meta.location, Some(hour))
+                .inspect(|due| {
+                    if due.due_at_ms > now_ms {
+                        later.note(due.due_at_ms);
+                    }
+                })
                 .filter(|due| due.due_at_ms <= now_ms)
                 .filter(|_| after.is_none_or(|after| meta.location > *after))
                 .map(|due| (meta.location, due));
@@ -283,8 +307,9 @@ pub(crate) fn every_entry(memo: &MemoStore) -> BoxStream<'static, Result<DueRun>
         .boxed()
 }
 
-/// The hour folders that hold entries due by `now_ms`, earliest first.
-async fn due_hours(memo: &MemoStore, now_ms: u64) -> Result<Vec<(u64, Path)>> {
+/// The hour folders that hold entries due by `now_ms`, earliest first;
+/// `later` notes the start of the hours after them.
+async fn due_hours(memo: &MemoStore, now_ms: u64, later: &Later) -> Result<Vec<(u64, Path)>> {
     let folder = memo.layout().due_folder();
     let listing = memo
         .store()
@@ -295,10 +320,38 @@ async fn due_hours(memo: &MemoStore, now_ms: u64) -> Result<Vec<(u64, Path)>> {
         .common_prefixes
         .into_iter()
         .filter_map(|path| layout::parse_marker_hour(&path).map(|hour| (hour, path)))
-        .filter(|(hour, _)| *hour <= now_ms)
+        .filter(|(hour, _)| {
+            if *hour > now_ms {
+                later.note(*hour);
+            }
+            *hour <= now_ms
+        })
         .collect();
     hours.sort_unstable_by_key(|(hour, _)| *hour);
     Ok(hours)
+}
+
+/// The earliest due time one listing of the index saw after the time it
+/// listed for ([`due_after`]), shared with the listing's stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Later(Arc<AtomicU64>);
+
+impl Later {
+    /// Nothing seen yet.
+    pub(crate) fn new() -> Later {
+        Later(Arc::new(AtomicU64::new(u64::MAX)))
+    }
+
+    fn note(&self, due_at_ms: u64) {
+        self.0.fetch_min(due_at_ms, Ordering::Relaxed);
+    }
+
+    /// The earliest due time seen after the listing's time; `None` if it
+    /// saw none (the index holds no entry due later, or the listing
+    /// stopped before it reached one).
+    pub(crate) fn earliest(&self) -> Option<u64> {
+        Some(self.0.load(Ordering::Relaxed)).filter(|ms| *ms != u64::MAX)
+    }
 }
 
 /// Parses an entry's path; `None` (with a warning) for anything else,
@@ -389,8 +442,9 @@ mod tests {
 
     /// A poll by `now` finds every entry due by then, tagged or not, in
     /// key order (due time first), on a store that lists in order and on
-    /// one that does not; each deletes by its own name, and a local
-    /// folder keeps no folder of a deleted tagged entry.
+    /// one that does not, and notes the earliest due time it saw after
+    /// `now`; each entry deletes by its own name, and a local folder keeps
+    /// no folder of a deleted tagged entry.
     #[tokio::test]
     async fn tagged_and_shared_entries_are_listed_by_due_time_and_deleted_by_name() {
         let folder = tempfile::tempdir().unwrap();
@@ -409,8 +463,20 @@ mod tests {
             for entry in all.iter().rev() {
                 write(&memo, entry).await.unwrap();
             }
-            for now in [4, 5, HOUR, HOUR + 1, 2 * HOUR + 4, u64::MAX] {
-                let due: Vec<DueRun> = due_after(&memo, now, None, ordered)
+            // And the earliest time after `now` that the listing saw: the
+            // next entry's, or, where the hour after the listed ones is
+            // not listed, that hour's start.
+            let later_by_hour = if ordered { 2 * HOUR + 5 } else { 2 * HOUR };
+            for (now, earliest) in [
+                (4, Some(5)),
+                (5, Some(6)),
+                (HOUR, Some(HOUR + 1)),
+                (HOUR + 1, Some(later_by_hour)),
+                (2 * HOUR + 4, Some(2 * HOUR + 5)),
+                (u64::MAX, None),
+            ] {
+                let later = Later::new();
+                let due: Vec<DueRun> = due_after(&memo, now, None, ordered, &later)
                     .map_ok(|(_, due)| due)
                     .try_collect()
                     .await
@@ -418,6 +484,7 @@ mod tests {
                 let expected: Vec<DueRun> =
                     all.iter().filter(|e| e.due_at_ms <= now).cloned().collect();
                 assert_eq!(due, expected, "ordered {ordered}, by {now}");
+                assert_eq!(later.earliest(), earliest, "ordered {ordered}, by {now}");
             }
             // Deleting the untagged entry of run `b` due at 5 leaves the
             // tagged ones of that run and time.

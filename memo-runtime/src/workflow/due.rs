@@ -73,7 +73,7 @@ use super::Shared;
 use super::lease::{AttemptLease, HeldLease, History};
 pub use crate::due_index::DueRun;
 pub(crate) use crate::due_index::{
-    delete, delete_all, due_after, due_at, is_stale, mark_ended, write,
+    Later, delete, delete_all, due_after, due_at, is_stale, mark_ended, write,
 };
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};

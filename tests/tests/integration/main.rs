@@ -40,6 +40,8 @@ mod due_index_retention;
 mod entry_cache;
 #[path = "../gcs.rs"]
 mod gcs;
+#[path = "../idle_polls.rs"]
+mod idle_polls;
 #[path = "../large_values.rs"]
 mod large_values;
 #[path = "../lease_vouched_commits.rs"]

@@ -16,6 +16,7 @@
 //! cargo run --release -p memo-fleet-bench -- run --store folder --workers 1,2,4,8 --runs 200
 //! cargo run --release -p memo-fleet-bench -- run --store sqlite --workers 1,2,4,8 --runs 200
 //! cargo run --release -p memo-fleet-bench -- run --store s3 --latency-ms 10   # MEMO_S3_ENDPOINT, MEMO_S3_BUCKET
+//! cargo run --release -p memo-fleet-bench -- idle --workers 4 --idle-max-ms 0,8000,32000
 //! ```
 //!
 //! Prints one Markdown row per configuration: runs and steps per second in
@@ -25,8 +26,12 @@
 //! and bytes per step by kind, counted by `CountingStore` in each worker and
 //! summed: everything the fleet sent, submits, signals, polls and the runs'
 //! ends included. See BENCHMARKS.md ("A fleet of workers on one store").
+//!
+//! `idle` measures a fleet with nothing to do (`idle.rs`): the requests its
+//! polls make, and how soon it finds a run another process made due.
 
 mod driver;
+mod idle;
 mod stores;
 mod worker;
 
@@ -51,6 +56,8 @@ struct Cli {
 enum Command {
     /// Runs the benchmark: every configuration, one table.
     Run(driver::RunArgs),
+    /// What idle workers cost, and how soon they find a run made due.
+    Idle(idle::IdleArgs),
     /// One worker process (started by `run`).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
@@ -59,6 +66,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => driver::main(args),
+        Command::Idle(args) => idle::main(args),
         Command::Worker(args) => worker::main(args),
     }
 }

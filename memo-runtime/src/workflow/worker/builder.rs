@@ -29,6 +29,7 @@ impl Worker {
             workflows: HashMap::new(),
             concurrency: DEFAULT_WORKER_CONCURRENCY,
             poll_interval: DEFAULT_POLL_INTERVAL,
+            idle_poll_interval: None,
             poll_batch: DEFAULT_POLL_BATCH,
             sweep_interval: Some(DEFAULT_SWEEP_INTERVAL),
             ordered_listings: true,
@@ -43,6 +44,7 @@ pub struct WorkerBuilder {
     workflows: Registry,
     concurrency: usize,
     poll_interval: Duration,
+    idle_poll_interval: Option<Duration>,
     poll_batch: usize,
     sweep_interval: Option<Duration>,
     ordered_listings: bool,
@@ -119,6 +121,37 @@ impl WorkerBuilder {
         self
     }
 
+    /// Lets a spawned worker poll less often while it finds nothing to do:
+    /// after each listing of the due-run index that takes no entry, the
+    /// wait before the next one doubles, from the
+    /// [`poll_interval`](Self::poll_interval) up to `max` (with the same
+    /// jitter); a listing that takes an entry, a run
+    /// [submitted](Worker::submit) to the worker, a signal sent through its
+    /// runtime, or the end of a run's waking brings it back to the poll
+    /// interval. By default, and for a `max` no longer than the poll
+    /// interval, a worker lists every poll interval, idle or not.
+    ///
+    /// What it saves: the one request an idle worker makes, a listing a
+    /// poll (billed as a PUT on S3: a worker that lists every second makes
+    /// about 2.3 million a month, about $12 at S3 Standard's list price;
+    /// BENCHMARKS.md, "An idle fleet", counts them).
+    ///
+    /// What it costs: an entry another process writes due now while the
+    /// worker waits (a signal sent from another process, a run submitted
+    /// to a worker that is not spawned, a timer of a run another worker
+    /// suspended since, the lease entry of an attempt that died, once it
+    /// lapses) is found by the worker's next
+    /// listing, up to `max` away. Entries the last listing saw due later
+    /// are not delayed: the wait never runs past the earliest of them by
+    /// more than the jitter (nor ends sooner than a poll interval), so a
+    /// timer known to the worker fires as it does without backing off.
+    /// Several workers on one store each find such an entry at their next
+    /// listing: the first of them to list wakes it.
+    pub fn idle_poll_interval(mut self, max: Duration) -> Self {
+        self.idle_poll_interval = Some(max);
+        self
+    }
+
     /// How many due entries one poll takes at most (default
     /// [`DEFAULT_POLL_BATCH`]; at least 1); a full batch is followed by
     /// another poll at once, which goes on after the last entry taken, so
@@ -166,6 +199,7 @@ impl WorkerBuilder {
                 workflows: self.workflows,
                 concurrency: self.concurrency,
                 poll_interval: self.poll_interval,
+                idle_poll_interval: self.idle_poll_interval,
                 poll_batch: self.poll_batch,
                 sweep_interval: self.sweep_interval,
                 ordered_listings: self.ordered_listings,

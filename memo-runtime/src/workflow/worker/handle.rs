@@ -18,7 +18,9 @@ impl Worker {
     /// places is free, without listing the due-run index; while one is free
     /// it lists the index every
     /// [`poll_interval`](super::WorkerBuilder::poll_interval) (with
-    /// jitter), at once again after a full
+    /// jitter; less often while idle, with an
+    /// [`idle_poll_interval`](super::WorkerBuilder::idle_poll_interval)),
+    /// at once again after a full
     /// [`poll_batch`](super::WorkerBuilder::poll_batch), and at once after
     /// its runtime made a run due now (a [signal](crate::workflow::Runtime::signal)
     /// sent from this process). A run it took waits

@@ -124,6 +124,11 @@ impl<E: Display> Display for Driving<E> {
 /// due, a create and a delete for a run another attempt holds (its entry
 /// moves to the lease's expiry), and an attempt for a run that is due.
 ///
+/// So a spawned worker with nothing to do makes one request a
+/// [`poll_interval`](WorkerBuilder::poll_interval), its listing;
+/// [`idle_poll_interval`](WorkerBuilder::idle_poll_interval) lets it list
+/// less often while it stays idle.
+///
 /// # Example
 ///
 /// ```
@@ -167,6 +172,9 @@ struct WorkerInner {
     workflows: Registry,
     concurrency: usize,
     poll_interval: Duration,
+    /// How long an idle spawned loop waits between listings at most
+    /// ([`WorkerBuilder::idle_poll_interval`]); `None`: the poll interval.
+    idle_poll_interval: Option<Duration>,
     poll_batch: usize,
     sweep_interval: Option<Duration>,
     ordered_listings: bool,

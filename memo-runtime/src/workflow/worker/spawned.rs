@@ -15,7 +15,9 @@
 //! - it lists the index when a place is free and the poll interval has run,
 //!   at once after a full batch, and at once after its runtime made a run
 //!   due now (a signal sent from this process: runs made due by another
-//!   process are found by the next poll, as before);
+//!   process are found by the next poll, as before); with an
+//!   [`idle_poll_interval`](super::WorkerBuilder::idle_poll_interval), the
+//!   wait doubles after each listing that took nothing (`Pace`);
 //! - a run it took waits in a queue for a place, in the order taken, and
 //!   is woken in a Tokio task of its own, so that it goes on while the loop
 //!   lists or deletes;
@@ -71,7 +73,10 @@ impl Worker {
         // them (warned of once a listing, as a poll warns).
         let mut not_held = 0;
         let mut list_now = true;
-        let mut next_listing = Instant::now();
+        let mut pace = Pace {
+            next: Instant::now(),
+            idle: 0,
+        };
         loop {
             while running.len() < concurrency
                 && let Some((claim, due)) = hand.queued.pop_front()
@@ -89,20 +94,21 @@ impl Worker {
             }
             // A free place means the queue is empty.
             let free = running.len() < concurrency;
-            if free && (list_now || Instant::now() >= next_listing) {
+            if free && (list_now || Instant::now() >= pace.next) {
                 warn_not_held(std::mem::take(&mut not_held));
                 list_now = match self.take(true).await {
                     Ok(taken) => {
                         let full = taken.entries >= self.inner.poll_batch;
+                        pace.listed(self, taken.entries, taken.later_ms);
                         hand.hold(taken, &mut total);
                         full
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "due-run index not listed");
+                        pace.next = self.next_listing(pace.idle, None);
                         false
                     }
                 };
-                next_listing = self.next_listing();
                 continue;
             }
             tokio::select! {
@@ -112,15 +118,17 @@ impl Worker {
                     let (woke, recheck) = hand.settled(joined);
                     list_now |= recheck;
                     not_held += self.settle_one(woke, &mut total).await;
+                    pace.busy(self);
                 }
                 () = self.inner.submitted.notified(), if free => {
                     // The local queue only: no request.
                     if let Ok(taken) = self.take(false).await {
                         hand.hold(taken, &mut total);
                     }
+                    pace.busy(self);
                 }
                 () = self.inner.runtime.shared.due_now.notified(), if free => list_now = true,
-                () = tokio::time::sleep_until(next_listing), if free => {}
+                () = tokio::time::sleep_until(pace.next), if free => {}
             }
         }
         for (_, due) in hand.queued.drain(..) {
@@ -149,16 +157,63 @@ impl Worker {
         total.not_held - before
     }
 
-    /// When to list next: a poll interval from now plus a random jitter of
-    /// up to a quarter of it, so that workers started together do not poll
-    /// together. An interval too long for the clock (`Duration::MAX`) is a
-    /// year: the timer cannot be set later than about two years anyway.
-    fn next_listing(&self) -> Instant {
+    /// When to list next, after `idle` listings in a row that took no
+    /// entry, the last of which saw `later_ms` as the earliest due time
+    /// after its own: a poll interval from now, or, with an
+    /// [`idle_poll_interval`](super::WorkerBuilder::idle_poll_interval),
+    /// twice that for each idle listing up to that maximum, but no later
+    /// than `later_ms` if that is further than a poll interval; plus a
+    /// random jitter of up to a quarter of the poll interval, so that
+    /// workers started together do not poll together. A wait too long for
+    /// the clock (`Duration::MAX`) is a year: the timer cannot be set
+    /// later than about two years anyway.
+    fn next_listing(&self, idle: u32, later_ms: Option<u64>) -> Instant {
         let interval = self.inner.poll_interval;
+        let mut wait = interval;
+        if let Some(max) = self.inner.idle_poll_interval.filter(|max| *max > interval) {
+            let doubled = interval
+                .max(Duration::from_millis(1))
+                .saturating_mul(2u32.saturating_pow(idle));
+            let until_later = later_ms.map(|later_ms| {
+                let now_ms = self.inner.runtime.shared.clock.now_ms();
+                Duration::from_millis(later_ms.saturating_sub(now_ms)).max(interval)
+            });
+            wait = doubled.min(max).min(until_later.unwrap_or(Duration::MAX));
+        }
         let jitter = interval.mul_f64((crate::run_id::unique_token() % 1024) as f64 / 4096.0);
         let now = Instant::now();
-        now.checked_add(interval.saturating_add(jitter))
+        now.checked_add(wait.saturating_add(jitter))
             .unwrap_or(now + Duration::from_secs(365 * 24 * 3600))
+    }
+}
+
+/// When the loop lists the due-run index next.
+struct Pace {
+    next: Instant,
+    /// Listings in a row that took no entry.
+    idle: u32,
+}
+
+impl Pace {
+    /// After a listing that took `entries` and saw `later_ms` as the
+    /// earliest due time after its own.
+    fn listed(&mut self, worker: &Worker, entries: usize, later_ms: Option<u64>) {
+        self.idle = if entries == 0 {
+            self.idle.saturating_add(1)
+        } else {
+            0
+        };
+        self.next = worker.next_listing(self.idle, later_ms);
+    }
+
+    /// Work that may have written entries (a run's waking ended, a run
+    /// submitted) ends an idle streak: the next listing comes a poll
+    /// interval from now at the latest.
+    fn busy(&mut self, worker: &Worker) {
+        if self.idle > 0 {
+            self.idle = 0;
+            self.next = self.next.min(worker.next_listing(0, None));
+        }
     }
 }
 

@@ -53,6 +53,9 @@ pub(super) struct Taken {
     /// The runs it skipped, claimed by another poll of the worker, with
     /// the entries it listed of each (left in the index).
     pub(super) skipped: Vec<(RunKey, Vec<DueRun>)>,
+    /// The earliest due time its listing saw after the time it listed for
+    /// (see `due::Later`); `None` if it did not list, or saw none.
+    pub(super) later_ms: Option<u64>,
 }
 
 /// A run one poll of a worker (or its spawned loop) took to wake: no other
@@ -155,9 +158,9 @@ impl Worker {
     pub(super) async fn take(&self, listing: bool) -> Result<Taken> {
         let now = self.inner.runtime.shared.clock.now_ms();
         let submitted = std::mem::take(&mut *self.local());
-        let listed = if listing {
+        let (listed, later_ms) = if listing {
             match self.take_due(now).await {
-                Ok(listed) => listed,
+                Ok(taken) => taken,
                 Err(e) => {
                     // Kept for the next poll, as the index keeps its entries.
                     self.local().extend(submitted);
@@ -165,7 +168,7 @@ impl Worker {
                 }
             }
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
         let entries = listed.len() + submitted.len();
         let mut by_run: BTreeMap<RunKey, Due> = BTreeMap::new();
@@ -181,6 +184,7 @@ impl Worker {
             entries,
             runs: Vec::with_capacity(by_run.len()),
             skipped: Vec::new(),
+            later_ms,
         };
         for (key, due) in by_run {
             match Claim::new(self, key.clone()) {
@@ -217,28 +221,35 @@ impl Worker {
     /// after the cursor, and, if the index has fewer after it, the rest of
     /// the batch from the earliest entry on (up to the cursor). The cursor
     /// moves to the last entry of a full batch, and back to the start
-    /// otherwise.
-    async fn take_due(&self, now_ms: u64) -> Result<Vec<DueRun>> {
+    /// otherwise. With them, the earliest due time the listing saw after
+    /// `now_ms`: entries before the cursor were due when it was set, so
+    /// the listing from the cursor sees the first one not yet due, if it
+    /// reads that far.
+    async fn take_due(&self, now_ms: u64) -> Result<(Vec<DueRun>, Option<u64>)> {
         let memo = &self.inner.runtime.shared.memo;
         let (batch, ordered) = (self.inner.poll_batch, self.inner.ordered_listings);
         let after = self.cursor().clone();
-        let mut taken: Vec<(Path, DueRun)> = due::due_after(memo, now_ms, after.as_ref(), ordered)
-            .take(batch)
-            .try_collect()
-            .await?;
-        if let Some(after) = after.filter(|_| taken.len() < batch) {
-            let wrapped: Vec<(Path, DueRun)> = due::due_after(memo, now_ms, None, ordered)
-                .try_take_while(|(key, _)| futures::future::ready(Ok(*key <= after)))
-                .take(batch - taken.len())
+        let later = due::Later::new();
+        let mut taken: Vec<(Path, DueRun)> =
+            due::due_after(memo, now_ms, after.as_ref(), ordered, &later)
+                .take(batch)
                 .try_collect()
                 .await?;
+        if let Some(after) = after.filter(|_| taken.len() < batch) {
+            let wrapped: Vec<(Path, DueRun)> =
+                due::due_after(memo, now_ms, None, ordered, &due::Later::new())
+                    .try_take_while(|(key, _)| futures::future::ready(Ok(*key <= after)))
+                    .take(batch - taken.len())
+                    .try_collect()
+                    .await?;
             taken.extend(wrapped);
         }
         *self.cursor() = match taken.last() {
             Some((last, _)) if taken.len() >= batch => Some(last.clone()),
             _ => None,
         };
-        Ok(taken.into_iter().map(|(_, due)| due).collect())
+        let taken = taken.into_iter().map(|(_, due)| due).collect();
+        Ok((taken, later.earliest()))
     }
 
     /// Wakes the run that `due`'s entries (all of one run incarnation)
