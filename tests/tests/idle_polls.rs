@@ -98,10 +98,10 @@ async fn an_idle_worker_lists_less_often_up_to_its_maximum() {
         (2_881..=3_601).contains(&every_lists),
         "{every_lists} listings an hour at every poll interval"
     );
-    // 2, 4, 8 and 16 s, then 32 s and jitter: at most 3600 / 32 and the
-    // first five, at least 3570 / 32.25.
+    // 2, 4, 8 and 16 s, then 32 s, each with up to a quarter in jitter:
+    // the first five and at most 3570 / 32 more, at least 3563 / 40.
     assert!(
-        (110..=118).contains(&idling_lists),
+        (94..=116).contains(&idling_lists),
         "{idling_lists} listings an hour backing off to 32 s"
     );
     every_worker.shutdown(SECOND).await;
@@ -121,7 +121,7 @@ async fn an_idle_worker_lists_less_often_up_to_its_maximum() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        submitted.elapsed() <= Duration::from_millis(32_250 + 100),
+        submitted.elapsed() <= Duration::from_millis(40_000 + 100),
         "found {:?} after its submit",
         submitted.elapsed()
     );
@@ -130,8 +130,8 @@ async fn an_idle_worker_lists_less_often_up_to_its_maximum() {
 
 /// A timer the idle worker's listing saw fires on time: the wait never
 /// runs past it, however far the backing off had gone (the worker would
-/// list at 1,023 s, then 2,047 s, with an hour for maximum). Then the
-/// worker has had work, so it lists a poll interval later again.
+/// list about 1,000 s in, then 2,000 s, with an hour for maximum). Then
+/// the worker has had work, so it lists a poll interval later again.
 #[tokio::test(start_paused = true)]
 async fn a_timer_an_idle_worker_listed_fires_on_time() {
     let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
@@ -146,10 +146,11 @@ async fn a_timer_an_idle_worker_listed_fires_on_time() {
     let worker = spawn(&runtime, Some(3600 * SECOND));
     tokio::time::sleep(599 * SECOND).await;
     assert_eq!(status(&operator, "nap").await, Some(RunStatus::Running));
-    // Listed at 0, 2, 6, 14, 30, 62, 126, 254 and 510 s; the next waits
-    // for the timer, not 512 s.
+    // Listed at 0, 2, 6, 14, 30, 62, 126 and 254 s, and 510 s unless the
+    // jitter (up to a quarter of each wait) took that past the timer; the
+    // next waits for the timer, not 512 s.
     let idle_lists = counting.counts().lists_with_offset;
-    assert!((9..=10).contains(&idle_lists), "{idle_lists} listings");
+    assert!((8..=9).contains(&idle_lists), "{idle_lists} listings");
     tokio::time::sleep(2 * SECOND).await;
     assert_eq!(status(&operator, "nap").await, Some(RunStatus::Completed));
     // The run's waking ended: the next listing within a poll interval and
@@ -191,7 +192,7 @@ async fn a_worker_idle_up_to_duration_max_starts_its_own_work_at_once() {
     }
     let slept = started.elapsed();
     assert!(
-        (5 * SECOND..=Duration::from_millis(5_260)).contains(&slept),
+        (5 * SECOND..=Duration::from_millis(5_500)).contains(&slept),
         "{slept:?} for a timer of 5 s"
     );
 

@@ -124,8 +124,9 @@ impl WorkerBuilder {
     /// Lets a spawned worker poll less often while it finds nothing to do:
     /// after each listing of the due-run index that takes no entry, the
     /// wait before the next one doubles, from the
-    /// [`poll_interval`](Self::poll_interval) up to `max` (with the same
-    /// jitter); a listing that takes an entry, a run
+    /// [`poll_interval`](Self::poll_interval) up to `max` (each wait with a
+    /// random jitter of up to a quarter of it, which spreads workers
+    /// started together); a listing that takes an entry, a run
     /// [submitted](Worker::submit) to the worker, a signal sent through its
     /// runtime, or the end of a run's waking brings it back to the poll
     /// interval. By default, and for a `max` no longer than the poll
@@ -141,10 +142,11 @@ impl WorkerBuilder {
     /// to a worker that is not spawned, a timer of a run another worker
     /// suspended since, the lease entry of an attempt that died, once it
     /// lapses) is found by the worker's next
-    /// listing, up to `max` away. Entries the last listing saw due later
-    /// are not delayed: the wait never runs past the earliest of them by
-    /// more than the jitter (nor ends sooner than a poll interval), so a
-    /// timer known to the worker fires as it does without backing off.
+    /// listing, up to `max` and its jitter away. Entries the last listing
+    /// saw due later are not delayed: the wait never runs past the
+    /// earliest of them by more than a poll interval's jitter (nor ends
+    /// sooner than a poll interval), so a timer known to the worker fires
+    /// as it does without backing off.
     /// Several workers on one store each find such an entry at their next
     /// listing: the first of them to list wakes it.
     pub fn idle_poll_interval(mut self, max: Duration) -> Self {

@@ -161,28 +161,33 @@ impl Worker {
     /// entry, the last of which saw `later_ms` as the earliest due time
     /// after its own: a poll interval from now, or, with an
     /// [`idle_poll_interval`](super::WorkerBuilder::idle_poll_interval),
-    /// twice that for each idle listing up to that maximum, but no later
-    /// than `later_ms` if that is further than a poll interval; plus a
-    /// random jitter of up to a quarter of the poll interval, so that
-    /// workers started together do not poll together. A wait too long for
-    /// the clock (`Duration::MAX`) is a year: the timer cannot be set
-    /// later than about two years anyway.
+    /// twice that for each idle listing up to that maximum; each with a
+    /// random jitter of up to a quarter of it, so that workers started
+    /// together do not poll together. But no later than `later_ms` (or a
+    /// poll interval, if that is further), with the poll interval's
+    /// jitter. A wait too long for the clock (`Duration::MAX`) is a year:
+    /// the timer cannot be set later than about two years anyway.
     fn next_listing(&self, idle: u32, later_ms: Option<u64>) -> Instant {
         let interval = self.inner.poll_interval;
-        let mut wait = interval;
+        let share = (crate::run_id::unique_token() % 1024) as f64 / 4096.0;
+        let jitter = |wait: Duration| wait.mul_f64(share);
+        let mut wait = interval.saturating_add(jitter(interval));
         if let Some(max) = self.inner.idle_poll_interval.filter(|max| *max > interval) {
-            let doubled = interval
+            let backed_off = interval
                 .max(Duration::from_millis(1))
-                .saturating_mul(2u32.saturating_pow(idle));
+                .saturating_mul(2u32.saturating_pow(idle))
+                .min(max);
             let until_later = later_ms.map(|later_ms| {
                 let now_ms = self.inner.runtime.shared.clock.now_ms();
-                Duration::from_millis(later_ms.saturating_sub(now_ms)).max(interval)
+                let until = Duration::from_millis(later_ms.saturating_sub(now_ms));
+                until.max(interval).saturating_add(jitter(interval))
             });
-            wait = doubled.min(max).min(until_later.unwrap_or(Duration::MAX));
+            wait = backed_off
+                .saturating_add(jitter(backed_off))
+                .min(until_later.unwrap_or(Duration::MAX));
         }
-        let jitter = interval.mul_f64((crate::run_id::unique_token() % 1024) as f64 / 4096.0);
         let now = Instant::now();
-        now.checked_add(wait.saturating_add(jitter))
+        now.checked_add(wait)
             .unwrap_or(now + Duration::from_secs(365 * 24 * 3600))
     }
 }
