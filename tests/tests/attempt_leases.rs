@@ -740,6 +740,14 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    async fn holds_deletion(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<bool>, Error> {
+        self.inner.holds_deletion(run_id, incarnation).await
+    }
+
     async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<(), Error> {
         self.inner.forget_deleted(run_id, incarnation).await
     }

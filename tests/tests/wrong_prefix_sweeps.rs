@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use memo_runtime::clock::ManualClock;
-use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
+use memo_runtime::object_store::{ObjectStore, ObjectStoreExt};
 use memo_runtime::retention::{RetentionSweeper, TerminalMarker};
 use memo_runtime::runtime_store::{
     Commit, NewRun, ObjectStoreRuntimeStore, RuntimeStore, StatusChange,
@@ -308,4 +308,70 @@ async fn a_sweep_through_a_store_that_holds_only_another_run_of_the_id_clears_no
         .unwrap();
     assert_eq!(report.runs_cleared, 1, "{report:?}");
     assert!(memo.markers().list().await.unwrap().is_empty());
+}
+
+/// The workers' sweep deletes an expired run and leaves its recheck
+/// marker; a stale attempt of the run then puts a record back in its
+/// incarnation's folder and dies before it takes it back (the late write
+/// the recheck is for). The operator's sweep through another prefix meets
+/// the due recheck marker first: its store holds no trace of the deletion
+/// and is not proved the workers', so it rechecks nothing and keeps the
+/// marker (it deleted it, having cleared nothing there: the record was
+/// left for good, seed 30657 of session 47's deployment survey). The
+/// workers' next pass rechecks the run, and nothing of it is left.
+#[tokio::test]
+async fn a_recheck_through_another_prefix_keeps_its_marker_for_the_workers_sweep() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let memo = MemoStore::new(Arc::clone(&objects), "memo");
+    let runs = ObjectStoreRuntimeStore::new(Arc::clone(&objects), RIGHT);
+    let run_id = run("order-1");
+    finished_run(&memo, &runs, &run_id).await;
+    let log = stored(objects.as_ref())
+        .await
+        .into_iter()
+        .find(|path| path.contains("/log/"))
+        .expect("a log entry");
+    let report = sweeper(Arc::clone(&objects), RIGHT)
+        .sweep_once(100)
+        .await
+        .unwrap();
+    assert_eq!(report.runs_cleared, 1, "{report:?}");
+    let late = Path::from(format!(
+        "{}/cost/0000000002",
+        log.split("/log/").next().unwrap()
+    ));
+    objects
+        .put(&late, Bytes::from_static(b"late").into())
+        .await
+        .unwrap();
+
+    let report = sweeper(Arc::clone(&objects), WRONG)
+        .sweep_once(u64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.rechecks_due, report.recheck_failures),
+        (0, 1),
+        "{report:?}"
+    );
+    let left = stored(objects.as_ref()).await;
+    assert!(
+        left.iter().any(|p| p.starts_with("memo/rechecks/")) && left.contains(&late.to_string()),
+        "{left:?}"
+    );
+
+    let report = sweeper(Arc::clone(&objects), RIGHT)
+        .sweep_once(u64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            report.rechecks_due,
+            report.late_objects_deleted,
+            report.recheck_failures
+        ),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    assert_eq!(stored(objects.as_ref()).await, Vec::<String>::new());
 }

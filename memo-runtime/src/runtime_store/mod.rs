@@ -499,6 +499,34 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
         Ok(false)
     }
 
+    /// Whether this store holds the trace its
+    /// [`delete_run`](Self::delete_run) of incarnation `incarnation` of the
+    /// run keeps until [`forget_deleted`](Self::forget_deleted):
+    /// `Some(true)` if it does; `Some(false)` if it holds none (it never
+    /// deleted that incarnation, as a store at another prefix than the one
+    /// the run was created in; or the deletion was forgotten); `None` for a
+    /// store that keeps no such trace. A retention pass asks it before it
+    /// rechecks a run it deleted, while it has not proved its runtime store
+    /// the workers': a recheck through a store that never held the run
+    /// clears nothing there, and must not drop the recheck marker that
+    /// leads the workers' passes to what a late writer left.
+    ///
+    /// The default answers `None` (a store that keeps nothing, as
+    /// [`InMemoryRuntimeStore`]). [`ObjectStoreRuntimeStore`] sends a
+    /// `HEAD` of the incarnation's tombstone.
+    ///
+    /// # Errors
+    ///
+    /// See the [trait-level errors](RuntimeStore#errors).
+    async fn holds_deletion(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<bool>> {
+        let _ = (run_id, incarnation);
+        Ok(None)
+    }
+
     /// Removes what [`delete_run`](Self::delete_run) keeps of incarnation
     /// `incarnation` so that no late write brings it back: a retention pass
     /// calls it when it rechecks a run it deleted, once it cleared what late

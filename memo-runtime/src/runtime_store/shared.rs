@@ -92,6 +92,14 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         (**self).holds_remains(run_id, incarnation).await
     }
 
+    async fn holds_deletion(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<bool>> {
+        (**self).holds_deletion(run_id, incarnation).await
+    }
+
     async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
         (**self).forget_deleted(run_id, incarnation).await
     }

@@ -387,6 +387,15 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    async fn holds_deletion(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> memo_runtime::Result<Option<bool>> {
+        self.call("holds_deletion");
+        self.inner.holds_deletion(run_id, incarnation).await
+    }
+
     async fn forget_deleted(
         &self,
         run_id: &RunId,

@@ -25,6 +25,10 @@
 //!   a run it holds nothing of was deleted there. A store at a mistyped
 //!   prefix holds none, and proves nothing.
 //!
+//! A recheck of a run a pass deleted (the `recheck` module) asks the same
+//! of its store before it drops the recheck marker: proved, or holding the
+//! deletion's tombstone, which proves it.
+//!
 //! The store's proof is kept by the sweeper (and its clones) once found.
 //! A pass meets it as it goes, and what it meets before the proof waits: a
 //! marker whose run is left with nothing but its marker is checked again

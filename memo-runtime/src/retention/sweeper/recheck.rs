@@ -34,8 +34,15 @@
 //! saw deleted (incarnations are drawn at random and never come back once
 //! deleted, see `runtime_store/object/pointer.rs`), so everything under its
 //! folders is garbage, and a run created again under the id is another
-//! incarnation, never touched. It needs no proof of the runtime store
-//! (the `proof` module): the sweep that wrote the marker had it.
+//! incarnation, never touched. Deleting is safe through any runtime store;
+//! dropping the marker is not: a pass whose runtime store is at another
+//! prefix than the workers' (an operator's mistyped one) clears nothing
+//! there, and would leave for good what a late writer put in the workers'
+//! store. So a pass rechecks only through a runtime store proved the
+//! workers' (the `proof` module) or one that holds the deletion's trace,
+//! its tombstone ([`RuntimeStore::holds_deletion`]); otherwise it keeps
+//! the marker, counted as a failure (seed 30657 of session 47's
+//! deployment survey).
 //!
 //! What it does not close: a write that lands after the recheck, from a
 //! writer stalled for longer than `recheck_after` between its last check
@@ -45,7 +52,9 @@
 //! entries.
 //!
 //! Cost: one conditional create per workflow run swept; then, per recheck,
-//! a listing of its memo folder (and of its step-output folder if the store
+//! a `HEAD` of the tombstone while the pass's store is not proved (a
+//! sweeper keeps the proof once found: a worker's sweeper found it in the
+//! pass that deleted the run), a listing of its memo folder (and of its step-output folder if the store
 //! holds step-output entries of the previous layout at all: the pass asks
 //! once), a read of the run's pointer, a listing of its runtime folder and
 //! one `delete_stream` of what that holds and of its status hints, a `HEAD`
@@ -57,6 +66,7 @@
 //! swept, never to what is retained.
 //!
 //! [`RuntimeStore::clear_remains`]: crate::runtime_store::RuntimeStore::clear_remains
+//! [`RuntimeStore::holds_deletion`]: crate::runtime_store::RuntimeStore::holds_deletion
 //! [`RuntimeStore::forget_deleted_all`]: crate::runtime_store::RuntimeStore::forget_deleted_all
 
 use futures::stream::StreamExt;
@@ -66,7 +76,7 @@ use futures::stream::StreamExt;
 const RECHECK_BATCH: usize = 1_000;
 
 use super::{PassFolders, RetentionSweeper, SweepReport, forget_data_key};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
 #[cfg(doc)]
@@ -227,6 +237,8 @@ impl RetentionSweeper {
     async fn recheck(&self, marker: &TerminalMarker, folders: &PassFolders) -> Result<usize> {
         let config = &*self.config;
         let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
+        self.check_deleted_by_this_store(run_id, incarnation)
+            .await?;
         let folders = folders.get(&config.memo_store).await;
         let mut late = config
             .memo_store
@@ -239,5 +251,45 @@ impl RetentionSweeper {
         }
         forget_data_key(config, run_id, incarnation).await?;
         Ok(late)
+    }
+
+    /// That this pass's runtime store is the one that deleted the
+    /// incarnation, before its recheck: proved already (see the `proof`
+    /// module), or holding the deletion's trace (a tombstone, which proves
+    /// the store then). A store that holds no trace and is not proved may
+    /// be one at another prefix (seed 30657 of session 47's deployment
+    /// survey: an operator's sweep with another runtime-store prefix
+    /// rechecked a run the workers' sweep had deleted, cleared nothing of
+    /// it there, and deleted the recheck marker, so the record a stale
+    /// attempt had put back in the workers' store, before it died, was
+    /// left for good): an error, so that the marker stays for a pass of
+    /// the workers' store. One `HEAD` a recheck, made only until the
+    /// store is proved.
+    async fn check_deleted_by_this_store(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<()> {
+        let Some(store) = &self.config.runtime_store else {
+            return Ok(());
+        };
+        if self.proves_store() {
+            return Ok(());
+        }
+        match store.holds_deletion(run_id, incarnation).await? {
+            Some(true) => {
+                self.store_proved();
+                Ok(())
+            }
+            None => Ok(()),
+            Some(false) => Err(Error::Conflict {
+                what: format!("run {run_id}"),
+                reason: format!(
+                    "its recheck marker names incarnation {incarnation}, of which the runtime \
+                     store holds no deletion, and the store is not proved the workers' (is its \
+                     prefix theirs?); nothing was rechecked and the marker is kept"
+                ),
+            }),
+        }
     }
 }

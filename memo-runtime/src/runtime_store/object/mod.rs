@@ -615,6 +615,14 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.runs.holds_remains(run_id, incarnation).await
     }
 
+    async fn holds_deletion(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<bool>> {
+        self.runs.holds_deletion(run_id, incarnation).await
+    }
+
     async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
         self.runs.forget_deleted(run_id, incarnation).await
     }

@@ -933,9 +933,10 @@ impl RunPointer {
     }
 
     /// Whether incarnation `incarnation` has a tombstone (see
-    /// [`bury`](Self::bury)): a `HEAD`, made only for a record found
-    /// without a pointer.
-    async fn is_buried(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
+    /// [`bury`](Self::bury)): a `HEAD`, made for a record found without a
+    /// pointer, and by a recheck not yet sure of its store
+    /// (`RuntimeStore::holds_deletion`).
+    pub(super) async fn is_buried(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         let path = self
             .client
             .layout()

@@ -363,6 +363,17 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         )
     }
 
+    async fn holds_deletion(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<bool>> {
+        self.seen(
+            "holds_deletion",
+            self.inner.holds_deletion(run_id, incarnation).await,
+        )
+    }
+
     async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
         self.seen(
             "forget_deleted",

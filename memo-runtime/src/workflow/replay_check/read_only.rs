@@ -107,6 +107,14 @@ impl RuntimeStore for ReadOnlyView {
         self.inner.holds_remains(run_id, incarnation).await
     }
 
+    async fn holds_deletion(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<bool>> {
+        self.inner.holds_deletion(run_id, incarnation).await
+    }
+
     async fn forget_deleted(&self, run_id: &RunId, _incarnation: Incarnation) -> Result<()> {
         Self::refuse(run_id)
     }

@@ -362,6 +362,15 @@ impl RuntimeStore for Runs {
         Ok(self.delete_incarnation(run_id, incarnation).await? > 0)
     }
 
+    /// A `HEAD` of the incarnation's tombstone.
+    async fn holds_deletion(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<Option<bool>> {
+        Ok(Some(self.pointer.is_buried(run_id, incarnation).await?))
+    }
+
     /// A listing of the incarnation's folder, then (if it is empty) a
     /// `HEAD` of each status hint the incarnation may have left, until one
     /// is found; and a read of the pointer, which must not name it.
