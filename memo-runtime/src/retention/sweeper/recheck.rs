@@ -54,9 +54,9 @@
 //! Cost: one conditional create per workflow run swept; then, per recheck,
 //! a `HEAD` of the tombstone while the pass's store is not proved (a
 //! sweeper keeps the proof once found: a worker's sweeper found it in the
-//! pass that deleted the run), a listing of its memo folder (and of its step-output folder if the store
-//! holds step-output entries of the previous layout at all: the pass asks
-//! once), a read of the run's pointer, a listing of its runtime folder and
+//! pass that deleted the run), a listing of its memo folder (and of its
+//! step-output folder if the store holds step-output entries of the
+//! previous layout at all: the pass asks once), a read of the run's pointer, a listing of its runtime folder and
 //! one `delete_stream` of what that holds and of its status hints, a `HEAD`
 //! for the data key where the seal has data keys, a second read of the
 //! pointer and, while the deletion's vacated pointer stands, a conditional
