@@ -9,8 +9,9 @@
 //! seconds (the first after that much idling), another process submits a
 //! run to a worker it does not spawn, so the run is due at once for the
 //! fleet, and the time until it completes is taken. Prints one Markdown
-//! row per maximum: the requests per worker-hour by kind, what a month of
-//! them costs at S3 Standard's list prices, and the probes' latency.
+//! row per maximum: the listings and all requests per worker-hour (those
+//! of waking the probes included), what a month of them costs at S3
+//! Standard's list prices, and each probe's latency.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
