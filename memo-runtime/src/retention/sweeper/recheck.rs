@@ -76,7 +76,7 @@ use futures::stream::StreamExt;
 const RECHECK_BATCH: usize = 1_000;
 
 use super::{PassFolders, RetentionSweeper, SweepReport, forget_data_key};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
 #[cfg(doc)]
@@ -251,45 +251,5 @@ impl RetentionSweeper {
         }
         forget_data_key(config, run_id, incarnation).await?;
         Ok(late)
-    }
-
-    /// That this pass's runtime store is the one that deleted the
-    /// incarnation, before its recheck: proved already (see the `proof`
-    /// module), or holding the deletion's trace (a tombstone, which proves
-    /// the store then). A store that holds no trace and is not proved may
-    /// be one at another prefix (seed 30657 of session 47's deployment
-    /// survey: an operator's sweep with another runtime-store prefix
-    /// rechecked a run the workers' sweep had deleted, cleared nothing of
-    /// it there, and deleted the recheck marker, so the record a stale
-    /// attempt had put back in the workers' store, before it died, was
-    /// left for good): an error, so that the marker stays for a pass of
-    /// the workers' store. One `HEAD` a recheck, made only until the
-    /// store is proved.
-    async fn check_deleted_by_this_store(
-        &self,
-        run_id: &RunId,
-        incarnation: Incarnation,
-    ) -> Result<()> {
-        let Some(store) = &self.config.runtime_store else {
-            return Ok(());
-        };
-        if self.proves_store() {
-            return Ok(());
-        }
-        match store.holds_deletion(run_id, incarnation).await? {
-            Some(true) => {
-                self.store_proved();
-                Ok(())
-            }
-            None => Ok(()),
-            Some(false) => Err(Error::Conflict {
-                what: format!("run {run_id}"),
-                reason: format!(
-                    "its recheck marker names incarnation {incarnation}, of which the runtime \
-                     store holds no deletion, and the store is not proved the workers' (is its \
-                     prefix theirs?); nothing was rechecked and the marker is kept"
-                ),
-            }),
-        }
     }
 }
