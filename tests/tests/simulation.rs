@@ -241,9 +241,12 @@ fn deployment() -> bool {
     std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
-/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,sqlite,foreign-objects,sealed,standalone-memos,wrong-prefix-operator,slow-deletes,early-pointer-deletes`:
+/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,sqlite,foreign-objects,sealed,standalone-memos,wrong-prefix-operator,slow-deletes,early-pointer-deletes,clock-skew,power-loss`:
 /// widens the world by the features named, one by one (to find which one
-/// a failure needs). `slow-deletes` holds one delete in twenty in flight;
+/// a failure needs). `clock-skew` and `power-loss` are the worlds of
+/// `with_skewed_clocks_deployment_histories_keep_every_invariant` and
+/// `with_power_losses_deployment_histories_keep_every_invariant`, for a
+/// survey (`MEMO_SIM_SURVEY`) of those. `slow-deletes` holds one delete in twenty in flight;
 /// `slow-deletes=<share>` another share of them; `early-pointer-deletes`
 /// lands a stalled delete of a run pointer before a create of it too.
 fn world_features() -> Vec<String> {
@@ -370,6 +373,8 @@ fn simulated_histories_keep_every_invariant() {
             "wrong-prefix-operator" => simulation.wrong_prefix_operator(true),
             "slow-deletes" => simulation.slow_deletes(0.05),
             "early-pointer-deletes" => simulation.early_pointer_deletes(true),
+            "clock-skew" => simulation.clock_skew(SKEW),
+            "power-loss" => simulation.power_loss(POWER_LOSS),
             other => match other.split_once('=') {
                 // `slow-deletes=0.5`: another share of slow deletes.
                 Some(("slow-deletes", share)) => simulation.slow_deletes(
