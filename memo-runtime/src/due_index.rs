@@ -20,7 +20,6 @@ use crate::memo::MemoStore;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RunRecord;
-use crate::seal::PLAIN;
 use crate::write_once;
 
 /// An entry of the due-run index: run `run_id` (its incarnation
@@ -103,7 +102,7 @@ fn moved_tag(tag: u64, due_at_ms: u64) -> u64 {
 /// Writes `due`'s entry; writing it again is a no-op.
 pub(crate) async fn write(memo: &MemoStore, due: &DueRun) -> Result<()> {
     let path = path(memo, due);
-    write_once::create_once(memo.store(), &path, &[], Limit::MARKER, &PLAIN).await?;
+    write_once::create_marker(memo.store(), &path, &[], Limit::MARKER).await?;
     Ok(())
 }
 
@@ -291,8 +290,7 @@ pub(crate) async fn mark_ended(memo: &MemoStore, entry: &DueRun, run: &RunRecord
         run.incarnation,
         terminal_at_ms,
     );
-    let created = write_once::create_once(memo.store(), &path, &[], Limit::MARKER, &PLAIN).await?;
-    Ok(matches!(created, write_once::Created::Ours(_)))
+    write_once::create_marker(memo.store(), &path, &[], Limit::MARKER).await
 }
 
 /// Every entry of the index, due or not, in the order the store lists

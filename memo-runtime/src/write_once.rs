@@ -11,7 +11,7 @@ use object_store::{
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::read_limit::{Limit, read_bounded};
-use crate::seal::Seal;
+use crate::seal::{PLAIN, Seal};
 
 /// How many times a create whose outcome is unknown is tried before the error
 /// is returned.
@@ -211,6 +211,44 @@ pub(crate) async fn create_once(
     Ok(landed
         .expect("a create that finds its path gone tries again")
         .created)
+}
+
+/// Creates the marker at `path` (plain, holding `payload`) unless one is
+/// there: `Ok(true)` if this call's create committed it, `Ok(false)` if it
+/// was there already (or is there now and whose it is cannot be told).
+///
+/// A marker's meaning is all in its name (a terminal marker, a due-run
+/// entry, a status hint: listed, never read), so a create that finds the
+/// path taken is the answer, without the read back [`create_once`] makes
+/// to learn what a record holds: one `GET` fewer each time a marker is
+/// written again (a worker waking an ended run writes its terminal marker
+/// again, two workers moving a wake-up write one entry). That read proved
+/// only that the marker was there a round trip later, and a deletion just
+/// after it is as likely as one just before, so no caller could lean on it.
+/// Any other failure (an outcome unknown, a store that answers a taken
+/// path otherwise) goes the way of [`create_once`], whose read settles it.
+///
+/// # Errors
+///
+/// As [`create_once`].
+pub(crate) async fn create_marker(
+    store: &dyn ObjectStore,
+    path: &Path,
+    payload: &[u8],
+    limit: Limit,
+) -> Result<bool> {
+    let size = payload.len() + envelope::OVERHEAD;
+    if limit.admits(size as u64) {
+        let framed = envelope::seal(path, payload, &PLAIN);
+        let opts = PutOptions::from(PutMode::Create);
+        match store.put_opts(path, PutPayload::from(framed), opts).await {
+            Ok(_) => return Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => return Ok(false),
+            Err(e) => tracing::debug!(%path, error = %e, "marker create failed; settling it"),
+        }
+    }
+    let created = create_once(store, path, payload, limit, &PLAIN).await?;
+    Ok(matches!(created, Created::Ours(_)))
 }
 
 /// [`create_once`] of an object that must never take the place of another
@@ -444,8 +482,7 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
-    use crate::seal::PLAIN;
-    use crate::testing::{FaultInjectingStore, FaultRule, RequestKind};
+    use crate::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
 
     const PATH: &str = "runs/r/run";
 
@@ -499,6 +536,29 @@ mod tests {
             ),
             "{again:?}"
         );
+    }
+
+    /// A marker written again is answered by its create, with no read
+    /// back; a create whose answer was lost is settled as a record's is.
+    #[tokio::test]
+    async fn a_marker_found_there_is_answered_without_a_read() {
+        let path = Path::from("due/0/1_r.i");
+        let store = CountingStore::new(InMemory::new());
+        assert!(create_marker(&store, &path, b"", Limit::MARKER).await.unwrap());
+        assert!(!create_marker(&store, &path, b"", Limit::MARKER).await.unwrap());
+        let counts = store.counts();
+        assert_eq!((counts.creates, counts.gets), (2, 0), "{counts:?}");
+
+        // The first create landed and its answer was lost: the second
+        // finds it there, and whose it is cannot be told.
+        let store = FaultInjectingStore::new(InMemory::new());
+        store.inject(FaultRule::fail_after(RequestKind::Create).times(1));
+        assert!(!create_marker(&store, &path, b"", Limit::MARKER).await.unwrap());
+        assert!(store.inner().head(&path).await.is_ok());
+        // Refused before it landed: the second create is ours.
+        let store = failing_once();
+        assert!(create_marker(store.as_ref(), &path, b"", Limit::MARKER).await.unwrap());
+        assert!(store.inner().head(&path).await.is_ok());
     }
 
     /// The tag a create answers with is the one a listing shows at the

@@ -13,7 +13,6 @@ use crate::layout;
 use crate::memo::MemoStore;
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
-use crate::seal::PLAIN;
 use crate::write_once;
 
 /// The width of a marker partition (an hour folder), in milliseconds. Part of
@@ -124,7 +123,7 @@ impl Markers {
     /// [`Error::Store`] if the write fails.
     pub async fn write(&self, marker: &TerminalMarker) -> Result<()> {
         let path = self.marker_path(marker);
-        write_once::create_once(self.store.store(), &path, &[], Limit::MARKER, &PLAIN).await?;
+        write_once::create_marker(self.store.store(), &path, &[], Limit::MARKER).await?;
         Ok(())
     }
 

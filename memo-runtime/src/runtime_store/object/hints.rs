@@ -18,7 +18,6 @@ use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
 use crate::runtime_store::{RunIdPage, RunStatus};
-use crate::seal::PLAIN;
 use crate::write_once;
 
 /// The status hints of one store: how they are written, listed and tidied.
@@ -95,12 +94,11 @@ impl HintIndex {
             .status_hint(status.path_segment(), run_id, incarnation);
         // Plain, as every marker: a hint names no data, and is read by
         // listings that hold no run's key.
-        write_once::create_once(
+        write_once::create_marker(
             self.client.store().as_ref(),
             &path,
             run_id.as_str().as_bytes(),
             Limit::MARKER,
-            &PLAIN,
         )
         .await?;
         Ok(())
