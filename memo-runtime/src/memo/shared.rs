@@ -75,7 +75,6 @@ use crate::layout::{self, MAX_SHARED_NAMESPACE_LEN};
 use crate::memo::{Memo, MemoStore};
 use crate::read_limit::Limit;
 use crate::run_id::unique_token;
-use crate::seal::PLAIN;
 use crate::write_once::{self, Created};
 
 /// How many expired entries a sweep deletes in one `delete_stream` (and
@@ -299,7 +298,7 @@ pub(crate) async fn put(
         unique_token(),
     );
     // Plain, as every marker: its meaning is in its name.
-    write_once::create_once(store.store(), &marker, &[], Limit::MARKER, &PLAIN).await?;
+    write_once::create_marker(store.store(), &marker, &[], Limit::MARKER).await?;
     // On an error the entry may or may not exist (an unknown outcome), so
     // the marker stays: at worst it deletes nothing when it expires.
     let created = store

@@ -155,7 +155,6 @@ use crate::error::{Error, Result};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::NewRun;
-use crate::seal::PLAIN;
 use crate::write_once::{self, Created, Landed, Slot, VACANT};
 
 mod give_up;
@@ -919,16 +918,9 @@ impl RunPointer {
             .client
             .layout()
             .incarnation_tombstone(run_id, incarnation);
-        // Empty and plain, as every marker: it names no data. `Theirs` and
-        // `Same`: an earlier deletion of the incarnation left it.
-        write_once::create_once(
-            self.client.store().as_ref(),
-            &path,
-            &[],
-            Limit::MARKER,
-            &PLAIN,
-        )
-        .await?;
+        // Empty and plain, as every marker: it names no data. Found there:
+        // an earlier deletion of the incarnation left it.
+        write_once::create_marker(self.client.store().as_ref(), &path, &[], Limit::MARKER).await?;
         Ok(())
     }
 
