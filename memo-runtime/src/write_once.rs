@@ -544,8 +544,16 @@ mod tests {
     async fn a_marker_found_there_is_answered_without_a_read() {
         let path = Path::from("due/0/1_r.i");
         let store = CountingStore::new(InMemory::new());
-        assert!(create_marker(&store, &path, b"", Limit::MARKER).await.unwrap());
-        assert!(!create_marker(&store, &path, b"", Limit::MARKER).await.unwrap());
+        assert!(
+            create_marker(&store, &path, b"", Limit::MARKER)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !create_marker(&store, &path, b"", Limit::MARKER)
+                .await
+                .unwrap()
+        );
         let counts = store.counts();
         assert_eq!((counts.creates, counts.gets), (2, 0), "{counts:?}");
 
@@ -553,11 +561,19 @@ mod tests {
         // finds it there, and whose it is cannot be told.
         let store = FaultInjectingStore::new(InMemory::new());
         store.inject(FaultRule::fail_after(RequestKind::Create).times(1));
-        assert!(!create_marker(&store, &path, b"", Limit::MARKER).await.unwrap());
+        assert!(
+            !create_marker(&store, &path, b"", Limit::MARKER)
+                .await
+                .unwrap()
+        );
         assert!(store.inner().head(&path).await.is_ok());
         // Refused before it landed: the second create is ours.
         let store = failing_once();
-        assert!(create_marker(store.as_ref(), &path, b"", Limit::MARKER).await.unwrap());
+        assert!(
+            create_marker(store.as_ref(), &path, b"", Limit::MARKER)
+                .await
+                .unwrap()
+        );
         assert!(store.inner().head(&path).await.is_ok());
     }
 

@@ -686,6 +686,14 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.append_input(run_id, input).await
     }
 
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> Result<(InputRecord, Option<RunRecord>), Error> {
+        self.inner.append_input_and_load(run_id, input).await
+    }
+
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>, Error> {
         self.inner.load_inputs(run_id).await
     }

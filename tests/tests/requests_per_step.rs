@@ -530,3 +530,36 @@ async fn a_start_whose_pointer_check_fails_leaves_no_pending_hint_behind() {
     .await;
     assert_eq!(left, [0, 0, 1]);
 }
+
+/// A signal learns whether the run's lease was held when it was recorded
+/// from the run the append folded: `append_input_and_load` costs what
+/// `append_input` costs, with no read of the run after it.
+#[tokio::test]
+async fn an_input_appended_with_its_run_costs_what_the_append_costs() {
+    use memo_runtime::runtime_store::{NewInput, RuntimeStore};
+    let counting = Arc::new(CountingStore::new(InMemory::new()));
+    let store = ObjectStoreRuntimeStore::new(counting.clone(), "runs");
+    let input = |name: &str| NewInput {
+        input_id: name.into(),
+        name: name.into(),
+        payload: bytes::Bytes::from_static(b"p"),
+        accepted_at_ms: 1_000,
+    };
+    let id = run("appended");
+    store
+        .create_run(memo_tests::fixtures::new_run(&id))
+        .await
+        .unwrap();
+    let before = Requests::of(counting.counts());
+    store.append_input(&id, input("first")).await.unwrap();
+    let appended = Requests::of(counting.counts());
+    let (_, record) = store
+        .append_input_and_load(&id, input("second"))
+        .await
+        .unwrap();
+    let loaded = Requests::of(counting.counts());
+    assert_eq!(record.expect("the run").run_id, id);
+    let (append, with_run) = (appended.minus(before), loaded.minus(appended));
+    assert!(append.total() > 0);
+    assert_eq!(with_run, append, "an append with its run, beside one alone");
+}

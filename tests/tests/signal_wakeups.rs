@@ -106,9 +106,12 @@ struct Staged {
 
 /// Stages a signal that lands while the attempt that waits for it holds its
 /// lease, after the attempt last looked at the run's inputs (it is
-/// suspending), and a worker's poll of the signal's wake-up that finds the
-/// lease held: it moves the wake-up to when the lease would expire (a
-/// minute). Returns once the attempt has suspended, its lease let go.
+/// suspending). The signaller sees the lease held and makes the run due at
+/// no time now: its wake-up stays due a lease from now (a minute), and a
+/// worker's poll finds nothing to wake (it found the lease held and moved
+/// a wake-up due now to the lease's expiry, a load of the run and two
+/// requests, before session 48). Returns once the attempt has suspended,
+/// its lease let go.
 async fn signalled_while_suspending(run: &str, input: u32) -> Staged {
     let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let clock = Arc::new(ManualClock::new(START_MS));
@@ -126,8 +129,17 @@ async fn signalled_while_suspending(run: &str, input: u32) -> Staged {
 
     let signaller = process(objects.clone(), &clock);
     signaller.signal(&run_id, "approve", &true).await.unwrap();
+    let due: Vec<_> = signaller.due_runs(u64::MAX).try_collect().await.unwrap();
+    assert!(
+        due.iter().all(|e| e.due_at_ms >= START_MS + 60_000),
+        "nothing due before the lease expires: {due:?}"
+    );
     let report = worker(&objects, &clock).wake_due().await.unwrap();
-    assert_eq!((report.resumed, report.busy), (0, 1), "{report:?}");
+    assert_eq!(
+        (report.entries, report.resumed, report.busy),
+        (0, 0, 0),
+        "{report:?}"
+    );
 
     drop(pause.release);
     let outcome = attempt.await.unwrap();
@@ -162,14 +174,15 @@ async fn a_signal_that_lands_while_its_waiter_suspends_wakes_the_run_at_once() {
     );
 }
 
-/// As staged by [`signalled_while_suspending`]: the poll moved the
-/// signal's wake-up to the lease's expiry, where the waiter's own lease
-/// entry is due too. The waiter deletes that entry when it suspends, and,
-/// should it stop before its look for the signal once it let go, only the
-/// moved wake-up is left to wake the run. So the moved one is an entry of
-/// its own: it is still there once the waiter is done.
+/// As staged by [`signalled_while_suspending`]: the signal's wake-up stays
+/// due at the lease's expiry, where the waiter's own lease entry is due
+/// too. The waiter deletes that entry when it suspends, and, should it stop
+/// before its look for the signal once it let go, only the signal's
+/// wake-up is left to wake the run. So it is an entry of its own (as the
+/// wake-up a worker moved to a held lease was, before session 48): it is
+/// still there once the waiter is done.
 #[tokio::test]
-async fn a_signals_wake_up_moved_to_a_held_lease_outlives_the_holders_lease_entry() {
+async fn a_signals_wake_up_kept_for_a_held_lease_outlives_the_holders_lease_entry() {
     let staged = signalled_while_suspending("approval-4", 4).await;
     let lease_expiry = START_MS + 60_000;
     let due: Vec<_> = staged
@@ -222,4 +235,52 @@ async fn a_signal_in_the_millisecond_of_the_entry_a_poll_woke_survives_the_polls
     let report = worker(&objects, &clock).wake_due().await.unwrap();
     assert_eq!(report.resumed, 1, "{report:?}");
     assert_eq!(status(&signaller, &run_id).await, RunStatus::Completed);
+}
+
+/// A signal recorded while the attempt that will wait for it holds the
+/// run's lease (its first step is running): the signaller makes the run
+/// due at no time now (its wake-up stays due when the lease would expire,
+/// should the attempt die), and the attempt finds the signal itself when
+/// it reaches the wait (its step's commit folds it in) and ends the run,
+/// with no worker's poll.
+#[tokio::test]
+async fn a_signal_recorded_while_its_run_is_leased_is_found_by_the_attempt_itself() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let run_id = RunId::new("approval-5").unwrap();
+    let (started, mut step_started) = tokio::sync::mpsc::channel::<()>(1);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let opens = gate.clone();
+    let gated = Workflow::new("gated-approval", move |ctx: Context, _: u32| {
+        let (started, gate) = (started.clone(), gate.clone());
+        Box::pin(async move {
+            ctx.step("first", move |_memo| {
+                let (started, gate) = (started.clone(), gate.clone());
+                async move {
+                    started.send(()).await.ok();
+                    let _open = gate.acquire().await;
+                    Ok::<_, Error>(())
+                }
+            })
+            .await?;
+            ctx.wait_for_signal::<bool>("approve").await
+        }) as Approved
+    });
+    let waiter = process(objects.clone(), &clock);
+    let attempt = tokio::spawn({
+        let (run_id, gated) = (run_id.clone(), gated.clone());
+        async move { waiter.run(&run_id, &5, &gated).await }
+    });
+    step_started.recv().await.expect("the step started");
+
+    let signaller = process(objects.clone(), &clock);
+    signaller.signal(&run_id, "approve", &true).await.unwrap();
+    let due: Vec<_> = signaller.due_runs(u64::MAX).try_collect().await.unwrap();
+    assert!(
+        !due.is_empty() && due.iter().all(|e| e.due_at_ms >= START_MS + 60_000),
+        "nothing due before the lease expires: {due:?}"
+    );
+    opens.add_permits(1);
+    let outcome = attempt.await.unwrap();
+    assert!(matches!(outcome, Ok(true)), "{outcome:?}");
 }

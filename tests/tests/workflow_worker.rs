@@ -719,44 +719,52 @@ async fn two_polls_of_one_worker_do_not_wake_one_run_together() {
 
 #[tokio::test]
 async fn what_made_a_run_due_while_the_loop_woke_it_is_taken_once_that_ends() {
-    // A signal sent through the worker's runtime while its run is in its
-    // first step: the listing it prompts skips the run (the loop is waking
-    // it), and the loop lists again once the waking ended, an hour before
-    // its next poll: the signal's wake-up, stale by then, is deleted.
-    let (_, _, runtime, bodies) = one_process();
+    // Another process submits a run again (a redelivery) while the loop
+    // wakes it, in its first step: its entry is due now. A signal sent
+    // through the worker's runtime to another run, suspended, prompts a
+    // listing, which takes that run and skips the first (the loop is
+    // waking it); the loop lists again once the waking ended, an hour
+    // before its next poll: the redelivery's entry, stale by then, is
+    // deleted. (The first run's own signal made it due so before session
+    // 48; a signal that finds a run's lease held makes it due no sooner
+    // than the lease's expiry now.)
+    let (objects, clock, runtime, bodies) = one_process();
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let signalled = {
-        let (bodies, gate) = (bodies.clone(), gate.clone());
-        Workflow::new("gated-signal", move |ctx: Context, (): ()| {
-            let (bodies, gate) = (bodies.clone(), gate.clone());
-            Box::pin(async move {
-                let run = ctx.run_id().to_string();
-                ctx.step("first", move |_memo| {
-                    let (bodies, run, gate) = (bodies.clone(), run.clone(), gate.clone());
-                    async move {
-                        bodies.ran(&run, "first");
-                        let _open = gate.acquire().await;
-                        Ok::<_, Error>(())
-                    }
-                })
-                .await?;
-                ctx.wait_for_signal::<String>("go").await
-            }) as BoxedRun
-        })
-    };
+    let gated = gated(bodies.clone(), gate.clone());
+    let waiter = waiter(bodies.clone());
     let handle = Worker::builder(runtime.clone())
-        .workflow(&signalled)
+        .workflow(&gated)
+        .workflow(&waiter)
         .poll_interval(Duration::from_secs(3600))
         .spawn();
-    let id = run("signalled-while-woken");
-    handle.worker().submit(&signalled, &id, &()).await.unwrap();
-    assert!(eventually(async || bodies.count("signalled-while-woken", "first") == 1).await);
-    runtime.signal(&id, "go", "now").await.unwrap();
-    let due: Vec<_> = runtime.due_runs(u64::MAX).try_collect().await.unwrap();
+    let waiting = run("waits-for-go");
+    handle
+        .worker()
+        .submit(&waiter, &waiting, &())
+        .await
+        .unwrap();
+    let suspended = async || {
+        let due = runtime.due_runs(u64::MAX).try_collect::<Vec<_>>().await;
+        status(&runtime, &waiting).await == RunStatus::Running
+            && due.unwrap().iter().all(|d| d.run_id != waiting)
+    };
+    assert!(eventually(suspended).await, "suspended");
+
+    let id = run("due-while-woken");
+    handle.worker().submit(&gated, &id, &true).await.unwrap();
+    assert!(eventually(async || bodies.count("due-while-woken", "first") == 1).await);
+    submit_gated_elsewhere(&objects, &clock, &id, true).await;
+    let due: Vec<_> = runtime.due_runs(DAY_MS).try_collect().await.unwrap();
     assert!(
         due.iter().any(|d| d.run_id == id),
-        "the signal's wake-up: {due:?}"
+        "the redelivery's entry: {due:?}"
     );
+    runtime.signal(&waiting, "go", "now").await.unwrap();
+    assert!(
+        eventually(async || status(&runtime, &waiting).await == RunStatus::Completed).await,
+        "the signalled run, found by the listing the signal prompted"
+    );
+    assert_eq!(status(&runtime, &id).await, RunStatus::Running);
     gate.add_permits(1);
     assert!(
         eventually(async || {
@@ -769,10 +777,10 @@ async fn what_made_a_run_due_while_the_loop_woke_it_is_taken_once_that_ends() {
                     .is_empty()
         })
         .await,
-        "the wake-up was taken without waiting for the next poll"
+        "the redelivery's entry was taken without waiting for the next poll"
     );
     let report = handle.shutdown(Duration::from_secs(10)).await;
-    assert_eq!((report.resumed, report.busy), (1, 0), "{report:?}");
+    assert_eq!((report.resumed, report.busy), (3, 0), "{report:?}");
 }
 
 #[tokio::test]

@@ -136,11 +136,19 @@ impl RuntimeStore for InMemoryRuntimeStore {
     }
 
     async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
+        Ok(self.append_input_and_load(run_id, input).await?.0)
+    }
+
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> Result<(InputRecord, Option<RunRecord>)> {
         let input_id = input.input_id.clone();
         self.change(run_id, Change::Input(input), |run| {
-            run.input(&input_id)
-                .cloned()
-                .expect("an accepted input is recorded")
+            let input = run.input(&input_id).cloned();
+            let input = input.expect("an accepted input is recorded");
+            (input, Some(run.record().clone()))
         })
     }
 

@@ -232,6 +232,35 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// [`Error::RunNotFound`](crate::Error::RunNotFound).
     async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord>;
 
+    /// Records an input (as [`append_input`](Self::append_input)) and
+    /// returns it with the run as it stood when the input was recorded:
+    /// what a signaller reads to learn whether an attempt held the run's
+    /// lease then (if one did, that attempt sees the signal before it lets
+    /// the lease go, so no worker need wake the run for it). The run holds
+    /// every change committed before the input; one committed after it may
+    /// be there or not, as with a load made just after. `None` if the run
+    /// could not be read after the append (deleted since).
+    ///
+    /// The default implementation appends, then loads;
+    /// [`ObjectStoreRuntimeStore`] answers from the run it folded to
+    /// append, where the load would read the pointer and the log's next
+    /// position again.
+    ///
+    /// # Errors
+    ///
+    /// As [`append_input`](Self::append_input)'s, and the
+    /// [trait-level errors](RuntimeStore#errors) of the load: as after any
+    /// error of a write, the input may have been recorded.
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> Result<(InputRecord, Option<RunRecord>)> {
+        let input = self.append_input(run_id, input).await?;
+        let record = self.load_run(run_id).await?;
+        Ok((input, record))
+    }
+
     /// Loads the run's inputs in the order they were appended. Empty for an
     /// unknown run.
     ///

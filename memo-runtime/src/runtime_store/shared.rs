@@ -39,6 +39,14 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         (**self).append_input(run_id, input).await
     }
 
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> Result<(InputRecord, Option<RunRecord>)> {
+        (**self).append_input_and_load(run_id, input).await
+    }
+
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
         (**self).load_inputs(run_id).await
     }

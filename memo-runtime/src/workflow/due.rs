@@ -26,7 +26,9 @@
 //!   worker that sees the signal; then it deletes the first. (An entry due
 //!   now written before the signal, as it was, could be woken before the
 //!   signal landed, and moved on: the run then waited a lease, or for
-//!   ever.);
+//!   ever.) If the run, as it stood when the signal was recorded, had an
+//!   attempt holding its lease, neither: the first entry stays, and that
+//!   attempt sees the signal before it lets go (see `after_signal`);
 //! - an attempt that suspended in a wait for a signal, once it released
 //!   its lease, if the signal is there by then: an entry due now (a
 //!   signal recorded while it held its lease found its entry moved to the
@@ -262,15 +264,32 @@ async fn wake_at(shared: &Shared, run_id: &RunId, due_at_ms: u64) -> Result<Opti
 /// `before`'s ([`before_signal`]). Best effort: the signal is recorded, and
 /// if this entry cannot be written, `before`'s stays and wakes the run a
 /// lease later.
-pub(super) async fn after_signal(shared: &Shared, before: Option<DueRun>) {
+///
+/// Nothing, and `before`'s entry kept, if `run` (the run as it stood when
+/// the signal was recorded) shows an attempt holding its lease: that
+/// attempt sees the signal before it lets the lease go (its next commit
+/// folds it, and a wait that suspends looks at the inputs again once it
+/// let go, [`after_signal_wait`]), so a worker that woke the run now would
+/// only find the lease held and move the entry to its expiry (a create, a
+/// delete and a load of the run, fresh in a worker that never drove it).
+/// `before`'s entry, due a lease from now, wakes the run should that
+/// attempt die before its look, as the moved entry did.
+pub(super) async fn after_signal(shared: &Shared, before: Option<DueRun>, run: Option<&RunRecord>) {
     let Some(before) = before else {
         return;
     };
-    let now = DueRun::tagged(
-        shared.clock.now_ms(),
-        before.run_id.clone(),
-        before.incarnation,
-    );
+    let now_ms = shared.clock.now_ms();
+    let leased = run.is_some_and(|run| {
+        run.incarnation == before.incarnation
+            && run
+                .lease
+                .as_ref()
+                .is_some_and(|lease| lease.is_live_at(now_ms))
+    });
+    if leased {
+        return;
+    }
+    let now = DueRun::tagged(now_ms, before.run_id.clone(), before.incarnation);
     match write(&shared.memo, &now).await {
         Ok(()) => {
             shared.due_now.notify_one();

@@ -369,8 +369,12 @@ impl Runtime {
             payload,
             accepted_at_ms: self.shared.clock.now_ms(),
         };
-        self.shared.store.append_input(run_id, input).await?;
-        super::due::after_signal(&self.shared, before).await;
+        let (_, run) = self
+            .shared
+            .store
+            .append_input_and_load(run_id, input)
+            .await?;
+        super::due::after_signal(&self.shared, before, run.as_ref()).await;
         Ok(())
     }
 }

@@ -316,6 +316,15 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.append_input(run_id, input).await
     }
 
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> memo_runtime::Result<(InputRecord, Option<RunRecord>)> {
+        self.call("append_input_and_load");
+        self.inner.append_input_and_load(run_id, input).await
+    }
+
     async fn load_inputs(&self, run_id: &RunId) -> memo_runtime::Result<Vec<InputRecord>> {
         self.call("load_inputs");
         self.inner.load_inputs(run_id).await

@@ -562,6 +562,14 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.runs.append_input(run_id, input).await
     }
 
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> Result<(InputRecord, Option<RunRecord>)> {
+        self.runs.append_input_and_load(run_id, input).await
+    }
+
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
         self.runs.load_inputs(run_id).await
     }

@@ -288,6 +288,19 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         self.seen("append_input", appended)
     }
 
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> Result<(InputRecord, Option<RunRecord>)> {
+        let input_id = input.input_id.clone();
+        let appended = self.inner.append_input_and_load(run_id, input).await;
+        if appended.is_ok() {
+            self.checker.acknowledged_input(run_id, &input_id);
+        }
+        self.seen("append_input_and_load", appended)
+    }
+
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
         self.seen("load_inputs", self.inner.load_inputs(run_id).await)
     }

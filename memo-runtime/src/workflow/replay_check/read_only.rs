@@ -54,6 +54,14 @@ impl RuntimeStore for ReadOnlyView {
         Self::refuse(run_id)
     }
 
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        _input: NewInput,
+    ) -> Result<(InputRecord, Option<RunRecord>)> {
+        Self::refuse(run_id)
+    }
+
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {
         self.inner.load_inputs(run_id).await
     }

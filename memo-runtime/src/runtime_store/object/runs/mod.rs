@@ -167,12 +167,22 @@ impl RuntimeStore for Runs {
     }
 
     async fn append_input(&self, run_id: &RunId, input: NewInput) -> Result<InputRecord> {
+        Ok(self.append_input_and_load(run_id, input).await?.0)
+    }
+
+    /// The run as the append left it: folded up to the entry it created
+    /// and confirmed by the pointer read after it, as a load would read it
+    /// then, with no request more.
+    async fn append_input_and_load(
+        &self,
+        run_id: &RunId,
+        input: NewInput,
+    ) -> Result<(InputRecord, Option<RunRecord>)> {
         let input_id = input.input_id.clone();
         self.change(run_id, Change::Input(input), |state| {
-            state
-                .input(&input_id)
-                .cloned()
-                .expect("an accepted input is recorded")
+            let input = state.input(&input_id).cloned();
+            let input = input.expect("an accepted input is recorded");
+            (input, Some(state.record().clone()))
         })
         .await
     }

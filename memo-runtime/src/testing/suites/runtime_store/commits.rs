@@ -268,6 +268,17 @@ pub async fn repeated_writes_are_idempotent(store: &dyn RuntimeStore) {
             .expect("append again"),
         first
     );
+    // With the run as it stood: what a signaller reads for the lease.
+    let (again, record) = store
+        .append_input_and_load(&run_id, input("sig", b"p"))
+        .await
+        .expect("append again, and load");
+    assert_eq!(again, first);
+    let record = record.expect("the run");
+    assert_eq!(
+        (record.incarnation, record.attempts, record.status),
+        (created.incarnation, 1, RunStatus::Running)
+    );
 
     let commit = Commit::step(receipt(&run_id, 0, "out"), 2_000)
         .with_snapshot(Bytes::from_static(b"s0"))
