@@ -238,8 +238,10 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// lease then (if one did, that attempt sees the signal before it lets
     /// the lease go, so no worker need wake the run for it). The run holds
     /// every change committed before the input; one committed after it may
-    /// be there or not, as with a load made just after. `None` if the run
-    /// could not be read after the append (deleted since).
+    /// be there or not, as with a load made just after. For an input
+    /// recorded before (appended again), the run as this call found it.
+    /// `None` if the run could not be read after the append (deleted
+    /// since).
     ///
     /// The default implementation appends, then loads;
     /// [`ObjectStoreRuntimeStore`] answers from the run it folded to
