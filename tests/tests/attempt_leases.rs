@@ -270,7 +270,10 @@ fn pay(
 /// jump); its lease expires and worker B takes the run over and enters the
 /// step. When A resumes and misses, it must not run the side effect: its
 /// attempt lost the lease after the step began, and the check at the start
-/// of the step alone would let it charge while B's attempt is live.
+/// of the step alone would let it charge while B's attempt is live. (A's
+/// call begins with under half its lease left, so that it reads the entry
+/// at all: with more, a run's first attempt knows no entry can be there;
+/// see `a_first_attempts_call_reads_no_entry_while_half_its_lease_is_left`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attempt_that_lost_its_lease_during_a_memo_read_does_not_run_the_side_effect() {
     let objects: Arc<dyn ObjectStore> =
@@ -302,10 +305,14 @@ async fn an_attempt_that_lost_its_lease_during_a_memo_read_does_not_run_the_side
     let order = RunId::new("pay-1").unwrap();
     let (entered, mut entered_rx) = mpsc::unbounded_channel();
 
+    let (open_a, a_gate) = oneshot::channel();
     let a_run = tokio::spawn({
-        let (order, workflow) = (order.clone(), pay(entered.clone(), None));
+        let (order, workflow) = (order.clone(), pay(entered.clone(), Some(a_gate)));
         async move { a.run(&order, &7, &workflow).await }
     });
+    entered_rx.recv().await.unwrap(); // A entered the step
+    clock.advance_ms(LEASE.as_millis() as u64 / 2 + 1);
+    open_a.send(()).unwrap();
     paused_rx.recv().await.unwrap();
 
     // A is paused past its lease: B takes the run over and waits in the
@@ -314,7 +321,6 @@ async fn an_attempt_that_lost_its_lease_during_a_memo_read_does_not_run_the_side
     let (open_gate, gate) = oneshot::channel();
     let b_workflow = pay(entered, Some(gate));
     let mut b_run = Box::pin(b.run(&order, &7, &b_workflow));
-    entered_rx.recv().await.unwrap(); // A entered the step
     tokio::select! {
         done = &mut b_run => panic!("B finished inside the gate: {done:?}"),
         _ = entered_rx.recv() => {}

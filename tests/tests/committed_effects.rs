@@ -190,7 +190,10 @@ async fn a_charge_committed_while_its_taker_over_renewed_its_lease_is_not_made_a
 /// entry: the call renews the lease after each read and reads again, and
 /// after three reads gives the attempt up rather than start the charge on
 /// a read that a renewal followed. The run stays open; the next attempt,
-/// on a store that answers in time, charges once.
+/// on a store that answers in time, charges once. (The attempt's start is
+/// slow too, so that the call begins with under half the lease left and
+/// reads the entry at all: with more, a run's first attempt knows no entry
+/// can be there.)
 #[tokio::test]
 async fn a_call_whose_lease_lapses_during_every_read_of_its_entry_gives_the_attempt_up() {
     use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
@@ -202,6 +205,17 @@ async fn a_call_whose_lease_lapses_during_every_read_of_its_entry_gives_the_atte
         let clock = Arc::new(ManualClock::new(2_000_000));
         let charges = Arc::new(AtomicU64::new(0));
         let slow = Arc::new(AtomicBool::new(true));
+        let runs = FaultInjectingStore::new(backend.open());
+        let started = Arc::new(AtomicBool::new(false));
+        runs.inject(FaultRule::fail_before(RequestKind::Create).matching({
+            let (clock, started) = (clock.clone(), started.clone());
+            move |path| {
+                if path.as_ref().contains("/log/") && !started.swap(true, Ordering::SeqCst) {
+                    clock.advance_ms(LEASE.as_millis() as u64 / 2 + 1);
+                }
+                false
+            }
+        }));
         let objects = FaultInjectingStore::new(backend.open());
         objects.inject(FaultRule::fail_before(RequestKind::Get).matching({
             let (clock, slow) = (clock.clone(), slow.clone());
@@ -212,7 +226,10 @@ async fn a_call_whose_lease_lapses_during_every_read_of_its_entry_gives_the_atte
                 false
             }
         }));
-        let a = process(&backend, Arc::new(objects), &clock, "worker-a");
+        let a = process_builder(Arc::new(objects), Arc::new(runs), &clock, "worker-a", LEASE)
+            .marker_retry(RetryPolicy::attempts(2).with_min_delay(Duration::from_millis(1)))
+            .build()
+            .unwrap();
         let workflow = pay(charges.clone());
         match a.run(&order, &7, &workflow).await {
             Err(Error::LeaseLost {

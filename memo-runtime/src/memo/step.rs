@@ -75,6 +75,21 @@ pub(crate) trait AttemptHook: Send + Sync + std::fmt::Debug {
     /// The attempt's number (named in a lease error; the simulator's audit
     /// of step bodies asks too).
     fn attempt(&self) -> u32;
+
+    /// Whether no entry of `key` can be committed in the step's folder
+    /// unless this attempt wrote it, so that a read of it would find
+    /// nothing (no request): the attempt is its run's first, it has not
+    /// written `key` ([`writing`](Self::writing)), and it holds its lease
+    /// with at least half the lease's length left by the local clock. Only
+    /// an attempt of the run writes its step folders, and another attempt
+    /// starts only once the lease expired by its own clock: half a lease
+    /// away, unless clocks disagree by that much.
+    fn unread_is_absent(&self, key: &str) -> bool;
+
+    /// Notes that this attempt writes `key`'s entry in the step's folder
+    /// (before the write, whatever its outcome): a later call of the key
+    /// in this attempt reads it.
+    fn writing(&self, key: &str);
 }
 
 impl std::fmt::Debug for Memo {
@@ -155,6 +170,19 @@ impl Memo {
     /// for a standalone memo.
     pub(crate) fn lease_attempt(&self) -> Option<u32> {
         self.attempt.as_ref().map(|attempt| attempt.attempt())
+    }
+
+    /// Whether a read of `key` would find nothing, known without one (see
+    /// [`AttemptHook::unread_is_absent`]): for the memo of a step of its
+    /// run's first attempt only, never a standalone memo's or a shared
+    /// scope's.
+    pub(crate) fn unread_is_absent(&self, key: &str) -> bool {
+        self.shared.is_none()
+            && self.incarnation != Incarnation::STANDALONE
+            && self
+                .attempt
+                .as_ref()
+                .is_some_and(|attempt| attempt.unread_is_absent(key))
     }
 
     /// Whether the workflow attempt this memo belongs to holds its run's
@@ -266,6 +294,9 @@ impl Memo {
             return super::shared::put(self, scope, key, value.as_ref())
                 .await
                 .inspect_err(|e| self.report_transient(e));
+        }
+        if let Some(attempt) = &self.attempt {
+            attempt.writing(key);
         }
         let describe = || {
             format!(

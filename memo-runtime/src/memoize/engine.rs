@@ -357,7 +357,14 @@ impl<'a> Call<'a> {
     async fn find(&mut self, key: &HexDigest) -> Result<Step> {
         let key = key.as_str();
         let looked = self.memo.before_read(key);
-        if let Some(committed) = self.memo.get(key).await? {
+        // In its run's first attempt, under a lease with half its length
+        // left, a call whose key the attempt has not written reads nothing:
+        // no other attempt can have committed an entry yet (one starts only
+        // once this lease expired), so the read would miss. Its body then
+        // runs under the flight as after a miss, and its commit is
+        // write-once as ever.
+        let unread = self.memo.unread_is_absent(key);
+        if !unread && let Some(committed) = self.memo.get(key).await? {
             return Ok(Step::Committed(committed, Outcome::Hit));
         }
         // Whoever holds the flight for this entry runs the body; the others
@@ -367,7 +374,10 @@ impl<'a> Call<'a> {
         // nothing the store committed through a flight can have been
         // missed: that read stands, and no second one is made.
         self.flight = Some(self.memo.enter_flight(key).await);
-        let mut read = self.memo.flight_ended_since(&looked);
+        // Read after all if the wait for the flight took the lease's half,
+        // or the key was written meanwhile.
+        let mut read =
+            self.memo.flight_ended_since(&looked) || (unread && !self.memo.unread_is_absent(key));
         // The step checked its lease before it began, but this call has
         // awaited reads since: a pause or a clock jump there may have let
         // the lease expire and another attempt take the run over. So the

@@ -3,6 +3,7 @@
 //! stops it), through the one [`AttemptHook`] a [`Memo`](crate::Memo)
 //! carries.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
@@ -52,6 +53,9 @@ pub(super) struct StepAttempt {
     pub(super) run_id: RunId,
     pub(super) lease: Arc<HeldLease>,
     pub(super) interruption: AttemptInterruption,
+    /// The keys of the entries this attempt wrote (or tried to) in the
+    /// step's folder: every try of the step shares them.
+    pub(super) written: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for StepAttempt {
@@ -85,6 +89,23 @@ impl AttemptHook for StepAttempt {
 
     fn attempt(&self) -> u32 {
         self.lease.fence().attempt
+    }
+
+    fn unread_is_absent(&self, key: &str) -> bool {
+        self.lease.fence().attempt == 1
+            && self.lease.is_live_for_half(&self.shared)
+            && !self
+                .written
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(key)
+    }
+
+    fn writing(&self, key: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.to_owned());
     }
 }
 

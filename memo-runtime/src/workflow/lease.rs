@@ -159,6 +159,17 @@ impl HeldLease {
         })
     }
 
+    /// Whether the lease is live with at least half the lease's length
+    /// left by the local clock now: a lease no store knows of
+    /// ([`detached`](Self::detached)) never is.
+    pub(super) fn is_live_for_half(&self, shared: &Shared) -> bool {
+        let until_ms = self.until_ms.load(Ordering::Acquire);
+        let now_ms = shared.clock.now_ms();
+        until_ms != 0
+            && crate::runtime_store::lease_is_live(until_ms, now_ms)
+            && until_ms.saturating_sub(now_ms) >= shared.lease_ms() / 2
+    }
+
     /// Whether the lease is live by the local clock now.
     pub(super) fn is_live(&self, shared: &Shared) -> bool {
         crate::runtime_store::lease_is_live(

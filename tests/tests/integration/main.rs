@@ -38,6 +38,8 @@ mod docs;
 mod due_index_retention;
 #[path = "../entry_cache.rs"]
 mod entry_cache;
+#[path = "../first_attempt_reads.rs"]
+mod first_attempt_reads;
 #[path = "../gcs.rs"]
 mod gcs;
 #[path = "../idle_polls.rs"]

@@ -267,6 +267,7 @@ impl Context {
                 run_id: self.inner.run_id.clone(),
                 lease: Arc::clone(&self.inner.lease),
                 interruption: interruption.clone(),
+                written: std::sync::Mutex::default(),
             }));
         let mut waits = retry.backoff().build();
         // Tries of this attempt that failed and were retried: recorded
