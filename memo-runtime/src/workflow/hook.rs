@@ -102,6 +102,10 @@ impl AttemptHook for StepAttempt {
     }
 
     fn writing(&self, key: &str) {
+        // Only a first attempt ever skips a read: a later one keeps no set.
+        if self.lease.fence().attempt != 1 {
+            return;
+        }
         self.written
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
