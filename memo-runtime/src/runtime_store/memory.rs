@@ -145,11 +145,7 @@ impl RuntimeStore for InMemoryRuntimeStore {
         input: NewInput,
     ) -> Result<(InputRecord, Option<RunRecord>)> {
         let input_id = input.input_id.clone();
-        self.change(run_id, Change::Input(input), |run| {
-            let input = run.input(&input_id).cloned();
-            let input = input.expect("an accepted input is recorded");
-            (input, Some(run.record().clone()))
-        })
+        self.change(run_id, Change::Input(input), |run| run.appended(&input_id))
     }
 
     async fn load_inputs(&self, run_id: &RunId) -> Result<Vec<InputRecord>> {

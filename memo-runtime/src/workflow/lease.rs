@@ -165,8 +165,8 @@ impl HeldLease {
     pub(super) fn is_live_for_half(&self, shared: &Shared) -> bool {
         let until_ms = self.until_ms.load(Ordering::Acquire);
         let now_ms = shared.clock.now_ms();
-        until_ms != 0
-            && crate::runtime_store::lease_is_live(until_ms, now_ms)
+        // A detached lease's expiry is 0: never live.
+        crate::runtime_store::lease_is_live(until_ms, now_ms)
             && until_ms.saturating_sub(now_ms) >= shared.lease_ms() / 2
     }
 

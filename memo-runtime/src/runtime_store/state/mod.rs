@@ -205,6 +205,18 @@ impl RunState {
         (self.record.clone(), receipts, inputs)
     }
 
+    /// The input `input_id` with the run, as an append leaves them
+    /// (`append_input_and_load`).
+    ///
+    /// # Panics
+    ///
+    /// If the run holds no such input: call it only once the append applied.
+    pub(crate) fn appended(&self, input_id: &str) -> (InputRecord, Option<RunRecord>) {
+        let input = self.input(input_id).cloned();
+        let input = input.expect("an accepted input is recorded");
+        (input, Some(self.record.clone()))
+    }
+
     /// The cost ledger's entry of the attempt that ended the run, if its
     /// terminal commit carried one.
     pub(crate) fn ending_cost(&self) -> Option<&AttemptCost> {

@@ -180,9 +180,7 @@ impl RuntimeStore for Runs {
     ) -> Result<(InputRecord, Option<RunRecord>)> {
         let input_id = input.input_id.clone();
         self.change(run_id, Change::Input(input), |state| {
-            let input = state.input(&input_id).cloned();
-            let input = input.expect("an accepted input is recorded");
-            (input, Some(state.record().clone()))
+            state.appended(&input_id)
         })
         .await
     }
