@@ -1,11 +1,13 @@
 //! A `#[memoized]` call in its run's first attempt reads no entry while
-//! the attempt holds its lease with half its length left: no other attempt
-//! can have committed one (another starts only once that lease expired),
-//! so the read would miss. Every other call reads as before: one the
-//! attempt made already (a second call of the key, a retried try of the
-//! step), one in a later attempt, one whose lease is short of that half
-//! (`attempt_leases` and `committed_effects` stage those), and every call
-//! outside a workflow.
+//! more of the attempt's lease is left than the clock skew the runtime
+//! allows (`RuntimeBuilder::max_clock_skew`, by default half the lease): no
+//! other attempt can have committed one (another starts only once that
+//! lease expired), so the read would miss. Every other call reads as
+//! before: one the attempt made already (a second call of the key, a
+//! retried try of the step), one in a later attempt, one with no more than
+//! the skew left of its lease (here, and as `attempt_leases` and
+//! `committed_effects` stage it), every call of a runtime told a skew as
+//! long as the lease, and every call outside a workflow.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +18,7 @@ use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
 use memo_runtime::testing::{CountingStore, RequestCounts};
-use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow};
+use memo_runtime::workflow::{Context, RetryPolicy, Runtime, Workflow, WorkflowFn};
 use memo_runtime::{Error, Memo, MemoStore, memoized};
 use memo_tests::fixtures::run;
 
@@ -34,14 +36,28 @@ type Ran = futures::future::BoxFuture<'static, Result<u64, Error>>;
 /// A process whose memo store counts its requests (the runs are kept apart,
 /// so the counts are the memo entries' alone).
 fn process(memo: &Arc<CountingStore<InMemory>>, runs: &Arc<InMemory>) -> Runtime {
+    told(memo, runs, Arc::new(ManualClock::new(1_000_000)), None)
+}
+
+/// A process on `clock`, told the clocks' skew if `skew` is set.
+fn told(
+    memo: &Arc<CountingStore<InMemory>>,
+    runs: &Arc<InMemory>,
+    clock: Arc<ManualClock>,
+    skew: Option<Duration>,
+) -> Runtime {
     let runs: Arc<dyn ObjectStore> = runs.clone();
-    Runtime::builder()
+    let builder = Runtime::builder()
         .memo_store(MemoStore::new(memo.clone(), "memo"))
         .runtime_store(Arc::new(ObjectStoreRuntimeStore::new(runs, "runs")))
-        .clock(Arc::new(ManualClock::new(1_000_000)))
-        .lease(LEASE)
-        .build()
-        .unwrap()
+        .clock(clock)
+        .lease(LEASE);
+    match skew {
+        Some(skew) => builder.max_clock_skew(skew),
+        None => builder,
+    }
+    .build()
+    .unwrap()
 }
 
 fn counted() -> (Arc<CountingStore<InMemory>>, Arc<InMemory>, Runtime) {
@@ -71,7 +87,7 @@ async fn entries(memo: &CountingStore<InMemory>) -> usize {
 }
 
 #[tokio::test]
-async fn a_first_attempts_call_reads_no_entry_while_half_its_lease_is_left() {
+async fn a_first_attempts_call_reads_no_entry_while_more_than_the_skew_is_left() {
     let (memo, _, runtime) = counted();
     let effects = Arc::new(AtomicU64::new(0));
     let two_calls = {
@@ -187,4 +203,116 @@ async fn a_call_outside_a_workflow_reads_its_entry() {
     let standalone = store.new_memo(&run("standalone"), 0);
     assert_eq!(effect(&standalone, &effects, "x").await.unwrap(), 1);
     assert_eq!(reads(&memo.counts()), 1, "{:?}", memo.counts());
+}
+
+/// A workflow of one step that makes a call, moves the clock `late` ms
+/// on, makes another, moves it a second on and makes a third: the calls'
+/// results summed.
+fn calls_then_late_ones(
+    effects: &Arc<AtomicU64>,
+    clock: &Arc<ManualClock>,
+    late: u64,
+) -> Workflow<impl WorkflowFn<(), Output = u64, Error = Error>> {
+    let (effects, clock) = (effects.clone(), clock.clone());
+    Workflow::new("late-calls", move |ctx: Context, (): ()| {
+        let (effects, clock) = (effects.clone(), clock.clone());
+        Box::pin(async move {
+            ctx.step("early and late", move |memo| {
+                let (effects, clock) = (effects.clone(), clock.clone());
+                async move {
+                    let early = effect(&memo, &effects, "early").await?;
+                    clock.advance_ms(late);
+                    let late = effect(&memo, &effects, "late").await?;
+                    clock.advance_ms(1_000);
+                    let later = effect(&memo, &effects, "later").await?;
+                    Ok(early + late + later)
+                }
+            })
+            .await
+        }) as Ran
+    })
+}
+
+#[tokio::test]
+async fn a_call_reads_its_entry_once_no_more_than_the_skew_is_left_of_the_lease() {
+    // Told a skew of 10 s (the lease is 60): a call with 11 s of the lease
+    // left skips its read, one with 10 s left reads.
+    let skew = Duration::from_secs(10);
+    let left = LEASE - skew - Duration::from_secs(1);
+    let memo = Arc::new(CountingStore::new(InMemory::new()));
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let runtime = told(&memo, &Arc::new(InMemory::new()), clock.clone(), Some(skew));
+    let effects = Arc::new(AtomicU64::new(0));
+    let workflow = calls_then_late_ones(&effects, &clock, left.as_millis() as u64);
+    assert_eq!(
+        runtime
+            .run(&run("skew-told"), &(), &workflow)
+            .await
+            .unwrap(),
+        6
+    );
+    let counts = memo.counts();
+    assert_eq!(reads(&counts), 1, "the last call alone reads: {counts:?}");
+
+    // With the default skew, half the lease (30 s), both late calls read.
+    let memo = Arc::new(CountingStore::new(InMemory::new()));
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let runtime = told(&memo, &Arc::new(InMemory::new()), clock.clone(), None);
+    let effects = Arc::new(AtomicU64::new(0));
+    let workflow = calls_then_late_ones(&effects, &clock, left.as_millis() as u64);
+    assert_eq!(
+        runtime
+            .run(&run("skew-default"), &(), &workflow)
+            .await
+            .unwrap(),
+        6
+    );
+    let counts = memo.counts();
+    assert_eq!(reads(&counts), 2, "both late calls read: {counts:?}");
+}
+
+#[tokio::test]
+async fn a_runtime_told_a_skew_as_long_as_the_lease_reads_before_every_call() {
+    // An entry put into the run's step folder from outside the run
+    // (`MemoStore::memo_for`) before its first attempt calls the key: the
+    // default skips the read, runs the body and gets the entry from its
+    // commit; told the skew is the lease, the call reads and finds it, and
+    // the body never runs.
+    for (skew, ran) in [(None, 1), (Some(LEASE), 0)] {
+        let memo = Arc::new(CountingStore::new(InMemory::new()));
+        let runs = Arc::new(InMemory::new());
+        let runtime = told(&memo, &runs, Arc::new(ManualClock::new(1_000_000)), skew);
+        let effects = Arc::new(AtomicU64::new(0));
+        let seeded = Arc::new(std::sync::Mutex::new(None));
+        let workflow = {
+            let (effects, seeded, store) = (
+                effects.clone(),
+                seeded.clone(),
+                MemoStore::new(memo.clone(), "memo"),
+            );
+            Workflow::new("seeded", move |ctx: Context, (): ()| {
+                let (effects, seeded, store) = (effects.clone(), seeded.clone(), store.clone());
+                Box::pin(async move {
+                    let (run_id, incarnation) = (ctx.run_id().clone(), ctx.incarnation());
+                    ctx.step("call", move |memo| {
+                        let (effects, seeded, store) =
+                            (effects.clone(), seeded.clone(), store.clone());
+                        let (run_id, incarnation) = (run_id.clone(), incarnation);
+                        async move {
+                            // The same call, committed from outside the run.
+                            let outside = store.memo_for(&run_id, incarnation, 0);
+                            let other = AtomicU64::new(41);
+                            let put = effect(&outside, &other, "seeded").await?;
+                            *seeded.lock().unwrap() = Some(put);
+                            effect(&memo, &effects, "seeded").await
+                        }
+                    })
+                    .await
+                }) as Ran
+            })
+        };
+        let out = runtime.run(&run("seeded"), &(), &workflow).await.unwrap();
+        assert_eq!(Some(out), *seeded.lock().unwrap(), "the committed value");
+        assert_eq!(effects.load(Ordering::SeqCst), ran, "skew {skew:?}");
+    }
 }

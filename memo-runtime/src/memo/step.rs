@@ -79,11 +79,12 @@ pub(crate) trait AttemptHook: Send + Sync + std::fmt::Debug {
     /// Whether no entry of `key` can be committed in the step's folder
     /// unless this attempt wrote it, so that a read of it would find
     /// nothing (no request): the attempt is its run's first, it has not
-    /// written `key` ([`writing`](Self::writing)), and it holds its lease
-    /// with at least half the lease's length left by the local clock. Only
-    /// an attempt of the run writes its step folders, and another attempt
-    /// starts only once the lease expired by its own clock: half a lease
-    /// away, unless clocks disagree by that much.
+    /// written `key` ([`writing`](Self::writing)), and more of its lease
+    /// is left by the local clock than the clock skew the runtime allows
+    /// (`RuntimeBuilder::max_clock_skew`). Only an attempt of the run
+    /// writes its step folders, and another attempt starts only once the
+    /// lease expired by its own clock: still in the future, unless clocks
+    /// disagree by more than that skew.
     fn unread_is_absent(&self, key: &str) -> bool;
 
     /// Notes that this attempt writes `key`'s entry in the step's folder

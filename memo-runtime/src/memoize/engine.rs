@@ -357,12 +357,12 @@ impl<'a> Call<'a> {
     async fn find(&mut self, key: &HexDigest) -> Result<Step> {
         let key = key.as_str();
         let looked = self.memo.before_read(key);
-        // In its run's first attempt, under a lease with half its length
-        // left, a call whose key the attempt has not written reads nothing:
-        // no other attempt can have committed an entry yet (one starts only
-        // once this lease expired), so the read would miss. Its body then
-        // runs under the flight as after a miss, and its commit is
-        // write-once as ever.
+        // In its run's first attempt, under a lease with more left than the
+        // clock skew allowed, a call whose key the attempt has not written
+        // reads nothing: no other attempt can have committed an entry yet
+        // (one starts only once this lease expired), so the read would
+        // miss. Its body then runs under the flight as after a miss, and
+        // its commit is write-once as ever.
         let unread = self.memo.unread_is_absent(key);
         if !unread && let Some(committed) = self.memo.get(key).await? {
             return Ok(Step::Committed(committed, Outcome::Hit));
@@ -374,8 +374,8 @@ impl<'a> Call<'a> {
         // nothing the store committed through a flight can have been
         // missed: that read stands, and no second one is made.
         self.flight = Some(self.memo.enter_flight(key).await);
-        // Read after all if the wait for the flight took the lease's half,
-        // or the key was written meanwhile.
+        // Read after all if the wait for the flight took the lease down to
+        // the skew, or the key was written meanwhile.
         let mut read =
             self.memo.flight_ended_since(&looked) || (unread && !self.memo.unread_is_absent(key));
         // The step checked its lease before it began, but this call has

@@ -32,6 +32,7 @@ pub struct RuntimeBuilder {
     skip_conditional_create_check: bool,
     skip_cost_ledger: bool,
     lease: Option<Duration>,
+    max_clock_skew: Option<Duration>,
     worker_id: Option<String>,
 }
 
@@ -138,6 +139,30 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The most the clocks of two processes sharing the store may disagree
+    /// (default: half the [`lease`](Self::lease)).
+    ///
+    /// A run's first attempt relies on it to skip a read. Only an attempt
+    /// of the run writes its memo entries, and another attempt starts only
+    /// once the lease expired by its starter's clock; so while more than
+    /// this is left of the lease by the first attempt's clock, no other
+    /// attempt can have started, and a `#[memoized]` call of a key the
+    /// attempt has not written yet would find no entry: it runs its body
+    /// without reading one (one request a call fewer, one round trip on
+    /// S3). With less left, and in every later attempt, the call reads
+    /// first. Clocks further apart than this could let such a call run its
+    /// body again after another attempt committed the same entry.
+    ///
+    /// Set it to the lease or more to keep every read: for clocks you
+    /// cannot bound, or where entries are written into a run's folders from
+    /// outside the run ([`MemoStore::memo_for`]), which only the call's
+    /// commit then finds. It changes nothing else: when a lease expires is
+    /// the lease's matter, so size the lease by the skew too.
+    pub fn max_clock_skew(mut self, skew: Duration) -> Self {
+        self.max_clock_skew = Some(skew);
+        self
+    }
+
     /// The name this runtime's attempts hold leases under, shown to other
     /// workers in [`Error::LeaseHeld`] (default: `pid<process id>-<random>`).
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
@@ -190,6 +215,7 @@ impl RuntimeBuilder {
         let clock: Arc<dyn Clock> = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         // The store reads leases by the runtime's clock, as the attempts do.
         store.use_clock(Arc::clone(&clock));
+        let lease = self.lease.unwrap_or(DEFAULT_LEASE);
         Ok(Runtime {
             shared: Arc::new(Shared {
                 memo: self.memo.ok_or_else(|| missing("a memo store"))?,
@@ -210,7 +236,8 @@ impl RuntimeBuilder {
                 draining: std::sync::atomic::AtomicBool::new(false),
                 due_now: tokio::sync::Notify::new(),
                 cost_ledger: !self.skip_cost_ledger,
-                lease: self.lease.unwrap_or(DEFAULT_LEASE),
+                lease,
+                max_clock_skew: self.max_clock_skew.unwrap_or(lease / 2),
                 worker_id: self.worker_id.unwrap_or_else(|| {
                     format!(
                         "pid{}-{:08x}",
@@ -271,11 +298,26 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_skew_told_is_kept_whatever_the_lease() {
+        let told = |skew| {
+            complete()
+                .lease(Duration::from_secs(30))
+                .max_clock_skew(skew)
+        };
+        let shared = told(Duration::from_secs(2)).build().unwrap().shared;
+        assert_eq!(shared.max_clock_skew_ms(), 2_000);
+        // Longer than the lease (every read kept), or without bound.
+        let shared = told(Duration::MAX).build().unwrap().shared;
+        assert_eq!(shared.max_clock_skew_ms(), u64::MAX);
+    }
+
+    #[test]
     fn unset_settings_take_their_defaults_and_out_of_range_ones_their_bounds() {
         let runtime = complete().build().unwrap();
         let shared = &runtime.shared;
         assert_eq!(runtime.retention(), DEFAULT_RETENTION);
         assert_eq!(shared.lease, DEFAULT_LEASE);
+        assert_eq!(shared.max_clock_skew, DEFAULT_LEASE / 2);
         assert_eq!(shared.timer_wait, DEFAULT_TIMER_WAIT);
         assert_eq!(shared.signal_poll_interval, DEFAULT_SIGNAL_POLL_INTERVAL);
         assert_eq!(shared.signal_wait, Duration::ZERO);
@@ -296,6 +338,7 @@ mod tests {
             .unwrap();
         let shared = &bounded.shared;
         assert_eq!(shared.lease, Duration::from_millis(3));
+        assert_eq!(shared.max_clock_skew, Duration::from_micros(1_500));
         assert_eq!(shared.recovery_concurrency, 1);
         assert!(shared.conditional_create_checked.is_none());
         assert_eq!(shared.worker_id, "w-1");

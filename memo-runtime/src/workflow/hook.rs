@@ -93,7 +93,7 @@ impl AttemptHook for StepAttempt {
 
     fn unread_is_absent(&self, key: &str) -> bool {
         self.lease.fence().attempt == 1
-            && self.lease.is_live_for_half(&self.shared)
+            && self.lease.outlasts_clock_skew(&self.shared)
             && !self
                 .written
                 .lock()

@@ -159,15 +159,16 @@ impl HeldLease {
         })
     }
 
-    /// Whether the lease is live with at least half the lease's length
-    /// left by the local clock now: a lease no store knows of
-    /// ([`detached`](Self::detached)) never is.
-    pub(super) fn is_live_for_half(&self, shared: &Shared) -> bool {
+    /// Whether more than the clock skew the runtime allows
+    /// (`RuntimeBuilder::max_clock_skew`) is left of the lease by the local
+    /// clock now: then it is live by every process's clock. A lease no
+    /// store knows of ([`detached`](Self::detached)) never is.
+    pub(super) fn outlasts_clock_skew(&self, shared: &Shared) -> bool {
         let until_ms = self.until_ms.load(Ordering::Acquire);
         let now_ms = shared.clock.now_ms();
         // A detached lease's expiry is 0: never live.
         crate::runtime_store::lease_is_live(until_ms, now_ms)
-            && until_ms.saturating_sub(now_ms) >= shared.lease_ms() / 2
+            && until_ms.saturating_sub(now_ms) > shared.max_clock_skew_ms()
     }
 
     /// Whether the lease is live by the local clock now.

@@ -321,6 +321,9 @@ struct Shared {
     recovery_concurrency: usize,
     /// How long an attempt holds its run without renewing.
     lease: Duration,
+    /// The most two processes' clocks may disagree
+    /// (`RuntimeBuilder::max_clock_skew`).
+    max_clock_skew: Duration,
     /// Who this runtime's attempts say they are, in their leases.
     worker_id: String,
     /// Set once the memo store has been seen to refuse a second create;
@@ -340,6 +343,10 @@ struct Shared {
 impl Shared {
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn max_clock_skew_ms(&self) -> u64 {
+        u64::try_from(self.max_clock_skew.as_millis()).unwrap_or(u64::MAX)
     }
 
     fn timer_wait_ms(&self) -> u64 {
