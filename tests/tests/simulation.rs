@@ -243,7 +243,9 @@ fn deployment() -> bool {
 
 /// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,sqlite,foreign-objects,sealed,standalone-memos,wrong-prefix-operator,slow-deletes,early-pointer-deletes,clock-skew,power-loss`:
 /// widens the world by the features named, one by one (to find which one
-/// a failure needs). `clock-skew` and `power-loss` are the worlds of
+/// a failure needs). `clock-skew=<seconds>` skews clocks by that much, not
+/// `SKEW` (each runtime is told twice it, as `Simulation::clock_skew`
+/// says). `clock-skew` and `power-loss` are the worlds of
 /// `with_skewed_clocks_deployment_histories_keep_every_invariant` and
 /// `with_power_losses_deployment_histories_keep_every_invariant`, for a
 /// survey (`MEMO_SIM_SURVEY`) of those. `slow-deletes` holds one delete in twenty in flight;
@@ -382,6 +384,12 @@ fn simulated_histories_keep_every_invariant() {
                         .parse()
                         .expect("MEMO_SIM_WORLD: slow-deletes=<share, 0 to 1>"),
                 ),
+                // `clock-skew=10`: clocks off by up to 10 s, not `SKEW`.
+                Some(("clock-skew", seconds)) => simulation.clock_skew(Duration::from_secs(
+                    seconds
+                        .parse()
+                        .expect("MEMO_SIM_WORLD: clock-skew=<seconds>"),
+                )),
                 _ => panic!("MEMO_SIM_WORLD: unknown feature {other:?}"),
             },
         };

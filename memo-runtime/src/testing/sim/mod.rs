@@ -375,6 +375,9 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// a lease live `max` ago at the latest, and an attempt counts as live
     /// for the one-live-attempt check for the lease less twice `max` (a
     /// process ahead may take a lease over that early from one behind).
+    /// Each worker's runtime is told twice `max` as the clocks' skew
+    /// ([`RuntimeBuilder::max_clock_skew`](crate::workflow::RuntimeBuilder::max_clock_skew)),
+    /// as a deployment that knows its clocks would tell it.
     /// Keep `max` well below the [`lease`](Self::lease). 0 (the default) draws nothing, so the
     /// worlds without it replay as before.
     #[must_use]

@@ -144,6 +144,13 @@ where
                     .without_jitter(),
             );
         let builder = compat::configure(builder, self.config.lease);
+        // Told the clocks' skew: two processes' clocks, each off the shared
+        // one by up to the world's skew either way, disagree by up to twice
+        // it. (Without skew, the runtime's default: half the lease.)
+        let builder = match self.config.clock_skew_ms {
+            0 => builder,
+            skew => builder.max_clock_skew(Duration::from_millis(skew.saturating_mul(2))),
+        };
         // With worker loops, an attempt suspends at every timer, for a
         // worker's poll to wake it.
         let builder = match &self.loops {
