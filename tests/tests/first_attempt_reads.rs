@@ -7,7 +7,9 @@
 //! retried try of the step), one in a later attempt, one with no more than
 //! the skew left of its lease (here, and as `attempt_leases` and
 //! `committed_effects` stage it), every call of a runtime told a skew as
-//! long as the lease, and every call outside a workflow.
+//! long as the lease, and every call outside a workflow. Clocks further
+//! apart than the skew the runtime assumes break the rule, and telling it
+//! mends that: two processes stage both.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -313,6 +315,76 @@ async fn a_runtime_told_a_skew_as_long_as_the_lease_reads_before_every_call() {
         };
         let out = runtime.run(&run("seeded"), &(), &workflow).await.unwrap();
         assert_eq!(Some(out), *seeded.lock().unwrap(), "the committed value");
+        assert_eq!(effects.load(Ordering::SeqCst), ran, "skew {skew:?}");
+    }
+}
+
+#[tokio::test]
+async fn told_the_skew_a_first_attempt_reads_what_a_process_whose_clock_is_ahead_committed() {
+    // Two processes on one store. A starts the run and stops in its step,
+    // before its call, with 35 s of its 60 s lease left by its clock. B's
+    // clock is 36 s ahead: the lease expired by it, so B takes the run
+    // over and commits the call's entry. Then A makes the call. Left at
+    // the default skew (30 s, under the clocks' 36), A skips the read and
+    // runs the body a second time (the trade the durability guide states);
+    // told the skew (40 s), A reads B's entry and the body ran once.
+    const T: u64 = 1_000_000;
+    for (skew, ran) in [(None, 2), (Some(Duration::from_secs(40)), 1)] {
+        let memo = Arc::new(CountingStore::new(InMemory::new()));
+        let runs = Arc::new(InMemory::new());
+        let (clock_a, clock_b) = (Arc::new(ManualClock::new(T)), Arc::new(ManualClock::new(T)));
+        let a = told(&memo, &runs, clock_a.clone(), skew);
+        let b = told(&memo, &runs, clock_b.clone(), skew);
+        let effects = Arc::new(AtomicU64::new(0));
+        let (arrived, go) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let gated = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let workflow = {
+            let (effects, arrived, go, gated) =
+                (effects.clone(), arrived.clone(), go.clone(), gated.clone());
+            Workflow::new("taken-over", move |ctx: Context, (): ()| {
+                let (effects, arrived, go, gated) =
+                    (effects.clone(), arrived.clone(), go.clone(), gated.clone());
+                Box::pin(async move {
+                    ctx.step("charge", move |memo| {
+                        let (effects, arrived, go, gated) =
+                            (effects.clone(), arrived.clone(), go.clone(), gated.clone());
+                        async move {
+                            // A's try stops here until B has run; B's goes on.
+                            if gated.swap(false, Ordering::SeqCst) {
+                                arrived.notify_one();
+                                go.notified().await;
+                            }
+                            effect(&memo, &effects, "charge").await
+                        }
+                    })
+                    .await
+                }) as Ran
+            })
+        };
+        let id = run("taken-over");
+        let first = tokio::spawn({
+            let (a, id, workflow) = (a.clone(), id.clone(), workflow.clone());
+            async move { a.run(&id, &(), &workflow).await }
+        });
+        tokio::time::timeout(Duration::from_secs(10), arrived.notified())
+            .await
+            .unwrap();
+        clock_a.advance_ms(25_000);
+        clock_b.advance_ms(61_000);
+        let out = tokio::time::timeout(Duration::from_secs(10), b.run(&id, &(), &workflow))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(out, 1, "B's attempt ran the call");
+        go.notify_one();
+        let stale = tokio::time::timeout(Duration::from_secs(10), first)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(stale.is_err(), "A lost the run: {stale:?}");
         assert_eq!(effects.load(Ordering::SeqCst), ran, "skew {skew:?}");
     }
 }
