@@ -542,6 +542,28 @@ fn with_pointer_deletes_landing_before_creates_deployment_seeds_that_broke_keep_
     }
 }
 
+/// Seeds of the deployment world with clocks 20 s off the shared one
+/// either way (`MEMO_SIM_WORLD=clock-skew=20`: two processes' clocks up to
+/// 40 s apart, beyond the 30 s lease) that broke with the workers'
+/// runtimes left at the default skew, half the lease (session 49): 162
+/// ran a side effect whose memo entry had committed again (a first
+/// attempt's call skipped its read, session 48's rule) and 547 started a
+/// step body outside a live lease. Told the skew, as the simulator tells
+/// them (`Simulation::clock_skew`), the first attempt reads before every
+/// call and neither breaks (RELIABILITY.md, "A clock skew the runtime is
+/// told").
+#[test]
+fn with_clocks_further_apart_than_the_default_skew_seeds_that_broke_keep_every_invariant() {
+    let simulation = order_simulation(true)
+        .deployment()
+        .clock_skew(Duration::from_secs(20));
+    for seed in [162, 547] {
+        if let Err(failure) = simulation.run_seed(seed) {
+            panic!("seed {seed}: {failure:?}");
+        }
+    }
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     replays_exactly(&order_simulation(true), 1..4);
