@@ -551,7 +551,10 @@ fn with_pointer_deletes_landing_before_creates_deployment_seeds_that_broke_keep_
 /// step body outside a live lease. Told the skew, as the simulator tells
 /// them (`Simulation::clock_skew`), the first attempt reads before every
 /// call and neither breaks (RELIABILITY.md, "A clock skew the runtime is
-/// told").
+/// told"): 162 because the read finds the other attempt's entry; 547 only
+/// because those reads change its history, as no setting can keep a
+/// lease shorter than the clocks' skew live by every clock (the durability
+/// guide sizes the lease above the skew).
 #[test]
 fn with_clocks_further_apart_than_the_default_skew_seeds_that_broke_keep_every_invariant() {
     let simulation = order_simulation(true)
