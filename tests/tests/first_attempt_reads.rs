@@ -235,42 +235,28 @@ fn calls_then_late_ones(
     })
 }
 
+/// The memo store's reads when a run of `calls_then_late_ones` moves the
+/// clock to 11 s, then 10 s, before the end of its 60 s lease, on a
+/// runtime told `skew` (or at the default).
+async fn reads_of_late_calls(skew: Option<Duration>) -> u64 {
+    let memo = Arc::new(CountingStore::new(InMemory::new()));
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let runtime = told(&memo, &Arc::new(InMemory::new()), clock.clone(), skew);
+    let effects = Arc::new(AtomicU64::new(0));
+    let late = (LEASE - Duration::from_secs(11)).as_millis() as u64;
+    let workflow = calls_then_late_ones(&effects, &clock, late);
+    let out = runtime.run(&run("late"), &(), &workflow).await.unwrap();
+    assert_eq!(out, 6, "each call's body ran once");
+    reads(&memo.counts())
+}
+
 #[tokio::test]
 async fn a_call_reads_its_entry_once_no_more_than_the_skew_is_left_of_the_lease() {
-    // Told a skew of 10 s (the lease is 60): a call with 11 s of the lease
-    // left skips its read, one with 10 s left reads.
-    let skew = Duration::from_secs(10);
-    let left = LEASE - skew - Duration::from_secs(1);
-    let memo = Arc::new(CountingStore::new(InMemory::new()));
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    let runtime = told(&memo, &Arc::new(InMemory::new()), clock.clone(), Some(skew));
-    let effects = Arc::new(AtomicU64::new(0));
-    let workflow = calls_then_late_ones(&effects, &clock, left.as_millis() as u64);
-    assert_eq!(
-        runtime
-            .run(&run("skew-told"), &(), &workflow)
-            .await
-            .unwrap(),
-        6
-    );
-    let counts = memo.counts();
-    assert_eq!(reads(&counts), 1, "the last call alone reads: {counts:?}");
-
-    // With the default skew, half the lease (30 s), both late calls read.
-    let memo = Arc::new(CountingStore::new(InMemory::new()));
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    let runtime = told(&memo, &Arc::new(InMemory::new()), clock.clone(), None);
-    let effects = Arc::new(AtomicU64::new(0));
-    let workflow = calls_then_late_ones(&effects, &clock, left.as_millis() as u64);
-    assert_eq!(
-        runtime
-            .run(&run("skew-default"), &(), &workflow)
-            .await
-            .unwrap(),
-        6
-    );
-    let counts = memo.counts();
-    assert_eq!(reads(&counts), 2, "both late calls read: {counts:?}");
+    // Told a skew of 10 s: the call with 11 s of the lease left skips its
+    // read, the one with 10 s left reads.
+    assert_eq!(reads_of_late_calls(Some(Duration::from_secs(10))).await, 1);
+    // At the default skew, half the lease (30 s), both late calls read.
+    assert_eq!(reads_of_late_calls(None).await, 2);
 }
 
 #[tokio::test]
