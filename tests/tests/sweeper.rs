@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::TryStreamExt;
+use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::runtime_store::{
     Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, RunRecord, RunStatus,
@@ -608,6 +609,90 @@ async fn two_sweepers_rechecking_one_swept_run_at_once_both_finish_it() {
             "{name}: {left:?}"
         );
     }
+}
+
+/// The interleaving of two sweepers' rechecks that made the test above
+/// fail once in CI, staged: a fresh sweeper (a worker's, not yet proved
+/// its runtime store is the workers') lists a due recheck marker; before
+/// it looks for the deletion's tombstone, the sweeper that deleted the run
+/// rechecks it whole, forgetting the tombstone and deleting the marker.
+/// The fresh one then finds no tombstone: not a failure, since the marker
+/// is gone by the end of its pass (it was a failure, "is its prefix
+/// theirs?", before session 49). A marker with no tombstone that is still
+/// there at the end of the pass is one, and kept:
+/// `wrong_prefix_sweeps::a_recheck_through_another_prefix_keeps_its_marker_for_the_workers_sweep`.
+#[tokio::test]
+async fn a_recheck_another_sweeper_finishes_after_this_pass_listed_it_is_no_failure() {
+    let objects = Arc::new(InMemory::new());
+    let open = |objects: Arc<dyn ObjectStore>| {
+        let memo = MemoStore::new(Arc::clone(&objects), "memo");
+        let runs: Arc<dyn RuntimeStore> = Arc::new(
+            memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(objects, "runs"),
+        );
+        let sweeper = RetentionSweeper::builder(memo.clone(), RETENTION)
+            .runtime_store(Arc::clone(&runs))
+            .build();
+        (memo, runs, sweeper)
+    };
+    let (memo, runs, first) = open(objects.clone());
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+    assert_eq!(first.sweep_once(NOW).await.unwrap().runs_cleared, 1);
+    memo.memo_for(&id, old, 0).put("late", b"v").await.unwrap();
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+
+    // The fresh sweeper's runtime store: its HEAD of the tombstone waits
+    // for the first sweeper's whole pass, run on a thread of its own.
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let finished = Arc::new(Mutex::new(None));
+    faulty.inject(FaultRule::fail_before(RequestKind::Head).matching({
+        let (first, finished) = (first.clone(), finished.clone());
+        move |path| {
+            if path.as_ref().contains("tombstones/") && finished.lock().unwrap().is_none() {
+                let first = first.clone();
+                let report = std::thread::spawn(move || {
+                    tokio::runtime::Runtime::new()
+                        .unwrap()
+                        .block_on(first.sweep_once(due))
+                        .unwrap()
+                })
+                .join()
+                .unwrap();
+                *finished.lock().unwrap() = Some(report);
+            }
+            false
+        }
+    }));
+    let second = RetentionSweeper::builder(memo.clone(), RETENTION)
+        .runtime_store(Arc::new(
+            memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(faulty.clone(), "runs"),
+        ))
+        .build();
+    let report = second.sweep_once(due).await.unwrap();
+    let theirs = finished
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the first sweeper ran meanwhile");
+    assert_eq!(
+        (theirs.rechecks_due, theirs.late_objects_deleted),
+        (1, 1),
+        "{theirs:?}"
+    );
+    assert_eq!(
+        (report.recheck_failures, report.rechecks_due),
+        (0, 0),
+        "the fresh sweeper found the recheck done: {report:?}"
+    );
+    let rechecks: Vec<_> = objects
+        .list(Some(&memo_runtime::object_store::path::Path::from(
+            "memo/rechecks",
+        )))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(rechecks.is_empty(), "{rechecks:?}");
 }
 
 /// `recheck_after(Duration::MAX)` saturates: the sweep does not overflow,

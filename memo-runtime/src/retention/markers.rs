@@ -320,6 +320,20 @@ impl Markers {
         .boxed()
     }
 
+    /// Whether `marker` is stored (one `HEAD`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if the request fails.
+    pub(crate) async fn holds(&self, marker: &TerminalMarker) -> Result<bool> {
+        let path = self.marker_path(marker);
+        match self.store.store().head(&path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(Error::store(&path, e)),
+        }
+    }
+
     /// Deletes `marker`. Deleting a marker that is already gone succeeds.
     ///
     /// # Errors

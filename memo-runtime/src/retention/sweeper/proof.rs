@@ -227,8 +227,8 @@ impl RetentionSweeper {
         })
     }
 
-    /// That this pass's runtime store is the one that deleted the
-    /// incarnation, before its recheck (the `recheck` module): proved
+    /// Whether this pass's runtime store is proved the one that deleted
+    /// the incarnation, before its recheck (the `recheck` module): proved
     /// already, or holding the deletion's trace (a tombstone, which proves
     /// the store then). A store that holds no trace and is not proved may
     /// be one at another prefix (seed 30657 of session 47's deployment
@@ -236,35 +236,44 @@ impl RetentionSweeper {
     /// rechecked a run the workers' sweep had deleted, cleared nothing of
     /// it there, and deleted the recheck marker, so the record a stale
     /// attempt had put back in the workers' store, before it died, was
-    /// left for good): an error, so that the marker stays for a pass of
-    /// the workers' store. One `HEAD` a recheck, made only until the
-    /// store is proved.
-    pub(super) async fn check_deleted_by_this_store(
+    /// left for good); or the workers' own, whose tombstone another
+    /// sweeper's recheck of the same marker forgot since this pass listed
+    /// it: `false`, and the pass looks again at its end
+    /// ([`unrechecked`]). One `HEAD` a recheck, made only until the store
+    /// is proved.
+    pub(super) async fn deleted_by_this_store(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let Some(store) = &self.config.runtime_store else {
-            return Ok(());
+            return Ok(true);
         };
         if self.proves_store() {
-            return Ok(());
+            return Ok(true);
         }
         match store.holds_deletion(run_id, incarnation).await? {
             Some(true) => {
                 self.store_proved();
-                Ok(())
+                Ok(true)
             }
-            None => Ok(()),
-            Some(false) => Err(Error::Conflict {
-                what: format!("run {run_id}"),
-                reason: format!(
-                    "its recheck marker names incarnation {incarnation}, of which the runtime \
-                     store holds no deletion, and the store is not proved the workers' (is its \
-                     prefix theirs?); nothing was rechecked and the marker is kept"
-                ),
-            }),
+            None => Ok(true),
+            Some(false) => Ok(false),
         }
+    }
+}
+
+/// The failure a recheck marker is reported with when its incarnation's
+/// deletion is still unproven at the end of the pass and the marker is
+/// still there (no other sweeper finished it).
+pub(super) fn unrechecked(run_id: &RunId, incarnation: Incarnation) -> Error {
+    Error::Conflict {
+        what: format!("run {run_id}"),
+        reason: format!(
+            "its recheck marker names incarnation {incarnation}, of which the runtime \
+             store holds no deletion, and the store is not proved the workers' (is its \
+             prefix theirs?); nothing was rechecked and the marker is kept"
+        ),
     }
 }
 

@@ -41,8 +41,14 @@
 //! store. So a pass rechecks only through a runtime store proved the
 //! workers' (the `proof` module) or one that holds the deletion's trace,
 //! its tombstone ([`RuntimeStore::holds_deletion`]); otherwise it keeps
-//! the marker, counted as a failure (seed 30657 of session 47's
-//! deployment survey).
+//! the marker to the end of the pass, rechecks it then if the pass proved
+//! its store meanwhile, and else counts it a failure and keeps it (seed
+//! 30657 of session 47's deployment survey), unless the marker is gone by
+//! then (a `HEAD`): another sweeper rechecked it and forgot its tombstone
+//! after this pass listed it, which is no failure (two sweepers at once,
+//! as every worker runs one: a flake of
+//! `sweeper::two_sweepers_rechecking_one_swept_run_at_once_both_finish_it`
+//! in CI, session 49).
 //!
 //! What it does not close: a write that lands after the recheck, from a
 //! writer stalled for longer than `recheck_after` between its last check
@@ -54,7 +60,8 @@
 //! Cost: one conditional create per workflow run swept; then, per recheck,
 //! a `HEAD` of the tombstone while the pass's store is not proved (a
 //! sweeper keeps the proof once found: a worker's sweeper found it in the
-//! pass that deleted the run), a listing of its memo folder (and of its
+//! pass that deleted the run; a tombstone not found costs a `HEAD` of the
+//! marker at the end of the pass too), a listing of its memo folder (and of its
 //! step-output folder if the store holds step-output entries of the
 //! previous layout at all: the pass asks once), a read of the run's pointer, a listing of its runtime folder and
 //! one `delete_stream` of what that holds and of its status hints, a `HEAD`
@@ -75,7 +82,7 @@ use futures::stream::StreamExt;
 /// as one S3 `DeleteObjects` request takes.
 const RECHECK_BATCH: usize = 1_000;
 
-use super::{PassFolders, RetentionSweeper, SweepReport, forget_data_key};
+use super::{PassFolders, RetentionSweeper, SweepReport, forget_data_key, proof};
 use crate::error::Result;
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
@@ -115,36 +122,75 @@ impl RetentionSweeper {
     /// counted in [`SweepReport::recheck_failures`]; its marker is kept for
     /// the next pass. The markers of rechecks that succeeded are deleted
     /// [`RECHECK_BATCH`] at a time, each batch in one `delete_stream`.
+    ///
+    /// A marker whose deletion the pass's store is not proved to have made
+    /// waits for the end of the pass: rechecked then if the pass proved its
+    /// store meanwhile; else passed over if the marker is gone (another
+    /// sweeper, as every worker runs one, rechecked it and forgot the
+    /// deletion's tombstone after this pass listed it), and a failure if it
+    /// is still there.
     pub(super) async fn recheck_swept(
         &self,
         now_ms: u64,
         report: &mut SweepReport,
         folders: &PassFolders,
     ) {
-        let mut outcomes = self
+        let markers = self
             .config
             .memo_store
             .recheck_markers()
-            .expired(now_ms.saturating_add(1))
+            .expired(now_ms.saturating_add(1));
+        let mut unproven = self.recheck_all(markers, report, folders).await;
+        if self.proves_store() && !unproven.is_empty() {
+            let again = futures::stream::iter(unproven.into_iter().map(Ok)).boxed();
+            unproven = self.recheck_all(again, report, folders).await;
+        }
+        for marker in unproven {
+            let markers = self.config.memo_store.recheck_markers();
+            let error = match markers.holds(&marker).await {
+                Ok(false) => {
+                    tracing::debug!(run_id = %marker.run_id,
+                        "a swept run was rechecked by another sweeper meanwhile");
+                    continue;
+                }
+                Ok(true) => proof::unrechecked(&marker.run_id, marker.incarnation),
+                Err(error) => error,
+            };
+            tracing::warn!(%error, "a recheck of a swept run failed; the next pass tries again");
+            report.recheck_failures += 1;
+        }
+    }
+
+    /// Rechecks the runs of `markers` (see [`recheck_swept`](Self::recheck_swept)),
+    /// and returns those whose store is not proved yet.
+    async fn recheck_all(
+        &self,
+        markers: futures::stream::BoxStream<'static, Result<TerminalMarker>>,
+        report: &mut SweepReport,
+        folders: &PassFolders,
+    ) -> Vec<TerminalMarker> {
+        let mut outcomes = markers
             .map(|marker| async move {
                 let marker = marker?;
                 if self.config.dry_run {
-                    return Ok((0, None));
+                    return Ok((None, None));
                 }
-                let late = self.recheck(&marker, folders).await;
-                Ok::<_, crate::Error>((late?, Some(marker)))
+                let late = self.recheck(&marker, folders).await?;
+                Ok::<_, crate::Error>((late, Some(marker)))
             })
             .buffer_unordered(self.config.concurrency);
         let mut rechecked = Vec::new();
+        let mut unproven = Vec::new();
         while let Some(outcome) = outcomes.next().await {
             match outcome {
-                Ok((late, Some(marker))) => {
+                Ok((Some(late), Some(marker))) => {
                     rechecked.push((marker, late));
                     if rechecked.len() == RECHECK_BATCH {
                         self.delete_rechecked(std::mem::take(&mut rechecked), report)
                             .await;
                     }
                 }
+                Ok((None, Some(marker))) => unproven.push(marker),
                 // A dry run: counted, nothing deleted.
                 Ok((_, None)) => report.rechecks_due += 1,
                 Err(error) => {
@@ -155,6 +201,7 @@ impl RetentionSweeper {
         }
         drop(outcomes);
         self.delete_rechecked(rechecked, report).await;
+        unproven
     }
 
     /// Forgets the deletions of rechecks that found and deleted what each
@@ -229,16 +276,22 @@ impl RetentionSweeper {
     }
 
     /// One recheck: what it deleted that a late writer left (memo entries,
-    /// and 1 for runtime records found again). The deletion's tombstone and
+    /// and 1 for runtime records found again), or `None` if the store is
+    /// not proved to have made the deletion (nothing done). The deletion's tombstone and
     /// the marker are left for the caller to delete with others'
     /// (`delete_rechecked`): last, so that a record of the run put back
     /// before then is taken back, not restored (see
     /// [`RuntimeStore::forget_deleted`]).
-    async fn recheck(&self, marker: &TerminalMarker, folders: &PassFolders) -> Result<usize> {
+    async fn recheck(
+        &self,
+        marker: &TerminalMarker,
+        folders: &PassFolders,
+    ) -> Result<Option<usize>> {
         let config = &*self.config;
         let (run_id, incarnation) = (&marker.run_id, marker.incarnation);
-        self.check_deleted_by_this_store(run_id, incarnation)
-            .await?;
+        if !self.deleted_by_this_store(run_id, incarnation).await? {
+            return Ok(None);
+        }
         let folders = folders.get(&config.memo_store).await;
         let mut late = config
             .memo_store
@@ -250,6 +303,6 @@ impl RetentionSweeper {
             late += 1;
         }
         forget_data_key(config, run_id, incarnation).await?;
-        Ok(late)
+        Ok(Some(late))
     }
 }
