@@ -624,17 +624,13 @@ async fn two_sweepers_rechecking_one_swept_run_at_once_both_finish_it() {
 #[tokio::test]
 async fn a_recheck_another_sweeper_finishes_after_this_pass_listed_it_is_no_failure() {
     let objects = Arc::new(InMemory::new());
-    let open = |objects: Arc<dyn ObjectStore>| {
-        let memo = MemoStore::new(Arc::clone(&objects), "memo");
-        let runs: Arc<dyn RuntimeStore> = Arc::new(
-            memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(objects, "runs"),
-        );
-        let sweeper = RetentionSweeper::builder(memo.clone(), RETENTION)
-            .runtime_store(Arc::clone(&runs))
-            .build();
-        (memo, runs, sweeper)
-    };
-    let (memo, runs, first) = open(objects.clone());
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs: Arc<dyn RuntimeStore> = Arc::new(
+        memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(objects.clone(), "runs"),
+    );
+    let first = RetentionSweeper::builder(memo.clone(), RETENTION)
+        .runtime_store(Arc::clone(&runs))
+        .build();
     let id = run("order-1");
     let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
     seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
@@ -664,7 +660,8 @@ async fn a_recheck_another_sweeper_finishes_after_this_pass_listed_it_is_no_fail
             false
         }
     }));
-    let second = RetentionSweeper::builder(memo.clone(), RETENTION)
+    // Another process: stores of its own over the same objects.
+    let second = RetentionSweeper::builder(MemoStore::new(objects.clone(), "memo"), RETENTION)
         .runtime_store(Arc::new(
             memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(faulty.clone(), "runs"),
         ))
