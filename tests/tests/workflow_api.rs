@@ -386,3 +386,142 @@ async fn a_step_body_uses_question_mark_on_any_error_and_its_failure_keeps_the_m
         memo_runtime::runtime_store::RunStatus::Failed
     );
 }
+
+/// Calls of [`overlapping`] in flight now, and the most at once.
+#[derive(Default)]
+struct InFlight {
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl InFlight {
+    async fn during(&self, work: impl std::future::Future<Output = ()>) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        work.await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Yields a few times, so that calls awaited together overlap if they can.
+async fn a_while() {
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[memo_runtime::memoized(skip(in_flight))]
+async fn overlapping(memo: &Memo, in_flight: &InFlight, n: u64) -> Result<u64, Error> {
+    in_flight.during(a_while()).await;
+    Ok(n * 2)
+}
+
+#[tokio::test]
+async fn steps_joined_execute_one_at_a_time_and_memoized_calls_joined_in_one_step_at_once() {
+    // The guide's claim: steps awaited together take their positions in
+    // the order first polled and execute one after another (a step holds
+    // the run's position until it commits); calls that should run at once
+    // are `#[memoized]` calls joined inside one step's body.
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    let steps = Arc::new(InFlight::default());
+    let calls = Arc::new(InFlight::default());
+    let workflow = Workflow::new("fan-out", {
+        let (steps, calls) = (steps.clone(), calls.clone());
+        move |ctx: Context, n: u64| {
+            let (steps, calls) = (steps.clone(), calls.clone());
+            async move {
+                let (steps, calls) = (&*steps, &*calls);
+                let (a, b) = futures::try_join!(
+                    ctx.step("left", |_memo| async move {
+                        steps.during(a_while()).await;
+                        Ok::<_, Error>(n)
+                    }),
+                    ctx.step("right", |_memo| async move {
+                        steps.during(a_while()).await;
+                        Ok::<_, Error>(n + 1)
+                    }),
+                )?;
+                let (c, d) = ctx
+                    .step("both", |memo| async move {
+                        futures::try_join!(
+                            overlapping(&memo, calls, a),
+                            overlapping(&memo, calls, b)
+                        )
+                    })
+                    .await?;
+                Ok::<_, Error>(c + d)
+            }
+        }
+    });
+
+    let out: u64 = runtime.run(&run("fan-out-1"), &7, &workflow).await.unwrap();
+
+    assert_eq!(out, 14 + 16);
+    assert_eq!(
+        steps.most.load(Ordering::SeqCst),
+        1,
+        "joined steps ran one at a time"
+    );
+    assert_eq!(
+        calls.most.load(Ordering::SeqCst),
+        2,
+        "joined calls in one step ran at once"
+    );
+}
+
+#[tokio::test]
+async fn a_step_joined_with_one_that_fails_for_good_takes_no_position_and_the_fallback_replays() {
+    // `try_join!` drops the second step once the first fails; executed one
+    // at a time, the second never took a position, so the compensation
+    // after the join takes the next one in this attempt and in every
+    // replay, where the failure returns at once.
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let runtime = runtime(&clock);
+    let calls = Arc::new(Calls::default());
+    let workflow = Workflow::new("order", {
+        let calls = calls.clone();
+        move |ctx: Context, n: u64| {
+            let calls = calls.clone();
+            async move {
+                let reserved = &calls.right;
+                let joined = futures::try_join!(
+                    ctx.step("charge", |_memo| async move {
+                        a_while().await;
+                        Err::<u64, _>(std::io::Error::other("card declined"))
+                    }),
+                    ctx.step("reserve", |_memo| async move {
+                        reserved.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, std::io::Error>(n)
+                    }),
+                );
+                if joined.is_err() {
+                    ctx.step("release", |_memo| async move { Ok::<_, Error>(()) })
+                        .await?;
+                }
+                let go: bool = ctx.wait_for_signal("go").await?;
+                Ok::<_, BoxError>(go)
+            }
+        }
+    });
+
+    let first = runtime.run(&run("order-1"), &7, &workflow).await;
+    assert!(
+        matches!(&first, Err(e) if e.downcast_ref::<Error>().is_some_and(|e| matches!(e, Error::Suspended { .. }))),
+        "{first:?}"
+    );
+    runtime.signal(&run("order-1"), "go", &true).await.unwrap();
+    let resumed = runtime.run(&run("order-1"), &7, &workflow).await;
+
+    assert!(matches!(resumed, Ok(true)), "{resumed:?}");
+    assert_eq!(calls.right.load(Ordering::SeqCst), 0, "reserve never ran");
+    let steps: Vec<String> = runtime
+        .runtime_store()
+        .load_receipts(&run("order-1"), None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|receipt| receipt.step)
+        .collect();
+    assert_eq!(steps, ["charge", "release", "memo.wait:go", "signal:go"]);
+}
