@@ -818,3 +818,91 @@ async fn an_attempt_still_running_at_the_shutdown_deadline_is_dropped_and_taken_
     assert_eq!(status(&other, &id).await, RunStatus::Completed);
     assert_eq!(bodies.count("stuck", "second"), 1);
 }
+
+#[tokio::test]
+async fn a_poll_reports_a_run_whose_attempt_stopped_on_a_runtime_error_and_tries_it_again() {
+    // A run suspended on the code that waits for `go` and then runs
+    // `after`, woken by a worker whose code calls `before` first (a deploy
+    // without a patch, or a worker still on other code in a rolling one):
+    // its attempt stops on the non-determinism. The poll says so in
+    // `stopped` (as `Aborted`, with the reason; counted as resumed, as
+    // before), where it said nothing; the run stays open, and
+    // a worker on the right code ends it once that attempt's lease would
+    // have expired.
+    let (objects, clock, runtime, bodies) = one_process();
+    let waiter = waiter(bodies.clone());
+    let other = Workflow::new("waiter", |ctx: Context, (): ()| {
+        Box::pin(async move {
+            ctx.step("before", |_memo| async { Ok::<_, Error>(()) })
+                .await?;
+            ctx.wait_for_signal::<String>("go").await
+        }) as BoxedRun
+    });
+    let id = run("changed");
+    let first = runtime.run(&id, &(), &waiter).await;
+    assert!(matches!(first, Err(Error::Suspended { .. })), "{first:?}");
+    runtime.signal(&id, "go", "now").await.unwrap();
+
+    let wrong = Worker::builder(runtime.clone()).workflow(&other).build();
+    let report = wrong.wake_due().await.unwrap();
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert!(
+        matches!(&report.stopped[..], [(run_id, Error::Aborted { reason, .. })]
+            if *run_id == id && reason.starts_with("non-determinism in run changed at step 0")),
+        "{report:?}"
+    );
+    assert_eq!(status(&runtime, &id).await, RunStatus::Running);
+
+    clock.advance_ms(u64::try_from(LEASE.as_millis()).unwrap() + 1);
+    let right = Worker::builder(process(&objects, &clock))
+        .workflow(&waiter)
+        .build();
+    let report = right.wake_due().await.unwrap();
+    assert_eq!((report.resumed, report.stopped.len()), (1, 0), "{report:?}");
+    assert_eq!(status(&runtime, &id).await, RunStatus::Completed);
+    assert_eq!(bodies.count("changed", "after"), 1);
+}
+
+#[tokio::test]
+async fn a_recovery_reports_the_runtime_error_that_stopped_a_runs_attempt() {
+    // `Worker::recover` says `Ok(())` for a run whose attempt ran, and the
+    // runtime's error for one it stopped: a non-determinism met inside
+    // the workflow is such an error (as `Aborted`, with its reason), not
+    // an attempt that ran.
+    let (_, _, runtime, bodies) = one_process();
+    let waiter = waiter(bodies.clone());
+    let other = Workflow::new("waiter", |ctx: Context, (): ()| {
+        Box::pin(async move {
+            ctx.step("before", |_memo| async { Ok::<_, Error>(()) })
+                .await?;
+            ctx.wait_for_signal::<String>("go").await
+        }) as BoxedRun
+    });
+    let (id, waiting) = (run("changed"), run("waiting"));
+    for run_id in [&id, &waiting] {
+        let first = runtime.run(run_id, &(), &waiter).await;
+        assert!(matches!(first, Err(Error::Suspended { .. })), "{first:?}");
+    }
+    runtime.signal(&id, "go", "now").await.unwrap();
+
+    let recovery = Worker::builder(runtime.clone())
+        .workflow(&other)
+        .build()
+        .recover()
+        .await
+        .unwrap();
+    let result = |run_id: &RunId| {
+        let found = recovery.resumed.iter().find(|(r, _)| r == run_id);
+        found.map(|(_, result)| result)
+    };
+    assert!(
+        matches!(result(&id), Some(Err(Error::Aborted { reason, .. })) if reason.contains("non-determinism")),
+        "{recovery:?}"
+    );
+    // Still waiting for its signal: no attempt, as before.
+    assert!(
+        matches!(result(&waiting), Some(Err(Error::Suspended { .. }))),
+        "{recovery:?}"
+    );
+    assert_eq!(status(&runtime, &id).await, RunStatus::Running);
+}

@@ -40,6 +40,11 @@ impl AttemptInterruption {
         self.slot().take()
     }
 
+    /// The recorded interruption, left in place.
+    pub(super) fn peek(&self) -> Option<String> {
+        self.slot().clone()
+    }
+
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -247,9 +247,10 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
 /// One poll of `worker`: the errors it met, as messages.
 pub(super) async fn poll(worker: Worker) -> Vec<String> {
     match worker.wake_due().await {
-        Ok(report) => report
-            .failed
-            .into_iter()
+        // The runs it could not wake, and those whose attempt stopped on a
+        // runtime error: each checked as a delivery's error is.
+        Ok(report) => (report.failed.into_iter())
+            .chain(report.stopped)
             .map(|(_, error)| error.to_string())
             .collect(),
         Err(error) => vec![error.to_string()],

@@ -194,6 +194,17 @@ impl Context {
         self.inner.interruption.take()
     }
 
+    /// Why the runtime stopped this attempt, leaving its run open, if a
+    /// runtime error did (a non-determinism, a store fault in a step, a
+    /// lost lease): that error's message. `None` for an attempt that
+    /// suspended in a wait, which is the run's to make, not a stop.
+    pub(in crate::workflow) fn stopped_by(&self) -> Option<String> {
+        if self.inner.lease.suspended().is_some() {
+            return None;
+        }
+        self.inner.interruption.peek()
+    }
+
     /// Records a runtime-side failure, if it is transient (the run must not
     /// be failed for it), and converts it for the workflow.
     pub(super) fn interrupt<E: From<Error>>(&self, error: Error) -> E {

@@ -80,7 +80,20 @@ impl WorkerBuilder {
         let run = workflow.run.clone();
         let mut wrapped = Workflow::new(workflow.name.clone(), move |ctx: Context, input: I| {
             let run = run.clone();
-            async move { run(ctx, input).await.map_err(Driving::Workflow) }
+            async move {
+                run(ctx.clone(), input)
+                    .await
+                    .map_err(|e| match ctx.stopped_by() {
+                        // The runtime stopped the attempt and the run stays
+                        // open: its reason, for the worker's report, rather
+                        // than the workflow's rendering of it.
+                        Some(reason) => Driving::Runtime(Error::Aborted {
+                            run_id: ctx.run_id().to_string(),
+                            reason,
+                        }),
+                        None => Driving::Workflow(e),
+                    })
+            }
         });
         wrapped.version = workflow.version.clone();
         let drive: Drive = Arc::new(move |runtime: Runtime, record: RunRecord, superseded| {

@@ -248,6 +248,12 @@ pub struct WakeReport {
     /// Runs that could not be woken now (a store error), with the error;
     /// their entries stay, so the next poll tries again.
     pub failed: Vec<(RunId, Error)>,
+    /// Of the runs [`resumed`](Self::resumed), those whose attempt stopped
+    /// on a runtime error that leaves the run open (a non-determinism, as
+    /// a worker still on the old code meets in a rolling deploy; a lost
+    /// lease; a panic in the workflow), with the error. Its wake-up at
+    /// that attempt's lease expiry stays, so the run is tried again then.
+    pub stopped: Vec<(RunId, Error)>,
 }
 
 impl Worker {

@@ -98,6 +98,9 @@ pub(super) enum Woke {
     Busy,
     Unknown,
     Failed(RunId, Error),
+    /// An attempt started and stopped on a runtime error (the run stays
+    /// open, tried again when that attempt's lease would have expired).
+    Stopped(RunId, Error),
 }
 
 impl Worker {
@@ -214,6 +217,10 @@ impl Worker {
             Woke::Busy => report.busy += 1,
             Woke::Unknown => report.unknown += 1,
             Woke::Failed(run_id, e) => report.failed.push((run_id, e)),
+            Woke::Stopped(run_id, e) => {
+                report.resumed += 1;
+                report.stopped.push((run_id, e));
+            }
         }
     }
 
@@ -343,8 +350,8 @@ impl Worker {
             }
             Driven::Runtime(Error::LeaseHeld { .. }) => Woke::Busy,
             Driven::Runtime(e) => {
-                tracing::debug!(run_id = %first.run_id, error = %e, "a due run ended its attempt");
-                Woke::Resumed
+                tracing::debug!(run_id = %first.run_id, error = %e, "a due run's attempt stopped");
+                Woke::Stopped(first.run_id.clone(), e)
             }
         };
         self.forget(&entries).await;
