@@ -84,6 +84,9 @@ enum Version {
     Patched,
     /// email, `deprecate_patch("sms")`, sms, wait for "go", done.
     Deprecated,
+    /// The old code with steps after its last: done, then survey and a
+    /// wait for "bye".
+    Extended,
 }
 
 fn notify(version: Version, sms_sent: Arc<AtomicU64>) -> Code {
@@ -97,7 +100,7 @@ fn notify(version: Version, sms_sent: Arc<AtomicU64>) -> Code {
                     })
                     .await?;
                 let sms = match version {
-                    Version::Old => false,
+                    Version::Old | Version::Extended => false,
                     Version::Patched => ctx.patched("sms").await?,
                     Version::Deprecated => {
                         ctx.deprecate_patch("sms").await?;
@@ -116,6 +119,16 @@ fn notify(version: Version, sms_sent: Arc<AtomicU64>) -> Code {
                 ctx.wait_for_signal::<()>("go").await?;
                 ctx.step("done", |_memo| async move { Ok::<_, Error>(()) })
                     .await?;
+                if matches!(version, Version::Extended) {
+                    let surveys_sent = &sms_sent;
+                    sent += &ctx
+                        .step("survey", |_memo| async move {
+                            surveys_sent.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, Error>(", survey".to_string())
+                        })
+                        .await?;
+                    ctx.wait_for_signal::<()>("bye").await?;
+                }
                 Ok(sent)
             })
         });
@@ -212,4 +225,92 @@ async fn removing_a_patch_that_open_runs_took_is_non_determinism() {
         ),
         "{resumed:?}"
     );
+}
+
+#[tokio::test]
+async fn in_a_rolling_deploy_the_old_code_leaves_a_run_the_new_code_patched_to_the_new_code() {
+    // Old and new workers side by side on one store: the new code took
+    // the run down the patched branch; a worker still on the old code
+    // that resumes it stops at the marker, records nothing and leaves the
+    // run open; a worker on the new code then ends it, the SMS sent once.
+    let deploy = Deploy::new();
+    let old = notify(Version::Old, deploy.sms_sent.clone());
+    let patched = notify(Version::Patched, deploy.sms_sent.clone());
+    deploy.start("rolling", &patched).await;
+    let run_id = RunId::new("rolling").unwrap();
+    deploy.runtime.signal(&run_id, "go", &()).await.unwrap();
+    let recorded = deploy.steps("rolling").await;
+
+    for _ in 0..2 {
+        let on_old = deploy
+            .runtime
+            .run(&run_id, &"rolling".to_string(), &old)
+            .await;
+        assert!(
+            matches!(&on_old, Err(e @ Error::NonDeterminism { .. }) if !e.fails_run()),
+            "{on_old:?}"
+        );
+        let run = deploy.store.load_run(&run_id).await.unwrap().unwrap();
+        assert!(!run.status.is_terminal(), "{:?}", run.status);
+        assert_eq!(deploy.steps("rolling").await, recorded);
+    }
+
+    let out = deploy
+        .runtime
+        .run(&run_id, &"rolling".to_string(), &patched)
+        .await
+        .unwrap();
+    assert_eq!(out, "email to rolling, sms");
+    assert_eq!(deploy.sms_sent.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn in_a_rolling_deploy_the_old_code_may_end_a_run_the_new_code_took_past_its_end() {
+    // Steps added after the last need no patch (every open run reaches
+    // them at its end), but while old workers still run beside new ones,
+    // a worker on the old code that resumes a run the new code took into
+    // them replays up to its own end and ends the run there: the new
+    // steps ran once, stay recorded, and the output is the old code's.
+    let deploy = Deploy::new();
+    let old = notify(Version::Old, deploy.sms_sent.clone());
+    let extended = notify(Version::Extended, deploy.sms_sent.clone());
+    deploy.start("extended", &extended).await;
+    let run_id = RunId::new("extended").unwrap();
+    deploy.runtime.signal(&run_id, "go", &()).await.unwrap();
+    let waits = deploy
+        .runtime
+        .run(&run_id, &"extended".to_string(), &extended)
+        .await;
+    assert!(
+        matches!(waits, Err(Error::Suspended { ref signal, .. }) if signal == "bye"),
+        "{waits:?}"
+    );
+    // Its "bye" comes, and a worker still on the old code takes the run.
+    deploy.runtime.signal(&run_id, "bye", &()).await.unwrap();
+
+    let out = deploy
+        .runtime
+        .run(&run_id, &"extended".to_string(), &old)
+        .await
+        .unwrap();
+
+    assert_eq!(out, "email to extended");
+    assert_eq!(
+        deploy.sms_sent.load(Ordering::SeqCst),
+        1,
+        "the survey ran once"
+    );
+    assert_eq!(
+        deploy.steps("extended").await,
+        [
+            "email",
+            "memo.wait:go",
+            "signal:go",
+            "done",
+            "survey",
+            "memo.wait:bye"
+        ]
+    );
+    let run = deploy.store.load_run(&run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
 }

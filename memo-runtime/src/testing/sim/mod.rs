@@ -223,8 +223,12 @@ struct Config {
     /// ([`Simulation::power_loss`]).
     power_loss: f64,
     /// The poll at which every worker restarts with the new code
-    /// ([`Simulation::deploy_at`]).
+    /// ([`Simulation::deploy_at`]), or the first does
+    /// ([`Simulation::rolling_deploy_at`]).
     deploy_at: Option<u64>,
+    /// With a rolling deploy, the polls between two workers' restarts
+    /// ([`Simulation::rolling_deploy_at`]).
+    roll_every: Option<u64>,
 }
 
 impl Config {
@@ -319,6 +323,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 clock_skew_ms: 0,
                 power_loss: 0.0,
                 deploy_at: None,
+                roll_every: None,
             },
             signals: Vec::new(),
             check: None,

@@ -24,6 +24,11 @@ pub struct History {
     /// Status hints and due-run entries that a power loss brought back
     /// after their delete ([`Simulation::power_loss`]).
     pub undone_deletes: u64,
+    /// Attempts of a worker still on the old code, during a rolling deploy
+    /// ([`Simulation::rolling_deploy_at`]), that met a history the new code
+    /// wrote ([`Error::NonDeterminism`](crate::Error::NonDeterminism)),
+    /// leaving the run open for a worker on the new code.
+    pub old_code_conflicts: u64,
 }
 
 /// What [`Simulation::run_seeds`] ran.
@@ -42,6 +47,9 @@ pub struct Summary {
     pub crashes: u64,
     /// Deletes that power losses undid, over all histories.
     pub undone_deletes: u64,
+    /// Attempts of a worker on the old code that met a history the new
+    /// code wrote, over all histories ([`History::old_code_conflicts`]).
+    pub old_code_conflicts: u64,
 }
 
 impl Summary {
@@ -52,6 +60,7 @@ impl Summary {
         self.faults += history.faults;
         self.crashes += history.crashes;
         self.undone_deletes += history.undone_deletes;
+        self.old_code_conflicts += history.old_code_conflicts;
     }
 }
 
@@ -67,6 +76,13 @@ impl fmt::Display for Summary {
                 f,
                 ", {} deletes undone by power losses",
                 self.undone_deletes
+            )?;
+        }
+        if self.old_code_conflicts > 0 {
+            write!(
+                f,
+                ", {} attempts on the old code met a history the new code wrote",
+                self.old_code_conflicts
             )?;
         }
         Ok(())

@@ -78,7 +78,9 @@ where
                 }
             }
         }
-        if let Err(error) = runtime.recover(self.workflow).await {
+        // Every worker runs the new code of a rolling deploy by now.
+        let workflow = self.new_workflow.unwrap_or(self.workflow);
+        if let Err(error) = runtime.recover(workflow).await {
             self.checker
                 .event(format!("the last recover fails: {error}"));
         }

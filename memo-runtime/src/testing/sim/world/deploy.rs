@@ -1,10 +1,15 @@
-//! A deploy in the middle of a simulated history
-//! ([`Simulation::deploy_at`]): at a chosen poll every worker stops where it
-//! is, as a deploy's restart kills a process, and starts again with the new
-//! code, then recovers its runs; [`Ledger::deployed`] tells the workflow
-//! which code it is. The history's invariants are the usual ones: a deploy
-//! that patches its workflow correctly ([`Context::patched`]) leaves every
-//! run to end, with no non-determinism and no side effect run twice.
+//! A deploy in the middle of a simulated history: at a chosen poll every
+//! worker stops where it is, as a deploy's restart kills a process, and
+//! starts again with the new code, then recovers its runs
+//! ([`Simulation::deploy_at`]); or the workers restart one after another,
+//! the old code and the new one driving runs side by side meanwhile, as a
+//! rolling deploy does ([`Simulation::rolling_deploy_at`]).
+//! [`Ledger::deployed`] tells the workflow which code it is. The history's
+//! invariants are the usual ones: a deploy that patches its workflow
+//! correctly ([`Context::patched`]) leaves every run to end, with no side
+//! effect run twice and no non-determinism but the old code's, in a rolling
+//! deploy, meeting a run the new code took down its patched branch (that
+//! attempt stops and leaves the run open, for a worker on the new code).
 //!
 //! [`Context::patched`]: crate::workflow::Context::patched
 
@@ -15,7 +20,7 @@ use serde::de::DeserializeOwned;
 
 use super::World;
 use crate::testing::sim::{Event, Ledger, Simulation};
-use crate::workflow::WorkflowFn;
+use crate::workflow::{Workflow, WorkflowFn};
 
 impl<I, O, Mk> Simulation<I, O, Mk> {
     /// Deploys new code at poll `poll` of each history (before the faults
@@ -33,13 +38,42 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     #[must_use]
     pub fn deploy_at(mut self, poll: u64) -> Self {
         self.config.deploy_at = Some(poll);
+        self.config.roll_every = None;
+        self
+    }
+
+    /// Deploys new code as a rolling deploy does: at poll `poll` worker 0
+    /// is stopped where it is and restarted with the new code, `every`
+    /// polls later worker 1, and so on (all of them before the faults
+    /// stop). Meanwhile the workers not restarted yet drive runs with the
+    /// old code, beside those on the new one, on the same store: each
+    /// worker's workflow is made with a [`Ledger`] whose
+    /// [`deployed`](Ledger::deployed) says which code it runs.
+    ///
+    /// A worker on the old code that meets a history the new code wrote (a
+    /// patch's marker where it calls a step) stops its attempt with
+    /// [`Error::NonDeterminism`](crate::Error::NonDeterminism), and the run
+    /// stays open: that is what a rolling deploy meets, and it is counted
+    /// ([`History::old_code_conflicts`](super::History::old_code_conflicts)),
+    /// not taken for a broken invariant. A non-determinism of the new code
+    /// still is one, and every run must still end, with every other
+    /// invariant kept.
+    ///
+    /// With [`worker_loops`](Self::worker_loops), the workflow factory is
+    /// called once per code: each worker's loop registers its own.
+    #[must_use]
+    pub fn rolling_deploy_at(mut self, poll: u64, every: u64) -> Self {
+        self.config.deploy_at = Some(poll);
+        self.config.roll_every = Some(every);
         self
     }
 }
 
 impl Ledger {
-    /// Whether the history's deploy ([`Simulation::deploy_at`]) has
-    /// happened: the workers run the new code. Always `false` without one.
+    /// Whether the code this ledger was handed to is the new code of the
+    /// history's deploy: after [`Simulation::deploy_at`]'s deploy, every
+    /// workflow's; in a [`Simulation::rolling_deploy_at`], the workflow of
+    /// a worker restarted by the deploy. Always `false` without a deploy.
     pub fn deployed(&self) -> bool {
         self.deployed.load(Ordering::Acquire)
     }
@@ -54,10 +88,20 @@ where
 {
     /// The deploy, once its poll has come: every worker stops and starts
     /// again on the new code, and recovers its runs (one worker, unless
-    /// concurrent deliveries are simulated).
+    /// concurrent deliveries are simulated); in a rolling deploy, the next
+    /// worker whose turn has come.
     pub(super) fn deploy_when_due(&mut self) {
-        let due = self.config.deploy_at.is_some_and(|at| self.polls >= at);
-        if !due || self.deployed.load(Ordering::Acquire) {
+        let Some(at) = self.config.deploy_at else {
+            return;
+        };
+        if let Some(every) = self.config.roll_every {
+            let turn = at.saturating_add(every.saturating_mul(self.rolled as u64));
+            if self.polls >= turn {
+                self.roll_next();
+            }
+            return;
+        }
+        if self.polls < at || self.deployed.load(Ordering::Acquire) {
             return;
         }
         for worker in 0..self.workers.len() {
@@ -71,7 +115,7 @@ where
         self.checker
             .event("deploy: every worker restarts with the new code".into());
         for worker in 0..self.workers.len() {
-            let started = self.start_worker(self.config.has(Event::StoreFault));
+            let started = self.start_worker(worker, self.config.has(Event::StoreFault));
             self.workers[worker] = Some(started);
             self.checker.event(format!("worker {worker} restarts"));
         }
@@ -82,6 +126,57 @@ where
         };
         for worker in 0..recovering {
             self.recover(worker);
+        }
+    }
+
+    /// The rest of a rolling deploy, at once: before the faults stop, every
+    /// worker runs the new code.
+    pub(super) fn finish_rolling_deploy(&mut self) {
+        if self.config.roll_every.is_some() {
+            while self.rolled < self.workers.len() {
+                self.roll_next();
+            }
+        }
+    }
+
+    /// The next worker of a rolling deploy stops where it is and restarts
+    /// on the new code, and recovers its runs (as a worker's start-up
+    /// does).
+    fn roll_next(&mut self) {
+        let worker = self.rolled;
+        if worker >= self.workers.len() {
+            return;
+        }
+        self.rolled += 1;
+        if self.workers[worker].is_some() {
+            self.crash(worker);
+        }
+        self.checker.event(format!(
+            "rolling deploy: worker {worker} restarts with the new code"
+        ));
+        let started = self.start_worker(worker, self.config.has(Event::StoreFault));
+        self.workers[worker] = Some(started);
+        if self.loops.is_none() {
+            self.recover(worker);
+        }
+    }
+
+    /// Whether worker `worker` runs the new code of a rolling deploy.
+    pub(super) fn on_new_code(&self, worker: usize) -> bool {
+        worker < self.rolled
+    }
+
+    /// Whether worker `worker` still runs the old code while a rolling
+    /// deploy has put the new code on some other worker.
+    pub(super) fn on_old_code_beside_new(&self, worker: usize) -> bool {
+        self.rolled > 0 && worker < self.workers.len() && !self.on_new_code(worker)
+    }
+
+    /// The workflow worker `worker` runs.
+    pub(super) fn workflow_of(&self, worker: usize) -> &'w Workflow<F> {
+        match self.new_workflow {
+            Some(new) if self.on_new_code(worker) => new,
+            _ => self.workflow,
         }
     }
 }

@@ -85,7 +85,7 @@ where
         let run_id = slot.run_id.clone();
         self.checker
             .event(format!("deliver {run_id} to worker {worker}"));
-        let workflow = self.workflow;
+        let workflow = self.workflow_of(worker);
         let delivered = crate::content_key(&input).ok();
         let future = async move {
             let result = runtime.run(&run_id, &input, workflow).await;
@@ -117,7 +117,12 @@ where
     /// Submits `run` with `input` to `worker`'s loop, as a caller does (and
     /// does again while it has no answer).
     fn submit_input(&mut self, worker: usize, run: usize, input: I) {
-        let Some(loops) = &self.loops else {
+        let loops = if self.on_new_code(worker) {
+            &self.new_loops
+        } else {
+            &self.loops
+        };
+        let Some(loops) = loops else {
             return;
         };
         let looped = self.workers[worker]
@@ -206,7 +211,7 @@ where
             match &self.workers[worker] {
                 Some(live) => live.faults.set_enabled(false),
                 None => {
-                    let restarted = self.start_worker(false);
+                    let restarted = self.start_worker(worker, false);
                     self.workers[worker] = Some(restarted);
                     self.checker.event(format!("worker {worker} restarts"));
                 }

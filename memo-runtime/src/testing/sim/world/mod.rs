@@ -121,8 +121,16 @@ where
         deployed: Arc::clone(&deployed),
         cancels: ObservedCancels::default(),
     };
+    // A rolling deploy's new code, beside the old: made with a ledger of
+    // its own that says it is deployed (the old code's never does).
+    let new_ledger = config.roll_every.map(|_| Ledger {
+        deployed: Arc::new(true.into()),
+        ..ledger.clone()
+    });
     let workflow = (sim.make_workflow)(ledger.clone());
+    let new_workflow = new_ledger.clone().map(&sim.make_workflow);
     let loops = sim.loops.as_ref().map(|make| make(ledger));
+    let new_loops = (sim.loops.as_ref()).and_then(|make| new_ledger.map(|ledger| make(ledger)));
     // `InMemory`, memo's local folder and a SQLite file list in order; a
     // case-folding store does not.
     let ordered = !config.wide_run_ids;
@@ -152,6 +160,9 @@ where
         checker,
         clock,
         workflow: &workflow,
+        new_workflow: new_workflow.as_ref(),
+        rolled: 0,
+        old_code_conflicts: 0,
         workers: Vec::new(),
         operator: None,
         misconfigured: None,
@@ -176,6 +187,7 @@ where
         removed_plants: Vec::new(),
         deployed,
         loops,
+        new_loops,
         ordered,
         stalled: Arc::default(),
     };
@@ -193,6 +205,7 @@ where
             faults: world.faults + world.live_faults(),
             crashes: world.crashes,
             undone_deletes: world.undone_deletes,
+            old_code_conflicts: world.old_code_conflicts,
         })
     } else {
         Err((violations, world.checker.trace()))
@@ -328,7 +341,15 @@ struct World<'w, I, O, Mk, F> {
     rng: StdRng,
     checker: Checker,
     clock: Arc<ManualClock>,
+    /// The workflow, of the old code if a rolling deploy comes.
     workflow: &'w Workflow<F>,
+    /// A rolling deploy's new code ([`Simulation::rolling_deploy_at`](super::Simulation::rolling_deploy_at)).
+    new_workflow: Option<&'w Workflow<F>>,
+    /// How many workers a rolling deploy has restarted on the new code:
+    /// the first `rolled`.
+    rolled: usize,
+    /// Attempts of the old code that met a history the new code wrote.
+    old_code_conflicts: u64,
     workers: Vec<Option<Worker>>,
     /// The operator process beside the workers, with
     /// [`Simulation::operator`].
@@ -378,8 +399,11 @@ struct World<'w, I, O, Mk, F> {
     removed_plants: Vec<(Path, u64)>,
     /// Whether the workers run the new code ([`Simulation::deploy_at`]).
     deployed: Arc<std::sync::atomic::AtomicBool>,
-    /// The worker loops, with [`Simulation::worker_loops`].
+    /// The worker loops, with [`Simulation::worker_loops`] (of the old
+    /// code if a rolling deploy comes).
     loops: Option<Loops<I>>,
+    /// The worker loops of a rolling deploy's new code.
+    new_loops: Option<Loops<I>>,
     /// Whether the shared store lists in order (for the worker loops).
     ordered: bool,
     /// The run-pointer deletes every process has in flight, with slow
@@ -396,7 +420,7 @@ where
 {
     async fn run(&mut self) {
         for w in 0..self.config.workers {
-            let worker = self.start_worker(self.config.has(Event::StoreFault));
+            let worker = self.start_worker(w, self.config.has(Event::StoreFault));
             self.workers.push(Some(worker));
             self.checker.event(format!("worker {w} started"));
         }
@@ -543,6 +567,7 @@ where
     /// Faults stop, crashed workers restart, time moves on, and every open
     /// run is redelivered (with every signal) until it is terminal.
     async fn settle(&mut self) {
+        self.finish_rolling_deploy();
         if self.loops.is_some() {
             return self.settle_with_loops().await;
         }
@@ -555,7 +580,7 @@ where
             match &self.workers[worker] {
                 Some(live) => live.faults.set_enabled(false),
                 None => {
-                    let restarted = self.start_worker(false);
+                    let restarted = self.start_worker(worker, false);
                     self.workers[worker] = Some(restarted);
                     self.checker.event(format!("worker {worker} restarts"));
                 }

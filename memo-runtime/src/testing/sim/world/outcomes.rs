@@ -28,7 +28,7 @@ where
                     "task {} (run {}) on worker {} ends: {label}",
                     task.id, self.runs[run].run_id, task.worker
                 ));
-                self.attempt_ended(run, result, delivered.as_deref());
+                self.attempt_ended(task.worker, run, result, delivered.as_deref());
             }
             Outcome::Recover(Ok(resumed)) => {
                 self.checker.event(format!(
@@ -38,14 +38,14 @@ where
                 ));
                 for (run_id, result) in resumed {
                     if let Some(run) = self.runs.iter().position(|r| r.run_id == run_id) {
-                        self.attempt_ended(run, result, None);
+                        self.attempt_ended(task.worker, run, result, None);
                     }
                 }
             }
             Outcome::Recover(Err(error)) => {
                 self.checker
                     .event(format!("recover on worker {} fails: {error}", task.worker));
-                self.check_error(None, &error);
+                self.check_error(task.worker, None, &error);
             }
             Outcome::Deleted(run, result) => {
                 self.checker.event(format!(
@@ -58,7 +58,7 @@ where
                 self.checker
                     .event(format!("{:?} task {} ends: {result:?}", task.kind, task.id));
                 if let Err(error) = &result {
-                    self.check_error(None, error);
+                    self.check_error(task.worker, None, error);
                 }
             }
             Outcome::Submitted(run, result, delivered) => {
@@ -83,7 +83,9 @@ where
                             self.poll(task.worker);
                         }
                     }
-                    Err(error) => self.attempt_ended(run, Err(error), delivered.as_deref()),
+                    Err(error) => {
+                        self.attempt_ended(task.worker, run, Err(error), delivered.as_deref());
+                    }
                 }
             }
         }
@@ -113,23 +115,40 @@ where
         }
     }
 
-    /// `delivered`: the content key of the input a delivery gave (`None`
-    /// for a recovery, which runs the stored input).
+    /// An attempt of `run` on `worker` ended. `delivered`: the content key
+    /// of the input a delivery gave (`None` for a recovery, which runs the
+    /// stored input).
     pub(super) fn attempt_ended(
         &mut self,
+        worker: usize,
         run: usize,
         result: Result<(), String>,
         delivered: Option<&str>,
     ) {
         if let Err(error) = result {
-            self.check_error(Some((run, delivered)), &error);
+            self.check_error(worker, Some((run, delivered)), &error);
             self.runs[run].last_error = Some(error);
         }
     }
 
-    /// Errors that break an invariant wherever they come from.
-    pub(super) fn check_error(&mut self, run: Option<(usize, Option<&str>)>, error: &str) {
+    /// Errors that break an invariant wherever they come from (a task of
+    /// `worker`).
+    pub(super) fn check_error(
+        &mut self,
+        worker: usize,
+        run: Option<(usize, Option<&str>)>,
+        error: &str,
+    ) {
         match classify(error) {
+            // What a rolling deploy meets: the old code, on a run the new
+            // code took down a branch the old one does not have. The
+            // attempt stops and the run stays open for the new code.
+            ErrorKind::NonDeterminism if self.on_old_code_beside_new(worker) => {
+                self.old_code_conflicts += 1;
+                self.checker.event(format!(
+                    "worker {worker}, on the old code, meets a history the new code wrote: {error}"
+                ));
+            }
             // Not one if a foreign object stood at the path it names when
             // the task could have read it (the checker knows).
             ErrorKind::Corrupt => self

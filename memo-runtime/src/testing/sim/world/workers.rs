@@ -79,9 +79,12 @@ where
         })
     }
 
-    /// A worker process: its own store instances over the shared objects.
-    pub(super) fn start_worker(&mut self, faulty: bool) -> Worker {
-        self.start_process(faulty, false)
+    /// Starts worker `worker`'s process: its own store instances over the
+    /// shared objects, on the code its slot runs (the new one once a
+    /// rolling deploy restarted it).
+    pub(super) fn start_worker(&mut self, worker: usize, faulty: bool) -> Worker {
+        let new_code = self.on_new_code(worker);
+        self.start_process(faulty, false, new_code)
     }
 
     /// The operator's process: a worker's, but for its runtime store, which
@@ -89,10 +92,10 @@ where
     /// stale hint, and they stop at the page on a store that lists in
     /// order.
     pub(super) fn start_operator(&mut self, faulty: bool) -> Worker {
-        self.start_process(faulty, true)
+        self.start_process(faulty, true, false)
     }
 
-    fn start_process(&mut self, faulty: bool, operator: bool) -> Worker {
+    fn start_process(&mut self, faulty: bool, operator: bool, new_code: bool) -> Worker {
         let shared = self.backend();
         let faults = Arc::new(FaultInjectingStore::new(shared).with_seed(self.rng.random()));
         if faulty && self.config.fault_rate > 0.0 {
@@ -160,10 +163,12 @@ where
         let runtime = builder
             .build()
             .expect("a memo store and a runtime store are set");
-        let looped = self
-            .loops
-            .as_ref()
-            .map(|loops| (loops.worker)(runtime.clone(), self.ordered));
+        let loops = if new_code {
+            self.new_loops.as_ref()
+        } else {
+            self.loops.as_ref()
+        };
+        let looped = loops.map(|loops| (loops.worker)(runtime.clone(), self.ordered));
         // Drawn only with spawned loops, so that other worlds' histories
         // stay what they were.
         let share = self.config.spawned_loops;
@@ -289,7 +294,7 @@ where
         let Some(worker) = self.workers.iter().position(Option::is_none) else {
             return;
         };
-        let started = self.start_worker(self.config.has(Event::StoreFault));
+        let started = self.start_worker(worker, self.config.has(Event::StoreFault));
         self.workers[worker] = Some(started);
         self.checker.event(format!("worker {worker} restarts"));
         let quiet = !self
@@ -332,7 +337,7 @@ where
             .expect("a live worker")
             .runtime
             .clone();
-        let workflow = self.workflow;
+        let workflow = self.workflow_of(worker);
         self.checker.event(format!("recover on worker {worker}"));
         let future = async move { recovered(runtime.recover(workflow).await) };
         self.spawn(worker, TaskKind::Recover, None, Box::pin(future));
