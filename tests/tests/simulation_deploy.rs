@@ -54,34 +54,101 @@ fn notify(
     })
 }
 
-#[test]
-fn runs_in_flight_at_a_patching_deploy_all_end_on_one_branch_or_the_other() {
-    let branches = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-    let counted = Arc::clone(&branches);
-    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
-    let simulation = Simulation::new(|ledger| notify(ledger, true), inputs)
-        .polls(500)
-        .deploy_at(150)
-        .check_step_bodies(true)
-        .check_outcome(move |to: &String, outcome: &RunOutcome<Sent>| {
-            let RunOutcome::Completed((mail, sms, receipt)) = outcome else {
-                return Err(format!("the run did not complete: {outcome:?}"));
-            };
+/// Runs that ended on each branch: `[without the patch, with it]`.
+type Branches = Arc<[AtomicU64; 2]>;
+
+/// The outcome check of a deploy: every run completes (or, with
+/// `cancelled_ok`, is cancelled from outside), its messages sent to its
+/// own address; each completed run counted in `branches` by the branch it
+/// took.
+fn ends_on_a_branch(
+    branches: &Branches,
+    cancelled_ok: bool,
+) -> impl Fn(&String, &RunOutcome<Sent>) -> Result<(), String> + Send + Sync + 'static {
+    let counted = Arc::clone(branches);
+    move |to: &String, outcome: &RunOutcome<Sent>| match outcome {
+        RunOutcome::Completed((mail, sms, receipt)) => {
             if !mail.ends_with(to.as_str()) || !receipt.ends_with(to.as_str()) {
                 return Err(format!("sent to someone else: {mail}, {receipt}"));
             }
             counted[usize::from(sms.is_some())].fetch_add(1, Ordering::Relaxed);
             Ok(())
-        });
-    let summary = simulation
-        .run_seeds(0..12)
-        .unwrap_or_else(|failure| panic!("{failure}"));
-    assert_eq!(summary.seeds, 12);
+        }
+        RunOutcome::Cancelled if cancelled_ok => Ok(()),
+        other => Err(format!("the run did not complete: {other:?}")),
+    }
+}
+
+/// Fails unless runs ended on both branches.
+fn assert_both_branches(branches: &Branches) {
     let [old, new] = [0, 1].map(|i| branches[i].load(Ordering::Relaxed));
     assert!(
         old > 0 && new > 0,
         "runs ended on both sides of the deploy: {old} without the patch, {new} with it"
     );
+}
+
+/// Runs histories from seed 0, at least `at_least` of them, and on until
+/// one shows a worker on the old code meeting a run the new code patched
+/// (at most 400): fails if none does, or if any history breaks an
+/// invariant.
+fn until_the_old_code_meets_a_patched_run<Mk, F>(
+    simulation: &Simulation<String, Sent, Mk>,
+    at_least: u64,
+) where
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: memo_runtime::workflow::WorkflowFn<String, Output = Sent>,
+{
+    let (mut seeds, mut conflicts) = (0, 0);
+    while seeds < at_least || (conflicts == 0 && seeds < 400) {
+        let history = simulation
+            .run_seed(seeds)
+            .unwrap_or_else(|failure| panic!("{failure}"));
+        conflicts += history.old_code_conflicts;
+        seeds += 1;
+    }
+    assert!(
+        conflicts > 0,
+        "in {seeds} histories no worker on the old code met a run the new code patched"
+    );
+}
+
+/// Fails unless one of the first 40 histories breaks an invariant with the
+/// new code calling `sms` where a run recorded `receipt`. Which seeds
+/// straddle the deploy with such a run depends on the requests each commit
+/// makes (a step commit's pointer read moved its timing): the first that
+/// catches it ends the search.
+fn meets_sms_where_runs_recorded_receipt<Mk, F>(simulation: &Simulation<String, Sent, Mk>)
+where
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: memo_runtime::workflow::WorkflowFn<String, Output = Sent>,
+{
+    let failure = simulation
+        .run_seeds(0..40)
+        .expect_err("runs that recorded `receipt` meet `sms` on the new code");
+    let report = failure.to_string();
+    assert!(
+        report.contains(
+            r#"the history records step "receipt" but the workflow now calls step "sms""#
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn runs_in_flight_at_a_patching_deploy_all_end_on_one_branch_or_the_other() {
+    let branches = Branches::default();
+    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
+    let simulation = Simulation::new(|ledger| notify(ledger, true), inputs)
+        .polls(500)
+        .deploy_at(150)
+        .check_step_bodies(true)
+        .check_outcome(ends_on_a_branch(&branches, false));
+    let summary = simulation
+        .run_seeds(0..12)
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.seeds, 12);
+    assert_both_branches(&branches);
 }
 
 #[test]
@@ -111,20 +178,7 @@ fn the_same_change_deployed_without_its_patch_is_caught() {
     let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
         .polls(500)
         .deploy_at(150);
-    // Which seeds straddle the deploy with a run that recorded `receipt`
-    // depends on the requests each commit makes (a step commit's pointer
-    // read moved its timing): 40 seeds, of which the first that catches it
-    // ends the search.
-    let failure = simulation
-        .run_seeds(0..40)
-        .expect_err("runs that recorded `receipt` meet `sms` after the deploy");
-    let report = failure.to_string();
-    assert!(
-        report.contains(
-            r#"the history records step "receipt" but the workflow now calls step "sms""#
-        ),
-        "{report}"
-    );
+    meets_sms_where_runs_recorded_receipt(&simulation);
 }
 
 #[test]
@@ -137,40 +191,15 @@ fn runs_in_flight_at_a_rolling_deploy_all_end_while_the_old_code_leaves_patched_
     // branch. Histories run until one has shown that meeting (5 in the
     // first 200 seeds when this was written: 20, 25, 55, 97, 180), and at
     // least 24.
-    let branches = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-    let counted = Arc::clone(&branches);
+    let branches = Branches::default();
     let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
     let simulation = Simulation::new(|ledger| notify(ledger, true), inputs)
         .polls(500)
         .rolling_deploy_at(30, 200)
         .check_step_bodies(true)
-        .check_outcome(move |to: &String, outcome: &RunOutcome<Sent>| {
-            let RunOutcome::Completed((mail, sms, receipt)) = outcome else {
-                return Err(format!("the run did not complete: {outcome:?}"));
-            };
-            if !mail.ends_with(to.as_str()) || !receipt.ends_with(to.as_str()) {
-                return Err(format!("sent to someone else: {mail}, {receipt}"));
-            }
-            counted[usize::from(sms.is_some())].fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        });
-    let (mut seeds, mut conflicts) = (0, 0);
-    while seeds < 24 || (conflicts == 0 && seeds < 400) {
-        let history = simulation
-            .run_seed(seeds)
-            .unwrap_or_else(|failure| panic!("{failure}"));
-        conflicts += history.old_code_conflicts;
-        seeds += 1;
-    }
-    assert!(
-        conflicts > 0,
-        "in {seeds} histories no worker on the old code met a run the new code patched"
-    );
-    let [old, new] = [0, 1].map(|i| branches[i].load(Ordering::Relaxed));
-    assert!(
-        old > 0 && new > 0,
-        "runs ended on both sides of the deploy: {old} without the patch, {new} with it"
-    );
+        .check_outcome(ends_on_a_branch(&branches, false));
+    until_the_old_code_meets_a_patched_run(&simulation, 24);
+    assert_both_branches(&branches);
 }
 
 #[test]
@@ -182,16 +211,7 @@ fn the_same_change_rolled_out_without_its_patch_is_caught() {
     let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
         .polls(500)
         .rolling_deploy_at(30, 200);
-    let failure = simulation
-        .run_seeds(0..40)
-        .expect_err("runs that recorded `receipt` meet `sms` on the new code");
-    let report = failure.to_string();
-    assert!(
-        report.contains(
-            r#"the history records step "receipt" but the workflow now calls step "sms""#
-        ),
-        "{report}"
-    );
+    meets_sms_where_runs_recorded_receipt(&simulation);
 }
 
 #[test]
@@ -199,47 +219,17 @@ fn a_rolling_deploy_of_worker_loops_ends_every_run_on_one_branch() {
     // The same rollout where every process runs a worker loop: runs are
     // submitted to the loops, woken by their polls and cancelled from
     // outside, old and new loops side by side until the last restarts.
-    let branches = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-    let counted = Arc::clone(&branches);
+    // Until a loop on the old code has met a run the new code patched (26
+    // seeds when this was written; seen since polls report the attempts
+    // they stop), and at least 12.
+    let branches = Branches::default();
     let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
     let simulation = Simulation::new(|ledger| notify(ledger, true), inputs)
         .polls(500)
         .rolling_deploy_at(30, 200)
         .check_step_bodies(true)
         .worker_loops()
-        .check_outcome(
-            move |to: &String, outcome: &RunOutcome<Sent>| match outcome {
-                RunOutcome::Completed((mail, sms, receipt)) => {
-                    if !mail.ends_with(to.as_str()) || !receipt.ends_with(to.as_str()) {
-                        return Err(format!("sent to someone else: {mail}, {receipt}"));
-                    }
-                    counted[usize::from(sms.is_some())].fetch_add(1, Ordering::Relaxed);
-                    Ok(())
-                }
-                RunOutcome::Cancelled => Ok(()),
-                other => Err(format!(
-                    "the run neither completed nor was cancelled: {other:?}"
-                )),
-            },
-        );
-    // Until a loop on the old code has met a run the new code patched (26
-    // seeds when this was written; seen since polls report the attempts
-    // they stop), and at least 12.
-    let (mut seeds, mut conflicts) = (0, 0);
-    while seeds < 12 || (conflicts == 0 && seeds < 400) {
-        let history = simulation
-            .run_seed(seeds)
-            .unwrap_or_else(|failure| panic!("{failure}"));
-        conflicts += history.old_code_conflicts;
-        seeds += 1;
-    }
-    assert!(
-        conflicts > 0,
-        "in {seeds} histories no loop on the old code met a run the new code patched"
-    );
-    let [old, new] = [0, 1].map(|i| branches[i].load(Ordering::Relaxed));
-    assert!(
-        old > 0 && new > 0,
-        "runs ended on both sides of the deploy: {old} without the patch, {new} with it"
-    );
+        .check_outcome(ends_on_a_branch(&branches, true));
+    until_the_old_code_meets_a_patched_run(&simulation, 12);
+    assert_both_branches(&branches);
 }

@@ -819,6 +819,18 @@ async fn an_attempt_still_running_at_the_shutdown_deadline_is_dropped_and_taken_
     assert_eq!(bodies.count("stuck", "second"), 1);
 }
 
+/// `waiter` changed without a patch: a step `before` where runs of
+/// `waiter` recorded their wait for `go`.
+fn changed_waiter() -> Workflow<impl Fn(Context, ()) -> BoxedRun + Clone + Send + Sync + 'static> {
+    Workflow::new("waiter", |ctx: Context, (): ()| {
+        Box::pin(async move {
+            ctx.step("before", |_memo| async { Ok::<_, Error>(()) })
+                .await?;
+            ctx.wait_for_signal::<String>("go").await
+        }) as BoxedRun
+    })
+}
+
 #[tokio::test]
 async fn a_poll_reports_a_run_whose_attempt_stopped_on_a_runtime_error_and_tries_it_again() {
     // A run suspended on the code that waits for `go` and then runs
@@ -831,13 +843,7 @@ async fn a_poll_reports_a_run_whose_attempt_stopped_on_a_runtime_error_and_tries
     // have expired.
     let (objects, clock, runtime, bodies) = one_process();
     let waiter = waiter(bodies.clone());
-    let other = Workflow::new("waiter", |ctx: Context, (): ()| {
-        Box::pin(async move {
-            ctx.step("before", |_memo| async { Ok::<_, Error>(()) })
-                .await?;
-            ctx.wait_for_signal::<String>("go").await
-        }) as BoxedRun
-    });
+    let other = changed_waiter();
     let id = run("changed");
     let first = runtime.run(&id, &(), &waiter).await;
     assert!(matches!(first, Err(Error::Suspended { .. })), "{first:?}");
@@ -871,13 +877,7 @@ async fn a_recovery_reports_the_runtime_error_that_stopped_a_runs_attempt() {
     // an attempt that ran.
     let (_, _, runtime, bodies) = one_process();
     let waiter = waiter(bodies.clone());
-    let other = Workflow::new("waiter", |ctx: Context, (): ()| {
-        Box::pin(async move {
-            ctx.step("before", |_memo| async { Ok::<_, Error>(()) })
-                .await?;
-            ctx.wait_for_signal::<String>("go").await
-        }) as BoxedRun
-    });
+    let other = changed_waiter();
     let (id, waiting) = (run("changed"), run("waiting"));
     for run_id in [&id, &waiting] {
         let first = runtime.run(run_id, &(), &waiter).await;
