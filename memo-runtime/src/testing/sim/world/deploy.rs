@@ -140,8 +140,8 @@ where
     }
 
     /// The next worker of a rolling deploy stops where it is and restarts
-    /// on the new code, and recovers its runs (as a worker's start-up
-    /// does).
+    /// on the new code, and recovers its runs as a worker's start-up does
+    /// (with worker loops, the loops' polls take them over instead).
     fn roll_next(&mut self) {
         let worker = self.rolled;
         if worker >= self.workers.len() {
