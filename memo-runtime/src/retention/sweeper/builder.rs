@@ -115,6 +115,7 @@ impl RetentionSweeper {
                 dry_run: false,
                 recheck_after: DEFAULT_RECHECK_AFTER,
                 proven: std::sync::atomic::AtomicBool::new(false),
+                unrechecked: std::sync::Mutex::default(),
             },
         }
     }

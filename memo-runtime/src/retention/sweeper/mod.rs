@@ -157,6 +157,10 @@ struct SweeperConfig {
     /// Whether the runtime store is proved to be the one this memo store's
     /// runs were created in (the `proof` module).
     proven: AtomicBool,
+    /// The recheck markers the last pass found still there at its end with
+    /// no deletion of theirs in an unproved runtime store (the `recheck`
+    /// module): a failure if the next pass finds them so again.
+    unrechecked: std::sync::Mutex<std::collections::HashSet<(RunId, Incarnation)>>,
 }
 
 impl RetentionSweeper {
