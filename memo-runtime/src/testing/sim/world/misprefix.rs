@@ -241,6 +241,7 @@ where
             looped: None,
             spawned: None,
             late_write: Arc::default(),
+            sweeper: None,
         }
     }
 

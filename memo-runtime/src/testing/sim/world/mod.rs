@@ -308,6 +308,10 @@ struct Worker {
     /// Set by its store when a memo entry it wrote landed in a deleted or
     /// ended incarnation (with [`Simulation::pauses`]).
     late_write: Arc<std::sync::atomic::AtomicBool>,
+    /// Its retention sweeper, made at its first sweep and kept for the
+    /// process's life, as a worker's is (what a pass proved of its store,
+    /// and the recheck markers it left for its next pass, carry over).
+    sweeper: Option<crate::retention::RetentionSweeper>,
 }
 
 /// A run `recover()` resumed, and how its attempt ended.

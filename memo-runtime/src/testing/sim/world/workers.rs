@@ -190,6 +190,7 @@ where
             looped,
             spawned,
             late_write,
+            sweeper: None,
         }
     }
 
