@@ -169,7 +169,8 @@ impl RetentionSweeper {
                         // and not deleted the marker yet: the next pass
                         // sees which.
                         tracing::debug!(run_id = %marker.run_id,
-                            "a recheck marker with no deletion in this runtime store is left                              for the next pass");
+                            "a recheck marker with no deletion in this runtime store is left \
+                             for the next pass");
                         continue;
                     }
                     proof::unrechecked(&marker.run_id, marker.incarnation)
