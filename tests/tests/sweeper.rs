@@ -611,6 +611,40 @@ async fn two_sweepers_rechecking_one_swept_run_at_once_both_finish_it() {
     }
 }
 
+/// A sweeper over stores of its own on `objects`, and the time its
+/// recheck of the run it has swept comes due: the run's memo entry was
+/// written again after the sweep (the late write a recheck is for).
+async fn swept_with_a_late_write(objects: Arc<dyn ObjectStore>) -> (RetentionSweeper, u64) {
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs: Arc<dyn RuntimeStore> = Arc::new(
+        memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(objects, "runs"),
+    );
+    let sweeper = RetentionSweeper::builder(memo.clone(), RETENTION)
+        .runtime_store(Arc::clone(&runs))
+        .build();
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
+    memo.memo_for(&id, old, 0).put("late", b"v").await.unwrap();
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    (sweeper, due)
+}
+
+/// A whole pass of `sweeper` at `due`, on a thread and runtime of its own
+/// (from inside a store call of another pass, which waits for it).
+fn pass_on_a_thread(sweeper: &RetentionSweeper, due: u64) -> memo_runtime::retention::SweepReport {
+    let sweeper = sweeper.clone();
+    std::thread::spawn(move || {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(sweeper.sweep_once(due))
+            .unwrap()
+    })
+    .join()
+    .unwrap()
+}
+
 /// The interleaving of two sweepers' rechecks that made the test above
 /// fail once in CI, staged: a fresh sweeper (a worker's, not yet proved
 /// its runtime store is the workers') lists a due recheck marker; before
@@ -624,19 +658,7 @@ async fn two_sweepers_rechecking_one_swept_run_at_once_both_finish_it() {
 #[tokio::test]
 async fn a_recheck_another_sweeper_finishes_after_this_pass_listed_it_is_no_failure() {
     let objects = Arc::new(InMemory::new());
-    let memo = MemoStore::new(objects.clone(), "memo");
-    let runs: Arc<dyn RuntimeStore> = Arc::new(
-        memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(objects.clone(), "runs"),
-    );
-    let first = RetentionSweeper::builder(memo.clone(), RETENTION)
-        .runtime_store(Arc::clone(&runs))
-        .build();
-    let id = run("order-1");
-    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
-    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
-    assert_eq!(first.sweep_once(NOW).await.unwrap().runs_cleared, 1);
-    memo.memo_for(&id, old, 0).put("late", b"v").await.unwrap();
-    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let (first, due) = swept_with_a_late_write(objects.clone()).await;
 
     // The fresh sweeper's runtime store: its HEAD of the tombstone waits
     // for the first sweeper's whole pass, run on a thread of its own.
@@ -646,16 +668,7 @@ async fn a_recheck_another_sweeper_finishes_after_this_pass_listed_it_is_no_fail
         let (first, finished) = (first.clone(), finished.clone());
         move |path| {
             if path.as_ref().contains("tombstones/") && finished.lock().unwrap().is_none() {
-                let first = first.clone();
-                let report = std::thread::spawn(move || {
-                    tokio::runtime::Runtime::new()
-                        .unwrap()
-                        .block_on(first.sweep_once(due))
-                        .unwrap()
-                })
-                .join()
-                .unwrap();
-                *finished.lock().unwrap() = Some(report);
+                *finished.lock().unwrap() = Some(pass_on_a_thread(&first, due));
             }
             false
         }
@@ -708,19 +721,7 @@ async fn a_recheck_another_sweeper_is_finishing_when_this_pass_ends_is_no_failur
     let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
     // The first sweeper's stores: its delete of the recheck marker waits
     // for the fresh sweeper's whole pass.
-    let memo = MemoStore::new(faulty.clone(), "memo");
-    let runs: Arc<dyn RuntimeStore> = Arc::new(
-        memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(faulty.clone(), "runs"),
-    );
-    let first = RetentionSweeper::builder(memo.clone(), RETENTION)
-        .runtime_store(Arc::clone(&runs))
-        .build();
-    let id = run("order-1");
-    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
-    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
-    assert_eq!(first.sweep_once(NOW).await.unwrap().runs_cleared, 1);
-    memo.memo_for(&id, old, 0).put("late", b"v").await.unwrap();
-    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let (first, due) = swept_with_a_late_write(faulty.clone()).await;
 
     // Another process: stores of its own over the same objects.
     let second = RetentionSweeper::builder(MemoStore::new(objects.clone(), "memo"), RETENTION)
@@ -733,16 +734,7 @@ async fn a_recheck_another_sweeper_is_finishing_when_this_pass_ends_is_no_failur
         let (second, during) = (second.clone(), during.clone());
         move |path| {
             if path.as_ref().starts_with("memo/rechecks/") && during.lock().unwrap().is_none() {
-                let second = second.clone();
-                let report = std::thread::spawn(move || {
-                    tokio::runtime::Runtime::new()
-                        .unwrap()
-                        .block_on(second.sweep_once(due))
-                        .unwrap()
-                })
-                .join()
-                .unwrap();
-                *during.lock().unwrap() = Some(report);
+                *during.lock().unwrap() = Some(pass_on_a_thread(&second, due));
             }
             false
         }
