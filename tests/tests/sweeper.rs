@@ -611,6 +611,16 @@ async fn two_sweepers_rechecking_one_swept_run_at_once_both_finish_it() {
     }
 }
 
+/// The recheck markers stored under the memo store's prefix `memo`.
+async fn recheck_markers(objects: &dyn ObjectStore) -> Vec<String> {
+    let folder = memo_runtime::object_store::path::Path::from("memo/rechecks");
+    let listed: Vec<_> = objects.list(Some(&folder)).try_collect().await.unwrap();
+    listed
+        .into_iter()
+        .map(|meta| meta.location.to_string())
+        .collect()
+}
+
 /// A sweeper over stores of its own on `objects`, and the time its
 /// recheck of the run it has swept comes due: the run's memo entry was
 /// written again after the sweep (the late write a recheck is for).
@@ -695,13 +705,7 @@ async fn a_recheck_another_sweeper_finishes_after_this_pass_listed_it_is_no_fail
         (0, 0),
         "the fresh sweeper found the recheck done: {report:?}"
     );
-    let rechecks: Vec<_> = objects
-        .list(Some(&memo_runtime::object_store::path::Path::from(
-            "memo/rechecks",
-        )))
-        .try_collect()
-        .await
-        .unwrap();
+    let rechecks = recheck_markers(objects.as_ref()).await;
     assert!(rechecks.is_empty(), "{rechecks:?}");
 }
 
@@ -761,13 +765,7 @@ async fn a_recheck_another_sweeper_is_finishing_when_this_pass_ends_is_no_failur
         (0, 0),
         "the marker is gone by the next pass: {next:?}"
     );
-    let rechecks: Vec<_> = objects
-        .list(Some(&memo_runtime::object_store::path::Path::from(
-            "memo/rechecks",
-        )))
-        .try_collect()
-        .await
-        .unwrap();
+    let rechecks = recheck_markers(objects.as_ref()).await;
     assert!(rechecks.is_empty(), "{rechecks:?}");
 }
 
@@ -795,16 +793,7 @@ async fn a_dry_run_counts_what_it_would_delete_and_deletes_nothing() {
     for backend in Backend::all() {
         let (name, objects) = (backend.name(), backend.objects());
         let store = MemoStore::new(objects.clone(), "memo");
-        let rechecks = || async {
-            objects
-                .list(Some(&memo_runtime::object_store::path::Path::from(
-                    "memo/rechecks",
-                )))
-                .try_collect::<Vec<_>>()
-                .await
-                .unwrap()
-                .len()
-        };
+        let rechecks = || async { recheck_markers(objects.as_ref()).await.len() };
         let runtime = Arc::new(InMemoryRuntimeStore::new());
         let incarnation = finished_run(runtime.as_ref(), &run("with-record"), CUTOFF - DAY).await;
         seed_run(&store, &run("with-record"), incarnation, 3, CUTOFF - DAY).await;

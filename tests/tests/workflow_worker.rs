@@ -906,3 +906,34 @@ async fn a_recovery_reports_the_runtime_error_that_stopped_a_runs_attempt() {
     );
     assert_eq!(status(&runtime, &id).await, RunStatus::Running);
 }
+
+#[tokio::test]
+async fn a_poll_reports_a_run_whose_workflow_panicked() {
+    // A panic inside user code stops the attempt (the run stays open): the
+    // poll lists the run in `stopped`, with the panic's message.
+    let (_, _, runtime, _) = one_process();
+    let panics = Workflow::new("panics", |ctx: Context, (): ()| {
+        Box::pin(async move {
+            ctx.step("boom", |_memo| async {
+                panic!("the body panicked");
+                #[allow(unreachable_code)]
+                Ok::<_, Error>(())
+            })
+            .await?;
+            Ok("never".to_string())
+        }) as BoxedRun
+    });
+    let worker = Worker::builder(runtime.clone()).workflow(&panics).build();
+    let id = run("panicking");
+    worker.submit(&panics, &id, &()).await.unwrap();
+
+    let report = worker.wake_due().await.unwrap();
+
+    assert_eq!(report.resumed, 1, "{report:?}");
+    assert!(
+        matches!(&report.stopped[..], [(run_id, Error::Aborted { reason, .. })]
+            if *run_id == id && reason.contains("the body panicked")),
+        "{report:?}"
+    );
+    assert_eq!(status(&runtime, &id).await, RunStatus::Running);
+}

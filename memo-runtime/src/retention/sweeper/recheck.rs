@@ -150,7 +150,7 @@ impl RetentionSweeper {
             let again = futures::stream::iter(unproven.into_iter().map(Ok)).boxed();
             unproven = self.recheck_all(again, report, folders).await;
         }
-        let before = self.unrechecked(std::collections::HashSet::new());
+        let before = self.replace_unrechecked(std::collections::HashSet::new());
         let mut still = std::collections::HashSet::new();
         for marker in unproven {
             let markers = self.config.memo_store.recheck_markers();
@@ -180,12 +180,12 @@ impl RetentionSweeper {
             tracing::warn!(%error, "a recheck of a swept run failed; the next pass tries again");
             report.recheck_failures += 1;
         }
-        self.unrechecked(still);
+        self.replace_unrechecked(still);
     }
 
     /// Replaces the markers left unrechecked at the end of the last pass
     /// with `now`, and returns them.
-    fn unrechecked(
+    fn replace_unrechecked(
         &self,
         now: std::collections::HashSet<(RunId, Incarnation)>,
     ) -> std::collections::HashSet<(RunId, Incarnation)> {
