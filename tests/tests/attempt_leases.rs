@@ -750,6 +750,15 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.delete_run(run_id, incarnation).await
     }
 
+    async fn delete_run_at(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: u64,
+    ) -> Result<memo_runtime::runtime_store::RunDeletion, Error> {
+        self.inner.delete_run_at(run_id, incarnation, at_ms).await
+    }
+
     async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool, Error> {
         self.inner.holds_remains(run_id, incarnation).await
     }

@@ -11,9 +11,10 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::runtime_store::DeletionBegan::{At, Forgotten, Unrecorded};
 use memo_runtime::runtime_store::{
-    Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, RunRecord, RunStatus,
-    StatusChange, StepReceipt,
+    Commit, InMemoryRuntimeStore, InputRecord, NewInput, NewRun, ObjectStoreRuntimeStore,
+    RunRecord, RunStatus, StatusChange, StepReceipt,
 };
 use memo_runtime::testing::{
     CountingStore, FaultInjectingStore, FaultRule, RequestKind, write_legacy_step_output,
@@ -765,6 +766,242 @@ async fn a_recheck_another_sweeper_is_finishing_when_this_pass_ends_is_no_failur
         (0, 0),
         "the marker is gone by the next pass: {next:?}"
     );
+    let rechecks = recheck_markers(objects.as_ref()).await;
+    assert!(rechecks.is_empty(), "{rechecks:?}");
+}
+
+/// A process's stores and sweeper over `objects` (every worker runs one).
+fn sweeping_process(
+    objects: Arc<dyn ObjectStore>,
+) -> (MemoStore, Arc<dyn RuntimeStore>, RetentionSweeper) {
+    let memo = MemoStore::new(objects.clone(), "memo");
+    let runs: Arc<dyn RuntimeStore> = Arc::new(ObjectStoreRuntimeStore::new(objects, "runs"));
+    let sweeper = RetentionSweeper::builder(memo.clone(), RETENTION)
+        .runtime_store(Arc::clone(&runs))
+        .build();
+    (memo, runs, sweeper)
+}
+
+/// The recheck marker's due time, from its name
+/// (`rechecks/<hour>/<u64::MAX - due>_<run>.<inc>`).
+fn due_of(recheck_marker: &str) -> u64 {
+    let name = recheck_marker.rsplit('/').next().unwrap();
+    let inverted: u64 = name.split('_').next().unwrap().parse().unwrap();
+    u64::MAX - inverted
+}
+
+/// Two processes' sweepers delete one expired run at once, their clocks
+/// ten minutes apart: the second's whole pass runs after the first listed
+/// the run's marker and before it buried the run. Both leave the same
+/// recheck marker, dated from when the deletion began (the second's time:
+/// it buried the run first, and the first reads that from the tombstone),
+/// so one recheck finishes the deletion, and a fresh sweeper, not yet
+/// proved its runtime store the workers', has nothing to report at any
+/// pass. Each left a marker of its own before (session 50's quiet-world
+/// seeds 1278 and 5374): the first recheck forgot the tombstone, and the
+/// fresh sweeper's second pass counted the other marker a failure ("is
+/// its prefix the workers'?").
+#[tokio::test]
+async fn two_sweepers_deleting_one_run_at_once_leave_one_recheck_marker() {
+    let objects = Arc::new(InMemory::new());
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let (memo, runs, first) = sweeping_process(faulty.clone());
+    let (_, _, second) = sweeping_process(objects.clone());
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+
+    let later = NOW + 10 * 60 * 1000;
+    let during = Arc::new(Mutex::new(None));
+    faulty.inject(FaultRule::fail_before(RequestKind::Create).matching({
+        let (second, during) = (second.clone(), during.clone());
+        move |path| {
+            if path.as_ref().starts_with("runs/tombstones/") && during.lock().unwrap().is_none() {
+                *during.lock().unwrap() = Some(pass_on_a_thread(&second, later));
+            }
+            false
+        }
+    }));
+    let mine = first.sweep_once(NOW).await.unwrap();
+    let theirs = during
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the second sweeper ran meanwhile");
+    assert_eq!(
+        (theirs.runs_cleared, theirs.runtime_runs_deleted),
+        (1, 1),
+        "{theirs:?}"
+    );
+    assert!(mine.failures.is_empty(), "{mine:?}");
+    let rechecks = recheck_markers(objects.as_ref()).await;
+    assert_eq!(rechecks.len(), 1, "one deletion, one recheck: {rechecks:?}");
+    let due = later + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    assert_eq!(due_of(&rechecks[0]), due, "{rechecks:?}");
+
+    let rechecked = first.sweep_once(due).await.unwrap();
+    assert_eq!(
+        (rechecked.rechecks_due, rechecked.recheck_failures),
+        (1, 0),
+        "{rechecked:?}"
+    );
+    let (_, _, fresh) = sweeping_process(objects.clone());
+    for pass in 0..2 {
+        let report = fresh.sweep_once(due + pass * HOUR).await.unwrap();
+        assert_eq!(
+            (report.rechecks_due, report.recheck_failures),
+            (0, 0),
+            "pass {pass}: {report:?}"
+        );
+    }
+    assert!(recheck_markers(objects.as_ref()).await.is_empty());
+}
+
+/// A run whose runtime records were deleted alone, to use its id again
+/// (`RuntimeStore::delete_run`, which records no time, as an older
+/// release's deletion did not), is swept by two processes at once, ten
+/// minutes apart: the second's whole pass runs while the first reads the
+/// deletion's tombstone. Both date the recheck from the time the run's
+/// marker expired, and leave one recheck marker between them.
+#[tokio::test]
+async fn sweeps_of_a_run_deleted_with_no_time_date_its_recheck_alike() {
+    let objects = Arc::new(InMemory::new());
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let (memo, runs, first) = sweeping_process(faulty.clone());
+    let (_, _, second) = sweeping_process(objects.clone());
+    // Each sweeper proves its runtime store the workers' by a run of its
+    // own it deletes.
+    let proof = |name: &'static str| {
+        let (memo, runs) = (memo.clone(), Arc::clone(&runs));
+        async move {
+            let id = run(name);
+            let incarnation = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+            seed_run(&memo, &id, incarnation, 1, CUTOFF - DAY).await;
+        }
+    };
+    proof("proof-of-the-second").await;
+    assert_eq!(second.sweep_once(NOW - HOUR).await.unwrap().runs_cleared, 1);
+    proof("proof-of-the-first").await;
+
+    // Expired a minute before `NOW`; deleted from the runtime store alone,
+    // and its id used again.
+    let id = run("order-1");
+    let ended = CUTOFF - 60 * 1000;
+    let old = finished_run(runs.as_ref(), &id, ended).await;
+    seed_run(&memo, &id, old, 1, ended).await;
+    assert!(runs.delete_run(&id, old).await.unwrap());
+    started_run(runs.as_ref(), &id, NOW - HOUR).await;
+
+    let later = NOW + 10 * 60 * 1000;
+    let during = Arc::new(Mutex::new(None));
+    faulty.inject(FaultRule::fail_before(RequestKind::Get).matching({
+        let (second, during) = (second.clone(), during.clone());
+        move |path| {
+            if path.as_ref().starts_with("runs/tombstones/") && during.lock().unwrap().is_none() {
+                *during.lock().unwrap() = Some(pass_on_a_thread(&second, later));
+            }
+            false
+        }
+    }));
+    let mine = first.sweep_once(NOW).await.unwrap();
+    let theirs = during
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the second sweeper ran meanwhile");
+    // Each cleared both expired runs: the first's proof too, whose marker
+    // goes with the first's page.
+    assert_eq!(
+        (theirs.runs_cleared, theirs.failures.len()),
+        (2, 0),
+        "{theirs:?}"
+    );
+    assert_eq!((mine.runs_cleared, mine.failures.len()), (2, 0), "{mine:?}");
+    let rechecks: Vec<_> = recheck_markers(objects.as_ref())
+        .await
+        .into_iter()
+        .filter(|marker| marker.contains("order-1"))
+        .collect();
+    assert_eq!(rechecks.len(), 1, "{rechecks:?}");
+    let expired = ended + RETENTION.as_millis() as u64;
+    let after = memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    assert_eq!(due_of(&rechecks[0]), expired + after, "{rechecks:?}");
+}
+
+/// A deletion answers when the incarnation's deletion began: the time of
+/// the deleter that buried it, whichever process asks and whatever its
+/// clock reads; unrecorded where that deleter had no time (`delete_run`);
+/// forgotten once a recheck forgot the deletion; the caller's own in a
+/// store that keeps no tombstone.
+#[tokio::test]
+async fn a_deletion_answers_the_time_its_first_deleter_recorded() {
+    for backend in Backend::all() {
+        let name = backend.name();
+        let store = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let other = ObjectStoreRuntimeStore::new(backend.open(), "runs");
+        let id = run("timed");
+        let incarnation = finished_run(&store, &id, 1_000).await;
+        let first = store.delete_run_at(&id, incarnation, 5_000).await.unwrap();
+        assert_eq!((first.existed, first.began), (true, At(5_000)), "{name}");
+        let again = other.delete_run_at(&id, incarnation, 9_000).await.unwrap();
+        assert_eq!((again.existed, again.began), (false, At(5_000)), "{name}");
+        store.forget_deleted(&id, incarnation).await.unwrap();
+        let gone = other.delete_run_at(&id, incarnation, 12_000).await.unwrap();
+        assert_eq!((gone.existed, gone.began), (false, Forgotten), "{name}");
+
+        let id = run("untimed");
+        let incarnation = finished_run(&store, &id, 1_000).await;
+        assert!(store.delete_run(&id, incarnation).await.unwrap(), "{name}");
+        let after = other.delete_run_at(&id, incarnation, 9_000).await.unwrap();
+        assert_eq!((after.existed, after.began), (false, Unrecorded), "{name}");
+    }
+    let memory = InMemoryRuntimeStore::new();
+    let id = run("in-memory");
+    let incarnation = finished_run(&memory, &id, 1_000).await;
+    let deleted = memory.delete_run_at(&id, incarnation, 7_000).await.unwrap();
+    assert_eq!((deleted.existed, deleted.began), (true, At(7_000)));
+}
+
+/// A run deleted with `RetentionSweeper::delete_run` (to use its id again
+/// before its retention ran out) keeps its terminal marker until a pass
+/// past its retention, which finds nothing of it: its recheck has run by
+/// then, and forgot the deletion, so that pass leaves no recheck marker of
+/// it again. It left one, with nothing of the deletion for it to find,
+/// which a sweeper not yet proved its runtime store the workers' counted
+/// a failed recheck on its second pass (the quiet worlds' seed 2013, session 51).
+#[tokio::test]
+async fn a_pass_after_a_deleted_runs_recheck_leaves_no_second_one() {
+    let objects = Arc::new(InMemory::new());
+    let (memo, runs, _) = sweeping_process(objects.clone());
+    let sweeper = RetentionSweeper::builder(memo.clone(), RETENTION)
+        .runtime_store(Arc::clone(&runs))
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .build();
+    let id = run("order-1");
+    let incarnation = finished_run(runs.as_ref(), &id, NOW - DAY).await;
+    seed_run(&memo, &id, incarnation, 1, NOW - DAY).await;
+    assert!(sweeper.delete_run(&id).await.unwrap());
+    assert_eq!(recheck_markers(objects.as_ref()).await.len(), 1);
+
+    let after = memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let rechecked = sweeper.sweep_once(NOW + after).await.unwrap();
+    assert_eq!(
+        (rechecked.rechecks_due, rechecked.runs_cleared),
+        (1, 0),
+        "{rechecked:?}"
+    );
+    let past_retention = NOW - DAY + RETENTION.as_millis() as u64 + HOUR;
+    let report = sweeper.sweep_once(past_retention).await.unwrap();
+    assert_eq!(
+        (
+            report.rechecks_due,
+            report.runs_cleared,
+            report.recheck_failures
+        ),
+        (0, 1, 0),
+        "{report:?}"
+    );
+    assert!(memo.markers().list().await.unwrap().is_empty());
     let rechecks = recheck_markers(objects.as_ref()).await;
     assert!(rechecks.is_empty(), "{rechecks:?}");
 }

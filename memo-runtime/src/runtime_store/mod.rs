@@ -71,7 +71,10 @@ pub use input::{InputPhase, InputRecord, InputUpdate, NewInput};
 pub use limits::{DEFAULT_MAX_PENDING_INPUTS, RunLimits};
 pub use memory::InMemoryRuntimeStore;
 pub use object::{DEFAULT_RUN_CACHE_BYTES, ObjectStoreRuntimeStore};
-pub use run::{Fence, Lease, NewRun, RunIdPage, RunPage, RunRecord, RunStatus, RunSummary};
+pub use run::{
+    DeletionBegan, Fence, Lease, NewRun, RunDeletion, RunIdPage, RunPage, RunRecord, RunStatus,
+    RunSummary,
+};
 pub(crate) use run::{lease_is_live, page_of};
 
 /// The durable record of workflow runs.
@@ -507,6 +510,37 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// [`Error::Conflict`](crate::Error::Conflict) if the run is that
     /// incarnation and not terminal.
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool>;
+
+    /// [`delete_run`](Self::delete_run), by a caller whose clock reads
+    /// `at_ms`, answering also when the incarnation's deletion began
+    /// ([`RunDeletion::began`]): `at_ms` if this call began it, else the
+    /// time its first deleter recorded. Two retention sweeps that
+    /// delete one run at once (a sweeper in every worker) so date its
+    /// recheck alike, and leave one recheck marker between them, not one
+    /// each (whose second, once the first recheck forgot the deletion,
+    /// a sweeper not yet sure of its runtime store could not tell from a
+    /// run it looks for at the wrong prefix).
+    ///
+    /// The default calls `delete_run` and answers `at_ms`: a store that
+    /// records no time dates each deletion by its caller's clock.
+    /// [`ObjectStoreRuntimeStore`] writes `at_ms` into the incarnation's
+    /// tombstone when it creates it, and reads it from there (a `GET`)
+    /// when another deleter created it, or when the run was gone already:
+    /// a tombstone with no time in it is [`DeletionBegan::Unrecorded`], no
+    /// tombstone (a recheck forgot the deletion) [`DeletionBegan::Forgotten`].
+    ///
+    /// # Errors
+    ///
+    /// As [`delete_run`](Self::delete_run).
+    async fn delete_run_at(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: u64,
+    ) -> Result<RunDeletion> {
+        let existed = self.delete_run(run_id, incarnation).await?;
+        Ok(RunDeletion::new(existed, DeletionBegan::At(at_ms)))
+    }
 
     /// Whether objects of incarnation `incarnation` of the run are stored
     /// here although the run is not that incarnation: what a

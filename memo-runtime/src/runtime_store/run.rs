@@ -153,6 +153,49 @@ pub struct RunSummary {
     pub workflow_version: Option<String>,
 }
 
+/// What [`RuntimeStore::delete_run_at`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunDeletion {
+    /// Whether the run was that incarnation, as
+    /// [`RuntimeStore::delete_run`] answers: `false` if it was already
+    /// deleted (this call finished what was left), another incarnation,
+    /// or never stored here.
+    pub existed: bool,
+    /// When the deletion of the incarnation began.
+    pub began: DeletionBegan,
+}
+
+impl RunDeletion {
+    /// What a deletion did: see the fields.
+    pub fn new(existed: bool, began: DeletionBegan) -> RunDeletion {
+        RunDeletion { existed, began }
+    }
+}
+
+/// When a deletion of a run incarnation began, as
+/// [`RuntimeStore::delete_run_at`] answers it: what a retention pass dates
+/// the deletion's recheck from (see
+/// [`RetentionSweeperBuilder::recheck_after`](crate::retention::RetentionSweeperBuilder::recheck_after)),
+/// alike in every sweep that deletes the run, however many at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeletionBegan {
+    /// At this time (milliseconds since the Unix epoch): the time its
+    /// first deleter recorded, in a store that records it; the caller's own
+    /// in one that does not.
+    At(u64),
+    /// Before this call, by a deleter that recorded no time
+    /// ([`RuntimeStore::delete_run`], or a release before deletions were
+    /// dated): a retention pass dates the recheck from the time the run's
+    /// terminal marker expired, which every pass reads alike.
+    Unrecorded,
+    /// So long ago that the deletion's recheck has run and forgotten it
+    /// ([`RuntimeStore::forget_deleted`]): the store holds no trace of it,
+    /// and a retention pass leaves no recheck marker for it again.
+    Forgotten,
+}
+
 /// One page of a listing of run ids by status, from
 /// [`RuntimeStore::list_run_ids_page`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

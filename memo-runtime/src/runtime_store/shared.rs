@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunIdPage, RunPage, RunRecord, RunStatus,
-    RunSummary, RuntimeStore, StepReceipt,
+    AttemptCost, Commit, InputRecord, NewInput, NewRun, RunDeletion, RunIdPage, RunPage, RunRecord,
+    RunStatus, RunSummary, RuntimeStore, StepReceipt,
 };
 use crate::error::Result;
 use crate::run_id::{Incarnation, RunId};
@@ -94,6 +94,15 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         (**self).delete_run(run_id, incarnation).await
+    }
+
+    async fn delete_run_at(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: u64,
+    ) -> Result<RunDeletion> {
+        (**self).delete_run_at(run_id, incarnation, at_ms).await
     }
 
     async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {

@@ -387,6 +387,16 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.delete_run(run_id, incarnation).await
     }
 
+    async fn delete_run_at(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: u64,
+    ) -> memo_runtime::Result<memo_runtime::runtime_store::RunDeletion> {
+        self.call("delete_run");
+        self.inner.delete_run_at(run_id, incarnation, at_ms).await
+    }
+
     async fn holds_remains(
         &self,
         run_id: &RunId,

@@ -85,8 +85,14 @@ impl RetentionSweeperBuilder {
     /// [`DEFAULT_RECHECK_AFTER`]): what a stale attempt of the run wrote
     /// there after the sweep, if it died before taking the write back. A
     /// write that lands later than this after the sweep, from a writer that
-    /// then dies, is left. Saturates: with [`Duration::MAX`] a recheck
-    /// comes due only at the end of the clock's range (`u64::MAX - 1` ms).
+    /// then dies, is left. Counted from when the deletion began: the time
+    /// of the pass that buried the run, which every sweep of it reads back
+    /// (two at once, or one finishing another's), so that they leave one
+    /// recheck between them; where no deleter recorded one
+    /// ([`RuntimeStore::delete_run`] alone, or an older release), from
+    /// when the run's marker expired. Saturates: with [`Duration::MAX`] a
+    /// recheck comes due only at the end of the clock's range
+    /// (`u64::MAX - 1` ms).
     pub fn recheck_after(mut self, after: Duration) -> Self {
         self.config.recheck_after = after;
         self

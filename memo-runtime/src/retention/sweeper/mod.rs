@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::memo::{EntryFolders, MemoStore};
 use crate::retention::TerminalMarker;
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::RuntimeStore;
+use crate::runtime_store::{DeletionBegan, RuntimeStore};
 use proof::{Deleted, Found};
 
 /// Deletes the memo entries, step-output entries and (optionally) the
@@ -179,6 +179,13 @@ impl RetentionSweeper {
     pub fn cutoff_ms(&self, now_ms: u64) -> u64 {
         let retention_ms = u64::try_from(self.config.retention.as_millis()).unwrap_or(u64::MAX);
         now_ms.saturating_sub(retention_ms)
+    }
+
+    /// When `marker` expires: `retention` past its run's end (a pass after
+    /// that time finds it expired).
+    fn expired_at_ms(&self, marker: &TerminalMarker) -> u64 {
+        let retention_ms = u64::try_from(self.config.retention.as_millis()).unwrap_or(u64::MAX);
+        marker.terminal_at_ms.saturating_add(retention_ms)
     }
 
     /// Runs one pass at `now_ms` (milliseconds since the Unix epoch) and
@@ -434,17 +441,32 @@ impl RetentionSweeper {
             };
             // A stale attempt's memo entry that lands from here on (its
             // check of the lease came before the clear above) is the
-            // recheck's to delete, an hour on (see `leave_recheck`), if the
-            // attempt dies before it takes the entry back itself.
+            // recheck's to delete, an hour after the deletion began, if the
+            // attempt dies before it takes the entry back itself. When it
+            // began is what its first deleter recorded (this pass, another
+            // sweep of the run at once, or one that stopped part way), so
+            // that every sweep of the run leaves the same recheck marker
+            // (the `recheck` module).
+            let mut began = DeletionBegan::At(now_ms);
             if let Some(store) = &config.runtime_store {
-                swept.runtime_record = store.delete_run(run_id, incarnation).await?;
+                let deletion = store.delete_run_at(run_id, incarnation, now_ms).await?;
+                swept.runtime_record = deletion.existed;
+                began = deletion.began;
             }
             // Last before the marker: deleting a run's records reads its
             // pointer, which a forgotten key would make unreadable. From
             // here on nothing of the run can be read, even what bucket
             // versions or a copy of the bucket keep.
             forget_data_key(config, run_id, incarnation).await?;
-            self.leave_recheck(run_id, incarnation, now_ms).await?;
+            let since_ms = match began {
+                DeletionBegan::At(at_ms) => Some(at_ms),
+                DeletionBegan::Unrecorded => Some(self.expired_at_ms(marker)),
+                // Its recheck ran already: nothing is left to recheck.
+                DeletionBegan::Forgotten => None,
+            };
+            if let Some(since_ms) = since_ms {
+                self.leave_recheck(run_id, incarnation, since_ms).await?;
+            }
             tracing::debug!(
                 entries = swept.entries,
                 runtime_record = swept.runtime_record,
@@ -526,11 +548,16 @@ impl RetentionSweeper {
             // next pass of this sweeper may drop the marker left behind.
             self.store_proved();
         }
-        let existed = store.delete_run(run_id, run.incarnation).await?;
-        forget_data_key(&self.config, run_id, run.incarnation).await?;
         let now_ms = self.config.clock.now_ms();
-        self.leave_recheck(run_id, run.incarnation, now_ms).await?;
-        Ok(existed)
+        let deletion = store.delete_run_at(run_id, run.incarnation, now_ms).await?;
+        forget_data_key(&self.config, run_id, run.incarnation).await?;
+        let since_ms = match deletion.began {
+            DeletionBegan::At(at_ms) => at_ms,
+            DeletionBegan::Unrecorded | DeletionBegan::Forgotten => now_ms,
+        };
+        self.leave_recheck(run_id, run.incarnation, since_ms)
+            .await?;
+        Ok(deletion.existed)
     }
 }
 

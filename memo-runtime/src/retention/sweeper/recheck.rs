@@ -17,11 +17,34 @@
 //!
 //! So a sweep leaves a *recheck marker* behind for every workflow
 //! incarnation it deletes, written before the terminal marker goes and
-//! dated [`recheck_after`](super::RetentionSweeperBuilder::recheck_after)
-//! later (default [`DEFAULT_RECHECK_AFTER`](super::DEFAULT_RECHECK_AFTER)):
+//! due [`recheck_after`](super::RetentionSweeperBuilder::recheck_after)
+//! (default [`DEFAULT_RECHECK_AFTER`](super::DEFAULT_RECHECK_AFTER)) after
+//! the deletion began:
 //! `rechecks/<hour>/<u64::MAX - due_ms>_<run>.<inc>`, the terminal
-//! marker's layout under another folder. A pass at or after its time clears
-//! the incarnation's memo folders once more, deletes whatever the runtime
+//! marker's layout under another folder.
+//!
+//! One deletion, one marker, however many sweeps make it: every worker
+//! runs a sweeper, so two passes may delete one expired run at once, or
+//! one finish what another's stopped; each leaves the marker, and had each
+//! dated it by its own clock, the first recheck would forget the deletion
+//! (below) and leave the other marker with no trace of it, which a
+//! sweeper not yet sure of its store cannot tell from a run at another
+//! prefix (the simulator's quiet worlds, seeds 1278 and 5374 of session
+//! 50). So the deletion's start is what the marker is dated from: the
+//! pass's time of the deleter that buried the run, written in its
+//! tombstone and answered to every later or concurrent deleter
+//! ([`RuntimeStore::delete_run_at`]), or, where no deleter recorded one
+//! (a deletion by [`RuntimeStore::delete_run`] alone, or by a release
+//! before tombstones were dated), the time the run's terminal marker
+//! expired, which every pass with the same retention reads alike. And a
+//! sweep that finds the deletion forgotten (no tombstone: its recheck has
+//! run, as it has when a pass past the run's retention finds the marker
+//! [`RetentionSweeper::delete_run`](super::RetentionSweeper::delete_run)
+//! left) leaves no marker for it again (it left one, with nothing of the
+//! deletion for it to find: seed 2013 of session 51's quiet-world survey).
+//!
+//! A pass at or after a marker's time clears the incarnation's memo
+//! folders once more, deletes whatever the runtime
 //! store holds of the incarnation again ([`RuntimeStore::clear_remains`]),
 //! forgets its data key once more (a late write may have made a new one),
 //! then forgets the deletion ([`RuntimeStore::forget_deleted_all`]: the
@@ -56,12 +79,18 @@
 //!
 //! What it does not close: a write that lands after the recheck, from a
 //! writer stalled for longer than `recheck_after` between its last check
-//! and its write, that then dies before its take-back. Standalone runs
+//! and its write, that then dies before its take-back (a sweep that
+//! stalls with a run's expired marker in hand until after the recheck of
+//! the run's deletion, another sweep's, clears the run's folders once
+//! more, and leaves no recheck of its own: what lands after that clear is
+//! such a write). Standalone runs
 //! ([`Incarnation::STANDALONE`]) get no recheck: their id is used again
 //! with the same incarnation, so a second clear could delete a new use's
 //! entries.
 //!
-//! Cost: one conditional create per workflow run swept; then, per recheck,
+//! Cost: one conditional create per workflow run swept (and the `GET` of
+//! its tombstone's time for a sweep that found the run deleted already,
+//! or buried at once by another); then, per recheck,
 //! a `HEAD` of the tombstone while the pass's store is not proved (a
 //! sweeper keeps the proof once found: a worker's sweeper found it in the
 //! pass that deleted the run; a tombstone not found costs a `HEAD` of the
@@ -77,6 +106,8 @@
 //! swept, never to what is retained.
 //!
 //! [`RuntimeStore::clear_remains`]: crate::runtime_store::RuntimeStore::clear_remains
+//! [`RuntimeStore::delete_run`]: crate::runtime_store::RuntimeStore::delete_run
+//! [`RuntimeStore::delete_run_at`]: crate::runtime_store::RuntimeStore::delete_run_at
 //! [`RuntimeStore::holds_deletion`]: crate::runtime_store::RuntimeStore::holds_deletion
 //! [`RuntimeStore::forget_deleted_all`]: crate::runtime_store::RuntimeStore::forget_deleted_all
 
@@ -95,13 +126,16 @@ use crate::runtime_store::RuntimeStore;
 
 impl RetentionSweeper {
     /// Leaves the recheck marker of `incarnation`, which this sweep is
-    /// deleting, due `recheck_after` past `now_ms`. A no-op for standalone
-    /// runs and in a dry run.
+    /// deleting, due `recheck_after` past `since_ms`: when the deletion
+    /// began (see the module's rustdoc), so that every sweep of one
+    /// deletion, however many at once and whatever their clocks read,
+    /// leaves the same marker. A no-op for standalone runs and in a dry
+    /// run.
     pub(super) async fn leave_recheck(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
-        now_ms: u64,
+        since_ms: u64,
     ) -> Result<()> {
         if incarnation == Incarnation::STANDALONE || self.config.dry_run {
             return Ok(());
@@ -111,7 +145,7 @@ impl RetentionSweeper {
             run_id: run_id.clone(),
             // At most `u64::MAX - 1`, so that a pass at `u64::MAX` (the
             // end of time) finds it due.
-            terminal_at_ms: now_ms.saturating_add(after_ms).min(u64::MAX - 1),
+            terminal_at_ms: since_ms.saturating_add(after_ms).min(u64::MAX - 1),
             incarnation,
         };
         self.config

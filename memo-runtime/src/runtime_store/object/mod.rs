@@ -226,6 +226,10 @@ const DEFAULT_CHECKPOINT_INTERVAL: u64 = 4;
 ///   per 1,000 objects; a run of 1,000 steps holds about 1,250); only the
 ///   objects of the incarnation named are touched, and a later run's
 ///   pointer is never vacated (the update is refused);
+///   [`delete_run_at`](RuntimeStore::delete_run_at), a retention pass's
+///   deletion, writes its time in the tombstone, and adds a `GET` of the
+///   tombstone's time where another deleter created it first, or the run
+///   was deleted already;
 /// - rechecking a deleted run ([`clear_remains`](RuntimeStore::clear_remains),
 ///   then [`forget_deleted`](RuntimeStore::forget_deleted) on the same
 ///   store): a read of the pointer, a listing of the incarnation's folder
@@ -617,6 +621,15 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         self.runs.delete_run(run_id, incarnation).await
+    }
+
+    async fn delete_run_at(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: u64,
+    ) -> Result<super::RunDeletion> {
+        self.runs.delete_run_at(run_id, incarnation, at_ms).await
     }
 
     async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {

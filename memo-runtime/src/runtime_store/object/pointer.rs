@@ -154,7 +154,7 @@ use crate::codec;
 use crate::error::{Error, Result};
 use crate::read_limit::Limit;
 use crate::run_id::{Incarnation, RunId};
-use crate::runtime_store::NewRun;
+use crate::runtime_store::{DeletionBegan, NewRun};
 use crate::write_once::{self, Created, Landed, Slot, VACANT};
 
 mod give_up;
@@ -913,15 +913,52 @@ impl RunPointer {
     /// read as just created and ran again (seed 2117 of session 27's
     /// survey). Kept until a retention pass's recheck of the run
     /// ([`unbury`](Self::unbury)).
-    pub(super) async fn bury(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
+    ///
+    /// It holds `at_ms`, the time the deleter's clock read, if it has one
+    /// (in decimal digits; empty without), and answers when the deletion
+    /// began: `at_ms` if this call created it, else what the deleter that
+    /// did wrote (a `GET`; see [`buried_at`](Self::buried_at)).
+    pub(super) async fn bury(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: Option<u64>,
+    ) -> Result<DeletionBegan> {
         let path = self
             .client
             .layout()
             .incarnation_tombstone(run_id, incarnation);
-        // Empty and plain, as every marker: it names no data. Found there:
-        // an earlier deletion of the incarnation left it.
-        write_once::create_marker(self.client.store().as_ref(), &path, &[], Limit::MARKER).await?;
-        Ok(())
+        // Plain, as every marker: it names no data. Found there: an
+        // earlier deletion of the incarnation left it, and its time holds.
+        let store = self.client.store().as_ref();
+        if write_once::create_marker(store, &path, &tombstone(at_ms), Limit::MARKER).await? {
+            return Ok(at_ms.map_or(DeletionBegan::Unrecorded, DeletionBegan::At));
+        }
+        self.buried_at(run_id, incarnation).await
+    }
+
+    /// When the deletion of incarnation `incarnation` began, as its
+    /// tombstone says (see [`bury`](Self::bury)): the time it holds;
+    /// `Unrecorded` if it holds none (written by `RuntimeStore::delete_run`,
+    /// or by a release before tombstones were dated); `Forgotten` if there
+    /// is none (a recheck deleted it). One `GET`.
+    pub(super) async fn buried_at(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+    ) -> Result<DeletionBegan> {
+        let path = self
+            .client
+            .layout()
+            .incarnation_tombstone(run_id, incarnation);
+        let store = self.client.store().as_ref();
+        let read = write_once::read(store, &path, Limit::MARKER, &crate::seal::PLAIN).await?;
+        Ok(match read {
+            None => DeletionBegan::Forgotten,
+            Some(payload) => {
+                tombstone_time(&payload).map_or(DeletionBegan::Unrecorded, DeletionBegan::At)
+            }
+        })
     }
 
     /// Whether incarnation `incarnation` has a tombstone (see
@@ -1040,6 +1077,28 @@ pub(super) fn swept(incarnation: Incarnation, mark: u64) -> Bytes {
     let mut bytes = vacated(incarnation).to_vec();
     bytes.extend_from_slice(format!(" swept {mark:016x}").as_bytes());
     Bytes::from(bytes)
+}
+
+/// What a deletion that began at `at_ms` writes in the incarnation's
+/// tombstone: the time in decimal digits (framed as a plain marker), or
+/// nothing for a deleter with no time ([`RunPointer::bury`]). Pinned by
+/// `records::a_dated_tombstone_is_pinned`.
+pub(super) fn tombstone(at_ms: Option<u64>) -> Vec<u8> {
+    at_ms
+        .map(|at_ms| at_ms.to_string())
+        .unwrap_or_default()
+        .into_bytes()
+}
+
+/// The time a tombstone's payload holds (see [`tombstone`]): `None` for
+/// an empty one (a deleter with no time, or a release before tombstones
+/// were dated) or one that holds anything else.
+pub(super) fn tombstone_time(payload: &[u8]) -> Option<u64> {
+    let digits = std::str::from_utf8(payload).ok()?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Decodes a pointer or record at `path`, checked to name `run_id` (and

@@ -98,6 +98,29 @@ fn a_vacated_run_pointer_is_pinned() {
     assert!(swept.starts_with(crate::write_once::VACANT));
 }
 
+#[test]
+fn a_dated_tombstone_is_pinned() {
+    use super::pointer::{tombstone, tombstone_time};
+    assert_eq!(tombstone(Some(1_767_225_600_000)), b"1767225600000");
+    assert_eq!(tombstone(Some(0)), b"0");
+    assert_eq!(tombstone(Some(u64::MAX)), b"18446744073709551615");
+    assert_eq!(tombstone(None), b"");
+    assert_eq!(tombstone_time(b"1767225600000"), Some(1_767_225_600_000));
+    assert_eq!(tombstone_time(b"18446744073709551615"), Some(u64::MAX));
+    // Older releases' tombstones, and whatever else: no time.
+    assert_eq!(tombstone_time(b""), None);
+    for other in [
+        &b"+1"[..],
+        b"-1",
+        b" 1",
+        b"1 ",
+        b"18446744073709551616",
+        b"\xff",
+    ] {
+        assert_eq!(tombstone_time(other), None, "{other:?}");
+    }
+}
+
 fn record(workflow_version: Option<&str>) -> RunRecord {
     let state = crate::runtime_store::state::RunState::new(
         new_run(workflow_version),

@@ -369,6 +369,18 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
         )
     }
 
+    async fn delete_run_at(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: u64,
+    ) -> Result<crate::runtime_store::RunDeletion> {
+        self.seen(
+            "delete_run",
+            self.inner.delete_run_at(run_id, incarnation, at_ms).await,
+        )
+    }
+
     async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         self.seen(
             "holds_remains",

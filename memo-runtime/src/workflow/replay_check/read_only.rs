@@ -111,6 +111,15 @@ impl RuntimeStore for ReadOnlyView {
         Self::refuse(run_id)
     }
 
+    async fn delete_run_at(
+        &self,
+        run_id: &RunId,
+        _incarnation: Incarnation,
+        _at_ms: u64,
+    ) -> Result<crate::runtime_store::RunDeletion> {
+        Self::refuse(run_id)
+    }
+
     async fn holds_remains(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
         self.inner.holds_remains(run_id, incarnation).await
     }

@@ -42,8 +42,8 @@ use crate::error::{Error, Result};
 use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::state::{Change, RunState};
 use crate::runtime_store::{
-    Commit, InputRecord, NewInput, NewRun, RunIdPage, RunLimits, RunPage, RunRecord, RunStatus,
-    RunSummary, RuntimeStore, StepReceipt,
+    Commit, DeletionBegan, InputRecord, NewInput, NewRun, RunDeletion, RunIdPage, RunLimits,
+    RunPage, RunRecord, RunStatus, RunSummary, RuntimeStore, StepReceipt,
 };
 
 /// The runs of one store: its components, and the limits a new run or
@@ -102,6 +102,58 @@ impl Runs {
     /// Takes the runtime's clock (the first given stays).
     pub(super) fn use_clock(&self, clock: Arc<dyn Clock>) {
         let _ = self.clock.set(clock);
+    }
+
+    /// `delete_run`, and when the incarnation's deletion began: `at_ms` if
+    /// this call wrote its tombstone, what another deleter wrote there if
+    /// one did (a `GET`, also made for a run found gone, but only when
+    /// `at_ms` is given: a caller without a clock asks nothing, and is
+    /// answered `Unrecorded`).
+    async fn delete_dated(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: Option<u64>,
+    ) -> Result<RunDeletion> {
+        // The run, and the version of its pointer the load read, which the
+        // deletion's update vacates unless it changed since.
+        let loaded = self
+            .read_folded(run_id, |folded| {
+                let record = folded.state.record().clone();
+                (record, folded.pointer_version.clone())
+            })
+            .await?;
+        let (existed, read) = match loaded {
+            Some((record, _)) if record.incarnation != incarnation => (false, None),
+            Some((record, _)) if !record.status.is_terminal() => {
+                return Err(Error::Conflict {
+                    what: format!("run {run_id}"),
+                    reason: format!(
+                        "the run is {}; only terminal runs can be deleted",
+                        record.status
+                    ),
+                });
+            }
+            Some((_, version)) => (true, version),
+            None => (false, None),
+        };
+        let began = if existed {
+            // The tombstone, then the record and the pointer: from then on
+            // the run does not exist for any reader, whatever is left of its
+            // log if this call stops early, and a record of it that a late
+            // writer puts back is never restored. See the `pointer` module
+            // for why this cannot remove a later run of the id.
+            let began = self.pointer.bury(run_id, incarnation, at_ms).await?;
+            self.cache.forget(run_id);
+            self.pointer.remove(run_id, incarnation, read).await?;
+            began
+        } else if at_ms.is_some() {
+            self.pointer.buried_at(run_id, incarnation).await?
+        } else {
+            DeletionBegan::Unrecorded
+        };
+        self.delete_incarnation(run_id, incarnation).await?;
+        Ok(RunDeletion::new(existed, began))
     }
 
     /// Deletes what the folder of incarnation `incarnation` holds (one
@@ -285,40 +337,19 @@ impl RuntimeStore for Runs {
     }
 
     async fn delete_run(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
-        // The run, and the version of its pointer the load read, which the
-        // deletion's update vacates unless it changed since.
-        let loaded = self
-            .read_folded(run_id, |folded| {
-                let record = folded.state.record().clone();
-                (record, folded.pointer_version.clone())
-            })
-            .await?;
-        let (existed, read) = match loaded {
-            Some((record, _)) if record.incarnation != incarnation => (false, None),
-            Some((record, _)) if !record.status.is_terminal() => {
-                return Err(Error::Conflict {
-                    what: format!("run {run_id}"),
-                    reason: format!(
-                        "the run is {}; only terminal runs can be deleted",
-                        record.status
-                    ),
-                });
-            }
-            Some((_, version)) => (true, version),
-            None => (false, None),
-        };
-        if existed {
-            // The tombstone, then the record and the pointer: from then on
-            // the run does not exist for any reader, whatever is left of its
-            // log if this call stops early, and a record of it that a late
-            // writer puts back is never restored. See the `pointer` module
-            // for why this cannot remove a later run of the id.
-            self.pointer.bury(run_id, incarnation).await?;
-            self.cache.forget(run_id);
-            self.pointer.remove(run_id, incarnation, read).await?;
-        }
-        self.delete_incarnation(run_id, incarnation).await?;
-        Ok(existed)
+        Ok(self.delete_dated(run_id, incarnation, None).await?.existed)
+    }
+
+    /// The tombstone holds `at_ms` if this call writes it; a deletion that
+    /// finds the run gone reads the time of the tombstone it left (a
+    /// `GET`), as does one whose tombstone another deleter wrote first.
+    async fn delete_run_at(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: u64,
+    ) -> Result<RunDeletion> {
+        self.delete_dated(run_id, incarnation, Some(at_ms)).await
     }
 
     /// One `DELETE`, the tombstone `delete_run` left; then a read of the
