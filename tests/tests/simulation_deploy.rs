@@ -233,3 +233,27 @@ fn a_rolling_deploy_of_worker_loops_ends_every_run_on_one_branch() {
     until_the_old_code_meets_a_patched_run(&simulation, 12);
     assert_both_branches(&branches);
 }
+
+#[test]
+fn a_rolling_deploy_in_the_deployment_world_ends_every_run_on_one_branch() {
+    // The rollout in the world the README recommends deploying into
+    // (`Simulation::deployment`: a sweeper in every worker, an operator
+    // beside them, pauses past a lease, run ids of every shape on a
+    // name-limited store, local-folder, sealed and foreign-object seeds,
+    // the final sweep of everything): 24 histories. A worker on the old
+    // code meets a run the new code patched in 25 of this world's first
+    // 1,500 (RELIABILITY.md, session 51), as the tests above pin in the
+    // simpler one.
+    let branches = Branches::default();
+    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
+    let simulation = Simulation::new(|ledger| notify(ledger, true), inputs)
+        .polls(500)
+        .deployment()
+        .rolling_deploy_at(30, 200)
+        .check_outcome(ends_on_a_branch(&branches, false));
+    let summary = simulation
+        .run_seeds(0..24)
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.seeds, 24);
+    assert_both_branches(&branches);
+}
