@@ -144,6 +144,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// A step of a retention pass's recheck that waits for another's: the
+    /// deleted run's vacated pointer is marked for its delete by another
+    /// recheck, which deletes it (two sweepers at once). Not a failure: the
+    /// recheck marker is kept, and a later pass of the same sweeper deletes
+    /// the pointer if that mark still stands then (its recheck stopped
+    /// between its mark and its delete).
+    #[error("{what}: {reason}")]
+    Deferred {
+        /// What waits (a run's pointer).
+        what: String,
+        /// For what.
+        reason: String,
+    },
+
     /// Clearing a run's entries left some behind; the run's terminal marker
     /// must be kept so a later sweep tries again.
     #[error(
@@ -295,7 +309,7 @@ pub enum Error {
 /// | [`Unsupported`](ErrorKind::Unsupported) | [`ConditionalPutUnsupported`](Error::ConditionalPutUnsupported) | use a backend that keeps write-once (or turn its conditional puts on) | no |
 /// | [`Corrupt`](ErrorKind::Corrupt) | [`Corrupt`](Error::Corrupt) | a stored object is damaged or foreign: an operator repairs or removes it | no |
 /// | [`CodeChanged`](ErrorKind::CodeChanged) | [`NonDeterminism`](Error::NonDeterminism), [`Decode`](Error::Decode) | the code disagrees with what it stored (steps reordered, a type changed): deploy code that matches, or bump a memoized function's version | no |
-/// | [`Conflict`](ErrorKind::Conflict) | [`Conflict`](Error::Conflict) | the request contradicts what is committed (another writer got there first, an id taken with other content, a run already ended): read the current state before deciding | no |
+/// | [`Conflict`](ErrorKind::Conflict) | [`Conflict`](Error::Conflict), [`Deferred`](Error::Deferred) | the request contradicts what is committed (another writer got there first, an id taken with other content, a run already ended), or waits for another writer's change (a retention pass's recheck that another recheck is finishing): read the current state before deciding | no |
 /// | [`Lease`](ErrorKind::Lease) | [`LeaseHeld`](Error::LeaseHeld), [`LeaseLost`](Error::LeaseLost) | another attempt holds the run: stop, and run it again once that lease has expired | no |
 /// | [`NotFound`](ErrorKind::NotFound) | [`RunNotFound`](Error::RunNotFound) | the run does not exist (never created, or deleted): create it, or drop the request | no |
 /// | [`Suspended`](ErrorKind::Suspended) | [`Suspended`](Error::Suspended) | the run waits for a signal: send it, then run the run again | no |
@@ -411,7 +425,7 @@ impl Error {
             Error::ConditionalPutUnsupported { .. } => ErrorKind::Unsupported,
             Error::Corrupt { .. } => ErrorKind::Corrupt,
             Error::NonDeterminism { .. } | Error::Decode { .. } => ErrorKind::CodeChanged,
-            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::Conflict { .. } | Error::Deferred { .. } => ErrorKind::Conflict,
             Error::LeaseHeld { .. } | Error::LeaseLost { .. } => ErrorKind::Lease,
             Error::RunNotFound { .. } => ErrorKind::NotFound,
             Error::Suspended { .. } => ErrorKind::Suspended,
@@ -591,6 +605,10 @@ mod tests {
                 what: s(),
                 reason: s(),
             },
+            Error::Deferred {
+                what: s(),
+                reason: s(),
+            },
             Error::ClearIncomplete {
                 run_id: s(),
                 deleted: 0,
@@ -656,6 +674,7 @@ mod tests {
                     Error::TooLarge { .. } => "TooLarge",
                     Error::NonDeterminism { .. } => "NonDeterminism",
                     Error::Conflict { .. } => "Conflict",
+                    Error::Deferred { .. } => "Deferred",
                     Error::ClearIncomplete { .. } => "ClearIncomplete",
                     Error::RunNotFound { .. } => "RunNotFound",
                     Error::InvalidWrite { .. } => "InvalidWrite",
@@ -731,8 +750,10 @@ mod tests {
     #[test]
     #[allow(deprecated)]
     fn is_transient_still_answers_what_it_answered() {
-        // The variants `is_transient` called transient before `fails_run`.
-        const TRANSIENT: [&str; 12] = [
+        // The variants `is_transient` called transient before `fails_run`,
+        // and `Deferred`, added since, which waits as a `Conflict` does.
+        const TRANSIENT: [&str; 13] = [
+            "Deferred",
             "Store",
             "Decode",
             "Corrupt",

@@ -80,6 +80,20 @@ pub(crate) async fn read(
 /// the pointer it read (`runtime_store/object/pointer.rs`).
 pub(crate) const VACANT: &[u8] = b"vacant ";
 
+/// What follows the incarnation in a vacated pointer a recheck marked for
+/// its delete: `vacant <incarnation> swept <mark>[ at <ms>]`
+/// (`runtime_store/object/pointer.rs`).
+pub(crate) const SWEPT: &[u8] = b" swept ";
+
+/// Whether a vacated pointer's bytes are a recheck's mark, whose delete
+/// follows: a create that finds one never replaces it (the delete would
+/// remove its pointer) but gives up, and its caller decides from the
+/// mark's age whether to wait for the path to be free or to replace it
+/// (`RunPointer::current_unless_new`).
+pub(crate) fn is_swept(vacant: &[u8]) -> bool {
+    vacant.starts_with(VACANT) && vacant.windows(SWEPT.len()).any(|w| w == SWEPT)
+}
+
 /// What a run pointer's path holds ([`read_pointer_slot`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Slot {
@@ -387,6 +401,12 @@ async fn create(
                     Found::Absent if when_gone == WhenGone::GiveUp => return Ok(None),
                     // Swept between our create and the read: try again.
                     Found::Absent => e,
+                    // A pointer a recheck marked for its delete, which
+                    // follows unconditionally: replaced, ours would go with
+                    // it (seed 27027 of session 51's quiet-world survey).
+                    // Given up: the caller reads the id again, and waits
+                    // for the delete, or replaces a mark old enough.
+                    Found::Vacant(bytes, _) if is_swept(&bytes) => return Ok(None),
                     // Refused: ours did not land, and a vacated pointer
                     // (whatever was there before it) is replaced by a
                     // conditional update, which one writer wins.

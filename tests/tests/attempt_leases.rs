@@ -783,6 +783,14 @@ impl RuntimeStore for HoldsARenewal {
         self.inner.forget_deleted_all(deleted).await
     }
 
+    async fn forget_deleted_all_at(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: u64,
+    ) -> Vec<Result<(), Error>> {
+        self.inner.forget_deleted_all_at(deleted, at_ms).await
+    }
+
     fn use_clock(&self, clock: Arc<dyn memo_runtime::clock::Clock>) {
         self.inner.use_clock(clock);
     }

@@ -234,10 +234,14 @@ async fn a_stalled_deletion_never_lets_a_creator_take_the_id_from_the_run_create
 /// first marks the vacated pointer swept and is held at its delete; the
 /// second finds the pointer swept, not vacated by the deletion it
 /// forgets, and leaves it (no second delete that could land later still).
-/// Then a redelivery creates the id's next run over the swept pointer, and
-/// the first's held delete lands on its pointer: the one unconditional
-/// delete of a pointer left, and what the incarnation records are kept for.
-/// The next reader restores the run's pointer from its record.
+/// Then a redelivery would create the id's next run: refused while the
+/// pointer is marked swept, since the first's held delete, the one
+/// unconditional delete of a pointer left, would land on the new run's
+/// pointer (it did, and the next reader restored the pointer from the
+/// run's record, until session 51: with a second creator on the freed
+/// path meanwhile, a commit acknowledged to one of the two runs went
+/// missing, seed 27027 of the quiet-world survey). Once the delete
+/// landed, the creation goes through, and its pointer stands.
 #[tokio::test]
 async fn two_rechecks_of_one_deletion_delete_its_vacated_pointer_once() {
     for backend in Backend::all() {
@@ -252,7 +256,12 @@ async fn two_rechecks_of_one_deletion_delete_its_vacated_pointer_once() {
         let (paused, held) = Pauses::new(backend.open(), Held::Delete, pointer.clone());
         let first = ObjectStoreRuntimeStore::new(Arc::new(paused), "runs");
         let (run_a, old_a) = (run_id.clone(), old.incarnation);
-        let recheck = tokio::spawn(async move { first.forget_deleted(&run_a, old_a).await });
+        // A retention pass's recheck, which dates its mark (the creation
+        // below is at 1 ms, within a minute of it).
+        let recheck = tokio::spawn(async move {
+            let mut forgotten = first.forget_deleted_all_at(&[(run_a, old_a)], 1).await;
+            forgotten.pop().expect("one result")
+        });
         wait_reached(held.reached, "the first recheck's delete of the pointer").await;
 
         let counting = Arc::new(memo_runtime::testing::CountingStore::new(backend.open()));
@@ -275,12 +284,18 @@ async fn two_rechecks_of_one_deletion_delete_its_vacated_pointer_once() {
             "{name}: {swept:?}"
         );
 
-        let new = worker.create_run(order(&run_id)).await.unwrap();
+        let refused = worker.create_run(order(&run_id)).await;
+        assert!(
+            matches!(refused, Err(Error::Conflict { .. })),
+            "{name}: {refused:?}"
+        );
         held.release.send(()).unwrap();
         recheck.await.unwrap().unwrap();
+        assert!(backend.objects().head(&pointer).await.is_err(), "{name}");
+        let new = worker.create_run(order(&run_id)).await.unwrap();
         assert!(
-            backend.objects().head(&pointer).await.is_err(),
-            "{name}: the held delete removed the new run's pointer"
+            backend.objects().head(&pointer).await.is_ok(),
+            "{name}: the new run's pointer stands"
         );
         let fresh = ObjectStoreRuntimeStore::new(backend.open(), "runs");
         let current = fresh
@@ -288,12 +303,7 @@ async fn two_rechecks_of_one_deletion_delete_its_vacated_pointer_once() {
             .await
             .unwrap()
             .map(|r| r.incarnation);
-        assert_eq!(
-            current,
-            Some(new.incarnation),
-            "{name}: restored from its record"
-        );
-        assert!(backend.objects().head(&pointer).await.is_ok(), "{name}");
+        assert_eq!(current, Some(new.incarnation), "{name}");
     }
 }
 

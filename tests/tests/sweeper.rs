@@ -1006,6 +1006,246 @@ async fn a_pass_after_a_deleted_runs_recheck_leaves_no_second_one() {
     assert!(rechecks.is_empty(), "{rechecks:?}");
 }
 
+/// A deleted run's id used again while a recheck of its deletion is
+/// between its mark of the vacated pointer (`vacant <inc> swept <mark>`)
+/// and that pointer's delete, which is unconditional: the creation is
+/// refused, where it replaced the mark by a conditional update and the
+/// delete then removed the new run's pointer (seed 27027 of session 51's
+/// quiet-world survey: a second creator then took the free path, and a
+/// step commit acknowledged to one run went missing from what a fresh
+/// reader saw). Once the delete landed, the id is free and its new run's
+/// pointer stands.
+#[tokio::test]
+async fn a_creation_never_takes_a_pointer_a_recheck_is_about_to_delete() {
+    let objects = Arc::new(InMemory::new());
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let (memo, runs, sweeper) = sweeping_process(faulty.clone());
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
+
+    // Another process creates the id again just before the recheck's
+    // delete of the pointer lands.
+    let other: Arc<dyn RuntimeStore> =
+        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
+    let new_run = |created_at_ms: u64| NewRun {
+        run_id: id.clone(),
+        workflow: "wf".into(),
+        input: Bytes::new(),
+        created_at_ms,
+        workflow_version: None,
+    };
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let during = Arc::new(Mutex::new(None));
+    faulty.inject(FaultRule::fail_before(RequestKind::Delete).matching({
+        let (other, during, new) = (other.clone(), during.clone(), new_run(due));
+        move |path| {
+            if path.as_ref() == "runs/runs/order-1/run" && during.lock().unwrap().is_none() {
+                let (other, new) = (other.clone(), new.clone());
+                let created = std::thread::spawn(move || {
+                    tokio::runtime::Runtime::new()
+                        .unwrap()
+                        .block_on(other.create_run(new))
+                })
+                .join()
+                .unwrap();
+                *during.lock().unwrap() = Some(created);
+            }
+            false
+        }
+    }));
+    let rechecked = sweeper.sweep_once(due).await.unwrap();
+    assert_eq!(
+        (rechecked.rechecks_due, rechecked.recheck_failures),
+        (1, 0),
+        "{rechecked:?}"
+    );
+    let during = during
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the creation ran between the mark and the delete");
+    assert!(
+        matches!(during, Err(Error::Conflict { .. })),
+        "refused while the pointer is marked for its delete: {during:?}"
+    );
+
+    let created = other.create_run(new_run(due + 1)).await.unwrap();
+    assert_ne!(created.incarnation, old);
+    let pointer = memo_runtime::object_store::path::Path::from("runs/runs/order-1/run");
+    assert!(
+        memo_runtime::object_store::ObjectStoreExt::head(objects.as_ref(), &pointer)
+            .await
+            .is_ok(),
+        "the new run's pointer stands"
+    );
+    let loaded = runs.load_run(&id).await.unwrap().unwrap();
+    assert_eq!(loaded.incarnation, created.incarnation);
+}
+
+/// A recheck that marked a vacated pointer swept and never deleted it (its
+/// delete failed here; its sweeper may as well have stopped) holds the id
+/// only for a while: a creation a minute after the mark's time replaces
+/// it, and the next recheck of the deletion leaves the new run's pointer
+/// alone.
+#[tokio::test]
+async fn a_pointer_mark_whose_delete_never_came_is_replaced_a_minute_on() {
+    let objects = Arc::new(InMemory::new());
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let (memo, runs, sweeper) = sweeping_process(faulty.clone());
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
+    faulty.inject(
+        FaultRule::fail_before(RequestKind::Delete)
+            .matching(|path| path.as_ref() == "runs/runs/order-1/run"),
+    );
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let failed = sweeper.sweep_once(due).await.unwrap();
+    assert_eq!(failed.recheck_failures, 1, "{failed:?}");
+
+    let other = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
+    let new_run = |created_at_ms: u64| NewRun {
+        run_id: id.clone(),
+        workflow: "wf".into(),
+        input: Bytes::new(),
+        created_at_ms,
+        workflow_version: None,
+    };
+    let refused = other.create_run(new_run(due)).await;
+    assert!(
+        matches!(refused, Err(Error::Conflict { .. })),
+        "{refused:?}"
+    );
+    let still = other.create_run(new_run(due + 59_999)).await;
+    assert!(matches!(still, Err(Error::Conflict { .. })), "{still:?}");
+    let created = other.create_run(new_run(due + 60_000)).await.unwrap();
+    assert_ne!(created.incarnation, old);
+
+    faulty.clear_faults();
+    let again = sweeper.sweep_once(due + HOUR).await.unwrap();
+    assert_eq!(
+        (again.rechecks_due, again.recheck_failures),
+        (1, 0),
+        "{again:?}"
+    );
+    let loaded = runs.load_run(&id).await.unwrap().unwrap();
+    assert_eq!(loaded.incarnation, created.incarnation);
+}
+
+/// The same mark met by a later recheck of the deletion, with no creation
+/// of the id meanwhile: within a minute of the mark it is another
+/// recheck's to delete (two sweepers at once), and the later one waits,
+/// keeping its recheck marker and counting no failure; a minute on, it
+/// deletes the mark itself, and the id's pointer is gone.
+#[tokio::test]
+async fn a_later_recheck_deletes_a_pointer_mark_left_a_minute_ago() {
+    let objects = Arc::new(InMemory::new());
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let (memo, runs, sweeper) = sweeping_process(faulty.clone());
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
+    faulty.inject(
+        FaultRule::fail_before(RequestKind::Delete)
+            .matching(|path| path.as_ref() == "runs/runs/order-1/run"),
+    );
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    assert_eq!(sweeper.sweep_once(due).await.unwrap().recheck_failures, 1);
+    faulty.clear_faults();
+
+    let pointer = memo_runtime::object_store::path::Path::from("runs/runs/order-1/run");
+    let stands = || async {
+        memo_runtime::object_store::ObjectStoreExt::head(objects.as_ref(), &pointer)
+            .await
+            .is_ok()
+    };
+    let waiting = sweeper.sweep_once(due + 1_000).await.unwrap();
+    assert_eq!(
+        (waiting.rechecks_due, waiting.recheck_failures),
+        (0, 0),
+        "{waiting:?}"
+    );
+    assert!(stands().await);
+    assert_eq!(recheck_markers(objects.as_ref()).await.len(), 1);
+    let done = sweeper.sweep_once(due + 60_000).await.unwrap();
+    assert_eq!(
+        (done.rechecks_due, done.recheck_failures),
+        (1, 0),
+        "{done:?}"
+    );
+    assert!(!stands().await, "the mark is deleted");
+    assert!(recheck_markers(objects.as_ref()).await.is_empty());
+}
+
+/// A minute-old mark taken by a later recheck and by a creation at once:
+/// the creation replaces it just before the recheck's own mark of it
+/// lands. The recheck marks it again by a conditional update of the
+/// version it read, which the creation's replacement refuses: no delete
+/// follows, and the new run's pointer stands.
+#[tokio::test]
+async fn a_later_recheck_leaves_a_stale_mark_a_creation_replaced_meanwhile() {
+    let objects = Arc::new(InMemory::new());
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let (memo, runs, sweeper) = sweeping_process(faulty.clone());
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
+    faulty.inject(
+        FaultRule::fail_before(RequestKind::Delete)
+            .matching(|path| path.as_ref() == "runs/runs/order-1/run"),
+    );
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    assert_eq!(sweeper.sweep_once(due).await.unwrap().recheck_failures, 1);
+    faulty.clear_faults();
+
+    let later = due + 60_000;
+    let other: Arc<dyn RuntimeStore> =
+        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
+    let new = NewRun {
+        run_id: id.clone(),
+        workflow: "wf".into(),
+        input: Bytes::new(),
+        created_at_ms: later,
+        workflow_version: None,
+    };
+    let created = Arc::new(Mutex::new(None));
+    faulty.inject(FaultRule::fail_before(RequestKind::Put).matching({
+        let (other, created) = (other.clone(), created.clone());
+        move |path| {
+            if path.as_ref() == "runs/runs/order-1/run" && created.lock().unwrap().is_none() {
+                let (other, new) = (other.clone(), new.clone());
+                let answer = std::thread::spawn(move || {
+                    tokio::runtime::Runtime::new()
+                        .unwrap()
+                        .block_on(other.create_run(new))
+                })
+                .join()
+                .unwrap();
+                *created.lock().unwrap() = Some(answer);
+            }
+            false
+        }
+    }));
+    let report = sweeper.sweep_once(later).await.unwrap();
+    let created = (created.lock().unwrap().take())
+        .expect("the creation ran before the recheck's mark")
+        .unwrap();
+    assert_ne!(created.incarnation, old);
+    assert_eq!(report.recheck_failures, 0, "{report:?}");
+    let loaded = other.load_run(&id).await.unwrap().unwrap();
+    assert_eq!(loaded.incarnation, created.incarnation);
+    let pointer = memo_runtime::object_store::path::Path::from("runs/runs/order-1/run");
+    let stands = memo_runtime::object_store::ObjectStoreExt::head(objects.as_ref(), &pointer)
+        .await
+        .is_ok();
+    assert!(stands, "the new run's pointer stands");
+}
+
 /// `recheck_after(Duration::MAX)` saturates: the sweep does not overflow,
 /// and its recheck comes due only at the end of the clock's range.
 #[tokio::test]

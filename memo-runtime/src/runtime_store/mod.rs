@@ -179,7 +179,11 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
     /// # Errors
     ///
     /// [`Error::Conflict`](crate::Error::Conflict) if the run exists with a
-    /// different workflow or input.
+    /// different workflow or input; and, from [`ObjectStoreRuntimeStore`],
+    /// for an id whose deleted earlier run a retention pass's recheck is
+    /// finishing at that moment (between its mark of the run's vacated
+    /// pointer and that pointer's delete): nothing was created, and a call
+    /// made again once the delete has landed creates the run.
     async fn create_run(&self, run: NewRun) -> Result<RunRecord>;
 
     /// Loads a run; `None` if it does not exist.
@@ -669,6 +673,28 @@ pub trait RuntimeStore: Send + Sync + fmt::Debug {
             results.push(self.forget_deleted(run_id, *incarnation).await);
         }
         results
+    }
+
+    /// [`forget_deleted_all`](Self::forget_deleted_all) by a caller whose
+    /// clock reads `at_ms`, as a retention pass's recheck is. A result may
+    /// be [`Error::Deferred`](crate::Error::Deferred): another recheck of
+    /// the same deletion is finishing it, and the caller tries again later.
+    ///
+    /// The default calls `forget_deleted_all`. [`ObjectStoreRuntimeStore`]
+    /// writes `at_ms` into its mark of each vacated pointer (`vacant <inc>
+    /// swept <mark> at <ms>`), by which a creation of the id waits for the
+    /// mark's delete rather than replace it (the delete, unconditional,
+    /// would remove the new run's pointer), for a minute at most; and it
+    /// deletes another recheck's mark once that is a minute old (that
+    /// recheck stopped between its mark and its delete), deferring
+    /// meanwhile.
+    async fn forget_deleted_all_at(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: u64,
+    ) -> Vec<Result<()>> {
+        let _ = at_ms;
+        self.forget_deleted_all(deleted).await
     }
 
     /// Tells the store the clock its callers read their leases by: the

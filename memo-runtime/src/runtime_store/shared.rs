@@ -129,6 +129,14 @@ impl<T: RuntimeStore + ?Sized> RuntimeStore for std::sync::Arc<T> {
         (**self).forget_deleted_all(deleted).await
     }
 
+    async fn forget_deleted_all_at(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: u64,
+    ) -> Vec<Result<()>> {
+        (**self).forget_deleted_all_at(deleted, at_ms).await
+    }
+
     fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
         (**self).use_clock(clock);
     }

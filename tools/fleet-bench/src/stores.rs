@@ -441,6 +441,15 @@ impl<F: Fn(&RunId) + Send + Sync> RuntimeStore for Completions<F> {
         self.inner.forget_deleted_all(deleted).await
     }
 
+    async fn forget_deleted_all_at(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: u64,
+    ) -> Vec<memo_runtime::Result<()>> {
+        self.call("forget_deleted_all");
+        self.inner.forget_deleted_all_at(deleted, at_ms).await
+    }
+
     fn use_clock(&self, clock: Arc<dyn memo_runtime::clock::Clock>) {
         self.inner.use_clock(clock);
     }

@@ -552,11 +552,16 @@ impl RetentionSweeper {
         let deletion = store.delete_run_at(run_id, run.incarnation, now_ms).await?;
         forget_data_key(&self.config, run_id, run.incarnation).await?;
         let since_ms = match deletion.began {
-            DeletionBegan::At(at_ms) => at_ms,
-            DeletionBegan::Unrecorded | DeletionBegan::Forgotten => now_ms,
+            DeletionBegan::At(at_ms) => Some(at_ms),
+            DeletionBegan::Unrecorded => Some(now_ms),
+            // A pass deleted the run since this call read it, and its
+            // recheck has run already: nothing is left to recheck.
+            DeletionBegan::Forgotten => None,
         };
-        self.leave_recheck(run_id, run.incarnation, since_ms)
-            .await?;
+        if let Some(since_ms) = since_ms {
+            self.leave_recheck(run_id, run.incarnation, since_ms)
+                .await?;
+        }
         Ok(deletion.existed)
     }
 }

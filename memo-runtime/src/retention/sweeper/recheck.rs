@@ -179,10 +179,10 @@ impl RetentionSweeper {
             .memo_store
             .recheck_markers()
             .expired(now_ms.saturating_add(1));
-        let mut unproven = self.recheck_all(markers, report, folders).await;
+        let mut unproven = self.recheck_all(now_ms, markers, report, folders).await;
         if self.proves_store() && !unproven.is_empty() {
             let again = futures::stream::iter(unproven.into_iter().map(Ok)).boxed();
-            unproven = self.recheck_all(again, report, folders).await;
+            unproven = self.recheck_all(now_ms, again, report, folders).await;
         }
         let before = self.replace_unrechecked(std::collections::HashSet::new());
         let mut still = std::collections::HashSet::new();
@@ -232,6 +232,7 @@ impl RetentionSweeper {
     /// and returns those whose store is not proved yet.
     async fn recheck_all(
         &self,
+        now_ms: u64,
         markers: futures::stream::BoxStream<'static, Result<TerminalMarker>>,
         report: &mut SweepReport,
         folders: &PassFolders,
@@ -253,7 +254,7 @@ impl RetentionSweeper {
                 Ok((Some(late), Some(marker))) => {
                     rechecked.push((marker, late));
                     if rechecked.len() == RECHECK_BATCH {
-                        self.delete_rechecked(std::mem::take(&mut rechecked), report)
+                        self.delete_rechecked(now_ms, std::mem::take(&mut rechecked), report)
                             .await;
                     }
                 }
@@ -267,7 +268,7 @@ impl RetentionSweeper {
             }
         }
         drop(outcomes);
-        self.delete_rechecked(rechecked, report).await;
+        self.delete_rechecked(now_ms, rechecked, report).await;
         unproven
     }
 
@@ -279,10 +280,11 @@ impl RetentionSweeper {
     /// (its marker is kept for the next pass).
     async fn delete_rechecked(
         &self,
+        now_ms: u64,
         rechecked: Vec<(TerminalMarker, usize)>,
         report: &mut SweepReport,
     ) {
-        let rechecked = self.forget_deletions(rechecked, report).await;
+        let rechecked = self.forget_deletions(now_ms, rechecked, report).await;
         let markers = rechecked.iter().map(|(marker, _)| marker);
         let deleted = self
             .config
@@ -309,9 +311,13 @@ impl RetentionSweeper {
 
     /// The rechecks of `rechecked` whose deletion the runtime store (if
     /// any) forgot: a recheck whose tombstone could not be deleted is
-    /// counted failed, and its marker kept for the next pass.
+    /// counted failed, and its marker kept for the next pass; one the store
+    /// deferred ([`Error::Deferred`](crate::Error::Deferred): another
+    /// sweeper's recheck of the same deletion holds the run's pointer) is
+    /// kept uncounted.
     async fn forget_deletions(
         &self,
+        now_ms: u64,
         rechecked: Vec<(TerminalMarker, usize)>,
         report: &mut SweepReport,
     ) -> Vec<(TerminalMarker, usize)> {
@@ -322,11 +328,19 @@ impl RetentionSweeper {
             .iter()
             .map(|(marker, _)| (marker.run_id.clone(), marker.incarnation))
             .collect();
-        let mut forgotten = store.forget_deleted_all(&deleted).await.into_iter();
+        let forgotten = store.forget_deleted_all_at(&deleted, now_ms).await;
+        let mut forgotten = forgotten.into_iter();
         let mut kept = Vec::with_capacity(rechecked.len());
         for (marker, late) in rechecked {
             match forgotten.next() {
                 Some(Ok(())) => kept.push((marker, late)),
+                // Another sweeper's recheck of the deletion is finishing it
+                // (or stopped part way, which the next pass tells): its
+                // marker is kept, and this is no failure.
+                Some(Err(error @ crate::Error::Deferred { .. })) => {
+                    tracing::debug!(run_id = %marker.run_id, %error,
+                        "a swept run's recheck waits for another's");
+                }
                 failed => {
                     let error = match failed {
                         Some(Err(error)) => error.to_string(),

@@ -656,6 +656,14 @@ impl RuntimeStore for ObjectStoreRuntimeStore {
         self.runs.forget_deleted_all(deleted).await
     }
 
+    async fn forget_deleted_all_at(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: u64,
+    ) -> Vec<Result<()>> {
+        self.runs.forget_deleted_all_at(deleted, at_ms).await
+    }
+
     async fn record_attempt_cost(
         &self,
         run_id: &RunId,

@@ -29,6 +29,23 @@
 //! 43's widened world, where a stale delete landing between two creations
 //! gave the id two runs, or took a run's acknowledged commits back).
 //!
+//! The recheck marks the vacated pointer swept first (`vacant <inc> swept
+//! <mark> at <ms>`, a conditional update one of two rechecks wins, with the
+//! recheck's time; [`swept`]) and then deletes it, unconditionally: a
+//! creator that replaced the mark between the two, as it replaces a
+//! vacated pointer, lost its pointer to that delete (seed 27027 of session
+//! 51's quiet-world survey: a second creator then took the freed path, and
+//! a step commit acknowledged to one of the two runs was missing from what
+//! a fresh reader saw). So a creator, or a restorer, never replaces a
+//! swept pointer while its mark is younger than [`SWEPT_PATIENCE_MS`] by
+//! the creation's time: a creation is refused ([`Error::Conflict`], to try
+//! again) until the delete has landed and the path is free. Past that, the
+//! recheck is taken for stopped between its mark and its delete (which
+//! would otherwise hold the id for ever): a creation replaces the mark,
+//! and a later recheck of the deletion deletes it. A mark with no time (an
+//! older release's, or a caller's of `forget_deleted`, who gives none) is
+//! replaced at once, as every mark was before.
+//!
 //! # Why a pointer needs a second copy
 //!
 //! A pointer may still go missing under a run: a release before vacated
@@ -228,6 +245,15 @@ pub(super) struct RunPointer {
     seen_vacant: Arc<Mutex<HashMap<RunId, (Incarnation, UpdateVersion)>>>,
 }
 
+/// How long after a recheck marked a vacated pointer swept (by the time in
+/// its mark) a creator, or another recheck, may replace or delete the mark
+/// itself: past this, the recheck is taken for stopped between its mark
+/// and its delete (its sweeper died), and the id is not held for ever. A
+/// recheck stalled that long between the two still removes the new run's
+/// pointer, as a stalled delete of a release before the mark did (the
+/// module's notes).
+pub(super) const SWEPT_PATIENCE_MS: u64 = 60_000;
+
 /// How many vacated pointers' versions [`RunPointer`] keeps between a
 /// recheck's read and its mark: more than a retention pass rechecks at
 /// once. Past it, all are forgotten, and each mark reads its pointer.
@@ -312,7 +338,15 @@ impl RunPointer {
     /// `current_with_bytes` found none (a pointer created since, listed
     /// late or not, makes that create find it taken, or that update find
     /// the version changed).
-    pub(super) async fn current_unless_new(&self, run_id: &RunId) -> Result<Prior> {
+    ///
+    /// A vacated pointer a recheck marked swept (its delete follows) is not
+    /// replaced, since that delete would remove the new run's pointer
+    /// (seed 27027 of session 51's quiet-world survey): the creation is
+    /// refused, [`Error::Conflict`], for its caller to try again once the
+    /// delete landed, unless the mark is [`SWEPT_PATIENCE_MS`] old by the
+    /// creator's clock (`now_ms`), or holds no time (see
+    /// [`free_unless_swept`]).
+    pub(super) async fn current_unless_new(&self, run_id: &RunId, now_ms: u64) -> Result<Prior> {
         let listing = self.id_folder(run_id).await?;
         if listing.common_prefixes.is_empty() {
             if listing.objects.is_empty() {
@@ -320,7 +354,9 @@ impl RunPointer {
             }
             let path = self.path(run_id);
             match self.slot(run_id).await? {
-                Slot::Vacant(_, version) => return Ok(Prior::Free(Some(version))),
+                Slot::Vacant(bytes, version) => {
+                    return free_unless_swept(run_id, &bytes, version, now_ms);
+                }
                 Slot::Value(bytes, version) => {
                     let creation = decode_creation(run_id, &path, &bytes, None)?;
                     return Ok(Prior::Run(creation, bytes, Some(version)));
@@ -330,7 +366,14 @@ impl RunPointer {
         }
         Ok(match self.current_versioned(run_id).await? {
             Some((creation, bytes, version)) => Prior::Run(creation, bytes, version),
-            None => Prior::Free(None),
+            // No run: a pointer a recheck is about to delete is waited for
+            // here too (a create would find it taken, and give up).
+            None => match self.slot(run_id).await? {
+                Slot::Vacant(bytes, version) => {
+                    return free_unless_swept(run_id, &bytes, version, now_ms);
+                }
+                Slot::Value(..) | Slot::Absent => Prior::Free(None),
+            },
         })
     }
 
@@ -494,17 +537,32 @@ impl RunPointer {
     /// place (seed 9071's window). So the recheck first marks the vacated
     /// pointer swept, a conditional update that one recheck wins, and only
     /// the winner deletes; a swept pointer reads as vacated, and a creator
-    /// replaces it as it replaces a vacated one. A recheck whose update's
-    /// answer was lost reads the pointer back and finds its own mark (each
-    /// recheck's is its own). What is left: the winner's delete, stalled
-    /// from before a creation of the id until after it, removes that run's
-    /// pointer, which is restored from its record as a pointer removed by
-    /// a release before vacated pointers is; and a winner whose delete
-    /// fails leaves the swept pointer for the id's next creation to
-    /// replace (a later recheck cannot tell its mark from another's).
-    pub(super) async fn sweep_vacated(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
+    /// waits for its delete rather than replace it (the module's notes). A
+    /// recheck whose update's answer was lost reads the pointer back and
+    /// finds its own mark (each recheck's is its own). Another recheck's
+    /// mark is that recheck's to delete: this one answers
+    /// [`Error::Deferred`] (its recheck marker is kept) while the mark is
+    /// younger than [`SWEPT_PATIENCE_MS`] by this recheck's time, and once
+    /// it is older (that recheck stopped between its mark and its delete,
+    /// or its delete failed) marks it again as its own, by a conditional
+    /// update of the version read (a creation that replaced the old mark
+    /// meanwhile keeps its pointer), and deletes it; a mark with no time
+    /// (an older release's) is left for a creation to replace. What is left: a
+    /// winner's delete stalled from before a creation of the id until
+    /// after it removes that run's pointer, which is restored from its
+    /// record as a pointer removed by a release before vacated pointers is.
+    ///
+    /// `at_ms`, the recheck's time (`None` for a caller with no clock, whose
+    /// mark then holds none, as an older release's did), goes into its mark.
+    pub(super) async fn sweep_vacated(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: Option<u64>,
+    ) -> Vec<Result<()>> {
         let marks: Vec<Result<Option<Path>>> = futures::stream::iter(deleted.to_vec())
-            .map(|(run_id, incarnation)| async move { self.mark_swept(&run_id, incarnation).await })
+            .map(|(run_id, incarnation)| async move {
+                self.mark_swept(&run_id, incarnation, at_ms).await
+            })
             .buffered(CONCURRENCY)
             .collect()
             .await;
@@ -528,11 +586,16 @@ impl RunPointer {
     /// A pointer this instance's recheck read vacated just before
     /// ([`names`](Self::names)) is updated at the version read, without
     /// reading it again; it is read only if that version changed since.
-    async fn mark_swept(&self, run_id: &RunId, incarnation: Incarnation) -> Result<Option<Path>> {
+    async fn mark_swept(
+        &self,
+        run_id: &RunId,
+        incarnation: Incarnation,
+        at_ms: Option<u64>,
+    ) -> Result<Option<Path>> {
         let path = self.path(run_id);
         // This recheck's own mark: an update whose answer was lost is known
         // by it when read back, where another recheck's mark is left.
-        let mark = swept(incarnation, crate::run_id::unique_token());
+        let mark = swept(incarnation, crate::run_id::unique_token(), at_ms);
         if let Some(version) = self.take_seen_vacant(run_id, incarnation) {
             match (self.client).update_if(&path, version, mark.clone()).await {
                 Ok(Some(Replaced::Updated)) => return Ok(Some(path)),
@@ -546,7 +609,13 @@ impl RunPointer {
             return Ok(None);
         };
         if bytes != vacated(incarnation) {
-            return Ok(None);
+            let marked = [&vacated(incarnation)[..], write_once::SWEPT].concat();
+            // Another recheck's mark, a minute old: marked again (at the
+            // version read, so that a creation that replaced it meanwhile
+            // keeps its pointer) and deleted as this recheck's own.
+            if !bytes.starts_with(&marked) || !another_mark_stopped(run_id, &bytes, at_ms)? {
+                return Ok(None);
+            }
         }
         match (self.client).replace_if(&path, version, mark.clone()).await {
             Ok(Replaced::Updated) => Ok(Some(path)),
@@ -1073,10 +1142,82 @@ pub(super) fn vacated(incarnation: Incarnation) -> Bytes {
 /// ([`RunPointer::sweep_vacated`]): `vacant <incarnation> swept <mark>`,
 /// the mark drawn by that recheck (16 hex digits), so that it knows its
 /// own update read back.
-pub(super) fn swept(incarnation: Incarnation, mark: u64) -> Bytes {
+///
+/// With the recheck's time, ` at <ms>` follows the mark (in decimal
+/// digits): how long the mark has stood, for a creator or another recheck
+/// to tell a recheck that stopped between its mark and its delete
+/// ([`SWEPT_PATIENCE_MS`]). Pinned by `records::a_vacated_run_pointer_is_pinned`.
+pub(super) fn swept(incarnation: Incarnation, mark: u64, at_ms: Option<u64>) -> Bytes {
     let mut bytes = vacated(incarnation).to_vec();
-    bytes.extend_from_slice(format!(" swept {mark:016x}").as_bytes());
+    bytes.extend_from_slice(write_once::SWEPT);
+    bytes.extend_from_slice(format!("{mark:016x}").as_bytes());
+    if let Some(at_ms) = at_ms {
+        bytes.extend_from_slice(format!("{SWEPT_AT}{at_ms}").as_bytes());
+    }
     Bytes::from(bytes)
+}
+
+/// What precedes the time in a swept pointer's mark.
+const SWEPT_AT: &str = " at ";
+
+/// The time a vacated pointer's bytes say a recheck marked it swept:
+/// `None` for a pointer not marked, or marked with no time (an older
+/// release's mark, or a caller's with no clock).
+pub(super) fn swept_at(vacant: &[u8]) -> Option<u64> {
+    if !write_once::is_swept(vacant) {
+        return None;
+    }
+    let text = std::str::from_utf8(vacant).ok()?;
+    let (_, at) = text.rsplit_once(SWEPT_AT)?;
+    if at.is_empty() || !at.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    at.parse().ok()
+}
+
+/// What a creation at `now_ms` that read the vacated pointer `bytes` at
+/// `version` may do: replace it ([`Prior::Free`] with the version), unless
+/// a recheck marked it swept less than [`SWEPT_PATIENCE_MS`] ago, whose
+/// delete would remove the new pointer: then [`Error::Conflict`], to try
+/// again once that delete landed. A mark with no time is replaced, as a
+/// release before the time replaced every mark.
+fn free_unless_swept(
+    run_id: &RunId,
+    bytes: &[u8],
+    version: UpdateVersion,
+    now_ms: u64,
+) -> Result<Prior> {
+    match swept_at(bytes) {
+        Some(at_ms) if now_ms < at_ms.saturating_add(SWEPT_PATIENCE_MS) => Err(Error::Conflict {
+            what: format!("run {run_id}"),
+            reason: "its earlier run's deletion is being finished (a retention pass's \
+                     recheck is about to delete its pointer); try again shortly"
+                .into(),
+        }),
+        _ => Ok(Prior::Free(Some(version))),
+    }
+}
+
+/// Whether a recheck at `at_ms` takes the pointer of `run_id`, which
+/// another recheck of the same deletion marked swept (`bytes`), for its
+/// own to mark and delete: once the mark is [`SWEPT_PATIENCE_MS`] old
+/// (that recheck stopped between its mark and its delete);
+/// [`Error::Deferred`] while it is younger (that recheck deletes it);
+/// `false` for a mark with no time, or a recheck with no clock (a creation
+/// replaces it, as before).
+fn another_mark_stopped(run_id: &RunId, bytes: &[u8], at_ms: Option<u64>) -> Result<bool> {
+    let (Some(marked_at), Some(at_ms)) = (swept_at(bytes), at_ms) else {
+        return Ok(false);
+    };
+    if at_ms >= marked_at.saturating_add(SWEPT_PATIENCE_MS) {
+        return Ok(true);
+    }
+    Err(Error::Deferred {
+        what: format!("run {run_id}'s vacated pointer"),
+        reason: "another recheck of its deletion marked it for its delete; a recheck deletes \
+                 it if that mark still stands a minute on"
+            .into(),
+    })
 }
 
 /// What a deletion that began at `at_ms` writes in the incarnation's

@@ -90,12 +90,32 @@ fn a_vacated_run_pointer_is_pinned() {
         &super::pointer::vacated(incarnation)[..],
         b"vacant 0000000000000001"
     );
-    let swept = super::pointer::swept(incarnation, 0xab);
+    let swept = super::pointer::swept(incarnation, 0xab, None);
     assert_eq!(
         &swept[..],
         b"vacant 0000000000000001 swept 00000000000000ab"
     );
     assert!(swept.starts_with(crate::write_once::VACANT));
+    assert!(crate::write_once::is_swept(&swept));
+    assert_eq!(super::pointer::swept_at(&swept), None);
+    let dated = super::pointer::swept(incarnation, 0xab, Some(1_767_225_600_000));
+    assert_eq!(
+        &dated[..],
+        b"vacant 0000000000000001 swept 00000000000000ab at 1767225600000"
+    );
+    assert_eq!(super::pointer::swept_at(&dated), Some(1_767_225_600_000));
+    // A pointer only vacated is not marked, and a mark's time must be one.
+    assert!(!crate::write_once::is_swept(&super::pointer::vacated(
+        incarnation
+    )));
+    assert_eq!(
+        super::pointer::swept_at(&super::pointer::vacated(incarnation)),
+        None
+    );
+    assert_eq!(
+        super::pointer::swept_at(b"vacant 0000000000000001 swept 00000000000000ab at +1"),
+        None
+    );
 }
 
 #[test]

@@ -421,6 +421,18 @@ impl<S: RuntimeStore> RuntimeStore for Audited<S> {
             .collect()
     }
 
+    async fn forget_deleted_all_at(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: u64,
+    ) -> Vec<Result<()>> {
+        let results = self.inner.forget_deleted_all_at(deleted, at_ms).await;
+        results
+            .into_iter()
+            .map(|result| self.seen("forget_deleted_all", result))
+            .collect()
+    }
+
     fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {
         self.inner.use_clock(clock);
     }

@@ -147,6 +147,17 @@ impl RuntimeStore for ReadOnlyView {
             .collect()
     }
 
+    async fn forget_deleted_all_at(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        _at_ms: u64,
+    ) -> Vec<Result<()>> {
+        deleted
+            .iter()
+            .map(|(run_id, _)| Self::refuse(run_id))
+            .collect()
+    }
+
     /// Ignored: the view commits nothing, and the store under it keeps
     /// the clock of the runtime it serves.
     fn use_clock(&self, clock: std::sync::Arc<dyn crate::clock::Clock>) {

@@ -20,7 +20,11 @@ impl Runs {
     pub(super) async fn create(&self, run: NewRun) -> Result<RunRecord> {
         let run_id = run.run_id.clone();
         for _ in 0..POINTER_ATTEMPTS {
-            let vacant = match self.pointer.current_unless_new(&run_id).await? {
+            let vacant = match self
+                .pointer
+                .current_unless_new(&run_id, run.created_at_ms)
+                .await?
+            {
                 Prior::Run(creation, bytes, version) => {
                     let read = (creation, bytes, version);
                     if let Some(record) = self.recreate(&run, read).await? {

@@ -156,6 +156,28 @@ impl Runs {
         Ok(RunDeletion::new(existed, began))
     }
 
+    /// The tombstones of `deleted`, in one `delete_stream`; then the
+    /// vacated pointers of those whose tombstone went, marked swept (with
+    /// `at_ms` in the mark) and deleted in a second one
+    /// (`RunPointer::sweep_vacated`).
+    async fn forget_dated(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: Option<u64>,
+    ) -> Vec<Result<()>> {
+        let unburied = self.pointer.unbury_all(deleted).await;
+        let forgotten: Vec<(RunId, Incarnation)> = (deleted.iter().zip(&unburied))
+            .filter(|(_, unburied)| unburied.is_ok())
+            .map(|(deleted, _)| deleted.clone())
+            .collect();
+        let swept = self.pointer.sweep_vacated(&forgotten, at_ms).await;
+        let mut swept = swept.into_iter();
+        unburied
+            .into_iter()
+            .map(|unburied| unburied.and_then(|()| swept.next().expect("a result per run")))
+            .collect()
+    }
+
     /// Deletes what the folder of incarnation `incarnation` holds (one
     /// listing) and the incarnation's status hints, in one `delete_stream`;
     /// answers how many objects the folder held. Only this incarnation's
@@ -360,7 +382,7 @@ impl RuntimeStore for Runs {
     async fn forget_deleted(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
         self.pointer.unbury(run_id, incarnation).await?;
         let deleted = [(run_id.clone(), incarnation)];
-        let mut swept = self.pointer.sweep_vacated(&deleted).await;
+        let mut swept = self.pointer.sweep_vacated(&deleted, None).await;
         swept.pop().expect("one result")
     }
 
@@ -368,16 +390,16 @@ impl RuntimeStore for Runs {
     /// vacated pointers of those whose tombstone went, as
     /// `forget_deleted` sweeps them, their deletes in a second one.
     async fn forget_deleted_all(&self, deleted: &[(RunId, Incarnation)]) -> Vec<Result<()>> {
-        let unburied = self.pointer.unbury_all(deleted).await;
-        let forgotten: Vec<(RunId, Incarnation)> = (deleted.iter().zip(&unburied))
-            .filter(|(_, unburied)| unburied.is_ok())
-            .map(|(deleted, _)| deleted.clone())
-            .collect();
-        let mut swept = self.pointer.sweep_vacated(&forgotten).await.into_iter();
-        unburied
-            .into_iter()
-            .map(|unburied| unburied.and_then(|()| swept.next().expect("a result per run")))
-            .collect()
+        self.forget_dated(deleted, None).await
+    }
+
+    /// `forget_deleted_all`, the marks dated `at_ms`.
+    async fn forget_deleted_all_at(
+        &self,
+        deleted: &[(RunId, Incarnation)],
+        at_ms: u64,
+    ) -> Vec<Result<()>> {
+        self.forget_dated(deleted, Some(at_ms)).await
     }
 
     /// A read of the pointer, which must not name the incarnation (and
