@@ -1006,10 +1006,111 @@ async fn a_pass_after_a_deleted_runs_recheck_leaves_no_second_one() {
     assert!(rechecks.is_empty(), "{rechecks:?}");
 }
 
+/// The pointer of run `order-1` in [`Swept::objects`].
+const ORDER_POINTER: &str = "runs/runs/order-1/run";
+
+/// Run `order-1`, ended and deleted by a pass of `sweeper` (a process over
+/// `faulty`, around `objects`), whose recheck is `due`.
+struct Swept {
+    objects: Arc<InMemory>,
+    faulty: Arc<FaultInjectingStore<Arc<InMemory>>>,
+    runs: Arc<dyn RuntimeStore>,
+    sweeper: RetentionSweeper,
+    old: Incarnation,
+    due: u64,
+    /// Another process's runtime store over `objects`.
+    other: Arc<dyn RuntimeStore>,
+}
+
+impl Swept {
+    async fn new() -> Swept {
+        let objects = Arc::new(InMemory::new());
+        let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+        let (memo, runs, sweeper) = sweeping_process(faulty.clone());
+        let old = finished_run(runs.as_ref(), &run("order-1"), CUTOFF - DAY).await;
+        seed_run(&memo, &run("order-1"), old, 1, CUTOFF - DAY).await;
+        assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
+        let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+        let other = Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
+        Swept {
+            objects,
+            faulty,
+            runs,
+            sweeper,
+            old,
+            due,
+            other,
+        }
+    }
+
+    /// [`Swept::new`], then the recheck at `due`, which marks the run's
+    /// vacated pointer swept and fails to delete it (a fault on that
+    /// delete; its sweeper may as well have stopped there).
+    async fn with_a_mark_left() -> Swept {
+        let swept = Swept::new().await;
+        swept.faulty.inject(
+            FaultRule::fail_before(RequestKind::Delete)
+                .matching(|path| path.as_ref() == ORDER_POINTER),
+        );
+        let failed = swept.sweeper.sweep_once(swept.due).await.unwrap();
+        assert_eq!(failed.recheck_failures, 1, "{failed:?}");
+        swept.faulty.clear_faults();
+        swept
+    }
+
+    /// A new run of `order-1`, created at `created_at_ms`.
+    fn new_run(created_at_ms: u64) -> NewRun {
+        NewRun {
+            run_id: run("order-1"),
+            workflow: "wf".into(),
+            input: Bytes::new(),
+            created_at_ms,
+            workflow_version: None,
+        }
+    }
+
+    /// Runs `other`'s creation of `order-1` at `created_at_ms`, on a thread
+    /// of its own, the first time `kind` is about to be sent to the pointer
+    /// through `faulty`: its answer, once it ran.
+    fn create_before(
+        &self,
+        kind: RequestKind,
+        created_at_ms: u64,
+    ) -> Arc<Mutex<Option<Result<RunRecord, Error>>>> {
+        let answer = Arc::new(Mutex::new(None));
+        self.faulty.inject(FaultRule::fail_before(kind).matching({
+            let (other, answer) = (self.other.clone(), answer.clone());
+            move |path| {
+                if path.as_ref() == ORDER_POINTER && answer.lock().unwrap().is_none() {
+                    let other = other.clone();
+                    let created = std::thread::spawn(move || {
+                        tokio::runtime::Runtime::new()
+                            .unwrap()
+                            .block_on(other.create_run(Swept::new_run(created_at_ms)))
+                    })
+                    .join()
+                    .unwrap();
+                    *answer.lock().unwrap() = Some(created);
+                }
+                false
+            }
+        }));
+        answer
+    }
+
+    /// Whether an object stands at the run's pointer.
+    async fn pointer_stands(&self) -> bool {
+        let pointer = memo_runtime::object_store::path::Path::from(ORDER_POINTER);
+        memo_runtime::object_store::ObjectStoreExt::head(self.objects.as_ref(), &pointer)
+            .await
+            .is_ok()
+    }
+}
+
 /// A deleted run's id used again while a recheck of its deletion is
-/// between its mark of the vacated pointer (`vacant <inc> swept <mark>`)
-/// and that pointer's delete, which is unconditional: the creation is
-/// refused, where it replaced the mark by a conditional update and the
+/// between its mark of the vacated pointer (`vacant <inc> swept <mark> at
+/// <ms>`) and that pointer's delete, which is unconditional: the creation
+/// is refused, where it replaced the mark by a conditional update and the
 /// delete then removed the new run's pointer (seed 27027 of session 51's
 /// quiet-world survey: a second creator then took the free path, and a
 /// step commit acknowledged to one run went missing from what a fresh
@@ -1017,121 +1118,55 @@ async fn a_pass_after_a_deleted_runs_recheck_leaves_no_second_one() {
 /// pointer stands.
 #[tokio::test]
 async fn a_creation_never_takes_a_pointer_a_recheck_is_about_to_delete() {
-    let objects = Arc::new(InMemory::new());
-    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
-    let (memo, runs, sweeper) = sweeping_process(faulty.clone());
-    let id = run("order-1");
-    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
-    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
-    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
-
-    // Another process creates the id again just before the recheck's
-    // delete of the pointer lands.
-    let other: Arc<dyn RuntimeStore> =
-        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
-    let new_run = |created_at_ms: u64| NewRun {
-        run_id: id.clone(),
-        workflow: "wf".into(),
-        input: Bytes::new(),
-        created_at_ms,
-        workflow_version: None,
-    };
-    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
-    let during = Arc::new(Mutex::new(None));
-    faulty.inject(FaultRule::fail_before(RequestKind::Delete).matching({
-        let (other, during, new) = (other.clone(), during.clone(), new_run(due));
-        move |path| {
-            if path.as_ref() == "runs/runs/order-1/run" && during.lock().unwrap().is_none() {
-                let (other, new) = (other.clone(), new.clone());
-                let created = std::thread::spawn(move || {
-                    tokio::runtime::Runtime::new()
-                        .unwrap()
-                        .block_on(other.create_run(new))
-                })
-                .join()
-                .unwrap();
-                *during.lock().unwrap() = Some(created);
-            }
-            false
-        }
-    }));
-    let rechecked = sweeper.sweep_once(due).await.unwrap();
+    let swept = Swept::new().await;
+    let during = swept.create_before(RequestKind::Delete, swept.due);
+    let rechecked = swept.sweeper.sweep_once(swept.due).await.unwrap();
     assert_eq!(
         (rechecked.rechecks_due, rechecked.recheck_failures),
         (1, 0),
         "{rechecked:?}"
     );
-    let during = during
-        .lock()
-        .unwrap()
-        .take()
-        .expect("the creation ran between the mark and the delete");
+    let during =
+        (during.lock().unwrap().take()).expect("the creation ran between the mark and the delete");
     assert!(
         matches!(during, Err(Error::Conflict { .. })),
         "refused while the pointer is marked for its delete: {during:?}"
     );
 
-    let created = other.create_run(new_run(due + 1)).await.unwrap();
-    assert_ne!(created.incarnation, old);
-    let pointer = memo_runtime::object_store::path::Path::from("runs/runs/order-1/run");
-    assert!(
-        memo_runtime::object_store::ObjectStoreExt::head(objects.as_ref(), &pointer)
-            .await
-            .is_ok(),
-        "the new run's pointer stands"
-    );
-    let loaded = runs.load_run(&id).await.unwrap().unwrap();
+    let created = swept.other.create_run(Swept::new_run(swept.due + 1)).await;
+    let created = created.unwrap();
+    assert_ne!(created.incarnation, swept.old);
+    assert!(swept.pointer_stands().await, "the new run's pointer stands");
+    let loaded = swept.runs.load_run(&run("order-1")).await.unwrap().unwrap();
     assert_eq!(loaded.incarnation, created.incarnation);
 }
 
-/// A recheck that marked a vacated pointer swept and never deleted it (its
-/// delete failed here; its sweeper may as well have stopped) holds the id
-/// only for a while: a creation a minute after the mark's time replaces
-/// it, and the next recheck of the deletion leaves the new run's pointer
-/// alone.
+/// A recheck that marked a vacated pointer swept and never deleted it
+/// holds the id only for a while: a creation a minute after the mark's
+/// time replaces it, and the next recheck of the deletion leaves the new
+/// run's pointer alone.
 #[tokio::test]
 async fn a_pointer_mark_whose_delete_never_came_is_replaced_a_minute_on() {
-    let objects = Arc::new(InMemory::new());
-    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
-    let (memo, runs, sweeper) = sweeping_process(faulty.clone());
-    let id = run("order-1");
-    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
-    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
-    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
-    faulty.inject(
-        FaultRule::fail_before(RequestKind::Delete)
-            .matching(|path| path.as_ref() == "runs/runs/order-1/run"),
-    );
-    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
-    let failed = sweeper.sweep_once(due).await.unwrap();
-    assert_eq!(failed.recheck_failures, 1, "{failed:?}");
+    let swept = Swept::with_a_mark_left().await;
+    let due = swept.due;
+    for created_at_ms in [due, due + 59_999] {
+        let refused = swept.other.create_run(Swept::new_run(created_at_ms)).await;
+        assert!(
+            matches!(refused, Err(Error::Conflict { .. })),
+            "{refused:?}"
+        );
+    }
+    let created = swept.other.create_run(Swept::new_run(due + 60_000)).await;
+    let created = created.unwrap();
+    assert_ne!(created.incarnation, swept.old);
 
-    let other = ObjectStoreRuntimeStore::new(objects.clone(), "runs");
-    let new_run = |created_at_ms: u64| NewRun {
-        run_id: id.clone(),
-        workflow: "wf".into(),
-        input: Bytes::new(),
-        created_at_ms,
-        workflow_version: None,
-    };
-    let refused = other.create_run(new_run(due)).await;
-    assert!(
-        matches!(refused, Err(Error::Conflict { .. })),
-        "{refused:?}"
-    );
-    let still = other.create_run(new_run(due + 59_999)).await;
-    assert!(matches!(still, Err(Error::Conflict { .. })), "{still:?}");
-    let created = other.create_run(new_run(due + 60_000)).await.unwrap();
-    assert_ne!(created.incarnation, old);
-
-    faulty.clear_faults();
-    let again = sweeper.sweep_once(due + HOUR).await.unwrap();
+    let again = swept.sweeper.sweep_once(due + HOUR).await.unwrap();
     assert_eq!(
         (again.rechecks_due, again.recheck_failures),
         (1, 0),
         "{again:?}"
     );
-    let loaded = runs.load_run(&id).await.unwrap().unwrap();
+    let loaded = swept.runs.load_run(&run("order-1")).await.unwrap().unwrap();
     assert_eq!(loaded.incarnation, created.incarnation);
 }
 
@@ -1142,43 +1177,23 @@ async fn a_pointer_mark_whose_delete_never_came_is_replaced_a_minute_on() {
 /// deletes the mark itself, and the id's pointer is gone.
 #[tokio::test]
 async fn a_later_recheck_deletes_a_pointer_mark_left_a_minute_ago() {
-    let objects = Arc::new(InMemory::new());
-    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
-    let (memo, runs, sweeper) = sweeping_process(faulty.clone());
-    let id = run("order-1");
-    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
-    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
-    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
-    faulty.inject(
-        FaultRule::fail_before(RequestKind::Delete)
-            .matching(|path| path.as_ref() == "runs/runs/order-1/run"),
-    );
-    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
-    assert_eq!(sweeper.sweep_once(due).await.unwrap().recheck_failures, 1);
-    faulty.clear_faults();
-
-    let pointer = memo_runtime::object_store::path::Path::from("runs/runs/order-1/run");
-    let stands = || async {
-        memo_runtime::object_store::ObjectStoreExt::head(objects.as_ref(), &pointer)
-            .await
-            .is_ok()
-    };
-    let waiting = sweeper.sweep_once(due + 1_000).await.unwrap();
+    let swept = Swept::with_a_mark_left().await;
+    let waiting = swept.sweeper.sweep_once(swept.due + 1_000).await.unwrap();
     assert_eq!(
         (waiting.rechecks_due, waiting.recheck_failures),
         (0, 0),
         "{waiting:?}"
     );
-    assert!(stands().await);
-    assert_eq!(recheck_markers(objects.as_ref()).await.len(), 1);
-    let done = sweeper.sweep_once(due + 60_000).await.unwrap();
+    assert!(swept.pointer_stands().await);
+    assert_eq!(recheck_markers(swept.objects.as_ref()).await.len(), 1);
+    let done = swept.sweeper.sweep_once(swept.due + 60_000).await.unwrap();
     assert_eq!(
         (done.rechecks_due, done.recheck_failures),
         (1, 0),
         "{done:?}"
     );
-    assert!(!stands().await, "the mark is deleted");
-    assert!(recheck_markers(objects.as_ref()).await.is_empty());
+    assert!(!swept.pointer_stands().await, "the mark is deleted");
+    assert!(recheck_markers(swept.objects.as_ref()).await.is_empty());
 }
 
 /// A minute-old mark taken by a later recheck and by a creation at once:
@@ -1188,62 +1203,23 @@ async fn a_later_recheck_deletes_a_pointer_mark_left_a_minute_ago() {
 /// follows, and the new run's pointer stands.
 #[tokio::test]
 async fn a_later_recheck_leaves_a_stale_mark_a_creation_replaced_meanwhile() {
-    let objects = Arc::new(InMemory::new());
-    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
-    let (memo, runs, sweeper) = sweeping_process(faulty.clone());
-    let id = run("order-1");
-    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
-    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
-    assert_eq!(sweeper.sweep_once(NOW).await.unwrap().runs_cleared, 1);
-    faulty.inject(
-        FaultRule::fail_before(RequestKind::Delete)
-            .matching(|path| path.as_ref() == "runs/runs/order-1/run"),
-    );
-    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
-    assert_eq!(sweeper.sweep_once(due).await.unwrap().recheck_failures, 1);
-    faulty.clear_faults();
-
-    let later = due + 60_000;
-    let other: Arc<dyn RuntimeStore> =
-        Arc::new(ObjectStoreRuntimeStore::new(objects.clone(), "runs"));
-    let new = NewRun {
-        run_id: id.clone(),
-        workflow: "wf".into(),
-        input: Bytes::new(),
-        created_at_ms: later,
-        workflow_version: None,
-    };
-    let created = Arc::new(Mutex::new(None));
-    faulty.inject(FaultRule::fail_before(RequestKind::Put).matching({
-        let (other, created) = (other.clone(), created.clone());
-        move |path| {
-            if path.as_ref() == "runs/runs/order-1/run" && created.lock().unwrap().is_none() {
-                let (other, new) = (other.clone(), new.clone());
-                let answer = std::thread::spawn(move || {
-                    tokio::runtime::Runtime::new()
-                        .unwrap()
-                        .block_on(other.create_run(new))
-                })
-                .join()
-                .unwrap();
-                *created.lock().unwrap() = Some(answer);
-            }
-            false
-        }
-    }));
-    let report = sweeper.sweep_once(later).await.unwrap();
+    let swept = Swept::with_a_mark_left().await;
+    let later = swept.due + 60_000;
+    let created = swept.create_before(RequestKind::Put, later);
+    let report = swept.sweeper.sweep_once(later).await.unwrap();
     let created = (created.lock().unwrap().take())
         .expect("the creation ran before the recheck's mark")
         .unwrap();
-    assert_ne!(created.incarnation, old);
+    assert_ne!(created.incarnation, swept.old);
     assert_eq!(report.recheck_failures, 0, "{report:?}");
-    let loaded = other.load_run(&id).await.unwrap().unwrap();
-    assert_eq!(loaded.incarnation, created.incarnation);
-    let pointer = memo_runtime::object_store::path::Path::from("runs/runs/order-1/run");
-    let stands = memo_runtime::object_store::ObjectStoreExt::head(objects.as_ref(), &pointer)
+    let loaded = swept
+        .other
+        .load_run(&run("order-1"))
         .await
-        .is_ok();
-    assert!(stands, "the new run's pointer stands");
+        .unwrap()
+        .unwrap();
+    assert_eq!(loaded.incarnation, created.incarnation);
+    assert!(swept.pointer_stands().await, "the new run's pointer stands");
 }
 
 /// `recheck_after(Duration::MAX)` saturates: the sweep does not overflow,
