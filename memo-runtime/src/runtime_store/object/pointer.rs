@@ -971,6 +971,13 @@ impl RunPointer {
         Ok(())
     }
 
+    /// The path of incarnation `incarnation`'s tombstone.
+    fn tombstone_path(&self, run_id: &RunId, incarnation: Incarnation) -> Path {
+        self.client
+            .layout()
+            .incarnation_tombstone(run_id, incarnation)
+    }
+
     /// Leaves the tombstone of incarnation `incarnation`, which the caller
     /// is about to delete: from then on a record of it found without a
     /// pointer is taken back, never restored. A writer that read the
@@ -993,10 +1000,7 @@ impl RunPointer {
         incarnation: Incarnation,
         at_ms: Option<u64>,
     ) -> Result<DeletionBegan> {
-        let path = self
-            .client
-            .layout()
-            .incarnation_tombstone(run_id, incarnation);
+        let path = self.tombstone_path(run_id, incarnation);
         // Plain, as every marker: it names no data. Found there: an
         // earlier deletion of the incarnation left it, and its time holds.
         let store = self.client.store().as_ref();
@@ -1016,10 +1020,7 @@ impl RunPointer {
         run_id: &RunId,
         incarnation: Incarnation,
     ) -> Result<DeletionBegan> {
-        let path = self
-            .client
-            .layout()
-            .incarnation_tombstone(run_id, incarnation);
+        let path = self.tombstone_path(run_id, incarnation);
         let store = self.client.store().as_ref();
         let read = write_once::read(store, &path, Limit::MARKER, &crate::seal::PLAIN).await?;
         Ok(match read {
@@ -1035,20 +1036,14 @@ impl RunPointer {
     /// pointer, and by a recheck not yet sure of its store
     /// (`RuntimeStore::holds_deletion`).
     pub(super) async fn is_buried(&self, run_id: &RunId, incarnation: Incarnation) -> Result<bool> {
-        let path = self
-            .client
-            .layout()
-            .incarnation_tombstone(run_id, incarnation);
+        let path = self.tombstone_path(run_id, incarnation);
         self.client.exists(&path).await
     }
 
     /// Deletes the tombstone of incarnation `incarnation`, once a recheck
     /// cleared what late writers left of it.
     pub(super) async fn unbury(&self, run_id: &RunId, incarnation: Incarnation) -> Result<()> {
-        let path = self
-            .client
-            .layout()
-            .incarnation_tombstone(run_id, incarnation);
+        let path = self.tombstone_path(run_id, incarnation);
         self.client.delete_all(vec![path]).await
     }
 
@@ -1167,12 +1162,8 @@ pub(super) fn swept_at(vacant: &[u8]) -> Option<u64> {
     if !write_once::is_swept(vacant) {
         return None;
     }
-    let text = std::str::from_utf8(vacant).ok()?;
-    let (_, at) = text.rsplit_once(SWEPT_AT)?;
-    if at.is_empty() || !at.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    at.parse().ok()
+    let (_, at) = std::str::from_utf8(vacant).ok()?.rsplit_once(SWEPT_AT)?;
+    decimal_ms(at.as_bytes())
 }
 
 /// What a creation at `now_ms` that read the vacated pointer `bytes` at
@@ -1235,11 +1226,17 @@ pub(super) fn tombstone(at_ms: Option<u64>) -> Vec<u8> {
 /// an empty one (a deleter with no time, or a release before tombstones
 /// were dated) or one that holds anything else.
 pub(super) fn tombstone_time(payload: &[u8]) -> Option<u64> {
-    let digits = std::str::from_utf8(payload).ok()?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    decimal_ms(payload)
+}
+
+/// A time in milliseconds written in decimal digits, and nothing else (a
+/// sign, a space or a digit too many is none): how a tombstone and a
+/// pointer's mark store their time.
+fn decimal_ms(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    digits.parse().ok()
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// Decodes a pointer or record at `path`, checked to name `run_id` (and
