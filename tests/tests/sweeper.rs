@@ -656,6 +656,37 @@ fn pass_on_a_thread(sweeper: &RetentionSweeper, due: u64) -> memo_runtime::reten
     .unwrap()
 }
 
+/// Runs `sweeper`'s whole pass at `at` (on a thread of its own:
+/// [`pass_on_a_thread`]) the first time a request of `kind` for a path
+/// holding `part` is about to go through `faulty`: the cell its report is
+/// left in.
+fn pass_before(
+    faulty: &FaultInjectingStore<Arc<InMemory>>,
+    kind: RequestKind,
+    part: &'static str,
+    sweeper: &RetentionSweeper,
+    at: u64,
+) -> Arc<Mutex<Option<memo_runtime::retention::SweepReport>>> {
+    let report = Arc::new(Mutex::new(None));
+    faulty.inject(FaultRule::fail_before(kind).matching({
+        let (sweeper, report) = (sweeper.clone(), report.clone());
+        move |path| {
+            if path.as_ref().contains(part) && report.lock().unwrap().is_none() {
+                *report.lock().unwrap() = Some(pass_on_a_thread(&sweeper, at));
+            }
+            false
+        }
+    }));
+    report
+}
+
+/// The report [`pass_before`] left, once that pass ran.
+fn ran(
+    report: &Mutex<Option<memo_runtime::retention::SweepReport>>,
+) -> memo_runtime::retention::SweepReport {
+    (report.lock().unwrap().take()).expect("the other sweeper's pass ran meanwhile")
+}
+
 /// The interleaving of two sweepers' rechecks that made the test above
 /// fail once in CI, staged: a fresh sweeper (a worker's, not yet proved
 /// its runtime store is the workers') lists a due recheck marker; before
@@ -674,16 +705,7 @@ async fn a_recheck_another_sweeper_finishes_after_this_pass_listed_it_is_no_fail
     // The fresh sweeper's runtime store: its HEAD of the tombstone waits
     // for the first sweeper's whole pass, run on a thread of its own.
     let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
-    let finished = Arc::new(Mutex::new(None));
-    faulty.inject(FaultRule::fail_before(RequestKind::Head).matching({
-        let (first, finished) = (first.clone(), finished.clone());
-        move |path| {
-            if path.as_ref().contains("tombstones/") && finished.lock().unwrap().is_none() {
-                *finished.lock().unwrap() = Some(pass_on_a_thread(&first, due));
-            }
-            false
-        }
-    }));
+    let finished = pass_before(&faulty, RequestKind::Head, "tombstones/", &first, due);
     // Another process: stores of its own over the same objects.
     let second = RetentionSweeper::builder(MemoStore::new(objects.clone(), "memo"), RETENTION)
         .runtime_store(Arc::new(
@@ -691,11 +713,7 @@ async fn a_recheck_another_sweeper_finishes_after_this_pass_listed_it_is_no_fail
         ))
         .build();
     let report = second.sweep_once(due).await.unwrap();
-    let theirs = finished
-        .lock()
-        .unwrap()
-        .take()
-        .expect("the first sweeper ran meanwhile");
+    let theirs = ran(&finished);
     assert_eq!(
         (theirs.rechecks_due, theirs.late_objects_deleted),
         (1, 1),
@@ -729,27 +747,10 @@ async fn a_recheck_another_sweeper_is_finishing_when_this_pass_ends_is_no_failur
     let (first, due) = swept_with_a_late_write(faulty.clone()).await;
 
     // Another process: stores of its own over the same objects.
-    let second = RetentionSweeper::builder(MemoStore::new(objects.clone(), "memo"), RETENTION)
-        .runtime_store(Arc::new(
-            memo_runtime::runtime_store::ObjectStoreRuntimeStore::new(objects.clone(), "runs"),
-        ))
-        .build();
-    let during = Arc::new(Mutex::new(None));
-    faulty.inject(FaultRule::fail_before(RequestKind::Delete).matching({
-        let (second, during) = (second.clone(), during.clone());
-        move |path| {
-            if path.as_ref().starts_with("memo/rechecks/") && during.lock().unwrap().is_none() {
-                *during.lock().unwrap() = Some(pass_on_a_thread(&second, due));
-            }
-            false
-        }
-    }));
+    let (_, _, second) = sweeping_process(objects.clone());
+    let during = pass_before(&faulty, RequestKind::Delete, "memo/rechecks/", &second, due);
     let theirs = first.sweep_once(due).await.unwrap();
-    let during = during
-        .lock()
-        .unwrap()
-        .take()
-        .expect("the fresh sweeper ran meanwhile");
+    let during = ran(&during);
     assert_eq!(
         (theirs.rechecks_due, theirs.late_objects_deleted),
         (1, 1),
@@ -812,22 +813,15 @@ async fn two_sweepers_deleting_one_run_at_once_leave_one_recheck_marker() {
     seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
 
     let later = NOW + 10 * 60 * 1000;
-    let during = Arc::new(Mutex::new(None));
-    faulty.inject(FaultRule::fail_before(RequestKind::Create).matching({
-        let (second, during) = (second.clone(), during.clone());
-        move |path| {
-            if path.as_ref().starts_with("runs/tombstones/") && during.lock().unwrap().is_none() {
-                *during.lock().unwrap() = Some(pass_on_a_thread(&second, later));
-            }
-            false
-        }
-    }));
+    let during = pass_before(
+        &faulty,
+        RequestKind::Create,
+        "runs/tombstones/",
+        &second,
+        later,
+    );
     let mine = first.sweep_once(NOW).await.unwrap();
-    let theirs = during
-        .lock()
-        .unwrap()
-        .take()
-        .expect("the second sweeper ran meanwhile");
+    let theirs = ran(&during);
     assert_eq!(
         (theirs.runs_cleared, theirs.runtime_runs_deleted),
         (1, 1),
@@ -893,22 +887,15 @@ async fn sweeps_of_a_run_deleted_with_no_time_date_its_recheck_alike() {
     started_run(runs.as_ref(), &id, NOW - HOUR).await;
 
     let later = NOW + 10 * 60 * 1000;
-    let during = Arc::new(Mutex::new(None));
-    faulty.inject(FaultRule::fail_before(RequestKind::Get).matching({
-        let (second, during) = (second.clone(), during.clone());
-        move |path| {
-            if path.as_ref().starts_with("runs/tombstones/") && during.lock().unwrap().is_none() {
-                *during.lock().unwrap() = Some(pass_on_a_thread(&second, later));
-            }
-            false
-        }
-    }));
+    let during = pass_before(
+        &faulty,
+        RequestKind::Get,
+        "runs/tombstones/",
+        &second,
+        later,
+    );
     let mine = first.sweep_once(NOW).await.unwrap();
-    let theirs = during
-        .lock()
-        .unwrap()
-        .take()
-        .expect("the second sweeper ran meanwhile");
+    let theirs = ran(&during);
     // Each cleared both expired runs: the first's proof too, whose marker
     // goes with the first's page.
     assert_eq!(
