@@ -331,7 +331,10 @@ impl RunPointer {
     /// as `current_with_bytes` reads it. A new id costs one request instead
     /// of two (the pointer's `GET` and the listing for an orphaned record),
     /// a deleted one's two instead of three (and its create one instead of
-    /// three); an id in use costs one more.
+    /// three); an id in use costs one more, and one whose folder holds an
+    /// incarnation's folder but no run reads the pointer once more after
+    /// finding none (to wait for a recheck's mark, below, or replace a
+    /// vacated pointer at the version read).
     ///
     /// `Free` says only what the listing and the read saw: the creator's
     /// create (or update) of the pointer decides, as after
@@ -993,7 +996,8 @@ impl RunPointer {
     /// It holds `at_ms`, the time the deleter's clock read, if it has one
     /// (in decimal digits; empty without), and answers when the deletion
     /// began: `at_ms` if this call created it, else what the deleter that
-    /// did wrote (a `GET`; see [`buried_at`](Self::buried_at)).
+    /// did wrote (a `GET`; see [`buried_at`](Self::buried_at)); a caller
+    /// with no time is answered `Unrecorded`, unread.
     pub(super) async fn bury(
         &self,
         run_id: &RunId,
@@ -1004,10 +1008,14 @@ impl RunPointer {
         // Plain, as every marker: it names no data. Found there: an
         // earlier deletion of the incarnation left it, and its time holds.
         let store = self.client.store().as_ref();
-        if write_once::create_marker(store, &path, &tombstone(at_ms), Limit::MARKER).await? {
-            return Ok(at_ms.map_or(DeletionBegan::Unrecorded, DeletionBegan::At));
+        let created =
+            write_once::create_marker(store, &path, &tombstone(at_ms), Limit::MARKER).await?;
+        match at_ms {
+            Some(at_ms) if created => Ok(DeletionBegan::At(at_ms)),
+            // Read back only for a caller that asks when the deletion began.
+            Some(_) => self.buried_at(run_id, incarnation).await,
+            None => Ok(DeletionBegan::Unrecorded),
         }
-        self.buried_at(run_id, incarnation).await
     }
 
     /// When the deletion of incarnation `incarnation` began, as its
