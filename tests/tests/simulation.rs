@@ -572,8 +572,10 @@ fn with_pointer_deletes_landing_before_creates_deployment_seeds_that_broke_keep_
 /// retention of a run deleted early left a second marker after the
 /// deletion's recheck), and 27027 (a creator replaced a vacated pointer's
 /// swept mark just before the recheck's delete removed it, and a step
-/// commit acknowledged to the new run was missing from a fresh read).
-/// Histories shift with the requests a change makes, so these pin the
+/// commit acknowledged to the new run was missing from a fresh read);
+/// and 25954, which broke until session 52 (a sweep stalled inside one
+/// deletion until another's recheck of it had run wrote its recheck marker
+/// again, with no tombstone behind it). Histories shift with the requests a change makes, so these pin the
 /// seeds, not their interleavings: the staged tests in `sweeper.rs` pin
 /// those (RELIABILITY.md, session 51).
 #[test]
@@ -584,7 +586,7 @@ fn quiet_world_seeds_that_broke_keep_every_invariant() {
         .check_step_bodies(true)
         .without(Event::Crash)
         .without(Event::StoreFault);
-    for seed in [1278, 2013, 5374, 27027] {
+    for seed in [1278, 2013, 5374, 25954, 27027] {
         if let Err(failure) = simulation.run_seed(seed) {
             panic!("seed {seed}: {failure:?}");
         }

@@ -993,6 +993,98 @@ async fn a_pass_after_a_deleted_runs_recheck_leaves_no_second_one() {
     assert!(rechecks.is_empty(), "{rechecks:?}");
 }
 
+/// A sweep that stalls inside a deletion (its clock an hour on when it
+/// goes on) until another process's sweeper has deleted the run and
+/// rechecked the deletion: its recheck marker, written after that recheck
+/// deleted the marker of the same name, would stand with no tombstone
+/// behind it, which a sweeper not yet proved its runtime store the
+/// workers' reports a failed recheck on its second pass (the quiet
+/// worlds' seed 25954, session 51). The stalled sweep asks after its write
+/// whether the deletion's tombstone still stands, and deletes its marker:
+/// nothing is left to report. A sweep that did not stall asks nothing.
+#[tokio::test]
+async fn a_sweep_stalled_past_its_deletions_recheck_leaves_no_marker_behind() {
+    let objects = Arc::new(InMemory::new());
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let (memo, runs, _) = sweeping_process(faulty.clone());
+    let clock = Arc::new(ManualClock::new(NOW));
+    let stalled = RetentionSweeper::builder(memo.clone(), RETENTION)
+        .runtime_store(Arc::clone(&runs))
+        .clock(clock.clone())
+        .build();
+    let (_, _, other) = sweeping_process(objects.clone());
+    // The other sweeper proves its runtime store the workers' by a run it
+    // deletes, as a worker's does.
+    let proof = run("proof-of-the-other");
+    let incarnation = finished_run(runs.as_ref(), &proof, CUTOFF - DAY).await;
+    seed_run(&memo, &proof, incarnation, 1, CUTOFF - DAY).await;
+    assert_eq!(other.sweep_once(NOW - HOUR).await.unwrap().runs_cleared, 1);
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+
+    // Just before the stalled sweep writes its recheck marker: the other
+    // sweeper deletes the run (it finds it buried, and dates its marker
+    // from the tombstone, as the stalled one does), and its pass an hour
+    // on rechecks the deletion, forgetting the tombstone.
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let meanwhile = Arc::new(Mutex::new(Vec::new()));
+    faulty.inject(FaultRule::fail_before(RequestKind::Create).matching({
+        let (other, clock, meanwhile) = (other.clone(), clock.clone(), meanwhile.clone());
+        move |path| {
+            if path.as_ref().starts_with("memo/rechecks/") && meanwhile.lock().unwrap().is_empty() {
+                let reports = [NOW, due].map(|at| pass_on_a_thread(&other, at));
+                meanwhile.lock().unwrap().extend(reports);
+                clock.set_ms(due);
+            }
+            false
+        }
+    }));
+    let report = stalled.sweep_once(NOW).await.unwrap();
+    assert_eq!(
+        (report.runs_cleared, report.failures.len()),
+        (1, 0),
+        "{report:?}"
+    );
+    let theirs = meanwhile.lock().unwrap().clone();
+    assert_eq!(
+        (theirs[0].runs_cleared, theirs[1].rechecks_due),
+        (1, 1),
+        "the other sweeper deleted the run and rechecked it meanwhile: {theirs:?}"
+    );
+    let rechecks = recheck_markers(objects.as_ref()).await;
+    assert!(rechecks.is_empty(), "{rechecks:?}");
+    let (_, _, fresh) = sweeping_process(objects.clone());
+    for pass in 0..2 {
+        let report = fresh.sweep_once(due + pass * HOUR).await.unwrap();
+        assert_eq!(
+            (report.rechecks_due, report.recheck_failures),
+            (0, 0),
+            "pass {pass}: {report:?}"
+        );
+    }
+
+    // A sweep that did not stall writes its marker and asks nothing more.
+    let id = run("order-2");
+    let quick = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, quick, 1, CUTOFF - DAY).await;
+    clock.set_ms(due);
+    let heads = Arc::new(AtomicUsize::new(0));
+    faulty.inject(FaultRule::fail_before(RequestKind::Head).matching({
+        let heads = heads.clone();
+        move |path| {
+            if path.as_ref().starts_with("runs/tombstones/") {
+                heads.fetch_add(1, Ordering::SeqCst);
+            }
+            false
+        }
+    }));
+    let report = stalled.sweep_once(due).await.unwrap();
+    assert_eq!(report.runs_cleared, 1, "{report:?}");
+    assert_eq!(heads.load(Ordering::SeqCst), 0);
+    assert_eq!(recheck_markers(objects.as_ref()).await.len(), 1);
+}
+
 /// The pointer of run `order-1` in [`Swept::objects`].
 const ORDER_POINTER: &str = "runs/runs/order-1/run";
 

@@ -465,7 +465,8 @@ impl RetentionSweeper {
                 DeletionBegan::Forgotten => None,
             };
             if let Some(since_ms) = since_ms {
-                self.leave_recheck(run_id, incarnation, since_ms).await?;
+                self.leave_recheck(run_id, incarnation, since_ms, now_ms)
+                    .await?;
             }
             tracing::debug!(
                 entries = swept.entries,
@@ -559,7 +560,7 @@ impl RetentionSweeper {
             DeletionBegan::Forgotten => None,
         };
         if let Some(since_ms) = since_ms {
-            self.leave_recheck(run_id, run.incarnation, since_ms)
+            self.leave_recheck(run_id, run.incarnation, since_ms, now_ms)
                 .await?;
         }
         Ok(deletion.existed)

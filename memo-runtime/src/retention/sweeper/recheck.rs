@@ -41,7 +41,9 @@
 //! run, as it has when a pass past the run's retention finds the marker
 //! [`RetentionSweeper::delete_run`](super::RetentionSweeper::delete_run)
 //! left) leaves no marker for it again (it left one, with nothing of the
-//! deletion for it to find: seed 2013 of session 51's quiet-world survey).
+//! deletion for it to find: seed 2013 of session 51's quiet-world survey);
+//! and a sweep that stalled inside the deletion until that recheck ran
+//! deletes the marker it writes after it (`leave_recheck`: seed 25954).
 //!
 //! A pass at or after a marker's time clears the incarnation's memo
 //! folders once more, deletes whatever the runtime
@@ -90,7 +92,10 @@
 //!
 //! Cost: one conditional create per workflow run swept (and the `GET` of
 //! its tombstone's time for a sweep that found the run deleted already,
-//! or buried at once by another); then, per recheck,
+//! or buried at once by another; and a `HEAD` of the tombstone after the
+//! marker's write for a sweep that writes it half a `recheck_after` or
+//! more after the deletion began, which may find the deletion rechecked
+//! already); then, per recheck,
 //! a `HEAD` of the tombstone while the pass's store is not proved (a
 //! sweeper keeps the proof once found: a worker's sweeper found it in the
 //! pass that deleted the run; a tombstone not found costs a `HEAD` of the
@@ -131,11 +136,26 @@ impl RetentionSweeper {
     /// deletion, however many at once and whatever their clocks read,
     /// leaves the same marker. A no-op for standalone runs and in a dry
     /// run.
+    ///
+    /// A sweep that writes the marker once half of `recheck_after` has
+    /// passed since the deletion began (by its clock, or by `now_ms`, the
+    /// time of its pass: it stalled inside the deletion, or finished one
+    /// another sweep began long before)
+    /// then asks whether the deletion's tombstone still stands, and
+    /// deletes the marker it wrote if not: another sweeper's recheck has
+    /// run and forgotten the deletion, and deleted the marker of the same
+    /// name before this write, which would otherwise stand with nothing of
+    /// the deletion behind it (a sweeper not yet sure of its store reports
+    /// such a marker a failed recheck: seed 25954 of session 51's
+    /// quiet-world survey). Asking after the write, not before, is what
+    /// closes it: a recheck that forgets the tombstone after this `HEAD`
+    /// found it deletes the marker after this write.
     pub(super) async fn leave_recheck(
         &self,
         run_id: &RunId,
         incarnation: Incarnation,
         since_ms: u64,
+        now_ms: u64,
     ) -> Result<()> {
         if incarnation == Incarnation::STANDALONE || self.config.dry_run {
             return Ok(());
@@ -148,11 +168,17 @@ impl RetentionSweeper {
             terminal_at_ms: since_ms.saturating_add(after_ms).min(u64::MAX - 1),
             incarnation,
         };
-        self.config
-            .memo_store
-            .recheck_markers()
-            .write(&marker)
-            .await
+        let markers = self.config.memo_store.recheck_markers();
+        markers.write(&marker).await?;
+        let Some(store) = &self.config.runtime_store else {
+            return Ok(());
+        };
+        let late = now_ms.max(self.config.clock.now_ms()) >= since_ms.saturating_add(after_ms / 2);
+        if late && store.holds_deletion(run_id, incarnation).await? == Some(false) {
+            tracing::debug!(%run_id, "the deletion was rechecked before its marker was written");
+            markers.delete(&marker).await?;
+        }
+        Ok(())
     }
 
     /// Clears once more the incarnations whose recheck marker is due at
