@@ -79,6 +79,9 @@ pub(crate) fn main(args: RunArgs) -> anyhow::Result<()> {
             println!("{}", row.markdown());
             breakdowns.push(row);
         }
+        // The level's configurations share its retained runs, so its data
+        // goes once they are all measured.
+        args.store.remove(&base)?;
     }
     println!("load at the end {}", load());
     for row in &breakdowns {

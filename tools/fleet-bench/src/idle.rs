@@ -65,6 +65,7 @@ pub(crate) fn main(args: IdleArgs) -> anyhow::Result<()> {
     for (i, max_ms) in args.idle_max_ms.iter().enumerate() {
         let prefix = format!("{base}-{i}");
         let row = tokio.block_on(measure(&args, &prefix, *max_ms))?;
+        args.store.remove(&prefix)?;
         println!("{row}");
     }
     Ok(())

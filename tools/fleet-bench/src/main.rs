@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::path::Path;
 use memo_runtime::store::{LocalFolder, SqliteStore, StoreAndPrefix, store_from_url};
 use memo_runtime::testing::RequestCounts;
@@ -107,6 +108,11 @@ struct StoreArgs {
     /// default 10 on S3, 0 on a folder.
     #[arg(long)]
     latency_ms: Option<u64>,
+    /// Keeps what each configuration stored (its folder, or its prefix in
+    /// the bucket); by default it is removed once the configuration is
+    /// measured (10,000 retained runs take about 200 MB on a folder).
+    #[arg(long)]
+    keep: bool,
 }
 
 impl StoreArgs {
@@ -160,6 +166,35 @@ impl StoreArgs {
                     ("secret_access_key", secret),
                 ];
                 Ok(store_from_url(&format!("s3://{bucket}/{prefix}"), options)?)
+            }
+        }
+    }
+
+    /// Removes what was stored at `prefix` (see `--keep`): the folder, or
+    /// every object under the prefix in the bucket.
+    fn remove(&self, prefix: &str) -> anyhow::Result<()> {
+        if self.keep {
+            return Ok(());
+        }
+        match self.store {
+            StoreKind::Folder | StoreKind::Sqlite => {
+                match std::fs::remove_dir_all(self.root().join(prefix)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+                    _ => Ok(()),
+                }
+            }
+            StoreKind::S3 => {
+                let opened = self.open(prefix)?;
+                let tokio = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                tokio.block_on(async {
+                    let listed = opened.store.list(Some(&opened.prefix));
+                    let paths = listed.map_ok(|meta| meta.location).boxed();
+                    let deleted = opened.store.delete_stream(paths);
+                    deleted.try_for_each(|_| futures::future::ok(())).await
+                })?;
+                Ok(())
             }
         }
     }
