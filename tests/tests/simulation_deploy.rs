@@ -257,3 +257,78 @@ fn a_rolling_deploy_in_the_deployment_world_ends_every_run_on_one_branch() {
     assert_eq!(summary.seeds, 24);
     assert_both_branches(&branches);
 }
+
+/// Histories of a versioned rolling deploy of worker loops from seed 0, at
+/// least `at_least` of them and on until a loop on the old code has left a
+/// run of the new version for one on the new code (at most 400): fails if
+/// none does, if any history breaks an invariant, or if an attempt of the
+/// old code met a history the new code wrote (the versions keep them
+/// apart).
+fn until_the_old_code_leaves_a_new_versions_run<Mk, F>(
+    simulation: &Simulation<String, Sent, Mk>,
+    at_least: u64,
+) where
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: memo_runtime::workflow::WorkflowFn<String, Output = Sent>,
+{
+    let (mut seeds, mut skips) = (0, 0);
+    while seeds < at_least || (skips == 0 && seeds < 400) {
+        let history = simulation
+            .run_seed(seeds)
+            .unwrap_or_else(|failure| panic!("{failure}"));
+        assert_eq!(history.old_code_conflicts, 0, "seed {seeds}");
+        skips += history.other_version_skips;
+        seeds += 1;
+    }
+    assert!(
+        skips > 0,
+        "in {seeds} histories no loop on the old code met a run of the new version"
+    );
+}
+
+#[test]
+fn a_versioned_rolling_deploy_ends_each_run_on_the_code_it_started_on() {
+    // The change the tests above catch unpatched (the new code calls `sms`
+    // where runs of the old code recorded `receipt`), deployed as the
+    // guide's "needs a version": the old code is version 1, the new code
+    // version 2, and a loop on the new code registers both. Runs in flight
+    // end on version 1, runs submitted to the new code on version 2, and a
+    // loop still on the old code leaves version 2's runs to the new ones.
+    let branches = Branches::default();
+    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
+    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
+        .polls(500)
+        .rolling_deploy_at(30, 200)
+        .check_step_bodies(true)
+        .worker_loops()
+        .versioned_deploy(true)
+        .check_outcome(ends_on_a_branch(&branches, true));
+    until_the_old_code_leaves_a_new_versions_run(&simulation, 24);
+    assert_both_branches(&branches);
+}
+
+#[test]
+fn a_versioned_rolling_deploy_in_the_deployment_world_ends_each_run_on_its_version() {
+    // The same deploy in the world the README recommends deploying into.
+    let branches = Branches::default();
+    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
+    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
+        .polls(500)
+        .deployment()
+        .rolling_deploy_at(30, 200)
+        .worker_loops()
+        .versioned_deploy(true)
+        .check_outcome(ends_on_a_branch(&branches, true));
+    until_the_old_code_leaves_a_new_versions_run(&simulation, 24);
+    assert_both_branches(&branches);
+}
+
+#[test]
+#[should_panic(expected = "a versioned deploy is a rolling deploy of worker loops")]
+fn a_versioned_deploy_without_worker_loops_is_refused() {
+    let inputs = vec!["ada@example.com".to_string()];
+    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
+        .rolling_deploy_at(30, 200)
+        .versioned_deploy(true);
+    let _ = simulation.run_seed(0);
+}

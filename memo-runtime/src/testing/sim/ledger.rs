@@ -25,6 +25,11 @@ pub struct Ledger {
     pub(super) checker: Checker,
     /// Set by the simulated deploy ([`Simulation::deploy_at`](super::Simulation::deploy_at)).
     pub(super) deployed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the old code and the new one are two versions of the
+    /// workflow ([`Simulation::versioned_deploy`](super::Simulation::versioned_deploy)).
+    pub(super) versioned: bool,
+    /// Which code ran the step bodies of each run, in a versioned deploy.
+    pub(super) codes: super::world::CodesRun,
     /// The attempts that observed their run's cancellation.
     pub(super) cancels: super::loops::ObservedCancels,
 }
@@ -63,9 +68,15 @@ impl Ledger {
     ///
     /// Checks, when it starts, that the attempt holds the run's lease as
     /// the store records it (a step body starts only under a live lease),
-    /// and that no other live attempt runs anything of the same step.
+    /// and that no other live attempt runs anything of the same step; in a
+    /// [versioned deploy](super::Simulation::versioned_deploy), the end of
+    /// the history checks that only the code of the run's version ran its
+    /// bodies.
     pub fn step_body(&self, memo: &Memo) -> StepBody {
         self.cancels.body_started(&self.checker, memo);
+        if self.versioned {
+            self.codes.ran(memo, self.deployed());
+        }
         StepBody {
             checker: self.checker.clone(),
             number: self.checker.body_started(memo),

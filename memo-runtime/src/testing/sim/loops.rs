@@ -35,6 +35,12 @@ pub(super) const BODY_AFTER_CANCEL: &str =
 pub(super) const SIGNAL_LATENCY: &str =
     "a signal a suspended run holds wakes it before the clock moves";
 
+/// The old code's version in a [versioned deploy](Simulation::versioned_deploy).
+const OLD_VERSION: &str = "1";
+
+/// The new code's version in a [versioned deploy](Simulation::versioned_deploy).
+pub(super) const NEW_VERSION: &str = "2";
+
 /// How far the clock moves in each round of the end of a history with
 /// worker loops, beyond a lease: past every timer and deadline a workflow
 /// sets within a day.
@@ -173,15 +179,26 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     {
         let make = self.make_workflow.clone();
         let loops = move |ledger: Ledger| {
-            let workflow = make(ledger);
+            let workflow = make(ledger.clone());
+            // In a versioned deploy the new code registers the old one too,
+            // for the runs that started on it.
+            let (workflow, older) = match (ledger.versioned, ledger.deployed()) {
+                (false, _) => (workflow, None),
+                (true, false) => (workflow.with_version(OLD_VERSION), None),
+                (true, true) => (
+                    workflow.with_version(NEW_VERSION),
+                    Some(make(ledger.old_code()).with_version(OLD_VERSION)),
+                ),
+            };
             let registered = workflow.clone();
             Loops {
                 worker: Box::new(move |runtime: Runtime, ordered: bool| {
-                    let builder = Worker::builder(runtime)
-                        .workflow(&registered)
-                        .concurrency(2)
-                        .poll_batch(4)
-                        .sweep_interval(None);
+                    let builder = Worker::builder(runtime).workflow(&registered);
+                    let builder = match &older {
+                        Some(older) => builder.workflow(older),
+                        None => builder,
+                    };
+                    let builder = builder.concurrency(2).poll_batch(4).sweep_interval(None);
                     if ordered {
                         builder.build()
                     } else {
@@ -244,16 +261,20 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     }
 }
 
-/// One poll of `worker`: the errors it met, as messages.
-pub(super) async fn poll(worker: Worker) -> Vec<String> {
+/// One poll of `worker`: the errors it met, as messages, and how many due
+/// runs it left for a worker that registers their version.
+pub(super) async fn poll(worker: Worker) -> (Vec<String>, usize) {
     match worker.wake_due().await {
         // The runs it could not wake, and those whose attempt stopped on a
         // runtime error: each checked as a delivery's error is.
-        Ok(report) => (report.failed.into_iter())
-            .chain(report.stopped)
-            .map(|(_, error)| error.to_string())
-            .collect(),
-        Err(error) => vec![error.to_string()],
+        Ok(report) => {
+            let errors = (report.failed.into_iter())
+                .chain(report.stopped)
+                .map(|(_, error)| error.to_string())
+                .collect();
+            (errors, report.unknown)
+        }
+        Err(error) => (vec![error.to_string()], 0),
     }
 }
 

@@ -229,6 +229,9 @@ struct Config {
     /// With a rolling deploy, the polls between two workers' restarts
     /// ([`Simulation::rolling_deploy_at`]).
     roll_every: Option<u64>,
+    /// Whether a rolling deploy's old and new code are two versions of
+    /// the workflow ([`Simulation::versioned_deploy`]).
+    versioned: bool,
 }
 
 impl Config {
@@ -324,6 +327,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 power_loss: 0.0,
                 deploy_at: None,
                 roll_every: None,
+                versioned: false,
             },
             signals: Vec::new(),
             check: None,

@@ -29,6 +29,13 @@ pub struct History {
     /// wrote ([`Error::NonDeterminism`](crate::Error::NonDeterminism)),
     /// leaving the run open for a worker on the new code.
     pub old_code_conflicts: u64,
+    /// Due runs that a worker loop's poll left open for a worker that
+    /// registers their version ([`WakeReport::unknown`]): in a
+    /// [versioned deploy](Simulation::versioned_deploy), a loop on the old
+    /// code meeting a run of the new version.
+    ///
+    /// [`WakeReport::unknown`]: crate::workflow::WakeReport::unknown
+    pub other_version_skips: u64,
 }
 
 /// What [`Simulation::run_seeds`] ran.
@@ -50,6 +57,9 @@ pub struct Summary {
     /// Attempts of a worker on the old code that met a history the new
     /// code wrote, over all histories ([`History::old_code_conflicts`]).
     pub old_code_conflicts: u64,
+    /// Due runs left for a worker that registers their version, over all
+    /// histories ([`History::other_version_skips`]).
+    pub other_version_skips: u64,
 }
 
 impl Summary {
@@ -61,6 +71,7 @@ impl Summary {
         self.crashes += history.crashes;
         self.undone_deletes += history.undone_deletes;
         self.old_code_conflicts += history.old_code_conflicts;
+        self.other_version_skips += history.other_version_skips;
     }
 }
 
@@ -83,6 +94,13 @@ impl fmt::Display for Summary {
                 f,
                 ", {} attempts on the old code met a history the new code wrote",
                 self.old_code_conflicts
+            )?;
+        }
+        if self.other_version_skips > 0 {
+            write!(
+                f,
+                ", {} due runs left for a worker that registers their version",
+                self.other_version_skips
             )?;
         }
         Ok(())

@@ -78,9 +78,17 @@ where
                 }
             }
         }
-        // Every worker runs the new code of a rolling deploy by now.
+        // Every worker runs the new code of a rolling deploy by now (in a
+        // versioned deploy, its loop registers both versions).
         let workflow = self.new_workflow.unwrap_or(self.workflow);
-        if let Err(error) = runtime.recover(workflow).await {
+        let recovered = match (&self.new_loops, self.config.versioned) {
+            (Some(loops), true) => {
+                let worker = (loops.worker)(runtime.clone(), self.ordered);
+                worker.recover().await.map(drop)
+            }
+            _ => runtime.recover(workflow).await.map(drop),
+        };
+        if let Err(error) = recovered {
             self.checker
                 .event(format!("the last recover fails: {error}"));
         }
@@ -180,6 +188,9 @@ where
                     continue;
                 }
             };
+            if self.config.versioned {
+                self.check_version_code(&record);
+            }
             let outcome = match record.status {
                 RunStatus::Pending | RunStatus::Running => {
                     self.checker.violation(

@@ -13,12 +13,18 @@
 //!
 //! [`Context::patched`]: crate::workflow::Context::patched
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::World;
+use crate::memo::Memo;
+use crate::run_id::{Incarnation, RunId};
+use crate::runtime_store::RunRecord;
+use crate::testing::sim::loops::NEW_VERSION;
 use crate::testing::sim::{Event, Ledger, Simulation};
 use crate::workflow::{Workflow, WorkflowFn};
 
@@ -67,6 +73,52 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self.config.roll_every = Some(every);
         self
     }
+
+    /// Makes a [rolling deploy](Self::rolling_deploy_at) of
+    /// [worker loops](Self::worker_loops) the guide's deploy of a change
+    /// too large for a patch: the old code is version `"1"` of the
+    /// workflow and the new code version `"2"`
+    /// ([`Workflow::with_version`]). A loop on the new code registers both
+    /// and submits new runs on `"2"`; a loop on the old code registers
+    /// `"1"` alone, and its polls leave the runs of `"2"` open for a loop
+    /// that registers it ([`WakeReport::unknown`], counted in
+    /// [`History::other_version_skips`](super::History::other_version_skips)).
+    /// Each run so continues on the code it started on, however far the
+    /// new code departs from the old: no non-determinism is excused, not
+    /// even the old code's, and every run must still end. Panics at the
+    /// first history without `worker_loops` and `rolling_deploy_at`.
+    ///
+    /// [`WakeReport::unknown`]: crate::workflow::WakeReport::unknown
+    #[must_use]
+    pub fn versioned_deploy(mut self, on: bool) -> Self {
+        self.config.versioned = on;
+        self
+    }
+}
+
+/// Per run incarnation, whether the old code and the new one ran step
+/// bodies of it: `[old, new]`.
+type Codes = HashMap<(RunId, Incarnation), [bool; 2]>;
+
+/// Which code ran the step bodies of each run incarnation in a
+/// [versioned deploy](Simulation::versioned_deploy).
+#[derive(Debug, Clone, Default)]
+pub(in crate::testing::sim) struct CodesRun(Arc<Mutex<Codes>>);
+
+impl CodesRun {
+    /// A step body of `memo`'s run starts on the new code or the old one.
+    pub(in crate::testing::sim) fn ran(&self, memo: &Memo, new_code: bool) {
+        let key = (memo.run_id().clone(), memo.incarnation());
+        let mut codes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        codes.entry(key).or_default()[usize::from(new_code)] = true;
+    }
+
+    /// Which codes ran step bodies of the run `record` is.
+    fn of(&self, record: &RunRecord) -> [bool; 2] {
+        let codes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (record.run_id.clone(), record.incarnation);
+        codes.get(&key).copied().unwrap_or_default()
+    }
 }
 
 impl Ledger {
@@ -76,6 +128,16 @@ impl Ledger {
     /// a worker restarted by the deploy. Always `false` without a deploy.
     pub fn deployed(&self) -> bool {
         self.deployed.load(Ordering::Acquire)
+    }
+
+    /// This ledger as the old code's, for a worker on the new code of a
+    /// [versioned deploy](Simulation::versioned_deploy), which registers
+    /// both.
+    pub(in crate::testing::sim) fn old_code(&self) -> Ledger {
+        Ledger {
+            deployed: std::sync::Arc::new(false.into()),
+            ..self.clone()
+        }
     }
 }
 
@@ -158,6 +220,26 @@ where
         self.workers[worker] = Some(started);
         if self.loops.is_none() {
             self.recover(worker);
+        }
+    }
+
+    /// In a versioned deploy, a violation if code other than that of the
+    /// version the run `record` is recorded with ran a step body of it.
+    pub(super) fn check_version_code(&self, record: &RunRecord) {
+        let [old, new] = self.codes.of(record);
+        let version = record.workflow_version.as_deref();
+        let other = match version {
+            Some(NEW_VERSION) => old.then_some("old"),
+            _ => new.then_some("new"),
+        };
+        if let Some(other) = other {
+            self.checker.violation(
+                "a run continues only on the version it started on",
+                format!(
+                    "run {} of version {version:?}: the {other} code ran a step body of it",
+                    record.run_id
+                ),
+            );
         }
     }
 

@@ -172,8 +172,10 @@ where
             return;
         }
         self.checker.event(format!("worker {worker} polls"));
+        let skips = Arc::clone(&self.other_version_skips);
         let future = async move {
-            let errors = loops::poll(looped).await;
+            let (errors, unknown) = loops::poll(looped).await;
+            skips.fetch_add(unknown as u64, std::sync::atomic::Ordering::Relaxed);
             Outcome::Done(if errors.is_empty() {
                 Ok(())
             } else {

@@ -29,6 +29,7 @@ use crate::run_id::{Incarnation, RunId};
 use crate::runtime_store::RunRecord;
 use crate::testing::FaultInjectingStore;
 use crate::workflow::{Runtime, Workflow, WorkflowFn};
+pub(super) use deploy::CodesRun;
 use ids::wide_run_ids;
 use misprefix::WRONG_PREFIX_SHARE;
 use standalone::STANDALONE_SHARE;
@@ -116,9 +117,17 @@ where
         checker.event(format!("the stores are {}", sealing.describe()));
     }
     let deployed = Arc::default();
+    let codes = CodesRun::default();
+    assert!(
+        !config.versioned || (sim.loops.is_some() && config.roll_every.is_some()),
+        "a versioned deploy is a rolling deploy of worker loops: \
+         set Simulation::worker_loops and Simulation::rolling_deploy_at"
+    );
     let ledger = Ledger {
         checker: checker.clone(),
         deployed: Arc::clone(&deployed),
+        versioned: config.versioned,
+        codes: codes.clone(),
         cancels: ObservedCancels::default(),
     };
     // A rolling deploy's new code, beside the old: made with a ledger of
@@ -163,6 +172,8 @@ where
         new_workflow: new_workflow.as_ref(),
         rolled: 0,
         old_code_conflicts: 0,
+        other_version_skips: Arc::default(),
+        codes,
         workers: Vec::new(),
         operator: None,
         misconfigured: None,
@@ -206,6 +217,8 @@ where
             crashes: world.crashes,
             undone_deletes: world.undone_deletes,
             old_code_conflicts: world.old_code_conflicts,
+            other_version_skips: (world.other_version_skips)
+                .load(std::sync::atomic::Ordering::Relaxed),
         })
     } else {
         Err((violations, world.checker.trace()))
@@ -354,6 +367,11 @@ struct World<'w, I, O, Mk, F> {
     rolled: usize,
     /// Attempts of the old code that met a history the new code wrote.
     old_code_conflicts: u64,
+    /// Due runs a worker's poll left for a worker that registers their
+    /// version ([`Simulation::versioned_deploy`](super::Simulation::versioned_deploy)).
+    other_version_skips: Arc<std::sync::atomic::AtomicU64>,
+    /// Which code ran the step bodies of each run, in a versioned deploy.
+    codes: CodesRun,
     workers: Vec<Option<Worker>>,
     /// The operator process beside the workers, with
     /// [`Simulation::operator`].

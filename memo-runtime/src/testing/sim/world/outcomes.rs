@@ -142,8 +142,12 @@ where
         match classify(error) {
             // What a rolling deploy meets: the old code, on a run the new
             // code took down a branch the old one does not have. The
-            // attempt stops and the run stays open for the new code.
-            ErrorKind::NonDeterminism if self.on_old_code_beside_new(worker) => {
+            // attempt stops and the run stays open for the new code. (Not
+            // in a versioned deploy: the old code never drives a run of
+            // the new version.)
+            ErrorKind::NonDeterminism
+                if self.on_old_code_beside_new(worker) && !self.config.versioned =>
+            {
                 self.old_code_conflicts += 1;
                 self.checker.event(format!(
                     "worker {worker}, on the old code, meets a history the new code wrote: {error}"
