@@ -993,6 +993,59 @@ async fn a_pass_after_a_deleted_runs_recheck_leaves_no_second_one() {
     assert!(rechecks.is_empty(), "{rechecks:?}");
 }
 
+/// `RetentionSweeper::delete_run` of an expired run races a pass of
+/// another process's sweeper: after the call read the run, and before it
+/// cleared the run's entries, the pass deleted the run and a pass an hour
+/// on rechecked the deletion and forgot it. The call finds the deletion
+/// forgotten (`DeletionBegan::Forgotten`) and leaves no recheck marker:
+/// one would stand with nothing of the deletion behind it, which a
+/// sweeper not yet proved its runtime store the workers' reports a failed
+/// recheck on its second pass.
+#[tokio::test]
+async fn a_delete_run_racing_a_pass_and_its_recheck_leaves_no_marker_behind() {
+    let objects = Arc::new(InMemory::new());
+    let faulty = Arc::new(FaultInjectingStore::new(objects.clone()));
+    let (memo, runs, explicit) = sweeping_process(faulty.clone());
+    let (_, _, other) = sweeping_process(objects.clone());
+    let id = run("order-1");
+    let old = finished_run(runs.as_ref(), &id, CUTOFF - DAY).await;
+    seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
+
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let meanwhile = Arc::new(Mutex::new(Vec::new()));
+    faulty.inject(FaultRule::fail_before(RequestKind::List).matching({
+        let (other, meanwhile) = (other.clone(), meanwhile.clone());
+        move |path| {
+            if path.as_ref().starts_with("memo/memos/") && meanwhile.lock().unwrap().is_empty() {
+                let reports = [NOW, due].map(|at| pass_on_a_thread(&other, at));
+                meanwhile.lock().unwrap().extend(reports);
+            }
+            false
+        }
+    }));
+    assert!(
+        !explicit.delete_run(&id).await.unwrap(),
+        "the pass deleted the run first"
+    );
+    let theirs = meanwhile.lock().unwrap().clone();
+    assert_eq!(
+        (theirs[0].runs_cleared, theirs[1].rechecks_due),
+        (1, 1),
+        "the other sweeper deleted the run and rechecked it meanwhile: {theirs:?}"
+    );
+    let rechecks = recheck_markers(objects.as_ref()).await;
+    assert!(rechecks.is_empty(), "{rechecks:?}");
+    let (_, _, fresh) = sweeping_process(objects.clone());
+    for pass in 0..2 {
+        let report = fresh.sweep_once(due + pass * HOUR).await.unwrap();
+        assert_eq!(
+            (report.rechecks_due, report.recheck_failures),
+            (0, 0),
+            "pass {pass}: {report:?}"
+        );
+    }
+}
+
 /// A sweep that stalls inside a deletion (its clock an hour on when it
 /// goes on) until another process's sweeper has deleted the run and
 /// rechecked the deletion: its recheck marker, written after that recheck
