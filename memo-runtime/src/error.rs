@@ -225,6 +225,16 @@ pub enum Error {
         run_id: String,
         /// The runtime error that stopped the attempt.
         reason: String,
+        /// The [kind](Error::kind) of the runtime error that stopped the
+        /// attempt: [`ErrorKind::CodeChanged`] for a non-determinism (what
+        /// a worker still on the old code meets in a rolling deploy),
+        /// [`ErrorKind::Lease`] for a lost lease,
+        /// [`ErrorKind::Unavailable`] for a store fault in a step; `None`
+        /// where no runtime error did (a panic in the workflow, a worker
+        /// shutting down). A report of stopped attempts
+        /// ([`WakeReport::stopped`](crate::workflow::WakeReport::stopped))
+        /// is told apart by it without reading messages.
+        cause: Option<ErrorKind>,
     },
 
     /// The run ended as `Failed` in an earlier attempt.
@@ -632,6 +642,7 @@ mod tests {
             Error::Aborted {
                 run_id: s(),
                 reason: s(),
+                cause: None,
             },
             Error::RunFailed {
                 run_id: s(),

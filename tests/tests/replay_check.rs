@@ -445,6 +445,7 @@ impl FailsEveryWrite {
         Err(Error::Aborted {
             run_id: String::new(),
             reason: "this store fails every write".into(),
+            cause: None,
         })
     }
 }

@@ -139,6 +139,7 @@ async fn step_with_hands_every_try_the_workflows_values_without_cloning_them() {
                                 return Err(Error::Aborted {
                                     run_id: memo.run_id().to_string(),
                                     reason: "flaky".into(),
+                                    cause: None,
                                 });
                             }
                             draft(&memo, ticket, tone).await

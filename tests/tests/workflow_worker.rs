@@ -18,7 +18,7 @@ use memo_runtime::runtime_store::ObjectStoreRuntimeStore;
 use memo_runtime::runtime_store::RunStatus;
 use memo_runtime::testing::CountingStore;
 use memo_runtime::workflow::{Context, Runtime, Worker, Workflow};
-use memo_runtime::{Error, MemoStore, RunId};
+use memo_runtime::{Error, ErrorKind, MemoStore, RunId};
 
 const DAY_MS: u64 = 24 * 3600 * 1000;
 const LEASE: Duration = Duration::from_secs(60);
@@ -837,8 +837,9 @@ async fn a_poll_reports_a_run_whose_attempt_stopped_on_a_runtime_error_and_tries
     // `after`, woken by a worker whose code calls `before` first (a deploy
     // without a patch, or a worker still on other code in a rolling one):
     // its attempt stops on the non-determinism. The poll says so in
-    // `stopped` (as `Aborted`, with the reason; counted as resumed, as
-    // before), where it said nothing; the run stays open, and
+    // `stopped` (as `Aborted`, with the reason and the kind of the error
+    // that stopped it, `CodeChanged`; counted as resumed, as before),
+    // where it said nothing; the run stays open, and
     // a worker on the right code ends it once that attempt's lease would
     // have expired.
     let (objects, clock, runtime, bodies) = one_process();
@@ -853,7 +854,7 @@ async fn a_poll_reports_a_run_whose_attempt_stopped_on_a_runtime_error_and_tries
     let report = wrong.wake_due().await.unwrap();
     assert_eq!(report.resumed, 1, "{report:?}");
     assert!(
-        matches!(&report.stopped[..], [(run_id, Error::Aborted { reason, .. })]
+        matches!(&report.stopped[..], [(run_id, Error::Aborted { reason, cause: Some(ErrorKind::CodeChanged), .. })]
             if *run_id == id && reason.starts_with("non-determinism in run changed at step 0")),
         "{report:?}"
     );
@@ -873,8 +874,8 @@ async fn a_poll_reports_a_run_whose_attempt_stopped_on_a_runtime_error_and_tries
 async fn a_recovery_reports_the_runtime_error_that_stopped_a_runs_attempt() {
     // `Worker::recover` says `Ok(())` for a run whose attempt ran, and the
     // runtime's error for one it stopped: a non-determinism met inside
-    // the workflow is such an error (as `Aborted`, with its reason), not
-    // an attempt that ran.
+    // the workflow is such an error (as `Aborted`, with its reason and
+    // kind), not an attempt that ran.
     let (_, _, runtime, bodies) = one_process();
     let waiter = waiter(bodies.clone());
     let other = changed_waiter();
@@ -896,7 +897,7 @@ async fn a_recovery_reports_the_runtime_error_that_stopped_a_runs_attempt() {
         found.map(|(_, result)| result)
     };
     assert!(
-        matches!(result(&id), Some(Err(Error::Aborted { reason, .. })) if reason.contains("non-determinism")),
+        matches!(result(&id), Some(Err(Error::Aborted { reason, cause: Some(ErrorKind::CodeChanged), .. })) if reason.contains("non-determinism")),
         "{recovery:?}"
     );
     // Still waiting for its signal: no attempt, as before.
@@ -910,7 +911,8 @@ async fn a_recovery_reports_the_runtime_error_that_stopped_a_runs_attempt() {
 #[tokio::test]
 async fn a_poll_reports_a_run_whose_workflow_panicked() {
     // A panic inside user code stops the attempt (the run stays open): the
-    // poll lists the run in `stopped`, with the panic's message.
+    // poll lists the run in `stopped`, with the panic's message (and no
+    // kind: no runtime error stopped it).
     let (_, _, runtime, _) = one_process();
     let panics = Workflow::new("panics", |ctx: Context, (): ()| {
         Box::pin(async move {
@@ -931,7 +933,7 @@ async fn a_poll_reports_a_run_whose_workflow_panicked() {
 
     assert_eq!(report.resumed, 1, "{report:?}");
     assert!(
-        matches!(&report.stopped[..], [(run_id, Error::Aborted { reason, .. })]
+        matches!(&report.stopped[..], [(run_id, Error::Aborted { reason, cause: None, .. })]
             if *run_id == id && reason.contains("the body panicked")),
         "{report:?}"
     );

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 
 use super::context;
 use super::due::DueRun;
+use super::hook::Stop;
 use super::lease::cancel_reason;
 use super::lease::{AttemptLease, HeldLease, History};
 use super::{Context, Runtime, Workflow, WorkflowFn};
@@ -346,6 +347,7 @@ fn settle<O, E: From<Error>>(
             let aborted = Error::Aborted {
                 run_id: run_id.to_string(),
                 reason: format!("the workflow panicked: {message}"),
+                cause: None,
             };
             (Err(E::from(aborted)), false)
         }
@@ -359,14 +361,9 @@ fn settle<O, E: From<Error>>(
 fn stopped<O, E: From<Error>>(
     run_id: &RunId,
     result: Result<O, E>,
-    interruption: String,
+    interruption: Stop,
 ) -> Result<O, E> {
-    result.and_then(|_| {
-        Err(E::from(Error::Aborted {
-            run_id: run_id.to_string(),
-            reason: interruption,
-        }))
-    })
+    result.and_then(|_| Err(E::from(interruption.into_error(run_id))))
 }
 
 /// The terminal status a workflow's result commits, and what the attempt
@@ -433,6 +430,7 @@ mod tests {
     use serde::ser::Error as _;
 
     use super::*;
+    use crate::error::ErrorKind;
 
     fn run_id() -> RunId {
         RunId::new("r").unwrap()
@@ -459,7 +457,7 @@ mod tests {
         let panic: Box<dyn std::any::Any + Send> = Box::new("boom");
         let panicked = settle::<u8, Error>(&run_id(), Ok(Err(panic)));
         assert!(
-            matches!(&panicked, (Err(Error::Aborted { reason, .. }), false) if reason.ends_with("panicked: boom")),
+            matches!(&panicked, (Err(Error::Aborted { reason, cause: None, .. }), false) if reason.ends_with("panicked: boom")),
             "{panicked:?}"
         );
         let taken_over = settle::<u8, Error>(&run_id(), Err(lost()));
@@ -468,9 +466,16 @@ mod tests {
 
     #[test]
     fn a_value_returned_past_an_interruption_is_an_abort() {
-        let handled = stopped::<u8, Error>(&run_id(), Ok(1), "store down".into());
-        assert!(matches!(handled, Err(Error::Aborted { reason, .. }) if reason == "store down"));
-        let passed_on = stopped::<u8, Error>(&run_id(), Err(lost()), "store down".into());
+        let down = Stop {
+            reason: "store down".into(),
+            cause: Some(ErrorKind::Unavailable),
+        };
+        let handled = stopped::<u8, Error>(&run_id(), Ok(1), down.clone());
+        assert!(
+            matches!(&handled, Err(Error::Aborted { reason, cause: Some(ErrorKind::Unavailable), .. }) if reason == "store down"),
+            "{handled:?}"
+        );
+        let passed_on = stopped::<u8, Error>(&run_id(), Err(lost()), down);
         assert!(matches!(passed_on, Err(Error::LeaseLost { .. })));
     }
 

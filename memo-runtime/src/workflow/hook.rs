@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 
 use super::Shared;
 use super::lease::HeldLease;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::memo::AttemptHook;
 use crate::run_id::{Incarnation, RunId};
 
@@ -18,7 +18,46 @@ use crate::run_id::{Incarnation, RunId};
 /// shared by the attempt's [`Context`](super::Context) and the memos of its
 /// steps: once set, the attempt is over and the run stays open.
 #[derive(Debug, Clone, Default)]
-pub(super) struct AttemptInterruption(Arc<Mutex<Option<String>>>);
+pub(super) struct AttemptInterruption(Arc<Mutex<Option<Stop>>>);
+
+/// Why the runtime stopped an attempt: the message of the error that did,
+/// and that error's kind (`None` where no runtime error did, as for a
+/// worker shutting down). [`Error`] is not `Clone`, so the attempt keeps
+/// this and gives each caller an [`Error::Aborted`] of it.
+#[derive(Debug, Clone)]
+pub(super) struct Stop {
+    pub(super) reason: String,
+    pub(super) cause: Option<ErrorKind>,
+}
+
+impl Stop {
+    /// The stop `error` makes: an abort passes its own cause on.
+    pub(super) fn of(error: &Error) -> Stop {
+        let cause = match error {
+            Error::Aborted { cause, .. } => *cause,
+            other => Some(other.kind()),
+        };
+        Stop {
+            reason: error.to_string(),
+            cause,
+        }
+    }
+
+    /// The abort of run `run_id` that this stop makes.
+    pub(super) fn into_error(self, run_id: &RunId) -> Error {
+        Error::Aborted {
+            run_id: run_id.to_string(),
+            reason: self.reason,
+            cause: self.cause,
+        }
+    }
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
 
 impl AttemptInterruption {
     /// Records `error` if it does not fail the run ([`Error::fails_run`])
@@ -26,7 +65,7 @@ impl AttemptInterruption {
     /// to handle.
     pub(super) fn record(&self, error: &Error) {
         if !error.fails_run() {
-            self.slot().get_or_insert_with(|| error.to_string());
+            self.slot().get_or_insert_with(|| Stop::of(error));
         }
     }
 
@@ -36,16 +75,16 @@ impl AttemptInterruption {
     }
 
     /// Takes the recorded interruption, leaving none.
-    pub(super) fn take(&self) -> Option<String> {
+    pub(super) fn take(&self) -> Option<Stop> {
         self.slot().take()
     }
 
     /// The recorded interruption, left in place.
-    pub(super) fn peek(&self) -> Option<String> {
+    pub(super) fn peek(&self) -> Option<Stop> {
         self.slot().clone()
     }
 
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Stop>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -144,7 +183,29 @@ mod tests {
         );
         interruption.record(&lost());
         interruption.record(&Error::RunNotFound { run_id: "r".into() });
-        assert_eq!(interruption.take(), Some(lost().to_string()));
+        let kept = interruption.take().expect("the lost lease");
+        assert_eq!(
+            (kept.reason, kept.cause),
+            (lost().to_string(), Some(ErrorKind::Lease))
+        );
         assert!(!interruption.is_set());
+    }
+
+    #[test]
+    fn a_stop_keeps_the_kind_of_its_error_and_an_abort_passes_its_own_on() {
+        assert_eq!(Stop::of(&lost()).cause, Some(ErrorKind::Lease));
+        let shutting_down = Error::Aborted {
+            run_id: "r".into(),
+            reason: "the worker is shutting down".into(),
+            cause: None,
+        };
+        assert_eq!(Stop::of(&shutting_down).cause, None);
+        let run_id = RunId::new("r").unwrap();
+        let again = Stop::of(&lost()).into_error(&run_id);
+        assert_eq!(Stop::of(&again).cause, Some(ErrorKind::Lease));
+        assert!(matches!(
+            again,
+            Error::Aborted { cause: Some(ErrorKind::Lease), ref reason, .. } if *reason == lost().to_string()
+        ));
     }
 }

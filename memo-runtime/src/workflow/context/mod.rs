@@ -21,7 +21,7 @@ pub(super) use select::recorded as select_recorded;
 pub use step::{BoxError, Step};
 
 use super::Shared;
-use super::hook::AttemptInterruption;
+use super::hook::{AttemptInterruption, Stop};
 use super::lease::HeldLease;
 use crate::codec;
 use crate::error::Error;
@@ -190,15 +190,15 @@ impl Context {
     }
 
     /// The runtime error that stopped this attempt, if any.
-    pub(super) fn take_interruption(&self) -> Option<String> {
+    pub(super) fn take_interruption(&self) -> Option<Stop> {
         self.inner.interruption.take()
     }
 
     /// Why the runtime stopped this attempt, leaving its run open, if a
     /// runtime error did (a non-determinism, a store fault in a step, a
-    /// lost lease): that error's message. `None` for an attempt that
-    /// suspended in a wait, which is the run's to make, not a stop.
-    pub(in crate::workflow) fn stopped_by(&self) -> Option<String> {
+    /// lost lease): that error's message and kind. `None` for an attempt
+    /// that suspended in a wait, which is the run's to make, not a stop.
+    pub(in crate::workflow) fn stopped_by(&self) -> Option<Stop> {
         if self.inner.lease.suspended().is_some() {
             return None;
         }
@@ -233,14 +233,16 @@ impl Context {
             let stopping = Error::Aborted {
                 run_id: self.inner.run_id.to_string(),
                 reason: "the worker is shutting down; the run stays open".into(),
+                cause: None,
             };
             return Err(self.interrupt(stopping));
         }
-        if self.inner.interruption.is_set() {
+        if let Some(earlier) = self.inner.interruption.peek() {
             return Err(E::from(Error::Aborted {
                 run_id: self.inner.run_id.to_string(),
                 reason: "a transient error interrupted this attempt earlier; no further step runs"
                     .into(),
+                cause: earlier.cause,
             }));
         }
         Ok(())

@@ -94,6 +94,7 @@ impl Context {
         Err(self.interrupt(Error::Aborted {
             run_id: self.inner.run_id.to_string(),
             reason: END_OF_HISTORY.into(),
+            cause: None,
         }))
     }
 
@@ -148,6 +149,7 @@ fn clone_problem(error: &Error) -> Error {
         other => Error::Aborted {
             run_id: String::new(),
             reason: other.to_string(),
+            cause: Some(other.kind()),
         },
     }
 }

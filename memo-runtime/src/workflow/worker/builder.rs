@@ -87,10 +87,7 @@ impl WorkerBuilder {
                         // The runtime stopped the attempt and the run stays
                         // open: its reason, for the worker's report, rather
                         // than the workflow's rendering of it.
-                        Some(reason) => Driving::Runtime(Error::Aborted {
-                            run_id: ctx.run_id().to_string(),
-                            reason,
-                        }),
+                        Some(stop) => Driving::Runtime(stop.into_error(ctx.run_id())),
                         None => Driving::Workflow(e),
                     })
             }

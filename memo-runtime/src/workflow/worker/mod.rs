@@ -251,8 +251,11 @@ pub struct WakeReport {
     /// Of the runs [`resumed`](Self::resumed), those whose attempt stopped
     /// on a runtime error that leaves the run open (a non-determinism, as
     /// a worker still on the old code meets in a rolling deploy; a lost
-    /// lease; a panic in the workflow), with the error. Its wake-up at
-    /// that attempt's lease expiry stays, so the run is tried again then.
+    /// lease; a panic in the workflow), with the error: an
+    /// [`Error::Aborted`] whose `cause` is the kind of the runtime error
+    /// that stopped the attempt ([`ErrorKind::CodeChanged`](crate::ErrorKind::CodeChanged)
+    /// for a non-determinism; `None` for a panic). Its wake-up at that
+    /// attempt's lease expiry stays, so the run is tried again then.
     pub stopped: Vec<(RunId, Error)>,
 }
 
