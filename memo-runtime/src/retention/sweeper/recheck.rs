@@ -140,16 +140,16 @@ impl RetentionSweeper {
     /// A sweep that writes the marker once half of `recheck_after` has
     /// passed since the deletion began (by its clock, or by `now_ms`, the
     /// time of its pass: it stalled inside the deletion, or finished one
-    /// another sweep began long before)
-    /// then asks whether the deletion's tombstone still stands, and
-    /// deletes the marker it wrote if not: another sweeper's recheck has
-    /// run and forgotten the deletion, and deleted the marker of the same
-    /// name before this write, which would otherwise stand with nothing of
-    /// the deletion behind it (a sweeper not yet sure of its store reports
-    /// such a marker a failed recheck: seed 25954 of session 51's
-    /// quiet-world survey). Asking after the write, not before, is what
-    /// closes it: a recheck that forgets the tombstone after this `HEAD`
-    /// found it deletes the marker after this write.
+    /// another sweep began long before) then asks whether the deletion's
+    /// tombstone still stands, and deletes the marker it wrote if not:
+    /// another sweeper's recheck has run and forgotten the deletion, and
+    /// deleted the marker of the same name before this write, which would
+    /// otherwise stand with nothing of the deletion behind it (a sweeper
+    /// not yet sure of its store reports such a marker a failed recheck:
+    /// seed 25954 of session 51's quiet-world survey). Asking after the
+    /// write, not before, is what closes it: a recheck that forgets the
+    /// tombstone after this `HEAD` found it deletes the marker after this
+    /// write.
     pub(super) async fn leave_recheck(
         &self,
         run_id: &RunId,
