@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
-use memo_runtime::testing::sim::{Ledger, RunOutcome, Simulation};
+use memo_runtime::testing::sim::{History, Ledger, RunOutcome, Simulation};
 use memo_runtime::workflow::{Context, Workflow};
 use memo_runtime::{Error, Memo, memoized};
 
@@ -89,9 +89,31 @@ fn assert_both_branches(branches: &Branches) {
 }
 
 /// Runs histories from seed 0, at least `at_least` of them, and on until
-/// one shows a worker on the old code meeting a run the new code patched
-/// (at most 400): fails if none does, or if any history breaks an
+/// `seen` counts something in one (at most 400): fails if none does
+/// (saying that no history showed `what`), or if any history breaks an
 /// invariant.
+fn until_seen<Mk, F>(
+    simulation: &Simulation<String, Sent, Mk>,
+    at_least: u64,
+    seen: impl Fn(&History) -> u64,
+    what: &str,
+) where
+    Mk: Fn(Ledger) -> Workflow<F>,
+    F: memo_runtime::workflow::WorkflowFn<String, Output = Sent>,
+{
+    let (mut seeds, mut count) = (0, 0);
+    while seeds < at_least || (count == 0 && seeds < 400) {
+        let history = simulation
+            .run_seed(seeds)
+            .unwrap_or_else(|failure| panic!("{failure}"));
+        count += seen(&history);
+        seeds += 1;
+    }
+    assert!(count > 0, "in {seeds} histories none showed {what}");
+}
+
+/// [`until_seen`] a worker on the old code meeting a run the new code
+/// patched.
 fn until_the_old_code_meets_a_patched_run<Mk, F>(
     simulation: &Simulation<String, Sent, Mk>,
     at_least: u64,
@@ -99,18 +121,9 @@ fn until_the_old_code_meets_a_patched_run<Mk, F>(
     Mk: Fn(Ledger) -> Workflow<F>,
     F: memo_runtime::workflow::WorkflowFn<String, Output = Sent>,
 {
-    let (mut seeds, mut conflicts) = (0, 0);
-    while seeds < at_least || (conflicts == 0 && seeds < 400) {
-        let history = simulation
-            .run_seed(seeds)
-            .unwrap_or_else(|failure| panic!("{failure}"));
-        conflicts += history.old_code_conflicts;
-        seeds += 1;
-    }
-    assert!(
-        conflicts > 0,
-        "in {seeds} histories no worker on the old code met a run the new code patched"
-    );
+    let conflicts = |history: &History| history.old_code_conflicts;
+    let what = "a worker on the old code meeting a run the new code patched";
+    until_seen(simulation, at_least, conflicts, what);
 }
 
 /// Fails unless one of the first 40 histories breaks an invariant with the
@@ -258,12 +271,10 @@ fn a_rolling_deploy_in_the_deployment_world_ends_every_run_on_one_branch() {
     assert_both_branches(&branches);
 }
 
-/// Histories of a versioned rolling deploy of worker loops from seed 0, at
-/// least `at_least` of them and on until a loop on the old code has left a
-/// run of the new version for one on the new code (at most 400): fails if
-/// none does, if any history breaks an invariant, or if an attempt of the
-/// old code met a history the new code wrote (the versions keep them
-/// apart).
+/// [`until_seen`] a loop on the old code of a versioned deploy leaving a
+/// run of the new version for a loop on the new code; fails too if an
+/// attempt of the old code met a history the new code wrote (the versions
+/// keep them apart).
 fn until_the_old_code_leaves_a_new_versions_run<Mk, F>(
     simulation: &Simulation<String, Sent, Mk>,
     at_least: u64,
@@ -271,19 +282,12 @@ fn until_the_old_code_leaves_a_new_versions_run<Mk, F>(
     Mk: Fn(Ledger) -> Workflow<F>,
     F: memo_runtime::workflow::WorkflowFn<String, Output = Sent>,
 {
-    let (mut seeds, mut skips) = (0, 0);
-    while seeds < at_least || (skips == 0 && seeds < 400) {
-        let history = simulation
-            .run_seed(seeds)
-            .unwrap_or_else(|failure| panic!("{failure}"));
-        assert_eq!(history.old_code_conflicts, 0, "seed {seeds}");
-        skips += history.other_version_skips;
-        seeds += 1;
-    }
-    assert!(
-        skips > 0,
-        "in {seeds} histories no loop on the old code met a run of the new version"
-    );
+    let skips = |history: &History| {
+        assert_eq!(history.old_code_conflicts, 0, "seed {}", history.seed);
+        history.other_version_skips
+    };
+    let what = "a loop on the old code leaving a run of the new version";
+    until_seen(simulation, at_least, skips, what);
 }
 
 #[test]

@@ -839,15 +839,7 @@ async fn two_sweepers_deleting_one_run_at_once_leave_one_recheck_marker() {
         (1, 0),
         "{rechecked:?}"
     );
-    let (_, _, fresh) = sweeping_process(objects.clone());
-    for pass in 0..2 {
-        let report = fresh.sweep_once(due + pass * HOUR).await.unwrap();
-        assert_eq!(
-            (report.rechecks_due, report.recheck_failures),
-            (0, 0),
-            "pass {pass}: {report:?}"
-        );
-    }
+    a_fresh_sweeper_has_nothing_to_report(objects.clone(), due).await;
     assert!(recheck_markers(objects.as_ref()).await.is_empty());
 }
 
@@ -949,6 +941,50 @@ async fn a_deletion_answers_the_time_its_first_deleter_recorded() {
     assert_eq!((deleted.existed, deleted.began), (true, At(7_000)));
 }
 
+/// The first time a request of `kind` for a path starting with `part` is
+/// about to go through `faulty`, runs `other`'s pass at `NOW` (which
+/// deletes the expired run) and its pass at the deletion's recheck (an
+/// hour on), each on a thread of its own, then `then`: the cell their two
+/// reports are left in.
+fn deleted_and_rechecked_before(
+    faulty: &FaultInjectingStore<Arc<InMemory>>,
+    kind: RequestKind,
+    part: &'static str,
+    other: &RetentionSweeper,
+    then: impl Fn() + Send + Sync + 'static,
+) -> Arc<Mutex<Vec<memo_runtime::retention::SweepReport>>> {
+    let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    faulty.inject(FaultRule::fail_before(kind).matching({
+        let (other, reports) = (other.clone(), reports.clone());
+        move |path| {
+            if path.as_ref().starts_with(part) && reports.lock().unwrap().is_empty() {
+                let passes = [NOW, due].map(|at| pass_on_a_thread(&other, at));
+                reports.lock().unwrap().extend(passes);
+                then();
+            }
+            false
+        }
+    }));
+    reports
+}
+
+/// A fresh process's sweeper (not yet proved its runtime store the
+/// workers') over `objects` finds nothing due and reports no failed
+/// recheck in two passes from `at` on, an hour apart: no recheck marker
+/// stands with nothing of its deletion behind it.
+async fn a_fresh_sweeper_has_nothing_to_report(objects: Arc<InMemory>, at: u64) {
+    let (_, _, fresh) = sweeping_process(objects);
+    for pass in 0..2 {
+        let report = fresh.sweep_once(at + pass * HOUR).await.unwrap();
+        assert_eq!(
+            (report.rechecks_due, report.recheck_failures),
+            (0, 0),
+            "pass {pass}: {report:?}"
+        );
+    }
+}
+
 /// A run deleted with `RetentionSweeper::delete_run` (to use its id again
 /// before its retention ran out) keeps its terminal marker until a pass
 /// past its retention, which finds nothing of it: its recheck has run by
@@ -1012,38 +1048,21 @@ async fn a_delete_run_racing_a_pass_and_its_recheck_leaves_no_marker_behind() {
     seed_run(&memo, &id, old, 1, CUTOFF - DAY).await;
 
     let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
-    let meanwhile = Arc::new(Mutex::new(Vec::new()));
-    faulty.inject(FaultRule::fail_before(RequestKind::List).matching({
-        let (other, meanwhile) = (other.clone(), meanwhile.clone());
-        move |path| {
-            if path.as_ref().starts_with("memo/memos/") && meanwhile.lock().unwrap().is_empty() {
-                let reports = [NOW, due].map(|at| pass_on_a_thread(&other, at));
-                meanwhile.lock().unwrap().extend(reports);
-            }
-            false
-        }
-    }));
+    let meanwhile =
+        deleted_and_rechecked_before(&faulty, RequestKind::List, "memo/memos/", &other, || {});
     assert!(
         !explicit.delete_run(&id).await.unwrap(),
         "the pass deleted the run first"
     );
     let theirs = meanwhile.lock().unwrap().clone();
     assert_eq!(
-        (theirs[0].runs_cleared, theirs[1].rechecks_due),
-        (1, 1),
+        (theirs.len(), theirs[0].runs_cleared, theirs[1].rechecks_due),
+        (2, 1, 1),
         "the other sweeper deleted the run and rechecked it meanwhile: {theirs:?}"
     );
     let rechecks = recheck_markers(objects.as_ref()).await;
     assert!(rechecks.is_empty(), "{rechecks:?}");
-    let (_, _, fresh) = sweeping_process(objects.clone());
-    for pass in 0..2 {
-        let report = fresh.sweep_once(due + pass * HOUR).await.unwrap();
-        assert_eq!(
-            (report.rechecks_due, report.recheck_failures),
-            (0, 0),
-            "pass {pass}: {report:?}"
-        );
-    }
+    a_fresh_sweeper_has_nothing_to_report(objects.clone(), due).await;
 }
 
 /// A sweep that stalls inside a deletion (its clock an hour on when it
@@ -1081,18 +1100,14 @@ async fn a_sweep_stalled_past_its_deletions_recheck_leaves_no_marker_behind() {
     // from the tombstone, as the stalled one does), and its pass an hour
     // on rechecks the deletion, forgetting the tombstone.
     let due = NOW + memo_runtime::retention::DEFAULT_RECHECK_AFTER.as_millis() as u64;
-    let meanwhile = Arc::new(Mutex::new(Vec::new()));
-    faulty.inject(FaultRule::fail_before(RequestKind::Create).matching({
-        let (other, clock, meanwhile) = (other.clone(), clock.clone(), meanwhile.clone());
-        move |path| {
-            if path.as_ref().starts_with("memo/rechecks/") && meanwhile.lock().unwrap().is_empty() {
-                let reports = [NOW, due].map(|at| pass_on_a_thread(&other, at));
-                meanwhile.lock().unwrap().extend(reports);
-                clock.set_ms(due);
-            }
-            false
-        }
-    }));
+    let stalled_clock = clock.clone();
+    let meanwhile = deleted_and_rechecked_before(
+        &faulty,
+        RequestKind::Create,
+        "memo/rechecks/",
+        &other,
+        move || stalled_clock.set_ms(due),
+    );
     let report = stalled.sweep_once(NOW).await.unwrap();
     assert_eq!(
         (report.runs_cleared, report.failures.len()),
@@ -1101,21 +1116,13 @@ async fn a_sweep_stalled_past_its_deletions_recheck_leaves_no_marker_behind() {
     );
     let theirs = meanwhile.lock().unwrap().clone();
     assert_eq!(
-        (theirs[0].runs_cleared, theirs[1].rechecks_due),
-        (1, 1),
+        (theirs.len(), theirs[0].runs_cleared, theirs[1].rechecks_due),
+        (2, 1, 1),
         "the other sweeper deleted the run and rechecked it meanwhile: {theirs:?}"
     );
     let rechecks = recheck_markers(objects.as_ref()).await;
     assert!(rechecks.is_empty(), "{rechecks:?}");
-    let (_, _, fresh) = sweeping_process(objects.clone());
-    for pass in 0..2 {
-        let report = fresh.sweep_once(due + pass * HOUR).await.unwrap();
-        assert_eq!(
-            (report.rechecks_due, report.recheck_failures),
-            (0, 0),
-            "pass {pass}: {report:?}"
-        );
-    }
+    a_fresh_sweeper_has_nothing_to_report(objects.clone(), due).await;
 
     // A sweep that did not stall writes its marker and asks nothing more.
     let id = run("order-2");
