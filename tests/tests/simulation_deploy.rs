@@ -271,8 +271,8 @@ fn a_rolling_deploy_in_the_deployment_world_ends_every_run_on_one_branch() {
     assert_both_branches(&branches);
 }
 
-/// [`until_seen`] a loop on the old code of a versioned deploy leaving a
-/// run of the new version for a loop on the new code; fails too if an
+/// [`until_seen`] a worker on the old code of a versioned deploy leaving a
+/// run of the new version for one on the new code; fails too if an
 /// attempt of the old code met a history the new code wrote (the versions
 /// keep them apart).
 fn until_the_old_code_leaves_a_new_versions_run<Mk, F>(
@@ -286,7 +286,7 @@ fn until_the_old_code_leaves_a_new_versions_run<Mk, F>(
         assert_eq!(history.old_code_conflicts, 0, "seed {}", history.seed);
         history.other_version_skips
     };
-    let what = "a loop on the old code leaving a run of the new version";
+    let what = "a worker on the old code leaving a run of the new version";
     until_seen(simulation, at_least, skips, what);
 }
 
@@ -328,11 +328,30 @@ fn a_versioned_rolling_deploy_in_the_deployment_world_ends_each_run_on_its_versi
 }
 
 #[test]
-#[should_panic(expected = "a versioned deploy is a rolling deploy of worker loops")]
-fn a_versioned_deploy_without_worker_loops_is_refused() {
+fn a_versioned_rolling_deploy_of_deliveries_ends_each_run_on_the_code_it_started_on() {
+    // The same deploy where runs come as deliveries (`Runtime::run`): a
+    // worker on the new code delivers each run to the version it started
+    // on (its status read first) and recovers both versions; one still on
+    // the old code refuses the new version's runs, which a redelivery to
+    // the new code ends.
+    let branches = Branches::default();
+    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
+    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
+        .polls(500)
+        .rolling_deploy_at(30, 200)
+        .check_step_bodies(true)
+        .versioned_deploy(true)
+        .check_outcome(ends_on_a_branch(&branches, false));
+    until_the_old_code_leaves_a_new_versions_run(&simulation, 24);
+    assert_both_branches(&branches);
+}
+
+#[test]
+#[should_panic(expected = "a versioned deploy is a rolling deploy")]
+fn a_versioned_deploy_without_a_rolling_deploy_is_refused() {
     let inputs = vec!["ada@example.com".to_string()];
     let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
-        .rolling_deploy_at(30, 200)
+        .deploy_at(30)
         .versioned_deploy(true);
     let _ = simulation.run_seed(0);
 }

@@ -265,6 +265,9 @@ pub(super) enum ErrorKind {
     EndedRunConflict,
     /// An injected store fault, converted into whatever error.
     InjectedFault,
+    /// A run started on another version of the workflow than the one it
+    /// was delivered to (`workflow::other_version`).
+    OtherVersion,
     /// Anything else.
     Other,
 }
@@ -280,6 +283,8 @@ pub(super) fn classify(message: &str) -> ErrorKind {
         ErrorKind::EndedRunConflict
     } else if message.contains("injected fault") {
         ErrorKind::InjectedFault
+    } else if message.contains("a worker that registers that version continues it") {
+        ErrorKind::OtherVersion
     } else {
         ErrorKind::Other
     }

@@ -36,7 +36,7 @@ pub(super) const SIGNAL_LATENCY: &str =
     "a signal a suspended run holds wakes it before the clock moves";
 
 /// The old code's version in a [versioned deploy](Simulation::versioned_deploy).
-const OLD_VERSION: &str = "1";
+pub(super) const OLD_VERSION: &str = "1";
 
 /// The new code's version in a [versioned deploy](Simulation::versioned_deploy).
 pub(super) const NEW_VERSION: &str = "2";

@@ -29,10 +29,11 @@ pub struct History {
     /// wrote ([`Error::NonDeterminism`](crate::Error::NonDeterminism)),
     /// leaving the run open for a worker on the new code.
     pub old_code_conflicts: u64,
-    /// Due runs that a worker loop's poll left open for a worker that
-    /// registers their version ([`WakeReport::unknown`]): in a
-    /// [versioned deploy](Simulation::versioned_deploy), a loop on the old
-    /// code meeting a run of the new version.
+    /// Runs that a worker on the old code of a
+    /// [versioned deploy](Simulation::versioned_deploy) left open for one
+    /// on the new code: due runs of the new version a worker loop's poll
+    /// skipped ([`WakeReport::unknown`]), and deliveries of them refused
+    /// for their version.
     ///
     /// [`WakeReport::unknown`]: crate::workflow::WakeReport::unknown
     pub other_version_skips: u64,
@@ -57,7 +58,7 @@ pub struct Summary {
     /// Attempts of a worker on the old code that met a history the new
     /// code wrote, over all histories ([`History::old_code_conflicts`]).
     pub old_code_conflicts: u64,
-    /// Due runs left for a worker that registers their version, over all
+    /// Runs left for a worker that registers their version, over all
     /// histories ([`History::other_version_skips`]).
     pub other_version_skips: u64,
 }
@@ -99,7 +100,7 @@ impl fmt::Display for Summary {
         if self.other_version_skips > 0 {
             write!(
                 f,
-                ", {} due runs left for a worker that registers their version",
+                ", {} runs left for a worker that registers their version",
                 self.other_version_skips
             )?;
         }

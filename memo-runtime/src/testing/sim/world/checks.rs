@@ -86,6 +86,10 @@ where
                 let worker = (loops.worker)(runtime.clone(), self.ordered);
                 worker.recover().await.map(drop)
             }
+            (None, true) => match runtime.recover(self.workflow).await {
+                Ok(_) => runtime.recover(workflow).await.map(drop),
+                Err(error) => Err(error),
+            },
             _ => runtime.recover(workflow).await.map(drop),
         };
         if let Err(error) = recovered {

@@ -74,19 +74,24 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
         self
     }
 
-    /// Makes a [rolling deploy](Self::rolling_deploy_at) of
-    /// [worker loops](Self::worker_loops) the guide's deploy of a change
-    /// too large for a patch: the old code is version `"1"` of the
-    /// workflow and the new code version `"2"`
-    /// ([`Workflow::with_version`]). A loop on the new code registers both
-    /// and submits new runs on `"2"`; a loop on the old code registers
-    /// `"1"` alone, and its polls leave the runs of `"2"` open for a loop
-    /// that registers it ([`WakeReport::unknown`], counted in
-    /// [`History::other_version_skips`](super::History::other_version_skips)).
+    /// Makes a [rolling deploy](Self::rolling_deploy_at) the guide's
+    /// deploy of a change too large for a patch: the old code is version
+    /// `"1"` of the workflow and the new code version `"2"`
+    /// ([`Workflow::with_version`]), and a worker on the new code runs
+    /// both. With [worker loops](Self::worker_loops), a loop on the new
+    /// code registers both and submits new runs on `"2"`, and a loop on the
+    /// old code registers `"1"` alone, its polls leaving the runs of `"2"`
+    /// open ([`WakeReport::unknown`]). With deliveries, a worker on the new
+    /// code delivers each run to the version it started on (its
+    /// [`status`](crate::workflow::Runtime::status) first: none, or
+    /// `"2"`, is the new code's) and recovers both, and one on the old code
+    /// refuses the runs of `"2"` (a `Conflict` that names the version).
+    /// Both are counted in
+    /// [`History::other_version_skips`](super::History::other_version_skips).
     /// Each run so continues on the code it started on, however far the
     /// new code departs from the old: no non-determinism is excused, not
     /// even the old code's, and every run must still end. Panics at the
-    /// first history without `worker_loops` and `rolling_deploy_at`.
+    /// first history without `rolling_deploy_at`.
     ///
     /// [`WakeReport::unknown`]: crate::workflow::WakeReport::unknown
     #[must_use]
@@ -252,6 +257,13 @@ where
     /// deploy has put the new code on some other worker.
     pub(super) fn on_old_code_beside_new(&self, worker: usize) -> bool {
         self.rolled > 0 && worker < self.workers.len() && !self.on_new_code(worker)
+    }
+
+    /// The old code's version, which a worker on the new code of a
+    /// versioned deploy runs too (for the runs that started on it); `None`
+    /// for any other worker.
+    pub(super) fn older_version_of(&self, worker: usize) -> Option<&'w Workflow<F>> {
+        (self.config.versioned && self.on_new_code(worker)).then_some(self.workflow)
     }
 
     /// The workflow worker `worker` runs.

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use crate::runtime_store::RunRecord;
 use crate::testing::sim::checker::TaskKind;
-use crate::testing::sim::compat::{self, fresh_run, held_signals};
+use crate::testing::sim::compat::{self, ErrorKind, classify, fresh_run, held_signals};
 use crate::testing::sim::loops;
 use crate::testing::sim::{Event, Ledger};
 use crate::workflow::{Workflow, WorkflowFn};
@@ -90,10 +90,40 @@ where
         self.checker
             .event(format!("deliver {run_id} to worker {worker}"));
         let workflow = self.workflow_of(worker);
+        let older = self.older_version_of(worker);
         let delivered = crate::content_key(&input).ok();
+        let checker = self.checker.clone();
         let future = async move {
+            // A consumer on the new code of a versioned deploy delivers a
+            // run to the version it started on (none yet: the new one), as
+            // the guide's does.
+            let (workflow, read) = match older {
+                Some(older) => match runtime.status(&run_id).await {
+                    Ok(Some(record)) => {
+                        let started_on_older =
+                            record.workflow_version.as_deref() == older.version();
+                        let chosen = if started_on_older { older } else { workflow };
+                        (chosen, Some(record.incarnation))
+                    }
+                    Ok(None) => (workflow, None),
+                    Err(error) => return Outcome::Run(run, Err(error.to_string()), delivered),
+                },
+                None => (workflow, None),
+            };
             let result = runtime.run(&run_id, &input, workflow).await;
-            Outcome::Run(run, result.map(drop).map_err(|e| e.to_string()), delivered)
+            let result = result.map(drop).map_err(|e| e.to_string());
+            // Refused for its version although the incarnation it read is
+            // still the run's: the delivery chose the wrong version.
+            if let (Some(read), Err(error)) = (read, &result)
+                && classify(error) == ErrorKind::OtherVersion
+                && matches!(fresh_run(checker.objects(), &run_id), Some(Ok(Some(now))) if now.incarnation == read)
+            {
+                checker.violation(
+                    "a delivery on the new code goes to the version its run started on",
+                    format!("run {run_id}: {error}"),
+                );
+            }
+            Outcome::Run(run, result, delivered)
         };
         self.spawn(worker, TaskKind::Run, Some(run), Box::pin(future));
     }

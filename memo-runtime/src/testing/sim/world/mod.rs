@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use super::checker::{self, Checker, TaskKind, as_task};
 use super::compat::fresh_run;
 use super::folder::Folder;
-use super::loops::{Loops, ObservedCancels};
+use super::loops::{Loops, NEW_VERSION, OLD_VERSION, ObservedCancels};
 use super::plant::Foreign;
 use super::reader::CachedReader;
 use super::sealed::{self, Sealing};
@@ -119,9 +119,8 @@ where
     let deployed = Arc::default();
     let codes = CodesRun::default();
     assert!(
-        !config.versioned || (sim.loops.is_some() && config.roll_every.is_some()),
-        "a versioned deploy is a rolling deploy of worker loops: \
-         set Simulation::worker_loops and Simulation::rolling_deploy_at"
+        !config.versioned || config.roll_every.is_some(),
+        "a versioned deploy is a rolling deploy: set Simulation::rolling_deploy_at"
     );
     let ledger = Ledger {
         checker: checker.clone(),
@@ -138,6 +137,16 @@ where
     });
     let workflow = (sim.make_workflow)(ledger.clone());
     let new_workflow = new_ledger.clone().map(&sim.make_workflow);
+    // In a versioned deploy the two codes are two versions of the workflow
+    // (the worker loops make theirs alike).
+    let (workflow, new_workflow) = if config.versioned {
+        (
+            workflow.with_version(OLD_VERSION),
+            new_workflow.map(|new| new.with_version(NEW_VERSION)),
+        )
+    } else {
+        (workflow, new_workflow)
+    };
     let loops = sim.loops.as_ref().map(|make| make(ledger));
     let new_loops = (sim.loops.as_ref()).and_then(|make| new_ledger.map(|ledger| make(ledger)));
     // `InMemory`, memo's local folder and a SQLite file list in order; a

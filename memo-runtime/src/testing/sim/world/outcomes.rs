@@ -173,6 +173,12 @@ where
                 "a delivery of a run that ended answers with its outcome",
                 error.to_string(),
             ),
+            // A delivery of a run to a version it did not start on (a
+            // worker on the old code of a versioned deploy given a run of
+            // the new version): the run stays open for the other code.
+            ErrorKind::OtherVersion => {
+                (self.other_version_skips).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             ErrorKind::InjectedFault | ErrorKind::Other => {}
         }
     }

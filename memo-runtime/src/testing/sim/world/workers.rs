@@ -339,8 +339,17 @@ where
             .runtime
             .clone();
         let workflow = self.workflow_of(worker);
+        let older = self.older_version_of(worker);
         self.checker.event(format!("recover on worker {worker}"));
-        let future = async move { recovered(runtime.recover(workflow).await) };
+        let future = async move {
+            let recovery = recovered(runtime.recover(workflow).await);
+            // A worker on the new code of a versioned deploy recovers the
+            // old version's runs too.
+            match older {
+                Some(older) => both(recovery, recovered(runtime.recover(older).await)),
+                None => recovery,
+            }
+        };
         self.spawn(worker, TaskKind::Recover, None, Box::pin(future));
     }
 }
@@ -358,6 +367,21 @@ fn recovered<O, E: std::fmt::Display>(recovery: crate::Result<Recovery<O, E>>) -
             })
             .map_err(|e| e.to_string()),
     )
+}
+
+/// Two recoveries of one worker, as one: their resumed runs, or the first
+/// error.
+fn both(first: Outcome, second: Outcome) -> Outcome {
+    match (first, second) {
+        (Outcome::Recover(Ok(mut resumed)), Outcome::Recover(Ok(more))) => {
+            resumed.extend(more);
+            Outcome::Recover(Ok(resumed))
+        }
+        (Outcome::Recover(Err(error)), _) | (_, Outcome::Recover(Err(error))) => {
+            Outcome::Recover(Err(error))
+        }
+        (first, _) => first,
+    }
 }
 
 /// A process's clock off the shared one by `offset_ms`
