@@ -176,3 +176,83 @@ async fn events_of_the_body_are_inside_the_memoized_span() {
         ["in the body in memoized < caller"]
     );
 }
+
+/// The fields of every event, in order, its level as `level`.
+#[derive(Clone, Default)]
+struct EventFields(Arc<Mutex<Vec<BTreeMap<String, String>>>>);
+
+impl<S: tracing::Subscriber> Layer<S> for EventFields {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        let level = event.metadata().level().to_string();
+        fields.insert("level".into(), level);
+        self.0.lock().unwrap().push(fields);
+    }
+}
+
+impl EventFields {
+    /// The events whose message is `message`.
+    fn with_message(&self, message: &str) -> Vec<BTreeMap<String, String>> {
+        let events = self.0.lock().unwrap();
+        let matching = events.iter().filter(|fields| fields["message"] == message);
+        matching.cloned().collect()
+    }
+}
+
+/// An attempt the runtime stops logs a warning with the kind of the error
+/// that stopped it as a field of its own, so that an alert on a deploy's
+/// non-determinism (`CodeChanged`) need not read messages: here a run
+/// suspended by one code and resumed by another that calls another step
+/// first. The suspension is no stop: logged at `INFO` (it was a warning).
+#[tokio::test(flavor = "current_thread")]
+async fn a_stopped_attempt_logs_the_kind_of_what_stopped_it() {
+    use memo_runtime::runtime_store::InMemoryRuntimeStore;
+    use memo_runtime::workflow::{Context as Ctx, Runtime, Workflow};
+    use memo_runtime::{Error, ErrorKind};
+
+    let events = EventFields::default();
+    let subscriber = tracing_subscriber::registry().with(events.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let runtime = Runtime::builder()
+        .memo_store(MemoStore::new(Backend::in_memory().objects(), "memo"))
+        .runtime_store(Arc::new(InMemoryRuntimeStore::new()))
+        .build()
+        .unwrap();
+    let first = Workflow::new("w", |ctx: Ctx, (): ()| async move {
+        ctx.step("a", |_memo| async { Ok::<_, Error>(()) }).await?;
+        ctx.wait_for_signal::<String>("go").await
+    });
+    let changed = Workflow::new("w", |ctx: Ctx, (): ()| async move {
+        ctx.step("b", |_memo| async { Ok::<_, Error>(()) }).await?;
+        ctx.wait_for_signal::<String>("go").await
+    });
+    let id = run("changed-code");
+    let suspended = runtime.run(&id, &(), &first).await;
+    assert!(
+        matches!(suspended, Err(Error::Suspended { .. })),
+        "{suspended:?}"
+    );
+    runtime.signal(&id, "go", "now").await.unwrap();
+
+    let stopped = runtime.run(&id, &(), &changed).await;
+    assert_eq!(stopped.unwrap_err().kind(), ErrorKind::CodeChanged);
+    let waits = events.with_message("attempt suspended; the run waits");
+    assert!(
+        matches!(&waits[..], [wait] if wait["level"] == "INFO"),
+        "{waits:?}"
+    );
+    let stops = events.with_message("attempt stopped; the run stays open");
+    let [stop] = &stops[..] else {
+        panic!("one stop, the non-determinism: {stops:?}")
+    };
+    assert!(
+        stop["interruption"].starts_with("non-determinism"),
+        "{stop:?}"
+    );
+    assert_eq!(
+        (stop["level"].as_str(), stop["cause"].as_str()),
+        ("WARN", "Some(CodeChanged)"),
+        "{stop:?}"
+    );
+}

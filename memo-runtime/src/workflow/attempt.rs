@@ -16,7 +16,7 @@ use super::lease::cancel_reason;
 use super::lease::{AttemptLease, HeldLease, History};
 use super::{Context, Runtime, Workflow, WorkflowFn};
 use crate::codec;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::meter::Meter;
 use crate::retention::TerminalMarker;
 use crate::run_id::RunId;
@@ -285,9 +285,17 @@ impl Runtime {
             return Ok((Err(cancelled.into()), true));
         }
         if let Some(interruption) = ctx.take_interruption() {
-            // The runtime, not the workflow, stopped this attempt: leave the run
-            // open so that it can be resumed.
-            tracing::warn!(%interruption, "attempt stopped; the run stays open");
+            // The runtime, not the workflow, stopped this attempt (or the run
+            // waits for a signal or a timer): leave the run open so that it
+            // can be resumed. A stop's cause is a field of its own, for an
+            // alert on a deploy's non-determinism (`CodeChanged`) apart from
+            // lost leases; a wait is no stop, and no warning.
+            let cause = interruption.cause;
+            if cause == Some(ErrorKind::Suspended) {
+                tracing::info!(%interruption, "attempt suspended; the run waits");
+            } else {
+                tracing::warn!(%interruption, ?cause, "attempt stopped; the run stays open");
+            }
             return Ok((stopped(&run_id, result, interruption), false));
         }
         let (change, result) = terminal_change(result);
@@ -430,7 +438,6 @@ mod tests {
     use serde::ser::Error as _;
 
     use super::*;
-    use crate::error::ErrorKind;
 
     fn run_id() -> RunId {
         RunId::new("r").unwrap()
