@@ -347,6 +347,22 @@ fn a_versioned_rolling_deploy_of_deliveries_ends_each_run_on_the_code_it_started
 }
 
 #[test]
+fn a_versioned_rolling_deploy_of_deliveries_in_the_deployment_world_ends_each_run_on_its_version() {
+    // Deliveries routed by version in the world the README recommends
+    // deploying into.
+    let branches = Branches::default();
+    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
+    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
+        .polls(500)
+        .deployment()
+        .rolling_deploy_at(30, 200)
+        .versioned_deploy(true)
+        .check_outcome(ends_on_a_branch(&branches, false));
+    until_the_old_code_leaves_a_new_versions_run(&simulation, 24);
+    assert_both_branches(&branches);
+}
+
+#[test]
 #[should_panic(expected = "a versioned deploy is a rolling deploy")]
 fn a_versioned_deploy_without_a_rolling_deploy_is_refused() {
     let inputs = vec!["ada@example.com".to_string()];
