@@ -290,76 +290,64 @@ fn until_the_old_code_leaves_a_new_versions_run<Mk, F>(
     until_seen(simulation, at_least, skips, what);
 }
 
-#[test]
-fn a_versioned_rolling_deploy_ends_each_run_on_the_code_it_started_on() {
-    // The change the tests above catch unpatched (the new code calls `sms`
-    // where runs of the old code recorded `receipt`), deployed as the
-    // guide's "needs a version": the old code is version 1, the new code
-    // version 2, and a loop on the new code registers both. Runs in flight
-    // end on version 1, runs submitted to the new code on version 2, and a
-    // loop still on the old code leaves version 2's runs to the new ones.
+/// The change the tests above catch unpatched (the new code calls `sms`
+/// where runs of the old code recorded `receipt`), deployed as the guide's
+/// "needs a version": the old code is version 1, the new code version 2,
+/// and a worker on the new code runs both; in the deployment world the
+/// README recommends, or in the default one; through worker loops, or
+/// through deliveries (`Runtime::run`). Runs in flight end on version 1,
+/// runs started by the new code on version 2, and a worker still on the
+/// old code leaves version 2's runs to the new ones.
+fn a_versioned_rolling_deploy(deployment: bool, worker_loops: bool) {
     let branches = Branches::default();
     let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
-    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
-        .polls(500)
+    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs).polls(500);
+    let simulation = if deployment {
+        simulation.deployment()
+    } else {
+        simulation
+    };
+    let simulation = simulation
         .rolling_deploy_at(30, 200)
-        .check_step_bodies(true)
-        .worker_loops()
+        .check_step_bodies(true);
+    let simulation = if worker_loops {
+        simulation.worker_loops()
+    } else {
+        simulation
+    };
+    // Worker loops cancel runs from outside; deliveries do not.
+    let simulation = simulation
         .versioned_deploy(true)
-        .check_outcome(ends_on_a_branch(&branches, true));
+        .check_outcome(ends_on_a_branch(&branches, worker_loops));
     until_the_old_code_leaves_a_new_versions_run(&simulation, 24);
     assert_both_branches(&branches);
+}
+
+#[test]
+fn a_versioned_rolling_deploy_ends_each_run_on_the_code_it_started_on() {
+    // Worker loops: a loop on the new code registers both versions and
+    // submits on version 2; one on the old code leaves version 2's due
+    // runs open.
+    a_versioned_rolling_deploy(false, true);
 }
 
 #[test]
 fn a_versioned_rolling_deploy_in_the_deployment_world_ends_each_run_on_its_version() {
-    // The same deploy in the world the README recommends deploying into.
-    let branches = Branches::default();
-    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
-    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
-        .polls(500)
-        .deployment()
-        .rolling_deploy_at(30, 200)
-        .worker_loops()
-        .versioned_deploy(true)
-        .check_outcome(ends_on_a_branch(&branches, true));
-    until_the_old_code_leaves_a_new_versions_run(&simulation, 24);
-    assert_both_branches(&branches);
+    a_versioned_rolling_deploy(true, true);
 }
 
 #[test]
 fn a_versioned_rolling_deploy_of_deliveries_ends_each_run_on_the_code_it_started_on() {
-    // The same deploy where runs come as deliveries (`Runtime::run`): a
-    // worker on the new code delivers each run to the version it started
-    // on (its status read first) and recovers both versions; one still on
-    // the old code refuses the new version's runs, which a redelivery to
-    // the new code ends.
-    let branches = Branches::default();
-    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
-    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
-        .polls(500)
-        .rolling_deploy_at(30, 200)
-        .check_step_bodies(true)
-        .versioned_deploy(true)
-        .check_outcome(ends_on_a_branch(&branches, false));
-    until_the_old_code_leaves_a_new_versions_run(&simulation, 24);
-    assert_both_branches(&branches);
+    // Deliveries: a worker on the new code delivers each run to the
+    // version it started on (its status read first) and recovers both
+    // versions; one still on the old code refuses the new version's runs,
+    // which a redelivery to the new code ends.
+    a_versioned_rolling_deploy(false, false);
 }
 
 #[test]
 fn a_versioned_rolling_deploy_of_deliveries_in_the_deployment_world_ends_each_run_on_its_version() {
-    // Deliveries routed by version in the world the README recommends
-    // deploying into.
-    let branches = Branches::default();
-    let inputs = (0..6).map(|i| format!("user-{i}@example.com")).collect();
-    let simulation = Simulation::new(|ledger| notify(ledger, false), inputs)
-        .polls(500)
-        .deployment()
-        .rolling_deploy_at(30, 200)
-        .versioned_deploy(true)
-        .check_outcome(ends_on_a_branch(&branches, false));
-    until_the_old_code_leaves_a_new_versions_run(&simulation, 24);
-    assert_both_branches(&branches);
+    a_versioned_rolling_deploy(true, false);
 }
 
 #[test]
