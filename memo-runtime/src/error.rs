@@ -135,6 +135,28 @@ pub enum Error {
         called: String,
     },
 
+    /// A run started on a version of its workflow
+    /// ([`Workflow::with_version`](crate::workflow::Workflow::with_version))
+    /// that the code at hand does not register. Nothing was run or written:
+    /// the run stays open for code that registers its version, as in a
+    /// rolling deploy of a new version.
+    #[error(
+        "run {run_id} started on {} of workflow {workflow:?}, which this code does not \
+         register (it registers {}); a worker that registers that version continues it",
+        describe_version(version.as_deref()),
+        describe_versions(registered)
+    )]
+    VersionNotRegistered {
+        /// The run.
+        run_id: String,
+        /// Its workflow's name.
+        workflow: String,
+        /// The version it started on (`None`: the unversioned workflow).
+        version: Option<String>,
+        /// The versions of that workflow the code registers, in order.
+        registered: Vec<Option<String>>,
+    },
+
     /// A write collided with different committed content.
     #[error("conflict at {what}: {reason}")]
     Conflict {
@@ -318,7 +340,7 @@ pub enum Error {
 /// | [`TooLarge`](ErrorKind::TooLarge) | [`TooLarge`](Error::TooLarge) | make the value smaller or raise the limit; nothing was written | yes |
 /// | [`Unsupported`](ErrorKind::Unsupported) | [`ConditionalPutUnsupported`](Error::ConditionalPutUnsupported) | use a backend that keeps write-once (or turn its conditional puts on) | no |
 /// | [`Corrupt`](ErrorKind::Corrupt) | [`Corrupt`](Error::Corrupt) | a stored object is damaged or foreign: an operator repairs or removes it | no |
-/// | [`CodeChanged`](ErrorKind::CodeChanged) | [`NonDeterminism`](Error::NonDeterminism), [`Decode`](Error::Decode) | the code disagrees with what it stored (steps reordered, a type changed): deploy code that matches, or bump a memoized function's version | no |
+/// | [`CodeChanged`](ErrorKind::CodeChanged) | [`NonDeterminism`](Error::NonDeterminism), [`Decode`](Error::Decode), [`VersionNotRegistered`](Error::VersionNotRegistered) | the code disagrees with what it stored (steps reordered, a type changed, a run started on a workflow version the code does not register): deploy code that matches, or bump a memoized function's version | no |
 /// | [`Conflict`](ErrorKind::Conflict) | [`Conflict`](Error::Conflict), [`Deferred`](Error::Deferred) | the request contradicts what is committed (another writer got there first, an id taken with other content, a run already ended), or waits for another writer's change (a retention pass's recheck that another recheck is finishing): read the current state before deciding | no |
 /// | [`Lease`](ErrorKind::Lease) | [`LeaseHeld`](Error::LeaseHeld), [`LeaseLost`](Error::LeaseLost) | another attempt holds the run: stop, and run it again once that lease has expired | no |
 /// | [`NotFound`](ErrorKind::NotFound) | [`RunNotFound`](Error::RunNotFound) | the run does not exist (never created, or deleted): create it, or drop the request | no |
@@ -362,8 +384,9 @@ pub enum ErrorKind {
     /// A stored object failed its checks; it is never read as a miss.
     Corrupt,
     /// The running code disagrees with what was stored by earlier code: the
-    /// workflow's steps changed (non-determinism), or a stored value no
-    /// longer decodes as its type.
+    /// workflow's steps changed (non-determinism), a stored value no
+    /// longer decodes as its type, or a run started on a version of its
+    /// workflow the code does not register.
     CodeChanged,
     /// The request contradicts what is committed.
     Conflict,
@@ -434,7 +457,9 @@ impl Error {
             Error::TooLarge { .. } => ErrorKind::TooLarge,
             Error::ConditionalPutUnsupported { .. } => ErrorKind::Unsupported,
             Error::Corrupt { .. } => ErrorKind::Corrupt,
-            Error::NonDeterminism { .. } | Error::Decode { .. } => ErrorKind::CodeChanged,
+            Error::NonDeterminism { .. }
+            | Error::Decode { .. }
+            | Error::VersionNotRegistered { .. } => ErrorKind::CodeChanged,
             Error::Conflict { .. } | Error::Deferred { .. } => ErrorKind::Conflict,
             Error::LeaseHeld { .. } | Error::LeaseLost { .. } => ErrorKind::Lease,
             Error::RunNotFound { .. } => ErrorKind::NotFound,
@@ -550,6 +575,23 @@ impl From<Error> for std::io::Error {
     }
 }
 
+/// `version "2"`, or `no version`.
+pub(crate) fn describe_version(version: Option<&str>) -> String {
+    match version {
+        Some(version) => format!("version {version:?}"),
+        None => "no version".to_string(),
+    }
+}
+
+/// `version "1", version "2"`: each of `versions` described, in order.
+pub(crate) fn describe_versions(versions: &[Option<String>]) -> String {
+    let described: Vec<_> = versions
+        .iter()
+        .map(|version| describe_version(version.as_deref()))
+        .collect();
+    described.join(", ")
+}
+
 /// What [`Error::Suspended`] says: what the run waits for, and until when.
 fn suspended_message(run_id: &str, signal: &str, until_ms: Option<u64>) -> String {
     match (signal.is_empty(), until_ms) {
@@ -610,6 +652,12 @@ mod tests {
                 sequence: 0,
                 recorded: s(),
                 called: s(),
+            },
+            Error::VersionNotRegistered {
+                run_id: s(),
+                workflow: s(),
+                version: Some("1".into()),
+                registered: vec![None, Some("2".into())],
             },
             Error::Conflict {
                 what: s(),
@@ -684,6 +732,7 @@ mod tests {
                     Error::Corrupt { .. } => "Corrupt",
                     Error::TooLarge { .. } => "TooLarge",
                     Error::NonDeterminism { .. } => "NonDeterminism",
+                    Error::VersionNotRegistered { .. } => "VersionNotRegistered",
                     Error::Conflict { .. } => "Conflict",
                     Error::Deferred { .. } => "Deferred",
                     Error::ClearIncomplete { .. } => "ClearIncomplete",
@@ -762,9 +811,12 @@ mod tests {
     #[allow(deprecated)]
     fn is_transient_still_answers_what_it_answered() {
         // The variants `is_transient` called transient before `fails_run`,
-        // and `Deferred`, added since, which waits as a `Conflict` does.
-        const TRANSIENT: [&str; 13] = [
+        // and those added since: `Deferred`, which waits as a `Conflict`
+        // does, and `VersionNotRegistered`, a `Conflict` before it had a
+        // variant of its own.
+        const TRANSIENT: [&str; 14] = [
             "Deferred",
+            "VersionNotRegistered",
             "Store",
             "Decode",
             "Corrupt",

@@ -150,7 +150,7 @@ impl<F> Workflow<F> {
     /// whose version no worker registers is left open and reported
     /// ([`Recovery::skipped`], [`WakeReport::unknown`]), never failed;
     /// [`Runtime::run`] or [`Runtime::resume`] of it with another version is
-    /// an [`Error::Conflict`] that changes nothing (a run that has ended
+    /// an [`Error::VersionNotRegistered`] that changes nothing (a run that has ended
     /// returns its stored result to any version: nothing runs). A run
     /// started with no version is a run of the unversioned workflow. Use a
     /// version for a change too large for [`Context::patched`]; the
@@ -185,7 +185,8 @@ impl<F> Workflow<F> {
     /// assert_eq!(record.workflow_version.as_deref(), Some("1"));
     /// runtime.signal(&run, "greeting", "hello").await?;
     /// // Version 2 does not drive a run that started on version 1...
-    /// assert!(matches!(runtime.resume(&run, &v2).await, Err(Error::Conflict { .. })));
+    /// let refused = runtime.resume(&run, &v2).await;
+    /// assert!(matches!(refused, Err(Error::VersionNotRegistered { .. })));
     /// // ...version 1 does.
     /// assert_eq!(runtime.resume(&run, &v1).await?, "hello ada");
     /// # Ok(()) }
@@ -213,25 +214,13 @@ impl<F> Workflow<F> {
 }
 
 /// Why a workflow's code does not drive a run: it started on another
-/// version (a [`Conflict`](Error::Conflict): it fails nothing).
+/// version (nothing is run or failed).
 fn other_version(record: &RunRecord, this: Option<&str>) -> Error {
-    Error::Conflict {
-        what: format!("run {}", record.run_id),
-        reason: format!(
-            "it started on {} of workflow {:?}, not {}; a worker that registers that \
-             version continues it",
-            describe_version(record.workflow_version.as_deref()),
-            record.workflow,
-            describe_version(this),
-        ),
-    }
-}
-
-/// `version "2"`, or `no version`.
-fn describe_version(version: Option<&str>) -> String {
-    match version {
-        Some(version) => format!("version {version:?}"),
-        None => "no version".to_string(),
+    Error::VersionNotRegistered {
+        run_id: record.run_id.to_string(),
+        workflow: record.workflow.clone(),
+        version: record.workflow_version.clone(),
+        registered: vec![this.map(str::to_string)],
     }
 }
 

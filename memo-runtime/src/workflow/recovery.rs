@@ -346,9 +346,11 @@ mod tests {
         } else if record.workflow_version.is_none() {
             Pick::Drive
         } else {
-            Pick::Unregistered(Error::Conflict {
-                what: "run r".into(),
-                reason: "another version".into(),
+            Pick::Unregistered(Error::VersionNotRegistered {
+                run_id: "r".into(),
+                workflow: "order".into(),
+                version: record.workflow_version.clone(),
+                registered: vec![None],
             })
         }
     }

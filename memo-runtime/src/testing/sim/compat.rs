@@ -266,7 +266,7 @@ pub(super) enum ErrorKind {
     /// An injected store fault, converted into whatever error.
     InjectedFault,
     /// A run started on another version of the workflow than the one it
-    /// was delivered to (`workflow::other_version`).
+    /// was delivered to ([`Error::VersionNotRegistered`](crate::Error::VersionNotRegistered)).
     OtherVersion,
     /// Anything else.
     Other,

@@ -294,17 +294,12 @@ impl fmt::Display for ReplayOutcome {
             ReplayOutcome::VersionNotRegistered {
                 version,
                 registered,
-            } => {
-                let registered: Vec<_> = (registered.iter())
-                    .map(|v| crate::workflow::describe_version(v.as_deref()))
-                    .collect();
-                write!(
-                    f,
-                    "the run started on {}, which the code does not register (it registers {})",
-                    crate::workflow::describe_version(version.as_deref()),
-                    registered.join(", ")
-                )
-            }
+            } => write!(
+                f,
+                "the run started on {}, which the code does not register (it registers {})",
+                crate::error::describe_version(version.as_deref()),
+                crate::error::describe_versions(registered)
+            ),
         }
     }
 }

@@ -381,20 +381,13 @@ impl Worker {
         if let Some(drive) = versions.get(&record.workflow_version) {
             return Ok(Arc::clone(drive));
         }
-        let mut registered: Vec<_> = versions
-            .keys()
-            .map(|v| super::describe_version(v.as_deref()))
-            .collect();
+        let mut registered: Vec<_> = versions.keys().cloned().collect();
         registered.sort();
-        Err(Pick::Unregistered(Error::Conflict {
-            what: format!("run {}", record.run_id),
-            reason: format!(
-                "it started on {} of workflow {:?}, which this worker does not register \
-                 (it registers {}); a worker that registers that version continues it",
-                super::describe_version(record.workflow_version.as_deref()),
-                record.workflow,
-                registered.join(", ")
-            ),
+        Err(Pick::Unregistered(Error::VersionNotRegistered {
+            run_id: record.run_id.to_string(),
+            workflow: record.workflow.clone(),
+            version: record.workflow_version.clone(),
+            registered,
         }))
     }
 }

@@ -85,7 +85,8 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// code delivers each run to the version it started on (its
     /// [`status`](crate::workflow::Runtime::status) first: none, or
     /// `"2"`, is the new code's) and recovers both, and one on the old code
-    /// refuses the runs of `"2"` (a `Conflict` that names the version).
+    /// refuses the runs of `"2"`
+    /// ([`Error::VersionNotRegistered`](crate::Error::VersionNotRegistered)).
     /// Both are counted in
     /// [`History::other_version_skips`](super::History::other_version_skips).
     /// Each run so continues on the code it started on, however far the
