@@ -19,7 +19,7 @@ use memo_runtime::runtime_store::{
 use memo_runtime::testing::{FaultInjectingStore, FaultRule, RequestKind};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{
-    Bytes, Error, Memo, MemoStore, RunId, memoized,
+    Bytes, Error, Incarnation, Memo, MemoStore, RunId, memoized,
     retention::{RetentionSweeper, TerminalMarker},
 };
 use memo_tests::fixtures::{
@@ -42,6 +42,45 @@ fn completed() -> Commit {
         output: Bytes::from_static(b"done"),
     };
     Commit::status(done, 4)
+}
+
+/// What a stale attempt paused past its lease meets: run `run_id`
+/// created and its first attempt started through `stale`, then ended and
+/// deleted through `other`, a store of another process. Returns
+/// `(stale, other, the deleted incarnation)`.
+async fn deleted_under_a_stale_attempt(
+    backend: &Backend,
+    run_id: &RunId,
+) -> (
+    ObjectStoreRuntimeStore,
+    ObjectStoreRuntimeStore,
+    Incarnation,
+) {
+    let stale = backend.runtime_store("runs");
+    let created = stale.create_run(order(run_id)).await.unwrap();
+    stale
+        .atomic_apply(run_id, Commit::status(StatusChange::start_attempt(1), 2))
+        .await
+        .unwrap();
+    let other = backend.runtime_store("runs");
+    other.atomic_apply(run_id, completed()).await.unwrap();
+    assert!(
+        other.delete_run(run_id, created.incarnation).await.unwrap(),
+        "{}",
+        backend.name()
+    );
+    (stale, other, created.incarnation)
+}
+
+/// What `backend`'s runtime store (prefix `runs`) holds that a deletion
+/// would not account for: nothing, once every run is deleted.
+async fn runs_left(backend: &Backend) -> Vec<String> {
+    let objects = backend.objects();
+    but_deletion_remains(
+        objects.as_ref(),
+        stored_under(objects.as_ref(), "runs").await,
+    )
+    .await
 }
 
 /// A finished run of `run_id` with a memo entry and its terminal marker,
@@ -313,47 +352,19 @@ async fn a_change_that_finds_its_run_deleted_takes_back_its_status_hint() {
 async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
     for backend in Backend::all() {
         let name = backend.name();
-        let stale = backend.runtime_store("runs");
         let run_id = run("order-8");
-        let created = stale.create_run(order(&run_id)).await.unwrap();
-        stale
-            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
-            .await
-            .unwrap();
-        let other = backend.runtime_store("runs");
-        other.atomic_apply(&run_id, completed()).await.unwrap();
-        assert!(
-            other
-                .delete_run(&run_id, created.incarnation)
-                .await
-                .unwrap(),
-            "{name}"
-        );
+        let (stale, other, incarnation) = deleted_under_a_stale_attempt(&backend, &run_id).await;
         let again = other.create_run(order(&run_id)).await.unwrap();
-        let before = but_deletion_remains(
-            backend.objects().as_ref(),
-            stored_under(backend.objects().as_ref(), "runs").await,
-        )
-        .await;
+        let before = runs_left(&backend).await;
 
         let mut cost = AttemptCost::default();
         cost.attempt = 1;
-        let late = stale
-            .record_attempt_cost(&run_id, created.incarnation, &cost)
-            .await;
+        let late = stale.record_attempt_cost(&run_id, incarnation, &cost).await;
         assert!(
             matches!(late, Err(memo_runtime::Error::Conflict { .. })),
             "{name}: {late:?}"
         );
-        assert_eq!(
-            but_deletion_remains(
-                backend.objects().as_ref(),
-                stored_under(backend.objects().as_ref(), "runs").await
-            )
-            .await,
-            before,
-            "{name}"
-        );
+        assert_eq!(runs_left(&backend).await, before, "{name}");
         let current = other.load_run(&run_id).await.unwrap().unwrap();
         assert_eq!(current.incarnation, again.incarnation, "{name}");
 
@@ -369,15 +380,7 @@ async fn a_stale_attempts_cost_record_for_a_deleted_run_is_taken_back() {
             .record_attempt_cost(&run_id, again.incarnation, &cost)
             .await;
         assert!(late.is_err(), "{name}: {late:?}");
-        assert_eq!(
-            but_deletion_remains(
-                backend.objects().as_ref(),
-                stored_under(backend.objects().as_ref(), "runs").await
-            )
-            .await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        assert_eq!(runs_left(&backend).await, Vec::<String>::new(), "{name}");
     }
 }
 
@@ -493,22 +496,8 @@ async fn a_stale_entry_that_lands_while_a_pass_deletes_its_run_is_cleared_by_its
 async fn a_cost_record_whose_check_of_its_run_fails_is_taken_back() {
     for Faulty { backend, faults } in Backend::all_faulty() {
         let name = backend.name();
-        let stale = backend.runtime_store("runs");
         let run_id = run("order-11");
-        let created = stale.create_run(order(&run_id)).await.unwrap();
-        stale
-            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
-            .await
-            .unwrap();
-        let other = backend.runtime_store("runs");
-        other.atomic_apply(&run_id, completed()).await.unwrap();
-        assert!(
-            other
-                .delete_run(&run_id, created.incarnation)
-                .await
-                .unwrap(),
-            "{name}"
-        );
+        let (stale, _, incarnation) = deleted_under_a_stale_attempt(&backend, &run_id).await;
         let folder = format!("runs/runs/{run_id}");
         faults.inject(
             FaultRule::fail_before(RequestKind::List)
@@ -518,20 +507,10 @@ async fn a_cost_record_whose_check_of_its_run_fails_is_taken_back() {
 
         let mut cost = AttemptCost::default();
         cost.attempt = 1;
-        let late = stale
-            .record_attempt_cost(&run_id, created.incarnation, &cost)
-            .await;
+        let late = stale.record_attempt_cost(&run_id, incarnation, &cost).await;
         assert!(late.is_err(), "{name}: {late:?}");
         assert_eq!(faults.faults_injected(), 1, "{name}");
-        assert_eq!(
-            but_deletion_remains(
-                backend.objects().as_ref(),
-                stored_under(backend.objects().as_ref(), "runs").await
-            )
-            .await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        assert_eq!(runs_left(&backend).await, Vec::<String>::new(), "{name}");
     }
 }
 
@@ -545,22 +524,8 @@ async fn a_cost_record_whose_check_of_its_run_fails_is_taken_back() {
 async fn a_change_whose_pointer_check_fails_once_reads_it_again_and_takes_its_entry_back() {
     for Faulty { backend, faults } in Backend::all_faulty() {
         let name = backend.name();
-        let stale = backend.runtime_store("runs");
         let run_id = run("order-14");
-        let created = stale.create_run(order(&run_id)).await.unwrap();
-        stale
-            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
-            .await
-            .unwrap();
-        let other = backend.runtime_store("runs");
-        other.atomic_apply(&run_id, completed()).await.unwrap();
-        assert!(
-            other
-                .delete_run(&run_id, created.incarnation)
-                .await
-                .unwrap(),
-            "{name}"
-        );
+        let (stale, _, _) = deleted_under_a_stale_attempt(&backend, &run_id).await;
         let pointer = format!("runs/runs/{run_id}/run");
         faults.inject(
             FaultRule::fail_before(RequestKind::Get)
@@ -577,15 +542,7 @@ async fn a_change_whose_pointer_check_fails_once_reads_it_again_and_takes_its_en
             "{name}: {late:?}"
         );
         assert_eq!(faults.faults_injected(), 1, "{name}");
-        assert_eq!(
-            but_deletion_remains(
-                backend.objects().as_ref(),
-                stored_under(backend.objects().as_ref(), "runs").await
-            )
-            .await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        assert_eq!(runs_left(&backend).await, Vec::<String>::new(), "{name}");
     }
 }
 
@@ -599,22 +556,8 @@ async fn a_change_whose_pointer_check_fails_once_reads_it_again_and_takes_its_en
 async fn a_change_whose_pointer_check_failed_takes_its_entry_back_when_tried_again() {
     for Faulty { backend, faults } in Backend::all_faulty() {
         let name = backend.name();
-        let stale = backend.runtime_store("runs");
         let run_id = run("order-12");
-        let created = stale.create_run(order(&run_id)).await.unwrap();
-        stale
-            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
-            .await
-            .unwrap();
-        let other = backend.runtime_store("runs");
-        other.atomic_apply(&run_id, completed()).await.unwrap();
-        assert!(
-            other
-                .delete_run(&run_id, created.incarnation)
-                .await
-                .unwrap(),
-            "{name}"
-        );
+        let (stale, _, _) = deleted_under_a_stale_attempt(&backend, &run_id).await;
         let pointer = format!("runs/runs/{run_id}/run");
         faults.inject(
             FaultRule::fail_before(RequestKind::Get)
@@ -642,15 +585,7 @@ async fn a_change_whose_pointer_check_failed_takes_its_entry_back_when_tried_aga
             ),
             "{name}: {again:?}"
         );
-        assert_eq!(
-            but_deletion_remains(
-                backend.objects().as_ref(),
-                stored_under(backend.objects().as_ref(), "runs").await
-            )
-            .await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        assert_eq!(runs_left(&backend).await, Vec::<String>::new(), "{name}");
     }
 }
 
@@ -661,22 +596,8 @@ async fn a_change_whose_pointer_check_failed_takes_its_entry_back_when_tried_aga
 async fn a_cost_record_taken_back_whose_delete_fails_once_is_deleted_again() {
     for Faulty { backend, faults } in Backend::all_faulty() {
         let name = backend.name();
-        let stale = backend.runtime_store("runs");
         let run_id = run("order-13");
-        let created = stale.create_run(order(&run_id)).await.unwrap();
-        stale
-            .atomic_apply(&run_id, Commit::status(StatusChange::start_attempt(1), 2))
-            .await
-            .unwrap();
-        let other = backend.runtime_store("runs");
-        other.atomic_apply(&run_id, completed()).await.unwrap();
-        assert!(
-            other
-                .delete_run(&run_id, created.incarnation)
-                .await
-                .unwrap(),
-            "{name}"
-        );
+        let (stale, _, incarnation) = deleted_under_a_stale_attempt(&backend, &run_id).await;
         faults.inject(
             FaultRule::fail_before(RequestKind::Delete)
                 .matching(|p| p.as_ref().contains("/cost/"))
@@ -685,23 +606,13 @@ async fn a_cost_record_taken_back_whose_delete_fails_once_is_deleted_again() {
 
         let mut cost = AttemptCost::default();
         cost.attempt = 1;
-        let late = stale
-            .record_attempt_cost(&run_id, created.incarnation, &cost)
-            .await;
+        let late = stale.record_attempt_cost(&run_id, incarnation, &cost).await;
         assert!(
             matches!(late, Err(Error::Conflict { .. })),
             "{name}: {late:?}"
         );
         assert_eq!(faults.faults_injected(), 1, "{name}");
-        assert_eq!(
-            but_deletion_remains(
-                backend.objects().as_ref(),
-                stored_under(backend.objects().as_ref(), "runs").await
-            )
-            .await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        assert_eq!(runs_left(&backend).await, Vec::<String>::new(), "{name}");
     }
 }
 
@@ -1119,15 +1030,7 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
                 .unwrap(),
             "{name}"
         );
-        assert_eq!(
-            but_deletion_remains(
-                backend.objects().as_ref(),
-                stored_under(backend.objects().as_ref(), "runs").await
-            )
-            .await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        assert_eq!(runs_left(&backend).await, Vec::<String>::new(), "{name}");
 
         read.release.send(()).unwrap();
         let loaded = loading.await.unwrap().unwrap();
@@ -1139,14 +1042,6 @@ async fn a_read_whose_checkpoint_vanished_with_its_deleted_run_finds_no_run() {
         // So a commit finds no run, and writes nothing.
         let late = Commit::status(StatusChange::start_attempt(1), 5);
         assert!(reader.atomic_apply(&run_id, late).await.is_err(), "{name}");
-        assert_eq!(
-            but_deletion_remains(
-                backend.objects().as_ref(),
-                stored_under(backend.objects().as_ref(), "runs").await
-            )
-            .await,
-            Vec::<String>::new(),
-            "{name}"
-        );
+        assert_eq!(runs_left(&backend).await, Vec::<String>::new(), "{name}");
     }
 }
