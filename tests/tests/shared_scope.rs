@@ -10,12 +10,14 @@ use std::time::Duration;
 use memo_runtime::clock::{Clock, ManualClock};
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
+use memo_runtime::object_store::path::Path;
 use memo_runtime::retention::RetentionSweeper;
 use memo_runtime::shared::SharedScope;
 use memo_runtime::store::LocalFolder;
 use memo_runtime::testing::CountingStore;
 use memo_runtime::{Memo, MemoStore, memoized};
 use memo_tests::fixtures::{run, stored_under};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 use tokio::sync::Barrier;
 
 const HOUR_MS: u64 = 60 * 60 * 1000;
@@ -564,4 +566,71 @@ async fn a_dry_run_pass_counts_the_expired_shared_entries_and_deletes_none() {
         (3, 3)
     );
     assert_eq!(stale.get("a").await.unwrap(), None);
+}
+
+/// Found by the simulator's shared-scope world (seed 57, session 53): a
+/// writer wrote its expiry marker, then stalled (a paused process, a slow
+/// request) past the time to live before its entry landed; a sweep
+/// meanwhile found the marker expired, deleted the entry it names (none
+/// yet) and the marker. The entry then landed with no marker, so no sweep
+/// would ever delete it. A write that took half its time to live or more
+/// marks its entry again once it has landed.
+#[tokio::test]
+async fn an_entry_written_after_its_marker_was_swept_is_marked_again_and_expires() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (paused, pause) = Pauses::new(
+        objects.clone(),
+        Held::Put,
+        Path::from("memo/shared/entries"),
+    );
+    let clock = Arc::new(ManualClock::new(HOUR_MS));
+    let writer_store = MemoStore::new(Arc::new(paused), "memo");
+    let writer = scoped(&writer_store, "llm", 60_000, &clock);
+    let write = tokio::spawn(async move { writer.put("prompt", b"answer").await });
+    wait_reached(pause.reached, "the writer creates its entry").await;
+
+    // The writer stalls past its marker's expiry; another worker's sweep
+    // deletes the marker, and the entry it names, which is not there yet.
+    clock.advance_ms(60_001);
+    let sweeper = MemoStore::new(objects.clone(), "memo");
+    let swept = sweeper
+        .shared_entries()
+        .sweep(clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(swept.markers_expired, 1);
+    assert_eq!(
+        stored_under(objects.as_ref(), "memo/shared").await,
+        Vec::<String>::new()
+    );
+
+    pause.release.send(()).unwrap();
+    let committed = write.await.unwrap().unwrap();
+    assert_eq!(&committed[..], b"answer");
+    let markers = stored_under(objects.as_ref(), "memo/shared/expiry").await;
+    assert_eq!(
+        markers.len(),
+        1,
+        "the landed entry has a marker: {markers:?}"
+    );
+
+    // It lives its time to live from when it landed, then goes.
+    clock.advance_ms(59_999);
+    let kept = sweeper
+        .shared_entries()
+        .sweep(clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(kept.entries_deleted, 0, "not yet expired");
+    clock.advance_ms(2);
+    let swept = sweeper
+        .shared_entries()
+        .sweep(clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(swept.entries_deleted, 1);
+    assert_eq!(
+        stored_under(objects.as_ref(), "memo/shared").await,
+        Vec::<String>::new()
+    );
 }

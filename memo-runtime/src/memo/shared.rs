@@ -35,9 +35,13 @@
 //! A call in a workflow step checks its attempt's lease before its body
 //! runs, as any memoized call does.
 //!
-//! An entry lives at least its scope's time to live from when it was
-//! written (by the writer's clock), and until a sweep after that: an entry
-//! is never read as expired, it is deleted. It may go earlier in two cases,
+//! An entry lives at least its scope's time to live from when its write
+//! began (by the writer's clock; a write that took half the time to live or
+//! more marks its entry again once it landed, so that a marker swept
+//! meanwhile cannot leave the entry without one), and until a sweep after
+//! that: an entry is never read as expired, it is deleted. This assumes the
+//! writers' and the sweepers' clocks agree to well within half the time to
+//! live. It may go earlier in two cases,
 //! never with a wrong value (the body just runs again): a writer that
 //! crashed after writing its expiry marker and before its entry leaves a
 //! marker that, when it expires, deletes the entry another writer made of
@@ -50,7 +54,8 @@
 //! `<prefix>/shared/expiry/<hour>/<u64::MAX - expires_ms>_<ns>.<sha256(key)>.<token>`
 //! is written just before it (`<token>` is unique per write), in the hour folder of its expiry time (see
 //! the stored-format page of the guide). A miss costs two creates (marker,
-//! entry), and a delete of the marker if another writer won the race; a hit
+//! entry), and a delete of the marker if another writer won the race (or a
+//! create and a delete more if the write took half the time to live); a hit
 //! is one read. A sweep lists the hour folders (one delimiter listing), then
 //! only the hours that expired (the one holding the cutoff from an offset),
 //! and deletes the expired entries, then their markers, 1,000 at a time,
@@ -165,10 +170,9 @@ impl SharedScope {
         self.ttl
     }
 
-    /// When an entry written now expires, in ms since the Unix epoch.
-    fn expires_ms(&self) -> u64 {
-        let ttl = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
-        self.clock.now_ms().saturating_add(ttl)
+    /// The time to live in ms.
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -264,6 +268,10 @@ impl Memo {
 /// The expiry marker is written first, so that no entry is ever without
 /// one (an entry without a marker would never expire). A writer that loses
 /// the race deletes its marker: the winner wrote its own before its entry.
+/// A writer whose entry landed half the time to live or more after its
+/// marker was written marks the entry again ([`mark_again`]): its marker
+/// may have expired meanwhile and been swept, with the entry it names
+/// still to come.
 pub(crate) async fn put(
     memo: &Memo,
     scope: &SharedScope,
@@ -289,33 +297,82 @@ pub(crate) async fn put(
         });
     }
     let digest = sha256_digest(key.as_bytes());
-    // A token of its own, so that two writers never share a marker: the
-    // loser deletes its own, never the winner's.
-    let marker = store.layout().shared_expiry(
-        scope.namespace(),
-        digest.as_str(),
-        scope.expires_ms(),
-        unique_token(),
-    );
-    // Plain, as every marker: its meaning is in its name.
-    write_once::create_marker(store.store(), &marker, &[], Limit::MARKER).await?;
+    let started_ms = scope.clock.now_ms();
+    let marker = write_marker(memo, scope, digest.as_str(), started_ms).await?;
     // On an error the entry may or may not exist (an unknown outcome), so
     // the marker stays: at worst it deletes nothing when it expires.
     let created = store
         .create(&memo.key_path(key), value, None, &memo.seal(), describe)
         .await?;
-    if let Created::Theirs(_) = created {
-        tracing::debug!(
-            namespace = scope.namespace(),
-            key,
-            "another writer committed the shared entry first"
-        );
-        if let Err(e) = store.store().delete(&marker).await {
-            // Harmless: when it expires it deletes the entry early, at worst.
-            tracing::warn!(path = %marker, error = %e, "cannot delete the expiry marker of a lost race");
+    match created {
+        Created::Theirs(_) => {
+            tracing::debug!(
+                namespace = scope.namespace(),
+                key,
+                "another writer committed the shared entry first"
+            );
+            delete_marker(memo, &marker, "the expiry marker of a lost race").await;
         }
+        Created::Ours(_) | Created::Same(_)
+            if scope.clock.now_ms().saturating_sub(started_ms) >= scope.ttl_ms() / 2 =>
+        {
+            mark_again(memo, scope, digest.as_str(), &marker).await;
+        }
+        Created::Ours(_) | Created::Same(_) => {}
     }
     Ok(created.into_payload())
+}
+
+/// Writes an expiry marker for entry `digest` of `scope`'s namespace,
+/// expiring the time to live after `now_ms`; returns its path.
+async fn write_marker(memo: &Memo, scope: &SharedScope, digest: &str, now_ms: u64) -> Result<Path> {
+    let store = memo.memo_store();
+    // A token of its own, so that two writers never share a marker: the
+    // loser deletes its own, never the winner's.
+    let marker = store.layout().shared_expiry(
+        scope.namespace(),
+        digest,
+        now_ms.saturating_add(scope.ttl_ms()),
+        unique_token(),
+    );
+    // Plain, as every marker: its meaning is in its name.
+    write_once::create_marker(store.store(), &marker, &[], Limit::MARKER).await?;
+    Ok(marker)
+}
+
+/// Marks entry `digest` again after it landed late: `first`, written
+/// before it, may have expired and been swept (its entry deleted, none
+/// there yet, then the marker), which would leave the entry with no marker
+/// for ever. A marker written after the entry exists can only be swept
+/// after a delete of the entry. Then `first` goes, so that the entry lives
+/// its time to live from now. A failed write is logged: the entry is
+/// committed either way, and its value is returned.
+async fn mark_again(memo: &Memo, scope: &SharedScope, digest: &str, first: &Path) {
+    match write_marker(memo, scope, digest, scope.clock.now_ms()).await {
+        Ok(_) => {
+            delete_marker(
+                memo,
+                first,
+                "the first expiry marker of an entry marked again",
+            )
+            .await
+        }
+        Err(e) => tracing::warn!(
+            namespace = scope.namespace(),
+            digest,
+            error = %e,
+            "cannot mark a shared entry that landed late again; if its first marker was swept, \
+             the entry never expires"
+        ),
+    }
+}
+
+/// Deletes `marker` (`what`), logging a failure: a marker left behind
+/// deletes its entry early when it expires, at worst.
+async fn delete_marker(memo: &Memo, marker: &Path, what: &str) {
+    if let Err(e) = memo.memo_store().store().delete(marker).await {
+        tracing::warn!(path = %marker, error = %e, "cannot delete {what}");
+    }
 }
 
 /// A shared entry's expiry marker: the entry `digest` of namespace
