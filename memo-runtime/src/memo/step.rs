@@ -241,14 +241,6 @@ impl Memo {
         }
     }
 
-    /// The store's entry cache, if this memo's entries may be kept in it.
-    ///
-    /// A standalone memo's are not: every standalone run of an id shares
-    /// [`Incarnation::STANDALONE`], so after another process clears the run
-    /// and a third commits a new value for a key, a value cached here would
-    /// be the old one. A workflow run's entries cannot go stale that way: a
-    /// run is cleared only once it ended, and a run created again under its
-    /// id is another incarnation, at other paths.
     /// The store's seal for this memo's entries: its run incarnation's data
     /// key, or its shared namespace's.
     pub(crate) fn seal(&self) -> Cow<'_, Seal> {
@@ -258,9 +250,17 @@ impl Memo {
         }
     }
 
+    /// The store's entry cache, if this memo's entries may be kept in it.
+    ///
+    /// A standalone memo's are not: every standalone run of an id shares
+    /// [`Incarnation::STANDALONE`], so after another process clears the run
+    /// and a third commits a new value for a key, a value cached here would
+    /// be the old one. Nor are a shared scope's: a shared entry expires, and
+    /// is then written again, maybe with another value, by any process. A
+    /// workflow run's entries cannot go stale that way: a run is cleared
+    /// only once it ended, and a run created again under its id is another
+    /// incarnation, at other paths.
     fn cached(&self) -> Option<&EntryCache> {
-        // A shared entry expires, and is then written again, maybe with
-        // another value, by any process: never served from memory.
         (self.incarnation != Incarnation::STANDALONE && self.shared.is_none())
             .then_some(self.store.inner.cache.as_deref())
             .flatten()
