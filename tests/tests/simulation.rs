@@ -241,7 +241,7 @@ fn deployment() -> bool {
     std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
-/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,sqlite,foreign-objects,sealed,standalone-memos,wrong-prefix-operator,slow-deletes,early-pointer-deletes,clock-skew,power-loss`:
+/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,sqlite,foreign-objects,sealed,standalone-memos,shared-memos,wrong-prefix-operator,slow-deletes,early-pointer-deletes,clock-skew,power-loss`:
 /// widens the world by the features named, one by one (to find which one
 /// a failure needs). `clock-skew=<seconds>` skews clocks by that much, not
 /// `SKEW` (each runtime is told twice it, as `Simulation::clock_skew`
@@ -372,6 +372,7 @@ fn simulated_histories_keep_every_invariant() {
             "foreign-objects" => simulation.foreign_objects(1.0),
             "sealed" => simulation.sealed_share(1.0),
             "standalone-memos" => simulation.standalone_memos(true),
+            "shared-memos" => simulation.shared_memos(true),
             "wrong-prefix-operator" => simulation.wrong_prefix_operator(true),
             "slow-deletes" => simulation.slow_deletes(0.05),
             "early-pointer-deletes" => simulation.early_pointer_deletes(true),
@@ -485,6 +486,23 @@ fn with_power_losses_deployment_histories_keep_every_invariant() {
     let summary = simulation.check_seeds_from_env(CI_SEEDS);
     assert!(summary.seeds > 0 && summary.events > 0);
     assert_power_losses_undid_deletes(&summary);
+}
+
+/// The deployment world with shared-scope memo entries
+/// (`#[memoized(scope = shared)]`, session 53): workers and the operator
+/// call the same shared keys while every sweep of the world sweeps the
+/// expired ones; every call sees the value the store holds, nothing but
+/// its expiry takes an entry, and the last sweep leaves nothing of the
+/// shared scope. `MEMO_SIM_SEEDS` and `MEMO_SIM_SEED` choose the seeds.
+#[test]
+fn with_shared_memos_deployment_histories_keep_every_invariant() {
+    let simulation = order_simulation(true).deployment().shared_memos(true);
+    let summary = simulation.check_seeds_from_env(CI_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+    assert!(
+        summary.seeds < 10 || summary.shared_rewrites > 0,
+        "no sweep deleted an expired shared entry that a call wrote again: {summary}"
+    );
 }
 
 /// The deployment world on a SQLite file (`store::SqliteStore`, session

@@ -205,6 +205,9 @@ struct Config {
     foreign_objects: f64,
     sealed_share: f64,
     standalone_memos: bool,
+    /// Whether processes call shared-scope keys
+    /// ([`Simulation::shared_memos`]).
+    shared_memos: bool,
     wrong_prefix_operator: bool,
     slow_deletes: f64,
     /// Whether a stalled delete of a run pointer may land just before a
@@ -318,6 +321,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 foreign_objects: 0.0,
                 sealed_share: 0.0,
                 standalone_memos: false,
+                shared_memos: false,
                 wrong_prefix_operator: false,
                 slow_deletes: 0.0,
                 early_pointer_deletes: false,

@@ -37,6 +37,10 @@ pub struct History {
     ///
     /// [`WakeReport::unknown`]: crate::workflow::WakeReport::unknown
     pub other_version_skips: u64,
+    /// Calls of a short-lived [shared](Simulation::shared_memos) key that
+    /// committed a value of their own after an earlier call had got one:
+    /// the key had expired, a sweep deleted it, and it was written again.
+    pub shared_rewrites: u64,
 }
 
 /// What [`Simulation::run_seeds`] ran.
@@ -61,6 +65,9 @@ pub struct Summary {
     /// Runs left for a worker that registers their version, over all
     /// histories ([`History::other_version_skips`]).
     pub other_version_skips: u64,
+    /// Shared keys written again after a sweep deleted them, over all
+    /// histories ([`History::shared_rewrites`]).
+    pub shared_rewrites: u64,
 }
 
 impl Summary {
@@ -73,6 +80,7 @@ impl Summary {
         self.undone_deletes += history.undone_deletes;
         self.old_code_conflicts += history.old_code_conflicts;
         self.other_version_skips += history.other_version_skips;
+        self.shared_rewrites += history.shared_rewrites;
     }
 }
 
@@ -102,6 +110,13 @@ impl fmt::Display for Summary {
                 f,
                 ", {} runs left for a worker that registers their version",
                 self.other_version_skips
+            )?;
+        }
+        if self.shared_rewrites > 0 {
+            write!(
+                f,
+                ", {} shared keys written again after a sweep",
+                self.shared_rewrites
             )?;
         }
         Ok(())

@@ -102,6 +102,13 @@ where
         // at once.
         self.clock
             .advance_ms(millis(self.config.lease.saturating_mul(2)) + 1);
+        if self.config.shared_memos {
+            // Past every shared entry's expiry, by the clock of any
+            // process that wrote one.
+            self.clock.advance_ms(
+                millis(super::shared::LONG_TTL) + self.config.clock_skew_ms.saturating_mul(2),
+            );
+        }
         let sweeper = crate::retention::RetentionSweeper::builder(memo, Duration::ZERO)
             .runtime_store(Arc::clone(&store))
             .recheck_after(Duration::ZERO)

@@ -101,6 +101,9 @@ fn clears_held(objects: &Shared, path: &Path) -> Option<(&'static str, String)> 
             let entry = crate::layout::parse_due_entry(path)?;
             (DUE_ENTRY, entry.run_id, entry.incarnation)
         }
+        // The shared scope belongs to the memo store, the right one: any
+        // sweep of it deletes the entries that expired, and their markers.
+        "shared" => return None,
         _ => return Some((ANYTHING, format!("deleted {path}"))),
     };
     let status = held(objects, &run_id, incarnation)?;

@@ -32,6 +32,7 @@ use crate::workflow::{Runtime, Workflow, WorkflowFn};
 pub(super) use deploy::CodesRun;
 use ids::wide_run_ids;
 use misprefix::WRONG_PREFIX_SHARE;
+use shared::SHARED_SHARE;
 use standalone::STANDALONE_SHARE;
 
 mod checks;
@@ -41,6 +42,7 @@ mod ids;
 mod misprefix;
 mod outcomes;
 mod plants;
+mod shared;
 mod slow;
 mod standalone;
 mod visits;
@@ -182,6 +184,7 @@ where
         rolled: 0,
         old_code_conflicts: 0,
         other_version_skips: Arc::default(),
+        shared_calls: Arc::default(),
         codes,
         workers: Vec::new(),
         operator: None,
@@ -228,6 +231,7 @@ where
             old_code_conflicts: world.old_code_conflicts,
             other_version_skips: (world.other_version_skips)
                 .load(std::sync::atomic::Ordering::Relaxed),
+            shared_rewrites: world.shared_calls.rewrites(),
         })
     } else {
         Err((violations, world.checker.trace()))
@@ -379,6 +383,8 @@ struct World<'w, I, O, Mk, F> {
     /// Due runs a worker's poll left for a worker that registers their
     /// version ([`Simulation::versioned_deploy`](super::Simulation::versioned_deploy)).
     other_version_skips: Arc<std::sync::atomic::AtomicU64>,
+    /// What the calls of shared keys got ([`Simulation::shared_memos`](super::Simulation::shared_memos)).
+    shared_calls: Arc<shared::Calls>,
     /// Which code ran the step bodies of each run, in a versioned deploy.
     codes: CodesRun,
     workers: Vec<Option<Worker>>,
@@ -473,6 +479,8 @@ where
                     self.operator_visit();
                 } else if config.standalone_memos && self.rng.random_bool(STANDALONE_SHARE) {
                     self.standalone_event();
+                } else if config.shared_memos && self.rng.random_bool(SHARED_SHARE) {
+                    self.shared_event();
                 } else if config.wrong_prefix_operator && self.rng.random_bool(WRONG_PREFIX_SHARE) {
                     self.wrong_prefix_sweep();
                 } else {
@@ -512,6 +520,9 @@ where
             self.cached_read(Some(run));
         }
         self.final_checks();
+        if self.config.shared_memos {
+            self.check_long_values_kept();
+        }
         if self.config.sweep_all_at_end {
             self.sweep_everything().await;
         }
