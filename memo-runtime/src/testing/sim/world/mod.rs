@@ -521,7 +521,7 @@ where
         }
         self.final_checks();
         if self.config.shared_memos {
-            self.check_long_values_kept();
+            self.check_long_values_kept().await;
         }
         if self.config.sweep_all_at_end {
             self.sweep_everything().await;

@@ -87,10 +87,35 @@ fn stored(objects: &Arc<dyn ObjectStore>, run_id: &RunId) -> Option<Option<Bytes
         .ok()
 }
 
-/// A call that got `got` while the store held `before` when it began and
-/// `after` when it returned: values are never computed twice (each call
-/// computes its own), so a store that held the same value at both ends held
-/// it throughout, and the call must have got it.
+/// A call of `what` (a standalone run's key, a shared key) that got `got`
+/// while the store held `before` when it began and `after` when it
+/// returned: values are never computed twice (each call computes its own),
+/// so a store that held the same value at both ends held it throughout,
+/// and the call must have got it, or it breaks `invariant`.
+pub(super) fn check_sees_stored(
+    checker: &Checker,
+    invariant: &'static str,
+    what: &str,
+    who: &str,
+    got: &Bytes,
+    (before, after): (Option<Option<Bytes>>, Option<Option<Bytes>>),
+) {
+    let (Some(Some(before)), Some(Some(after))) = (before, after) else {
+        return;
+    };
+    if before == after && *got != before {
+        checker.violation(
+            invariant,
+            format!(
+                "{who} got {:?} for {what}, which held {:?} throughout the call",
+                String::from_utf8_lossy(got),
+                String::from_utf8_lossy(&before)
+            ),
+        );
+    }
+}
+
+/// [`check_sees_stored`] for a call of standalone run `run_id`'s key.
 fn check_call(
     checker: &Checker,
     run_id: &RunId,
@@ -99,19 +124,8 @@ fn check_call(
     before: Option<Option<Bytes>>,
     after: Option<Option<Bytes>>,
 ) {
-    let (Some(Some(before)), Some(Some(after))) = (before, after) else {
-        return;
-    };
-    if before == after && *got != before {
-        checker.violation(
-            SEES_STORED,
-            format!(
-                "{who} got {:?} for standalone run {run_id}, whose key held {:?} throughout the call",
-                String::from_utf8_lossy(got),
-                String::from_utf8_lossy(&before)
-            ),
-        );
-    }
+    let what = format!("standalone run {run_id}");
+    check_sees_stored(checker, SEES_STORED, &what, who, got, (before, after));
 }
 
 impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
