@@ -165,6 +165,13 @@ async fn a_run_whose_version_no_worker_registers_stays_open_and_is_reported() {
     );
     assert_eq!(registered, &[Some("2".to_string())]);
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::CodeChanged);
+    // A delivery of it to the new version (`Runtime::run`, as a queue
+    // consumer runs each delivery) is the same error.
+    let delivered = new.runtime().run(&run("a"), &"tea".to_string(), &v2).await;
+    assert!(
+        matches!(&delivered, Err(Error::VersionNotRegistered { version: Some(v), .. }) if v == "1"),
+        "{delivered:?}"
+    );
     let a = new.runtime().status(&run("a")).await.unwrap().unwrap();
     assert_eq!(a.status, RunStatus::Running, "never failed");
     assert_eq!(a.attempts, 1, "no attempt was started on the wrong version");

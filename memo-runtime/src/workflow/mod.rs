@@ -149,12 +149,13 @@ impl<F> Workflow<F> {
     /// deploy), each run is driven by its own version's code, and a run
     /// whose version no worker registers is left open and reported
     /// ([`Recovery::skipped`], [`WakeReport::unknown`]), never failed;
-    /// [`Runtime::run`] or [`Runtime::resume`] of it with another version is
-    /// an [`Error::VersionNotRegistered`] that changes nothing (a run that has ended
-    /// returns its stored result to any version: nothing runs). A run
-    /// started with no version is a run of the unversioned workflow. Use a
-    /// version for a change too large for [`Context::patched`]; the
-    /// repository's `docs/guide/workflows.md` compares the two.
+    /// [`Runtime::run`] or [`Runtime::resume`] of it with another version
+    /// is an [`Error::VersionNotRegistered`] that changes nothing (a run
+    /// that has ended returns its stored result to any version: nothing
+    /// runs). A run started with no version is a run of the unversioned
+    /// workflow. Use a version for a change too large for
+    /// [`Context::patched`]; the repository's `docs/guide/workflows.md`
+    /// compares the two.
     ///
     /// # Example
     ///

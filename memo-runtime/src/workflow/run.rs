@@ -140,6 +140,8 @@ impl Runtime {
     /// [`Error::RunCancelled`] for a run that ended so before;
     /// [`Error::Conflict`] if the run exists with another workflow or input,
     /// or another worker started this attempt or committed a step first;
+    /// [`Error::VersionNotRegistered`] if the run started on another
+    /// version of the workflow ([`Workflow::with_version`]);
     /// [`Error::Suspended`] if the run waits for a signal or a timer (at
     /// once, starting no attempt and writing nothing, if it was suspended in
     /// that wait already and what it waits for is still not there); the step
