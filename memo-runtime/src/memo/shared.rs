@@ -38,7 +38,8 @@
 //! An entry lives at least its scope's time to live from when its write
 //! began (by the writer's clock; a write that took half the time to live or
 //! more marks its entry again once it landed, so that a marker swept
-//! meanwhile cannot leave the entry without one), and until a sweep after
+//! meanwhile cannot leave the entry without one, unless the writer dies
+//! between the entry and that second marker), and until a sweep after
 //! that: an entry is never read as expired, it is deleted. This assumes the
 //! writers' and the sweepers' clocks agree to well within half the time to
 //! live. It may go earlier in two cases,
