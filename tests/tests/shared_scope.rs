@@ -634,3 +634,59 @@ async fn an_entry_written_after_its_marker_was_swept_is_marked_again_and_expires
         Vec::<String>::new()
     );
 }
+
+/// The same stall in the marker's own write: the marker landed already
+/// expired, so a sweep before the entry lands would take it, and a writer
+/// that then died after its entry landed, before marking it again, would
+/// leave the entry unmarked. A marker whose write took half the time to
+/// live or more is replaced before the entry is written.
+#[tokio::test]
+async fn a_marker_whose_write_outlived_half_the_ttl_is_written_again_before_the_entry() {
+    let objects: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (entries_held, entry) = Pauses::new(
+        objects.clone(),
+        Held::Put,
+        Path::from("memo/shared/entries"),
+    );
+    let (markers_held, marker) = Pauses::new(
+        Arc::new(entries_held),
+        Held::Put,
+        Path::from("memo/shared/expiry"),
+    );
+    let clock = Arc::new(ManualClock::new(HOUR_MS));
+    let writer_store = MemoStore::new(Arc::new(markers_held), "memo");
+    let writer = scoped(&writer_store, "llm", 60_000, &clock);
+    let write = tokio::spawn(async move { writer.put("prompt", b"answer").await });
+    wait_reached(marker.reached, "the writer creates its marker").await;
+    clock.advance_ms(60_001);
+    marker.release.send(()).unwrap();
+    wait_reached(entry.reached, "the writer creates its entry").await;
+
+    // The entry's create is in flight: a sweep now finds no expired
+    // marker of it, and one marker stands.
+    let sweeper = MemoStore::new(objects.clone(), "memo");
+    let swept = sweeper
+        .shared_entries()
+        .sweep(clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(swept.markers_expired, 0, "{swept:?}");
+    let markers = stored_under(objects.as_ref(), "memo/shared/expiry").await;
+    assert_eq!(markers.len(), 1, "{markers:?}");
+
+    entry.release.send(()).unwrap();
+    assert_eq!(&write.await.unwrap().unwrap()[..], b"answer");
+    let after = stored_under(objects.as_ref(), "memo/shared/expiry").await;
+    assert_eq!(after, markers, "the entry landed in time: no third marker");
+    clock.advance_ms(60_001);
+    let swept = sweeper
+        .shared_entries()
+        .sweep(clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(swept.entries_deleted, 1);
+    assert_eq!(
+        stored_under(objects.as_ref(), "memo/shared").await,
+        Vec::<String>::new()
+    );
+}

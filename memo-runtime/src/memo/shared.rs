@@ -36,14 +36,15 @@
 //! runs, as any memoized call does.
 //!
 //! An entry lives at least its scope's time to live from when its write
-//! began (by the writer's clock; a write that took half the time to live or
-//! more marks its entry again once it landed, so that a marker swept
-//! meanwhile cannot leave the entry without one, unless the writer dies
-//! between the entry and that second marker), and until a sweep after
-//! that: an entry is never read as expired, it is deleted. This assumes the
-//! writers' and the sweepers' clocks agree to well within half the time to
-//! live. It may go earlier in two cases,
-//! never with a wrong value (the body just runs again): a writer that
+//! began (by the writer's clock), and until a sweep after that: an entry is
+//! never read as expired, it is deleted. A writer whose marker was written
+//! half the time to live or more ago writes another, before its entry if
+//! the marker's own write took that long, after it if the entry landed
+//! that late, so that a marker swept meanwhile cannot leave the entry
+//! without one (unless the entry's own create stalled that long and the
+//! writer then died before its second marker). This assumes the writers'
+//! and the sweepers' clocks agree to well within half the time to live.
+//! An entry may go earlier in two cases, never with a wrong value (the body just runs again): a writer that
 //! crashed after writing its expiry marker and before its entry leaves a
 //! marker that, when it expires, deletes the entry another writer made of
 //! that key; and a sweep that overlaps another may delete an entry written
@@ -269,10 +270,11 @@ impl Memo {
 /// The expiry marker is written first, so that no entry is ever without
 /// one (an entry without a marker would never expire). A writer that loses
 /// the race deletes its marker: the winner wrote its own before its entry.
-/// A writer whose entry landed half the time to live or more after its
-/// marker was written marks the entry again ([`mark_again`]): its marker
-/// may have expired meanwhile and been swept, with the entry it names
-/// still to come.
+/// A marker may expire and be swept while its entry is still to come (a
+/// writer stalled between the two), so a writer whose marker was written
+/// half the time to live or more ago writes another ([`mark_again`]):
+/// before its entry, if its marker's own write took that long, and after
+/// it, if the entry landed that late.
 pub(crate) async fn put(
     memo: &Memo,
     scope: &SharedScope,
@@ -298,8 +300,11 @@ pub(crate) async fn put(
         });
     }
     let digest = sha256_digest(key.as_bytes());
-    let started_ms = scope.clock.now_ms();
-    let marker = write_marker(memo, scope, digest.as_str(), started_ms).await?;
+    let mut written_ms = scope.clock.now_ms();
+    let mut marker = write_marker(memo, scope, digest.as_str(), written_ms).await?;
+    if half_ttl_since(scope, written_ms) {
+        (marker, written_ms) = mark_again(memo, scope, digest.as_str(), &marker).await?;
+    }
     // On an error the entry may or may not exist (an unknown outcome), so
     // the marker stays: at worst it deletes nothing when it expires.
     let created = store
@@ -314,10 +319,16 @@ pub(crate) async fn put(
             );
             delete_marker(memo, &marker, "the expiry marker of a lost race").await;
         }
-        Created::Ours(_) | Created::Same(_)
-            if scope.clock.now_ms().saturating_sub(started_ms) >= scope.ttl_ms() / 2 =>
-        {
-            mark_again(memo, scope, digest.as_str(), &marker).await;
+        Created::Ours(_) | Created::Same(_) if half_ttl_since(scope, written_ms) => {
+            if let Err(e) = mark_again(memo, scope, digest.as_str(), &marker).await {
+                tracing::warn!(
+                    namespace = scope.namespace(),
+                    key,
+                    error = %e,
+                    "cannot mark a shared entry that landed late again; if its first marker \
+                     was swept, the entry never expires"
+                );
+            }
         }
         Created::Ours(_) | Created::Same(_) => {}
     }
@@ -341,31 +352,28 @@ async fn write_marker(memo: &Memo, scope: &SharedScope, digest: &str, now_ms: u6
     Ok(marker)
 }
 
-/// Marks entry `digest` again after it landed late: `first`, written
-/// before it, may have expired and been swept (its entry deleted, none
-/// there yet, then the marker), which would leave the entry with no marker
-/// for ever. A marker written after the entry exists can only be swept
-/// after a delete of the entry. Then `first` goes, so that the entry lives
-/// its time to live from now. A failed write is logged: the entry is
-/// committed either way, and its value is returned.
-async fn mark_again(memo: &Memo, scope: &SharedScope, digest: &str, first: &Path) {
-    match write_marker(memo, scope, digest, scope.clock.now_ms()).await {
-        Ok(_) => {
-            delete_marker(
-                memo,
-                first,
-                "the first expiry marker of an entry marked again",
-            )
-            .await
-        }
-        Err(e) => tracing::warn!(
-            namespace = scope.namespace(),
-            digest,
-            error = %e,
-            "cannot mark a shared entry that landed late again; if its first marker was swept, \
-             the entry never expires"
-        ),
-    }
+/// Whether half `scope`'s time to live or more has passed since `since_ms`
+/// by its clock: a marker written then may have expired for a sweeper.
+fn half_ttl_since(scope: &SharedScope, since_ms: u64) -> bool {
+    scope.clock.now_ms().saturating_sub(since_ms) >= scope.ttl_ms() / 2
+}
+
+/// Marks entry `digest` again: `first` may have expired and been swept
+/// (its entry deleted, none there yet, then the marker), which would leave
+/// an entry that lands after it with no marker for ever. A marker written
+/// now expires the time to live from now; then `first` goes, so that it
+/// does not delete the entry earlier. Returns the new marker and when it
+/// was written.
+async fn mark_again(
+    memo: &Memo,
+    scope: &SharedScope,
+    digest: &str,
+    first: &Path,
+) -> Result<(Path, u64)> {
+    let now_ms = scope.clock.now_ms();
+    let marker = write_marker(memo, scope, digest, now_ms).await?;
+    delete_marker(memo, first, "an expiry marker written again").await;
+    Ok((marker, now_ms))
 }
 
 /// Deletes `marker` (`what`), logging a failure: a marker left behind
