@@ -12,7 +12,7 @@ use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::memory::InMemory;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::retention::RetentionSweeper;
-use memo_runtime::shared::SharedScope;
+use memo_runtime::shared::{SharedScope, SharedSweep};
 use memo_runtime::store::LocalFolder;
 use memo_runtime::testing::CountingStore;
 use memo_runtime::{Memo, MemoStore, memoized};
@@ -568,6 +568,22 @@ async fn a_dry_run_pass_counts_the_expired_shared_entries_and_deletes_none() {
     assert_eq!(stale.get("a").await.unwrap(), None);
 }
 
+/// A sweep of the shared scope of `objects` at `clock`'s time, through a
+/// store of another worker.
+async fn sweep_shared(objects: &Arc<dyn ObjectStore>, clock: &ManualClock) -> SharedSweep {
+    let sweeper = MemoStore::new(objects.clone(), "memo");
+    sweeper
+        .shared_entries()
+        .sweep(clock.now_ms())
+        .await
+        .unwrap()
+}
+
+/// Every object of the shared scope of `objects`.
+async fn shared_left(objects: &Arc<dyn ObjectStore>) -> Vec<String> {
+    stored_under(objects.as_ref(), "memo/shared").await
+}
+
 /// Found by the simulator's shared-scope world (seed 57, session 53): a
 /// writer wrote its expiry marker, then stalled (a paused process, a slow
 /// request) past the time to live before its entry landed; a sweep
@@ -592,17 +608,9 @@ async fn an_entry_written_after_its_marker_was_swept_is_marked_again_and_expires
     // The writer stalls past its marker's expiry; another worker's sweep
     // deletes the marker, and the entry it names, which is not there yet.
     clock.advance_ms(60_001);
-    let sweeper = MemoStore::new(objects.clone(), "memo");
-    let swept = sweeper
-        .shared_entries()
-        .sweep(clock.now_ms())
-        .await
-        .unwrap();
+    let swept = sweep_shared(&objects, &clock).await;
     assert_eq!(swept.markers_expired, 1);
-    assert_eq!(
-        stored_under(objects.as_ref(), "memo/shared").await,
-        Vec::<String>::new()
-    );
+    assert_eq!(shared_left(&objects).await, Vec::<String>::new());
 
     pause.release.send(()).unwrap();
     let committed = write.await.unwrap().unwrap();
@@ -616,23 +624,12 @@ async fn an_entry_written_after_its_marker_was_swept_is_marked_again_and_expires
 
     // It lives its time to live from when it landed, then goes.
     clock.advance_ms(59_999);
-    let kept = sweeper
-        .shared_entries()
-        .sweep(clock.now_ms())
-        .await
-        .unwrap();
+    let kept = sweep_shared(&objects, &clock).await;
     assert_eq!(kept.entries_deleted, 0, "not yet expired");
     clock.advance_ms(2);
-    let swept = sweeper
-        .shared_entries()
-        .sweep(clock.now_ms())
-        .await
-        .unwrap();
+    let swept = sweep_shared(&objects, &clock).await;
     assert_eq!(swept.entries_deleted, 1);
-    assert_eq!(
-        stored_under(objects.as_ref(), "memo/shared").await,
-        Vec::<String>::new()
-    );
+    assert_eq!(shared_left(&objects).await, Vec::<String>::new());
 }
 
 /// The same stall in the marker's own write: the marker landed already
@@ -664,12 +661,7 @@ async fn a_marker_whose_write_outlived_half_the_ttl_is_written_again_before_the_
 
     // The entry's create is in flight: a sweep now finds no expired
     // marker of it, and one marker stands.
-    let sweeper = MemoStore::new(objects.clone(), "memo");
-    let swept = sweeper
-        .shared_entries()
-        .sweep(clock.now_ms())
-        .await
-        .unwrap();
+    let swept = sweep_shared(&objects, &clock).await;
     assert_eq!(swept.markers_expired, 0, "{swept:?}");
     let markers = stored_under(objects.as_ref(), "memo/shared/expiry").await;
     assert_eq!(markers.len(), 1, "{markers:?}");
@@ -679,14 +671,7 @@ async fn a_marker_whose_write_outlived_half_the_ttl_is_written_again_before_the_
     let after = stored_under(objects.as_ref(), "memo/shared/expiry").await;
     assert_eq!(after, markers, "the entry landed in time: no third marker");
     clock.advance_ms(60_001);
-    let swept = sweeper
-        .shared_entries()
-        .sweep(clock.now_ms())
-        .await
-        .unwrap();
+    let swept = sweep_shared(&objects, &clock).await;
     assert_eq!(swept.entries_deleted, 1);
-    assert_eq!(
-        stored_under(objects.as_ref(), "memo/shared").await,
-        Vec::<String>::new()
-    );
+    assert_eq!(shared_left(&objects).await, Vec::<String>::new());
 }
