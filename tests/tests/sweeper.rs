@@ -969,6 +969,26 @@ fn deleted_and_rechecked_before(
     reports
 }
 
+/// What the other process's sweeper reported while a pass stalled
+/// (`deleted_and_rechecked_before`) says it deleted the run and rechecked
+/// the deletion; no recheck marker is left, and a fresh sweeper at `due`
+/// has nothing to report.
+async fn no_marker_left_after_the_other_recheck(
+    meanwhile: &Mutex<Vec<memo_runtime::retention::SweepReport>>,
+    objects: Arc<InMemory>,
+    due: u64,
+) {
+    let theirs = meanwhile.lock().unwrap().clone();
+    assert_eq!(
+        (theirs.len(), theirs[0].runs_cleared, theirs[1].rechecks_due),
+        (2, 1, 1),
+        "the other sweeper deleted the run and rechecked it meanwhile: {theirs:?}"
+    );
+    let rechecks = recheck_markers(objects.as_ref()).await;
+    assert!(rechecks.is_empty(), "{rechecks:?}");
+    a_fresh_sweeper_has_nothing_to_report(objects, due).await;
+}
+
 /// A fresh process's sweeper (not yet proved its runtime store the
 /// workers') over `objects` finds nothing due and reports no failed
 /// recheck in two passes from `at` on, an hour apart: no recheck marker
@@ -1054,15 +1074,7 @@ async fn a_delete_run_racing_a_pass_and_its_recheck_leaves_no_marker_behind() {
         !explicit.delete_run(&id).await.unwrap(),
         "the pass deleted the run first"
     );
-    let theirs = meanwhile.lock().unwrap().clone();
-    assert_eq!(
-        (theirs.len(), theirs[0].runs_cleared, theirs[1].rechecks_due),
-        (2, 1, 1),
-        "the other sweeper deleted the run and rechecked it meanwhile: {theirs:?}"
-    );
-    let rechecks = recheck_markers(objects.as_ref()).await;
-    assert!(rechecks.is_empty(), "{rechecks:?}");
-    a_fresh_sweeper_has_nothing_to_report(objects.clone(), due).await;
+    no_marker_left_after_the_other_recheck(&meanwhile, objects.clone(), due).await;
 }
 
 /// A sweep that stalls inside a deletion (its clock an hour on when it
@@ -1114,15 +1126,7 @@ async fn a_sweep_stalled_past_its_deletions_recheck_leaves_no_marker_behind() {
         (1, 0),
         "{report:?}"
     );
-    let theirs = meanwhile.lock().unwrap().clone();
-    assert_eq!(
-        (theirs.len(), theirs[0].runs_cleared, theirs[1].rechecks_due),
-        (2, 1, 1),
-        "the other sweeper deleted the run and rechecked it meanwhile: {theirs:?}"
-    );
-    let rechecks = recheck_markers(objects.as_ref()).await;
-    assert!(rechecks.is_empty(), "{rechecks:?}");
-    a_fresh_sweeper_has_nothing_to_report(objects.clone(), due).await;
+    no_marker_left_after_the_other_recheck(&meanwhile, objects.clone(), due).await;
 
     // A sweep that did not stall writes its marker and asks nothing more.
     let id = run("order-2");

@@ -224,6 +224,14 @@ fn names(message: &str, path: &str, folds_case: bool) -> bool {
 const TRACE_LEN: usize = 40;
 
 impl Checker {
+    /// A checker over an empty store at time 0, for the unit tests of a
+    /// check.
+    #[cfg(test)]
+    pub(super) fn for_test() -> Checker {
+        let objects: Shared = Arc::new(object_store::memory::InMemory::new());
+        Checker::new(objects, Arc::new(ManualClock::new(0)), 0, 1, 1, false)
+    }
+
     pub(super) fn new(
         objects: Shared,
         clock: Arc<ManualClock>,
@@ -779,8 +787,7 @@ mod tests {
         let read = "load_run: corrupt object at sim/runs-by-status/Running/sim-3.00000000000000ab: \
                     larger than the limit";
         let checker = |folds_case: bool| {
-            let objects: Shared = Arc::new(object_store::memory::InMemory::new());
-            let checker = Checker::new(objects, Arc::new(ManualClock::new(0)), 0, 1, 1, false);
+            let checker = Checker::for_test();
             if folds_case {
                 checker.set_folds_case();
             }

@@ -278,22 +278,14 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use bytes::Bytes;
 
     use super::{Calls, KEPT, check_long};
-    use crate::clock::ManualClock;
     use crate::testing::sim::checker::Checker;
-
-    fn checker() -> Checker {
-        let objects = Arc::new(object_store::memory::InMemory::new());
-        Checker::new(objects, Arc::new(ManualClock::new(0)), 0, 1, 1, false)
-    }
 
     #[test]
     fn a_long_lived_key_whose_value_changes_breaks_it() {
-        let checker = checker();
+        let checker = Checker::for_test();
         let calls = Calls::default();
         let (first, second) = (Bytes::from("first"), Bytes::from("second"));
         check_long(&checker, &calls, "k", "w", &first);

@@ -219,22 +219,14 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use bytes::Bytes;
 
     use super::{SEES_STORED, check_call, standalone_run};
-    use crate::clock::ManualClock;
     use crate::testing::sim::checker::Checker;
-
-    fn checker() -> Checker {
-        let objects = Arc::new(object_store::memory::InMemory::new());
-        Checker::new(objects, Arc::new(ManualClock::new(0)), 0, 1, 1, false)
-    }
 
     #[test]
     fn a_call_that_got_another_value_than_the_store_held_throughout_breaks_it() {
-        let checker = checker();
+        let checker = Checker::for_test();
         let (old, new) = (Bytes::from("old"), Bytes::from("new"));
         let run = standalone_run(0);
         check_call(
@@ -251,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_call_that_spanned_a_clear_or_a_commit_may_get_either_value() {
-        let checker = checker();
+        let checker = Checker::for_test();
         let (old, new) = (Bytes::from("old"), Bytes::from("new"));
         let run = standalone_run(1);
         check_call(
