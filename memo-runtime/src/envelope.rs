@@ -515,9 +515,8 @@ fn decrypt(path: &Path, header: &[u8], body: &[u8], seal: &Seal, version: u32) -
     };
     let Some(cipher) = keys.get(version) else {
         return Err(corrupt(format!(
-            "the object is encrypted with key version {version}, which this store's keyring \
-             lacks (its current version is {})",
-            keys.current_version()
+            "the object is encrypted with {}",
+            keys.lacks(version)
         )));
     };
     decrypt_with(path, header, body, cipher, || {

@@ -38,7 +38,7 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path as FsPath;
 use std::sync::Arc;
@@ -112,14 +112,35 @@ impl Default for Compression {
 /// The 256-bit keys a store encrypts with, each under a version number that
 /// the frame of every encrypted object records.
 ///
-/// Writes use the current key (the highest version); reads use whichever
-/// version the object names, so a new key can be added without rewriting
-/// what the old one sealed, and an old key is dropped from the ring once
-/// nothing it sealed is kept.
+/// Writes use the current key: the highest version that is not *staged*.
+/// Reads use whichever version the object names, so a new key can be added
+/// without rewriting what the old one sealed, and an old key is dropped
+/// from the ring once nothing it sealed is kept.
+///
+/// # Rotating a key across a fleet
+///
+/// Every process that shares a store must be able to read what any of
+/// them writes. A key added to one process's ring as a plain key is
+/// written with at once, and a process that does not have it yet reads
+/// those objects as [`Error::Corrupt`] ("encrypted with key version 2,
+/// which this keyring lacks ..."): its runs stay open and are retried,
+/// but they stall until every process has the key. So a rotation takes
+/// three rollouts, each finished on every process before the next starts:
+///
+/// 1. **stage** the new key ([`Keyring::with_staged_key`], or `staged`
+///    after the key on its line of the key file): every process reads with
+///    it, none writes with it yet;
+/// 2. **promote** it (a plain key, [`Keyring::with_key`]): processes write
+///    with it as they pick it up, and every one reads both;
+/// 3. **retire** the old key once nothing it sealed is kept: for a store
+///    keyring, after the retention period; for the key-encryption key of
+///    [`DataKeys`], once [`DataKeys::rewrap`] (run after step 2 reached every
+///    process) reports no key written meanwhile with an older version.
 #[derive(Clone)]
 pub struct Keyring {
     current: u32,
     keys: BTreeMap<u32, Arc<XChaCha20Poly1305>>,
+    staged: BTreeSet<u32>,
 }
 
 impl fmt::Debug for Keyring {
@@ -128,6 +149,7 @@ impl fmt::Debug for Keyring {
         f.debug_struct("Keyring")
             .field("current", &self.current)
             .field("versions", &self.keys.keys().collect::<Vec<_>>())
+            .field("staged", &self.staged)
             .finish()
     }
 }
@@ -140,20 +162,42 @@ impl Keyring {
     /// [`Error::InvalidConfig`] if `version` is 0 (it marks an unencrypted
     /// frame).
     pub fn new(version: u32, key: [u8; 32]) -> Result<Keyring> {
-        Keyring {
-            current: 0,
-            keys: BTreeMap::new(),
-        }
-        .with_key(version, key)
+        Keyring::empty().insert(version, key, false)
     }
 
     /// The same keyring with `key` under `version` too; the highest version
-    /// is the one writes use.
+    /// that is not staged is the one writes use.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] if `version` is 0 or already in the ring.
-    pub fn with_key(mut self, version: u32, key: [u8; 32]) -> Result<Keyring> {
+    pub fn with_key(self, version: u32, key: [u8; 32]) -> Result<Keyring> {
+        self.insert(version, key, false)
+    }
+
+    /// The same keyring with `key` under `version` *staged*: read wherever
+    /// an object names `version`, never written with, even as the highest
+    /// version. The first step of a rotation across processes (see
+    /// [`Keyring`]): once every process holds the key staged, it can be
+    /// promoted ([`Keyring::with_key`]) process by process, and each
+    /// process reads what the others write throughout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if `version` is 0 or already in the ring.
+    pub fn with_staged_key(self, version: u32, key: [u8; 32]) -> Result<Keyring> {
+        self.insert(version, key, true)
+    }
+
+    fn empty() -> Keyring {
+        Keyring {
+            current: 0,
+            keys: BTreeMap::new(),
+            staged: BTreeSet::new(),
+        }
+    }
+
+    fn insert(mut self, version: u32, key: [u8; 32], staged: bool) -> Result<Keyring> {
         if version == 0 {
             return Err(invalid_key("key version 0 is reserved; number keys from 1"));
         }
@@ -162,20 +206,28 @@ impl Keyring {
         }
         let cipher = XChaCha20Poly1305::new(&key.into());
         self.keys.insert(version, Arc::new(cipher));
-        self.current = self.current.max(version);
+        if staged {
+            self.staged.insert(version);
+        } else {
+            self.current = self.current.max(version);
+        }
         Ok(self)
     }
 
-    /// Reads a key file: one key a line, `<version> <64 hex digits>`;
-    /// blank lines and lines starting with `#` are skipped. Make one with
+    /// Reads a key file: one key a line, `<version> <64 hex digits>`,
+    /// followed by `staged` for a key that is read but not yet written
+    /// with ([`Keyring::with_staged_key`]); blank lines and lines starting
+    /// with `#` are skipped. Make one with
     /// `printf '1 %s\n' "$(openssl rand -hex 32)" > memo.key` and keep it
-    /// readable by the workers only; rotate by adding a line with a higher
-    /// version.
+    /// readable by the workers only. Rotate by adding a line with a higher
+    /// version and `staged`, and once every process has read that file,
+    /// removing `staged` (see [`Keyring`]).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] naming the file (never a key) if it cannot be
-    /// read, has a malformed line, no key, or a version twice.
+    /// read, has a malformed line, no key, no key that is not staged, or a
+    /// version twice.
     pub fn from_file(path: impl AsRef<FsPath>) -> Result<Keyring> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -186,30 +238,64 @@ impl Keyring {
     }
 
     fn parse(text: &str) -> std::result::Result<Keyring, String> {
-        let mut ring: Option<Keyring> = None;
+        let mut ring = Keyring::empty();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let malformed = || format!("line {} is not `<version> <64 hex digits>`", number + 1);
-            let (version, hex) = line.split_once(char::is_whitespace).ok_or_else(malformed)?;
+            let malformed = || {
+                format!(
+                    "line {} is not `<version> <64 hex digits>` or `<version> <64 hex digits> staged`",
+                    number + 1
+                )
+            };
+            let mut words = line.split_whitespace();
+            let (Some(version), Some(hex)) = (words.next(), words.next()) else {
+                return Err(malformed());
+            };
+            let staged = match (words.next(), words.next()) {
+                (None, _) => false,
+                (Some("staged"), None) => true,
+                _ => return Err(malformed()),
+            };
             let version: u32 = version.parse().map_err(|_| malformed())?;
-            let key = parse_hex_key(hex.trim()).ok_or_else(malformed)?;
-            ring = Some(
-                match ring {
-                    None => Keyring::new(version, key),
-                    Some(ring) => ring.with_key(version, key),
-                }
-                .map_err(|e| format!("line {}: {e}", number + 1))?,
+            let key = parse_hex_key(hex).ok_or_else(malformed)?;
+            ring = ring
+                .insert(version, key, staged)
+                .map_err(|e| format!("line {}: {e}", number + 1))?;
+        }
+        if ring.keys.is_empty() {
+            return Err("holds no key".to_owned());
+        }
+        if ring.current == 0 {
+            return Err(
+                "holds no key to write with: every key is staged (a staged key is only read; \
+                 promote one by removing `staged` from its line)"
+                    .to_owned(),
             );
         }
-        ring.ok_or_else(|| "holds no key".to_owned())
+        Ok(ring)
     }
 
-    /// The version writes use: the highest in the ring.
+    /// The version writes use: the highest in the ring that is not staged.
     pub fn current_version(&self) -> u32 {
         self.current
+    }
+
+    /// Why this ring cannot read what key `version` sealed, for an error
+    /// that says what the ring holds and what to do.
+    pub(crate) fn lacks(&self, version: u32) -> String {
+        let why = if version > self.current {
+            "a process with a newer key wrote it: give every process the new key as staged \
+             before any process writes with it (the encryption guide's \"Rotating the key\")"
+        } else {
+            "it was retired, or this is another keyring"
+        };
+        format!(
+            "key version {version}, which this keyring lacks (its current version is {}): {why}",
+            self.current
+        )
     }
 
     pub(crate) fn current(&self) -> (u32, &XChaCha20Poly1305) {
@@ -591,13 +677,50 @@ mod tests {
     }
 
     #[test]
+    fn a_staged_key_reads_but_never_writes_until_promoted() {
+        let ff = "ff".repeat(32);
+        let ring = Keyring::parse(&format!("1 {HEX}\n2 {ff}  staged\n")).unwrap();
+        assert_eq!(
+            ring.current_version(),
+            1,
+            "a staged key is not written with"
+        );
+        assert!(ring.get(2).is_some(), "a staged key reads");
+        assert_eq!(
+            format!("{ring:?}"),
+            "Keyring { current: 1, versions: [1, 2], staged: {2} }"
+        );
+        let promoted = Keyring::parse(&format!("1 {HEX}\n2 {ff}\n")).unwrap();
+        assert_eq!(promoted.current_version(), 2);
+        // Built in code, as a key file builds it.
+        let built = Keyring::new(1, [0; 32])
+            .unwrap()
+            .with_staged_key(2, [1; 32])
+            .unwrap();
+        assert_eq!(built.current_version(), 1);
+        assert!(built.get(2).is_some());
+        // A staged version below the current one is read like any older key.
+        let below = Keyring::new(3, [0; 32])
+            .unwrap()
+            .with_staged_key(2, [1; 32])
+            .unwrap();
+        assert_eq!(below.current_version(), 3);
+        assert!(below.get(2).is_some());
+    }
+
+    #[test]
     fn a_bad_key_file_is_refused_without_showing_a_key() {
         for (text, says) in [
             ("", "holds no key"),
             ("1 abc", "line 1 is not"),
             (&format!("0 {HEX}"), "reserved"),
             (&format!("1 {HEX}\n1 {HEX}"), "appears twice"),
+            (&format!("1 {HEX}\n1 {HEX} staged"), "appears twice"),
             (&format!("x {HEX}"), "line 1"),
+            (&format!("1 {HEX} staged"), "every key is staged"),
+            (&format!("1 {HEX} stage"), "line 1 is not"),
+            (&format!("1 {HEX} staged now"), "line 1 is not"),
+            ("1", "line 1 is not"),
         ] {
             let err = Keyring::parse(text).unwrap_err();
             assert!(err.contains(says), "{text:?}: {err}");

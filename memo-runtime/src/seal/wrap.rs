@@ -90,7 +90,9 @@ impl WrappedKey {
 /// [`WrappedKey`] records the version that wrapped it, an unwrap uses that
 /// version, and [`DataKeys::rewrap`](super::DataKeys::rewrap) rewraps every
 /// data key with the current version, after which older versions can be
-/// destroyed.
+/// destroyed once no process wraps with them. In a fleet, make a new
+/// version unwrappable in every process before any process's
+/// `current_version` names it (the rotation of [`Keyring`]'s docs).
 ///
 /// # Example: a cloud KMS
 ///
@@ -234,9 +236,8 @@ impl Keyring {
         let version = wrapped.kek_version();
         let cipher = self.get(version).ok_or_else(|| {
             invalid_key(format!(
-                "the data key is wrapped by key version {version}, which this keyring lacks \
-                 (its current version is {}): it was retired, or this is another keyring",
-                self.current_version()
+                "the data key is wrapped by {}",
+                self.lacks(version)
             ))
         })?;
         let bytes = wrapped.bytes();
