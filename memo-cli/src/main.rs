@@ -106,9 +106,11 @@ enum Command {
         /// The run id.
         run: String,
     },
-    /// Wraps every data key again with the current (highest) version of the
-    /// key-encryption key file, rewriting the key store only, never the
-    /// data; afterwards older versions can be removed from the file.
+    /// Wraps every data key again with the current version of the
+    /// key-encryption key file (the highest not marked `staged`), rewriting
+    /// the key store only, never the data; afterwards older versions can be
+    /// removed from the file. Fails, after rewrapping, if a process made
+    /// keys with an older version meanwhile (it has not got the current one).
     Rewrap,
     /// Lists terminal markers: which runs ended when, and which expired.
     Markers {

@@ -226,6 +226,7 @@ async fn rewrap_moves_every_data_key_to_the_new_key_encryption_key_without_touch
     let said = ok_json(&memoctl(&url, &with(&both), &["rewrap", "--json"]));
     assert!(said["rewrapped"].as_u64().unwrap() >= 2, "{said}");
     assert_eq!(said["already_current"], 0, "{said}");
+    assert_eq!(said["written_meanwhile"], 0, "{said}");
     assert!(
         same_files(data_before.path(), data.path()),
         "no data was rewritten"

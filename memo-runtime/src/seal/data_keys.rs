@@ -18,7 +18,7 @@ use chacha20poly1305::XChaCha20Poly1305;
 use chacha20poly1305::aead::KeyInit;
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use super::key_record::{FIRST_GENERATION, KeyRecord, context, new_generation};
 use super::scope::run_key_name;
@@ -146,6 +146,11 @@ pub struct Rewrapped {
     pub rewrapped: u64,
     /// Data keys already wrapped with it, left as they are.
     pub current: u64,
+    /// Of the rewrapped keys, those made with an older version while the
+    /// rewrap ran (absent from its first listing of the key store): a
+    /// process still wraps with that version, so it must not be destroyed
+    /// yet. Give every process the current version, then rewrap again.
+    pub written_meanwhile: u64,
 }
 
 /// A data key unwrapped, with its generation.
@@ -447,7 +452,20 @@ impl DataKeys {
     /// Wraps every data key again with the key-encryption key's current
     /// version, rewriting the wrapped keys only, never the data. After it,
     /// older versions of the key-encryption key can be destroyed (and with
-    /// them every wrapped key a backup of the key store still holds).
+    /// them every wrapped key a backup of the key store still holds), once
+    /// no process wraps with them any more: run it only after every
+    /// process writes with the current version (the rotation of
+    /// [`Keyring`](super::Keyring)'s docs), and destroy nothing while it
+    /// reports [`Rewrapped::written_meanwhile`].
+    ///
+    /// It lists the key store, rewraps each key of an older version, then
+    /// lists it again: a key of an older version that the first listing
+    /// did not show, or that changed since (forgotten and made again; told
+    /// by its entity tag where the store gives one), was made while it ran,
+    /// by a process that still wraps with that version. It is rewrapped too, and counted in
+    /// `written_meanwhile`: that process will go on making such keys until
+    /// it has the current version, so destroying the older one would make
+    /// their runs unreadable.
     ///
     /// A key forgotten while this runs is not written back: each rewrap
     /// replaces the wrapped key only if it is still the one read, where the
@@ -460,72 +478,105 @@ impl DataKeys {
     /// wrapped key is damaged or does not unwrap (naming it; the keys
     /// before it are rewrapped, call it again once it is mended).
     pub async fn rewrap(&self) -> Result<Rewrapped> {
-        let prefix = &self.inner.prefix;
-        let all: Vec<Path> = self
-            .inner
-            .store
-            .list(Some(prefix))
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(prefix, e))?;
         let current = self.inner.kek.current_version();
         let mut report = Rewrapped::default();
-        for at in all {
-            let Some(name) = at.prefix_match(prefix).map(|parts| {
-                parts
-                    .map(|p| p.as_ref().to_owned())
-                    .collect::<Vec<_>>()
-                    .join("/")
-            }) else {
-                continue;
-            };
-            let got = match self.inner.store.get(&at).await {
-                Ok(got) => got,
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(Error::store(&at, e)),
-            };
-            let version = got
-                .meta
-                .e_tag
-                .clone()
-                .map(|e_tag| object_store::UpdateVersion {
-                    e_tag: Some(e_tag),
-                    version: got.meta.version.clone(),
-                });
-            let bytes = got.bytes().await.map_err(|e| Error::store(&at, e))?;
-            let record = KeyRecord::decode(&bytes).map_err(|reason| Error::corrupt(&at, reason))?;
-            if record.wrapped.kek_version() == current {
-                report.current += 1;
+        // The entity tag the first pass left each key it found with (none
+        // where the store gives none, or the key changed under the pass).
+        let mut left: HashMap<Path, Option<String>> = HashMap::new();
+        for meta in self.list_keys().await? {
+            let (rewrapped, tag) = self.rewrap_one(&meta.location, current).await?;
+            match rewrapped {
+                Some(true) => report.rewrapped += 1,
+                Some(false) => report.current += 1,
+                None => continue,
+            }
+            left.insert(meta.location, tag);
+        }
+        // A key the first listing did not show, or that changed since the
+        // first pass left it (forgotten and made again), was made while
+        // this ran.
+        for meta in self.list_keys().await? {
+            let seen = left.get(&meta.location);
+            if seen.is_some_and(|tag| *tag == meta.e_tag) {
                 continue;
             }
-            // A standalone run's key keeps its generation: the frames
-            // sealed with it name that generation.
-            let context = record.context(&name);
-            let key = self
-                .inner
-                .kek
-                .unwrap(&record.wrapped, &context)
-                .await
-                .map_err(|e| unreadable_key(at.as_ref(), &name, e))?;
-            let rewrapped = KeyRecord {
-                generation: record.generation,
-                wrapped: self.inner.kek.wrap(&key, &context).await?,
-            };
-            self.replace(&at, rewrapped.encode()?, version).await?;
-            report.rewrapped += 1;
+            let (rewrapped, _) = self.rewrap_one(&meta.location, current).await?;
+            match rewrapped {
+                Some(true) => {
+                    report.rewrapped += 1;
+                    report.written_meanwhile += 1;
+                }
+                Some(false) if seen.is_none() => report.current += 1,
+                _ => {}
+            }
         }
         Ok(report)
     }
 
+    /// Every wrapped key in the key store.
+    async fn list_keys(&self) -> Result<Vec<ObjectMeta>> {
+        let prefix = &self.inner.prefix;
+        self.inner
+            .store
+            .list(Some(prefix))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(prefix, e))
+    }
+
+    /// Rewraps the key at `at` with version `current` unless it already
+    /// is: whether it rewrapped it (`None` if the key is gone), and the
+    /// entity tag the key is left with, if the store told it.
+    async fn rewrap_one(&self, at: &Path, current: u32) -> Result<(Option<bool>, Option<String>)> {
+        let Some(name) = at.prefix_match(&self.inner.prefix).map(|parts| {
+            parts
+                .map(|p| p.as_ref().to_owned())
+                .collect::<Vec<_>>()
+                .join("/")
+        }) else {
+            return Ok((None, None));
+        };
+        let got = match self.inner.store.get(at).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok((None, None)),
+            Err(e) => return Err(Error::store(at, e)),
+        };
+        let read_tag = got.meta.e_tag.clone();
+        let version = read_tag.clone().map(|e_tag| object_store::UpdateVersion {
+            e_tag: Some(e_tag),
+            version: got.meta.version.clone(),
+        });
+        let bytes = got.bytes().await.map_err(|e| Error::store(at, e))?;
+        let record = KeyRecord::decode(&bytes).map_err(|reason| Error::corrupt(at, reason))?;
+        if record.wrapped.kek_version() == current {
+            return Ok((Some(false), read_tag));
+        }
+        // A standalone run's key keeps its generation: the frames
+        // sealed with it name that generation.
+        let context = record.context(&name);
+        let key = self
+            .inner
+            .kek
+            .unwrap(&record.wrapped, &context)
+            .await
+            .map_err(|e| unreadable_key(at.as_ref(), &name, e))?;
+        let rewrapped = KeyRecord {
+            generation: record.generation,
+            wrapped: self.inner.kek.wrap(&key, &context).await?,
+        };
+        let tag = self.replace(at, rewrapped.encode()?, version).await?;
+        Ok((Some(true), tag))
+    }
+
     /// Writes `record` at `at` if the object there is still `version`
-    /// (where the store can tell), so a key forgotten meanwhile stays so.
+    /// (where the store can tell), so a key forgotten meanwhile stays so:
+    /// the entity tag it wrote, if it wrote and the store told it.
     async fn replace(
         &self,
         at: &Path,
         record: Bytes,
         version: Option<object_store::UpdateVersion>,
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         if let Some(version) = version {
             let opts = PutOptions::from(PutMode::Update(version));
             match self
@@ -534,9 +585,9 @@ impl DataKeys {
                 .put_opts(at, PutPayload::from(record.clone()), opts)
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(put) => return Ok(put.e_tag),
                 Err(object_store::Error::Precondition { .. })
-                | Err(object_store::Error::NotFound { .. }) => return Ok(()),
+                | Err(object_store::Error::NotFound { .. }) => return Ok(None),
                 Err(object_store::Error::NotImplemented { .. }) => {}
                 Err(e) => return Err(Error::store(at, e)),
             }
@@ -545,7 +596,7 @@ impl DataKeys {
             .store
             .put(at, PutPayload::from(record))
             .await
-            .map(|_| ())
+            .map(|put| put.e_tag)
             .map_err(|e| Error::store(at, e))
     }
 }

@@ -44,6 +44,8 @@ mod first_attempt_reads;
 mod gcs;
 #[path = "../idle_polls.rs"]
 mod idle_polls;
+#[path = "../key_rotation.rs"]
+mod key_rotation;
 #[path = "../large_values.rs"]
 mod large_values;
 #[path = "../lease_vouched_commits.rs"]

@@ -1,0 +1,332 @@
+//! Rotating an encryption key across a fleet: processes (runtimes over
+//! separate store instances on one local folder) that each read their own
+//! key file, rolled out one process at a time. Every process must read
+//! what any other writes at every point of the rollout: a key is first
+//! *staged* everywhere (read, never written with), then promoted, and only
+//! then are the data keys rewrapped and the old version retired. A process
+//! that still wraps with the old version while the rewrap runs is reported,
+//! so that the old version is not destroyed under its keys.
+
+use std::sync::Arc;
+
+use memo_runtime::object_store::ObjectStore;
+use memo_runtime::object_store::path::Path;
+use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RuntimeStore};
+use memo_runtime::seal::{DataKeys, Keyring, Seal};
+use memo_runtime::workflow::{Context, Runtime, Workflow};
+use memo_runtime::{Error, ErrorKind, Incarnation, MemoStore, RunId};
+use memo_tests::fixtures::{Backend, run};
+use memo_tests::pause::{Held, Pauses, wait_reached};
+
+const V1: [u8; 32] = [11; 32];
+const V2: [u8; 32] = [22; 32];
+
+/// A process's key file at each point of the rotation.
+fn old_ring() -> Keyring {
+    Keyring::new(1, V1).unwrap()
+}
+
+fn staged_ring() -> Keyring {
+    old_ring().with_staged_key(2, V2).unwrap()
+}
+
+fn promoted_ring() -> Keyring {
+    old_ring().with_key(2, V2).unwrap()
+}
+
+fn retired_ring() -> Keyring {
+    Keyring::new(2, V2).unwrap()
+}
+
+/// How the fleet encrypts: a store keyring, or per-run data keys wrapped by
+/// the ring (the key-encryption key).
+#[derive(Debug, Clone, Copy)]
+enum Sealing {
+    Keyring,
+    DataKeys,
+}
+
+/// The fleet's shared storage: the data folder, and the key store of the
+/// data keys (another folder).
+struct Fleet {
+    data: Backend,
+    keys: Backend,
+    sealing: Sealing,
+}
+
+impl Fleet {
+    fn new(sealing: Sealing) -> Fleet {
+        Fleet::with_key_store(sealing, Backend::local_folder())
+    }
+
+    fn with_key_store(sealing: Sealing, keys: Backend) -> Fleet {
+        Fleet {
+            data: Backend::local_folder(),
+            keys,
+            sealing,
+        }
+    }
+
+    /// The memo store of a process whose key file holds `ring`.
+    fn memo_store(&self, ring: Keyring) -> MemoStore {
+        MemoStore::new(self.data.open(), "memo").with_seal(self.seal(ring))
+    }
+
+    /// The seal of a process whose key file holds `ring`, its data keys
+    /// (if any) over `key_store`.
+    fn seal_over(&self, ring: Keyring, key_store: Arc<dyn ObjectStore>) -> Seal {
+        match self.sealing {
+            Sealing::Keyring => Seal::default().with_encryption(ring),
+            Sealing::DataKeys => {
+                Seal::default().with_data_keys(DataKeys::new(ring, key_store, "keys"))
+            }
+        }
+    }
+
+    fn seal(&self, ring: Keyring) -> Seal {
+        self.seal_over(ring, self.keys.open())
+    }
+
+    /// A process of the fleet whose key file holds `ring`.
+    fn process(&self, ring: Keyring) -> Runtime {
+        let seal = self.seal(ring);
+        let objects = self.data.open();
+        Runtime::builder()
+            .memo_store(MemoStore::new(objects.clone(), "memo").with_seal(seal.clone()))
+            .runtime_store(Arc::new(
+                ObjectStoreRuntimeStore::new(objects, "runs").with_seal(seal),
+            ))
+            .build()
+            .unwrap()
+    }
+}
+
+type BoxedRun = futures::future::BoxFuture<'static, Result<String, Error>>;
+
+/// Charges in a step (a memoized call inside it), waits for `approval`,
+/// then ships in a step: a run one process starts and another finishes.
+fn order() -> Workflow<impl Fn(Context, String) -> BoxedRun + Send + Sync + 'static> {
+    Workflow::new("order", |ctx: Context, item: String| {
+        Box::pin(async move {
+            let charged = ctx
+                .step_with("charge", &item, |memo, item| async move {
+                    let quote = match memo.get("quote").await? {
+                        Some(quote) => String::from_utf8(quote.to_vec()).unwrap(),
+                        None => {
+                            let quote = format!("{item} at 12.50");
+                            memo.put("quote", quote.as_bytes()).await?;
+                            quote
+                        }
+                    };
+                    Ok::<_, Error>(format!("charged {quote}"))
+                })
+                .await?;
+            let approved: bool = ctx.wait_for_signal("approval").await?;
+            let shipped = ctx
+                .step("ship", |_memo| async move {
+                    Ok::<_, Error>(if approved { "shipped" } else { "kept" }.to_owned())
+                })
+                .await?;
+            Ok(format!("{charged}, {shipped}"))
+        }) as BoxedRun
+    })
+}
+
+/// What every run of [`order`] returns.
+const EXPECTED: &str = "charged book at 12.50, shipped";
+
+/// `starter` starts `run_id` (its charge step, then it waits for the
+/// approval); `finisher` approves and finishes it: each reads what the
+/// other wrote.
+async fn start_and_finish(starter: &Runtime, finisher: &Runtime, run_id: &RunId) {
+    start(starter, run_id).await;
+    finish(finisher, run_id).await;
+}
+
+async fn start(starter: &Runtime, run_id: &RunId) {
+    match starter.run(run_id, &"book".to_owned(), &order()).await {
+        Err(Error::Suspended { signal, .. }) => assert_eq!(signal, "approval"),
+        other => panic!("{run_id}: expected the run to wait for its approval, got {other:?}"),
+    }
+}
+
+async fn finish(finisher: &Runtime, run_id: &RunId) {
+    finisher.signal(run_id, "approval", &true).await.unwrap();
+    let output = finisher.resume(run_id, &order()).await.unwrap();
+    assert_eq!(output, EXPECTED, "{run_id}");
+}
+
+/// A key added to one process's key file as a plain key is written with at
+/// once: another process that does not have it yet cannot read that run.
+/// Nothing is lost (the error is transient and names what to do, the run
+/// stays open), and the run finishes once that process reads the key,
+/// staged or not.
+#[tokio::test]
+async fn a_key_one_process_writes_with_before_the_others_have_it_stalls_their_reads() {
+    for sealing in [Sealing::Keyring, Sealing::DataKeys] {
+        let fleet = Fleet::new(sealing);
+        let (ahead, behind) = (fleet.process(promoted_ring()), fleet.process(old_ring()));
+        let run_id = run("order-1");
+        start(&ahead, &run_id).await;
+
+        let err = behind.resume(&run_id, &order()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{sealing:?}: {err}");
+        assert!(!err.fails_run(), "{sealing:?}: {err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("key version 2, which this keyring lacks")
+                && message.contains("give every process the new key as staged"),
+            "{sealing:?}: {message}"
+        );
+        let left = ahead
+            .runtime_store()
+            .load_run(&run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!left.status.is_terminal(), "{sealing:?}: {:?}", left.status);
+
+        finish(&fleet.process(staged_ring()), &run_id).await;
+    }
+}
+
+/// The rotation the docs prescribe, one process at a time: stage the key
+/// everywhere, promote it everywhere, rewrap the data keys, retire the old
+/// version. At each step a run started by one process is finished by the
+/// other; after the rewrap, a process holding the new version alone reads
+/// every run (data keys), or every run sealed since the promotion (a store
+/// keyring, whose older objects need the old version until they expire).
+#[tokio::test]
+async fn a_staged_key_lets_every_process_read_what_any_writes_throughout_a_rotation() {
+    for sealing in [Sealing::Keyring, Sealing::DataKeys] {
+        let fleet = Fleet::new(sealing);
+        // Staged in one process, not yet in the other: neither writes with it.
+        let (a, b) = (fleet.process(staged_ring()), fleet.process(old_ring()));
+        start_and_finish(&a, &b, &run("staged-1")).await;
+        start_and_finish(&b, &a, &run("staged-2")).await;
+        // Staged in both; promoted in one, not yet in the other.
+        let (a, b) = (fleet.process(promoted_ring()), fleet.process(staged_ring()));
+        start_and_finish(&a, &b, &run("promoted-1")).await;
+        start_and_finish(&b, &a, &run("promoted-2")).await;
+        // Promoted everywhere: what is written from here on is version 2.
+        let (a, b) = (
+            fleet.process(promoted_ring()),
+            fleet.process(promoted_ring()),
+        );
+        start_and_finish(&a, &b, &run("new-1")).await;
+
+        let retired = fleet.process(retired_ring());
+        let readable: &[&str] = match sealing {
+            Sealing::DataKeys => {
+                let keys = DataKeys::new(promoted_ring(), fleet.keys.open(), "keys");
+                let report = keys.rewrap().await.unwrap();
+                assert_eq!(report.written_meanwhile, 0, "{report:?}");
+                // The runs a process of the old or the staged ring started.
+                assert_eq!((report.rewrapped, report.current), (3, 2), "{report:?}");
+                &["staged-1", "staged-2", "promoted-1", "promoted-2", "new-1"]
+            }
+            Sealing::Keyring => &["new-1"],
+        };
+        for id in readable {
+            let output = retired
+                .run(&run(id), &"book".to_owned(), &order())
+                .await
+                .unwrap_or_else(|e| panic!("{sealing:?}: {id} with version 2 alone: {e}"));
+            assert_eq!(output, EXPECTED, "{sealing:?}: {id}");
+        }
+        start_and_finish(&retired, &retired, &run("retired-1")).await;
+    }
+}
+
+/// A rewrap run while a process still wraps with the old version (its key
+/// file not yet promoted): a run that process starts while the rewrap is
+/// under way gets a key of the old version the rewrap's first listing did
+/// not see. The rewrap's second listing finds it, rewraps it and reports
+/// it, so the operator knows not to destroy the old version yet; a rewrap
+/// once every process is promoted reports nothing.
+#[tokio::test]
+async fn a_rewrap_reports_a_key_a_process_made_with_the_older_version_while_it_ran() {
+    let fleet = Fleet::new(Sealing::DataKeys);
+    let (promoted, lagging) = (fleet.process(promoted_ring()), fleet.process(old_ring()));
+    start_and_finish(&lagging, &promoted, &run("before")).await;
+
+    let (held, pause) = Pauses::new(fleet.keys.open(), Held::Get, Path::from("keys"));
+    let rewrapper = DataKeys::new(promoted_ring(), Arc::new(held), "keys");
+    let rewrap = tokio::spawn(async move { rewrapper.rewrap().await });
+    wait_reached(pause.reached, "the rewrap's read of the first key").await;
+    start(&lagging, &run("during")).await;
+    pause.release.send(()).unwrap();
+    let report = rewrap.await.unwrap().unwrap();
+    assert_eq!(
+        (report.rewrapped, report.written_meanwhile),
+        (2, 1),
+        "{report:?}"
+    );
+
+    // Both keys are rewrapped: version 2 alone reads both runs.
+    let retired = fleet.process(retired_ring());
+    finish(&retired, &run("during")).await;
+    let before = retired
+        .run(&run("before"), &"book".to_owned(), &order())
+        .await
+        .unwrap();
+    assert_eq!(before, EXPECTED);
+
+    // Nothing lags any more: a second rewrap finds every key current.
+    let again = DataKeys::new(promoted_ring(), fleet.keys.open(), "keys")
+        .rewrap()
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.rewrapped, again.written_meanwhile, again.current),
+        (0, 0, 2),
+        "{again:?}"
+    );
+}
+
+/// A standalone run's key that the rewrap's first pass rewrapped, then
+/// forgotten (a sweep clears the standalone run) and made again by a
+/// process that still wraps with the old version, before the second
+/// listing: the same name, another key. The second listing tells it by
+/// its entity tag, rewraps it and reports it. (The key store is in memory,
+/// whose listing is in name order: the standalone key `a-…` is rewrapped
+/// before the run's key `b-…`, whose read the test holds.)
+#[tokio::test]
+async fn a_rewrap_reports_a_key_forgotten_and_made_again_with_the_older_version_after_its_pass() {
+    let fleet = Fleet::with_key_store(Sealing::DataKeys, Backend::in_memory());
+    let lagging = fleet.memo_store(old_ring());
+    let standalone = run("a-standalone");
+    lagging
+        .new_memo(&standalone, 0)
+        .put("reply", b"first")
+        .await
+        .unwrap();
+    start(&fleet.process(old_ring()), &run("b-run")).await;
+
+    let (held, pause) = Pauses::new(fleet.keys.open(), Held::Get, Path::from("keys/runs/b-run"));
+    let rewrapper = DataKeys::new(promoted_ring(), Arc::new(held), "keys");
+    let rewrap = tokio::spawn(async move { rewrapper.rewrap().await });
+    wait_reached(pause.reached, "the rewrap's read of the run's key").await;
+    let keys = lagging.seal().data_keys().unwrap();
+    assert!(
+        keys.forget_incarnation(&standalone, Incarnation::STANDALONE)
+            .await
+            .unwrap()
+    );
+    lagging
+        .new_memo(&standalone, 0)
+        .put("reply", b"second")
+        .await
+        .unwrap();
+    pause.release.send(()).unwrap();
+    let report = rewrap.await.unwrap().unwrap();
+    assert_eq!(
+        (report.rewrapped, report.written_meanwhile, report.current),
+        (3, 1, 0),
+        "{report:?}"
+    );
+
+    let retired = fleet.memo_store(retired_ring());
+    let reply = retired.new_memo(&standalone, 0).get("reply").await.unwrap();
+    assert_eq!(reply.as_deref(), Some(&b"second"[..]));
+}
