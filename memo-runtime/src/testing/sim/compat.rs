@@ -177,8 +177,9 @@ pub(super) fn committed_entry(
         .now_or_never()
 }
 
-/// Every object of a run left in the shared store: memo and step-output
-/// entries, runtime records, status hints and terminal markers (not
+/// Every object of a run, or of the shared scope, left in the shared
+/// store: memo and step-output entries, runtime records, status hints,
+/// terminal markers, shared entries and their expiry markers (not
 /// conditional-create probes, which belong to no run).
 pub(super) fn objects_of_runs(objects: &Shared) -> Vec<Path> {
     use futures::TryStreamExt;

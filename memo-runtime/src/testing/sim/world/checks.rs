@@ -172,7 +172,7 @@ where
             self.checker.violation(
                 "no object is left unreachable after every run is swept",
                 format!(
-                    "{} object(s) of runs are left, such as {}",
+                    "{} object(s) of runs or of the shared scope are left, such as {}",
                     left.len(),
                     left.iter()
                         .take(4)
