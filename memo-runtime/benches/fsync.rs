@@ -95,6 +95,35 @@ fn memo_hit_cold(bencher: divan::Bencher, level: &str) {
         .bench_local_refs(|memo| rt.block_on(memo.get("hit")).unwrap().unwrap());
 }
 
+/// Clearing a run of 500 memo entries (what a retention sweep does to
+/// each expired run): one listing, and a delete of each entry's file,
+/// each taken under the lock a conditional update holds (a forget racing
+/// a rewrap), with its folder's sync where the level syncs.
+#[divan::bench(args = LEVELS, sample_count = 10, sample_size = 1)]
+fn clear_run(bencher: divan::Bencher, level: &str) {
+    const ENTRIES: u64 = 500;
+    let rt = runtime();
+    let (objects, _dir) = folder(level);
+    let store = MemoStore::new(objects, "bench");
+    let round = AtomicU64::new(0);
+    bencher
+        .with_inputs(|| {
+            let run =
+                RunId::new(format!("cleared-{}", round.fetch_add(1, Ordering::Relaxed))).unwrap();
+            let memo = store.memo_for(&run, Incarnation::from_u64(1), 0);
+            rt.block_on(async {
+                for key in 0..ENTRIES {
+                    memo.put(&format!("k{key}"), [7u8; 64]).await.unwrap();
+                }
+            });
+            run
+        })
+        .bench_local_values(|run| {
+            let cleared = rt.block_on(store.clear_memos_for_run(&run)).unwrap();
+            assert_eq!(cleared, ENTRIES as usize);
+        });
+}
+
 #[memoized]
 async fn charge(memo: &Memo, order: u64) -> memo_runtime::Result<u64> {
     Ok(order * 100)

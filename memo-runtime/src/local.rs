@@ -19,7 +19,8 @@
 //! then act on the last name *relative to the folder handle they hold*: a
 //! read opens it with `O_NOFOLLOW | O_NONBLOCK` (a FIFO opens without
 //! blocking) and checks the opened handle with `fstat` before returning it;
-//! a delete `unlinkat`s it, which removes a symlink itself, never its
+//! a delete `unlinkat`s it (holding the lock a conditional update takes on
+//! the file, see below), which removes a symlink itself, never its
 //! target; a `put` (the only write memo makes) creates the folders it lacks
 //! with `mkdirat`, writes a staging file opened with `O_CREAT | O_EXCL |
 //! O_NOFOLLOW` and publishes it with `linkat` (a create) or `renameat` (an
@@ -1004,28 +1005,55 @@ fn read_range(
     Ok(buf.into())
 }
 
+/// How many times in a row a delete finds its file replaced by an update
+/// between opening and locking it before it deletes without the lock.
+const MAX_REPLACED: u32 = 64;
+
 /// Deletes `location`'s file, relative to the real folder holding it, and
 /// syncs that folder if `syncs` is on: memo orders some deletes (a run's
 /// record before its pointer, a run's entries before its marker), and a
 /// power loss that undid an earlier one but kept a later one would bring a
 /// deleted run back (see the module's documentation).
+///
+/// It holds the lock a conditional update takes on the file (`update.rs`)
+/// while it unlinks the name, so that the delete lands before the update's
+/// check (which then finds the object gone) or after its rename (and
+/// deletes what it wrote), never between them, where the rename would
+/// bring the deleted object back: a data key forgotten while a rewrap
+/// replaced it would be readable again.
 fn delete(root: &std::path::Path, location: &Path, syncs: &Syncs) -> object_store::Result<()> {
     let Some((folder, name)) = parent_of(root, location)? else {
         return Err(not_found(&root.join(location.as_ref())));
     };
     let path = folder.file.join(&name);
-    match folder.stat(&name).map_err(|e| io_error(&path, e))? {
-        None => return Err(not_found(&path)),
-        Some(stat) => match file_type(&stat) {
-            FileType::RegularFile => {}
-            FileType::Directory => return Err(io_error(&path, Errno::ISDIR.into())),
-            other => return Err(refused(location, path, kind(other))),
-        },
-    }
+    let mut replaced = 0;
+    // Held until the name is unlinked (`None` where the file cannot be
+    // opened to take it).
+    let lock = loop {
+        match folder.stat(&name).map_err(|e| io_error(&path, e))? {
+            None => return Err(not_found(&path)),
+            Some(stat) => match file_type(&stat) {
+                FileType::RegularFile => {}
+                FileType::Directory => return Err(io_error(&path, Errno::ISDIR.into())),
+                other => return Err(refused(location, path, kind(other))),
+            },
+        }
+        match update::lock_named(&folder, &name, &path)? {
+            update::Locked::Held(file, _) => break Some(file),
+            update::Locked::Gone => return Err(not_found(&path)),
+            update::Locked::Unlockable => break None,
+            // An update renamed another file over the name after it was
+            // opened: lock that one. After many in a row, delete unlocked.
+            update::Locked::Replaced if replaced < MAX_REPLACED => replaced += 1,
+            update::Locked::Replaced => break None,
+        }
+    };
     // Relative to the folder handle: a swap of any folder on the way no
     // longer matters, and a symlink swapped in for the file is what unlinkat
     // removes, never its target.
-    match rustix::fs::unlinkat(&folder.fd, name.as_str(), AtFlags::empty()) {
+    let unlinked = rustix::fs::unlinkat(&folder.fd, name.as_str(), AtFlags::empty());
+    drop(lock);
+    match unlinked {
         Ok(()) => {
             if !is_unsynced_delete(location) {
                 folder.sync_names(syncs)?;

@@ -5,7 +5,7 @@
 //! `Precondition`, across processes.
 //!
 //! The update opens the object's file and takes an exclusive `flock` on
-//! it (advisory: only updates take it), then checks, holding it, that the
+//! it (advisory: updates and deletes take it), then checks, holding it, that the
 //! name still names that file (`fstatat` without following: same inode)
 //! and that the file's e-tag is the one expected; then it stages the new
 //! content and `renameat`s it over the name, as an overwrite does, and lets
@@ -13,13 +13,14 @@
 //! same file and waits for the lock, then finds the name pointing at
 //! another file, or opened the new file, whose e-tag differs: either way
 //! `Precondition`. A missing object is `Precondition` too, as on the
-//! clouds. A delete does not take the lock, so one that lands between the
-//! check and the rename is undone by the rename (the object is there
-//! again, with the new content), where a cloud would refuse the update:
-//! memo's updates are a put racing its run's clear (whose writes a clear
-//! may lose or let through either way) and a rewrap racing a forget (the
-//! key is written back, rewrapped; without this update the rewrap wrote
-//! it back unconditionally).
+//! clouds. A delete takes the same lock before it unlinks the name, so it
+//! lands before an update's check (which then finds the object gone) or
+//! after its rename (and deletes what the update wrote), never between
+//! them, as on the clouds, where an update of a deleted object is refused.
+//! Before deletes took it, a delete landing while an update staged its
+//! content was undone by the rename: a data key forgotten while a rewrap
+//! replaced it was back, readable again (`DataKeys` on a folder key
+//! store, a sweeper forgetting beside a rewrap).
 //!
 //! memo updates in two places: a standalone memo's entry sealed with a key
 //! generation forgotten since is replaced by the next put of its key
@@ -36,7 +37,7 @@ use object_store::{PutPayload, PutResult, UpdateVersion};
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::{Syncs, again_after_folder_races, io_error, meta, parent_of};
+use super::{Folder, Syncs, again_after_folder_races, io_error, meta, parent_of};
 
 /// Replaces `location` with `payload` if its e-tag is `version`'s (see the
 /// module).
@@ -65,23 +66,18 @@ fn update_once(
     };
     let name = name.as_str();
     let path = folder.file.join(name);
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = match rustix::fs::openat(&folder.fd, name, flags, Mode::empty()) {
-        Ok(fd) => std::fs::File::from(fd),
-        Err(Errno::NOENT) => return Err(precondition(location, "the object does not exist")),
-        Err(e) => return Err(io_error(&path, e.into())),
-    };
     // Held until `file` is dropped, after the rename.
-    rustix::fs::flock(file.as_fd(), FlockOperation::LockExclusive)
-        .map_err(|e| io_error(&path, e.into()))?;
-    let held = file.metadata().map_err(|e| io_error(&path, e))?;
-    let named = match folder.stat(name).map_err(|e| io_error(&path, e))? {
-        Some(stat) => stat,
-        None => return Err(precondition(location, "the object was deleted")),
+    let (file, held) = match lock_named(&folder, name, &path)? {
+        Locked::Held(file, held) => (file, held),
+        Locked::Gone => return Err(precondition(location, "the object was deleted")),
+        Locked::Replaced => return Err(precondition(location, "the object was replaced")),
+        Locked::Unlockable => {
+            return Err(io_error(
+                &path,
+                std::io::Error::other("the object cannot be opened to lock it"),
+            ));
+        }
     };
-    if named.st_ino != held.ino() || named.st_dev != held.dev() {
-        return Err(precondition(location, "the object was replaced"));
-    }
     let modified = held.modified().unwrap_or(std::time::UNIX_EPOCH);
     let current = meta(location.clone(), modified, held.len(), held.ino()).e_tag;
     if current.as_deref() != Some(expected) {
@@ -103,6 +99,48 @@ fn update_once(
         version: None,
         extensions: Default::default(),
     })
+}
+
+/// What [`lock_named`] found.
+pub(super) enum Locked {
+    /// The file `name` names, opened and locked (the lock is held until it
+    /// is dropped), and its metadata.
+    Held(std::fs::File, std::fs::Metadata),
+    /// Nothing is named so any more.
+    Gone,
+    /// Another file was renamed over the name between its opening and its
+    /// locking (an update landed).
+    Replaced,
+    /// The name cannot be opened to lock it (no read permission, or no
+    /// longer a regular file): only a delete goes on without the lock.
+    Unlockable,
+}
+
+/// Opens the file `name` names in `folder` (at `path`) and takes the lock
+/// updates and deletes hold: exclusive, released when the file is dropped.
+/// A file renamed over the name before the lock was taken is `Replaced`.
+pub(super) fn lock_named(
+    folder: &Folder,
+    name: &str,
+    path: &std::path::Path,
+) -> object_store::Result<Locked> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(&folder.fd, name, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(Errno::NOENT) => return Ok(Locked::Gone),
+        Err(Errno::ACCESS | Errno::LOOP | Errno::PERM) => return Ok(Locked::Unlockable),
+        Err(e) => return Err(io_error(path, e.into())),
+    };
+    rustix::fs::flock(file.as_fd(), FlockOperation::LockExclusive)
+        .map_err(|e| io_error(path, e.into()))?;
+    let held = file.metadata().map_err(|e| io_error(path, e))?;
+    match folder.stat(name).map_err(|e| io_error(path, e))? {
+        None => Ok(Locked::Gone),
+        Some(named) if named.st_ino == held.ino() && named.st_dev == held.dev() => {
+            Ok(Locked::Held(file, held))
+        }
+        Some(_) => Ok(Locked::Replaced),
+    }
 }
 
 fn precondition(location: &Path, why: &str) -> object_store::Error {
@@ -190,6 +228,49 @@ mod tests {
     /// Eight writers, each with a store of its own (as eight processes
     /// have), update the version they all read at once, for 200 rounds:
     /// each round exactly one wins, and the object holds its value.
+    /// A delete racing an update of the object it deletes (a forget of a
+    /// data key racing a rewrap of it): the delete lands before the
+    /// update's check or after its rename, so the object is gone either
+    /// way. Unlocked, a delete landing while the update stages its
+    /// content (an fsync here, to widen that window as a slow disk does)
+    /// was undone by the rename: the forgotten key was back.
+    #[test]
+    fn a_delete_racing_an_update_never_leaves_the_object_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let at = Path::from("keys/runs/order/1");
+        for round in 0..50 {
+            let first = super::super::put(
+                &root,
+                &at,
+                &PutPayload::from(format!("r{round}")),
+                &PutMode::Overwrite,
+                &Syncs::new(false),
+            )
+            .unwrap();
+            let version = version_of(&first);
+            let start = Arc::new(Barrier::new(2));
+            let updater = {
+                let (root, at, start) = (root.clone(), at.clone(), Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    let payload = PutPayload::from(format!("r{round}-rewrapped"));
+                    update(&root, &at, &payload, &version, &Syncs::new(true))
+                })
+            };
+            start.wait();
+            super::super::delete(&root, &at, &Syncs::new(false)).unwrap();
+            match updater.join().unwrap() {
+                Ok(_) | Err(object_store::Error::Precondition { .. }) => {}
+                Err(e) => panic!("round {round}: {e}"),
+            }
+            assert!(
+                !root.join(at.as_ref()).exists(),
+                "round {round}: the deleted object is back"
+            );
+        }
+    }
+
     #[test]
     fn of_writers_racing_to_update_one_version_exactly_one_wins() {
         const WRITERS: usize = 8;

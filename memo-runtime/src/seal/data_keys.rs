@@ -468,9 +468,12 @@ impl DataKeys {
     /// their runs unreadable.
     ///
     /// A key forgotten while this runs is not written back: each rewrap
-    /// replaces the wrapped key only if it is still the one read, where the
-    /// key store can tell (buckets; a local folder cannot, so do not forget
-    /// runs of a folder key store while rewrapping it).
+    /// replaces the wrapped key only if it is still the one read (a
+    /// conditional update: buckets, and a [`LocalFolder`](crate::store::LocalFolder),
+    /// whose deletes wait for an update of the same file), so sweepers may
+    /// go on forgetting keys meanwhile. On a key store with no conditional
+    /// update, a key forgotten while it is rewrapped is written back: do
+    /// not forget runs of such a store while rewrapping it.
     ///
     /// # Errors
     ///
