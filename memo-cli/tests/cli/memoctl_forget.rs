@@ -222,6 +222,17 @@ async fn rewrap_moves_every_data_key_to_the_new_key_encryption_key_without_touch
     // Before the rewrap, version 2 alone cannot read the runs.
     let stderr = failed(&memoctl(&url, &with(&only_v2), &["show", "order-1"]));
     assert!(stderr.contains("key version 1"), "{stderr}");
+    // Version 2 staged (the first step of a rotation across processes):
+    // it is not the current version, so there is nothing to rewrap yet.
+    let staged = secrets.path().join("kek-1-and-2-staged");
+    std::fs::write(
+        &staged,
+        format!("1 {}\n2 {} staged\n", "ab".repeat(32), "cd".repeat(32)),
+    )
+    .unwrap();
+    let said = ok_json(&memoctl(&url, &with(&staged), &["rewrap", "--json"]));
+    assert_eq!(said["rewrapped"], 0, "{said}");
+    assert!(said["already_current"].as_u64().unwrap() >= 2, "{said}");
 
     let said = ok_json(&memoctl(&url, &with(&both), &["rewrap", "--json"]));
     assert!(said["rewrapped"].as_u64().unwrap() >= 2, "{said}");
