@@ -112,6 +112,12 @@ enum Command {
     /// removed from the file. Fails, after rewrapping, if a process made
     /// keys with an older version meanwhile (it has not got the current one).
     Rewrap,
+    /// Counts the store's objects by the encryption key they need (the
+    /// key version of the store keyring each is sealed with, a read of each
+    /// object's first bytes) and, with per-run data keys, the data keys by
+    /// the key-encryption key version wrapping them: a version is dropped
+    /// from a key file only once no object or data key needs it.
+    Keys,
     /// Lists terminal markers: which runs ended when, and which expired.
     Markers {
         /// Only markers older than the retention.
@@ -240,6 +246,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cancel { run, reason } => commands::cancel(&store, &run, &reason, json).await,
         Command::Forget { run } => commands::forget(&store, &run, json).await,
         Command::Rewrap => commands::rewrap(&store, json).await,
+        Command::Keys => commands::keys(&store, json).await,
         Command::Markers {
             expired,
             retention,

@@ -33,7 +33,7 @@ use crate::envelope;
 use crate::error::{Error, Result};
 use crate::seal::Seal;
 
-const MAGIC: &[u8; 4] = b"MEMB";
+pub(crate) const MAGIC: &[u8; 4] = b"MEMB";
 const VERSION: u8 = 1;
 const LAST: u8 = 1;
 const DOMAIN: &[u8] = b"memo blob chunk v1\0";

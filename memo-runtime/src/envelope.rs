@@ -156,6 +156,46 @@ pub(crate) fn data_key_ref(framed: &[u8]) -> Option<KeyRef> {
     Some(KeyRef { id, generation })
 }
 
+/// The bytes of a frame's start that say how it was sealed
+/// ([`sealed_with`]).
+pub(crate) const SEALING_LEN: usize = 12;
+
+/// How an object was sealed, as the start of its frame says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SealedWith {
+    /// Not a frame: a marker, a status hint, a vacated pointer.
+    NoFrame,
+    /// A frame whose payload is not encrypted.
+    Plaintext,
+    /// Encrypted with a store keyring's key of this version.
+    KeyVersion(u32),
+    /// Encrypted with a run's (or a namespace's) data key.
+    DataKey,
+    /// A frame of a format version this build does not know (a newer
+    /// release's).
+    Unknown,
+}
+
+/// How the frame beginning with `start` (its first [`SEALING_LEN`] bytes,
+/// or all of a shorter object) was sealed.
+pub(crate) fn sealed_with(start: &[u8]) -> SealedWith {
+    if start.len() < 5 || &start[..4] != MAGIC {
+        return SealedWith::NoFrame;
+    }
+    match start[4] {
+        PLAIN_VERSION => SealedWith::Plaintext,
+        SEALED_VERSION if start.len() >= SEALING_LEN => match start[7] {
+            CIPHER_NONE => SealedWith::Plaintext,
+            _ => SealedWith::KeyVersion(u32::from_le_bytes(
+                start[8..12].try_into().expect("4 bytes"),
+            )),
+        },
+        DATA_KEY_VERSION => SealedWith::DataKey,
+        SEALED_VERSION => SealedWith::NoFrame,
+        _ => SealedWith::Unknown,
+    }
+}
+
 /// Frames `payload` for storage at `path` as `seal` says.
 pub(crate) fn seal(path: &Path, payload: &[u8], seal: &Seal) -> Bytes {
     let compressed = compress(payload, seal.compression());

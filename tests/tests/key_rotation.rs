@@ -7,12 +7,13 @@
 //! that still wraps with the old version while the rewrap runs is reported,
 //! so that the old version is not destroyed under its keys.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RuntimeStore};
-use memo_runtime::seal::{DataKeys, Keyring, Seal};
+use memo_runtime::seal::{DataKeys, KeyUsage, Keyring, Seal};
 use memo_runtime::workflow::{Context, Runtime, Workflow};
 use memo_runtime::{Error, ErrorKind, Incarnation, MemoStore, RunId};
 use memo_tests::fixtures::{Backend, run};
@@ -192,7 +193,7 @@ async fn a_key_one_process_writes_with_before_the_others_have_it_stalls_their_re
 
 /// The rotation the docs prescribe, one process at a time: stage the key
 /// everywhere, promote it everywhere, rewrap the data keys, retire the old
-/// version. At each step a run started by one process is finished by the
+/// version once nothing needs it (`KeyUsage`, `DataKeys::kek_versions`). At each step a run started by one process is finished by the
 /// other; after the rewrap, a process holding the new version alone reads
 /// every run (data keys), or every run sealed since the promotion (a store
 /// keyring, whose older objects need the old version until they expire).
@@ -215,14 +216,36 @@ async fn a_staged_key_lets_every_process_read_what_any_writes_throughout_a_rotat
         );
         start_and_finish(&a, &b, &run("new-1")).await;
 
+        // What still needs version 1, before anything is retired.
+        let usage = KeyUsage::scan(fleet.data.open().as_ref(), &Path::from(""))
+            .await
+            .unwrap();
+        let keys = DataKeys::new(promoted_ring(), fleet.keys.open(), "keys");
+        match sealing {
+            Sealing::Keyring => {
+                // Objects sealed before and after the promotion.
+                assert_eq!(usage.by_key_version.keys().collect::<Vec<_>>(), [&1, &2]);
+                assert_eq!(usage.data_key_sealed, 0);
+            }
+            Sealing::DataKeys => {
+                assert!(usage.by_key_version.is_empty(), "{usage:?}");
+                assert!(usage.data_key_sealed > 0, "{usage:?}");
+                let wrapped = keys.kek_versions().await.unwrap();
+                assert_eq!(wrapped, BTreeMap::from([(1, 3), (2, 2)]));
+            }
+        }
+        assert_eq!(usage.unknown, 0, "{usage:?}");
+
         let retired = fleet.process(retired_ring());
         let readable: &[&str] = match sealing {
             Sealing::DataKeys => {
-                let keys = DataKeys::new(promoted_ring(), fleet.keys.open(), "keys");
                 let report = keys.rewrap().await.unwrap();
                 assert_eq!(report.written_meanwhile, 0, "{report:?}");
                 // The runs a process of the old or the staged ring started.
                 assert_eq!((report.rewrapped, report.current), (3, 2), "{report:?}");
+                // Version 1 wraps no key any more: it may be destroyed.
+                let wrapped = keys.kek_versions().await.unwrap();
+                assert_eq!(wrapped, BTreeMap::from([(2, 5)]));
                 &["staged-1", "staged-2", "promoted-1", "promoted-2", "new-1"]
             }
             Sealing::Keyring => &["new-1"],

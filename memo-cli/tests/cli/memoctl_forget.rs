@@ -234,8 +234,20 @@ async fn rewrap_moves_every_data_key_to_the_new_key_encryption_key_without_touch
     assert_eq!(said["rewrapped"], 0, "{said}");
     assert!(said["already_current"].as_u64().unwrap() >= 2, "{said}");
 
+    let keys = ok_json(&memoctl(&url, &with(&both), &["keys", "--json"]));
+    let wrapped_by_v1 = keys["data_keys_by_kek_version"]["1"].as_u64().unwrap();
+    assert!(wrapped_by_v1 >= 2, "{keys}");
+    assert!(keys["data_key_sealed"].as_u64().unwrap() > 0, "{keys}");
+    assert_eq!(keys["by_key_version"], serde_json::json!({}), "{keys}");
+
     let said = ok_json(&memoctl(&url, &with(&both), &["rewrap", "--json"]));
     assert!(said["rewrapped"].as_u64().unwrap() >= 2, "{said}");
+    let keys = ok_json(&memoctl(&url, &with(&both), &["keys", "--json"]));
+    assert_eq!(
+        keys["data_keys_by_kek_version"],
+        serde_json::json!({ "2": wrapped_by_v1 }),
+        "{keys}"
+    );
     assert_eq!(said["already_current"], 0, "{said}");
     assert_eq!(said["written_meanwhile"], 0, "{said}");
     assert!(

@@ -9,7 +9,7 @@
 //! `<inc>` as in the data store's layout. Each holds a wrapped key, in the
 //! record `key_record` describes: a standalone run's with its generation.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -514,6 +514,30 @@ impl DataKeys {
             }
         }
         Ok(report)
+    }
+
+    /// How many data keys each version of the key-encryption key wraps:
+    /// an older version may be destroyed once it wraps none (after a
+    /// [`rewrap`](Self::rewrap), with every process on the current
+    /// version). One listing of the key store and a read of each key.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if the key store fails, [`Error::Corrupt`] if a
+    /// wrapped key is damaged.
+    pub async fn kek_versions(&self) -> Result<BTreeMap<u32, u64>> {
+        let mut versions = BTreeMap::new();
+        for meta in self.list_keys().await? {
+            let at = &meta.location;
+            let bytes = match self.inner.store.get(at).await {
+                Ok(got) => got.bytes().await.map_err(|e| Error::store(at, e))?,
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(Error::store(at, e)),
+            };
+            let record = KeyRecord::decode(&bytes).map_err(|reason| Error::corrupt(at, reason))?;
+            *versions.entry(record.wrapped.kek_version()).or_default() += 1;
+        }
+        Ok(versions)
     }
 
     /// Every wrapped key in the key store.

@@ -54,6 +54,7 @@ mod data_keys;
 mod key_record;
 mod options;
 mod scope;
+mod usage;
 mod wrap;
 
 use data_keys::Lookup;
@@ -65,6 +66,7 @@ pub use options::{
     KEY_ENCRYPTION_KEY_FILE_OPTION,
 };
 pub(crate) use scope::KeyScope;
+pub use usage::KeyUsage;
 pub use wrap::{DataKey, KeyEncryptionKey, WrappedKey};
 
 /// Compression of stored payloads: zstd, before encryption.

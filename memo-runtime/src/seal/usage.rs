@@ -1,0 +1,195 @@
+//! Which keys a store's objects need: a scan of the start of each object's
+//! frame, so that a key version is retired only once nothing sealed with
+//! it is kept (`memoctl keys`).
+
+use std::collections::BTreeMap;
+
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::envelope::{self, SealedWith};
+use crate::error::{Error, Result};
+
+/// How the objects under a prefix are sealed, counted by
+/// [`KeyUsage::scan`]: whether a store keyring's key version is still
+/// needed (an object names it) before it is dropped from the key file.
+///
+/// A large value's object (a [`Blob`](crate::blob::Blob)) counts as its
+/// first chunk is sealed: one writer seals every chunk alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyUsage {
+    /// Objects scanned.
+    pub objects: u64,
+    /// Objects encrypted with a store keyring, by key version.
+    pub by_key_version: BTreeMap<u32, u64>,
+    /// Objects encrypted with a run's (or a shared namespace's) data key:
+    /// which key-encryption key versions those need,
+    /// [`DataKeys::kek_versions`](super::DataKeys::kek_versions) says.
+    pub data_key_sealed: u64,
+    /// Framed objects that are not encrypted: those memo never encrypts
+    /// (terminal markers, due-run entries, status hints: their meaning is
+    /// in their names, their payload empty or the run id), and any value
+    /// stored before encryption was turned on.
+    pub plaintext: u64,
+    /// Objects with no frame: vacated run pointers, files memo did not
+    /// write.
+    pub unframed: u64,
+    /// Frames of a format version this build does not know (written by a
+    /// newer release): they may need any key.
+    pub unknown: u64,
+}
+
+/// The bytes a blob's chunk record puts before the chunk's frame.
+const CHUNK_HEADER_LEN: usize = crate::chunk_frame::HEADER_LEN;
+
+impl KeyUsage {
+    /// Counts how every object under `prefix` in `store` is sealed: one
+    /// listing, and a read of each object's first bytes (at most 26, a
+    /// ranged `GET`; none for an empty object). An object deleted between
+    /// the listing and its read is not counted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if the listing or a read fails.
+    pub async fn scan(store: &dyn ObjectStore, prefix: &Path) -> Result<KeyUsage> {
+        let listed: Vec<_> = store
+            .list(Some(prefix))
+            .try_collect()
+            .await
+            .map_err(|e| Error::store(prefix, e))?;
+        let mut usage = KeyUsage::default();
+        for meta in listed {
+            let len = meta
+                .size
+                .min((CHUNK_HEADER_LEN + envelope::SEALING_LEN) as u64);
+            let start = if len == 0 {
+                bytes::Bytes::new()
+            } else {
+                match store.get_range(&meta.location, 0..len).await {
+                    Ok(start) => start,
+                    Err(object_store::Error::NotFound { .. }) => continue,
+                    Err(e) => return Err(Error::store(&meta.location, e)),
+                }
+            };
+            usage.count(sealing_of(&start));
+        }
+        Ok(usage)
+    }
+
+    /// Adds the counts of `other` (another prefix's scan) to these.
+    pub fn add(&mut self, other: &KeyUsage) {
+        self.objects += other.objects;
+        for (version, count) in &other.by_key_version {
+            *self.by_key_version.entry(*version).or_default() += count;
+        }
+        self.data_key_sealed += other.data_key_sealed;
+        self.plaintext += other.plaintext;
+        self.unframed += other.unframed;
+        self.unknown += other.unknown;
+    }
+
+    fn count(&mut self, sealed: SealedWith) {
+        self.objects += 1;
+        match sealed {
+            SealedWith::NoFrame => self.unframed += 1,
+            SealedWith::Plaintext => self.plaintext += 1,
+            SealedWith::KeyVersion(version) => {
+                *self.by_key_version.entry(version).or_default() += 1;
+            }
+            SealedWith::DataKey => self.data_key_sealed += 1,
+            SealedWith::Unknown => self.unknown += 1,
+        }
+    }
+}
+
+/// How an object beginning with `start` was sealed: a frame, or a blob
+/// whose first chunk record holds one.
+fn sealing_of(start: &[u8]) -> SealedWith {
+    if start.starts_with(crate::chunk_frame::MAGIC) {
+        return match start.get(CHUNK_HEADER_LEN..) {
+            Some(frame) => envelope::sealed_with(frame),
+            None => SealedWith::Unknown,
+        };
+    }
+    envelope::sealed_with(start)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use object_store::PutPayload;
+    use object_store::memory::InMemory;
+
+    use super::*;
+    use crate::seal::{Keyring, Seal};
+
+    fn sealed(path: &str, payload: &[u8], seal: &Seal) -> (Path, bytes::Bytes) {
+        let at = Path::from(path);
+        let framed = envelope::seal(&at, payload, seal);
+        (at, framed)
+    }
+
+    #[tokio::test]
+    async fn a_scan_counts_each_object_by_the_key_its_frame_names() {
+        let store = Arc::new(InMemory::new());
+        let v1 = Seal::plain().with_encryption(Keyring::new(1, [1; 32]).unwrap());
+        let v2 = Seal::plain().with_encryption(
+            Keyring::new(1, [1; 32])
+                .unwrap()
+                .with_key(2, [2; 32])
+                .unwrap(),
+        );
+        let mut objects = vec![
+            sealed("m/a", b"one", &v1),
+            sealed("m/b", b"two", &v2),
+            sealed("m/c", b"three", &v2),
+            sealed("m/d", b"plain", &Seal::plain()),
+            (Path::from("m/marker"), bytes::Bytes::new()),
+            (Path::from("m/hint"), bytes::Bytes::from_static(b"run-1")),
+            (
+                Path::from("m/newer"),
+                bytes::Bytes::from_static(b"MEMO\x09rest"),
+            ),
+            (
+                Path::from("other/x"),
+                envelope::seal(&Path::from("other/x"), b"x", &v1),
+            ),
+        ];
+        // A blob's object: its first chunk record, sealed with version 1.
+        let blob = Path::from("m/blob");
+        let at = crate::chunk_frame::ChunkAt {
+            blob: &blob,
+            index: 0,
+            last: true,
+        };
+        let chunk: Vec<u8> = crate::chunk_frame::encode(at, b"large", &v1).concat();
+        objects.push((blob.clone(), bytes::Bytes::from(chunk)));
+        for (at, bytes) in objects {
+            store.put(&at, PutPayload::from(bytes)).await.unwrap();
+        }
+        let usage = KeyUsage::scan(store.as_ref(), &Path::from("m"))
+            .await
+            .unwrap();
+        assert_eq!(
+            usage,
+            KeyUsage {
+                objects: 8,
+                by_key_version: BTreeMap::from([(1, 2), (2, 2)]),
+                data_key_sealed: 0,
+                plaintext: 1,
+                unframed: 2,
+                unknown: 1,
+            }
+        );
+        let mut both = usage.clone();
+        both.add(
+            &KeyUsage::scan(store.as_ref(), &Path::from("other"))
+                .await
+                .unwrap(),
+        );
+        assert_eq!((both.objects, both.by_key_version[&1]), (9, 3));
+    }
+}
