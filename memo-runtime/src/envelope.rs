@@ -163,7 +163,8 @@ pub(crate) const SEALING_LEN: usize = 12;
 /// How an object was sealed, as the start of its frame says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SealedWith {
-    /// Not a frame: a marker, a status hint, a vacated pointer.
+    /// Not a frame (a vacated run pointer, a file memo did not write), or
+    /// too short to say.
     NoFrame,
     /// A frame whose payload is not encrypted.
     Plaintext,

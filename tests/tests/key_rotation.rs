@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use memo_runtime::object_store::ObjectStore;
 use memo_runtime::object_store::path::Path;
 use memo_runtime::runtime_store::{ObjectStoreRuntimeStore, RuntimeStore};
 use memo_runtime::seal::{DataKeys, KeyUsage, Keyring, Seal};
@@ -73,19 +72,15 @@ impl Fleet {
         MemoStore::new(self.data.open(), "memo").with_seal(self.seal(ring))
     }
 
-    /// The seal of a process whose key file holds `ring`, its data keys
-    /// (if any) over `key_store`.
-    fn seal_over(&self, ring: Keyring, key_store: Arc<dyn ObjectStore>) -> Seal {
+    /// The seal of a process whose key file holds `ring` (its data keys,
+    /// if any, over its own instance of the key store).
+    fn seal(&self, ring: Keyring) -> Seal {
         match self.sealing {
             Sealing::Keyring => Seal::default().with_encryption(ring),
             Sealing::DataKeys => {
-                Seal::default().with_data_keys(DataKeys::new(ring, key_store, "keys"))
+                Seal::default().with_data_keys(DataKeys::new(ring, self.keys.open(), "keys"))
             }
         }
-    }
-
-    fn seal(&self, ring: Keyring) -> Seal {
-        self.seal_over(ring, self.keys.open())
     }
 
     /// A process of the fleet whose key file holds `ring`.
@@ -104,7 +99,7 @@ impl Fleet {
 
 type BoxedRun = futures::future::BoxFuture<'static, Result<String, Error>>;
 
-/// Charges in a step (a memoized call inside it), waits for `approval`,
+/// Charges in a step (its quote kept in a memo entry), waits for `approval`,
 /// then ships in a step: a run one process starts and another finishes.
 fn order() -> Workflow<impl Fn(Context, String) -> BoxedRun + Send + Sync + 'static> {
     Workflow::new("order", |ctx: Context, item: String| {
@@ -193,9 +188,10 @@ async fn a_key_one_process_writes_with_before_the_others_have_it_stalls_their_re
 
 /// The rotation the docs prescribe, one process at a time: stage the key
 /// everywhere, promote it everywhere, rewrap the data keys, retire the old
-/// version once nothing needs it (`KeyUsage`, `DataKeys::kek_versions`). At each step a run started by one process is finished by the
-/// other; after the rewrap, a process holding the new version alone reads
-/// every run (data keys), or every run sealed since the promotion (a store
+/// version once nothing needs it (`KeyUsage`, `DataKeys::kek_versions`).
+/// At each step a run started by one process is finished by the other;
+/// after the rewrap, a process holding the new version alone reads every
+/// run (data keys), or every run sealed since the promotion (a store
 /// keyring, whose older objects need the old version until they expire).
 #[tokio::test]
 async fn a_staged_key_lets_every_process_read_what_any_writes_throughout_a_rotation() {

@@ -5,11 +5,11 @@
 //! `Precondition`, across processes.
 //!
 //! The update opens the object's file and takes an exclusive `flock` on
-//! it (advisory: updates and deletes take it), then checks, holding it, that the
-//! name still names that file (`fstatat` without following: same inode)
-//! and that the file's e-tag is the one expected; then it stages the new
-//! content and `renameat`s it over the name, as an overwrite does, and lets
-//! the lock go. A second updater of the same version either opened the
+//! it (advisory: updates and deletes take it), then checks, holding it,
+//! that the name still names that file (`fstatat` without following: same
+//! inode) and that the file's e-tag is the one expected; then it stages
+//! the new content and `renameat`s it over the name, as an overwrite does,
+//! and lets the lock go. A second updater of the same version either opened the
 //! same file and waits for the lock, then finds the name pointing at
 //! another file, or opened the new file, whose e-tag differs: either way
 //! `Precondition`. A missing object is `Precondition` too, as on the
@@ -225,9 +225,6 @@ mod tests {
         );
     }
 
-    /// Eight writers, each with a store of its own (as eight processes
-    /// have), update the version they all read at once, for 200 rounds:
-    /// each round exactly one wins, and the object holds its value.
     /// A delete racing an update of the object it deletes (a forget of a
     /// data key racing a rewrap of it): the delete lands before the
     /// update's check or after its rename, so the object is gone either
@@ -271,6 +268,9 @@ mod tests {
         }
     }
 
+    /// Eight writers, each with a store of its own (as eight processes
+    /// have), update the version they all read at once, for 200 rounds:
+    /// each round exactly one wins, and the object holds its value.
     #[test]
     fn of_writers_racing_to_update_one_version_exactly_one_wins() {
         const WRITERS: usize = 8;

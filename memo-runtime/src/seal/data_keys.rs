@@ -147,9 +147,10 @@ pub struct Rewrapped {
     /// Data keys already wrapped with it, left as they are.
     pub current: u64,
     /// Of the rewrapped keys, those made with an older version while the
-    /// rewrap ran (absent from its first listing of the key store): a
-    /// process still wraps with that version, so it must not be destroyed
-    /// yet. Give every process the current version, then rewrap again.
+    /// rewrap ran (absent from its first listing of the key store, or
+    /// changed since): a process still wraps with that version, so it
+    /// must not be destroyed yet. Give every process the current version,
+    /// then rewrap again.
     pub written_meanwhile: u64,
 }
 
@@ -461,11 +462,11 @@ impl DataKeys {
     /// It lists the key store, rewraps each key of an older version, then
     /// lists it again: a key of an older version that the first listing
     /// did not show, or that changed since (forgotten and made again; told
-    /// by its entity tag where the store gives one), was made while it ran,
-    /// by a process that still wraps with that version. It is rewrapped too, and counted in
-    /// `written_meanwhile`: that process will go on making such keys until
-    /// it has the current version, so destroying the older one would make
-    /// their runs unreadable.
+    /// by its entity tag where the store gives one), was made while it
+    /// ran, by a process that still wraps with that version. It is
+    /// rewrapped too, and counted in `written_meanwhile`: that process
+    /// will go on making such keys until it has the current version, so
+    /// destroying the older one would make their runs unreadable.
     ///
     /// A key forgotten while this runs is not written back: each rewrap
     /// replaces the wrapped key only if it is still the one read (a
