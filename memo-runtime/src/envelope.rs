@@ -77,7 +77,7 @@ use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 use object_store::path::Path;
 
 use crate::error::{Error, Result};
-use crate::seal::{Compression, KeyRef, Seal};
+use crate::seal::{Compression, KeyRef, Keyring, Seal};
 
 const MAGIC: &[u8; 4] = b"MEMO";
 const PLAIN_VERSION: u8 = 1;
@@ -136,7 +136,7 @@ fn write_key(seal: &Seal) -> Option<FrameKey<'_>> {
         "a seal with data keys writes only once its key is fetched (Seal::for_writing)"
     );
     seal.keys()
-        .map(|keys| keys.current())
+        .and_then(Keyring::current)
         .map(|(version, cipher)| FrameKey::Ring(version, cipher))
 }
 
@@ -551,7 +551,9 @@ fn decrypt(path: &Path, header: &[u8], body: &[u8], seal: &Seal, version: u32) -
     let Some(keys) = seal.keys() else {
         return Err(corrupt(format!(
             "the object is encrypted (key version {version}) and this store has no \
-             encryption key: give it the keyring the data was written with"
+             encryption key: give it the keyring the data was written with (turning \
+             encryption on across processes, give every process the key as staged before \
+             any process writes with it: the encryption guide's \"Turning it on\")"
         )));
     };
     let Some(cipher) = keys.get(version) else {

@@ -167,6 +167,20 @@ impl Keyring {
         Keyring::empty().insert(version, key, false)
     }
 
+    /// A keyring of one key, `key`, under `version` *staged*
+    /// ([`Keyring::with_staged_key`]): a store sealed with it reads what
+    /// that key encrypted and plaintext alike, and writes plaintext. The
+    /// first step of turning encryption on across processes: once every
+    /// process reads with the key, it can be promoted ([`Keyring::new`]),
+    /// process by process.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if `version` is 0.
+    pub fn staged(version: u32, key: [u8; 32]) -> Result<Keyring> {
+        Keyring::empty().insert(version, key, true)
+    }
+
     /// The same keyring with `key` under `version` too; the highest version
     /// that is not staged is the one writes use.
     ///
@@ -228,8 +242,9 @@ impl Keyring {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] naming the file (never a key) if it cannot be
-    /// read, has a malformed line, no key, no key that is not staged, or a
-    /// version twice.
+    /// read, has a malformed line, no key, or a version twice. A file of
+    /// staged keys only is a keyring that writes plaintext
+    /// ([`Keyring::staged`]).
     pub fn from_file(path: impl AsRef<FsPath>) -> Result<Keyring> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -270,17 +285,11 @@ impl Keyring {
         if ring.keys.is_empty() {
             return Err("holds no key".to_owned());
         }
-        if ring.current == 0 {
-            return Err(
-                "holds no key to write with: every key is staged (a staged key is only read; \
-                 promote one by removing `staged` from its line)"
-                    .to_owned(),
-            );
-        }
         Ok(ring)
     }
 
-    /// The version writes use: the highest in the ring that is not staged.
+    /// The version writes use: the highest in the ring that is not staged;
+    /// 0 if every key is staged (writes are then not encrypted).
     pub fn current_version(&self) -> u32 {
         self.current
     }
@@ -300,8 +309,12 @@ impl Keyring {
         )
     }
 
-    pub(crate) fn current(&self) -> (u32, &XChaCha20Poly1305) {
-        (self.current, &self.keys[&self.current])
+    /// The key writes use and its version; `None` if every key is staged
+    /// (the ring then reads what it encrypted and writes plaintext).
+    pub(crate) fn current(&self) -> Option<(u32, &XChaCha20Poly1305)> {
+        self.keys
+            .get(&self.current)
+            .map(|cipher| (self.current, cipher.as_ref()))
     }
 
     pub(crate) fn get(&self, version: u32) -> Option<&XChaCha20Poly1305> {
@@ -457,9 +470,13 @@ impl Seal {
         self.data_keys.as_ref()
     }
 
-    /// Whether payloads are encrypted.
+    /// Whether payloads are encrypted: with data keys, or with a keyring
+    /// that has a key to write with (not only staged ones).
     pub fn is_encrypted(&self) -> bool {
-        self.keys.is_some() || self.data_keys.is_some()
+        self.keys
+            .as_ref()
+            .is_some_and(|keys| keys.current().is_some())
+            || self.data_keys.is_some()
     }
 
     /// The compression of payloads.
@@ -710,6 +727,41 @@ mod tests {
         assert!(below.get(2).is_some());
     }
 
+    /// A keyring of staged keys only writes plaintext and reads both: the
+    /// first step of turning encryption on across processes.
+    #[test]
+    fn a_keyring_of_staged_keys_only_writes_plaintext_and_reads_both() {
+        let ring = Keyring::parse(&format!("1 {HEX} staged\n")).unwrap();
+        assert_eq!(ring.current_version(), 0);
+        assert!(ring.current().is_none() && ring.get(1).is_some());
+        assert_eq!(
+            format!("{:?}", Keyring::staged(1, [0; 32]).unwrap()),
+            "Keyring { current: 0, versions: [1], staged: {1} }"
+        );
+        let staged = Seal::plain().with_encryption(ring);
+        assert!(!staged.is_encrypted() && staged.reads_plaintext());
+        let at = Path::from("m/r/1/k");
+        let written = crate::envelope::seal(&at, b"v", &staged);
+        assert_eq!(
+            crate::envelope::sealed_with(&written),
+            crate::envelope::SealedWith::Plaintext
+        );
+        let promoted =
+            Seal::plain().with_encryption(Keyring::parse(&format!("1 {HEX}\n")).unwrap());
+        let encrypted = crate::envelope::seal(&at, b"v", &promoted);
+        assert_eq!(
+            &crate::envelope::open(&at, encrypted, &staged, 1 << 20).unwrap()[..],
+            b"v"
+        );
+        // A key-encryption key of staged keys only has nothing to wrap with.
+        let kek = Keyring::staged(1, [0; 32]).unwrap();
+        let wrapped = futures::executor::block_on(kek.wrap(&DataKey::from_bytes([1; 32]), b"x"));
+        assert!(
+            matches!(&wrapped, Err(Error::InvalidConfig { reason, .. }) if reason.contains("staged")),
+            "{wrapped:?}"
+        );
+    }
+
     #[test]
     fn a_bad_key_file_is_refused_without_showing_a_key() {
         for (text, says) in [
@@ -719,7 +771,6 @@ mod tests {
             (&format!("1 {HEX}\n1 {HEX}"), "appears twice"),
             (&format!("1 {HEX}\n1 {HEX} staged"), "appears twice"),
             (&format!("x {HEX}"), "line 1"),
-            (&format!("1 {HEX} staged"), "every key is staged"),
             (&format!("1 {HEX} stage"), "line 1 is not"),
             (&format!("1 {HEX} staged now"), "line 1 is not"),
             ("1", "line 1 is not"),
@@ -797,6 +848,17 @@ mod tests {
             Err(Error::InvalidStoreUrl { reason, .. }) => reason,
             other => panic!("{url}: expected InvalidStoreUrl, got {other:?}"),
         };
+        // A key-encryption key of staged keys only has nothing to wrap with.
+        let staged = dir.path().join("kek-staged");
+        std::fs::write(&staged, format!("1 {HEX} staged\n")).unwrap();
+        let reason = refused(
+            &data,
+            &[
+                (DATA_KEY_STORE_OPTION, keys.as_str()),
+                (KEY_ENCRYPTION_KEY_FILE_OPTION, staged.to_str().unwrap()),
+            ],
+        );
+        assert!(reason.contains("is staged"), "{reason}");
         // Keys inside the data's folder, or the data inside the keys'.
         for (data, keys) in [
             (format!("file://{}", dir.path().display()), keys.clone()),

@@ -209,7 +209,12 @@ impl KeyEncryptionKey for Keyring {
         key: &'a DataKey,
         context: &'a [u8],
     ) -> BoxFuture<'a, Result<WrappedKey>> {
-        let (version, cipher) = self.current();
+        let Some((version, cipher)) = self.current() else {
+            return Box::pin(std::future::ready(Err(invalid_key(
+                "every key of the key-encryption key is staged: it has none to wrap a data key \
+                 with (promote one by removing `staged` from its line)",
+            ))));
+        };
         let mut nonce = XNonce::default();
         super::fill_random(&mut nonce);
         let mut bytes = Vec::with_capacity(NONCE_LEN + 32 + TAG_LEN);
