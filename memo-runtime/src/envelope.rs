@@ -132,7 +132,7 @@ fn write_key(seal: &Seal) -> Option<FrameKey<'_>> {
         return Some(FrameKey::Data(key, cipher));
     }
     debug_assert!(
-        seal.data_keys().is_none() || seal.keys().is_some(),
+        seal.data_keys().is_none_or(|keys| !keys.writes()) || seal.keys().is_some(),
         "a seal with data keys writes only once its key is fetched (Seal::for_writing)"
     );
     seal.keys()

@@ -354,8 +354,9 @@ async fn a_rewrap_reports_a_key_forgotten_and_made_again_with_the_older_version_
     assert_eq!(reply.as_deref(), Some(&b"second"[..]));
 }
 
-/// Turning encryption on across a fleet: a key staged alone reads what it
-/// encrypted and writes plaintext, so while one process has it staged and
+/// Turning encryption on across a fleet, with a store keyring or with data
+/// keys: a key staged alone reads what it encrypted (and the data keys it
+/// wraps) and writes plaintext, so while one process has it staged and
 /// another has no key, and then while one has promoted it (accepting the
 /// plaintext the others still write) and another has it staged, each
 /// finishes the runs the other started. Once every process encrypts and
@@ -363,68 +364,73 @@ async fn a_rewrap_reports_a_key_forgotten_and_made_again_with_the_older_version_
 /// one process, the key stalls the other's reads, which says what to do.
 #[tokio::test]
 async fn turning_encryption_on_with_a_staged_key_lets_every_process_read_what_any_writes() {
-    let fleet = Fleet::new(Sealing::Keyring);
-    let (plain, staged) = (
-        Seal::default(),
-        Seal::default().with_encryption(staged_only()),
-    );
-    let promoted = || Seal::default().with_encryption(old_ring());
-    let migrating = || promoted().accepting_plaintext();
+    for sealing in [Sealing::Keyring, Sealing::DataKeys] {
+        let fleet = Fleet::new(sealing);
+        let plain = Seal::default();
+        let staged = fleet.seal(staged_only());
+        let promoted = || fleet.seal(old_ring());
+        let migrating = || promoted().accepting_plaintext();
+        assert!(
+            !staged.is_encrypted() && promoted().is_encrypted(),
+            "{sealing:?}"
+        );
 
-    let (a, b) = (
-        fleet.process_sealed(staged.clone()),
-        fleet.process_sealed(plain.clone()),
-    );
-    start_and_finish(&a, &b, &run("staged-1")).await;
-    start_and_finish(&b, &a, &run("staged-2")).await;
-    let (a, b) = (
-        fleet.process_sealed(migrating()),
-        fleet.process_sealed(staged),
-    );
-    start_and_finish(&a, &b, &run("promoted-1")).await;
-    start_and_finish(&b, &a, &run("promoted-2")).await;
-    let (a, b) = (
-        fleet.process_sealed(migrating()),
-        fleet.process_sealed(migrating()),
-    );
-    start_and_finish(&a, &b, &run("encrypted-1")).await;
+        let (a, b) = (
+            fleet.process_sealed(staged.clone()),
+            fleet.process_sealed(plain.clone()),
+        );
+        start_and_finish(&a, &b, &run("staged-1")).await;
+        start_and_finish(&b, &a, &run("staged-2")).await;
+        let (a, b) = (
+            fleet.process_sealed(migrating()),
+            fleet.process_sealed(staged),
+        );
+        start_and_finish(&a, &b, &run("promoted-1")).await;
+        start_and_finish(&b, &a, &run("promoted-2")).await;
+        let (a, b) = (
+            fleet.process_sealed(migrating()),
+            fleet.process_sealed(migrating()),
+        );
+        start_and_finish(&a, &b, &run("encrypted-1")).await;
 
-    let usage = KeyUsage::scan(fleet.data.open().as_ref(), &Path::from(""))
-        .await
-        .unwrap();
-    assert_eq!(
-        usage.by_key_version.keys().collect::<Vec<_>>(),
-        [&1],
-        "{usage:?}"
-    );
-    // The runs of the first steps hold plaintext values: a process that
-    // no longer accepts plaintext reads only the run written once every
-    // process encrypted.
-    let encrypted_only = fleet.process_sealed(promoted());
-    let output = encrypted_only
-        .run(&run("encrypted-1"), &"book".to_owned(), &order())
-        .await
-        .unwrap();
-    assert_eq!(output, EXPECTED);
-    let refused = encrypted_only
-        .run(&run("staged-1"), &"book".to_owned(), &order())
-        .await
-        .unwrap_err();
-    assert_eq!(refused.kind(), ErrorKind::Corrupt, "{refused}");
+        let usage = KeyUsage::scan(fleet.data.open().as_ref(), &Path::from(""))
+            .await
+            .unwrap();
+        match sealing {
+            Sealing::Keyring => {
+                assert_eq!(usage.by_key_version.keys().collect::<Vec<_>>(), [&1]);
+            }
+            Sealing::DataKeys => assert!(usage.data_key_sealed > 0, "{usage:?}"),
+        }
+        // The runs of the first steps hold plaintext values: a process that
+        // no longer accepts plaintext reads only the run written once every
+        // process encrypted.
+        let encrypted_only = fleet.process_sealed(promoted());
+        let output = encrypted_only
+            .run(&run("encrypted-1"), &"book".to_owned(), &order())
+            .await
+            .unwrap();
+        assert_eq!(output, EXPECTED, "{sealing:?}");
+        let refused = encrypted_only
+            .run(&run("staged-1"), &"book".to_owned(), &order())
+            .await
+            .unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Corrupt, "{sealing:?}: {refused}");
 
-    // Promoted at once beside a process with no key.
-    let (ahead, behind) = (
-        fleet.process_sealed(migrating()),
-        fleet.process_sealed(plain),
-    );
-    start(&ahead, &run("hasty-1")).await;
-    let err = behind.resume(&run("hasty-1"), &order()).await.unwrap_err();
-    assert!(!err.fails_run(), "{err}");
-    assert!(
-        err.to_string()
-            .contains("give every process the key as staged"),
-        "{err}"
-    );
+        // Promoted at once beside a process with no key.
+        let (ahead, behind) = (
+            fleet.process_sealed(migrating()),
+            fleet.process_sealed(plain),
+        );
+        start(&ahead, &run("hasty-1")).await;
+        let err = behind.resume(&run("hasty-1"), &order()).await.unwrap_err();
+        assert!(!err.fails_run(), "{sealing:?}: {err}");
+        assert!(
+            err.to_string()
+                .contains("as staged before any process writes with it"),
+            "{sealing:?}: {err}"
+        );
+    }
 }
 
 /// A keyring of one staged key, version 1: turning encryption on.

@@ -483,6 +483,12 @@ impl DataKeys {
     /// before it are rewrapped, call it again once it is mended).
     pub async fn rewrap(&self) -> Result<Rewrapped> {
         let current = self.inner.kek.current_version();
+        if current == 0 {
+            return Err(super::invalid_key(
+                "every key of the key-encryption key is staged: there is no current version to \
+                 rewrap with (promote one by removing `staged` from its line)",
+            ));
+        }
         let mut report = Rewrapped::default();
         // The entity tag the first pass left each key it found with (none
         // where the store gives none, or the key changed under the pass).
@@ -515,6 +521,13 @@ impl DataKeys {
             }
         }
         Ok(report)
+    }
+
+    /// Whether these keys seal what a store writes: their key-encryption
+    /// key has a current version (a [`Keyring`](super::Keyring) of staged
+    /// keys only has none: its data keys read, and none is made).
+    pub(crate) fn writes(&self) -> bool {
+        self.inner.kek.current_version() > 0
     }
 
     /// How many data keys each version of the key-encryption key wraps:

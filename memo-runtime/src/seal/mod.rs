@@ -470,13 +470,13 @@ impl Seal {
         self.data_keys.as_ref()
     }
 
-    /// Whether payloads are encrypted: with data keys, or with a keyring
-    /// that has a key to write with (not only staged ones).
+    /// Whether payloads are encrypted: with data keys, or with a keyring,
+    /// that have a key to write with (not only staged ones).
     pub fn is_encrypted(&self) -> bool {
         self.keys
             .as_ref()
             .is_some_and(|keys| keys.current().is_some())
-            || self.data_keys.is_some()
+            || self.data_keys.as_ref().is_some_and(DataKeys::writes)
     }
 
     /// The compression of payloads.
@@ -554,7 +554,9 @@ impl Seal {
     /// names one (a payload outside any run; a bug of memo's), and whatever
     /// fetching, making or wrapping the key fails with.
     pub(crate) async fn for_writing(&self, path: &Path) -> Result<Cow<'_, Seal>> {
-        let Some(data_keys) = &self.data_keys else {
+        // Without data keys, or with staged ones only (which read and never
+        // make a key), the keyring's current key, or none, seals.
+        let Some(data_keys) = self.data_keys.as_ref().filter(|keys| keys.writes()) else {
             return Ok(Cow::Borrowed(self));
         };
         let scoped = self.scope.as_ref().and_then(|scope| {
@@ -632,7 +634,10 @@ impl Seal {
         let Some(data_keys) = &self.data_keys else {
             return Err(corrupt(
                 "the object is encrypted with a run's data key and this store has no data \
-                 keys: give it the key store and key-encryption key it was written with"
+                 keys: give it the key store and key-encryption key it was written with \
+                 (turning data keys on across processes, give every process the \
+                 key-encryption key as staged before any process writes with it: the \
+                 encryption guide's \"Old data\")"
                     .into(),
             ));
         };
@@ -848,17 +853,26 @@ mod tests {
             Err(Error::InvalidStoreUrl { reason, .. }) => reason,
             other => panic!("{url}: expected InvalidStoreUrl, got {other:?}"),
         };
-        // A key-encryption key of staged keys only has nothing to wrap with.
+        // A key-encryption key of staged keys only: data keys that read
+        // and are never made (the first step of turning them on), and
+        // nothing to rewrap with.
         let staged = dir.path().join("kek-staged");
         std::fs::write(&staged, format!("1 {HEX} staged\n")).unwrap();
-        let reason = refused(
+        let opened = crate::store::store_from_url(
             &data,
-            &[
+            [
                 (DATA_KEY_STORE_OPTION, keys.as_str()),
                 (KEY_ENCRYPTION_KEY_FILE_OPTION, staged.to_str().unwrap()),
             ],
+        )
+        .unwrap();
+        let seal = &opened.seal;
+        assert!(seal.data_keys().is_some() && !seal.is_encrypted() && seal.reads_plaintext());
+        let rewrap = futures::executor::block_on(seal.data_keys().unwrap().rewrap());
+        assert!(
+            matches!(&rewrap, Err(Error::InvalidConfig { reason, .. }) if reason.contains("staged")),
+            "{rewrap:?}"
         );
-        assert!(reason.contains("is staged"), "{reason}");
         // Keys inside the data's folder, or the data inside the keys'.
         for (data, keys) in [
             (format!("file://{}", dir.path().display()), keys.clone()),

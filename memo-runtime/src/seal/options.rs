@@ -77,12 +77,6 @@ where
         (None, None) => {}
         (Some(key_store), Some(kek_file)) => {
             let kek = Keyring::from_file(&kek_file).map_err(|e| invalid(e.to_string()))?;
-            if kek.current_version() == 0 {
-                return Err(invalid(format!(
-                    "every key of the key-encryption key file {kek_file} is staged: data keys \
-                     need one to wrap with (promote one by removing `staged` from its line)"
-                )));
-            }
             seal = seal.with_data_keys(data_keys_at(url, &key_store, kek).map_err(invalid)?);
         }
         _ => {

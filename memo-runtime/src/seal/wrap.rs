@@ -165,7 +165,10 @@ impl WrappedKey {
 /// # }
 /// ```
 pub trait KeyEncryptionKey: fmt::Debug + Send + Sync + 'static {
-    /// The version new wraps use (1 or more).
+    /// The version new wraps use (1 or more); 0 if the key has none yet
+    /// (every version only *staged*, as a [`Keyring`] of staged keys): its
+    /// data keys are then read and never made, and a store writes as it
+    /// would without them.
     fn current_version(&self) -> u32;
 
     /// `key` wrapped by the current version, bound to `context`.
