@@ -138,6 +138,12 @@ impl Default for Compression {
 ///    keyring, after the retention period; for the key-encryption key of
 ///    [`DataKeys`], once [`DataKeys::rewrap`] (run after step 2 reached every
 ///    process) reports no key written meanwhile with an older version.
+///    [`KeyUsage::scan`] and [`DataKeys::kek_versions`] (`memoctl keys`)
+///    say what still needs a version.
+///
+/// Turning encryption on goes the same way: a ring of staged keys only
+/// ([`Keyring::staged`]) reads what its key encrypted and writes
+/// plaintext, until the key is promoted.
 #[derive(Clone)]
 pub struct Keyring {
     current: u32,
