@@ -172,6 +172,9 @@ pub(crate) enum Lookup {
     Replaced,
 }
 
+/// How many keys [`DataKeys::kek_versions`] reads at once.
+const KEY_READS: usize = 16;
+
 /// How many times a writer makes a standalone run's key that is forgotten
 /// again before it can read it back, before it gives up.
 const MAKE_ATTEMPTS: u32 = 3;
@@ -540,18 +543,33 @@ impl DataKeys {
     /// [`Error::Store`] if the key store fails, [`Error::Corrupt`] if a
     /// wrapped key is damaged.
     pub async fn kek_versions(&self) -> Result<BTreeMap<u32, u64>> {
+        let prefix = &self.inner.prefix;
+        let mut read = self
+            .inner
+            .store
+            .list(Some(prefix))
+            .map_err(|e| Error::store(prefix, e))
+            .map_ok(|meta| self.kek_version_at(meta.location))
+            .try_buffer_unordered(KEY_READS);
         let mut versions = BTreeMap::new();
-        for meta in self.list_keys().await? {
-            let at = &meta.location;
-            let bytes = match self.inner.store.get(at).await {
-                Ok(got) => got.bytes().await.map_err(|e| Error::store(at, e))?,
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(Error::store(at, e)),
-            };
-            let record = KeyRecord::decode(&bytes).map_err(|reason| Error::corrupt(at, reason))?;
-            *versions.entry(record.wrapped.kek_version()).or_default() += 1;
+        while let Some(version) = read.try_next().await? {
+            if let Some(version) = version {
+                *versions.entry(version).or_default() += 1;
+            }
         }
         Ok(versions)
+    }
+
+    /// The version of the key-encryption key that wraps the key at `at`
+    /// (`None` if it was forgotten since it was listed).
+    async fn kek_version_at(&self, at: Path) -> Result<Option<u32>> {
+        let bytes = match self.inner.store.get(&at).await {
+            Ok(got) => got.bytes().await.map_err(|e| Error::store(&at, e))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(Error::store(&at, e)),
+        };
+        let record = KeyRecord::decode(&bytes).map_err(|reason| Error::corrupt(&at, reason))?;
+        Ok(Some(record.wrapped.kek_version()))
     }
 
     /// Every wrapped key in the key store.

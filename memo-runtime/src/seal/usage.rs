@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 
 use crate::envelope::{self, SealedWith};
 use crate::error::{Error, Result};
@@ -47,33 +47,26 @@ const CHUNK_HEADER_LEN: usize = crate::chunk_frame::HEADER_LEN;
 impl KeyUsage {
     /// Counts how every object under `prefix` in `store` is sealed: one
     /// listing, and a read of each object's first bytes (at most 26, a
-    /// ranged `GET`; none for an empty object). An object deleted between
-    /// the listing and its read is not counted.
+    /// ranged `GET`, 16 at a time; none for an empty object). An object
+    /// deleted between the listing and its read is not counted.
     ///
     /// # Errors
     ///
     /// [`Error::Store`] if the listing or a read fails.
     pub async fn scan(store: &dyn ObjectStore, prefix: &Path) -> Result<KeyUsage> {
-        let listed: Vec<_> = store
+        // The listing is read as it comes, a few objects' starts at once:
+        // memory does not grow with the store, and a bucket's round trips
+        // overlap.
+        let mut sealings = store
             .list(Some(prefix))
-            .try_collect()
-            .await
-            .map_err(|e| Error::store(prefix, e))?;
+            .map_err(|e| Error::store(prefix, e))
+            .map_ok(|meta| sealing_at(store, meta))
+            .try_buffer_unordered(SCAN_READS);
         let mut usage = KeyUsage::default();
-        for meta in listed {
-            let len = meta
-                .size
-                .min((CHUNK_HEADER_LEN + envelope::SEALING_LEN) as u64);
-            let start = if len == 0 {
-                bytes::Bytes::new()
-            } else {
-                match store.get_range(&meta.location, 0..len).await {
-                    Ok(start) => start,
-                    Err(object_store::Error::NotFound { .. }) => continue,
-                    Err(e) => return Err(Error::store(&meta.location, e)),
-                }
-            };
-            usage.count(sealing_of(&start));
+        while let Some(sealed) = sealings.try_next().await? {
+            if let Some(sealed) = sealed {
+                usage.count(sealed);
+            }
         }
         Ok(usage)
     }
@@ -101,6 +94,25 @@ impl KeyUsage {
             SealedWith::DataKey => self.data_key_sealed += 1,
             SealedWith::Unknown => self.unknown += 1,
         }
+    }
+}
+
+/// How many objects' starts a scan reads at once.
+const SCAN_READS: usize = 16;
+
+/// How the object `meta` lists was sealed, from its first bytes (`None`
+/// if it was deleted since it was listed).
+async fn sealing_at(store: &dyn ObjectStore, meta: ObjectMeta) -> Result<Option<SealedWith>> {
+    let len = meta
+        .size
+        .min((CHUNK_HEADER_LEN + envelope::SEALING_LEN) as u64);
+    if len == 0 {
+        return Ok(Some(sealing_of(&[])));
+    }
+    match store.get_range(&meta.location, 0..len).await {
+        Ok(start) => Ok(Some(sealing_of(&start))),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(Error::store(&meta.location, e)),
     }
 }
 
