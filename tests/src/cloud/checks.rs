@@ -4,13 +4,14 @@
 //!
 //! Each check panics, like `assert!`, saying what failed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use memo_runtime::object_store::ObjectStore;
-use memo_runtime::seal::{Compression, DataKeys, Keyring, Seal};
+use memo_runtime::seal::{Compression, DataKeys, KeyUsage, Keyring, Seal};
 use memo_runtime::testing::memo_store as suite;
 use memo_runtime::testing::runtime_store as runtime_suite;
 use memo_runtime::testing::{CountingStore, FaultInjectingStore, FaultRule, RequestKind};
@@ -88,6 +89,40 @@ pub async fn data_keys_conformance_suites(bucket: &CloudBucket) {
         |objects| ObjectStoreRuntimeStore::new(objects, prefix.clone()).with_seal(seal.clone()),
     )
     .await;
+}
+
+/// `KeyUsage::scan` (what `memoctl keys` prints) reads each object's
+/// first bytes with a ranged `GET`, which nothing else memo sends to a
+/// bucket: entries sealed with a store keyring's versions 1 and 2, and one
+/// in plaintext, are each counted by the key their frame names.
+pub async fn a_key_scan_counts_each_object_by_the_key_it_needs(bucket: &CloudBucket) {
+    let opened = bucket.open();
+    let memo =
+        |seal: Seal| MemoStore::new(opened.store.clone(), opened.prefix.clone()).with_seal(seal);
+    let v1 = Keyring::new(1, [51; 32]).expect("a valid key version");
+    let v2 = v1.clone().with_key(2, [52; 32]).expect("a new key version");
+    let run_id = run("scanned");
+    for (seal, key) in [
+        (Seal::default().with_encryption(v1), "a"),
+        (Seal::default().with_encryption(v2), "b"),
+        (Seal::plain(), "c"),
+    ] {
+        memo(seal)
+            .new_memo(&run_id, 0)
+            .put(key, b"a value of some length")
+            .await
+            .unwrap();
+    }
+    let usage = KeyUsage::scan(opened.store.as_ref(), &opened.prefix)
+        .await
+        .unwrap();
+    assert_eq!(
+        usage.by_key_version,
+        BTreeMap::from([(1, 1), (2, 1)]),
+        "{usage:?}"
+    );
+    assert!(usage.plaintext >= 1, "{usage:?}");
+    assert_eq!((usage.data_key_sealed, usage.unknown), (0, 0), "{usage:?}");
 }
 
 /// The runtime-store conformance suite, object-storage checks included.

@@ -303,6 +303,7 @@ macro_rules! cloud_checks {
         $crate::cloud_checks!(@shared $cloud, 4, a_new_runs_creation_reads_no_object);
         $crate::cloud_checks!(@shared $cloud, 4, a_stale_deletions_update_never_vacates_a_later_runs_pointer);
         $crate::cloud_checks!(@shared $cloud, 4, sealed_memo_conformance_suite);
+        $crate::cloud_checks!(@shared $cloud, 4, a_key_scan_counts_each_object_by_the_key_it_needs);
         $crate::cloud_checks!(@exclusive $cloud, 4, data_keys_conformance_suites);
         $crate::cloud_checks!(@shared $cloud, 8, thirty_two_clients_racing_one_key_converge_on_one_value);
         $crate::cloud_checks!(@shared $cloud, 4, lost_ack_on_a_create_returns_the_committed_value);
