@@ -1,7 +1,6 @@
 //! `memoctl keys`: which encryption keys the store's objects need, so that
 //! a key version is dropped from a key file only once nothing needs it.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -27,21 +26,14 @@ pub(crate) async fn keys(store: &Store, json: bool) -> anyhow::Result<ExitCode> 
         None => None,
     };
     if json {
-        let by_version =
-            |counts: &BTreeMap<u32, u64>| -> serde_json::Map<String, serde_json::Value> {
-                counts
-                    .iter()
-                    .map(|(version, count)| (version.to_string(), json!(count)))
-                    .collect()
-            };
         print_json(&json!({
             "objects": usage.objects,
-            "by_key_version": by_version(&usage.by_key_version),
+            "by_key_version": usage.by_key_version,
             "data_key_sealed": usage.data_key_sealed,
             "plaintext": usage.plaintext,
             "unframed": usage.unframed,
             "unknown_frames": usage.unknown,
-            "data_keys_by_kek_version": wrapped.as_ref().map(by_version),
+            "data_keys_by_kek_version": wrapped,
         }));
         return Ok(ExitCode::SUCCESS);
     }

@@ -154,6 +154,18 @@ pub struct Rewrapped {
     pub written_meanwhile: u64,
 }
 
+/// What [`DataKeys::rewrap`] did to one key, with the entity tag the key
+/// is left with where the store told it (none if its replacement was
+/// refused: it changed meanwhile).
+enum Rewrap {
+    /// Wrapped again with the current version.
+    Rewrapped(Option<String>),
+    /// Already wrapped with it.
+    Current(Option<String>),
+    /// No longer in the key store.
+    Gone,
+}
+
 /// A data key unwrapped, with its generation.
 #[derive(Clone)]
 struct Unwrapped {
@@ -497,12 +509,17 @@ impl DataKeys {
         // where the store gives none, or the key changed under the pass).
         let mut left: HashMap<Path, Option<String>> = HashMap::new();
         for meta in self.list_keys().await? {
-            let (rewrapped, tag) = self.rewrap_one(&meta.location, current).await?;
-            match rewrapped {
-                Some(true) => report.rewrapped += 1,
-                Some(false) => report.current += 1,
-                None => continue,
-            }
+            let tag = match self.rewrap_one(&meta.location, current).await? {
+                Rewrap::Rewrapped(tag) => {
+                    report.rewrapped += 1;
+                    tag
+                }
+                Rewrap::Current(tag) => {
+                    report.current += 1;
+                    tag
+                }
+                Rewrap::Gone => continue,
+            };
             left.insert(meta.location, tag);
         }
         // A key the first listing did not show, or that changed since the
@@ -513,14 +530,13 @@ impl DataKeys {
             if seen.is_some_and(|tag| *tag == meta.e_tag) {
                 continue;
             }
-            let (rewrapped, _) = self.rewrap_one(&meta.location, current).await?;
-            match rewrapped {
-                Some(true) => {
+            match self.rewrap_one(&meta.location, current).await? {
+                Rewrap::Rewrapped(_) => {
                     report.rewrapped += 1;
                     report.written_meanwhile += 1;
                 }
-                Some(false) if seen.is_none() => report.current += 1,
-                _ => {}
+                Rewrap::Current(_) if seen.is_none() => report.current += 1,
+                Rewrap::Current(_) | Rewrap::Gone => {}
             }
         }
         Ok(report)
@@ -584,20 +600,19 @@ impl DataKeys {
     }
 
     /// Rewraps the key at `at` with version `current` unless it already
-    /// is: whether it rewrapped it (`None` if the key is gone), and the
-    /// entity tag the key is left with, if the store told it.
-    async fn rewrap_one(&self, at: &Path, current: u32) -> Result<(Option<bool>, Option<String>)> {
+    /// is.
+    async fn rewrap_one(&self, at: &Path, current: u32) -> Result<Rewrap> {
         let Some(name) = at.prefix_match(&self.inner.prefix).map(|parts| {
             parts
                 .map(|p| p.as_ref().to_owned())
                 .collect::<Vec<_>>()
                 .join("/")
         }) else {
-            return Ok((None, None));
+            return Ok(Rewrap::Gone);
         };
         let got = match self.inner.store.get(at).await {
             Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok((None, None)),
+            Err(object_store::Error::NotFound { .. }) => return Ok(Rewrap::Gone),
             Err(e) => return Err(Error::store(at, e)),
         };
         let read_tag = got.meta.e_tag.clone();
@@ -608,7 +623,7 @@ impl DataKeys {
         let bytes = got.bytes().await.map_err(|e| Error::store(at, e))?;
         let record = KeyRecord::decode(&bytes).map_err(|reason| Error::corrupt(at, reason))?;
         if record.wrapped.kek_version() == current {
-            return Ok((Some(false), read_tag));
+            return Ok(Rewrap::Current(read_tag));
         }
         // A standalone run's key keeps its generation: the frames
         // sealed with it name that generation.
@@ -624,7 +639,7 @@ impl DataKeys {
             wrapped: self.inner.kek.wrap(&key, &context).await?,
         };
         let tag = self.replace(at, rewrapped.encode()?, version).await?;
-        Ok((Some(true), tag))
+        Ok(Rewrap::Rewrapped(tag))
     }
 
     /// Writes `record` at `at` if the object there is still `version`
