@@ -11,7 +11,7 @@ use object_store::{
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::read_limit::{Limit, read_bounded};
-use crate::seal::{PLAIN, Seal};
+use crate::seal::{Opening, PLAIN, Seal};
 
 /// How many times a create whose outcome is unknown is tried before the error
 /// is returned.
@@ -150,6 +150,11 @@ enum Found {
     Vacant(Bytes, UpdateVersion),
 }
 
+/// How many times [`read_entry`] reads an object again whose data key it
+/// found forgotten, and which changed since its last read, before it gives
+/// up: each change is a deletion and a new run of the id within one read.
+const MAX_REREADS: u32 = 3;
+
 async fn read_entry(
     store: &dyn ObjectStore,
     path: &Path,
@@ -157,16 +162,37 @@ async fn read_entry(
     seal: &Seal,
     vacancy: Vacancy,
 ) -> Result<Found> {
-    let Some((framed, version)) = read_bounded(store, path, limit).await? else {
+    let Some((mut framed, mut version)) = read_bounded(store, path, limit).await? else {
         return Ok(Found::Absent);
     };
-    if vacancy == Vacancy::Read && framed.starts_with(VACANT) {
-        return Ok(Found::Vacant(framed, version));
-    }
-    let key = envelope::data_key_ref(&framed);
-    let Some(seal) = seal.for_reading_entry(path, key).await? else {
-        tracing::debug!(%path, "an entry of a cleared standalone run reads as a miss");
-        return Ok(Found::Stale(version));
+    let mut rereads = 0;
+    let seal = loop {
+        if vacancy == Vacancy::Read && framed.starts_with(VACANT) {
+            return Ok(Found::Vacant(framed, version));
+        }
+        let key = envelope::data_key_ref(&framed);
+        let forgotten = match seal.for_reading_entry(path, key).await? {
+            Opening::With(seal) => break seal,
+            Opening::Stale => {
+                tracing::debug!(%path, "an entry of a cleared standalone run reads as a miss");
+                return Ok(Found::Stale(version));
+            }
+            Opening::Forgotten(error) => error,
+        };
+        // Its key is not in the key store. A run's key is forgotten only
+        // once its objects are deleted, so the object may have been read
+        // just before its run's deletion and the key looked up just after:
+        // read it again, and take what is there now (nothing, or what
+        // replaced it: a vacated pointer, another incarnation's).
+        if rereads == MAX_REREADS {
+            return Err(forgotten);
+        }
+        rereads += 1;
+        match read_bounded(store, path, limit).await? {
+            None => return Ok(Found::Absent),
+            Some((again, _)) if again == framed => return Err(forgotten),
+            Some((again, again_version)) => (framed, version) = (again, again_version),
+        }
     };
     let payload = envelope::open(path, framed, &seal, limit.max_payload())?;
     if payload.len() as u64 > limit.max_payload() {

@@ -19,6 +19,7 @@ use memo_runtime::seal::{Compression, DataKeys, Keyring, Seal};
 use memo_runtime::testing::{memo_store as memo_suite, runtime_store as runs_suite};
 use memo_runtime::{Error, Incarnation, MemoStore, RunId};
 use memo_tests::fixtures::{Backend, run};
+use memo_tests::pause::{Held, Pauses, wait_reached};
 
 /// The key-encryption key of version 1.
 fn kek_v1() -> Keyring {
@@ -333,6 +334,72 @@ async fn the_sweeper_forgets_the_data_key_of_each_run_it_clears() {
         copy_memo.new_memo(&standalone, 0).get("k").await.unwrap(),
         None
     );
+}
+
+/// A read of a run that meets the sweep deleting it: the reader reads the
+/// run's pointer (or a memo entry) just before the sweep deletes it, and
+/// looks up the data key just after the sweep forgot it (a key store in
+/// another bucket answers a round trip later). It reads what a read a
+/// moment later does: no run, and a miss. Before, both were
+/// `Error::Corrupt` ("the run was forgotten"), as for an object whose key
+/// is gone while it stands, which stays corrupt (the test above).
+#[tokio::test]
+async fn a_read_racing_the_sweep_of_its_run_finds_it_gone_not_corrupt() {
+    let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
+    let (memo, runs) = stores(&objects, &seal(&key_store, kek_v1()));
+    let swept = run("swept");
+    finished_run(&memo, &runs, &swept).await;
+    let incarnation = runs.load_run(&swept).await.unwrap().unwrap().incarnation;
+    memo.markers()
+        .write(&memo_runtime::retention::TerminalMarker {
+            run_id: swept.clone(),
+            terminal_at_ms: 3,
+            incarnation,
+        })
+        .await
+        .unwrap();
+
+    // Two readers in processes of their own, each held at its lookup of
+    // the run's key: one loads the run, the other reads its memo entry.
+    let reader = |held: Held| {
+        let (paused, pause) = Pauses::new(key_store.clone(), held, Path::from("keys"));
+        let keys = DataKeys::new(kek_v1(), Arc::new(paused), "keys");
+        (
+            stores(&objects, &Seal::default().with_data_keys(keys)),
+            pause,
+        )
+    };
+    let ((_, pointer_reader), pointer_pause) = reader(Held::Get);
+    let ((entry_reader, _), entry_pause) = reader(Held::Get);
+    let load = {
+        let swept = swept.clone();
+        tokio::spawn(async move { pointer_reader.load_run(&swept).await })
+    };
+    let get = {
+        let swept = swept.clone();
+        tokio::spawn(async move {
+            entry_reader
+                .memo_for(&swept, incarnation, 0)
+                .get("reply")
+                .await
+        })
+    };
+    wait_reached(pointer_pause.reached, "the run load's key lookup").await;
+    wait_reached(entry_pause.reached, "the entry read's key lookup").await;
+
+    let sweeper = RetentionSweeper::builder(memo.clone(), Duration::from_secs(1))
+        .runtime_store(Arc::new(runs) as _)
+        .build();
+    let report = sweeper.sweep_once(10_000).await.unwrap();
+    assert_eq!(report.runs_cleared, 1, "{report:?}");
+    assert!(keys_of(&key_store, &swept).await.is_empty());
+
+    pointer_pause.release.send(()).unwrap();
+    entry_pause.release.send(()).unwrap();
+    let loaded = load.await.unwrap();
+    assert!(matches!(loaded, Ok(None)), "{loaded:?}");
+    let got = get.await.unwrap();
+    assert!(matches!(got, Ok(None)), "{got:?}");
 }
 
 #[tokio::test]

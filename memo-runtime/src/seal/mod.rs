@@ -602,13 +602,14 @@ impl Seal {
         key: Option<KeyRef>,
     ) -> Result<Cow<'_, Seal>> {
         match self.for_reading_entry(path, key).await? {
-            Some(seal) => Ok(seal),
-            None => Err(Error::corrupt(path, cleared(key))),
+            Opening::With(seal) => Ok(seal),
+            Opening::Stale => Err(Error::corrupt(path, cleared(key))),
+            Opening::Forgotten(error) => Err(error),
         }
     }
 
-    /// [`for_reading`](Self::for_reading), but `None` for a frame that
-    /// belongs to a cleared standalone run: one of a standalone memo's
+    /// [`for_reading`](Self::for_reading), but [`Opening::Stale`] for a
+    /// frame that belongs to a cleared standalone run: one of a standalone memo's
     /// entries, sealed with a generation of its run's key that the key
     /// store no longer holds (forgotten, and maybe made again since). Such
     /// an entry was written by a use that raced the run's clear (or was
@@ -621,19 +622,28 @@ impl Seal {
     /// one altered with its checksum mended reads as a miss, which is what
     /// deleting the entry (in the reach of whoever can alter it) does too.
     ///
+    /// A frame whose data key is not in the key store at all is
+    /// [`Opening::Forgotten`], with the error a read of it returns unless
+    /// the reader finds the object gone meanwhile: a run's key is
+    /// forgotten only after its objects are deleted (the sweeper's and
+    /// `memoctl forget`'s order), so an object read just before its run's
+    /// deletion and its key looked up just after reads as what it is by
+    /// then, absent (`write_once::read_entry`).
+    ///
     /// # Errors
     ///
-    /// As [`for_reading`](Self::for_reading), but for the miss.
+    /// As [`for_reading`](Self::for_reading), but for the miss and the
+    /// forgotten key.
     pub(crate) async fn for_reading_entry(
         &self,
         path: &Path,
         key: Option<KeyRef>,
-    ) -> Result<Option<Cow<'_, Seal>>> {
+    ) -> Result<Opening<'_>> {
         let Some(key) = key else {
-            return Ok(Some(Cow::Borrowed(self)));
+            return Ok(Opening::With(Cow::Borrowed(self)));
         };
         if self.data_key.as_ref().is_some_and(|(at, _)| *at == key) {
-            return Ok(Some(Cow::Borrowed(self)));
+            return Ok(Opening::With(Cow::Borrowed(self)));
         }
         let corrupt = |reason: String| Error::corrupt(path, reason);
         let id = key.id;
@@ -665,20 +675,34 @@ impl Seal {
         }
         let cipher = match data_keys.for_reading(&name, key.generation, path).await? {
             Lookup::Found(cipher) => cipher,
-            Lookup::Absent | Lookup::Replaced if scope.stale_is_miss() => return Ok(None),
+            Lookup::Absent | Lookup::Replaced if scope.stale_is_miss() => {
+                return Ok(Opening::Stale);
+            }
             Lookup::Absent => {
-                return Err(corrupt(format!(
+                return Ok(Opening::Forgotten(corrupt(format!(
                     "the data key of {name} is not in the key store: the run was forgotten \
                      (its data can never be read again), or the object was moved or copied \
                      here from another run, or this is not the key store it was written with"
-                )));
+                ))));
             }
             Lookup::Replaced => return Err(corrupt(cleared(Some(key)))),
         };
         let mut seal = self.clone();
         seal.data_key = Some((key, cipher));
-        Ok(Some(Cow::Owned(seal)))
+        Ok(Opening::With(Cow::Owned(seal)))
     }
+}
+
+/// What [`Seal::for_reading_entry`] found to open a frame with.
+pub(crate) enum Opening<'a> {
+    /// The seal that opens it.
+    With(Cow<'a, Seal>),
+    /// The frame belongs to a cleared standalone run: a miss.
+    Stale,
+    /// The data key it names is not in the key store: forgotten, with its
+    /// run's objects deleted first. The error is the read's unless the
+    /// object is found gone.
+    Forgotten(Error),
 }
 
 /// Why a frame sealed with the forgotten generation `key` names cannot be
