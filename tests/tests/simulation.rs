@@ -241,14 +241,16 @@ fn deployment() -> bool {
     std::env::var("MEMO_SIM_DEPLOYMENT").is_ok_and(|v| v == "1")
 }
 
-/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,sqlite,foreign-objects,sealed,standalone-memos,shared-memos,wrong-prefix-operator,slow-deletes,early-pointer-deletes,clock-skew,power-loss`:
+/// `MEMO_SIM_WORLD=step-bodies,sweeper-per-worker,operator,sweep-all-at-end,wide-run-ids,cached-reader,pauses,local-folder,sqlite,foreign-objects,sealed,key-rotation,standalone-memos,shared-memos,wrong-prefix-operator,slow-deletes,early-pointer-deletes,clock-skew,power-loss`:
 /// widens the world by the features named, one by one (to find which one
 /// a failure needs). `clock-skew=<seconds>` skews clocks by that much, not
 /// `SKEW` (each runtime is told twice it, as `Simulation::clock_skew`
 /// says). `clock-skew` and `power-loss` are the worlds of
 /// `with_skewed_clocks_deployment_histories_keep_every_invariant` and
 /// `with_power_losses_deployment_histories_keep_every_invariant`, for a
-/// survey (`MEMO_SIM_SURVEY`) of those. `slow-deletes` holds one delete in twenty in flight;
+/// survey (`MEMO_SIM_SURVEY`) of those. `key-rotation` seals every seed
+/// and rotates its key (the world of
+/// `with_a_key_rotated_deployment_histories_keep_every_invariant`). `slow-deletes` holds one delete in twenty in flight;
 /// `slow-deletes=<share>` another share of them; `early-pointer-deletes`
 /// lands a stalled delete of a run pointer before a create of it too.
 fn world_features() -> Vec<String> {
@@ -371,6 +373,7 @@ fn simulated_histories_keep_every_invariant() {
             "sqlite" => simulation.local_folder_share(0.0).sqlite_share(1.0),
             "foreign-objects" => simulation.foreign_objects(1.0),
             "sealed" => simulation.sealed_share(1.0),
+            "key-rotation" => simulation.sealed_share(1.0).key_rotation(true),
             "standalone-memos" => simulation.standalone_memos(true),
             "shared-memos" => simulation.shared_memos(true),
             "wrong-prefix-operator" => simulation.wrong_prefix_operator(true),
@@ -509,6 +512,33 @@ fn with_shared_memos_deployment_histories_keep_every_invariant() {
 /// runs: half of [`CI_SEEDS`], for CI's time (9 s of one core for 40 in a
 /// debug build); surveys run thousands (RELIABILITY.md).
 const SHARED_SEEDS: u64 = 20;
+
+/// The deployment world with every seed sealed and its key rotated
+/// across the fleet as the encryption guide says (session 55): version 2
+/// staged, promoted, and version 1 retired once a rewrap of the data keys
+/// reports none written meanwhile (or, with a store keyring, once no
+/// object names it), each rollout finished on every process (the world
+/// restarts them one by one) before the key file changes again. Every
+/// read opens what any process wrote, and after a retirement nothing needs
+/// the retired version. `MEMO_SIM_SEEDS` and `MEMO_SIM_SEED` choose the
+/// seeds.
+#[test]
+fn with_a_key_rotated_deployment_histories_keep_every_invariant() {
+    let simulation = order_simulation(true)
+        .deployment()
+        .sealed_share(1.0)
+        .key_rotation(true);
+    let summary = simulation.check_seeds_from_env(ROTATION_SEEDS);
+    assert!(summary.seeds > 0 && summary.events > 0);
+    assert!(
+        summary.seeds < 10 || (summary.keys_promoted > 0 && summary.keys_retired > 0),
+        "no history promoted a key and retired the old one: {summary}"
+    );
+}
+
+/// How many seeds of the deployment world with a key rotation `cargo test`
+/// runs.
+const ROTATION_SEEDS: u64 = 20;
 
 /// The deployment world on a SQLite file (`store::SqliteStore`, session
 /// 38) in every seed, with power losses, which bring back the deletes it

@@ -98,9 +98,24 @@ pub(super) fn attempt_of(memo: &Memo) -> Option<u32> {
 /// sharing one seal: the history's, in a sealed history (see
 /// [`Simulation::sealed_share`](super::Simulation::sealed_share)).
 pub(super) fn open_stores(objects: Arc<dyn ObjectStore>) -> (MemoStore, ObjectStoreRuntimeStore) {
+    sealed_with(objects, super::sealed::process_seal())
+}
+
+/// [`open_stores`] for a worker or operator process: where the history's
+/// key rotates, its key store has await points (`sealed::worker_seal`).
+pub(super) fn open_process_stores(
+    objects: Arc<dyn ObjectStore>,
+) -> (MemoStore, ObjectStoreRuntimeStore) {
+    sealed_with(objects, super::sealed::worker_seal())
+}
+
+fn sealed_with(
+    objects: Arc<dyn ObjectStore>,
+    seal: Option<crate::seal::Seal>,
+) -> (MemoStore, ObjectStoreRuntimeStore) {
     let memo = MemoStore::new(Arc::clone(&objects), PREFIX);
     let runs = ObjectStoreRuntimeStore::new(objects, PREFIX);
-    match super::sealed::process_seal() {
+    match seal {
         Some(seal) => (memo.with_seal(seal.clone()), runs.with_seal(seal)),
         None => (memo, runs),
     }

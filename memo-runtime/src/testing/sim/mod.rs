@@ -33,7 +33,8 @@
 //! body checked ([`check_step_bodies`](Simulation::check_step_bodies)), and more (see [`deployment`](Simulation::deployment)).
 //! Beyond it: clocks that disagree ([`clock_skew`](Simulation::clock_skew))
 //! and power losses that bring back what a local folder deletes without a
-//! sync ([`power_loss`](Simulation::power_loss)).
+//! sync ([`power_loss`](Simulation::power_loss)), and a sealed history's
+//! key rotated across the fleet ([`key_rotation`](Simulation::key_rotation)).
 //!
 //! # Invariants
 //!
@@ -71,7 +72,10 @@
 //!   knob documents (a listing of a status shows only runs in that status,
 //!   and every run that was in it throughout); with
 //!   [`Simulation::clock_skew`], the ones that judge a process's reading of
-//!   time allow the skew.
+//!   time allow the skew;
+//! - with [`Simulation::key_rotation`], every read opens what any process
+//!   wrote whichever key file each read at its start, and once version 1
+//!   is retired no data key is wrapped with it and no object sealed with it.
 //!
 //! A history is a function of the seed alone: the scheduler, the faults,
 //! the clock and the workflow's [`Ledger::chance`] all draw from it. Keep
@@ -204,6 +208,9 @@ struct Config {
     sqlite_share: f64,
     foreign_objects: f64,
     sealed_share: f64,
+    /// Whether the key of sealed histories rotates
+    /// ([`Simulation::key_rotation`]).
+    key_rotation: bool,
     standalone_memos: bool,
     /// Whether processes call shared-scope keys
     /// ([`Simulation::shared_memos`]).
@@ -320,6 +327,7 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
                 sqlite_share: 0.0,
                 foreign_objects: 0.0,
                 sealed_share: 0.0,
+                key_rotation: false,
                 standalone_memos: false,
                 shared_memos: false,
                 wrong_prefix_operator: false,

@@ -11,6 +11,7 @@ use futures::FutureExt;
 
 use super::checker::Checker;
 use super::compat;
+use super::sealed::{self, KeyFile};
 use super::stores::Shared;
 use crate::run_id::RunId;
 use crate::runtime_store::{ObjectStoreRuntimeStore, RunRecord, RuntimeStore};
@@ -32,6 +33,8 @@ const SLACK: u64 = 1;
 pub(super) struct CachedReader {
     objects: Arc<CountingStore<Shared>>,
     store: ObjectStoreRuntimeStore,
+    /// The key file it read at its start, in a sealed history.
+    key_file: Option<KeyFile>,
     /// The most requests a fresh instance's read has taken in this history:
     /// the bound a read's cost must stay within, whatever the history.
     fresh_bound: std::cell::Cell<u64>,
@@ -44,8 +47,22 @@ impl CachedReader {
         CachedReader {
             objects,
             store,
+            key_file: sealed::key_file(),
             fresh_bound: std::cell::Cell::new(0),
         }
+    }
+
+    /// The reader's process restarts (onto the key file as it is now, in a
+    /// history whose key rotates): a new instance, its cache empty. The
+    /// bound on a read's cost is the history's, and carries over.
+    pub(super) fn restart(&mut self) {
+        self.store = compat::open_stores(Arc::clone(&self.objects) as _).1;
+        self.key_file = sealed::key_file();
+    }
+
+    /// The key file it read at its start.
+    pub(super) fn key_file(&self) -> Option<KeyFile> {
+        self.key_file
     }
 
     /// Reads `run_id` with this instance and with a fresh one, at once, and

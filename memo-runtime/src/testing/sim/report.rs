@@ -41,6 +41,12 @@ pub struct History {
     /// committed a value of their own after an earlier call had got one:
     /// the key had expired, a sweep deleted it, and it was written again.
     pub shared_rewrites: u64,
+    /// Whether the history's key rotation
+    /// ([`Simulation::key_rotation`]) promoted version 2 (1) or not (0).
+    pub keys_promoted: u64,
+    /// Whether the history's key rotation retired version 1 (1) or not
+    /// (0): the rewrap, or the scan, said nothing needed it any more.
+    pub keys_retired: u64,
 }
 
 /// What [`Simulation::run_seeds`] ran.
@@ -68,6 +74,12 @@ pub struct Summary {
     /// Shared keys written again after a sweep deleted them, over all
     /// histories ([`History::shared_rewrites`]).
     pub shared_rewrites: u64,
+    /// Histories whose key rotation promoted version 2
+    /// ([`History::keys_promoted`]).
+    pub keys_promoted: u64,
+    /// Histories whose key rotation retired version 1
+    /// ([`History::keys_retired`]).
+    pub keys_retired: u64,
 }
 
 impl Summary {
@@ -81,6 +93,8 @@ impl Summary {
         self.old_code_conflicts += history.old_code_conflicts;
         self.other_version_skips += history.other_version_skips;
         self.shared_rewrites += history.shared_rewrites;
+        self.keys_promoted += history.keys_promoted;
+        self.keys_retired += history.keys_retired;
     }
 }
 
@@ -117,6 +131,13 @@ impl fmt::Display for Summary {
                 f,
                 ", {} shared keys written again after a sweep",
                 self.shared_rewrites
+            )?;
+        }
+        if self.keys_promoted > 0 {
+            write!(
+                f,
+                ", {} key rotations promoted a key and {} retired the old one",
+                self.keys_promoted, self.keys_retired
             )?;
         }
         Ok(())

@@ -221,6 +221,89 @@ impl<T: ObjectStore> ObjectStore for Preemptible<T> {
     }
 }
 
+/// Forwards every request to `inner` after an await point, and nothing
+/// more: the key store of a sealed history's workers and operator
+/// (`sealed.rs`), so that a read of a run's key interleaves with a sweep
+/// deleting the run, and a rewrap's reads and replacements with the
+/// forgets and the keys of other processes, as a bucket's round trips do.
+/// (Not a [`Preemptible`]: its paths are not the shared store's, which the
+/// checker audits.)
+#[derive(Debug)]
+pub(super) struct Yielding<T>(pub(super) T);
+
+impl<T: fmt::Display> fmt::Display for Yielding<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Yielding({})", self.0)
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<T: ObjectStore> ObjectStore for Yielding<T> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> StoreResult<PutResult> {
+        await_point().await;
+        self.0.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> StoreResult<Box<dyn MultipartUpload>> {
+        await_point().await;
+        self.0.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> StoreResult<GetResult> {
+        await_point().await;
+        self.0.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> StoreResult<Vec<Bytes>> {
+        await_point().await;
+        self.0.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, StoreResult<Path>>,
+    ) -> BoxStream<'static, StoreResult<Path>> {
+        preempted(self.0.delete_stream(locations))
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, StoreResult<ObjectMeta>> {
+        preempted(self.0.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, StoreResult<ObjectMeta>> {
+        preempted(self.0.list_with_offset(prefix, offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> StoreResult<ListResult> {
+        await_point().await;
+        self.0.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> StoreResult<()> {
+        await_point().await;
+        self.0.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> StoreResult<()> {
+        await_point().await;
+        self.0.rename_opts(from, to, options).await
+    }
+}
+
 /// A worker's runtime store: forwards to `inner`, reports every
 /// [`Error::Corrupt`] it returns, and checks that every change it
 /// acknowledges is visible to a fresh instance over the same objects.

@@ -219,7 +219,7 @@ where
         self.next_process += 1;
         let builder = Runtime::builder()
             .memo_store(
-                compat::open_stores(Arc::clone(&objects))
+                compat::open_process_stores(Arc::clone(&objects))
                     .0
                     .in_simulated_process(self.next_process),
             )
@@ -245,6 +245,7 @@ where
             spawned: None,
             late_write: Arc::default(),
             sweeper: None,
+            key_file: crate::testing::sim::sealed::key_file(),
         }
     }
 

@@ -21,7 +21,7 @@ use super::folder::Folder;
 use super::loops::{Loops, NEW_VERSION, OLD_VERSION, ObservedCancels};
 use super::plant::Foreign;
 use super::reader::CachedReader;
-use super::sealed::{self, Sealing};
+use super::sealed::{self, KeyFile, Sealing};
 use super::stores::Shared;
 use super::{Config, Event, History, Ledger, Simulation, Violation};
 use crate::clock::ManualClock;
@@ -42,6 +42,7 @@ mod ids;
 mod misprefix;
 mod outcomes;
 mod plants;
+mod rotation;
 mod shared;
 mod slow;
 mod standalone;
@@ -80,7 +81,7 @@ where
         .start_paused(true)
         .build()
         .expect("a current-thread tokio runtime");
-    let sealing = Sealing::for_seed(sim.config.sealed_share, seed);
+    let sealing = Sealing::for_seed(sim.config.sealed_share, seed, sim.config.key_rotation);
     let _sealed = sealed::install(sealing.clone());
     let folder = if in_local_folder(&sim.config, seed) {
         match Folder::new(seed) {
@@ -213,12 +214,16 @@ where
         new_loops,
         ordered,
         stalled: Arc::default(),
+        sealing: sealing.clone(),
+        rotation: rotation::Rotation::default(),
     };
     let checker = world.checker.clone();
     checker::while_active(&checker, || runtime.block_on(world.run()));
     if let Some(left) = sealing.as_ref().and_then(Sealing::keys_left) {
         checker.event(format!("{left} data key(s) left in the key store"));
     }
+    let rotated_to =
+        |file: KeyFile| (sealing.as_ref()).is_some_and(|s| s.rotates() && s.key_file() >= file);
     let violations = world.checker.violations();
     if violations.is_empty() {
         Ok(History {
@@ -232,6 +237,8 @@ where
             other_version_skips: (world.other_version_skips)
                 .load(std::sync::atomic::Ordering::Relaxed),
             shared_rewrites: world.shared_calls.rewrites(),
+            keys_promoted: u64::from(rotated_to(KeyFile::Promoted)),
+            keys_retired: u64::from(rotated_to(KeyFile::Retired)),
         })
     } else {
         Err((violations, world.checker.trace()))
@@ -338,6 +345,8 @@ struct Worker {
     /// process's life, as a worker's is (what a pass proved of its store,
     /// and the recheck markers it left for its next pass, carry over).
     sweeper: Option<crate::retention::RetentionSweeper>,
+    /// The key file it read at its start, in a sealed history.
+    key_file: Option<KeyFile>,
 }
 
 /// A run `recover()` resumed, and how its attempt ended.
@@ -446,6 +455,11 @@ struct World<'w, I, O, Mk, F> {
     /// The run-pointer deletes every process has in flight, with slow
     /// deletes (`slow.rs`).
     stalled: slow::Stalled,
+    /// How the history's processes seal what they store, if they do (and
+    /// the key file, if its key rotates).
+    sealing: Option<Sealing>,
+    /// A key rotation under way ([`Simulation::key_rotation`](super::Simulation::key_rotation)).
+    rotation: rotation::Rotation,
 }
 
 impl<'w, I, O, Mk, F> World<'w, I, O, Mk, F>
@@ -471,6 +485,11 @@ where
         // Idle workers make no history: events come until some task runs.
         while self.polls < self.config.polls {
             self.deploy_when_due();
+            // Drawn only with key rotation, so that the other worlds'
+            // histories stay what they were.
+            if self.config.key_rotation && self.rng.random_bool(rotation::ROLLOUT_RATE) {
+                self.key_rollout_step();
+            }
             if self.tasks.is_empty() || self.rng.random_bool(self.config.event_rate) {
                 // Only a world with an operator draws for it, so that the
                 // default world's histories stay what they were.
@@ -520,6 +539,7 @@ where
             self.cached_read(Some(run));
         }
         self.final_checks();
+        self.check_retired_version_unused().await;
         if self.config.shared_memos {
             self.check_long_values_kept().await;
         }

@@ -120,7 +120,7 @@ where
             checker: self.checker.clone(),
             late_write: self.config.pauses.then(|| Arc::clone(&late_write)),
         });
-        let (memo, mut runs) = compat::open_stores(objects);
+        let (memo, mut runs) = compat::open_process_stores(objects);
         if operator {
             runs = runs.with_read_only_listings();
             if self.ordered {
@@ -191,6 +191,7 @@ where
             spawned,
             late_write,
             sweeper: None,
+            key_file: crate::testing::sim::sealed::key_file(),
         }
     }
 
