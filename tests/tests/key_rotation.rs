@@ -437,3 +437,50 @@ async fn turning_encryption_on_with_a_staged_key_lets_every_process_read_what_an
 fn staged_only() -> Keyring {
     Keyring::staged(1, V1).unwrap()
 }
+
+/// With a store keyring, what a run wrote keeps the key version it was
+/// sealed with until the run is swept: a run started before the promotion
+/// and still open long past the retention period still needs version 1
+/// (the scan counts it, and a sweep leaves an open run alone), so version 1
+/// may be retired only once the scan counts none of it, not once the
+/// retention period has passed. Once the run has ended and been swept,
+/// nothing needs it.
+#[tokio::test]
+async fn an_open_run_needs_the_key_it_started_with_past_the_retention_period() {
+    let fleet = Fleet::new(Sealing::Keyring);
+    let long_open = run("long-open");
+    start(&fleet.process(old_ring()), &long_open).await;
+    let promoted = fleet.process(promoted_ring());
+    let version_1_objects = || async {
+        let usage = KeyUsage::scan(fleet.data.open().as_ref(), &Path::from(""))
+            .await
+            .unwrap();
+        usage.by_key_version.get(&1).copied().unwrap_or(0)
+    };
+    let sweeper = |runtime: &Runtime| {
+        memo_runtime::retention::RetentionSweeper::builder(
+            runtime.memo_store().clone(),
+            std::time::Duration::from_secs(1),
+        )
+        .runtime_store(Arc::clone(runtime.runtime_store()))
+        .build()
+    };
+    // A year on: the run is still open, and its objects still need version 1.
+    let a_year_on = 400 * 24 * 3_600_000 + now_ms();
+    let report = sweeper(&promoted).sweep_once(a_year_on).await.unwrap();
+    assert_eq!(report.runs_cleared, 0, "{report:?}");
+    assert!(version_1_objects().await > 0);
+
+    finish(&promoted, &long_open).await;
+    let report = sweeper(&promoted).sweep_once(a_year_on).await.unwrap();
+    assert_eq!(report.runs_cleared, 1, "{report:?}");
+    assert_eq!(version_1_objects().await, 0);
+}
+
+/// The wall clock's time, in ms since the epoch (the runtime's clock).
+fn now_ms() -> u64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(since_epoch.as_millis()).unwrap()
+}
