@@ -652,6 +652,39 @@ fn parse_hex_token(s: &str) -> Option<u64> {
     hex.then(|| u64::from_str_radix(s, 16).ok()).flatten()
 }
 
+/// Whether `path` is where a memo store or a runtime store keeps an object
+/// memo never encrypts, under whatever prefix: a terminal or recheck
+/// marker, a due-run entry, a status hint, a tombstone, a shared entry's
+/// expiry marker, a probe. Their meaning is in their names (their payload
+/// is empty or names the run), so their frames say plaintext in an
+/// encrypted store too. Told by the folders and names the layout gives
+/// them, which no object memo seals has: each of those lies in a run's,
+/// an incarnation's, a step's or a namespace's folder, never directly in
+/// one of these.
+pub(crate) fn never_sealed(path: &Path) -> bool {
+    let parts: Vec<PathPart<'_>> = path.parts().collect();
+    let from_end = |n: usize| {
+        let at = parts.len().checked_sub(n + 1)?;
+        Some(parts[at].as_ref())
+    };
+    let Some(name) = from_end(0) else {
+        return false;
+    };
+    let (folder, grandparent, great) = (from_end(1), from_end(2), from_end(3));
+    // Each place is checked on its own: a prefix may be named like another
+    // place's folder (`terminals/tombstones/<run>.<inc>`).
+    let marker = matches!(grandparent, Some(TERMINALS | RECHECKS)) && parse_marker(path).is_some();
+    let due = (grandparent == Some(DUE) || great == Some(DUE)) && parse_due_entry(path).is_some();
+    let hint_or_tombstone = (grandparent == Some(RUNS_BY_STATUS) || folder == Some(TOMBSTONES))
+        && parse_incarnation_name(name).is_some();
+    let expiry = great == Some(SHARED)
+        && grandparent == Some(SHARED_EXPIRY)
+        && folder.is_some_and(|hour| parse_digits(hour).is_some())
+        && name.contains('_');
+    let probe = folder == Some(PROBES) && parse_hex_token(name).is_some();
+    marker || due || hint_or_tombstone || expiry || probe
+}
+
 /// Parses a status hint's file name into the run and incarnation it names.
 pub(crate) fn parse_status_hint(path: &Path) -> Option<(RunId, Incarnation)> {
     parse_incarnation_name(path.filename()?)
@@ -1026,6 +1059,70 @@ mod tests {
             ["Pending", "Running", "Completed", "Failed", "Cancelled"]
                 .map(|s| format!("p/runs-by-status/{s}"))
         );
+    }
+
+    /// What `KeyUsage` counts as never sealed: every object memo writes
+    /// unencrypted by design, at every place the layout gives it, and none
+    /// of the objects it seals, even of runs (and namespaces) named like
+    /// those places' folders.
+    #[test]
+    fn never_sealed_objects_are_told_by_their_place_in_the_layout() {
+        let inc = Incarnation::from_u64(0xab);
+        for prefix in [
+            "p",
+            "a/b",
+            "terminals",
+            "runs-by-status",
+            "due",
+            "shared/expiry",
+        ] {
+            let layout = Layout::new(prefix);
+            let id = run("r-1");
+            let never = [
+                layout.marker(TERMINALS, &id, inc, 7_200_123),
+                layout.marker(RECHECKS, &id, inc, 7_200_123),
+                layout.marker(TERMINALS, &id, Incarnation::STANDALONE, 5),
+                layout.due_entry(&id, inc, 7_200_123, None),
+                layout.due_entry(&id, inc, 7_200_123, Some(0xfeed)),
+                layout.status_hint("Completed", &id, inc),
+                layout.incarnation_tombstone(&id, inc),
+                layout.shared_expiry("ns", &"d".repeat(64), 7_200_123, 0xbeef),
+                probe(layout.prefix(), 0x1234),
+            ];
+            for path in &never {
+                assert!(never_sealed(path), "{path}");
+            }
+            for name in [
+                "r-1",
+                "terminals",
+                "rechecks",
+                "due",
+                "runs-by-status",
+                "tombstones",
+                "shared",
+                "expiry",
+                "probes",
+                "Completed",
+            ] {
+                let id = run(name);
+                let digest = "d".repeat(64);
+                let sealed = [
+                    layout.entry(MEMOS, &id, inc, 0, &digest),
+                    layout.entry(STEP_OUTPUTS, &id, inc, 3, &digest),
+                    layout.blob(&id, inc, 0, 0x1234),
+                    layout.run_pointer(&id),
+                    layout.incarnation_record(&id, inc),
+                    layout.log_entry(&id, inc, 4),
+                    layout.checkpoint(&id, inc, 4),
+                    layout.delta(&id, inc, 4),
+                    layout.attempt_cost(&id, inc, 1),
+                    layout.shared_entries(name).join(digest.as_str()),
+                ];
+                for path in &sealed {
+                    assert!(!never_sealed(path), "{path}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub(crate) async fn keys(store: &Store, json: bool) -> anyhow::Result<ExitCode> 
             "by_key_version": usage.by_key_version,
             "data_key_sealed": usage.data_key_sealed,
             "plaintext": usage.plaintext,
+            "never_sealed": usage.never_sealed,
             "unframed": usage.unframed,
             "unknown_frames": usage.unknown,
             "data_keys_by_kek_version": wrapped,
@@ -49,9 +50,16 @@ pub(crate) async fn keys(store: &Store, json: bool) -> anyhow::Result<ExitCode> 
     }
     if usage.plaintext > 0 {
         outln!(
-            "  {} not encrypted (terminal markers, due-run entries and status hints, whose \
-             meaning is in their names, and any value stored before encryption was on)",
+            "  {} value(s) not encrypted (stored before encryption was on: keep \
+             accept_plaintext until there are none)",
             usage.plaintext
+        );
+    }
+    if usage.never_sealed > 0 {
+        outln!(
+            "  {} never encrypted (terminal markers, due-run entries, status hints: their \
+             meaning is in their names)",
+            usage.never_sealed
         );
     }
     if usage.unknown > 0 {

@@ -239,6 +239,10 @@ async fn rewrap_moves_every_data_key_to_the_new_key_encryption_key_without_touch
     assert!(wrapped_by_v1 >= 2, "{keys}");
     assert!(keys["data_key_sealed"].as_u64().unwrap() > 0, "{keys}");
     assert_eq!(keys["by_key_version"], serde_json::json!({}), "{keys}");
+    // Every value is encrypted; the markers and hints memo never encrypts
+    // are counted apart, so that "no plaintext" can be waited for.
+    assert_eq!(keys["plaintext"], 0, "{keys}");
+    assert!(keys["never_sealed"].as_u64().unwrap() > 0, "{keys}");
 
     let said = ok_json(&memoctl(&url, &with(&both), &["rewrap", "--json"]));
     assert!(said["rewrapped"].as_u64().unwrap() >= 2, "{said}");

@@ -28,11 +28,18 @@ pub struct KeyUsage {
     /// which key-encryption key versions those need,
     /// [`DataKeys::kek_versions`](super::DataKeys::kek_versions) says.
     pub data_key_sealed: u64,
-    /// Framed objects that are not encrypted: those memo never encrypts
-    /// (terminal markers, due-run entries, status hints: their meaning is
-    /// in their names, their payload empty or the run id), and any value
-    /// stored before encryption was turned on.
+    /// Framed objects that are not encrypted and that memo encrypts in an
+    /// encrypted store: values stored before encryption was turned on (or
+    /// by a process without it). `Seal::accepting_plaintext` may be turned
+    /// off once there are none.
     pub plaintext: u64,
+    /// Framed objects that are not encrypted where memo never encrypts
+    /// (told by their place in the store's layout): terminal and recheck
+    /// markers, due-run entries, status hints, tombstones, shared entries'
+    /// expiry markers. Their meaning is in their names, their payload empty
+    /// or the run's id; reads never need a key or `accepting_plaintext`
+    /// for them.
+    pub never_sealed: u64,
     /// Objects with no frame: vacated run pointers, files memo did not
     /// write.
     pub unframed: u64,
@@ -64,8 +71,8 @@ impl KeyUsage {
             .try_buffer_unordered(SCAN_READS);
         let mut usage = KeyUsage::default();
         while let Some(sealed) = sealings.try_next().await? {
-            if let Some(sealed) = sealed {
-                usage.count(sealed);
+            if let Some((path, sealed)) = sealed {
+                usage.count(&path, sealed);
             }
         }
         Ok(usage)
@@ -79,14 +86,16 @@ impl KeyUsage {
         }
         self.data_key_sealed += other.data_key_sealed;
         self.plaintext += other.plaintext;
+        self.never_sealed += other.never_sealed;
         self.unframed += other.unframed;
         self.unknown += other.unknown;
     }
 
-    fn count(&mut self, sealed: SealedWith) {
+    fn count(&mut self, path: &Path, sealed: SealedWith) {
         self.objects += 1;
         match sealed {
             SealedWith::NoFrame => self.unframed += 1,
+            SealedWith::Plaintext if crate::layout::never_sealed(path) => self.never_sealed += 1,
             SealedWith::Plaintext => self.plaintext += 1,
             SealedWith::KeyVersion(version) => {
                 *self.by_key_version.entry(version).or_default() += 1;
@@ -100,17 +109,20 @@ impl KeyUsage {
 /// How many objects' starts a scan reads at once.
 const SCAN_READS: usize = 16;
 
-/// How the object `meta` lists was sealed, from its first bytes (`None`
-/// if it was deleted since it was listed).
-async fn sealing_at(store: &dyn ObjectStore, meta: ObjectMeta) -> Result<Option<SealedWith>> {
+/// Where the object `meta` lists is and how it was sealed, from its first
+/// bytes (`None` if it was deleted since it was listed).
+async fn sealing_at(
+    store: &dyn ObjectStore,
+    meta: ObjectMeta,
+) -> Result<Option<(Path, SealedWith)>> {
     let len = meta
         .size
         .min((CHUNK_HEADER_LEN + envelope::SEALING_LEN) as u64);
     if len == 0 {
-        return Ok(Some(sealing_of(&[])));
+        return Ok(Some((meta.location, sealing_of(&[]))));
     }
     match store.get_range(&meta.location, 0..len).await {
-        Ok(start) => Ok(Some(sealing_of(&start))),
+        Ok(start) => Ok(Some((meta.location, sealing_of(&start)))),
         Err(object_store::Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(Error::store(&meta.location, e)),
     }
@@ -136,6 +148,7 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
+    use crate::run_id::{Incarnation, RunId};
     use crate::seal::{Keyring, Seal};
 
     fn sealed(path: &str, payload: &[u8], seal: &Seal) -> (Path, bytes::Bytes) {
@@ -170,6 +183,16 @@ mod tests {
                 envelope::seal(&Path::from("other/x"), b"x", &v1),
             ),
         ];
+        // What memo never encrypts, in its place in the layout: framed
+        // plaintext, but not a value to migrate.
+        let layout = crate::layout::Layout::new("m");
+        let (run, inc) = (RunId::new("r-1").unwrap(), Incarnation::from_u64(7));
+        for at in [
+            layout.marker(crate::layout::TERMINALS, &run, inc, 3),
+            layout.status_hint("Completed", &run, inc),
+        ] {
+            objects.push(sealed(at.as_ref(), run.as_str().as_bytes(), &Seal::plain()));
+        }
         // A blob's object: its first chunk record, sealed with version 1.
         let blob = Path::from("m/blob");
         let at = crate::chunk_frame::ChunkAt {
@@ -188,10 +211,11 @@ mod tests {
         assert_eq!(
             usage,
             KeyUsage {
-                objects: 8,
+                objects: 10,
                 by_key_version: BTreeMap::from([(1, 2), (2, 2)]),
                 data_key_sealed: 0,
                 plaintext: 1,
+                never_sealed: 2,
                 unframed: 2,
                 unknown: 1,
             }
@@ -202,6 +226,6 @@ mod tests {
                 .await
                 .unwrap(),
         );
-        assert_eq!((both.objects, both.by_key_version[&1]), (9, 3));
+        assert_eq!((both.objects, both.by_key_version[&1]), (11, 3));
     }
 }

@@ -73,6 +73,8 @@
 //!   and every run that was in it throughout); with
 //!   [`Simulation::clock_skew`], the ones that judge a process's reading of
 //!   time allow the skew;
+//! - in a [sealed](Simulation::sealed_share) history, no value is stored
+//!   unencrypted (what memo never encrypts, its markers and hints, aside);
 //! - with [`Simulation::key_rotation`], every read opens what any process
 //!   wrote whichever key file each read at its start, and once version 1
 //!   is retired no data key is wrapped with it and no object sealed with it.

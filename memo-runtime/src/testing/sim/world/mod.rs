@@ -539,7 +539,7 @@ where
             self.cached_read(Some(run));
         }
         self.final_checks();
-        self.check_retired_version_unused().await;
+        self.check_sealed_store().await;
         if self.config.shared_memos {
             self.check_long_values_kept().await;
         }

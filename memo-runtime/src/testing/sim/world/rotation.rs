@@ -230,13 +230,27 @@ where
         self.spawn(OPERATOR, TaskKind::Operator, None, future);
     }
 
-    /// At the end of a history that retired version 1: nothing may still
-    /// need it (no data key wrapped with it, no object sealed with it).
-    pub(super) async fn check_retired_version_unused(&self) {
-        let Some(sealing) = self.sealing.as_ref().filter(|s| s.rotates()) else {
+    /// At the end of a sealed history: no value is stored unencrypted
+    /// (`KeyUsage::plaintext`; what memo never encrypts is counted apart),
+    /// and if the history retired version 1, nothing still needs it (no
+    /// data key wrapped with it, no object sealed with it).
+    pub(super) async fn check_sealed_store(&self) {
+        let Some(sealing) = self.sealing.as_ref() else {
             return;
         };
-        if sealing.key_file() != KeyFile::Retired {
+        let usage = KeyUsage::scan(self.checker.objects().as_ref(), &Path::from(PREFIX)).await;
+        match &usage {
+            Ok(usage) if usage.plaintext > 0 => self.checker.violation(
+                "a sealed store holds no value unencrypted",
+                format!("{} value(s) stored unencrypted: {usage:?}", usage.plaintext),
+            ),
+            Ok(_) => {}
+            Err(error) => self.checker.violation(
+                "a sealed store holds no value unencrypted",
+                format!("the store could not be scanned: {error}"),
+            ),
+        }
+        if !sealing.rotates() || sealing.key_file() != KeyFile::Retired {
             return;
         }
         let needing = match sealing.data_keys(false) {
@@ -244,12 +258,10 @@ where
                 let old = versions.get(&1).copied().unwrap_or(0);
                 (old, "data key(s) wrapped")
             }),
-            None => KeyUsage::scan(self.checker.objects().as_ref(), &Path::from(PREFIX))
-                .await
-                .map(|usage| {
-                    let old = usage.by_key_version.get(&1).copied().unwrap_or(0);
-                    (old, "object(s) sealed")
-                }),
+            None => usage.map(|usage| {
+                let old = usage.by_key_version.get(&1).copied().unwrap_or(0);
+                (old, "object(s) sealed")
+            }),
         };
         match needing {
             Ok((0, _)) => {}
