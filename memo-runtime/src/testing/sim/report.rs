@@ -45,7 +45,9 @@ pub struct History {
     /// ([`Simulation::key_rotation`]) promoted version 2 (1) or not (0).
     pub keys_promoted: u64,
     /// Whether the history's key rotation retired version 1 (1) or not
-    /// (0): the rewrap, or the scan, said nothing needed it any more.
+    /// (0): the rewrap, or the scan, said nothing needed it any more. (A
+    /// history that turns encryption on "retires" when it turns
+    /// `accept_plaintext` off.)
     pub keys_retired: u64,
 }
 

@@ -65,7 +65,14 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
     /// stay retained seldom reaches. A read that cannot open what another
     /// process wrote is a corrupt read; at the end of a history that
     /// retired version 1, no data key (or object) may still need it.
-    /// Default off.
+    ///
+    /// One rotating history in three turns encryption on instead, as the
+    /// guide's "Migrating a store that holds plaintext" (or, with data
+    /// keys, "Old data") says: from no encryption, to version 1 staged
+    /// (written plaintext, read encrypted), to version 1 promoted with
+    /// `accept_plaintext`, to `accept_plaintext` off once a scan of the
+    /// store (`memoctl keys`) counts no plaintext value; from then on no
+    /// value may be stored unencrypted. Default off.
     #[must_use]
     pub fn key_rotation(mut self, on: bool) -> Self {
         self.config.key_rotation = on;
@@ -76,7 +83,9 @@ impl<I, O, Mk> Simulation<I, O, Mk> {
 /// A step of a key rotation: what the key file says that every process
 /// reads at its start ([`Simulation::key_rotation`]). Ordered as the steps
 /// come; a rollout is finished when every process runs the same step, and
-/// processes one step apart read what each other writes.
+/// processes one step apart read what each other writes. (Turning
+/// encryption on, the steps are: no key; `1 <key> staged`; `1 <key>` with
+/// `accept_plaintext`; `1 <key>` alone.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum KeyFile {
     /// `1 <key>`: version 1 alone.
@@ -104,6 +113,9 @@ impl KeyFile {
 /// The share of sealed histories that encrypt with per-run data keys.
 const DATA_KEYS_SHARE: f64 = 2.0 / 3.0;
 
+/// The share of rotating histories that turn encryption on instead.
+const TURNS_ON_SHARE: f64 = 1.0 / 3.0;
+
 /// How the processes of a sealed history seal what they store.
 #[derive(Debug, Clone)]
 pub(super) struct Sealing {
@@ -112,6 +124,9 @@ pub(super) struct Sealing {
     key: [u8; 32],
     /// The key of version 2, with [`Simulation::key_rotation`].
     next_key: Option<[u8; 32]>,
+    /// Whether the rotation turns encryption on (version 1 is the new
+    /// key, and the store starts in plaintext) rather than rotating.
+    turns_on: bool,
     /// What the key file says now (shared by every clone).
     key_file: Rc<Cell<KeyFile>>,
     /// The key store of the data keys, if the history uses them.
@@ -136,9 +151,11 @@ impl Sealing {
         // Drawn last, and only with rotation, so that the other sealed
         // histories stay what they were.
         let next_key = rotates.then(|| rng.random());
+        let turns_on = rotates && rng.random_bool(TURNS_ON_SHARE);
         Some(Sealing {
             key,
             next_key,
+            turns_on,
             key_file: Rc::new(Cell::new(KeyFile::Old)),
             key_store,
         })
@@ -148,6 +165,15 @@ impl Sealing {
     /// the key-encryption key of the data keys.
     fn ring(&self, file: KeyFile) -> Keyring {
         let next = self.next_key.unwrap_or(self.key);
+        if self.turns_on {
+            // Read from the step after no key on (the first step writes
+            // without it), written with from the promotion on.
+            let ring = match file {
+                KeyFile::Old | KeyFile::Staged => Keyring::staged(1, self.key),
+                KeyFile::Promoted | KeyFile::Retired => Keyring::new(1, self.key),
+            };
+            return ring.expect("version 1 makes a valid keyring");
+        }
         let ring = match file {
             KeyFile::Old => Keyring::new(1, self.key),
             KeyFile::Staged => Keyring::new(1, self.key).and_then(|r| r.with_staged_key(2, next)),
@@ -163,9 +189,20 @@ impl Sealing {
     fn seal(&self, yielding: bool) -> Seal {
         let seal =
             Seal::default().with_compression(Compression::zstd(Compression::DEFAULT_LEVEL, 0));
-        match self.data_keys(yielding) {
+        let file = self.key_file.get();
+        if self.turns_on && file == KeyFile::Old {
+            // Encryption not on yet: no key, no data keys.
+            return seal;
+        }
+        let seal = match self.data_keys(yielding) {
             Some(keys) => seal.with_data_keys(keys),
-            None => seal.with_encryption(self.ring(self.key_file.get())),
+            None => seal.with_encryption(self.ring(file)),
+        };
+        // Promoted while plaintext may be left: the guide's second step.
+        if self.turns_on && file == KeyFile::Promoted {
+            seal.accepting_plaintext()
+        } else {
+            seal
         }
     }
 
@@ -191,6 +228,11 @@ impl Sealing {
         self.next_key.is_some()
     }
 
+    /// Whether the rotation turns encryption on rather than rotating a key.
+    pub(super) fn turns_on(&self) -> bool {
+        self.turns_on
+    }
+
     /// What the key file says now.
     pub(super) fn key_file(&self) -> KeyFile {
         self.key_file.get()
@@ -203,13 +245,19 @@ impl Sealing {
 
     /// What the history's stores do, for its trace.
     pub(super) fn describe(&self) -> &'static str {
-        match (&self.key_store, self.rotates()) {
-            (Some(_), false) => "compressed and encrypted with per-run data keys",
-            (None, false) => "compressed and encrypted with a store keyring",
-            (Some(_), true) => {
+        match (&self.key_store, self.rotates(), self.turns_on) {
+            (Some(_), false, _) => "compressed and encrypted with per-run data keys",
+            (None, false, _) => "compressed and encrypted with a store keyring",
+            (Some(_), true, false) => {
                 "compressed and encrypted with per-run data keys, whose key-encryption key rotates"
             }
-            (None, true) => "compressed and encrypted with a store keyring, whose key rotates",
+            (None, true, false) => {
+                "compressed and encrypted with a store keyring, whose key rotates"
+            }
+            (Some(_), true, true) => {
+                "compressed, in plaintext until per-run data keys are turned on"
+            }
+            (None, true, true) => "compressed, in plaintext until a store keyring is turned on",
         }
     }
 
@@ -275,7 +323,10 @@ mod tests {
     /// process unable to read another's; two steps apart, it cannot.
     #[test]
     fn processes_one_key_file_apart_read_what_each_other_writes() {
-        let sealing = Sealing::for_seed(1.0, 0, true).unwrap();
+        let sealing = Sealing {
+            turns_on: false,
+            ..Sealing::for_seed(1.0, 0, true).unwrap()
+        };
         let steps = [
             KeyFile::Old,
             KeyFile::Staged,
@@ -303,6 +354,28 @@ mod tests {
         assert!(!reads(0, 2) && !reads(3, 1));
         assert_eq!(KeyFile::Old.next(), Some(KeyFile::Staged));
         assert_eq!(KeyFile::Retired.next(), None);
+    }
+
+    /// Turning encryption on: no key, then the key staged (plaintext
+    /// written, both read), then promoted with `accept_plaintext` (both
+    /// read), then alone (only encrypted values read).
+    #[test]
+    fn turning_encryption_on_reads_plaintext_until_the_last_step() {
+        let sealing = Sealing {
+            turns_on: true,
+            key_store: None,
+            ..Sealing::for_seed(1.0, 0, true).unwrap()
+        };
+        let at = |file: KeyFile| {
+            sealing.set_key_file(file);
+            let seal = sealing.seal(false);
+            let reads_key = seal.keys().is_some_and(|ring| ring.get(1).is_some());
+            (seal.is_encrypted(), seal.reads_plaintext(), reads_key)
+        };
+        assert_eq!(at(KeyFile::Old), (false, true, false));
+        assert_eq!(at(KeyFile::Staged), (false, true, true));
+        assert_eq!(at(KeyFile::Promoted), (true, true, true));
+        assert_eq!(at(KeyFile::Retired), (true, false, true));
     }
 
     #[test]

@@ -8,12 +8,17 @@
 //! checks what still needs it: with data keys, a rewrap (`memoctl rewrap`)
 //! that must report no key written meanwhile; with a store keyring, a scan
 //! of the store (`memoctl keys`) that must find no object sealed with it.
+//! A history that turns encryption on goes through the same steps (no key,
+//! the key staged, promoted with `accept_plaintext`, `accept_plaintext`
+//! off), and turns `accept_plaintext` off once a scan counts no plaintext
+//! value.
 //!
 //! What breaks: a read that cannot open what another process wrote (a
 //! corrupt read: a key written with before every process could read it, a
 //! version retired while something still needed it), and, at the end of a
 //! history that retired version 1, a data key still wrapped with it or an
-//! object still sealed with it.
+//! object still sealed with it (or, turning encryption on, a value still
+//! in plaintext).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -186,14 +191,16 @@ where
     /// The operator checks, as the guide says, whether anything still
     /// needs version 1, every process being promoted: a rewrap of the data
     /// keys that reports none written meanwhile, or a scan of the store
-    /// that finds no object sealed with version 1.
+    /// that finds no object sealed with version 1. Turning encryption on,
+    /// whether any value is still stored in plaintext: a scan that counts
+    /// none.
     fn check_old_version(&mut self, sealing: &Sealing) {
         let check = Rc::clone(&self.rotation.check);
         check.set(Check::Running);
         let checker = self.checker.clone();
-        let future: std::pin::Pin<Box<dyn Future<Output = Outcome> + 'w>> = match sealing
-            .data_keys(true)
-        {
+        let rewrap = sealing.data_keys(true).filter(|_| !sealing.turns_on());
+        let turns_on = sealing.turns_on();
+        let future: std::pin::Pin<Box<dyn Future<Output = Outcome> + 'w>> = match rewrap {
             Some(keys) => {
                 self.checker
                     .event("the operator rewraps the data keys".into());
@@ -219,8 +226,11 @@ where
                 });
                 Box::pin(async move {
                     let usage = KeyUsage::scan(objects.as_ref(), &Path::from(PREFIX)).await;
-                    let clear =
-                        matches!(&usage, Ok(usage) if !usage.by_key_version.contains_key(&1));
+                    let clear = match &usage {
+                        Ok(usage) if turns_on => usage.plaintext == 0,
+                        Ok(usage) => !usage.by_key_version.contains_key(&1),
+                        Err(_) => false,
+                    };
                     checker.event(format!("the scan ends: {usage:?}"));
                     check.set(if clear { Check::Clear } else { Check::NotRun });
                     Outcome::Done(usage.map(drop).map_err(|e| e.to_string()))
@@ -232,15 +242,19 @@ where
 
     /// At the end of a sealed history: no value is stored unencrypted
     /// (`KeyUsage::plaintext`; what memo never encrypts is counted apart),
-    /// and if the history retired version 1, nothing still needs it (no
-    /// data key wrapped with it, no object sealed with it).
+    /// unless the history is turning encryption on and has not turned
+    /// `accept_plaintext` off; and if the history retired version 1,
+    /// nothing still needs it (no data key wrapped with it, no object
+    /// sealed with it).
     pub(super) async fn check_sealed_store(&self) {
         let Some(sealing) = self.sealing.as_ref() else {
             return;
         };
+        let retired = sealing.rotates() && sealing.key_file() == KeyFile::Retired;
+        let plaintext_left = sealing.turns_on() && !retired;
         let usage = KeyUsage::scan(self.checker.objects().as_ref(), &Path::from(PREFIX)).await;
         match &usage {
-            Ok(usage) if usage.plaintext > 0 => self.checker.violation(
+            Ok(usage) if usage.plaintext > 0 && !plaintext_left => self.checker.violation(
                 "a sealed store holds no value unencrypted",
                 format!("{} value(s) stored unencrypted: {usage:?}", usage.plaintext),
             ),
@@ -250,7 +264,7 @@ where
                 format!("the store could not be scanned: {error}"),
             ),
         }
-        if !sealing.rotates() || sealing.key_file() != KeyFile::Retired {
+        if !retired || sealing.turns_on() {
             return;
         }
         let needing = match sealing.data_keys(false) {
