@@ -484,3 +484,35 @@ fn now_ms() -> u64 {
         .unwrap();
     u64::try_from(since_epoch.as_millis()).unwrap()
 }
+
+/// A run forgotten while the rewrap replaces its key (a sweeper in every
+/// worker forgets runs meanwhile): the replacement is refused, the key
+/// stays forgotten, and the report does not count it as rewrapped (it
+/// did before session 55).
+#[tokio::test]
+async fn a_key_forgotten_while_it_is_rewrapped_stays_forgotten_and_is_not_counted() {
+    let fleet = Fleet::with_key_store(Sealing::DataKeys, Backend::in_memory());
+    let gone = run("gone");
+    start_and_finish(
+        &fleet.process(old_ring()),
+        &fleet.process(old_ring()),
+        &gone,
+    )
+    .await;
+
+    let (held, pause) = Pauses::new(fleet.keys.open(), Held::Put, Path::from("keys"));
+    let rewrapper = DataKeys::new(promoted_ring(), Arc::new(held), "keys");
+    let rewrap = tokio::spawn(async move { rewrapper.rewrap().await });
+    wait_reached(pause.reached, "the rewrap's replacement of the key").await;
+    let keys = DataKeys::new(promoted_ring(), fleet.keys.open(), "keys");
+    assert_eq!(keys.forget_run(&gone).await.unwrap(), 1);
+    pause.release.send(()).unwrap();
+
+    let report = rewrap.await.unwrap().unwrap();
+    assert_eq!(
+        (report.rewrapped, report.current, report.written_meanwhile),
+        (0, 0, 0),
+        "{report:?}"
+    );
+    assert_eq!(keys.kek_versions().await.unwrap(), BTreeMap::new());
+}

@@ -155,14 +155,15 @@ pub struct Rewrapped {
 }
 
 /// What [`DataKeys::rewrap`] did to one key, with the entity tag the key
-/// is left with where the store told it (none if its replacement was
-/// refused: it changed meanwhile).
+/// is left with where the store told it.
 enum Rewrap {
     /// Wrapped again with the current version.
     Rewrapped(Option<String>),
     /// Already wrapped with it.
     Current(Option<String>),
-    /// No longer in the key store.
+    /// No longer in the key store, or changed since it was read (its
+    /// replacement refused): forgotten meanwhile, or rewrapped by another
+    /// rewrap. The second listing finds it if it is there again.
     Gone,
 }
 
@@ -638,19 +639,22 @@ impl DataKeys {
             generation: record.generation,
             wrapped: self.inner.kek.wrap(&key, &context).await?,
         };
-        let tag = self.replace(at, rewrapped.encode()?, version).await?;
-        Ok(Rewrap::Rewrapped(tag))
+        match self.replace(at, rewrapped.encode()?, version).await? {
+            Some(tag) => Ok(Rewrap::Rewrapped(tag)),
+            None => Ok(Rewrap::Gone),
+        }
     }
 
     /// Writes `record` at `at` if the object there is still `version`
     /// (where the store can tell), so a key forgotten meanwhile stays so:
-    /// the entity tag it wrote, if it wrote and the store told it.
+    /// `Some` with the entity tag it wrote (if the store told it), `None`
+    /// if the replacement was refused.
     async fn replace(
         &self,
         at: &Path,
         record: Bytes,
         version: Option<object_store::UpdateVersion>,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<Option<String>>> {
         if let Some(version) = version {
             let opts = PutOptions::from(PutMode::Update(version));
             match self
@@ -659,7 +663,7 @@ impl DataKeys {
                 .put_opts(at, PutPayload::from(record.clone()), opts)
                 .await
             {
-                Ok(put) => return Ok(put.e_tag),
+                Ok(put) => return Ok(Some(put.e_tag)),
                 Err(object_store::Error::Precondition { .. })
                 | Err(object_store::Error::NotFound { .. }) => return Ok(None),
                 Err(object_store::Error::NotImplemented { .. }) => {}
@@ -670,7 +674,7 @@ impl DataKeys {
             .store
             .put(at, PutPayload::from(record))
             .await
-            .map(|put| put.e_tag)
+            .map(|put| Some(put.e_tag))
             .map_err(|e| Error::store(at, e))
     }
 }
