@@ -101,8 +101,9 @@ pub(super) fn open_stores(objects: Arc<dyn ObjectStore>) -> (MemoStore, ObjectSt
     sealed_with(objects, super::sealed::process_seal())
 }
 
-/// [`open_stores`] for a worker or operator process: where the history's
-/// key rotates, its key store has await points (`sealed::worker_seal`).
+/// [`open_stores`] for a worker or operator process: in a sealed history,
+/// its key store has await points (`sealed::worker_seal`), as a bucket's
+/// round trips; the checker's reads (`open_stores`) answer at once.
 pub(super) fn open_process_stores(
     objects: Arc<dyn ObjectStore>,
 ) -> (MemoStore, ObjectStoreRuntimeStore) {

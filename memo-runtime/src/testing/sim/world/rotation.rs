@@ -166,8 +166,10 @@ where
     /// The operator's processes stop where they are: their tasks are
     /// dropped (a check under way with them: it runs again).
     fn stop_operator(&mut self) {
-        for process in [&self.operator, &self.misconfigured].into_iter().flatten() {
-            self.faults += process.faults.faults_injected();
+        // Counted as `live_faults` counts them (the operator's, not the
+        // misconfigured one's).
+        if let Some(operator) = &self.operator {
+            self.faults += operator.faults.faults_injected();
         }
         self.tasks.retain(|task| {
             let dies = task.worker == OPERATOR;
