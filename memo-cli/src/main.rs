@@ -116,7 +116,10 @@ enum Command {
     /// key version of the store keyring each is sealed with, a read of each
     /// object's first bytes) and, with per-run data keys, the data keys by
     /// the key-encryption key version wrapping them: a version is dropped
-    /// from a key file only once no object or data key needs it.
+    /// from a key file only once no object or data key needs it. Values
+    /// stored in plaintext (before encryption was on) are counted apart
+    /// from what memo never encrypts: `accept_plaintext` goes off once
+    /// there are none.
     Keys,
     /// Lists terminal markers: which runs ended when, and which expired.
     Markers {
