@@ -98,9 +98,10 @@ enum Command {
         #[arg(long, default_value = "cancelled by memoctl")]
         reason: String,
     },
-    /// Forgets an ended run: deletes its data keys, so none of its data can
-    /// be read again (even from bucket versions or a copy of the bucket),
-    /// then clears its entries and records. Needs per-run data keys
+    /// Forgets an ended run: clears its entries and records, then deletes
+    /// its data keys, so none of its data can be read again (even from
+    /// bucket versions or a copy of the bucket), then clears what its
+    /// earlier incarnations left. Needs per-run data keys
     /// (`--option data_key_store=URL --option key_encryption_key_file=PATH`).
     Forget {
         /// The run id.
