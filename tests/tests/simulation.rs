@@ -518,10 +518,11 @@ const SHARED_SEEDS: u64 = 20;
 /// staged, promoted, and version 1 retired once a rewrap of the data keys
 /// reports none written meanwhile (or, with a store keyring, once no
 /// object names it), each rollout finished on every process (the world
-/// restarts them one by one) before the key file changes again. Every
-/// read opens what any process wrote, and after a retirement nothing needs
-/// the retired version. `MEMO_SIM_SEEDS` and `MEMO_SIM_SEED` choose the
-/// seeds.
+/// restarts them one by one) before the key file changes again; one
+/// history in three turns encryption on instead. Every read opens what any
+/// process wrote, after a retirement nothing needs the retired version,
+/// and no value is stored unencrypted once `accept_plaintext` is off.
+/// `MEMO_SIM_SEEDS` and `MEMO_SIM_SEED` choose the seeds.
 #[test]
 fn with_a_key_rotated_deployment_histories_keep_every_invariant() {
     let simulation = order_simulation(true)
