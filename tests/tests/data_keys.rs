@@ -117,6 +117,26 @@ async fn finished_run(memo: &MemoStore, runs: &ObjectStoreRuntimeStore, run_id: 
         .unwrap();
 }
 
+/// A [`finished_run`] whose terminal marker says it ended at 3 ms, for a
+/// sweep to clear: its incarnation.
+async fn swept_at_3(
+    memo: &MemoStore,
+    runs: &ObjectStoreRuntimeStore,
+    run_id: &RunId,
+) -> Incarnation {
+    finished_run(memo, runs, run_id).await;
+    let incarnation = runs.load_run(run_id).await.unwrap().unwrap().incarnation;
+    memo.markers()
+        .write(&memo_runtime::retention::TerminalMarker {
+            run_id: run_id.clone(),
+            terminal_at_ms: 3,
+            incarnation,
+        })
+        .await
+        .unwrap();
+    incarnation
+}
+
 fn is_corrupt(result: Result<impl std::fmt::Debug, Error>, says: &str) {
     match result {
         Err(Error::Corrupt { reason, .. }) => assert!(reason.contains(says), "{reason}"),
@@ -295,16 +315,7 @@ async fn the_sweeper_forgets_the_data_key_of_each_run_it_clears() {
     let seal = seal(&key_store, kek_v1());
     let (memo, runs) = stores(&objects, &seal);
     let (swept, standalone) = (run("swept"), run("standalone"));
-    finished_run(&memo, &runs, &swept).await;
-    let incarnation = runs.load_run(&swept).await.unwrap().unwrap().incarnation;
-    memo.markers()
-        .write(&memo_runtime::retention::TerminalMarker {
-            run_id: swept.clone(),
-            terminal_at_ms: 3,
-            incarnation,
-        })
-        .await
-        .unwrap();
+    swept_at_3(&memo, &runs, &swept).await;
     memo.new_memo(&standalone, 0).put("k", b"v").await.unwrap();
     memo.markers()
         .write_standalone(&standalone, 3)
@@ -348,16 +359,7 @@ async fn a_read_racing_the_sweep_of_its_run_finds_it_gone_not_corrupt() {
     let (objects, key_store) = (Arc::new(InMemory::new()), Arc::new(InMemory::new()));
     let (memo, runs) = stores(&objects, &seal(&key_store, kek_v1()));
     let swept = run("swept");
-    finished_run(&memo, &runs, &swept).await;
-    let incarnation = runs.load_run(&swept).await.unwrap().unwrap().incarnation;
-    memo.markers()
-        .write(&memo_runtime::retention::TerminalMarker {
-            run_id: swept.clone(),
-            terminal_at_ms: 3,
-            incarnation,
-        })
-        .await
-        .unwrap();
+    let incarnation = swept_at_3(&memo, &runs, &swept).await;
 
     // Two readers in processes of their own, each held at its lookup of
     // the run's key: one loads the run, the other reads its memo entry.
