@@ -216,17 +216,10 @@ where
             return;
         }
         self.rolled += 1;
-        if self.workers[worker].is_some() {
-            self.crash(worker);
-        }
-        self.checker.event(format!(
-            "rolling deploy: worker {worker} restarts with the new code"
-        ));
-        let started = self.start_worker(worker, self.config.has(Event::StoreFault));
-        self.workers[worker] = Some(started);
-        if self.loops.is_none() {
-            self.recover(worker);
-        }
+        self.restart_for(
+            worker,
+            format!("rolling deploy: worker {worker} restarts with the new code"),
+        );
     }
 
     /// In a versioned deploy, a violation if code other than that of the

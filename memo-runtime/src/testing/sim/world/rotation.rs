@@ -129,17 +129,10 @@ where
     fn restart_on_key_file(&mut self, process: Process, file: KeyFile) {
         let faulty = self.config.has(Event::StoreFault);
         match process {
-            Process::Worker(worker) => {
-                self.crash(worker);
-                self.checker.event(format!(
-                    "key rollout: worker {worker} restarts on the key file {file:?}"
-                ));
-                let started = self.start_worker(worker, faulty);
-                self.workers[worker] = Some(started);
-                if self.loops.is_none() {
-                    self.recover(worker);
-                }
-            }
+            Process::Worker(worker) => self.restart_for(
+                worker,
+                format!("key rollout: worker {worker} restarts on the key file {file:?}"),
+            ),
             Process::Operator => {
                 self.stop_operator();
                 self.checker.event(format!(
@@ -171,14 +164,7 @@ where
         if let Some(operator) = &self.operator {
             self.faults += operator.faults.faults_injected();
         }
-        self.tasks.retain(|task| {
-            let dies = task.worker == OPERATOR;
-            if dies {
-                self.checker.task_died(task.id);
-                self.checker.task_ended(task.id);
-            }
-            !dies
-        });
+        self.drop_tasks_of(OPERATOR);
         if self.rotation.check.get() == Check::Running {
             self.rotation.check.set(Check::NotRun);
         }

@@ -248,6 +248,15 @@ where
             self.faults += dead.faults.faults_injected();
         }
         self.crashes += 1;
+        let dropped = self.drop_tasks_of(worker);
+        self.checker.event(format!(
+            "worker {worker} crashes, dropping {dropped} task(s)"
+        ));
+    }
+
+    /// Drops every task of `worker` (a worker's index, or [`OPERATOR`]),
+    /// as its process's death does: how many.
+    pub(super) fn drop_tasks_of(&mut self, worker: usize) -> usize {
         let mut dropped = 0;
         self.tasks.retain(|task| {
             let dies = task.worker == worker;
@@ -258,9 +267,23 @@ where
             }
             !dies
         });
-        self.checker.event(format!(
-            "worker {worker} crashes, dropping {dropped} task(s)"
-        ));
+        dropped
+    }
+
+    /// Worker `worker` restarts as a deploy restarts it: stopped where it
+    /// is (if it runs), `why` recorded, started again, and it recovers its
+    /// runs as a worker's start-up does (with worker loops, the loops'
+    /// polls take them over instead).
+    pub(super) fn restart_for(&mut self, worker: usize, why: String) {
+        if self.workers[worker].is_some() {
+            self.crash(worker);
+        }
+        self.checker.event(why);
+        let started = self.start_worker(worker, self.config.has(Event::StoreFault));
+        self.workers[worker] = Some(started);
+        if self.loops.is_none() {
+            self.recover(worker);
+        }
     }
 
     /// The power fails ([`Simulation::power_loss`]): every worker process
